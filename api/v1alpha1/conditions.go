@@ -1,0 +1,113 @@
+package v1alpha1
+
+// Condition types of a HarnessRun. Each is a metav1.Condition in
+// status.conditions.
+const (
+	// ConditionScheduled is True once the controller bound the run to a node;
+	// its message names the node. While False (reason Unschedulable) its
+	// message says in plain words why no node fits.
+	ConditionScheduled = "Scheduled"
+
+	// ConditionSandboxed is True when the agent ran in an OS sandbox (bwrap or
+	// AppContainer); False (reason IsolationFallback) when it ran as a plain
+	// child because the run's isolation policy allowed it.
+	ConditionSandboxed = "Sandboxed"
+
+	// ConditionMCPVerified is True when the agent called get_token and the
+	// token appeared in its output or artifacts.
+	ConditionMCPVerified = "MCPVerified"
+
+	// ConditionChecksPassed is True when every fixture check passed.
+	ConditionChecksPassed = "ChecksPassed"
+
+	// ConditionReady is True when the run finished with verdict Pass. Its
+	// reason and message say why a run is not (yet) ready.
+	ConditionReady = "Ready"
+
+	// ConditionStopRequested is True when the run must stop: spec.cancel was
+	// set or the run is being deleted. See the cancel protocol below.
+	ConditionStopRequested = "StopRequested"
+
+	// ConditionEgressUnrestricted is True, as a warning, when the agent shared
+	// the node's network (spec.network.egress Unrestricted).
+	ConditionEgressUnrestricted = "EgressUnrestricted"
+)
+
+// Condition types of a HarnessNode.
+const (
+	// ConditionNodeReady is True while the node-agent heartbeats its Lease and
+	// at least one sandbox mode passed preflight.
+	ConditionNodeReady = "Ready"
+)
+
+// Reasons used in conditions and in status.reason.
+const (
+	// ReasonPending: the run waits for the controller.
+	ReasonPending = "Pending"
+	// ReasonUnschedulable: no node fits the run; the message says why.
+	ReasonUnschedulable = "Unschedulable"
+	// ReasonBound: the run is bound to the node named in the message.
+	ReasonBound = "Bound"
+	// ReasonRunning: the node-agent is executing the attempt.
+	ReasonRunning = "Running"
+	// ReasonCompleted: the run finished and its evidence was written.
+	ReasonCompleted = "Completed"
+	// ReasonChecksFailed: at least one fixture check failed.
+	ReasonChecksFailed = "ChecksFailed"
+	// ReasonAgentFailed: the agent exited non-zero or was killed by a signal.
+	ReasonAgentFailed = "AgentFailed"
+	// ReasonTokenNotSeen: the fixture asked for MCP and the token never
+	// appeared in the agent's output or artifacts.
+	ReasonTokenNotSeen = "TokenNotSeen"
+	// ReasonMCPUnsupported: the run asked for MCP and its adapter has none.
+	ReasonMCPUnsupported = "MCPUnsupported"
+	// ReasonDeadlineExceeded: the run did not finish within
+	// limits.episodeSeconds plus the controller's grace period.
+	ReasonDeadlineExceeded = "DeadlineExceeded"
+	// ReasonNodeLost: the node's Lease expired while the run was on it.
+	ReasonNodeLost = "NodeLost"
+	// ReasonNodeAgentRestarted: the node-agent restarted during the attempt.
+	ReasonNodeAgentRestarted = "NodeAgentRestarted"
+	// ReasonRetrying: an infrastructure failure sent the run back to Pending
+	// for another attempt (spec.retries).
+	ReasonRetrying = "Retrying"
+	// ReasonBadFixture: the fixture is missing, malformed or unsafe.
+	ReasonBadFixture = "BadFixture"
+	// ReasonCredentialsUnavailable: a selected Secret key could not be read.
+	ReasonCredentialsUnavailable = "CredentialsUnavailable"
+	// ReasonSandboxUnavailable: no sandbox works on the node and the run's
+	// isolation policy is Required.
+	ReasonSandboxUnavailable = "SandboxUnavailable"
+	// ReasonIsolationFallback: the agent ran as a plain child, unsandboxed.
+	ReasonIsolationFallback = "IsolationFallback"
+	// ReasonCancelled: spec.cancel stopped the run.
+	ReasonCancelled = "Cancelled"
+	// ReasonDeleted: the run was deleted while it ran.
+	ReasonDeleted = "Deleted"
+	// ReasonStopped: the node-agent stopped the run after StopRequested.
+	ReasonStopped = "Stopped"
+	// ReasonHeartbeat: the node-agent's Lease is fresh.
+	ReasonHeartbeat = "Heartbeat"
+	// ReasonLeaseExpired: the node-agent's Lease expired.
+	ReasonLeaseExpired = "LeaseExpired"
+)
+
+// RunFinalizer keeps a HarnessRun until its node-agent has stopped it and
+// written what it knows; the controller removes it once the run is terminal
+// (or was never claimed).
+const RunFinalizer = "harnessfacts.io/run-protection"
+
+// The cancel protocol, by which a run is stopped whatever its phase:
+//
+//  1. A user sets spec.cancel to true, or deletes the run (the finalizer
+//     RunFinalizer holds it).
+//  2. A run that is Pending or Scheduled (never claimed) is ended by the
+//     controller: phase Failed, reason Cancelled (or Deleted).
+//  3. For a Running run the controller sets condition StopRequested=True
+//     with reason Cancelled or Deleted. The node-agent, which watches its
+//     runs, kills the agent's process tree, still collects and writes what it
+//     knows, and ends the run: phase Failed, reason Cancelled (or Deleted),
+//     StopRequested keeps True, Ready=False with reason Stopped.
+//  4. Once the run is terminal the controller removes RunFinalizer, so a
+//     deleted run goes away only after its node-agent let go of it. If the
+//     node is lost, node-loss handling ends the run instead.

@@ -1,0 +1,770 @@
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Adapter names the agent CLI a run drives.
+// +kubebuilder:validation:Enum=codex;claude-code;gemini;opencode;aider;antigravity;exec
+type Adapter string
+
+// The adapters a HarnessRun may name.
+const (
+	AdapterCodex       Adapter = "codex"
+	AdapterClaudeCode  Adapter = "claude-code"
+	AdapterGemini      Adapter = "gemini"
+	AdapterOpenCode    Adapter = "opencode"
+	AdapterAider       Adapter = "aider"
+	AdapterAntigravity Adapter = "antigravity"
+	AdapterExec        Adapter = "exec"
+)
+
+// Adapters lists every adapter, in the order documentation shows them.
+var Adapters = []Adapter{AdapterCodex, AdapterClaudeCode, AdapterGemini, AdapterOpenCode, AdapterAider, AdapterAntigravity, AdapterExec}
+
+// CredentialFile names a credential file an adapter knows how to place.
+// +kubebuilder:validation:Enum=CodexAuth;ClaudeCredentials;OpenCodeAuth
+type CredentialFile string
+
+// The credential files adapters know.
+const (
+	// CredentialFileCodexAuth is Codex's login file, placed as auth.json in a
+	// temporary CODEX_HOME. Only the codex adapter accepts it.
+	CredentialFileCodexAuth CredentialFile = "CodexAuth"
+	// CredentialFileClaudeCredentials is Claude Code's .credentials.json,
+	// placed in its isolated config dir. Only the claude-code adapter accepts it.
+	CredentialFileClaudeCredentials CredentialFile = "ClaudeCredentials"
+	// CredentialFileOpenCodeAuth is OpenCode's auth.json, placed under its
+	// isolated data dir. Only the opencode adapter accepts it.
+	CredentialFileOpenCodeAuth CredentialFile = "OpenCodeAuth"
+)
+
+// MCPTransport says how the agent reaches the run's MCP token server.
+// +kubebuilder:validation:Enum=None;HTTP;Stdio
+type MCPTransport string
+
+// The MCP transports.
+const (
+	MCPTransportNone  MCPTransport = "None"
+	MCPTransportHTTP  MCPTransport = "HTTP"
+	MCPTransportStdio MCPTransport = "Stdio"
+)
+
+// Egress says what the sandboxed agent may reach over the network.
+// +kubebuilder:validation:Enum=ProviderOnly;None;Unrestricted
+type Egress string
+
+// The egress modes.
+const (
+	// EgressProviderOnly lets the agent reach only its model provider's hosts,
+	// spec.network.allowHosts and the run's MCP server, through a per-run proxy.
+	EgressProviderOnly Egress = "ProviderOnly"
+	// EgressNone gives the agent no network at all.
+	EgressNone Egress = "None"
+	// EgressUnrestricted shares the node's network with the agent. The run
+	// carries a warning condition and Event saying so.
+	EgressUnrestricted Egress = "Unrestricted"
+)
+
+// IsolationPolicy says what happens when the node cannot sandbox the agent.
+// +kubebuilder:validation:Enum=Required;AllowFallback
+type IsolationPolicy string
+
+// The isolation policies.
+const (
+	// IsolationRequired: no sandbox, no run. The run fails with class
+	// Infrastructure instead of running the agent unsandboxed.
+	IsolationRequired IsolationPolicy = "Required"
+	// IsolationAllowFallback lets the agent run as a plain child process with
+	// only the allow-listed environment when no sandbox works, with a loud
+	// warning condition and Event.
+	IsolationAllowFallback IsolationPolicy = "AllowFallback"
+)
+
+// HarnessRunSpec is what to run, against what, and within which bounds. It
+// cannot change after creation, except cancel and ttlSecondsAfterFinished.
+//
+// +kubebuilder:validation:XValidation:rule="self.agent == oldSelf.agent",message="spec.agent is immutable: create a new HarnessRun instead"
+// +kubebuilder:validation:XValidation:rule="self.fixture == oldSelf.fixture",message="spec.fixture is immutable: create a new HarnessRun instead"
+// +kubebuilder:validation:XValidation:rule="has(self.mcp) == has(oldSelf.mcp) && (!has(self.mcp) || self.mcp == oldSelf.mcp)",message="spec.mcp is immutable: create a new HarnessRun instead"
+// +kubebuilder:validation:XValidation:rule="has(self.network) == has(oldSelf.network) && (!has(self.network) || self.network == oldSelf.network)",message="spec.network is immutable: create a new HarnessRun instead"
+// +kubebuilder:validation:XValidation:rule="has(self.isolation) == has(oldSelf.isolation) && (!has(self.isolation) || self.isolation == oldSelf.isolation)",message="spec.isolation is immutable: create a new HarnessRun instead"
+// +kubebuilder:validation:XValidation:rule="has(self.limits) == has(oldSelf.limits) && (!has(self.limits) || self.limits == oldSelf.limits)",message="spec.limits is immutable: create a new HarnessRun instead"
+// +kubebuilder:validation:XValidation:rule="has(self.nodeSelector) == has(oldSelf.nodeSelector) && (!has(self.nodeSelector) || self.nodeSelector == oldSelf.nodeSelector)",message="spec.nodeSelector is immutable: create a new HarnessRun instead"
+// +kubebuilder:validation:XValidation:rule="has(self.retries) == has(oldSelf.retries) && (!has(self.retries) || self.retries == oldSelf.retries)",message="spec.retries is immutable: create a new HarnessRun instead"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.cancel) || !oldSelf.cancel || (has(self.cancel) && self.cancel)",message="spec.cancel cannot be set back to false once a run is cancelled"
+type HarnessRunSpec struct {
+	// agent is the coding agent to run and the credentials it may use.
+	// +required
+	Agent AgentSpec `json:"agent"`
+
+	// fixture is where the task's files come from. Exactly one source is set.
+	// +required
+	Fixture FixtureSource `json:"fixture"`
+
+	// mcp overrides how the agent reaches the run's MCP token server. When
+	// omitted, the fixture's choice applies.
+	// +optional
+	MCP *MCPSpec `json:"mcp,omitempty"`
+
+	// network says what the agent may reach.
+	// +kubebuilder:default={}
+	// +optional
+	Network NetworkSpec `json:"network,omitempty"`
+
+	// isolation says what happens when the node cannot sandbox the agent.
+	// +kubebuilder:default={}
+	// +optional
+	Isolation IsolationSpec `json:"isolation,omitempty"`
+
+	// limits bound the run's time, memory, processes, decisions and output.
+	// +kubebuilder:default={}
+	// +optional
+	Limits Limits `json:"limits,omitempty"`
+
+	// nodeSelector restricts the run to HarnessNodes whose labels (mirrored
+	// from their Node) match every pair.
+	// +kubebuilder:validation:MaxProperties=16
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// retries is how many times the run goes back to Pending after an
+	// infrastructure failure (its node lost, its node-agent restarted).
+	// An agent's own failure, a timeout or a failed check is never retried.
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10
+	// +optional
+	Retries int32 `json:"retries,omitempty"`
+
+	// ttlSecondsAfterFinished deletes the run (and its evidence) this many
+	// seconds after it finished. When omitted, finished runs are kept. It may
+	// be changed after creation.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+
+	// cancel, once set to true, stops the run: a run not yet started ends at
+	// once, a running one is stopped by its node-agent, which still records
+	// what it knows. It cannot be set back to false.
+	// +optional
+	Cancel bool `json:"cancel,omitempty"`
+}
+
+// AgentSpec names the agent CLI and what it receives.
+//
+// +kubebuilder:validation:XValidation:rule="self.adapter != 'exec' || (has(self.command) && size(self.command) > 0)",message="agent.command is required when agent.adapter is exec"
+// +kubebuilder:validation:XValidation:rule="self.adapter == 'exec' || !has(self.command)",message="agent.command is only allowed with agent.adapter exec: the other adapters build their own command line (use agent.extraArgs to add flags)"
+// +kubebuilder:validation:XValidation:rule="!has(self.credentials) || self.credentials.all(c, !has(c.file) || c.file != 'CodexAuth' || self.adapter == 'codex')",message="credential file CodexAuth is only accepted by the codex adapter"
+// +kubebuilder:validation:XValidation:rule="!has(self.credentials) || self.credentials.all(c, !has(c.file) || c.file != 'ClaudeCredentials' || self.adapter == 'claude-code')",message="credential file ClaudeCredentials is only accepted by the claude-code adapter"
+// +kubebuilder:validation:XValidation:rule="!has(self.credentials) || self.credentials.all(c, !has(c.file) || c.file != 'OpenCodeAuth' || self.adapter == 'opencode')",message="credential file OpenCodeAuth is only accepted by the opencode adapter"
+type AgentSpec struct {
+	// adapter is the agent CLI: codex, claude-code, gemini, opencode, aider,
+	// antigravity, or exec for any command given in agent.command.
+	// +required
+	Adapter Adapter `json:"adapter"`
+
+	// version pins the CLI version the run needs; only nodes whose
+	// HarnessNode reports that version of the adapter are chosen.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Version string `json:"version,omitempty"`
+
+	// model is the model the CLI is asked to use; the CLI's default when empty.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	Model string `json:"model,omitempty"`
+
+	// command is the argv of the exec adapter (required with it, forbidden
+	// with the others). It runs in the sandbox with the fixture's workspace as
+	// its working directory and the prompt in HARNESSFACTS_PROMPT. Never put a
+	// secret here: command lines are world-readable on a node.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=4096
+	// +listType=atomic
+	// +optional
+	Command []string `json:"command,omitempty"`
+
+	// extraArgs are appended to the argv the adapter builds.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=4096
+	// +listType=atomic
+	// +optional
+	ExtraArgs []string `json:"extraArgs,omitempty"`
+
+	// providerURL points the CLI at another model provider endpoint (for
+	// example a scripted provider in tests, or a company gateway). Its host is
+	// added to the hosts the agent may reach.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && (url(self).getScheme() == 'http' || url(self).getScheme() == 'https')",message="agent.providerURL must be an absolute http or https URL"
+	// +optional
+	ProviderURL string `json:"providerURL,omitempty"`
+
+	// credentials are the Secret keys the agent may use, each delivered
+	// exactly one way. Nothing else of the node's environment or files
+	// reaches the agent.
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="self.all(c, !has(c.env) || self.exists_one(d, has(d.env) && d.env == c.env))",message="each credential env name may appear only once"
+	// +kubebuilder:validation:XValidation:rule="self.all(c, !has(c.file) || self.exists_one(d, has(d.file) && d.file == c.file))",message="each credential file may appear only once"
+	// +listType=atomic
+	// +optional
+	Credentials []Credential `json:"credentials,omitempty"`
+}
+
+// Credential is one Secret key handed to the agent, as an environment
+// variable or as a file the adapter knows.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.env) != has(self.file)",message="each credential is delivered exactly one way: set env or file, not both and not neither"
+type Credential struct {
+	// secretKeyRef selects the key of a Secret in the run's namespace.
+	// +required
+	SecretKeyRef SecretKeySelector `json:"secretKeyRef"`
+
+	// env delivers the value as this environment variable (for example
+	// OPENAI_API_KEY). Names the harness sets itself (PATH, HOME, TMPDIR,
+	// XDG_*, HARNESSFACTS_*, proxy settings) are refused.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
+	// +kubebuilder:validation:XValidation:rule="!(self in ['PATH', 'HOME', 'USER', 'LOGNAME', 'SHELL', 'TMPDIR', 'TMP', 'TEMP', 'PWD', 'LANG', 'LD_PRELOAD', 'LD_LIBRARY_PATH', 'HTTP_PROXY', 'HTTPS_PROXY', 'NO_PROXY', 'ALL_PROXY', 'http_proxy', 'https_proxy', 'no_proxy', 'all_proxy', 'NODE_OPTIONS']) && !self.startsWith('XDG_') && !self.startsWith('HARNESSFACTS_') && !self.startsWith('LC_')",message="this environment variable is set by the harness and cannot carry a credential"
+	// +optional
+	Env string `json:"env,omitempty"`
+
+	// file delivers the value as a credential file the adapter knows:
+	// CodexAuth (codex), ClaudeCredentials (claude-code) or OpenCodeAuth
+	// (opencode).
+	// +optional
+	File CredentialFile `json:"file,omitempty"`
+}
+
+// SecretKeySelector selects one key of a Secret in the run's namespace.
+type SecretKeySelector struct {
+	// name is the Secret's name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+
+	// key is the key within the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +required
+	Key string `json:"key"`
+}
+
+// FixtureSource says where a fixture's files come from. Exactly one source
+// is set. A fixture is a fixture.yaml (prompt, MCP transport, artifacts,
+// checks, limits) and a workspace/ folder the agent works in.
+//
+// +kubebuilder:validation:XValidation:rule="(has(self.configMapRef) ? 1 : 0) + (has(self.inline) ? 1 : 0) == 1",message="exactly one fixture source must be set: fixture.configMapRef or fixture.inline"
+type FixtureSource struct {
+	// configMapRef names a ConfigMap in the run's namespace holding the
+	// fixture, as kustomize's configMapGenerator makes it from a fixture
+	// folder.
+	// +optional
+	ConfigMapRef *ConfigMapFixture `json:"configMapRef,omitempty"`
+
+	// inline holds the fixture's files in the run itself, for small fixtures.
+	// +optional
+	Inline *InlineFixture `json:"inline,omitempty"`
+
+	// prompt overrides the fixture's prompt.
+	// +kubebuilder:validation:MaxLength=65536
+	// +optional
+	Prompt string `json:"prompt,omitempty"`
+}
+
+// ConfigMapFixture names a ConfigMap that holds a fixture.
+type ConfigMapFixture struct {
+	// name is the ConfigMap's name, in the run's namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+}
+
+// InlineFixture is a fixture carried in the run.
+//
+// +kubebuilder:validation:XValidation:rule="'fixture.yaml' in self.files",message="an inline fixture needs a fixture.yaml entry in fixture.inline.files"
+type InlineFixture struct {
+	// files maps a relative slash-separated path (fixture.yaml,
+	// workspace/main.go, ...) to the file's content.
+	// +kubebuilder:validation:MinProperties=1
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(p, size(p) <= 512 && !p.startsWith('/') && !p.endsWith('/') && !p.split('/').exists(s, s == '..' || s == '.' || s == ''))",message="fixture.inline.files keys must be relative paths of at most 512 characters without '.', '..' or empty segments"
+	// +required
+	Files map[string]string `json:"files"`
+}
+
+// MCPSpec overrides the fixture's MCP settings.
+type MCPSpec struct {
+	// transport is how the agent reaches the MCP token server: None, HTTP
+	// (a loopback URL) or Stdio (a command the agent starts).
+	// +required
+	Transport MCPTransport `json:"transport"`
+}
+
+// NetworkSpec says what the agent may reach.
+type NetworkSpec struct {
+	// egress is ProviderOnly (default: the adapter's provider hosts,
+	// allowHosts and the MCP server, through a per-run proxy), None, or
+	// Unrestricted (the node's network; reported loudly).
+	// +kubebuilder:default=ProviderOnly
+	// +optional
+	Egress Egress `json:"egress,omitempty"`
+
+	// allowHosts adds host or host:port entries the agent may reach with
+	// egress ProviderOnly.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=261
+	// +kubebuilder:validation:items:Pattern=`^[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?(:[0-9]{1,5})?$`
+	// +listType=set
+	// +optional
+	AllowHosts []string `json:"allowHosts,omitempty"`
+}
+
+// IsolationSpec says what happens when the node cannot sandbox the agent.
+type IsolationSpec struct {
+	// policy is Required (default: no sandbox, no run) or AllowFallback
+	// (a plain child process with the allow-listed environment, reported
+	// loudly in status and Events).
+	// +kubebuilder:default=Required
+	// +optional
+	Policy IsolationPolicy `json:"policy,omitempty"`
+}
+
+// Limits bound a run.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.probeSeconds) || !has(self.episodeSeconds) || self.probeSeconds <= self.episodeSeconds",message="limits.probeSeconds must not be longer than limits.episodeSeconds"
+type Limits struct {
+	// episodeSeconds bounds the agent's whole episode, from start to exit.
+	// +kubebuilder:default=360
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=86400
+	// +optional
+	EpisodeSeconds int32 `json:"episodeSeconds,omitempty"`
+
+	// probeSeconds bounds each fixture check and each MCP call.
+	// +kubebuilder:default=120
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=86400
+	// +optional
+	ProbeSeconds int32 `json:"probeSeconds,omitempty"`
+
+	// memory bounds the memory of the agent's whole process tree.
+	// +kubebuilder:default="2Gi"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('16Mi')) >= 0",message="limits.memory must be at least 16Mi"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('256Gi')) <= 0",message="limits.memory must be at most 256Gi"
+	// +optional
+	Memory *resource.Quantity `json:"memory,omitempty"`
+
+	// maxDecisions bounds the agent's turns where its CLI has a turn limit,
+	// and the MCP calls it may make.
+	// +kubebuilder:default=5000
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	// +optional
+	MaxDecisions int32 `json:"maxDecisions,omitempty"`
+
+	// maxProcesses bounds the number of processes in the agent's tree.
+	// +kubebuilder:default=1024
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65536
+	// +optional
+	MaxProcesses int32 `json:"maxProcesses,omitempty"`
+
+	// maxOutputBytes bounds the agent's captured stdout and stderr; beyond it
+	// the head and tail are kept and the dropped bytes counted.
+	// +kubebuilder:default=8388608
+	// +kubebuilder:validation:Minimum=1024
+	// +kubebuilder:validation:Maximum=1073741824
+	// +optional
+	MaxOutputBytes int64 `json:"maxOutputBytes,omitempty"`
+
+	// maxArtifactBytes bounds each collected artifact; a larger one is
+	// rejected with a reason in status.
+	// +kubebuilder:default=262144
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1073741824
+	// +optional
+	MaxArtifactBytes int64 `json:"maxArtifactBytes,omitempty"`
+}
+
+// RunPhase is where a run is in its life.
+// +kubebuilder:validation:Enum=Pending;Scheduled;Running;Succeeded;Failed
+type RunPhase string
+
+// The phases of a run. Succeeded and Failed are terminal.
+const (
+	// RunPending: waiting for a node.
+	RunPending RunPhase = "Pending"
+	// RunScheduled: bound to a node (status.nodeName), not yet claimed by its node-agent.
+	RunScheduled RunPhase = "Scheduled"
+	// RunRunning: claimed by the node-agent, which is executing the attempt.
+	RunRunning RunPhase = "Running"
+	// RunSucceeded: the run finished and its evidence was written. The verdict
+	// says whether the agent passed.
+	RunSucceeded RunPhase = "Succeeded"
+	// RunFailed: the run could not finish (infrastructure, timeout, cancel).
+	RunFailed RunPhase = "Failed"
+)
+
+// Terminal reports whether the phase is final.
+func (p RunPhase) Terminal() bool { return p == RunSucceeded || p == RunFailed }
+
+// Verdict is the outcome of a finished run.
+// +kubebuilder:validation:Enum=Pass;Fail;Error
+type Verdict string
+
+// The verdicts.
+const (
+	// VerdictPass: the agent exited, every check passed and, when the fixture
+	// asks for MCP, the token was seen.
+	VerdictPass Verdict = "Pass"
+	// VerdictFail: the agent or a check failed (failure class Agent or Check).
+	VerdictFail Verdict = "Fail"
+	// VerdictError: the harness could not judge the agent (failure class
+	// Infrastructure or Timeout).
+	VerdictError Verdict = "Error"
+)
+
+// FailureClass says whose failure ended a run.
+// +kubebuilder:validation:Enum=Infrastructure;Agent;Timeout;Check
+type FailureClass string
+
+// The failure classes. Only Infrastructure is retried.
+const (
+	FailureInfrastructure FailureClass = "Infrastructure"
+	FailureAgent          FailureClass = "Agent"
+	FailureTimeout        FailureClass = "Timeout"
+	FailureCheck          FailureClass = "Check"
+)
+
+// HarnessRunStatus is what really happened.
+type HarnessRunStatus struct {
+	// observedGeneration is the generation of the spec the status reflects.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// phase is Pending, Scheduled, Running, Succeeded or Failed.
+	// +optional
+	Phase RunPhase `json:"phase,omitempty"`
+
+	// nodeName is the HarnessNode the run is bound to. It is a selectable
+	// field, so a node-agent watches only its own runs.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	NodeName string `json:"nodeName,omitempty"`
+
+	// attempt counts the attempts, starting at 1 when the first is bound.
+	// +optional
+	Attempt int32 `json:"attempt,omitempty"`
+
+	// scheduledTime is when the current attempt was bound to a node.
+	// +optional
+	ScheduledTime *metav1.Time `json:"scheduledTime,omitempty"`
+
+	// startTime is when the node-agent claimed the current attempt.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+
+	// completionTime is when the run reached a terminal phase.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+
+	// verdict is Pass, Fail or Error, set with the terminal phase.
+	// +optional
+	Verdict Verdict `json:"verdict,omitempty"`
+
+	// failureClass says whose failure it was: Infrastructure, Agent, Timeout
+	// or Check.
+	// +optional
+	FailureClass FailureClass `json:"failureClass,omitempty"`
+
+	// reason is a CamelCase word for why the run is in its phase (one of the
+	// Reason constants of the API).
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	Reason string `json:"reason,omitempty"`
+
+	// message explains the phase in plain words.
+	// +kubebuilder:validation:MaxLength=4096
+	// +optional
+	Message string `json:"message,omitempty"`
+
+	// conditions: Scheduled, Sandboxed, MCPVerified, ChecksPassed, Ready,
+	// StopRequested, and the warnings IsolationFallback and EgressUnrestricted.
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// sandbox is the isolation the agent really ran under.
+	// +optional
+	Sandbox *SandboxStatus `json:"sandbox,omitempty"`
+
+	// agent is what the agent process did.
+	// +optional
+	Agent *AgentStatus `json:"agent,omitempty"`
+
+	// mcp is what happened with the MCP token server.
+	// +optional
+	MCP *MCPStatus `json:"mcp,omitempty"`
+
+	// network counts the agent's connections through the egress proxy.
+	// +optional
+	Network *NetworkStatus `json:"network,omitempty"`
+
+	// checks are the fixture's checks and their results.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	// +optional
+	Checks []CheckResult `json:"checks,omitempty"`
+
+	// artifacts are the files the fixture asked for, collected or rejected.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	// +optional
+	Artifacts []ArtifactResult `json:"artifacts,omitempty"`
+
+	// evidence points at the run's hashed evidence.
+	// +optional
+	Evidence *EvidenceStatus `json:"evidence,omitempty"`
+}
+
+// SandboxStatus is the isolation a run really used.
+type SandboxStatus struct {
+	// mode is the sandbox used: bwrap, appcontainer, or plain (no sandbox).
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Mode string `json:"mode,omitempty"`
+
+	// fallbackReason says why the run fell back to a plain child, when it did.
+	// +kubebuilder:validation:MaxLength=4096
+	// +optional
+	FallbackReason string `json:"fallbackReason,omitempty"`
+}
+
+// AgentStatus is what the agent process did.
+type AgentStatus struct {
+	// adapter is the adapter that ran.
+	// +optional
+	Adapter Adapter `json:"adapter,omitempty"`
+
+	// cliVersion is the version the CLI reported.
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	CLIVersion string `json:"cliVersion,omitempty"`
+
+	// exitCode is the agent's exit code, when it exited.
+	// +optional
+	ExitCode *int32 `json:"exitCode,omitempty"`
+
+	// signal is the signal that ended the agent, when one did.
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	Signal string `json:"signal,omitempty"`
+
+	// oomKilled is true when the memory limit ended the agent.
+	// +optional
+	OOMKilled bool `json:"oomKilled,omitempty"`
+
+	// timedOut is true when limits.episodeSeconds ended the agent.
+	// +optional
+	TimedOut bool `json:"timedOut,omitempty"`
+
+	// durationMilliseconds is the agent's wall time.
+	// +optional
+	DurationMilliseconds int64 `json:"durationMilliseconds,omitempty"`
+
+	// outputBytes is how many bytes the agent wrote to stdout and stderr.
+	// +optional
+	OutputBytes int64 `json:"outputBytes,omitempty"`
+
+	// truncated is true when output beyond limits.maxOutputBytes was dropped.
+	// +optional
+	Truncated bool `json:"truncated,omitempty"`
+
+	// outputTail is the redacted end of the agent's output, a few KiB.
+	// +kubebuilder:validation:MaxLength=8192
+	// +optional
+	OutputTail string `json:"outputTail,omitempty"`
+
+	// turns counts the agent's turns, where its CLI reports them.
+	// +optional
+	Turns int32 `json:"turns,omitempty"`
+
+	// toolCalls counts the agent's tool calls, where its CLI reports them.
+	// +optional
+	ToolCalls int32 `json:"toolCalls,omitempty"`
+
+	// permissionDenials counts the tool uses the CLI refused.
+	// +optional
+	PermissionDenials int32 `json:"permissionDenials,omitempty"`
+}
+
+// MCPStatus is what happened with the MCP token server.
+type MCPStatus struct {
+	// transport is the transport used: None, HTTP or Stdio.
+	// +optional
+	Transport MCPTransport `json:"transport,omitempty"`
+
+	// calls counts the get_token calls the server answered.
+	// +optional
+	Calls int32 `json:"calls,omitempty"`
+
+	// tokenIssued is true when the server handed out the run's token.
+	// +optional
+	TokenIssued bool `json:"tokenIssued,omitempty"`
+
+	// tokenSeen is true only when the token appears in the agent's output
+	// or in a requested artifact.
+	// +optional
+	TokenSeen bool `json:"tokenSeen,omitempty"`
+
+	// message explains the MCP outcome, for example that an adapter has no
+	// MCP support.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// NetworkStatus counts the agent's connections through the egress proxy.
+type NetworkStatus struct {
+	// egress is the egress mode used.
+	// +optional
+	Egress Egress `json:"egress,omitempty"`
+
+	// allowed counts the connections the proxy let through.
+	// +optional
+	Allowed int64 `json:"allowed,omitempty"`
+
+	// denied counts the connections the proxy refused.
+	// +optional
+	Denied int64 `json:"denied,omitempty"`
+
+	// deniedHosts are the first few hosts refused.
+	// +kubebuilder:validation:MaxItems=10
+	// +kubebuilder:validation:items:MaxLength=261
+	// +listType=atomic
+	// +optional
+	DeniedHosts []string `json:"deniedHosts,omitempty"`
+}
+
+// CheckResult is one fixture check's outcome.
+type CheckResult struct {
+	// name is the check's name in the fixture.
+	// +kubebuilder:validation:MaxLength=128
+	// +required
+	Name string `json:"name"`
+
+	// passed is true when the check exited 0 within limits.probeSeconds.
+	// +required
+	Passed bool `json:"passed"`
+
+	// exitCode is the check's exit code, when it exited.
+	// +optional
+	ExitCode *int32 `json:"exitCode,omitempty"`
+
+	// message is the redacted end of the check's output, or why it did not run.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Message string `json:"message,omitempty"`
+
+	// durationMilliseconds is the check's wall time.
+	// +optional
+	DurationMilliseconds int64 `json:"durationMilliseconds,omitempty"`
+}
+
+// ArtifactResult is one requested artifact.
+type ArtifactResult struct {
+	// path is the artifact's path relative to the workspace.
+	// +kubebuilder:validation:MaxLength=512
+	// +required
+	Path string `json:"path"`
+
+	// size is the artifact's size in bytes, when collected.
+	// +optional
+	Size int64 `json:"size,omitempty"`
+
+	// sha256 is the hex digest of the redacted artifact, when collected.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	SHA256 string `json:"sha256,omitempty"`
+
+	// rejected says why the artifact was not collected (missing, a link,
+	// outside the workspace, too large, not a regular file).
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Rejected string `json:"rejected,omitempty"`
+}
+
+// EvidenceStatus points at a run's hashed evidence.
+type EvidenceStatus struct {
+	// configMapName is the evidence ConfigMap, owned by the run.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	ConfigMapName string `json:"configMapName,omitempty"`
+
+	// digest is the sha256 of the canonical receipt ("sha256:<hex>").
+	// +kubebuilder:validation:MaxLength=71
+	// +optional
+	Digest string `json:"digest,omitempty"`
+
+	// fixtureDigest is the tree hash of the fixture's files.
+	// +kubebuilder:validation:MaxLength=71
+	// +optional
+	FixtureDigest string `json:"fixtureDigest,omitempty"`
+
+	// specDigest is the sha256 of the run's canonical spec.
+	// +kubebuilder:validation:MaxLength=71
+	// +optional
+	SpecDigest string `json:"specDigest,omitempty"`
+}
+
+// HarnessRun is one coding agent run against one fixture, executed on a node
+// inside an OS sandbox and recorded as hashed evidence.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=hr,categories=harnessfacts
+// +kubebuilder:selectablefield:JSONPath=`.status.nodeName`
+// +kubebuilder:selectablefield:JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Adapter",type=string,JSONPath=`.spec.agent.adapter`
+// +kubebuilder:printcolumn:name="Fixture",type=string,JSONPath=`.spec.fixture.configMapRef.name`
+// +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.nodeName`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Verdict",type=string,JSONPath=`.status.verdict`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type HarnessRun struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is what to run; immutable after creation except cancel and
+	// ttlSecondsAfterFinished.
+	// +required
+	Spec HarnessRunSpec `json:"spec"`
+
+	// status is what really happened, written by the controller and the
+	// node-agent.
+	// +optional
+	Status HarnessRunStatus `json:"status,omitempty"`
+}
+
+// HarnessRunList is a list of HarnessRuns.
+//
+// +kubebuilder:object:root=true
+type HarnessRunList struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []HarnessRun `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&HarnessRun{}, &HarnessRunList{})
+}

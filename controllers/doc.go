@@ -1,0 +1,15 @@
+// Package controllers holds the reconcilers of the HarnessFacts controller:
+// HarnessRun dispatch, deadlines, node loss, retries, cancel and TTL.
+//
+// The RBAC the controller needs is declared here, next to the code that uses
+// it; `make manifests` turns it into config/rbac/controller.
+//
+// +kubebuilder:rbac:groups=harnessfacts.io,resources=harnessruns,verbs=get;list;watch;update;patch;delete
+// +kubebuilder:rbac:groups=harnessfacts.io,resources=harnessruns/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=harnessfacts.io,resources=harnessruns/finalizers,verbs=update
+// +kubebuilder:rbac:groups=harnessfacts.io,resources=harnessnodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=harnessfacts.io,resources=harnessnodes/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+package controllers
