@@ -32,6 +32,7 @@ if [ -f "$stamp" ]; then
 fi
 
 tmp=$(mktemp -d "$root/k8s/.build-XXXXXX")
+chmod 755 "$tmp"
 trap 'rm -rf "$tmp"' EXIT
 
 minor=${k8s_version#v1.}; minor=${minor%%.*}

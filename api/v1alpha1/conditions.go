@@ -93,11 +93,8 @@ const (
 )
 
 // RunFinalizer keeps a HarnessRun until its node-agent has stopped it and
-// written what it knows; the controller removes it once the run is terminal
-// (or was never claimed).
-const RunFinalizer = "harnessfacts.io/run-protection"
-
-// The cancel protocol, by which a run is stopped whatever its phase:
+// written what it knows. It is part of the cancel protocol, by which a run
+// is stopped whatever its phase:
 //
 //  1. A user sets spec.cancel to true, or deletes the run (the finalizer
 //     RunFinalizer holds it).
@@ -111,3 +108,4 @@ const RunFinalizer = "harnessfacts.io/run-protection"
 //  4. Once the run is terminal the controller removes RunFinalizer, so a
 //     deleted run goes away only after its node-agent let go of it. If the
 //     node is lost, node-loss handling ends the run instead.
+const RunFinalizer = "harnessfacts.io/run-protection"

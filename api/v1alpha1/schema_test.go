@@ -1,0 +1,460 @@
+package v1alpha1_test
+
+// These tests prove the CRD schema against a real kube-apiserver: what a user
+// sends with kubectl is rejected with a message they understand, or accepted
+// with the documented defaults filled in.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/testenv"
+)
+
+var (
+	env *testenv.Env
+	k8s client.Client
+)
+
+func TestMain(m *testing.M) {
+	var err error
+	env, err = testenv.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	k8s, err = client.New(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
+	}
+	os.Exit(code)
+}
+
+// validRun is the smallest run a user would write: an exec agent against an
+// inline fixture.
+const validRun = `
+apiVersion: harnessfacts.io/v1alpha1
+kind: HarnessRun
+metadata:
+  namespace: default
+spec:
+  agent:
+    adapter: exec
+    command: ["sh", "-c", "echo hello > out.txt"]
+  fixture:
+    inline:
+      files:
+        fixture.yaml: "prompt: say hello\n"
+        workspace/README.md: "hello\n"
+`
+
+// run returns validRun as the unstructured object kubectl would send, with
+// edit applied.
+func run(t *testing.T, name string, edit func(obj map[string]any)) *unstructured.Unstructured {
+	t.Helper()
+	obj := map[string]any{}
+	if err := yaml.Unmarshal([]byte(validRun), &obj); err != nil {
+		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(obj)
+	}
+	u := &unstructured.Unstructured{Object: obj}
+	u.SetName(name)
+	return u
+}
+
+// set sets the value at a dotted path, creating maps on the way.
+func set(obj map[string]any, path string, value any) {
+	parts := strings.Split(path, ".")
+	for _, p := range parts[:len(parts)-1] {
+		next, ok := obj[p].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			obj[p] = next
+		}
+		obj = next
+	}
+	obj[parts[len(parts)-1]] = value
+}
+
+// del removes the value at a dotted path.
+func del(obj map[string]any, path string) {
+	parts := strings.Split(path, ".")
+	for _, p := range parts[:len(parts)-1] {
+		obj = obj[p].(map[string]any)
+	}
+	delete(obj, parts[len(parts)-1])
+}
+
+func strs(n int, s string) []any {
+	out := make([]any, n)
+	for i := range out {
+		out[i] = s
+	}
+	return out
+}
+
+func TestRejectsBadRuns(t *testing.T) {
+	cases := []struct {
+		name string
+		edit func(map[string]any)
+		want string // a part of the API server's message the user must see
+	}{
+		{"unknown adapter", func(o map[string]any) { set(o, "spec.agent.adapter", "cursor") },
+			`spec.agent.adapter: Unsupported value: "cursor"`},
+		{"exec without command", func(o map[string]any) { del(o, "spec.agent.command") },
+			"agent.command is required when agent.adapter is exec"},
+		{"exec with an empty command", func(o map[string]any) { set(o, "spec.agent.command", []any{}) },
+			"agent.command is required when agent.adapter is exec"},
+		{"command with another adapter", func(o map[string]any) { set(o, "spec.agent.adapter", "codex") },
+			"agent.command is only allowed with agent.adapter exec"},
+		{"no agent", func(o map[string]any) { del(o, "spec.agent") },
+			"spec.agent: Required value"},
+		{"two fixture sources", func(o map[string]any) { set(o, "spec.fixture.configMapRef.name", "hello") },
+			"exactly one fixture source must be set: fixture.configMapRef or fixture.inline"},
+		{"no fixture source", func(o map[string]any) { del(o, "spec.fixture.inline") },
+			"exactly one fixture source must be set"},
+		{"inline fixture without fixture.yaml", func(o map[string]any) {
+			set(o, "spec.fixture.inline.files", map[string]any{"workspace/a": "x"})
+		}, "an inline fixture needs a fixture.yaml entry"},
+		{"inline path escaping the fixture", func(o map[string]any) {
+			set(o, "spec.fixture.inline.files", map[string]any{"fixture.yaml": "", "workspace/../../etc/passwd": "x"})
+		}, "keys must be relative paths"},
+		{"absolute inline path", func(o map[string]any) {
+			set(o, "spec.fixture.inline.files", map[string]any{"fixture.yaml": "", "/etc/passwd": "x"})
+		}, "keys must be relative paths"},
+		{"zero episodeSeconds", func(o map[string]any) { set(o, "spec.limits.episodeSeconds", int64(0)) },
+			"spec.limits.episodeSeconds: Invalid value: 0: spec.limits.episodeSeconds in body should be greater than or equal to 1"},
+		{"negative probeSeconds", func(o map[string]any) { set(o, "spec.limits.probeSeconds", int64(-5)) },
+			"spec.limits.probeSeconds in body should be greater than or equal to 1"},
+		{"probe longer than the episode", func(o map[string]any) {
+			set(o, "spec.limits.episodeSeconds", int64(60))
+			set(o, "spec.limits.probeSeconds", int64(120))
+		}, "limits.probeSeconds must not be longer than limits.episodeSeconds"},
+		{"probe longer than the default episode", func(o map[string]any) { set(o, "spec.limits.probeSeconds", int64(400)) },
+			"limits.probeSeconds must not be longer than limits.episodeSeconds"},
+		{"tiny memory", func(o map[string]any) { set(o, "spec.limits.memory", "1Ki") },
+			"limits.memory must be at least 16Mi"},
+		{"negative memory", func(o map[string]any) { set(o, "spec.limits.memory", "-1Gi") },
+			"limits.memory must be at least 16Mi"},
+		{"zero maxDecisions", func(o map[string]any) { set(o, "spec.limits.maxDecisions", int64(0)) },
+			"spec.limits.maxDecisions in body should be greater than or equal to 1"},
+		{"zero maxProcesses", func(o map[string]any) { set(o, "spec.limits.maxProcesses", int64(0)) },
+			"spec.limits.maxProcesses in body should be greater than or equal to 1"},
+		{"tiny maxOutputBytes", func(o map[string]any) { set(o, "spec.limits.maxOutputBytes", int64(10)) },
+			"spec.limits.maxOutputBytes in body should be greater than or equal to 1024"},
+		{"too many retries", func(o map[string]any) { set(o, "spec.retries", int64(11)) },
+			"spec.retries in body should be less than or equal to 10"},
+		{"negative ttl", func(o map[string]any) { set(o, "spec.ttlSecondsAfterFinished", int64(-1)) },
+			"spec.ttlSecondsAfterFinished in body should be greater than or equal to 0"},
+		{"credential delivered two ways", func(o map[string]any) {
+			set(o, "spec.agent.adapter", "codex")
+			del(o, "spec.agent.command")
+			set(o, "spec.agent.credentials", []any{map[string]any{
+				"secretKeyRef": map[string]any{"name": "openai", "key": "key"}, "env": "OPENAI_API_KEY", "file": "CodexAuth"}})
+		}, "each credential is delivered exactly one way"},
+		{"credential delivered no way", func(o map[string]any) {
+			set(o, "spec.agent.credentials", []any{map[string]any{"secretKeyRef": map[string]any{"name": "s", "key": "k"}}})
+		}, "each credential is delivered exactly one way"},
+		{"credential in PATH", func(o map[string]any) {
+			set(o, "spec.agent.credentials", []any{map[string]any{"secretKeyRef": map[string]any{"name": "s", "key": "k"}, "env": "PATH"}})
+		}, "this environment variable is set by the harness and cannot carry a credential"},
+		{"credential in an XDG variable", func(o map[string]any) {
+			set(o, "spec.agent.credentials", []any{map[string]any{"secretKeyRef": map[string]any{"name": "s", "key": "k"}, "env": "XDG_CONFIG_HOME"}})
+		}, "this environment variable is set by the harness"},
+		{"credential env not a name", func(o map[string]any) {
+			set(o, "spec.agent.credentials", []any{map[string]any{"secretKeyRef": map[string]any{"name": "s", "key": "k"}, "env": "MY-KEY"}})
+		}, `spec.agent.credentials[0].env in body should match`},
+		{"same env twice", func(o map[string]any) {
+			c := map[string]any{"secretKeyRef": map[string]any{"name": "s", "key": "k"}, "env": "OPENAI_API_KEY"}
+			set(o, "spec.agent.credentials", []any{c, c})
+		}, "each credential env name may appear only once"},
+		{"codex login file for gemini", func(o map[string]any) {
+			set(o, "spec.agent.adapter", "gemini")
+			del(o, "spec.agent.command")
+			set(o, "spec.agent.credentials", []any{map[string]any{"secretKeyRef": map[string]any{"name": "s", "key": "k"}, "file": "CodexAuth"}})
+		}, "credential file CodexAuth is only accepted by the codex adapter"},
+		{"unknown credential file", func(o map[string]any) {
+			set(o, "spec.agent.credentials", []any{map[string]any{"secretKeyRef": map[string]any{"name": "s", "key": "k"}, "file": "id_rsa"}})
+		}, `spec.agent.credentials[0].file: Unsupported value: "id_rsa"`},
+		{"too many extraArgs", func(o map[string]any) { set(o, "spec.agent.extraArgs", strs(65, "--x")) },
+			"spec.agent.extraArgs: Too many: 65: must have at most 64 items"},
+		{"too long model", func(o map[string]any) { set(o, "spec.agent.model", strings.Repeat("m", 300)) },
+			"spec.agent.model: Too long: may not be more than 256"},
+		{"too many allowHosts", func(o map[string]any) {
+			hosts := make([]any, 33)
+			for i := range hosts {
+				hosts[i] = fmt.Sprintf("host-%d.example.test", i)
+			}
+			set(o, "spec.network.allowHosts", hosts)
+		},
+			"spec.network.allowHosts: Too many: 33: must have at most 32 items"},
+		{"allowHost that is not a host", func(o map[string]any) { set(o, "spec.network.allowHosts", []any{"http://x/y"}) },
+			"spec.network.allowHosts[0] in body should match"},
+		{"unknown egress", func(o map[string]any) { set(o, "spec.network.egress", "Everything") },
+			`spec.network.egress: Unsupported value: "Everything"`},
+		{"unknown isolation policy", func(o map[string]any) { set(o, "spec.isolation.policy", "Never") },
+			`spec.isolation.policy: Unsupported value: "Never"`},
+		{"unknown MCP transport", func(o map[string]any) { set(o, "spec.mcp.transport", "SSE") },
+			`spec.mcp.transport: Unsupported value: "SSE"`},
+		{"provider URL that is not http", func(o map[string]any) { set(o, "spec.agent.providerURL", "file:///etc/passwd") },
+			"agent.providerURL must be an absolute http or https URL"},
+		{"relative provider URL", func(o map[string]any) { set(o, "spec.agent.providerURL", "localhost:8080") },
+			"agent.providerURL must be an absolute http or https URL"},
+	}
+	if len(cases) < 15 {
+		t.Fatalf("the table must hold at least 15 bad runs, has %d", len(cases))
+	}
+	ctx := context.Background()
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := run(t, fmt.Sprintf("bad-%d", i), tc.edit)
+			err := k8s.Create(ctx, obj)
+			if err == nil {
+				_ = k8s.Delete(ctx, obj)
+				t.Fatalf("the API server accepted a bad run; want an error containing %q", tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error does not say what is wrong:\n got: %v\nwant: ...%s...", err, tc.want)
+			}
+			t.Logf("rejected: %v", err)
+		})
+	}
+}
+
+func TestDefaultsAreFilledIn(t *testing.T) {
+	ctx := context.Background()
+	obj := run(t, "defaults", nil)
+	if err := k8s.Create(ctx, obj); err != nil {
+		t.Fatalf("a valid run was rejected: %v", err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(ctx, obj) })
+
+	var got harnessv1.HarnessRun
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(obj), &got); err != nil {
+		t.Fatal(err)
+	}
+	want := harnessv1.Limits{
+		EpisodeSeconds:   360,
+		ProbeSeconds:     120,
+		Memory:           ptr.To(resource.MustParse("2Gi")),
+		MaxDecisions:     5000,
+		MaxProcesses:     1024,
+		MaxOutputBytes:   8 << 20,
+		MaxArtifactBytes: 256 << 10,
+	}
+	if diff := cmp.Diff(want, got.Spec.Limits); diff != "" {
+		t.Errorf("limits defaults (-want +got):\n%s", diff)
+	}
+	if got.Spec.Isolation.Policy != harnessv1.IsolationRequired {
+		t.Errorf("isolation.policy = %q, want Required", got.Spec.Isolation.Policy)
+	}
+	if got.Spec.Network.Egress != harnessv1.EgressProviderOnly {
+		t.Errorf("network.egress = %q, want ProviderOnly", got.Spec.Network.Egress)
+	}
+}
+
+func TestAcceptsEveryAdapterAndCredentialForm(t *testing.T) {
+	ctx := context.Background()
+	for _, a := range harnessv1.Adapters {
+		obj := run(t, "adapter-"+string(a), func(o map[string]any) {
+			set(o, "spec.agent.adapter", string(a))
+			if a != harnessv1.AdapterExec {
+				del(o, "spec.agent.command")
+			}
+			creds := []any{map[string]any{"secretKeyRef": map[string]any{"name": "keys", "key": "api"}, "env": "SOME_API_KEY"}}
+			if f := map[harnessv1.Adapter]string{"codex": "CodexAuth", "claude-code": "ClaudeCredentials", "opencode": "OpenCodeAuth"}[a]; f != "" {
+				creds = append(creds, map[string]any{"secretKeyRef": map[string]any{"name": "keys", "key": "login"}, "file": f})
+			}
+			set(o, "spec.agent.credentials", creds)
+			set(o, "spec.agent.providerURL", "http://127.0.0.1:8080/v1")
+			set(o, "spec.network.allowHosts", []any{"api.example.test:443", "mirror.example.test"})
+			set(o, "spec.mcp.transport", "Stdio")
+			set(o, "spec.limits.memory", "512Mi")
+		})
+		if err := k8s.Create(ctx, obj); err != nil {
+			t.Errorf("adapter %s: a valid run was rejected: %v", a, err)
+			continue
+		}
+		_ = k8s.Delete(ctx, obj)
+	}
+}
+
+func TestSpecIsImmutableExceptCancelAndTTL(t *testing.T) {
+	ctx := context.Background()
+	obj := run(t, "immutable", nil)
+	if err := k8s.Create(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(ctx, obj) })
+	key := client.ObjectKeyFromObject(obj)
+
+	update := func(edit func(*harnessv1.HarnessRun)) error {
+		var r harnessv1.HarnessRun
+		if err := k8s.Get(ctx, key, &r); err != nil {
+			t.Fatal(err)
+		}
+		edit(&r)
+		return k8s.Update(ctx, &r)
+	}
+	rejected := []struct {
+		name string
+		edit func(*harnessv1.HarnessRun)
+		want string
+	}{
+		{"agent", func(r *harnessv1.HarnessRun) { r.Spec.Agent.Model = "other" }, "spec.agent is immutable"},
+		{"fixture", func(r *harnessv1.HarnessRun) { r.Spec.Fixture.Prompt = "other" }, "spec.fixture is immutable"},
+		{"limits", func(r *harnessv1.HarnessRun) { r.Spec.Limits.EpisodeSeconds = 10 }, "spec.limits is immutable"},
+		{"network", func(r *harnessv1.HarnessRun) { r.Spec.Network.Egress = harnessv1.EgressUnrestricted }, "spec.network is immutable"},
+		{"isolation", func(r *harnessv1.HarnessRun) { r.Spec.Isolation.Policy = harnessv1.IsolationAllowFallback }, "spec.isolation is immutable"},
+		{"nodeSelector added", func(r *harnessv1.HarnessRun) { r.Spec.NodeSelector = map[string]string{"a": "b"} }, "spec.nodeSelector is immutable"},
+		{"mcp added", func(r *harnessv1.HarnessRun) {
+			r.Spec.MCP = &harnessv1.MCPSpec{Transport: harnessv1.MCPTransportHTTP}
+		}, "spec.mcp is immutable"},
+		{"retries", func(r *harnessv1.HarnessRun) { r.Spec.Retries = 3 }, "spec.retries is immutable"},
+	}
+	for _, tc := range rejected {
+		err := update(tc.edit)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("changing %s after create: got %v, want an error containing %q", tc.name, err, tc.want)
+		}
+	}
+
+	if err := update(func(r *harnessv1.HarnessRun) { r.Spec.TTLSecondsAfterFinished = ptr.To[int32](60) }); err != nil {
+		t.Errorf("setting ttlSecondsAfterFinished after create was rejected: %v", err)
+	}
+	if err := update(func(r *harnessv1.HarnessRun) { r.Spec.Cancel = true }); err != nil {
+		t.Fatalf("cancelling a run was rejected: %v", err)
+	}
+	err := update(func(r *harnessv1.HarnessRun) { r.Spec.Cancel = false })
+	if err == nil || !strings.Contains(err.Error(), "spec.cancel cannot be set back to false") {
+		t.Errorf("un-cancelling: got %v, want it refused", err)
+	}
+}
+
+func TestNodeNameIsASelectableField(t *testing.T) {
+	ctx := context.Background()
+	for _, n := range []struct{ run, node string }{{"sel-a", "node-a"}, {"sel-b", "node-b"}} {
+		obj := run(t, n.run, nil)
+		if err := k8s.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = k8s.Delete(ctx, obj) })
+		var r harnessv1.HarnessRun
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(obj), &r); err != nil {
+			t.Fatal(err)
+		}
+		r.Status.NodeName = n.node
+		r.Status.Phase = harnessv1.RunScheduled
+		if err := k8s.Status().Update(ctx, &r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var list harnessv1.HarnessRunList
+	if err := k8s.List(ctx, &list, client.InNamespace("default"),
+		client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("status.nodeName", "node-b")}); err != nil {
+		t.Fatalf("listing by status.nodeName: %v", err)
+	}
+	if len(list.Items) != 1 || list.Items[0].Name != "sel-b" {
+		var names []string
+		for _, it := range list.Items {
+			names = append(names, it.Name)
+		}
+		t.Fatalf("runs on node-b = %v, want [sel-b]", names)
+	}
+}
+
+func TestHarnessNodeSchema(t *testing.T) {
+	ctx := context.Background()
+	node := &harnessv1.HarnessNode{
+		ObjectMeta: metav1.ObjectMeta{Name: "worker-1"},
+		Spec:       harnessv1.HarnessNodeSpec{Slots: 4},
+	}
+	if err := k8s.Create(ctx, node); err != nil {
+		t.Fatalf("a valid HarnessNode was rejected: %v", err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(ctx, node) })
+	node.Status.Adapters = []harnessv1.AdapterInfo{{Name: harnessv1.AdapterExec}, {Name: harnessv1.AdapterCodex, Version: "0.171.0"}}
+	node.Status.Adapters = append(node.Status.Adapters, harnessv1.AdapterInfo{Name: "cursor"})
+	err := k8s.Status().Update(ctx, node)
+	if err == nil || !strings.Contains(err.Error(), `Unsupported value: "cursor"`) {
+		t.Errorf("an unknown adapter in HarnessNode status: got %v, want it refused", err)
+	}
+	bad := &harnessv1.HarnessNode{ObjectMeta: metav1.ObjectMeta{Name: "worker-2"}, Spec: harnessv1.HarnessNodeSpec{Slots: 1000}}
+	err = k8s.Create(ctx, bad)
+	if err == nil || !strings.Contains(err.Error(), "spec.slots in body should be less than or equal to 256") {
+		t.Errorf("1000 slots: got %v, want it refused", err)
+	}
+}
+
+// kubectl runs the kubectl built with the control plane against it.
+func kubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := env.Kubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(env.Assets, "kubectl"), append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func TestKubectlExplainShowsTheFieldDocs(t *testing.T) {
+	out := kubectl(t, "explain", "harnessrun.spec.limits")
+	for _, want := range []string{
+		"episodeSeconds", "bounds the agent's whole episode",
+		"probeSeconds", "bounds each fixture check and each MCP call",
+		"memory", "maxDecisions", "maxProcesses", "maxOutputBytes", "maxArtifactBytes",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("kubectl explain harnessrun.spec.limits does not show %q:\n%s", want, out)
+		}
+	}
+	out = kubectl(t, "explain", "hr.spec.agent.adapter")
+	if !strings.Contains(out, "claude-code") || !strings.Contains(out, "exec") {
+		t.Errorf("kubectl explain hr.spec.agent.adapter does not list the adapters:\n%s", out)
+	}
+}
+
+func TestKubectlGetShowsThePrinterColumns(t *testing.T) {
+	ctx := context.Background()
+	obj := run(t, "columns", nil)
+	if err := k8s.Create(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(ctx, obj) })
+	out := kubectl(t, "get", "hr", "columns", "-n", "default")
+	header := strings.Fields(strings.SplitN(out, "\n", 2)[0])
+	want := []string{"NAME", "ADAPTER", "FIXTURE", "NODE", "PHASE", "VERDICT", "AGE"}
+	if diff := cmp.Diff(want, header); diff != "" {
+		t.Errorf("kubectl get hr columns (-want +got):\n%s\n%s", diff, out)
+	}
+	out = kubectl(t, "get", "harnessnodes")
+	if !strings.Contains(out, "No resources found") && !strings.Contains(out, "SLOTS") {
+		t.Errorf("kubectl get harnessnodes: %s", out)
+	}
+}
