@@ -23,6 +23,11 @@ help: ## Show this help.
 
 ##@ Development
 
+.PHONY: demo
+demo: ## The main job: start a local control plane, apply the sample HarnessRun, show the result.
+	@assets=$$(hack/control-plane.sh); \
+	KUBEBUILDER_ASSETS=$$assets go run ./hack/demo
+
 .PHONY: build
 build: ## Build bin/harnessfacts.
 	go build -o $(BIN)/harnessfacts ./cmd/harnessfacts
@@ -68,8 +73,12 @@ verify: generate manifests ## Fail when generated files, gofmt or go.mod are out
 control-plane: ## Build (or reuse) kube-apiserver, etcd and kubectl for tests; prints their directory.
 	@hack/control-plane.sh
 
+.PHONY: deps
+deps: ## Install the system packages tests need (bubblewrap, curl) when missing.
+	@hack/install-deps.sh
+
 .PHONY: test
-test: ## Run every test against a real API server (builds the control plane on first use).
+test: deps ## Run every test against a real API server and real bwrap (builds the control plane on first use).
 	@assets=$$(hack/control-plane.sh); \
 	KUBEBUILDER_ASSETS=$$assets go test $(GO_TEST_FLAGS) ./...
 

@@ -139,7 +139,3 @@ type HarnessNodeList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []HarnessNode `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&HarnessNode{}, &HarnessNodeList{})
-}

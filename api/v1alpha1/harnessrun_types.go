@@ -764,7 +764,3 @@ type HarnessRunList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []HarnessRun `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&HarnessRun{}, &HarnessRunList{})
-}
