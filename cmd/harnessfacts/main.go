@@ -29,6 +29,7 @@ and records what really happened as hashed evidence.`,
 		SilenceErrors: true,
 	}
 	root.AddCommand(newVersionCommand())
+	root.AddCommand(newControllerCommand())
 	return root
 }
 

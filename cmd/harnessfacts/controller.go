@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/spf13/cobra"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/controllers"
+)
+
+type controllerFlags struct {
+	kubeconfig              string
+	metricsAddr             string
+	probeAddr               string
+	leaderElect             bool
+	leaderElectionNamespace string
+	leaseNamespace          string
+	workers                 int
+	deadlineGrace           time.Duration
+	defaultLeaseDuration    time.Duration
+	development             bool
+}
+
+func newControllerCommand() *cobra.Command {
+	f := controllerFlags{}
+	cmd := &cobra.Command{
+		Use:   "controller",
+		Short: "Run the HarnessRun controller: bind runs to node-agents and see each to a terminal phase",
+		Long: `Run the HarnessFacts controller. It binds Pending HarnessRuns to Ready
+HarnessNodes, ends runs that overran their deadline or whose node was lost
+(retrying infrastructure failures when spec.retries allows), carries out
+cancel and delete, and deletes finished runs after ttlSecondsAfterFinished.
+
+Run it as a Deployment; with --leader-elect (the default) only one replica
+acts at a time. Metrics are served in Prometheus format on --metrics-bind-address
+(/metrics), health on --health-probe-bind-address (/healthz, /readyz).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runController(cmd, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster config or $KUBECONFIG when empty")
+	fl.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
+	fl.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
+	fl.BoolVar(&f.leaderElect, "leader-elect", true, "elect a leader so only one replica acts at a time")
+	fl.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease; the pod's namespace when empty")
+	fl.StringVar(&f.leaseNamespace, "node-lease-namespace", "", "namespace of the node-agents' heartbeat Leases; when set, only Leases there are watched")
+	fl.IntVar(&f.workers, "workers", 4, "concurrent HarnessRun reconciles")
+	fl.DurationVar(&f.deadlineGrace, "deadline-grace", 30*time.Second, "time past start + limits.episodeSeconds before a run ends with class Timeout")
+	fl.DurationVar(&f.defaultLeaseDuration, "default-lease-duration", 40*time.Second, "how long a node Lease without spec.leaseDurationSeconds stays fresh")
+	fl.BoolVar(&f.development, "zap-devel", false, "human-readable development logs instead of JSON")
+	return cmd
+}
+
+func runController(cmd *cobra.Command, f controllerFlags) error {
+	ctrl.SetLogger(zap.New(zap.UseDevMode(f.development)))
+	cfg, err := restConfig(f.kubeconfig)
+	if err != nil {
+		return err
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := harnessv1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	cacheOpts := cache.Options{
+		// Managed fields are half of a run's size in memory and the
+		// controller never reads them.
+		DefaultTransform: cache.TransformStripManagedFields(),
+	}
+	if f.leaseNamespace != "" {
+		cacheOpts.ByObject = map[client.Object]cache.ByObject{
+			&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{f.leaseNamespace: {}}},
+		}
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        scheme,
+		Cache:                         cacheOpts,
+		Metrics:                       metricsserver.Options{BindAddress: f.metricsAddr},
+		HealthProbeBindAddress:        f.probeAddr,
+		LeaderElection:                f.leaderElect,
+		LeaderElectionID:              "harnessfacts-controller",
+		LeaderElectionNamespace:       f.leaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return fmt.Errorf("creating the manager: %w", err)
+	}
+	if err := controllers.SetupIndexes(cmd.Context(), mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	r, err := controllers.NewHarnessRunReconciler(mgr.GetClient(), mgr.GetEventRecorder("harnessfacts-controller"), clock.RealClock{}, controllers.Options{
+		DeadlineGrace:           f.deadlineGrace,
+		DefaultLeaseDuration:    f.defaultLeaseDuration,
+		MaxConcurrentReconciles: f.workers,
+	})
+	if err != nil {
+		return err
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	// Ready once the informers have synced: before that the controller
+	// would judge nodes and slots from an empty cache.
+	if err := mgr.AddReadyzCheck("informers-synced", func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
+		defer cancel()
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return errors.New("the informer caches have not synced yet")
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	ctx := ctrl.SetupSignalHandler()
+	ctrl.Log.WithName("setup").Info("starting the controller", "leaderElection", f.leaderElect, "workers", f.workers)
+	return mgr.Start(ctx)
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("reading kubeconfig %s: %w", kubeconfig, err)
+		}
+		return cfg, nil
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return nil, fmt.Errorf("finding the cluster (set --kubeconfig or $KUBECONFIG): %w", err)
+	}
+	return cfg, nil
+}

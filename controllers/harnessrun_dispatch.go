@@ -1,0 +1,283 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+)
+
+// Pending reasons, the label of the pending-runs metric: why a run fits no
+// node.
+const (
+	PendingNoNodes      = "NoNodes"
+	PendingNodeSelector = "NodeSelector"
+	PendingNotReady     = "NotReady"
+	PendingNoAdapter    = "NoAdapter"
+	PendingNoVersion    = "NoAdapterVersion"
+	PendingFull         = "Full"
+)
+
+// nodeView is what scheduling needs to know of one HarnessNode.
+type nodeView struct {
+	name     string
+	ready    bool
+	slots    int32
+	labels   map[string]string
+	adapters map[harnessv1.Adapter]string
+}
+
+// viewOf judges a HarnessNode for scheduling: Ready means its node-agent
+// reports Ready, its Lease is fresh, it is not cordoned and has slots.
+func viewOf(node *harnessv1.HarnessNode, lease *coordinationv1.Lease, now time.Time, defaultLease time.Duration) nodeView {
+	v := nodeView{name: node.Name, slots: node.Spec.Slots, labels: node.Status.Labels, adapters: map[harnessv1.Adapter]string{}}
+	for _, a := range node.Status.Adapters {
+		v.adapters[a.Name] = a.Version
+	}
+	h := healthOf(node, lease, now, defaultLease)
+	v.ready = h.fresh && !node.Spec.Unschedulable && node.Spec.Slots > 0 &&
+		meta.IsStatusConditionTrue(node.Status.Conditions, harnessv1.ConditionNodeReady)
+	return v
+}
+
+// fitsStatically reports whether the node offers what the run asks for,
+// ignoring readiness and load: the adapter, the pinned CLI version and the
+// nodeSelector.
+func fitsStatically(run *harnessv1.HarnessRun, v nodeView) bool {
+	version, ok := v.adapters[run.Spec.Agent.Adapter]
+	if !ok || (run.Spec.Agent.Version != "" && version != run.Spec.Agent.Version) {
+		return false
+	}
+	return labels.SelectorFromSet(run.Spec.NodeSelector).Matches(labels.Set(v.labels))
+}
+
+// filterNodes keeps the nodes a run may be bound to, load aside. When none is
+// left it says why, in plain words, naming the first rule that left no node:
+// nodeSelector, readiness, adapter, adapter version.
+func filterNodes(run *harnessv1.HarnessRun, nodes []nodeView) (fit []nodeView, reason, message string) {
+	if len(nodes) == 0 {
+		return nil, PendingNoNodes, "no HarnessNode is registered: no node-agent is running"
+	}
+	selector := labels.SelectorFromSet(run.Spec.NodeSelector)
+	var matching []nodeView
+	for _, n := range nodes {
+		if selector.Matches(labels.Set(n.labels)) {
+			matching = append(matching, n)
+		}
+	}
+	if len(matching) == 0 {
+		return nil, PendingNodeSelector, fmt.Sprintf("nodeSelector matches no node: none of the %s has the labels %s",
+			plural(len(nodes), "node"), labels.Set(run.Spec.NodeSelector).String())
+	}
+	var ready []nodeView
+	for _, n := range matching {
+		if n.ready {
+			ready = append(ready, n)
+		}
+	}
+	if len(ready) == 0 {
+		return nil, PendingNotReady, fmt.Sprintf("no Ready node: none of the %s%s is Ready (heartbeating, not cordoned, with slots)",
+			plural(len(matching), "node"), selectorPhrase(run))
+	}
+	adapter := run.Spec.Agent.Adapter
+	var withAdapter []nodeView
+	var versions []string
+	for _, n := range ready {
+		if v, ok := n.adapters[adapter]; ok {
+			withAdapter = append(withAdapter, n)
+			if v != "" && !slices.Contains(versions, v) {
+				versions = append(versions, v)
+			}
+		}
+	}
+	if len(withAdapter) == 0 {
+		return nil, PendingNoAdapter, fmt.Sprintf("no Ready node%s has adapter %s", selectorPhrase(run), adapter)
+	}
+	if want := run.Spec.Agent.Version; want != "" {
+		var pinned []nodeView
+		for _, n := range withAdapter {
+			if n.adapters[adapter] == want {
+				pinned = append(pinned, n)
+			}
+		}
+		if len(pinned) == 0 {
+			sort.Strings(versions)
+			return nil, PendingNoVersion, fmt.Sprintf("no Ready node%s has adapter %s at version %s (Ready nodes have %s)",
+				selectorPhrase(run), adapter, want, strings.Join(versions, ", "))
+		}
+		withAdapter = pinned
+	}
+	return withAdapter, "", ""
+}
+
+func selectorPhrase(run *harnessv1.HarnessRun) string {
+	if len(run.Spec.NodeSelector) == 0 {
+		return ""
+	}
+	return " matching nodeSelector " + labels.Set(run.Spec.NodeSelector).String()
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// nodeViews reads every HarnessNode (a few dozen, not runs) and its Lease
+// from the cache.
+func (r *HarnessRunReconciler) nodeViews(ctx context.Context, now time.Time) ([]nodeView, error) {
+	nodes := &harnessv1.HarnessNodeList{}
+	if err := r.client.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing HarnessNodes: %w", err)
+	}
+	views := make([]nodeView, 0, len(nodes.Items))
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		var lease *coordinationv1.Lease
+		if ns := n.Status.LeaseNamespace; ns != "" {
+			l := &coordinationv1.Lease{}
+			if err := r.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: n.Name}, l, client.UnsafeDisableDeepCopy); err == nil {
+				lease = l
+			}
+		}
+		views = append(views, viewOf(n, lease, now, r.opts.DefaultLeaseDuration))
+	}
+	return views, nil
+}
+
+// activeRuns lists, from the cache index, the non-terminal runs bound to node.
+func (r *HarnessRunReconciler) activeRuns(ctx context.Context, node string) ([]harnessv1.HarnessRun, error) {
+	runs := &harnessv1.HarnessRunList{}
+	if err := r.client.List(ctx, runs, client.MatchingFields{IndexRunActiveNode: node}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing the runs of node %s: %w", node, err)
+	}
+	return runs.Items, nil
+}
+
+// reconcileDispatch binds a Pending run to the least-loaded node that fits
+// it, or says in the run's status why none does.
+//
+// Choosing and reserving happen under the ledger's lock, counting each
+// node's load as the runs the cache shows bound to it plus the bindings this
+// controller made (or is making) that the cache does not show yet. So two
+// workers, or one worker with a stale cache, never give the same slot twice;
+// the status write itself carries the resourceVersion that was read, so the
+// same run is never bound twice either (a stale read fails with a conflict).
+func (r *HarnessRunReconciler) reconcileDispatch(ctx context.Context, p *pass) error {
+	run := p.run
+	if effectivePhase(run) != harnessv1.RunPending || stopReason(run) != "" {
+		return nil
+	}
+	key := client.ObjectKeyFromObject(run)
+	if _, ok := r.ledger.reservedFor(key); ok {
+		// An earlier pass bound it and the cache has not caught up; its
+		// update event brings the run back. Look again when the
+		// reservation would expire, in case that write never landed.
+		p.requeue(r.opts.ReservationTTL)
+		return nil
+	}
+	views, err := r.nodeViews(ctx, p.now.Time)
+	if err != nil {
+		return err
+	}
+	fit, reason, message := filterNodes(run, views)
+	var chosen *nodeView
+	inUse, total := int32(0), int32(0)
+	if len(fit) > 0 {
+		chosen, inUse, total, err = r.chooseAndReserve(ctx, key, fit)
+		if err != nil {
+			return err
+		}
+		if chosen == nil {
+			reason = PendingFull
+			message = fmt.Sprintf("all %s are full (%d of %d slots in use)", plural(len(fit), "matching node"), inUse, total)
+		}
+	}
+
+	st := &p.run.Status
+	if chosen == nil {
+		r.ledger.setPending(key, reason)
+		if st.Phase == "" {
+			p.event(corev1.EventTypeWarning, harnessv1.ReasonUnschedulable, "Schedule", message, nil)
+		}
+		st.Phase = harnessv1.RunPending
+		st.Reason = harnessv1.ReasonUnschedulable
+		st.Message = message
+		p.setCondition(harnessv1.ConditionScheduled, metav1.ConditionFalse, harnessv1.ReasonUnschedulable, message)
+		p.setCondition(harnessv1.ConditionReady, metav1.ConditionFalse, harnessv1.ReasonPending, "the run waits for a node: "+message)
+		return nil
+	}
+
+	p.reserved = chosen.name
+	p.scheduled = true
+	p.pendingSince = r.ledger.pendingSince(key, run)
+	st.Phase = harnessv1.RunScheduled
+	st.NodeName = chosen.name
+	st.Attempt = max(st.Attempt, 1)
+	st.ScheduledTime = p.now.DeepCopy()
+	st.StartTime = nil
+	st.Reason = harnessv1.ReasonBound
+	msg := fmt.Sprintf("bound to node %s (attempt %d)", chosen.name, st.Attempt)
+	st.Message = msg
+	p.setCondition(harnessv1.ConditionScheduled, metav1.ConditionTrue, harnessv1.ReasonBound, msg)
+	p.setCondition(harnessv1.ConditionReady, metav1.ConditionFalse, harnessv1.ReasonBound, "waiting for the node-agent on "+chosen.name+" to start the run")
+	node := &harnessv1.HarnessNode{ObjectMeta: metav1.ObjectMeta{Name: chosen.name}}
+	node.SetGroupVersionKind(harnessv1.GroupVersion.WithKind("HarnessNode"))
+	p.event(corev1.EventTypeNormal, string(harnessv1.RunScheduled), "Bind", msg, node)
+	return nil
+}
+
+// chooseAndReserve picks the least-loaded node among fit (lowest share of
+// slots in use, then most free slots, then name) and reserves a slot on it.
+// It returns nil when every node is full, with the slots in use and in total.
+func (r *HarnessRunReconciler) chooseAndReserve(ctx context.Context, key types.NamespacedName, fit []nodeView) (*nodeView, int32, int32, error) {
+	r.ledger.mu.Lock()
+	defer r.ledger.mu.Unlock()
+	var best *nodeView
+	var bestLoad int32
+	var inUse, total int32
+	for i := range fit {
+		n := &fit[i]
+		runs, err := r.activeRuns(ctx, n.name)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		load := int32(len(runs)) + r.ledger.unseenLocked(n.name, runs)
+		inUse += min(load, n.slots)
+		total += n.slots
+		if load >= n.slots {
+			continue
+		}
+		if best == nil || lessLoaded(load, n, bestLoad, best) {
+			best, bestLoad = n, load
+		}
+	}
+	if best != nil {
+		r.ledger.reserveLocked(key, best.name)
+	}
+	return best, inUse, total, nil
+}
+
+func lessLoaded(loadA int32, a *nodeView, loadB int32, b *nodeView) bool {
+	// Compare loadA/slotsA with loadB/slotsB without division.
+	if x, y := int64(loadA)*int64(b.slots), int64(loadB)*int64(a.slots); x != y {
+		return x < y
+	}
+	if fa, fb := a.slots-loadA, b.slots-loadB; fa != fb {
+		return fa > fb
+	}
+	return a.name < b.name
+}

@@ -1,0 +1,205 @@
+package controllers
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+)
+
+// bindingLedger is the controller's memory of the bindings it made that the
+// cache may not show yet, and of the runs waiting for a node.
+//
+// Why it exists: a node's load is read from the informer cache, which lags
+// behind our own writes. Two workers binding at once, or one worker binding
+// twice in a row before the first write comes back through the watch, would
+// both see the same free slot. The ledger closes that gap the way
+// kube-scheduler's "assumed pods" do: a slot is reserved in memory, under one
+// lock, before the binding is written, and stays counted until the cache
+// shows the run on that node (or the run is gone). Binding decisions are
+// quick in-memory work, so one lock costs little; the API writes happen
+// outside it, in parallel.
+//
+// A restarted or newly elected controller starts with an empty ledger and a
+// freshly listed cache, which already shows every binding that was written.
+type bindingLedger struct {
+	clock clock.PassiveClock
+	ttl   time.Duration
+
+	mu sync.Mutex
+	// byRun: the node a run was bound (or is being bound) to.
+	byRun map[types.NamespacedName]reservation
+	// byNode: the same, by node.
+	byNode map[string]map[types.NamespacedName]struct{}
+	// firstSeen: when this controller first saw a run waiting, for the
+	// scheduling latency metric.
+	firstSeen map[types.NamespacedName]time.Time
+	// pending: why each waiting run fits no node, for the pending metric.
+	pending map[types.NamespacedName]string
+}
+
+type reservation struct {
+	node string
+	// confirmed: the write succeeded (or may have); the reservation lasts
+	// until the cache shows it, or ttl after at.
+	confirmed bool
+	at        time.Time
+}
+
+func newBindingLedger(clk clock.PassiveClock, ttl time.Duration) *bindingLedger {
+	return &bindingLedger{
+		clock:     clk,
+		ttl:       ttl,
+		byRun:     map[types.NamespacedName]reservation{},
+		byNode:    map[string]map[types.NamespacedName]struct{}{},
+		firstSeen: map[types.NamespacedName]time.Time{},
+		pending:   map[types.NamespacedName]string{},
+	}
+}
+
+// reserveLocked reserves a slot on node for run. l.mu must be held.
+func (l *bindingLedger) reserveLocked(run types.NamespacedName, node string) {
+	l.dropLocked(run)
+	l.byRun[run] = reservation{node: node, at: l.clock.Now()}
+	if l.byNode[node] == nil {
+		l.byNode[node] = map[types.NamespacedName]struct{}{}
+	}
+	l.byNode[node][run] = struct{}{}
+	delete(l.pending, run)
+}
+
+// release gives back a reservation whose write certainly failed.
+func (l *bindingLedger) release(run types.NamespacedName, node string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if r, ok := l.byRun[run]; ok && r.node == node && !r.confirmed {
+		l.dropLocked(run)
+	}
+}
+
+// confirm keeps a reservation whose write succeeded (or may have) until the
+// cache shows it.
+func (l *bindingLedger) confirm(run types.NamespacedName, node string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if r, ok := l.byRun[run]; ok && r.node == node {
+		l.byRun[run] = reservation{node: node, confirmed: true, at: l.clock.Now()}
+	}
+	delete(l.firstSeen, run)
+}
+
+// reservedFor returns the node a run is reserved on, if any.
+func (l *bindingLedger) reservedFor(run types.NamespacedName) (string, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r, ok := l.byRun[run]
+	if ok && l.expiredLocked(r) {
+		l.dropLocked(run)
+		return "", false
+	}
+	return r.node, ok
+}
+
+// unseenLocked counts the reservations on node whose run is not among
+// cached, the runs the cache shows bound to node. l.mu must be held.
+func (l *bindingLedger) unseenLocked(node string, cached []harnessv1.HarnessRun) int32 {
+	var n int32
+	for run := range l.byNode[node] {
+		if l.expiredLocked(l.byRun[run]) {
+			l.dropLocked(run)
+			continue
+		}
+		seen := false
+		for i := range cached {
+			if cached[i].Name == run.Name && cached[i].Namespace == run.Namespace {
+				seen = true
+				break
+			}
+		}
+		if !seen {
+			n++
+		}
+	}
+	return n
+}
+
+func (l *bindingLedger) expiredLocked(r reservation) bool {
+	return r.confirmed && l.clock.Since(r.at) > l.ttl
+}
+
+func (l *bindingLedger) dropLocked(run types.NamespacedName) {
+	if r, ok := l.byRun[run]; ok {
+		delete(l.byNode[r.node], run)
+		if len(l.byNode[r.node]) == 0 {
+			delete(l.byNode, r.node)
+		}
+		delete(l.byRun, run)
+	}
+}
+
+// observe updates the ledger from a run the cache now holds: a reservation
+// the cache shows (or that no longer matters) is dropped.
+func (l *bindingLedger) observe(run *harnessv1.HarnessRun) {
+	key := types.NamespacedName{Namespace: run.Namespace, Name: run.Name}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if r, ok := l.byRun[key]; ok && (run.Status.NodeName == r.node || run.Status.Phase.Terminal()) {
+		l.dropLocked(key)
+	}
+	if effectivePhase(run) == harnessv1.RunPending && run.DeletionTimestamp == nil {
+		if _, ok := l.firstSeen[key]; !ok {
+			l.firstSeen[key] = l.clock.Now()
+		}
+	} else {
+		delete(l.firstSeen, key)
+		delete(l.pending, key)
+	}
+}
+
+// forget drops everything about a deleted run.
+func (l *bindingLedger) forget(run types.NamespacedName) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.dropLocked(run)
+	delete(l.firstSeen, run)
+	delete(l.pending, run)
+}
+
+// setPending records why a run waits.
+func (l *bindingLedger) setPending(run types.NamespacedName, reason string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.pending[run] = reason
+}
+
+// pendingCounts counts the waiting runs by reason.
+func (l *bindingLedger) pendingCounts() map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string]int{}
+	for _, reason := range l.pending {
+		out[reason]++
+	}
+	return out
+}
+
+// pendingSince is when the run started waiting for this attempt: when this
+// controller first saw it waiting, or (after a restart) when it was created
+// or sent back to Pending, whichever is later.
+func (l *bindingLedger) pendingSince(run types.NamespacedName, obj *harnessv1.HarnessRun) time.Time {
+	since := obj.CreationTimestamp.Time
+	if c := meta.FindStatusCondition(obj.Status.Conditions, harnessv1.ConditionScheduled); c != nil &&
+		c.Reason == harnessv1.ReasonRetrying && c.LastTransitionTime.After(since) {
+		since = c.LastTransitionTime.Time
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if t, ok := l.firstSeen[run]; ok && t.After(since) {
+		since = t
+	}
+	return since
+}
