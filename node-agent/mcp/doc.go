@@ -1,0 +1,33 @@
+// Package mcp is a run's MCP token server: one tool, get_token, that hands
+// the agent the run's random token. The token appearing in the agent's
+// output or artifacts (TokenSeen) proves the agent really called the tool.
+//
+// HTTP (StartHTTP): MCP streamable HTTP on 127.0.0.1 only, a random port and
+// an unpredictable per-run path (Server.URL); any other path is 404. Every
+// request is checked before the MCP SDK sees it:
+//   - Origin: absent or a loopback origin (http://127.0.0.1:*, localhost,
+//     [::1]) is allowed; any other Origin (a web page the agent browses) is 403.
+//   - Host: only 127.0.0.1:<port> or localhost:<port> (the listener's port
+//     or Options.ExtraPorts); anything else (DNS rebinding) is 403.
+//   - Body: larger than Options.MaxBodyBytes is 413.
+//
+// Shutdown the server when the run ends.
+//
+// Stdio (ServeStdio): the same server and tool over newline-delimited JSON
+// on a reader and writer, for `harnessfacts mcp-stdio` (a subcommand the
+// agent starts as its stdio MCP server). That process is not the
+// node-agent, so it reports its calls through a receipt file: a
+// FileRecorder appends one JSON line per call to a file in the run dir, and
+// the node-agent reads it back with ReadReceiptFile after the agent exits.
+// The token reaches that process through a file or an inherited descriptor,
+// never its command line (command lines are world-readable on a node).
+//
+// Environment the node-agent gives the agent (see Env):
+//
+//	HARNESSFACTS_MCP_TRANSPORT   None, HTTP or Stdio
+//	HARNESSFACTS_MCP_URL         HTTP: the endpoint, http://127.0.0.1:<port>/mcp/<secret>
+//
+// Every call, answered or refused, becomes a Receipt (time, transport, tool,
+// outcome). Calls beyond Options.MaxCalls (the run's limits.maxDecisions)
+// are refused with a tool error and still counted.
+package mcp

@@ -1,0 +1,225 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/version"
+)
+
+// ToolName is the one tool the server offers.
+const ToolName = "get_token"
+
+// ServerName is the MCP server's name; agents see its tools under it.
+const ServerName = "harnessfacts"
+
+// DefaultMaxBodyBytes bounds an HTTP request body when Options.MaxBodyBytes is 0.
+const DefaultMaxBodyBytes = 1 << 20
+
+// Env names the node-agent sets for the agent.
+const (
+	EnvTransport = "HARNESSFACTS_MCP_TRANSPORT"
+	EnvURL       = "HARNESSFACTS_MCP_URL"
+)
+
+// NewToken returns a fresh per-run token: 24 random bytes, base64url
+// ("hft_" + 32 characters), unguessable and easy to grep for.
+func NewToken() (string, error) {
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return "hft_" + base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+// newMCPServer builds the SDK server with the get_token tool, recording each
+// call with rec.
+func newMCPServer(token string, transport v1alpha1.MCPTransport, rec Recorder) *sdk.Server {
+	s := sdk.NewServer(&sdk.Implementation{Name: ServerName, Version: version.String()}, nil)
+	sdk.AddTool(s, &sdk.Tool{
+		Name:        ToolName,
+		Description: "Returns this run's token. Call it when the task asks for the token and report the token exactly as returned.",
+	}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+		rc := Receipt{Time: time.Now().UTC(), Transport: transport, Tool: ToolName, Outcome: OutcomeIssued}
+		if !rec.Record(rc) {
+			return &sdk.CallToolResult{
+				IsError: true,
+				Content: []sdk.Content{&sdk.TextContent{Text: "get_token refused: this run's call limit is reached"}},
+			}, nil, nil
+		}
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: token}}}, nil, nil
+	})
+	return s
+}
+
+// Options configure StartHTTP.
+type Options struct {
+	// Token is the run's token; NewToken's when empty.
+	Token string
+	// MaxCalls bounds the answered calls (the run's limits.maxDecisions); no
+	// limit when 0.
+	MaxCalls int64
+	// MaxBodyBytes bounds a request body (DefaultMaxBodyBytes when 0).
+	MaxBodyBytes int64
+	// ExtraPorts are further ports the Host header may name, for a bridge
+	// that exposes the server inside the sandbox on another loopback port.
+	ExtraPorts []int
+}
+
+// Server is a running HTTP token server.
+type Server struct {
+	// URL is the endpoint to give the agent (HARNESSFACTS_MCP_URL).
+	URL string
+	// Token is the run's token.
+	Token string
+	// Receipts records the calls.
+	Receipts *Receipts
+
+	srv  *http.Server
+	done chan error
+}
+
+// StartHTTP serves the token server on 127.0.0.1, a random port and a random
+// path, until Shutdown.
+func StartHTTP(opts Options) (*Server, error) {
+	if opts.Token == "" {
+		t, err := NewToken()
+		if err != nil {
+			return nil, err
+		}
+		opts.Token = t
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	var p [16]byte
+	if _, err := rand.Read(p[:]); err != nil {
+		return nil, err
+	}
+	path := "/mcp/" + hex.EncodeToString(p[:])
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("MCP server: %w", err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	rec := NewReceipts(v1alpha1.MCPTransportHTTP, opts.MaxCalls)
+	mcpServer := newMCPServer(opts.Token, v1alpha1.MCPTransportHTTP, rec)
+	handler := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return mcpServer }, &sdk.StreamableHTTPOptions{
+		// Stateless with JSON responses: each POST is answered on its own,
+		// so the simplest clients (curl) work and no session outlives a call.
+		Stateless:    true,
+		JSONResponse: true,
+	})
+	s := &Server{
+		URL:      fmt.Sprintf("http://127.0.0.1:%d%s", port, path),
+		Token:    opts.Token,
+		Receipts: rec,
+		done:     make(chan error, 1),
+	}
+	s.srv = &http.Server{
+		Handler:           Guard(path, append([]int{port}, opts.ExtraPorts...), opts.MaxBodyBytes, handler),
+		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+	go func() {
+		err := s.srv.Serve(ln)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		s.done <- err
+	}()
+	return s, nil
+}
+
+// Summary is what the server recorded.
+func (s *Server) Summary() Summary { return s.Receipts.Summary() }
+
+// Shutdown stops the server: no new request is accepted, running ones get
+// until ctx ends, then every connection is closed.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.srv.Shutdown(ctx)
+	if err != nil {
+		_ = s.srv.Close()
+	}
+	return errors.Join(err, <-s.done)
+}
+
+// Env returns the environment entries the agent needs to reach this server.
+func (s *Server) Env() []string {
+	return []string{EnvTransport + "=" + string(v1alpha1.MCPTransportHTTP), EnvURL + "=" + s.URL}
+}
+
+// Guard wraps an MCP handler with the checks of the package documentation:
+// path, Host, Origin, body size. Exposed for a node-agent that serves on its
+// own listener (for example a unix socket bridged into the sandbox).
+func Guard(path string, ports []int, maxBody int64, next http.Handler) http.Handler {
+	hosts := map[string]bool{}
+	for _, p := range ports {
+		hosts["127.0.0.1:"+strconv.Itoa(p)] = true
+		hosts["localhost:"+strconv.Itoa(p)] = true
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != path {
+			http.NotFound(w, r)
+			return
+		}
+		if !hosts[strings.ToLower(r.Host)] {
+			http.Error(w, "forbidden: Host "+strconv.Quote(r.Host)+" is not this loopback server", http.StatusForbidden)
+			return
+		}
+		if origin := r.Header.Get("Origin"); origin != "" && !loopbackOrigin(origin) {
+			http.Error(w, "forbidden: Origin "+strconv.Quote(origin)+" may not call this server", http.StatusForbidden)
+			return
+		}
+		if r.ContentLength > maxBody {
+			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+			return
+		}
+		if r.Body != nil && r.ContentLength < 0 {
+			// Unknown length (chunked): read up to the bound to decide.
+			body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+			_ = r.Body.Close()
+			if err != nil {
+				http.Error(w, "reading request body: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+			if int64(len(body)) > maxBody {
+				http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			r.ContentLength = int64(len(body))
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// loopbackOrigin accepts http(s) origins on 127.0.0.0/8, ::1 and localhost.
+func loopbackOrigin(origin string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.User != nil || (u.Path != "" && u.Path != "/") {
+		return false
+	}
+	host := u.Hostname()
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

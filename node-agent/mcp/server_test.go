@@ -1,0 +1,287 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/goleak"
+
+	"github.com/harnessfacts/harnessfacts/api/v1alpha1"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const initBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+
+func startServer(t *testing.T, opts Options) *Server {
+	t.Helper()
+	s, err := StartHTTP(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	})
+	return s
+}
+
+func connect(t *testing.T, ctx context.Context, tr sdk.Transport) *sdk.ClientSession {
+	t.Helper()
+	c := sdk.NewClient(&sdk.Implementation{Name: "test-agent", Version: "1"}, nil)
+	cs, err := c.Connect(ctx, tr, nil)
+	if err != nil {
+		t.Fatalf("connecting an MCP client: %v", err)
+	}
+	return cs
+}
+
+func callToken(t *testing.T, ctx context.Context, cs *sdk.ClientSession) *sdk.CallToolResult {
+	t.Helper()
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: ToolName})
+	if err != nil {
+		t.Fatalf("calling %s: %v", ToolName, err)
+	}
+	return res
+}
+
+func text(res *sdk.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*sdk.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+func TestHTTPToolCallReturnsTheRunToken(t *testing.T) {
+	s := startServer(t, Options{})
+	u, err := url.Parse(s.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Hostname() != "127.0.0.1" || len(u.Path) < len("/mcp/")+32 {
+		t.Fatalf("URL %s: want 127.0.0.1 and an unpredictable path", s.URL)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cs := connect(t, ctx, &sdk.StreamableClientTransport{Endpoint: s.URL, DisableStandaloneSSE: true})
+	defer cs.Close()
+
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tools.Tools) != 1 || tools.Tools[0].Name != ToolName {
+		t.Fatalf("tools = %+v, want only %s", tools.Tools, ToolName)
+	}
+	res := callToken(t, ctx, cs)
+	if res.IsError || text(res) != s.Token || !strings.HasPrefix(s.Token, "hft_") {
+		t.Fatalf("get_token = %q (error %v), want the run token %q", text(res), res.IsError, s.Token)
+	}
+	sum := s.Summary()
+	if sum.Calls != 1 || !sum.TokenIssued || len(sum.Receipts) != 1 || sum.Receipts[0].Outcome != OutcomeIssued || sum.Receipts[0].Transport != v1alpha1.MCPTransportHTTP {
+		t.Fatalf("summary after one call = %+v", sum)
+	}
+	other := startServer(t, Options{})
+	if other.Token == s.Token || other.URL == s.URL {
+		t.Fatal("two runs share a token or a URL")
+	}
+}
+
+func TestCallsBeyondTheLimitAreRefusedAndCounted(t *testing.T) {
+	s := startServer(t, Options{MaxCalls: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cs := connect(t, ctx, &sdk.StreamableClientTransport{Endpoint: s.URL, DisableStandaloneSSE: true})
+	defer cs.Close()
+	for i := 0; i < 2; i++ {
+		if res := callToken(t, ctx, cs); res.IsError {
+			t.Fatalf("call %d refused: %s", i+1, text(res))
+		}
+	}
+	res := callToken(t, ctx, cs)
+	if !res.IsError || strings.Contains(text(res), s.Token) {
+		t.Fatalf("third call = %q, want a refusal without the token", text(res))
+	}
+	sum := s.Summary()
+	if sum.Calls != 3 || sum.Receipts[2].Outcome != OutcomeRefusedLimit {
+		t.Fatalf("summary = %+v, want 3 calls, the last refused", sum)
+	}
+}
+
+func post(t *testing.T, target, host string, hdr map[string]string, body io.Reader, length int64) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, target, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength = length
+	if host != "" {
+		req.Host = host
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
+}
+
+func TestHTTPGuards(t *testing.T) {
+	s := startServer(t, Options{MaxBodyBytes: 4096})
+	u, _ := url.Parse(s.URL)
+	big := initBody + strings.Repeat(" ", 5000)
+	tests := []struct {
+		name   string
+		target string
+		host   string
+		hdr    map[string]string
+		body   string
+		chunk  bool
+		status int
+	}{
+		{name: "a plain client is served", target: s.URL, body: initBody, status: http.StatusOK},
+		{name: "loopback origin is served", target: s.URL, hdr: map[string]string{"Origin": "http://localhost:3000"}, body: initBody, status: http.StatusOK},
+		{name: "localhost Host is served", target: s.URL, host: "localhost:" + u.Port(), body: initBody, status: http.StatusOK},
+		{name: "foreign origin", target: s.URL, hdr: map[string]string{"Origin": "https://evil.example"}, body: initBody, status: http.StatusForbidden},
+		{name: "null origin", target: s.URL, hdr: map[string]string{"Origin": "null"}, body: initBody, status: http.StatusForbidden},
+		{name: "oversize body", target: s.URL, body: big, status: http.StatusRequestEntityTooLarge},
+		{name: "oversize chunked body", target: s.URL, body: big, chunk: true, status: http.StatusRequestEntityTooLarge},
+		{name: "wrong path", target: "http://" + u.Host + "/mcp", body: initBody, status: http.StatusNotFound},
+		{name: "root path", target: "http://" + u.Host + "/", body: initBody, status: http.StatusNotFound},
+		{name: "rebinding Host", target: s.URL, host: "evil.example:" + u.Port(), body: initBody, status: http.StatusForbidden},
+		{name: "Host with another port", target: s.URL, host: "127.0.0.1:1", body: initBody, status: http.StatusForbidden},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var body io.Reader = strings.NewReader(tc.body)
+			length := int64(len(tc.body))
+			if tc.chunk {
+				body = io.MultiReader(body) // hides the length: sent chunked
+				length = -1
+			}
+			resp := post(t, tc.target, tc.host, tc.hdr, body, length)
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d", resp.StatusCode, tc.status)
+			}
+		})
+	}
+	if sum := s.Summary(); sum.Calls != 0 {
+		t.Fatalf("refused requests reached the tool: %+v", sum)
+	}
+}
+
+func TestShutdownStopsServing(t *testing.T) {
+	s, err := StartHTTP(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := http.Post(s.URL, "application/json", strings.NewReader(initBody)); err == nil {
+		resp.Body.Close()
+		t.Fatal("the server still answers after Shutdown")
+	}
+}
+
+func TestStdioRoundTripWithReceiptFile(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	token, err := NewToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "mcp-receipts.jsonl")
+	rec, err := NewFileRecorder(path, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two pipes: client → server and server → client, as a stdio process's
+	// stdin and stdout.
+	srvIn, cliOut := io.Pipe()
+	cliIn, srvOut := io.Pipe()
+	served := make(chan error, 1)
+	go func() { served <- ServeStdio(ctx, srvIn, srvOut, token, rec) }()
+
+	cs := connect(t, ctx, &sdk.IOTransport{Reader: cliIn, Writer: cliOut})
+	if res := callToken(t, ctx, cs); res.IsError || text(res) != token {
+		t.Fatalf("stdio get_token = %q, want the token", text(res))
+	}
+	if res := callToken(t, ctx, cs); !res.IsError {
+		t.Fatal("a second call beyond MaxCalls 1 was answered")
+	}
+	if err := cs.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-served; err != nil {
+		t.Fatalf("ServeStdio: %v", err)
+	}
+	if err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := ReadReceiptFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Calls != 2 || !sum.TokenIssued || sum.Receipts[0].Transport != v1alpha1.MCPTransportStdio || sum.Receipts[1].Outcome != OutcomeRefusedLimit {
+		t.Fatalf("receipts read back = %+v", sum)
+	}
+}
+
+func TestReadReceiptFileNamesABadLineAndIgnoresATornLastOne(t *testing.T) {
+	good := `{"time":"2026-01-01T00:00:00Z","transport":"Stdio","tool":"get_token","outcome":"issued"}` + "\n"
+	sum, err := readReceipts(strings.NewReader(good + `{"time":"2026-01-01T00:`))
+	if err != nil || sum.Calls != 1 {
+		t.Fatalf("torn last line: %+v, %v", sum, err)
+	}
+	if _, err := readReceipts(strings.NewReader("garbage\n" + good)); err == nil || !strings.Contains(err.Error(), "line 1") {
+		t.Fatalf("bad line: %v, want an error naming line 1", err)
+	}
+}
+
+func TestTokenWatcherSeesASplitToken(t *testing.T) {
+	token := "hft_abcdefghijklmnopqrstuvwxyz012345"
+	out := []byte("noise " + token + " more noise")
+	for _, chunk := range []int{1, 2, 3, 7, len(out)} {
+		w := NewTokenWatcher(token)
+		for b := bytes.NewReader(out); b.Len() > 0; {
+			p := make([]byte, chunk)
+			n, _ := b.Read(p)
+			_, _ = w.Write(p[:n])
+		}
+		if !w.Seen() {
+			t.Errorf("chunks of %d: token not seen", chunk)
+		}
+	}
+	w := NewTokenWatcher(token)
+	_, _ = w.Write([]byte(token[:10]))
+	_, _ = w.Write([]byte("x" + token[10:]))
+	if w.Seen() {
+		t.Error("a broken token was seen")
+	}
+	if !TokenSeen(token, []byte("a"), out) || TokenSeen(token, []byte(token[1:])) || TokenSeen("", out) {
+		t.Error("TokenSeen is wrong")
+	}
+}

@@ -1,0 +1,24 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/harnessfacts/harnessfacts/api/v1alpha1"
+)
+
+// ServeStdio serves the token server over newline-delimited JSON-RPC on in
+// and out (a stdio MCP server) until the client closes in or ctx ends. Each
+// call is recorded with rec (a FileRecorder when this runs in its own
+// process). A client that hangs up is a normal end (nil).
+func ServeStdio(ctx context.Context, in io.ReadCloser, out io.WriteCloser, token string, rec Recorder) error {
+	s := newMCPServer(token, v1alpha1.MCPTransportStdio, rec)
+	err := s.Run(ctx, &sdk.IOTransport{Reader: in, Writer: out})
+	if errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
