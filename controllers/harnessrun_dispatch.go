@@ -203,7 +203,10 @@ func (r *HarnessRunReconciler) reconcileDispatch(ctx context.Context, p *pass) e
 		}
 		if chosen == nil {
 			reason = PendingFull
-			message = fmt.Sprintf("all %s are full (%d of %d slots in use)", plural(len(fit), "matching node"), inUse, total)
+			message = fmt.Sprintf("all %d matching nodes are full (%d of %d slots in use)", len(fit), inUse, total)
+			if len(fit) == 1 {
+				message = fmt.Sprintf("the only matching node, %s, is full (%d of %d slots in use)", fit[0].name, inUse, total)
+			}
 		}
 	}
 

@@ -407,7 +407,7 @@ func (n *Node) end(ctx context.Context, run *harnessv1.HarnessRun, o Outcome, st
 // the phase changes it makes.
 func (n *Node) record(ctx context.Context, run *harnessv1.HarnessRun, eventType, reason, action, note string) {
 	ev := &eventsv1.Event{
-		ObjectMeta:          metav1.ObjectMeta{GenerateName: run.Name + ".", Namespace: run.Namespace},
+		ObjectMeta:          metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", run.Name, time.Now().UnixNano()), Namespace: run.Namespace},
 		EventTime:           metav1.NewMicroTime(n.opts.Clock.Now()),
 		ReportingController: ReportingController,
 		ReportingInstance:   n.opts.Name,

@@ -1,0 +1,201 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/controllers"
+	"github.com/harnessfacts/harnessfacts/internal/fakenode"
+	hftesting "github.com/harnessfacts/harnessfacts/internal/testing"
+)
+
+const wait = 20 * time.Second
+
+func TestNoNodeThenNodeAppears(t *testing.T) {
+	ns := newNamespace(t)
+	c := startController(t, ns, controllers.Options{}, nil)
+	create(t, hftesting.MakeHarnessRun("solo", ns).Adapter(harnessv1.AdapterGemini).Obj())
+
+	run := waitRun(t, ns, "solo", wait, "Pending", phaseIs(harnessv1.RunPending))
+	cond := meta.FindStatusCondition(run.Status.Conditions, harnessv1.ConditionScheduled)
+	if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != harnessv1.ReasonUnschedulable ||
+		!strings.Contains(cond.Message, "no HarnessNode is registered") {
+		t.Fatalf("Scheduled condition of a run with no node = %+v, want False/Unschedulable saying no HarnessNode is registered", cond)
+	}
+	if !slices.Contains(run.Finalizers, harnessv1.RunFinalizer) {
+		t.Errorf("finalizers = %v, want %s", run.Finalizers, harnessv1.RunFinalizer)
+	}
+
+	// A node appearing later is noticed through the HarnessNode watch.
+	startNode(t, ns, fakenode.Options{Name: "late-node", Adapters: map[harnessv1.Adapter]string{harnessv1.AdapterGemini: "0.9.0"}, Slots: 1})
+	run = waitRun(t, ns, "solo", wait, "Succeeded without finalizer", func(r *harnessv1.HarnessRun) bool {
+		return r.Status.Phase == harnessv1.RunSucceeded && len(r.Finalizers) == 0
+	})
+	if run.Status.NodeName != "late-node" || run.Status.Attempt != 1 || run.Status.Verdict != harnessv1.VerdictPass {
+		t.Errorf("finished run: node %q attempt %d verdict %q, want late-node, 1, Pass", run.Status.NodeName, run.Status.Attempt, run.Status.Verdict)
+	}
+	cond = meta.FindStatusCondition(run.Status.Conditions, harnessv1.ConditionScheduled)
+	if cond == nil || cond.Status != metav1.ConditionTrue || !strings.Contains(cond.Message, "late-node") {
+		t.Errorf("Scheduled condition = %+v, want True naming late-node", cond)
+	}
+	// One Event per phase change: the controller's (Pending, Scheduled) and
+	// the node-agent's (Running, Succeeded).
+	eventually(t, wait, func() error {
+		got := eventReasons(runEvents(t, ns, "solo"))
+		want := []string{harnessv1.ReasonUnschedulable, "Scheduled", "Running", "Succeeded"}
+		if d := cmp.Diff(want, got); d != "" {
+			return fmt.Errorf("Event reasons (-want +got):\n%s", d)
+		}
+		return nil
+	})
+	if got := metricValue(t, c.registry, "harnessfacts_scheduling_latency_seconds", nil); got != 1 {
+		t.Errorf("scheduling latency observations = %v, want 1", got)
+	}
+	if got := metricValue(t, c.registry, "harnessfacts_harnessruns", map[string]string{"phase": "Succeeded"}); got != 1 {
+		t.Errorf("harnessfacts_harnessruns{phase=Succeeded} = %v, want 1", got)
+	}
+}
+
+func TestSchedulingRules(t *testing.T) {
+	ns := newNamespace(t)
+	c := startController(t, ns, controllers.Options{}, nil)
+	// The node-agents never claim, so bound runs keep their slots.
+	startNode(t, ns, fakenode.Options{Name: "rules-a", Slots: 1, NoClaim: true, Labels: map[string]string{"pool": "a"},
+		Adapters: map[harnessv1.Adapter]string{harnessv1.AdapterCodex: "1.0"}})
+	startNode(t, ns, fakenode.Options{Name: "rules-b", Slots: 2, NoClaim: true, Labels: map[string]string{"pool": "b"},
+		Adapters: map[harnessv1.Adapter]string{harnessv1.AdapterCodex: "2.0", harnessv1.AdapterGemini: "0.9"}})
+	startNode(t, ns, fakenode.Options{Name: "rules-c", Slots: 4, NoClaim: true, NotReady: true,
+		Adapters: map[harnessv1.Adapter]string{harnessv1.AdapterAider: "0.80"}})
+
+	mk := hftesting.MakeHarnessRun
+	steps := []struct {
+		run      *harnessv1.HarnessRun
+		wantNode string // bound here, or
+		wantMsg  string // Pending with this in its message
+	}{
+		{run: mk("gemini", ns).Adapter(harnessv1.AdapterGemini).Obj(), wantNode: "rules-b"},
+		{run: mk("codex-v1", ns).Version("1.0").Obj(), wantNode: "rules-a"},
+		{run: mk("aider", ns).Adapter(harnessv1.AdapterAider).Obj(), wantMsg: "no Ready node has adapter aider"},
+		{run: mk("opencode", ns).Adapter(harnessv1.AdapterOpenCode).Obj(), wantMsg: "no Ready node has adapter opencode"},
+		{run: mk("codex-v3", ns).Version("3.0").Obj(), wantMsg: "no Ready node has adapter codex at version 3.0 (Ready nodes have 1.0, 2.0)"},
+		{run: mk("pool-z", ns).NodeSelector(map[string]string{"pool": "z"}).Obj(), wantMsg: "nodeSelector matches no node"},
+		{run: mk("pool-a", ns).NodeSelector(map[string]string{"pool": "a"}).Obj(), wantMsg: "the only matching node, rules-a, is full"},
+		{run: mk("codex-any", ns).Obj(), wantNode: "rules-b"},
+		{run: mk("codex-late", ns).Obj(), wantMsg: "all 2 matching nodes are full (3 of 3 slots in use)"},
+	}
+	for _, s := range steps {
+		create(t, s.run)
+		if s.wantNode != "" {
+			run := waitRun(t, ns, s.run.Name, wait, "Scheduled", phaseIs(harnessv1.RunScheduled))
+			if run.Status.NodeName != s.wantNode {
+				t.Errorf("run %s bound to %q, want %q", s.run.Name, run.Status.NodeName, s.wantNode)
+			}
+			continue
+		}
+		waitRun(t, ns, s.run.Name, wait, "Pending saying "+s.wantMsg, func(r *harnessv1.HarnessRun) bool {
+			c := meta.FindStatusCondition(r.Status.Conditions, harnessv1.ConditionScheduled)
+			return r.Status.Phase == harnessv1.RunPending && c != nil && c.Status == metav1.ConditionFalse &&
+				strings.Contains(c.Message, s.wantMsg) && strings.Contains(r.Status.Message, s.wantMsg)
+		})
+	}
+	for reason, want := range map[string]float64{controllers.PendingNoAdapter: 2, controllers.PendingNoVersion: 1,
+		controllers.PendingNodeSelector: 1, controllers.PendingFull: 2} {
+		if got := metricValue(t, c.registry, "harnessfacts_pending_runs", map[string]string{"reason": reason}); got != want {
+			t.Errorf("harnessfacts_pending_runs{reason=%s} = %v, want %v", reason, got, want)
+		}
+	}
+
+	// Freeing rules-a's slot lets exactly one of the two waiting codex runs
+	// that fit it in, without polling: the deletion is what wakes them.
+	if err := k8s.Delete(context.Background(), s(steps[1].run)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, wait, func() error {
+		var onA, full []string
+		for _, name := range []string{"pool-a", "codex-late"} {
+			run := getRun(t, ns, name)
+			switch {
+			case run.Status.Phase == harnessv1.RunScheduled && run.Status.NodeName == "rules-a":
+				onA = append(onA, name)
+			case run.Status.Phase == harnessv1.RunPending && strings.Contains(run.Status.Message, "full"):
+				full = append(full, name)
+			}
+		}
+		if len(onA) != 1 || len(full) != 1 {
+			return fmt.Errorf("after freeing rules-a: bound there %v, still waiting %v; want one of each", onA, full)
+		}
+		return nil
+	})
+	assertNoOverbooking(t, ns, map[string]int32{"rules-a": 1, "rules-b": 2, "rules-c": 4})
+}
+
+func s(run *harnessv1.HarnessRun) *harnessv1.HarnessRun { return run }
+
+// assertNoOverbooking checks, over what the API server holds, that no node
+// has more non-terminal runs than slots.
+func assertNoOverbooking(t testing.TB, ns string, slots map[string]int32) map[string]int32 {
+	t.Helper()
+	runs := &harnessv1.HarnessRunList{}
+	if err := k8s.List(context.Background(), runs, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	load := map[string]int32{}
+	for _, r := range runs.Items {
+		if r.Status.NodeName != "" && !r.Status.Phase.Terminal() {
+			load[r.Status.NodeName]++
+		}
+	}
+	for node, n := range load {
+		if n > slots[node] {
+			t.Errorf("node %s holds %d runs, more than its %d slots", node, n, slots[node])
+		}
+	}
+	return load
+}
+
+func TestLeastLoadedFirst(t *testing.T) {
+	ns := newNamespace(t)
+	startController(t, ns, controllers.Options{}, nil)
+	slots := map[string]int32{}
+	for _, name := range []string{"ll-1", "ll-2", "ll-3"} {
+		startNode(t, ns, fakenode.Options{Name: name, Slots: 3, NoClaim: true, Adapters: map[harnessv1.Adapter]string{harnessv1.AdapterCodex: "1"}})
+		slots[name] = 3
+	}
+	countBound := func(want int) map[string]int32 {
+		var load map[string]int32
+		eventually(t, wait, func() error {
+			load = assertNoOverbooking(t, ns, slots)
+			n := int32(0)
+			for _, v := range load {
+				n += v
+			}
+			if n != int32(want) {
+				return fmt.Errorf("%d runs bound, want %d", n, want)
+			}
+			return nil
+		})
+		return load
+	}
+	for i := range 6 {
+		create(t, hftesting.MakeHarnessRun(fmt.Sprintf("spread-%d", i), ns).Obj())
+	}
+	if d := cmp.Diff(map[string]int32{"ll-1": 2, "ll-2": 2, "ll-3": 2}, countBound(6)); d != "" {
+		t.Errorf("6 runs over 3 empty nodes of 3 slots (-want +got):\n%s", d)
+	}
+	for i := 6; i < 10; i++ {
+		create(t, hftesting.MakeHarnessRun(fmt.Sprintf("spread-%d", i), ns).Obj())
+	}
+	if d := cmp.Diff(map[string]int32{"ll-1": 3, "ll-2": 3, "ll-3": 3}, countBound(9)); d != "" {
+		t.Errorf("10 runs over 3 nodes of 3 slots (-want +got):\n%s", d)
+	}
+}
