@@ -51,12 +51,7 @@ func TestNoNodeThenNodeAppears(t *testing.T) {
 	// One Event per phase change: the controller's (Pending, Scheduled) and
 	// the node-agent's (Running, Succeeded).
 	eventually(t, wait, func() error {
-		got := eventReasons(runEvents(t, ns, "solo"))
-		want := []string{harnessv1.ReasonUnschedulable, "Scheduled", "Running", "Succeeded"}
-		if d := cmp.Diff(want, got); d != "" {
-			return fmt.Errorf("Event reasons (-want +got):\n%s", d)
-		}
-		return nil
+		return wantReasons(runEvents(t, ns, "solo"), harnessv1.ReasonUnschedulable, "Scheduled", "Running", "Succeeded")
 	})
 	if got := metricValue(t, c.registry, "harnessfacts_scheduling_latency_seconds", nil); got != 1 {
 		t.Errorf("scheduling latency observations = %v, want 1", got)

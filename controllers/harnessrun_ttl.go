@@ -39,14 +39,19 @@ func (r *HarnessRunReconciler) reconcileTTL(ctx context.Context, p *pass) error 
 	return nil
 }
 
-// finishedAt is when the run finished: completionTime, else the last change
-// of its Ready condition, else its creation.
+// finishedAt is the latest time the run may have finished: completionTime,
+// else the last change of its Ready condition, else its creation. The API
+// stores these times in whole seconds, cut down, so the second is rounded up
+// to never delete a run before its TTL has really passed.
 func finishedAt(run *harnessv1.HarnessRun) time.Time {
+	t := run.CreationTimestamp.Time
 	if run.Status.CompletionTime != nil {
-		return run.Status.CompletionTime.Time
+		t = run.Status.CompletionTime.Time
+	} else if c := meta.FindStatusCondition(run.Status.Conditions, harnessv1.ConditionReady); c != nil {
+		t = c.LastTransitionTime.Time
 	}
-	if c := meta.FindStatusCondition(run.Status.Conditions, harnessv1.ConditionReady); c != nil {
-		return c.LastTransitionTime.Time
+	if t.Nanosecond() == 0 {
+		t = t.Add(time.Second)
 	}
-	return run.CreationTimestamp.Time
+	return t
 }

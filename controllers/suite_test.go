@@ -305,3 +305,11 @@ type withWatch struct{ client.Client }
 func (withWatch) Watch(context.Context, client.ObjectList, ...client.ListOption) (watch.Interface, error) {
 	return nil, errors.New("watch is not supported by this test client")
 }
+
+type eventsV1 = eventsv1.Event
+
+type reasonsError struct{ got, want []string }
+
+func (e *reasonsError) Error() string {
+	return fmt.Sprintf("Event reasons %v, want %v", e.got, e.want)
+}

@@ -1,0 +1,65 @@
+package controllers
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+)
+
+// The deadline arithmetic with an injected clock: before the deadline the
+// step asks to be called at the deadline; at it, the run fails with class
+// Timeout. (The envtest TestDeadline covers the same against the API.)
+func TestReconcileDeadlineWithFakeClock(t *testing.T) {
+	start := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name        string
+		phase       harnessv1.RunPhase
+		episode     int32
+		elapsed     time.Duration
+		wantFailed  bool
+		wantRequeue time.Duration
+	}{
+		{name: "just started", phase: harnessv1.RunRunning, episode: 360, elapsed: 0, wantRequeue: 390 * time.Second},
+		{name: "inside the grace", phase: harnessv1.RunRunning, episode: 360, elapsed: 370 * time.Second, wantRequeue: 20 * time.Second},
+		{name: "at the deadline", phase: harnessv1.RunRunning, episode: 360, elapsed: 390 * time.Second, wantFailed: true},
+		{name: "episode default", phase: harnessv1.RunRunning, episode: 0, elapsed: 389 * time.Second, wantRequeue: time.Second},
+		{name: "scheduled runs have no deadline yet", phase: harnessv1.RunScheduled, episode: 1, elapsed: time.Hour},
+	}
+	scheme := runtime.NewScheme()
+	if err := harnessv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clocktesting.NewFakeClock(start.Add(tc.elapsed))
+			r := &HarnessRunReconciler{clock: clk, opts: Options{DeadlineGrace: 30 * time.Second}.Default(), client: nil}
+			run := &harnessv1.HarnessRun{}
+			run.Spec.Limits.EpisodeSeconds = tc.episode
+			run.Status.Phase = tc.phase
+			if tc.phase == harnessv1.RunRunning {
+				run.Status.StartTime = &metav1.Time{Time: start}
+			}
+			p := &pass{run: run, orig: run.DeepCopy(), now: metav1.NewTime(clk.Now())}
+			r.client = fake.NewClientBuilder().WithScheme(scheme).Build()
+			if err := r.reconcileDeadline(context.Background(), p); err != nil {
+				t.Fatal(err)
+			}
+			if failed := run.Status.Phase == harnessv1.RunFailed; failed != tc.wantFailed {
+				t.Fatalf("failed = %v, want %v", failed, tc.wantFailed)
+			}
+			if tc.wantFailed && (run.Status.FailureClass != harnessv1.FailureTimeout || run.Status.Reason != harnessv1.ReasonDeadlineExceeded) {
+				t.Errorf("class %q reason %q, want Timeout, DeadlineExceeded", run.Status.FailureClass, run.Status.Reason)
+			}
+			if p.requeueAfter != tc.wantRequeue {
+				t.Errorf("requeueAfter = %s, want %s", p.requeueAfter, tc.wantRequeue)
+			}
+		})
+	}
+}

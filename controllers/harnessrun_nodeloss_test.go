@@ -1,0 +1,110 @@
+package controllers_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/controllers"
+	"github.com/harnessfacts/harnessfacts/internal/fakenode"
+	hftesting "github.com/harnessfacts/harnessfacts/internal/testing"
+)
+
+var codexOnly = map[harnessv1.Adapter]string{harnessv1.AdapterCodex: "1.0"}
+
+func TestNodeLossWithoutRetries(t *testing.T) {
+	ns := newNamespace(t)
+	// The node first, so that the controller's cache starts with it and
+	// the run is bound at once (no Pending Event).
+	node := startNode(t, ns, fakenode.Options{Name: "lossy", Slots: 2, Adapters: codexOnly, LeaseDuration: time.Second, RunFor: -1})
+	startController(t, ns, controllers.Options{}, nil)
+	create(t, hftesting.MakeHarnessRun("doomed", ns).Obj())
+	waitRun(t, ns, "doomed", wait, "Running", phaseIs(harnessv1.RunRunning))
+	// Let the node-agent finish reporting the claim before it dies.
+	eventually(t, wait, func() error { return wantReasons(runEvents(t, ns, "doomed"), "Scheduled", "Running") })
+
+	node.Stop() // the node dies: no heartbeat, no more reports
+	run := waitRun(t, ns, "doomed", wait, "Failed without finalizer", func(r *harnessv1.HarnessRun) bool {
+		return r.Status.Phase == harnessv1.RunFailed && len(r.Finalizers) == 0
+	})
+	if run.Status.Reason != harnessv1.ReasonNodeLost || run.Status.FailureClass != harnessv1.FailureInfrastructure ||
+		run.Status.Verdict != harnessv1.VerdictError || run.Status.Attempt != 1 {
+		t.Errorf("lost run: reason %q class %q verdict %q attempt %d, want NodeLost, Infrastructure, Error, 1",
+			run.Status.Reason, run.Status.FailureClass, run.Status.Verdict, run.Status.Attempt)
+	}
+	if !strings.Contains(run.Status.Message, "node lossy was lost") || !strings.Contains(run.Status.Message, "expired") {
+		t.Errorf("message %q should say that node lossy was lost because its Lease expired", run.Status.Message)
+	}
+	eventually(t, wait, func() error {
+		return wantReasons(runEvents(t, ns, "doomed"), "Scheduled", "Running", harnessv1.ReasonNodeLost)
+	})
+}
+
+func TestNodeLossRetriesOnAnotherNode(t *testing.T) {
+	ns := newNamespace(t)
+	first := startNode(t, ns, fakenode.Options{Name: "retry-a", Slots: 1, Adapters: codexOnly, LeaseDuration: time.Second, RunFor: -1})
+	startController(t, ns, controllers.Options{}, nil)
+	create(t, hftesting.MakeHarnessRun("phoenix", ns).Retries(1).Obj())
+	waitRun(t, ns, "phoenix", wait, "Running on retry-a", func(r *harnessv1.HarnessRun) bool {
+		return r.Status.Phase == harnessv1.RunRunning && r.Status.NodeName == "retry-a"
+	})
+
+	eventually(t, wait, func() error { return wantReasons(runEvents(t, ns, "phoenix"), "Scheduled", "Running") })
+	second := startNode(t, ns, fakenode.Options{Name: "retry-b", Slots: 1, Adapters: codexOnly, LeaseDuration: 2 * time.Second, RunFor: -1})
+	first.Stop()
+	run := waitRun(t, ns, "phoenix", wait, "Running on retry-b, attempt 2", func(r *harnessv1.HarnessRun) bool {
+		return r.Status.Phase == harnessv1.RunRunning && r.Status.NodeName == "retry-b" && r.Status.Attempt == 2
+	})
+	if second.Claims() != 1 {
+		t.Errorf("retry-b claimed %d runs, want 1", second.Claims())
+	}
+	_ = run
+	eventually(t, wait, func() error {
+		return wantReasons(runEvents(t, ns, "phoenix"), "Scheduled", "Running", harnessv1.ReasonRetrying, "Scheduled", "Running")
+	})
+
+	// The second loss uses up the retries.
+	second.Stop()
+	run = waitRun(t, ns, "phoenix", wait, "Failed", phaseIs(harnessv1.RunFailed))
+	if run.Status.Reason != harnessv1.ReasonNodeLost || run.Status.FailureClass != harnessv1.FailureInfrastructure || run.Status.Attempt != 2 ||
+		!strings.Contains(run.Status.Message, "no retries left (attempt 2 of 2)") {
+		t.Errorf("after the second loss: reason %q class %q attempt %d message %q; want NodeLost, Infrastructure, 2, no retries left",
+			run.Status.Reason, run.Status.FailureClass, run.Status.Attempt, run.Status.Message)
+	}
+	eventually(t, wait, func() error {
+		return wantReasons(runEvents(t, ns, "phoenix"), "Scheduled", "Running", harnessv1.ReasonRetrying, "Scheduled", "Running", harnessv1.ReasonNodeLost)
+	})
+}
+
+func TestAgentFailureIsNotRetried(t *testing.T) {
+	ns := newNamespace(t)
+	startController(t, ns, controllers.Options{}, nil)
+	startNode(t, ns, fakenode.Options{Name: "fails", Slots: 1, Adapters: codexOnly,
+		Outcome: func(*harnessv1.HarnessRun) fakenode.Outcome { return fakenode.AgentFailed }})
+	create(t, hftesting.MakeHarnessRun("bad-agent", ns).Retries(3).Obj())
+	run := waitRun(t, ns, "bad-agent", wait, "finished without finalizer", func(r *harnessv1.HarnessRun) bool {
+		return r.Status.Phase.Terminal() && len(r.Finalizers) == 0
+	})
+	if run.Status.Verdict != harnessv1.VerdictFail || run.Status.FailureClass != harnessv1.FailureAgent || run.Status.Attempt != 1 {
+		t.Errorf("agent failure: verdict %q class %q attempt %d, want Fail, Agent, 1", run.Status.Verdict, run.Status.FailureClass, run.Status.Attempt)
+	}
+	if reasons := eventReasons(runEvents(t, ns, "bad-agent")); slices.Contains(reasons, harnessv1.ReasonRetrying) {
+		t.Errorf("an agent failure was retried: Events %v", reasons)
+	}
+}
+
+// wantReasons checks that the Events' reasons are exactly want, in any
+// order: the controller and the node-agent stamp Events with their own
+// clocks, microseconds apart.
+func wantReasons(evs []eventsV1, want ...string) error {
+	got := eventReasons(evs)
+	want = slices.Clone(want)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		return &reasonsError{got: got, want: want}
+	}
+	return nil
+}
