@@ -1,0 +1,365 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// BwrapRunner runs commands under bubblewrap in a per-run cgroup.
+type BwrapRunner struct {
+	bwrap  string
+	parent string
+}
+
+var _ Runner = (*BwrapRunner)(nil)
+
+// NewBwrapRunner returns a runner for the bwrap binary of opts (or the one in
+// PATH). It does not check that bwrap works here; Preflight does.
+func NewBwrapRunner(opts Options) (*BwrapRunner, error) {
+	path := opts.Bwrap
+	if path == "" {
+		path = "bwrap"
+	}
+	p, err := exec.LookPath(path)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: bwrap not found (%w): install Debian's bubblewrap package (apt-get install bubblewrap)", err)
+	}
+	return &BwrapRunner{bwrap: p, parent: opts.CgroupParent}, nil
+}
+
+// Mode returns ModeBwrap.
+func (*BwrapRunner) Mode() Mode { return ModeBwrap }
+
+// File descriptors of the bwrap child (ExtraFiles start at 3).
+const (
+	fdArgs  = 3
+	fdInfo  = 4
+	fdBlock = 5
+)
+
+// bwrapArgs are the options passed through --args: nothing here appears on a
+// command line, so environment values (credentials) stay out of the
+// world-readable /proc/<pid>/cmdline. v1Sync adds --info-fd/--block-fd, see
+// Run.
+func bwrapArgs(spec Spec, v1Sync bool) []string {
+	a := []string{
+		"--unshare-all", // user, ipc, pid, net, uts, cgroup namespaces
+		"--unshare-user",
+		"--disable-userns", // no nested user namespace: no unshare/mount inside
+		"--die-with-parent",
+		"--new-session", // setsid: no controlling terminal, so no TIOCSTI
+		"--cap-drop", "ALL",
+		"--ro-bind", "/", "/",
+		"--dev", "/dev",
+		"--proc", "/proc",
+		"--tmpfs", "/tmp",
+	}
+	for _, h := range spec.Hidden {
+		fi, err := os.Stat(h)
+		switch {
+		case err != nil:
+			// Nothing to hide, and bwrap could not make a mount point in
+			// the read-only root.
+			continue
+		case fi.IsDir():
+			a = append(a, "--tmpfs", h)
+		default:
+			a = append(a, "--ro-bind", "/dev/null", h)
+		}
+	}
+	for _, p := range spec.ReadOnly {
+		a = append(a, "--ro-bind-try", p, p)
+	}
+	for _, p := range spec.ReadWrite {
+		a = append(a, "--bind", p, p)
+	}
+	// The host root is read-only but a read-only bind does not stop a
+	// directory from being remounted; /proc/sys stays as the fresh proc has
+	// it (read-only in a user namespace).
+	a = append(a, "--clearenv")
+	for _, kv := range spec.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		a = append(a, "--setenv", k, v)
+	}
+	if spec.Network == NetworkShared {
+		a = append(a, "--share-net")
+	}
+	a = append(a, "--chdir", spec.Dir)
+	if v1Sync {
+		a = append(a, "--info-fd", fmt.Sprint(fdInfo), "--block-fd", fmt.Sprint(fdBlock))
+	}
+	return a
+}
+
+// argsFile returns a sealed memfd holding args NUL-separated, for --args.
+// A memfd has no size limit (a pipe would need a writer goroutine past 64
+// KiB of environment) and is never on disk.
+func argsFile(args []string) (*os.File, error) {
+	fd, err := unix.MemfdCreate("bwrap-args", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, fmt.Errorf("memfd_create: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "bwrap-args")
+	var buf bytes.Buffer
+	for _, s := range args {
+		buf.WriteString(s)
+		buf.WriteByte(0)
+	}
+	if _, err := f.Write(buf.Bytes()); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		return nil, err
+	}
+	_, _ = unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS, unix.F_SEAL_WRITE|unix.F_SEAL_GROW|unix.F_SEAL_SHRINK|unix.F_SEAL_SEAL)
+	return f, nil
+}
+
+// Run runs spec under bubblewrap. See Runner.
+func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error) {
+	res = Result{Mode: ModeBwrap, ExitCode: -1}
+	if err := spec.validate(); err != nil {
+		return res, err
+	}
+	limits := spec.Limits.WithDefaults()
+	uid, gid := spec.ids()
+	cred := runAs(uid, gid)
+	if cred == nil && os.Getuid() == 0 {
+		return res, errors.New("sandbox: refusing to run bwrap as host root")
+	}
+	if err := prepareWritable(spec.ReadWrite, uid, gid); err != nil {
+		return res, err
+	}
+
+	cg, err := newRunCgroup(r.parent, limits)
+	if err != nil {
+		return res, fmt.Errorf("sandbox: %w", err)
+	}
+	defer func() {
+		if rerr := cg.remove(); rerr != nil && err == nil {
+			err = fmt.Errorf("sandbox: %w", rerr)
+		}
+	}()
+	v1 := cg.version() == 1
+
+	af, err := argsFile(bwrapArgs(spec, v1))
+	if err != nil {
+		return res, fmt.Errorf("sandbox: bwrap args: %w", err)
+	}
+	defer af.Close()
+	extra := []*os.File{af}
+	var infoR, blockW *os.File
+	if v1 {
+		var infoW, blockR *os.File
+		if infoR, infoW, err = os.Pipe(); err != nil {
+			return res, err
+		}
+		defer infoR.Close()
+		if blockR, blockW, err = os.Pipe(); err != nil {
+			infoW.Close()
+			return res, err
+		}
+		defer blockW.Close()
+		extra = append(extra, infoW, blockR)
+		defer infoW.Close()
+		defer blockR.Close()
+	}
+
+	cmd := exec.Command(r.bwrap, append([]string{"--args", fmt.Sprint(fdArgs), "--"}, spec.Argv...)...)
+	cmd.Args[0] = "bwrap"
+	// bwrap's own environment is empty: it would otherwise be readable in
+	// the sandbox as /proc/1/environ (bwrap's init keeps its exec-time env).
+	cmd.Env = []string{}
+	cmd.Dir = "/"
+	cmd.Stdout, cmd.Stderr = spec.Stdout, spec.Stderr
+	cmd.ExtraFiles = extra
+	cmd.WaitDelay = 5 * time.Second
+	// Setpgid keeps a terminal's job-control signals away from the tree;
+	// Credential makes bwrap, and so the user namespace it creates and
+	// everything in it, belong to an unprivileged host uid.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred, Pdeathsig: syscall.SIGKILL}
+	if err := cg.beforeStart(cmd); err != nil {
+		return res, fmt.Errorf("sandbox: %w", err)
+	}
+
+	runCtx, cancel := withTimeout(ctx, limits.Timeout)
+	defer cancel()
+	start := time.Now()
+	err = cmd.Start()
+	cg.afterStart()
+	for _, f := range extra[1:] {
+		f.Close() // the child's copies are what matter now
+	}
+	if err != nil {
+		return res, fmt.Errorf("sandbox: start bwrap: %w", err)
+	}
+
+	var killErr error
+	if v1 {
+		// cgroup v1 has no CLONE_INTO_CGROUP. bwrap tells us its sandbox
+		// child's pid on --info-fd and then that child waits on --block-fd
+		// before it drops into the payload. We move both bwrap processes
+		// into the cgroup in that window and only then release the block:
+		// no payload instruction, and no fork, happens outside the cgroup.
+		// (The few KiB bwrap allocated before the move stay charged to the
+		// parent cgroup, as v1 does not move charges.)
+		if perr := placeV1(cg, cmd.Process.Pid, infoR); perr != nil {
+			_ = cmd.Process.Kill()
+			killErr = cg.killAll()
+			_ = cmd.Wait()
+			return res, errors.Join(fmt.Errorf("sandbox: %w", perr), killErr)
+		}
+		if _, err := blockW.Write([]byte{1}); err != nil && !errors.Is(err, syscall.EPIPE) {
+			_ = cmd.Process.Kill()
+		}
+		blockW.Close()
+	}
+
+	stop := watch(runCtx, func() { killErr = cg.killAll() })
+	waitErr := cmd.Wait()
+	stop()
+	if kerr := cg.killAll(); kerr != nil && killErr == nil {
+		killErr = kerr
+	}
+	res.Duration = time.Since(start)
+	res.OOMKilled, res.PeakMemory = cg.stats()
+	res.TimedOut = errors.Is(runCtx.Err(), context.DeadlineExceeded)
+	fillExit(&res, cmd.ProcessState)
+	if res.Signal == 0 && res.ExitCode > 128 && res.ExitCode < 128+65 {
+		// bwrap reports a payload killed by signal N as exit 128+N.
+		res.Signal = res.ExitCode - 128
+	}
+	if waitErr != nil && cmd.ProcessState == nil {
+		return res, fmt.Errorf("sandbox: wait for bwrap: %w", waitErr)
+	}
+	if killErr != nil {
+		return res, fmt.Errorf("sandbox: %w", killErr)
+	}
+	if ctx.Err() != nil && !res.TimedOut {
+		return res, fmt.Errorf("sandbox: %w", ctx.Err())
+	}
+	return res, nil
+}
+
+// placeV1 reads bwrap's --info-fd and moves bwrap and its sandbox child into
+// the cgroup. An EOF means bwrap died during setup; Wait then tells why.
+func placeV1(cg runCgroup, bwrapPid int, info *os.File) error {
+	_ = info.SetReadDeadline(time.Now().Add(30 * time.Second))
+	var msg struct {
+		ChildPid int `json:"child-pid"`
+	}
+	if err := json.NewDecoder(info).Decode(&msg); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		return fmt.Errorf("read bwrap info: %w", err)
+	}
+	if err := cg.add(bwrapPid); err != nil {
+		return err
+	}
+	if msg.ChildPid > 0 {
+		if err := cg.add(msg.ChildPid); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func newSandboxRunner(mode Mode, opts Options) (Runner, error) {
+	if mode != ModeBwrap {
+		return nil, fmt.Errorf("sandbox: mode %s is not available on linux", mode)
+	}
+	return NewBwrapRunner(opts)
+}
+
+// preflight runs `true` under bwrap with the production flags and limits.
+func preflight(ctx context.Context, opts Options) []Availability {
+	return []Availability{preflightBwrap(ctx, opts), {Mode: ModePlain, Available: true, Reason: "always possible; not a sandbox"}}
+}
+
+func preflightBwrap(ctx context.Context, opts Options) Availability {
+	a := Availability{Mode: ModeBwrap}
+	r, err := NewBwrapRunner(opts)
+	if err != nil {
+		a.Reason = err.Error()
+		return a
+	}
+	if why := userNamespaceProblem(); why != "" {
+		a.Reason = why
+		return a
+	}
+	dir, err := os.MkdirTemp("", "harnessfacts-preflight-")
+	if err != nil {
+		a.Reason = fmt.Sprintf("cannot make a temporary run directory: %v", err)
+		return a
+	}
+	defer os.RemoveAll(dir)
+	var stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	res, err := r.Run(ctx, Spec{
+		Argv:      []string{"true"},
+		Dir:       dir,
+		Env:       []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + dir},
+		ReadWrite: []string{dir},
+		Stderr:    &stderr,
+	})
+	switch {
+	case err != nil:
+		a.Reason = explainBwrapFailure(err.Error())
+	case res.ExitCode != 0:
+		a.Reason = explainBwrapFailure(fmt.Sprintf("bwrap exited %d: %s", res.ExitCode, strings.TrimSpace(stderr.String())))
+	default:
+		a.Available = true
+		a.Reason = fmt.Sprintf("bwrap %s, cgroup %s", r.bwrap, cgroupDescription())
+	}
+	return a
+}
+
+func cgroupDescription() string {
+	cg, err := newRunCgroup("", Limits{}.WithDefaults())
+	if err != nil {
+		return "unavailable"
+	}
+	defer cg.remove()
+	return fmt.Sprintf("v%d", cg.version())
+}
+
+// userNamespaceProblem checks the sysctls that commonly forbid the
+// unprivileged user namespaces bwrap needs.
+func userNamespaceProblem() string {
+	if b, err := os.ReadFile("/proc/sys/kernel/unprivileged_userns_clone"); err == nil && strings.TrimSpace(string(b)) == "0" {
+		return "unprivileged user namespaces are disabled: sysctl -w kernel.unprivileged_userns_clone=1"
+	}
+	if b, err := os.ReadFile("/proc/sys/user/max_user_namespaces"); err == nil && strings.TrimSpace(string(b)) == "0" {
+		return "user namespaces are disabled: sysctl -w user.max_user_namespaces=15000"
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"); err == nil && strings.TrimSpace(string(b)) == "1" {
+		return "AppArmor restricts unprivileged user namespaces: sysctl -w kernel.apparmor_restrict_unprivileged_userns=0, or give bwrap an AppArmor profile that allows userns"
+	}
+	return ""
+}
+
+func explainBwrapFailure(msg string) string {
+	switch {
+	case strings.Contains(msg, "No permissions to create a new namespace"),
+		strings.Contains(msg, "Creating new namespace failed"):
+		return "bwrap cannot create namespaces (unprivileged user namespaces disabled?): sysctl -w kernel.unprivileged_userns_clone=1 and user.max_user_namespaces>0; bwrap said: " + msg
+	case strings.Contains(msg, "permission denied") && strings.Contains(msg, "cgroup"):
+		return "cannot create a per-run cgroup: run the node-agent as root or delegate a cgroup subtree to it: " + msg
+	}
+	return msg
+}

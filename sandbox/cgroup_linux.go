@@ -1,0 +1,360 @@
+package sandbox
+
+import (
+	"bufio"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/containerd/cgroups/v3"
+	"github.com/containerd/cgroups/v3/cgroup1"
+	"github.com/containerd/cgroups/v3/cgroup2"
+	"github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+)
+
+// cgroupPrefix names every per-run cgroup, under a "harnessfacts" directory
+// of the parent.
+const cgroupPrefix = "harnessfacts"
+
+// killTimeout bounds how long killing a tree may take before Run reports it.
+const killTimeout = 10 * time.Second
+
+// runCgroup is one run's cgroup, in whichever hierarchy version the host has.
+type runCgroup interface {
+	// version is 1 or 2.
+	version() int
+	// beforeStart arranges for the command to start inside the cgroup when
+	// the kernel can do that (v2: clone3 with CLONE_INTO_CGROUP).
+	beforeStart(cmd *exec.Cmd) error
+	// afterStart releases what beforeStart opened.
+	afterStart()
+	// add moves a process into the cgroup (v1 placement).
+	add(pid int) error
+	// killAll kills every process of the cgroup and waits until it is empty.
+	killAll() error
+	// stats reports whether the OOM killer fired and the peak memory use.
+	stats() (oomKilled bool, peak int64)
+	// remove deletes the (empty) cgroup.
+	remove() error
+}
+
+func newRunName() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "run-" + hex.EncodeToString(b[:])
+}
+
+// newRunCgroup makes a per-run cgroup with the limits. On a unified (v2-only)
+// host it uses cgroup2; on a legacy or hybrid host the memory and pids
+// controllers live in v1 hierarchies, so it uses those (and the v1 freezer to
+// kill a tree without racing its forks).
+func newRunCgroup(parent string, limits Limits) (runCgroup, error) {
+	name := filepath.Join(cgroupPrefix, newRunName())
+	if cgroups.Mode() == cgroups.Unified {
+		return newV2Cgroup("/sys/fs/cgroup", parent, name, limits, true)
+	}
+	return newV1Cgroup(parent, name, limits)
+}
+
+// ---- cgroup v1 ----
+
+type v1Cgroup struct {
+	cg     cgroup1.Cgroup
+	frozen bool // a freezer hierarchy is present
+	paths  map[cgroup1.Name]string
+}
+
+func v1Hierarchy() ([]cgroup1.Subsystem, error) {
+	all, err := cgroup1.Default()
+	if err != nil {
+		return nil, fmt.Errorf("cgroup v1: %w", err)
+	}
+	var root string
+	for _, s := range all {
+		if s.Name() == cgroup1.Memory {
+			if p, ok := s.(interface{ Path(string) string }); ok {
+				root = filepath.Dir(p.Path("/"))
+			}
+		}
+	}
+	var subs []cgroup1.Subsystem
+	have := map[cgroup1.Name]bool{}
+	for _, s := range all {
+		switch s.Name() {
+		case cgroup1.Memory:
+			// memsw (swap accounting) is limited too when the kernel has it,
+			// so swap cannot stretch the memory limit.
+			subs = append(subs, cgroup1.NewMemory(root, cgroup1.OptionalSwap()))
+		case cgroup1.Pids, cgroup1.Freezer:
+			subs = append(subs, s)
+		default:
+			continue
+		}
+		have[s.Name()] = true
+	}
+	for _, n := range []cgroup1.Name{cgroup1.Memory, cgroup1.Pids} {
+		if !have[n] {
+			return nil, fmt.Errorf("cgroup v1: the %s controller is not mounted (expected /sys/fs/cgroup/%s): mount it or boot with cgroup v2", n, n)
+		}
+	}
+	return subs, nil
+}
+
+func newV1Cgroup(parent, name string, limits Limits) (*v1Cgroup, error) {
+	subs, err := v1Hierarchy()
+	if err != nil {
+		return nil, err
+	}
+	var path cgroup1.Path
+	if parent == "" {
+		path = cgroup1.NestedPath(name)
+	} else {
+		path = cgroup1.StaticPath(filepath.Join("/", parent, name))
+	}
+	mem := limits.MemoryBytes
+	res := &specs.LinuxResources{
+		Memory: &specs.LinuxMemory{Limit: &mem, Swap: &mem},
+		Pids:   &specs.LinuxPids{Limit: &limits.MaxProcesses},
+	}
+	cg, err := cgroup1.New(path, res, cgroup1.WithHierarchy(func() ([]cgroup1.Subsystem, error) { return subs, nil }))
+	if err != nil {
+		return nil, fmt.Errorf("cgroup v1: create per-run cgroup %s: %w", name, err)
+	}
+	c := &v1Cgroup{cg: cg, paths: map[cgroup1.Name]string{}}
+	for _, s := range subs {
+		if s.Name() == cgroup1.Freezer {
+			c.frozen = true
+		}
+		if p, ok := s.(interface{ Path(string) string }); ok {
+			if rel, err := path(s.Name()); err == nil {
+				c.paths[s.Name()] = p.Path(rel)
+			}
+		}
+	}
+	return c, nil
+}
+
+func (*v1Cgroup) version() int                { return 1 }
+func (*v1Cgroup) beforeStart(*exec.Cmd) error { return nil }
+func (*v1Cgroup) afterStart()                 {}
+
+func (c *v1Cgroup) add(pid int) error {
+	if err := c.cg.AddProc(uint64(pid)); err != nil {
+		return fmt.Errorf("cgroup v1: add pid %d: %w", pid, err)
+	}
+	return nil
+}
+
+// killAll freezes the cgroup so nothing in it can fork, sends SIGKILL to
+// every process, thaws it so the signals are delivered, and repeats until the
+// cgroup is empty. Without a freezer it loops on SIGKILL alone, which the pids
+// limit makes converge.
+func (c *v1Cgroup) killAll() error {
+	deadline := time.Now().Add(killTimeout)
+	for delay := time.Millisecond; ; delay = min(delay*2, 50*time.Millisecond) {
+		procs, err := c.cg.Processes(cgroup1.Pids, true)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil
+			}
+			return fmt.Errorf("cgroup v1: list processes: %w", err)
+		}
+		if len(procs) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cgroup v1: %d processes still alive after %s", len(procs), killTimeout)
+		}
+		if c.frozen {
+			_ = c.cg.Freeze()
+			if procs, err = c.cg.Processes(cgroup1.Pids, true); err != nil {
+				_ = c.cg.Thaw()
+				return fmt.Errorf("cgroup v1: list processes: %w", err)
+			}
+		}
+		for _, p := range procs {
+			_ = unix.Kill(p.Pid, unix.SIGKILL)
+		}
+		if c.frozen {
+			_ = c.cg.Thaw()
+		}
+		time.Sleep(delay)
+	}
+}
+
+func (c *v1Cgroup) stats() (bool, int64) {
+	dir := c.paths[cgroup1.Memory]
+	oom := readKV(filepath.Join(dir, "memory.oom_control"))["oom_kill"] > 0
+	peak := readUint(filepath.Join(dir, "memory.max_usage_in_bytes"))
+	if !oom {
+		// Kernels before 4.13 have no oom_kill counter; hitting the limit
+		// (failcnt) with the tree killed is the best sign there is.
+		if _, ok := readKV(filepath.Join(dir, "memory.oom_control"))["oom_kill"]; !ok {
+			oom = readUint(filepath.Join(dir, "memory.failcnt")) > 0
+		}
+	}
+	return oom, int64(peak)
+}
+
+func (c *v1Cgroup) remove() error {
+	if err := c.cg.Delete(); err != nil {
+		return fmt.Errorf("cgroup v1: remove: %w", err)
+	}
+	return nil
+}
+
+// ---- cgroup v2 ----
+
+type v2Cgroup struct {
+	m   *cgroup2.Manager
+	dir string
+	fd  *os.File
+}
+
+// ownV2Cgroup is the caller's cgroup in the unified hierarchy.
+func ownV2Cgroup() (string, error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			return p, nil
+		}
+	}
+	return "", errors.New("no unified hierarchy entry in /proc/self/cgroup")
+}
+
+// newV2Cgroup makes mount/parent/name with the limits. withLimits false makes
+// a cgroup without controllers; only tests use it, on hosts whose v2
+// hierarchy has none, to exercise placement and killing.
+func newV2Cgroup(mount, parent, name string, limits Limits, withLimits bool) (*v2Cgroup, error) {
+	if parent == "" {
+		own, err := ownV2Cgroup()
+		if err != nil {
+			return nil, fmt.Errorf("cgroup v2: %w", err)
+		}
+		parent = own
+	}
+	group := filepath.Join("/", parent, name)
+	res := &cgroup2.Resources{}
+	if withLimits {
+		mem, zero := limits.MemoryBytes, int64(0)
+		res.Memory = &cgroup2.Memory{Max: &mem}
+		if _, err := os.Stat(filepath.Join(mount, parent, "memory.swap.max")); err == nil {
+			res.Memory.Swap = &zero
+		}
+		res.Pids = &cgroup2.Pids{Max: limits.MaxProcesses}
+	}
+	m, err := cgroup2.NewManager(mount, group, res)
+	if err != nil {
+		if errors.Is(err, unix.EBUSY) || errors.Is(err, unix.ENOTSUP) {
+			return nil, fmt.Errorf("cgroup v2: cannot enable the memory and pids controllers below %s: it holds processes (the no-internal-processes rule); "+
+				"start the node-agent in a leaf cgroup such as %s/agent, or set the cgroup parent to a delegated subtree: %w",
+				filepath.Join(mount, parent), filepath.Join(mount, parent), err)
+		}
+		return nil, fmt.Errorf("cgroup v2: create %s: %w", group, err)
+	}
+	return &v2Cgroup{m: m, dir: filepath.Join(mount, group)}, nil
+}
+
+func (*v2Cgroup) version() int { return 2 }
+
+// beforeStart opens the cgroup directory for clone3(CLONE_INTO_CGROUP): the
+// child is born inside the cgroup, so there is no moment at which it or
+// anything it forks runs unlimited.
+func (c *v2Cgroup) beforeStart(cmd *exec.Cmd) error {
+	fd, err := os.OpenFile(c.dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("cgroup v2: open %s: %w", c.dir, err)
+	}
+	c.fd = fd
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.UseCgroupFD = true
+	cmd.SysProcAttr.CgroupFD = int(fd.Fd())
+	return nil
+}
+
+func (c *v2Cgroup) afterStart() {
+	if c.fd != nil {
+		_ = c.fd.Close()
+		c.fd = nil
+	}
+}
+
+func (c *v2Cgroup) add(pid int) error {
+	if err := c.m.AddProc(uint64(pid)); err != nil {
+		return fmt.Errorf("cgroup v2: add pid %d: %w", pid, err)
+	}
+	return nil
+}
+
+// killAll writes cgroup.kill (or freezes and kills on kernels before 5.14,
+// which the library does) and waits until the cgroup is empty.
+func (c *v2Cgroup) killAll() error {
+	deadline := time.Now().Add(killTimeout)
+	for delay := time.Millisecond; ; delay = min(delay*2, 50*time.Millisecond) {
+		if readKV(filepath.Join(c.dir, "cgroup.events"))["populated"] == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cgroup v2: %s still populated after %s", c.dir, killTimeout)
+		}
+		if err := c.m.Kill(); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("cgroup v2: kill: %w", err)
+		}
+		time.Sleep(delay)
+	}
+}
+
+func (c *v2Cgroup) stats() (bool, int64) {
+	ev := readKV(filepath.Join(c.dir, "memory.events"))
+	return ev["oom_kill"] > 0 || ev["oom_group_kill"] > 0, int64(readUint(filepath.Join(c.dir, "memory.peak")))
+}
+
+func (c *v2Cgroup) remove() error {
+	if err := c.m.Delete(); err != nil {
+		return fmt.Errorf("cgroup v2: remove: %w", err)
+	}
+	return nil
+}
+
+// ---- small readers for the few values the library does not expose ----
+
+func readKV(path string) map[string]uint64 {
+	out := map[string]uint64{}
+	f, err := os.Open(path)
+	if err != nil {
+		return out
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		var k string
+		var v uint64
+		if n, _ := fmt.Sscanf(s.Text(), "%s %d", &k, &v); n == 2 {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func readUint(path string) uint64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	var v uint64
+	_, _ = fmt.Sscanf(strings.TrimSpace(string(b)), "%d", &v)
+	return v
+}

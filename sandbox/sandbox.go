@@ -1,0 +1,312 @@
+// Package sandbox runs one untrusted command (a coding agent, a fixture check)
+// under the strongest isolation the host offers, with memory, process and time
+// limits, and reports how it ended.
+//
+// There is one interface, Runner, and one implementation per isolation mode:
+//
+//   - ModeBwrap (Linux): bubblewrap with every namespace unshared, the host
+//     root read-only, secret directories masked by tmpfs, the run directory
+//     read-write, run as an unprivileged host uid, limited by a per-run cgroup
+//     (v1 or v2) that is killed as a whole.
+//   - ModeAppContainer (Windows): an AppContainer with zero capabilities inside
+//     a Job Object, write access granted to the run directory only.
+//   - ModePlain (every OS): a plain child process with exactly the given
+//     environment. It is not a sandbox; it is used only when the caller's
+//     policy says so, and every Result says so in words.
+//
+// The package knows nothing about Kubernetes. It streams the raw output of the
+// command into the io.Writers of the Spec; bounding (Capture) and redaction are
+// writers the caller composes, see Capture.
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// Mode is an isolation mode.
+type Mode string
+
+const (
+	// ModeBwrap is bubblewrap plus a per-run cgroup (Linux).
+	ModeBwrap Mode = "bwrap"
+	// ModeAppContainer is an AppContainer inside a Job Object (Windows).
+	ModeAppContainer Mode = "appcontainer"
+	// ModePlain is a plain child process: no isolation, see PlainWarning.
+	ModePlain Mode = "plain"
+)
+
+// Policy says whether a run may go ahead without a sandbox.
+type Policy string
+
+const (
+	// PolicyRequired refuses to run when no sandbox mode works on this host.
+	PolicyRequired Policy = "Required"
+	// PolicyAllowFallback runs a plain child, with Result.Warning set, when no
+	// sandbox mode works.
+	PolicyAllowFallback Policy = "AllowFallback"
+)
+
+// Network is what the command may reach.
+type Network int
+
+const (
+	// NetworkNone gives the command its own network namespace with only a
+	// loopback interface: nothing on the host, not even the host's 127.0.0.1,
+	// is reachable. This is the default.
+	NetworkNone Network = iota
+	// NetworkShared shares the host's network stack.
+	NetworkShared
+)
+
+func (n Network) String() string {
+	switch n {
+	case NetworkNone:
+		return "None"
+	case NetworkShared:
+		return "Shared"
+	}
+	return fmt.Sprintf("Network(%d)", int(n))
+}
+
+const (
+	// DefaultMemoryBytes is the memory limit used when Limits.MemoryBytes is 0.
+	DefaultMemoryBytes int64 = 2 << 30
+	// DefaultMaxProcesses is the task limit used when Limits.MaxProcesses is 0.
+	// On Linux it counts threads as well as processes (the pids controller
+	// does); Node.js alone starts about a dozen.
+	DefaultMaxProcesses int64 = 1024
+	// DefaultUID and DefaultGID are the host ids a sandboxed command runs as
+	// when the Spec names none (nobody/nogroup on Debian).
+	DefaultUID = 65534
+	// DefaultGID: see DefaultUID.
+	DefaultGID = 65534
+)
+
+// Limits bound one run. Zero values mean the defaults. There is deliberately
+// no address-space limit (RLIMIT_AS): V8 reserves far more address space than
+// it uses, so such a limit kills Node.js programs that would fit in memory.
+type Limits struct {
+	// MemoryBytes is the memory limit of the whole process tree
+	// (DefaultMemoryBytes when 0). Exceeding it OOM-kills the tree on Linux.
+	MemoryBytes int64
+	// MaxProcesses is the number of tasks the tree may have at once
+	// (DefaultMaxProcesses when 0).
+	MaxProcesses int64
+	// Timeout is the wall-clock limit; 0 means only the context bounds the run.
+	Timeout time.Duration
+}
+
+// WithDefaults returns l with zero fields set to their defaults.
+func (l Limits) WithDefaults() Limits {
+	if l.MemoryBytes <= 0 {
+		l.MemoryBytes = DefaultMemoryBytes
+	}
+	if l.MaxProcesses <= 0 {
+		l.MaxProcesses = DefaultMaxProcesses
+	}
+	return l
+}
+
+// Spec describes one command to run.
+type Spec struct {
+	// Argv is the command and its arguments; Argv[0] is looked up in the PATH
+	// of Env when it has no slash (bwrap) or in the host PATH (plain).
+	Argv []string
+	// Dir is the working directory, an absolute path, normally the run
+	// directory or a directory inside it.
+	Dir string
+	// Env is the complete environment as KEY=value strings. The sandbox adds
+	// nothing from the host: the caller supplies PATH, locale, HOME, TMPDIR
+	// (inside the run directory) and the run's selected credentials. Values
+	// never appear on any command line.
+	Env []string
+	// ReadWrite are paths the command may write (the run directory). They are
+	// made owned by UID/GID before the run so that the unprivileged user can
+	// write them.
+	ReadWrite []string
+	// ReadOnly are extra paths the command may read and execute. On Linux the
+	// whole host root is already read-only, so these only matter inside
+	// Hidden paths; on Windows they get read+execute grants (the runtime copy).
+	ReadOnly []string
+	// Hidden are directories masked by an empty tmpfs: the node-agent's state
+	// and keys, the service-account token directory, host home directories.
+	Hidden []string
+	// Limits bound memory, processes and time.
+	Limits Limits
+	// Network is NetworkNone (default) or NetworkShared.
+	Network Network
+	// Stdout and Stderr receive the raw output as it is produced. Nil discards
+	// it. They may be called from two goroutines at once unless they are the
+	// same comparable value; Capture is safe either way.
+	Stdout, Stderr io.Writer
+	// UID and GID are the unprivileged host ids the command runs as; 0 means
+	// DefaultUID/DefaultGID. Host root cannot be requested.
+	UID, GID int
+}
+
+func (s Spec) validate() error {
+	if len(s.Argv) == 0 || s.Argv[0] == "" {
+		return errors.New("sandbox: empty argv")
+	}
+	if !isAbs(s.Dir) {
+		return fmt.Errorf("sandbox: working directory %q is not absolute", s.Dir)
+	}
+	for _, kv := range s.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return fmt.Errorf("sandbox: environment entry without KEY=: %q", redactedKey(kv))
+		}
+	}
+	for _, group := range [][]string{s.ReadWrite, s.ReadOnly, s.Hidden} {
+		for _, p := range group {
+			if !isAbs(p) {
+				return fmt.Errorf("sandbox: path %q is not absolute", p)
+			}
+		}
+	}
+	if s.UID < 0 || s.GID < 0 {
+		return errors.New("sandbox: negative uid or gid")
+	}
+	return nil
+}
+
+// redactedKey keeps at most the start of an environment entry for an error
+// message, since the entry may be a credential.
+func redactedKey(kv string) string {
+	if len(kv) > 8 {
+		return kv[:8] + "…"
+	}
+	return kv
+}
+
+func (s Spec) ids() (uid, gid int) {
+	uid, gid = s.UID, s.GID
+	if uid == 0 {
+		uid = DefaultUID
+	}
+	if gid == 0 {
+		gid = DefaultGID
+	}
+	return uid, gid
+}
+
+// Result is how a run ended.
+type Result struct {
+	// Mode is the isolation mode that was used.
+	Mode Mode
+	// ExitCode is the exit status, or -1 when the command was killed by a
+	// signal that the runner saw directly (then Signal is set). Under bwrap a
+	// command killed by signal N is reported by bwrap as 128+N; the runner
+	// reports those as Signal N too, with ExitCode 128+N.
+	ExitCode int
+	// Signal is the number of the signal that killed the command, or 0.
+	Signal int
+	// OOMKilled is true when the memory limit was hit and the kernel (or the
+	// job object) killed or starved a process of the tree.
+	OOMKilled bool
+	// TimedOut is true when Limits.Timeout or the context's deadline ended
+	// the run; the whole tree was then killed.
+	TimedOut bool
+	// Duration is the wall time from start to the end of the tree.
+	Duration time.Duration
+	// PeakMemory is the peak memory use of the tree in bytes where the
+	// cgroup or job reports it, else 0.
+	PeakMemory int64
+	// Warning is set, in plain words, when the run was not sandboxed.
+	Warning string
+}
+
+// Runner runs commands in one isolation mode.
+type Runner interface {
+	// Mode is the isolation mode of this runner.
+	Mode() Mode
+	// Run runs spec and waits for the whole process tree to end. When ctx is
+	// done or Limits.Timeout passes, every process of the tree is killed and
+	// Run returns after they are gone. The error is non-nil when the command
+	// could not be started or cleaned up, or when ctx was cancelled; a
+	// command that ran and failed is a Result with a non-zero ExitCode.
+	Run(ctx context.Context, spec Spec) (Result, error)
+}
+
+// Options configure the runners of this host.
+type Options struct {
+	// Bwrap is the bubblewrap binary; "" looks up "bwrap" in PATH.
+	Bwrap string
+	// CgroupParent is the cgroup (relative to each hierarchy's root) under
+	// which per-run cgroups are made; "" means the caller's own cgroup.
+	CgroupParent string
+}
+
+// Availability is the preflight verdict for one mode.
+type Availability struct {
+	Mode      Mode
+	Available bool
+	// Reason says, in words an operator can act on, why the mode is not
+	// available (or a note when it is).
+	Reason string
+}
+
+// Preflight runs a trivial command with the production flags in every mode
+// this OS knows and reports which work on this host and, if not, why.
+func Preflight(ctx context.Context, opts Options) []Availability {
+	return preflight(ctx, opts)
+}
+
+// ErrNoSandbox is returned by New when the policy is Required and no sandbox
+// mode works on this host.
+var ErrNoSandbox = errors.New("sandbox: no sandbox mode works on this host")
+
+// PlainWarning is the Result.Warning of every plain run.
+const PlainWarning = "the agent ran UNSANDBOXED as a plain child process: it could read the node's files " +
+	"that its user may read and reach the network; only its environment was restricted"
+
+// New picks the runner for policy: the host's sandbox mode if its preflight
+// passes; otherwise an error wrapping ErrNoSandbox under PolicyRequired, or a
+// plain runner (whose every Result carries PlainWarning and the reason the
+// sandbox was unavailable) under PolicyAllowFallback. It also returns the
+// preflight verdicts so the caller can publish them.
+func New(ctx context.Context, policy Policy, opts Options) (Runner, []Availability, error) {
+	avail := Preflight(ctx, opts)
+	return choose(policy, opts, avail)
+}
+
+func choose(policy Policy, opts Options, avail []Availability) (Runner, []Availability, error) {
+	var reasons []string
+	for _, a := range avail {
+		if a.Mode == ModePlain {
+			continue
+		}
+		if a.Available {
+			r, err := newSandboxRunner(a.Mode, opts)
+			return r, avail, err
+		}
+		reasons = append(reasons, fmt.Sprintf("%s: %s", a.Mode, a.Reason))
+	}
+	why := strings.Join(reasons, "; ")
+	if why == "" {
+		why = "this OS has no sandbox mode"
+	}
+	switch policy {
+	case PolicyAllowFallback:
+		return &PlainRunner{Reason: why}, avail, nil
+	case PolicyRequired, "":
+		return nil, avail, fmt.Errorf("%w (%s)", ErrNoSandbox, why)
+	}
+	return nil, avail, fmt.Errorf("sandbox: unknown policy %q", policy)
+}
+
+func isAbs(p string) bool {
+	if p == "" {
+		return false
+	}
+	if p[0] == '/' || p[0] == '\\' {
+		return true
+	}
+	// Windows drive paths (C:\...). Kept here so validation is the same on
+	// every OS the tests run on.
+	return len(p) >= 3 && p[1] == ':' && (p[2] == '\\' || p[2] == '/')
+}
