@@ -1,0 +1,683 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// requireBwrapHost fails (never skips) when the host cannot run the bwrap
+// tests, saying what is missing: CI installs bubblewrap and runs as root.
+func requireBwrapHost(t testing.TB) *BwrapRunner {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("these tests need root: they create cgroups and run bwrap as an unprivileged uid (run `go test` as root, as CI does)")
+	}
+	r, err := NewBwrapRunner(Options{})
+	if err != nil {
+		t.Fatalf("%v (CI installs it with apt-get install bubblewrap)", err)
+	}
+	return r
+}
+
+// testBase is a directory outside /tmp (which the sandbox masks with its own
+// tmpfs), so that a write that escapes a run dir would land on the host
+// where the test can see it.
+func testBase(t testing.TB) string {
+	t.Helper()
+	base, err := os.MkdirTemp("/var/tmp", "hf-sandbox-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(base, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	return base
+}
+
+// runDir makes base/run (with a home inside) and a Spec for it.
+func runDir(t testing.TB, base string, argv ...string) Spec {
+	t.Helper()
+	dir := filepath.Join(base, "run")
+	if err := os.MkdirAll(filepath.Join(dir, "home"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return Spec{
+		Argv:      argv,
+		Dir:       dir,
+		Env:       []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + filepath.Join(dir, "home"), "LANG=C.UTF-8", "TMPDIR=" + dir},
+		ReadWrite: []string{dir},
+		Limits:    Limits{Timeout: 60 * time.Second},
+	}
+}
+
+func randomToken(t testing.TB) string {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// run runs spec and returns its result and combined output.
+func run(t testing.TB, r Runner, spec Spec) (Result, string) {
+	t.Helper()
+	var out bytes.Buffer
+	w := &lockedWriter{w: &out}
+	spec.Stdout, spec.Stderr = w, w
+	res, err := r.Run(context.Background(), spec)
+	if err != nil {
+		t.Fatalf("Run: %v (output %q)", err, out.String())
+	}
+	assertNoRunCgroups(t)
+	return res, out.String()
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// assertNoRunCgroups checks that every per-run cgroup was removed.
+func assertNoRunCgroups(t testing.TB) {
+	t.Helper()
+	for _, pattern := range []string{
+		"/sys/fs/cgroup/*/" + cgroupPrefix + "/run-*",
+		"/sys/fs/cgroup/*/*/*/" + cgroupPrefix + "/run-*",
+		"/sys/fs/cgroup/" + cgroupPrefix + "/run-*",
+	} {
+		left, _ := filepath.Glob(pattern)
+		if len(left) > 0 {
+			t.Errorf("per-run cgroups left behind: %v", left)
+		}
+	}
+}
+
+// processesWithMarker counts host processes whose environment holds marker.
+func processesWithMarker(marker string) int {
+	n := 0
+	pids, _ := filepath.Glob("/proc/[0-9]*")
+	for _, p := range pids {
+		b, err := os.ReadFile(p + "/environ")
+		if err == nil && bytes.Contains(b, []byte(marker)) {
+			n++
+		}
+	}
+	return n
+}
+
+func TestBwrapRunsAsUnprivilegedUserInRunDir(t *testing.T) {
+	r := requireBwrapHost(t)
+	spec := runDir(t, testBase(t), "sh", "-c", `id -u; id -g; pwd; echo "$GREETING"; echo made > made.txt`)
+	spec.Env = append(spec.Env, "GREETING=hello from the sandbox")
+	res, out := run(t, r, spec)
+	if res.ExitCode != 0 || res.Mode != ModeBwrap || res.Warning != "" {
+		t.Fatalf("result %+v, output %q", res, out)
+	}
+	want := fmt.Sprintf("%d\n%d\n%s\nhello from the sandbox\n", DefaultUID, DefaultGID, spec.Dir)
+	if out != want {
+		t.Fatalf("output %q, want %q", out, want)
+	}
+	st, err := os.Stat(filepath.Join(spec.Dir, "made.txt"))
+	if err != nil {
+		t.Fatalf("the write inside the run dir did not reach it: %v", err)
+	}
+	if uid := st.Sys().(*syscall.Stat_t).Uid; uid != DefaultUID {
+		t.Fatalf("file made in the sandbox is owned by host uid %d, want %d", uid, DefaultUID)
+	}
+	if res.PeakMemory <= 0 {
+		t.Errorf("PeakMemory %d, want the cgroup's figure", res.PeakMemory)
+	}
+}
+
+func TestBwrapExitCodeAndSignal(t *testing.T) {
+	r := requireBwrapHost(t)
+	base := testBase(t)
+	res, _ := run(t, r, runDir(t, base, "sh", "-c", "exit 7"))
+	if res.ExitCode != 7 || res.Signal != 0 {
+		t.Fatalf("exit 7: %+v", res)
+	}
+	res, _ = run(t, r, runDir(t, base, "sh", "-c", "kill -TERM $$"))
+	if res.Signal != int(unix.SIGTERM) {
+		t.Fatalf("killed by SIGTERM: %+v", res)
+	}
+}
+
+func TestBwrapHidesSecretsAndHostEnvironment(t *testing.T) {
+	r := requireBwrapHost(t)
+	base := testBase(t)
+	secretDir := filepath.Join(base, "agent-state")
+	if err := os.MkdirAll(secretDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	secret := "secret-" + randomToken(t)
+	secretFile := filepath.Join(secretDir, "key")
+	if err := os.WriteFile(secretFile, []byte(secret), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The host token file is world-readable on purpose: only the mask
+	// stands between it and the sandbox.
+	tokenFile := filepath.Join(base, "token")
+	if err := os.WriteFile(tokenFile, []byte(secret), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	canary := "canary-" + randomToken(t)
+	t.Setenv("HF_TEST_CANARY", canary)
+
+	script := fmt.Sprintf(`
+cat %[1]s/key 2>/dev/null
+cat %[2]s 2>/dev/null
+ls -A %[1]s
+cat /proc/1/environ 2>/dev/null
+cat /proc/%[3]d/environ 2>/dev/null
+cat /proc/[0-9]*/environ 2>/dev/null
+env
+echo done`, secretDir, tokenFile, os.Getpid())
+	spec := runDir(t, base, "sh", "-c", script)
+	spec.Hidden = []string{secretDir, tokenFile, filepath.Join(base, "does-not-exist")}
+	res, out := run(t, r, spec)
+	if res.ExitCode != 0 || !strings.HasSuffix(out, "done\n") {
+		t.Fatalf("result %+v, output %q", res, out)
+	}
+	if strings.Contains(out, secret) {
+		t.Errorf("the planted secret was readable in the sandbox: %q", out)
+	}
+	if strings.Contains(out, canary) {
+		t.Errorf("the host environment leaked into the sandbox: %q", out)
+	}
+	if b, err := os.ReadFile(secretFile); err != nil || string(b) != secret {
+		t.Errorf("host secret changed: %q, %v", b, err)
+	}
+	if b, err := os.ReadFile(tokenFile); err != nil || string(b) != secret {
+		t.Errorf("host token changed: %q, %v", b, err)
+	}
+}
+
+// No environment value may appear on any command line on the host while the
+// command runs, and the command must still see it.
+func TestBwrapEnvironmentNeverOnACommandLine(t *testing.T) {
+	r := requireBwrapHost(t)
+	base := testBase(t)
+	secret := "cred-" + randomToken(t)
+	spec := runDir(t, base, "sh", "-c", `printf %s "$API_KEY" > seen; touch started; exec sleep 60`)
+	spec.Env = append(spec.Env, "API_KEY="+secret)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Run(ctx, spec)
+		done <- err
+	}()
+	started := filepath.Join(spec.Dir, "started")
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("the command did not start: %v", <-done)
+		}
+	}
+	var lines int
+	pids, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range pids {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		lines++
+		if bytes.Contains(b, []byte(secret)) {
+			t.Errorf("%s shows the secret: %q", p, bytes.ReplaceAll(b, []byte{0}, []byte{' '}))
+		}
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Run after cancel: %v, want context.Canceled", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(spec.Dir, "seen")); string(b) != secret {
+		t.Errorf("the command saw API_KEY=%q, want the secret", b)
+	}
+	if lines < 3 {
+		t.Errorf("read only %d command lines: the check saw nothing", lines)
+	}
+	assertNoRunCgroups(t)
+}
+
+func TestBwrapWritesOutsideRunDirRefused(t *testing.T) {
+	r := requireBwrapHost(t)
+	base := testBase(t)
+	hostHome, err := os.UserHomeDir()
+	if err != nil || hostHome == "" {
+		hostHome = "/root"
+	}
+	name := "hf-escape-" + randomToken(t)
+	targets := []string{
+		"/etc/" + name,
+		hostHome + "/../" + name,    // the host's $HOME/..
+		"/proc/self/cwd/../" + name, // the run dir's parent, via proc
+		"$HOME/../../" + name,       // the run dir's parent, via the sandbox HOME
+		"/" + name,                  // the root
+		"/usr/" + name,              // somewhere else read-only
+		"/sys/fs/cgroup/" + name,    // cgroupfs
+		"/proc/sys/kernel/" + name,  // procfs
+		hostHome + "/" + name,       // the host home itself
+		"/var/tmp/" + name,          // a world-writable host dir
+		filepath.Dir(base) + "/" + name,
+	}
+	var script strings.Builder
+	for _, p := range targets {
+		fmt.Fprintf(&script, "if (echo x > %s) 2>/dev/null; then echo WROTE %s; else echo refused; fi\n", p, p)
+	}
+	// /tmp and /dev/shm are the sandbox's own tmpfs: writable, never the host's.
+	script.WriteString("echo x > /tmp/" + name + " && echo x > /dev/shm/" + name + " && echo inside > inside.txt && echo control-ok\n")
+	res, out := run(t, r, runDir(t, base, "sh", "-c", script.String()))
+	if res.ExitCode != 0 || !strings.Contains(out, "control-ok") {
+		t.Fatalf("result %+v, output %q", res, out)
+	}
+	if strings.Contains(out, "WROTE") {
+		t.Errorf("writes outside the run dir succeeded:\n%s", out)
+	}
+	if got := strings.Count(out, "refused"); got != len(targets) {
+		t.Errorf("%d refusals, want %d:\n%s", got, len(targets), out)
+	}
+	for _, p := range []string{"/etc/" + name, "/" + name, "/usr/" + name, hostHome + "/" + name, filepath.Join(base, name), "/var/tmp/" + name, "/dev/shm/" + name, "/tmp/" + name, filepath.Join(filepath.Dir(hostHome), name)} {
+		if _, err := os.Lstat(p); err == nil {
+			os.Remove(p)
+			t.Errorf("%s appeared on the host", p)
+		}
+	}
+}
+
+func TestBwrapForkBombStoppedByProcessLimit(t *testing.T) {
+	r := requireBwrapHost(t)
+	marker := "HF_MARKER=bomb-" + randomToken(t)
+	const limit = 64
+	spec := runDir(t, testBase(t), "sh", "-c", `f(){ f | f & }; f; sleep 3; echo parent-alive`)
+	spec.Env = append(spec.Env, marker)
+	spec.Limits = Limits{MaxProcesses: limit, Timeout: 30 * time.Second}
+
+	var peak atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			if n := int64(processesWithMarker(marker)); n > peak.Load() {
+				peak.Store(n)
+			}
+		}
+	}()
+	res, out := run(t, r, spec)
+	close(stop)
+	wg.Wait()
+	if !strings.Contains(out, "Cannot fork") && !strings.Contains(out, "Resource temporarily unavailable") {
+		t.Errorf("no fork failure in the output: the limit was not hit? %q", truncate(out))
+	}
+	if peak.Load() > limit {
+		t.Errorf("saw %d processes of the bomb at once, limit %d", peak.Load(), limit)
+	}
+	if peak.Load() < limit/2 {
+		t.Errorf("saw at most %d processes of the bomb: it did not run", peak.Load())
+	}
+	if n := processesWithMarker(marker); n != 0 {
+		t.Errorf("%d processes of the bomb survived the run", n)
+	}
+	if res.TimedOut {
+		t.Errorf("the bomb ran into the timeout: %+v", res)
+	}
+	if err := exec.Command("true").Run(); err != nil {
+		t.Errorf("the host cannot fork after the bomb: %v", err)
+	}
+}
+
+func truncate(s string) string {
+	if len(s) > 400 {
+		return s[:200] + " … " + s[len(s)-200:]
+	}
+	return s
+}
+
+func TestBwrapMemoryHogIsOOMKilled(t *testing.T) {
+	r := requireBwrapHost(t)
+	const limit = 128 << 20
+	// tail buffers a whole "line", and /dev/zero has no newline.
+	spec := runDir(t, testBase(t), "tail", "/dev/zero")
+	spec.Limits = Limits{MemoryBytes: limit, Timeout: 60 * time.Second}
+	res, out := run(t, r, spec)
+	if !res.OOMKilled {
+		t.Fatalf("not reported as OOM-killed: %+v, output %q", res, out)
+	}
+	if res.Signal != int(unix.SIGKILL) || res.TimedOut {
+		t.Errorf("want killed by SIGKILL before the timeout: %+v", res)
+	}
+	if res.PeakMemory < limit*9/10 || res.PeakMemory > limit {
+		t.Errorf("peak memory %d, want close to the limit %d", res.PeakMemory, limit)
+	}
+}
+
+func TestBwrapTimeoutKillsEscapedTree(t *testing.T) {
+	r := requireBwrapHost(t)
+	marker := "HF_MARKER=escape-" + randomToken(t)
+	// A daemon that leaves the session twice over and ignores SIGTERM, a
+	// grandchild doing the same, and a parent that ignores SIGTERM too.
+	script := `
+trap '' TERM
+setsid sh -c 'trap "" TERM; (trap "" TERM; setsid sleep 1000 & sleep 1000) & sleep 1000' &
+(setsid sh -c 'trap "" TERM; sleep 1000' &) &
+touch started
+sleep 1000`
+	spec := runDir(t, testBase(t), "sh", "-c", script)
+	spec.Env = append(spec.Env, marker)
+	spec.Limits.Timeout = 3 * time.Second
+	var during int
+	go func() {
+		for range 100 {
+			time.Sleep(20 * time.Millisecond)
+			if _, err := os.Stat(filepath.Join(spec.Dir, "started")); err == nil {
+				time.Sleep(200 * time.Millisecond)
+				during = processesWithMarker(marker)
+				return
+			}
+		}
+	}()
+	res, out := run(t, r, spec)
+	if !res.TimedOut || res.Signal != int(unix.SIGKILL) {
+		t.Fatalf("want timed out and killed: %+v, output %q", res, out)
+	}
+	if n := processesWithMarker(marker); n != 0 {
+		t.Fatalf("%d processes survived the timeout", n)
+	}
+	if during < 6 {
+		t.Errorf("saw only %d processes of the tree while it ran; the test proves nothing", during)
+	}
+}
+
+func TestBwrapCancelKillsTree(t *testing.T) {
+	r := requireBwrapHost(t)
+	marker := "HF_MARKER=cancel-" + randomToken(t)
+	spec := runDir(t, testBase(t), "sh", "-c", `setsid sh -c 'trap "" TERM; sleep 1000' & sleep 1000`)
+	spec.Env = append(spec.Env, marker)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	res, err := r.Run(ctx, spec)
+	if !errors.Is(err, context.DeadlineExceeded) && !res.TimedOut {
+		t.Fatalf("Run: %+v, %v", res, err)
+	}
+	if n := processesWithMarker(marker); n != 0 {
+		t.Fatalf("%d processes survived the cancel", n)
+	}
+	assertNoRunCgroups(t)
+}
+
+func TestBwrapHugeOutputIsBounded(t *testing.T) {
+	r := requireBwrapHost(t)
+	const size = 1 << 30
+	const keep = 64 << 10
+	spec := runDir(t, testBase(t), "head", "-c", fmt.Sprint(size), "/dev/zero")
+	capture := NewCapture(keep)
+	spec.Stdout = capture
+	var stderr bytes.Buffer
+	spec.Stderr = &stderr
+
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		var m runtime.MemStats
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			runtime.ReadMemStats(&m)
+			if m.HeapInuse > peak.Load() {
+				peak.Store(m.HeapInuse)
+			}
+		}
+	}()
+	res, err := r.Run(context.Background(), spec)
+	close(stop)
+	wg.Wait()
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("Run: %+v, %v, stderr %q", res, err, stderr.String())
+	}
+	if capture.Total() != size || capture.Dropped() != size-keep || !capture.Truncated() {
+		t.Fatalf("total %d dropped %d, want %d and %d", capture.Total(), capture.Dropped(), size, size-keep)
+	}
+	if grew := int64(peak.Load()) - int64(before.HeapInuse); grew > 16<<20 {
+		t.Fatalf("heap grew by %d bytes while 1 GiB streamed through", grew)
+	}
+}
+
+// openPTY returns a pseudo-terminal's master and slave.
+func openPTY(t *testing.T) (master, slave *os.File) {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(); s.Close() })
+	return m, s
+}
+
+func TestBwrapTIOCSTIUnshareMountRefused(t *testing.T) {
+	r := requireBwrapHost(t)
+	base := testBase(t)
+	// Give the sandbox a real terminal as stdout: TIOCSTI on it would push
+	// input into whatever reads the terminal on the host.
+	master, slave := openPTY(t)
+	script := `
+perl -e 'my $c = "x"; ioctl(STDOUT, 0x5412, $c) ? print STDERR "TIOCSTI stdout worked\n" : print STDERR "TIOCSTI stdout refused: $!\n"'
+perl -e 'open(my $t, "+<", "/dev/tty") or do { print STDERR "TIOCSTI tty refused: $!\n"; exit }; my $c = "x"; ioctl($t, 0x5412, $c) ? print STDERR "TIOCSTI tty worked\n" : print STDERR "TIOCSTI tty refused: $!\n"'
+for c in "unshare -U true" "unshare -r true" "unshare -m true" "unshare -n true" "unshare -p -f true" "mount -t tmpfs none /mnt" "mount --bind /run /mnt" "mount -o remount,rw /"; do
+  if $c 2>/dev/null; then echo "$c worked" >&2; else echo "$c refused" >&2; fi
+done`
+	spec := runDir(t, base, "sh", "-c", script)
+	var stderr bytes.Buffer
+	spec.Stdout, spec.Stderr = slave, &stderr
+	res, err := r.Run(context.Background(), spec)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("Run: %+v, %v, %q", res, err, stderr.String())
+	}
+	out := stderr.String()
+	if strings.Contains(out, "worked") || strings.Count(out, "refused") != 10 {
+		t.Fatalf("escapes inside the sandbox:\n%s", out)
+	}
+	// Nothing was pushed into the terminal's input queue.
+	if err := unix.SetNonblock(int(master.Fd()), true); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := unix.IoctlGetInt(int(slave.Fd()), unix.TIOCINQ); err != nil || n != 0 {
+		t.Fatalf("terminal input queue holds %d bytes (%v)", n, err)
+	}
+	assertNoRunCgroups(t)
+}
+
+func TestBwrapNetworkNoneCannotReachHostLoopback(t *testing.T) {
+	r := requireBwrapHost(t)
+	// A listener on the host's 127.0.0.1 (local only, nothing leaves the host).
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var accepted atomic.Int32
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	defer wg.Wait()
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	connect := fmt.Sprintf(`require("net").connect(%d, "127.0.0.1").on("connect", () => { console.log("CONNECTED"); process.exit(0) }).on("error", e => { console.log("REFUSED " + e.code); process.exit(3) })`, port)
+	base := testBase(t)
+
+	res, out := run(t, r, runDir(t, base, "node", "-e", connect))
+	if res.ExitCode != 3 || !strings.Contains(out, "REFUSED") || accepted.Load() != 0 {
+		t.Fatalf("network None reached the host: %+v %q, accepted %d", res, out, accepted.Load())
+	}
+	// The same program with the host network connects: the refusal above
+	// came from the namespace, not from a broken test.
+	spec := runDir(t, base, "node", "-e", connect)
+	spec.Network = NetworkShared
+	res, out = run(t, r, spec)
+	if res.ExitCode != 0 || !strings.Contains(out, "CONNECTED") || accepted.Load() != 1 {
+		t.Fatalf("network Shared: %+v %q, accepted %d", res, out, accepted.Load())
+	}
+}
+
+func TestBwrapNodeRunsUnderDefaultLimits(t *testing.T) {
+	r := requireBwrapHost(t)
+	prog := `const big = Buffer.alloc(256 << 20, 1); const a = new Array(5e6).fill(7);
+require("child_process").execFileSync("true");
+console.log("node", process.version, big.length, a.length)`
+	res, out := run(t, r, runDir(t, testBase(t), "node", "-e", prog))
+	if res.ExitCode != 0 || !strings.HasPrefix(out, "node v") || res.OOMKilled {
+		t.Fatalf("node under default limits: %+v %q", res, out)
+	}
+	if res.PeakMemory < 256<<20 || res.PeakMemory > DefaultMemoryBytes {
+		t.Errorf("peak memory %d, want between 256 MiB and the default limit", res.PeakMemory)
+	}
+}
+
+func TestBwrapArgsCarryNoValuesOnTheCommandLine(t *testing.T) {
+	spec := Spec{Argv: []string{"agent", "--flag"}, Dir: "/run/x", Env: []string{"K=v1", "EMPTY=", "EQ=a=b"}, ReadWrite: []string{"/run/x"}}
+	args := bwrapArgs(spec, false)
+	joined := strings.Join(args, "\x00")
+	for _, want := range []string{"--clearenv\x00--setenv\x00K\x00v1", "--setenv\x00EMPTY\x00\x00", "--setenv\x00EQ\x00a=b", "--bind\x00/run/x\x00/run/x", "--chdir\x00/run/x"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("args lack %q: %q", want, args)
+		}
+	}
+	if strings.Contains(joined, "--share-net") {
+		t.Errorf("network None shares the network: %q", args)
+	}
+	spec.Network = NetworkShared
+	if !strings.Contains(strings.Join(bwrapArgs(spec, false), " "), "--share-net") {
+		t.Errorf("network Shared lacks --share-net")
+	}
+}
+
+func TestPreflightReportsBwrap(t *testing.T) {
+	requireBwrapHost(t)
+	got := Preflight(context.Background(), Options{})
+	if len(got) != 2 || got[0].Mode != ModeBwrap || !got[0].Available {
+		t.Fatalf("Preflight = %+v", got)
+	}
+	bad := Preflight(context.Background(), Options{Bwrap: "/nonexistent/bwrap"})
+	if bad[0].Available || !strings.Contains(bad[0].Reason, "install Debian's bubblewrap package") {
+		t.Fatalf("Preflight with a missing bwrap = %+v", bad)
+	}
+	if _, _, err := New(context.Background(), PolicyRequired, Options{Bwrap: "/nonexistent/bwrap"}); !errors.Is(err, ErrNoSandbox) {
+		t.Fatalf("New(Required) without bwrap: %v", err)
+	}
+	rn, _, err := New(context.Background(), PolicyAllowFallback, Options{Bwrap: "/nonexistent/bwrap"})
+	if err != nil || rn.Mode() != ModePlain {
+		t.Fatalf("New(AllowFallback) without bwrap: %v, %v", rn, err)
+	}
+	rn, _, err = New(context.Background(), PolicyRequired, Options{})
+	if err != nil || rn.Mode() != ModeBwrap {
+		t.Fatalf("New(Required) with bwrap: %v, %v", rn, err)
+	}
+}
+
+// The v2 code path cannot set limits on this kind of host (its memory and
+// pids controllers are bound to v1), but the unified hierarchy is mounted
+// without controllers: birth in the cgroup and cgroup.kill still work there.
+func TestCgroupV2PlacementAndKill(t *testing.T) {
+	requireBwrapHost(t)
+	mount := "/sys/fs/cgroup"
+	if _, err := os.Stat("/sys/fs/cgroup/unified/cgroup.procs"); err == nil {
+		mount = "/sys/fs/cgroup/unified"
+	} else if _, err := os.Stat("/sys/fs/cgroup/cgroup.procs"); err != nil {
+		t.Fatal("no cgroup v2 hierarchy mounted at /sys/fs/cgroup or /sys/fs/cgroup/unified")
+	}
+	own, err := ownV2Cgroup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := filepath.Join(cgroupPrefix, newRunName())
+	cg, err := newV2Cgroup(mount, own, name, Limits{}.WithDefaults(), mount == "/sys/fs/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cg.remove()
+	cmd := exec.Command("sh", "-c", "setsid sleep 1000 & sleep 1000")
+	if err := cg.beforeStart(cmd); err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Start()
+	cg.afterStart()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", cmd.Process.Pid))
+	if !strings.Contains(string(b), "0::"+filepath.Join("/", own, name)+"\n") {
+		t.Fatalf("child not born in the cgroup: %q", b)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if err := cg.killAll(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	if procs, _ := cg.m.Procs(true); len(procs) != 0 {
+		t.Fatalf("processes left: %v", procs)
+	}
+	if err := cg.remove(); err != nil {
+		t.Fatal(err)
+	}
+}
