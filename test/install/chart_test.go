@@ -501,6 +501,11 @@ func TestRefusesValuesThatCannotWork(t *testing.T) {
 			"set image.reference or hostPath, not both"},
 		{"existing service account without a name", "nodeAgent: {serviceAccount: {create: false}}",
 			"nodeAgent.serviceAccount.name is required"},
+		// values.schema.json: a misspelt key is an error, not a silent default.
+		{"misspelt value", "nodeAgent: {slot: 4}", "additional properties 'slot' not allowed"},
+		{"more slots than a HarnessNode allows", "nodeAgent: {slots: 1000}", "/nodeAgent/slots"},
+		{"relative run root", "nodeAgent: {runRoot: runs}", "/nodeAgent/runRoot"},
+		{"unknown seccomp profile type", "nodeAgent: {seccompProfile: {type: Bogus}}", "value must be one of 'RuntimeDefault', 'Unconfined', 'Localhost'"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
