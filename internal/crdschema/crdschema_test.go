@@ -1,0 +1,61 @@
+package crdschema_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/harnessfacts/harnessfacts/internal/crdschema"
+)
+
+func parse(t *testing.T, s string) map[string]any {
+	t.Helper()
+	obj := map[string]any{}
+	if err := yaml.Unmarshal([]byte(s), &obj); err != nil {
+		t.Fatal(err)
+	}
+	return obj
+}
+
+const run = `
+apiVersion: harnessfacts.io/v1alpha1
+kind: HarnessRun
+metadata: {name: r}
+spec:
+  agent: {adapter: exec, command: ["true"]}
+  fixture: {inline: {files: {fixture.yaml: "prompt: p"}}}
+`
+
+func TestDefaultsLikeTheAPIServer(t *testing.T) {
+	obj := parse(t, run)
+	if err := crdschema.DefaultAndValidate(context.Background(), obj); err != nil {
+		t.Fatalf("a valid run was refused: %v", err)
+	}
+	limits := obj["spec"].(map[string]any)["limits"].(map[string]any)
+	if limits["episodeSeconds"] != int64(360) || limits["memory"] != "2Gi" {
+		t.Errorf("limits not defaulted: %v", limits)
+	}
+}
+
+func TestRefusesLikeTheAPIServer(t *testing.T) {
+	cases := map[string]struct{ yaml, want string }{
+		"CEL rule": {strings.Replace(run, "adapter: exec", "adapter: codex", 1),
+			"agent.command is only allowed with agent.adapter exec"},
+		"enum": {strings.Replace(run, "adapter: exec", "adapter: cursor", 1),
+			`spec.agent.adapter: Unsupported value: "cursor"`},
+		"unknown field": {strings.Replace(run, "agent: {", "agent: {colour: red, ", 1),
+			"spec.agent.colour: Unsupported value"},
+		"minimum": {run + "  limits: {episodeSeconds: 0}\n",
+			"spec.limits.episodeSeconds in body should be greater than or equal to 1"},
+		"unknown kind": {strings.Replace(run, "kind: HarnessRun", "kind: Pod", 1),
+			`unknown apiVersion "harnessfacts.io/v1alpha1" and kind "Pod"`},
+	}
+	for name, tc := range cases {
+		err := crdschema.DefaultAndValidate(context.Background(), parse(t, tc.yaml))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want an error containing %q", name, err, tc.want)
+		}
+	}
+}
