@@ -1,3 +1,5 @@
+//go:build !windows
+
 // Command demo is the first thing a new user runs (`make demo`): it starts the
 // control plane built by hack/control-plane.sh, installs the CRDs, applies the
 // sample HarnessRun with the built kubectl and shows what the API server made

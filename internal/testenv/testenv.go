@@ -1,3 +1,8 @@
+//go:build !windows
+
+// controller-runtime's envtest does not build for Windows; the control plane
+// the tests run against is Linux-only here anyway.
+
 // Package testenv starts the real control plane the tests run against: the
 // kube-apiserver and etcd that hack/control-plane.sh builds, through
 // controller-runtime's envtest, with the generated CRDs installed.
