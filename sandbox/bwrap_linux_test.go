@@ -3,8 +3,6 @@ package sandbox
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -68,14 +66,6 @@ func runDir(t testing.TB, base string, argv ...string) Spec {
 	}
 }
 
-func randomToken(t testing.TB) string {
-	var b [12]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b[:])
-}
-
 // run runs spec and returns its result and combined output.
 func run(t testing.TB, r Runner, spec Spec) (Result, string) {
 	t.Helper()
@@ -114,19 +104,6 @@ func assertNoRunCgroups(t testing.TB) {
 			t.Errorf("per-run cgroups left behind: %v", left)
 		}
 	}
-}
-
-// processesWithMarker counts host processes whose environment holds marker.
-func processesWithMarker(marker string) int {
-	n := 0
-	pids, _ := filepath.Glob("/proc/[0-9]*")
-	for _, p := range pids {
-		b, err := os.ReadFile(p + "/environ")
-		if err == nil && bytes.Contains(b, []byte(marker)) {
-			n++
-		}
-	}
-	return n
 }
 
 func TestBwrapRunsAsUnprivilegedUserInRunDir(t *testing.T) {

@@ -30,7 +30,7 @@ func (*PlainRunner) Mode() Mode { return ModePlain }
 
 // Run runs spec as a plain child process.
 func (p *PlainRunner) Run(ctx context.Context, spec Spec) (Result, error) {
-	res := Result{Mode: ModePlain, Warning: PlainWarning}
+	res := Result{Mode: ModePlain, ExitCode: -1, Warning: PlainWarning}
 	if p.Reason != "" {
 		res.Warning += " (no sandbox: " + p.Reason + ")"
 	}
