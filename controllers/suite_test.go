@@ -86,15 +86,25 @@ func removeRuns(t testing.TB, ns string) {
 		t.Logf("cleanup: %v", err)
 		return
 	}
-	for i := range runs.Items {
-		run := &runs.Items[i]
-		if len(run.Finalizers) > 0 {
-			base := run.DeepCopy()
-			run.Finalizers = nil
-			_ = k8s.Patch(ctx, run, client.MergeFrom(base))
-		}
-		_ = client.IgnoreNotFound(k8s.Delete(ctx, run))
+	var wg sync.WaitGroup
+	work := make(chan *harnessv1.HarnessRun)
+	for range 8 {
+		wg.Go(func() {
+			for run := range work {
+				if len(run.Finalizers) > 0 {
+					base := run.DeepCopy()
+					run.Finalizers = nil
+					_ = k8s.Patch(ctx, run, client.MergeFrom(base))
+				}
+				_ = client.IgnoreNotFound(k8s.Delete(ctx, run))
+			}
+		})
 	}
+	for i := range runs.Items {
+		work <- &runs.Items[i]
+	}
+	close(work)
+	wg.Wait()
 }
 
 // controller is one running controller manager.
@@ -313,3 +323,5 @@ type reasonsError struct{ got, want []string }
 func (e *reasonsError) Error() string {
 	return fmt.Sprintf("Event reasons %v, want %v", e.got, e.want)
 }
+
+type eventsV1List = eventsv1.EventList

@@ -95,9 +95,10 @@ type Node struct {
 	wg        sync.WaitGroup
 	stopOnce  sync.Once
 
-	mu      sync.Mutex
-	started map[types.NamespacedName]time.Time
-	claims  int
+	mu        sync.Mutex
+	started   map[types.NamespacedName]time.Time
+	claims    int
+	maxActive int
 }
 
 // Start registers the node, starts heartbeating and starts working on the
@@ -176,6 +177,32 @@ func (n *Node) Claims() int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.claims
+}
+
+// MaxActive is the most non-terminal runs this node has seen bound to it at
+// once: more than its slots means the controller overbooked it. The count is
+// taken from the node-agent's watch, which delivers the runs' changes in
+// order, so it is the true count at some moment.
+func (n *Node) MaxActive() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.maxActive
+}
+
+// MarkRestarted reports, for a run this node is running, that the node-agent
+// restarted during the attempt: Ready=False with reason NodeAgentRestarted,
+// phase left Running for the controller to retry or end.
+func (n *Node) MarkRestarted(ctx context.Context, key types.NamespacedName) error {
+	run := &harnessv1.HarnessRun{}
+	if err := n.client.Get(ctx, key, run); err != nil {
+		return err
+	}
+	base := run.DeepCopy()
+	meta.SetStatusCondition(&run.Status.Conditions, metav1.Condition{Type: harnessv1.ConditionReady, Status: metav1.ConditionFalse,
+		Reason: harnessv1.ReasonNodeAgentRestarted, Message: "the node-agent restarted and lost the agent's process",
+		ObservedGeneration: run.Generation, LastTransitionTime: metav1.NewTime(n.opts.Clock.Now())})
+	n.forget(key)
+	return n.client.Status().Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 }
 
 // StopHeartbeat stops renewing the Lease, as when the node dies, while the
@@ -308,6 +335,7 @@ func (n *Node) process(ctx context.Context, key types.NamespacedName) error {
 		}
 		return err
 	}
+	n.countActive(ctx)
 	if run.Status.NodeName != n.opts.Name || run.Status.Phase.Terminal() {
 		n.forget(key)
 		return nil
@@ -336,6 +364,22 @@ func (n *Node) process(ctx context.Context, key types.NamespacedName) error {
 		return n.end(ctx, run, n.opts.Outcome(run), false)
 	}
 	return nil
+}
+
+func (n *Node) countActive(ctx context.Context) {
+	runs := &harnessv1.HarnessRunList{}
+	if err := n.cache.List(ctx, runs, client.UnsafeDisableDeepCopy); err != nil {
+		return
+	}
+	active := 0
+	for i := range runs.Items {
+		if !runs.Items[i].Status.Phase.Terminal() {
+			active++
+		}
+	}
+	n.mu.Lock()
+	n.maxActive = max(n.maxActive, active)
+	n.mu.Unlock()
 }
 
 func (n *Node) forget(key types.NamespacedName) {
