@@ -17,3 +17,7 @@ func preflight(context.Context, Options) []Availability {
 func newSandboxRunner(mode Mode, _ Options) (Runner, error) {
 	return nil, fmt.Errorf("sandbox: mode %s is not available on %s", mode, runtime.GOOS)
 }
+
+// RecoverAbandoned has nothing to recover on this OS: the plain runner
+// leaves no profile, grant or cgroup behind.
+func RecoverAbandoned(string) ([]string, error) { return nil, nil }
