@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -65,28 +66,27 @@ func bwrapArgs(spec Spec, v1Sync bool) []string {
 		"--proc", "/proc",
 		"--tmpfs", "/tmp",
 	}
-	for _, h := range spec.Hidden {
-		fi, err := os.Stat(h)
-		switch {
-		case err != nil:
-			// Nothing to hide, and bwrap could not make a mount point in
-			// the read-only root.
-			continue
-		case fi.IsDir():
-			a = append(a, "--tmpfs", h)
-		default:
-			a = append(a, "--ro-bind", "/dev/null", h)
-		}
-	}
+	// Masks go before the binds, so that a run dir inside a hidden directory
+	// (the node-agent's state) is still bound; a hidden path inside a bound
+	// one is masked again after the binds, or the bind would uncover it.
+	masks := hiddenMounts(spec.Hidden)
+	a = append(a, masks...)
 	for _, p := range spec.ReadOnly {
 		a = append(a, "--ro-bind-try", p, p)
 	}
 	for _, p := range spec.ReadWrite {
 		a = append(a, "--bind", p, p)
 	}
-	// The host root is read-only but a read-only bind does not stop a
-	// directory from being remounted; /proc/sys stays as the fresh proc has
-	// it (read-only in a user namespace).
+	var inner []string
+	for _, h := range spec.Hidden {
+		for _, b := range append(append([]string{}, spec.ReadOnly...), spec.ReadWrite...) {
+			if within(h, b) {
+				inner = append(inner, h)
+				break
+			}
+		}
+	}
+	a = append(a, hiddenMounts(inner)...)
 	a = append(a, "--clearenv")
 	for _, kv := range spec.Env {
 		k, v, _ := strings.Cut(kv, "=")
@@ -100,6 +100,31 @@ func bwrapArgs(spec Spec, v1Sync bool) []string {
 		a = append(a, "--info-fd", fmt.Sprint(fdInfo), "--block-fd", fmt.Sprint(fdBlock))
 	}
 	return a
+}
+
+// hiddenMounts masks each existing directory with an empty tmpfs and each
+// existing file with /dev/null. A missing path has nothing to hide, and bwrap
+// could not make a mount point for it in the read-only root.
+func hiddenMounts(paths []string) []string {
+	var a []string
+	for _, h := range paths {
+		fi, err := os.Stat(h)
+		switch {
+		case err != nil:
+			continue
+		case fi.IsDir():
+			a = append(a, "--tmpfs", h)
+		default:
+			a = append(a, "--ro-bind", "/dev/null", h)
+		}
+	}
+	return a
+}
+
+// within reports whether p is parent or below it.
+func within(p, parent string) bool {
+	rel, err := filepath.Rel(parent, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
 // argsFile returns a sealed memfd holding args NUL-separated, for --args.
@@ -358,6 +383,8 @@ func explainBwrapFailure(msg string) string {
 	case strings.Contains(msg, "No permissions to create a new namespace"),
 		strings.Contains(msg, "Creating new namespace failed"):
 		return "bwrap cannot create namespaces (unprivileged user namespaces disabled?): sysctl -w kernel.unprivileged_userns_clone=1 and user.max_user_namespaces>0; bwrap said: " + msg
+	case strings.Contains(msg, "Unknown option"):
+		return "bwrap is too old for the production flags (--disable-userns needs bubblewrap 0.8.0 or later): upgrade Debian's bubblewrap package; bwrap said: " + msg
 	case strings.Contains(msg, "permission denied") && strings.Contains(msg, "cgroup"):
 		return "cannot create a per-run cgroup: run the node-agent as root or delegate a cgroup subtree to it: " + msg
 	}

@@ -193,6 +193,43 @@ echo done`, secretDir, tokenFile, os.Getpid())
 	}
 }
 
+// The run dir lives inside the node-agent's hidden state, and a credential
+// copy inside the run dir is hidden too: both masks must hold.
+func TestBwrapNestedHiddenAndRunDirs(t *testing.T) {
+	r := requireBwrapHost(t)
+	base := testBase(t)
+	state := filepath.Join(base, "state")
+	runD := filepath.Join(state, "runs", "r1")
+	creds := filepath.Join(runD, ".creds")
+	for _, d := range []string{runD, creds} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	secret := "secret-" + randomToken(t)
+	for _, f := range []string{filepath.Join(state, "node.key"), filepath.Join(creds, "token")} {
+		if err := os.WriteFile(f, []byte(secret), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spec := Spec{
+		Argv:      []string{"sh", "-c", "cat ../../node.key .creds/token 2>/dev/null; ls -A ../.. .creds; echo ok > out.txt && echo wrote"},
+		Dir:       runD,
+		Env:       []string{"PATH=/usr/bin:/bin"},
+		ReadWrite: []string{runD},
+		Hidden:    []string{state, creds},
+	}
+	res, out := run(t, r, spec)
+	if res.ExitCode != 0 || !strings.Contains(out, "wrote") || strings.Contains(out, secret) || strings.Contains(out, "node.key") || strings.Contains(out, "token") {
+		t.Fatalf("result %+v, output %q", res, out)
+	}
+	for _, f := range []string{filepath.Join(state, "node.key"), filepath.Join(creds, "token")} {
+		if b, err := os.ReadFile(f); err != nil || string(b) != secret {
+			t.Errorf("%s changed on the host: %q %v", f, b, err)
+		}
+	}
+}
+
 // No environment value may appear on any command line on the host while the
 // command runs, and the command must still see it.
 func TestBwrapEnvironmentNeverOnACommandLine(t *testing.T) {
