@@ -16,16 +16,18 @@ import (
 // The controller side of the cancel protocol documented in
 // api/v1alpha1/conditions.go:
 //
-//   - every run carries RunFinalizer while it is not terminal, so a deleted
-//     run stays until its node-agent let go of it;
+//   - a run carries RunFinalizer from its first binding until it is terminal,
+//     so a deleted run stays until its node-agent let go of it (a run never
+//     bound has nothing to let go of, and saves the write);
 //   - a cancelled or deleted run that was never claimed (Pending, Scheduled)
 //     is ended here: phase Failed, reason Cancelled or Deleted;
 //   - a Running one gets StopRequested=True (reason Cancelled or Deleted)
 //     and its node-agent ends it; deadline and node loss still apply;
 //   - once the run is terminal the finalizer is removed.
 
-// reconcileFinalizer adds RunFinalizer to a live run and removes it from a
-// terminal one. It reports done when nothing else is to be done in this pass.
+// reconcileFinalizer removes RunFinalizer from a terminal run, and deletes
+// the run after its TTL. It reports done when nothing else is to be done in
+// this pass.
 func (r *HarnessRunReconciler) reconcileFinalizer(ctx context.Context, p *pass) (bool, error) {
 	run := p.run
 	if run.Status.Phase.Terminal() {
@@ -39,36 +41,33 @@ func (r *HarnessRunReconciler) reconcileFinalizer(ctx context.Context, p *pass) 
 		}
 		return true, r.reconcileTTL(ctx, p)
 	}
-	if run.DeletionTimestamp != nil {
-		// Without our finalizer the run is about to go; with it, the stop
-		// step below ends or stops it.
-		return !controllerutil.ContainsFinalizer(run, harnessv1.RunFinalizer), nil
-	}
-	if !controllerutil.ContainsFinalizer(run, harnessv1.RunFinalizer) {
-		if err := r.patchFinalizer(ctx, p, true); err != nil {
-			return true, err
-		}
-	}
-	return false, nil
+	// A deleted run without our finalizer is about to go; with it, the stop
+	// step ends or stops it.
+	return run.DeletionTimestamp != nil && !controllerutil.ContainsFinalizer(run, harnessv1.RunFinalizer), nil
 }
 
 // patchFinalizer adds or removes RunFinalizer under optimistic concurrency
-// and makes the result the pass's starting point.
+// (the patch carries the resourceVersion the pass read). The status this
+// pass has decided so far is kept, to be written by the one status write.
 func (r *HarnessRunReconciler) patchFinalizer(ctx context.Context, p *pass, add bool) error {
-	base := p.run.DeepCopy()
+	desired := p.run.Status.DeepCopy()
+	obj := p.orig.DeepCopy()
+	base := obj.DeepCopy()
 	if add {
-		controllerutil.AddFinalizer(p.run, harnessv1.RunFinalizer)
+		controllerutil.AddFinalizer(obj, harnessv1.RunFinalizer)
 	} else {
-		controllerutil.RemoveFinalizer(p.run, harnessv1.RunFinalizer)
+		controllerutil.RemoveFinalizer(obj, harnessv1.RunFinalizer)
 	}
-	if err := r.client.Patch(ctx, p.run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := r.client.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		verb := "removing"
 		if add {
 			verb = "adding"
 		}
 		return fmt.Errorf("%s finalizer of HarnessRun %s/%s: %w", verb, base.Namespace, base.Name, err)
 	}
-	p.orig = p.run.DeepCopy()
+	p.orig = obj.DeepCopy()
+	obj.Status = *desired
+	*p.run = *obj
 	return nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 )
@@ -226,6 +227,13 @@ func (r *HarnessRunReconciler) reconcileDispatch(ctx context.Context, p *pass) e
 
 	p.reserved = chosen.name
 	p.scheduled = true
+	if !controllerutil.ContainsFinalizer(run, harnessv1.RunFinalizer) {
+		// From now on a node-agent may hold the run: deleting it must wait
+		// for it to let go.
+		if err := r.patchFinalizer(ctx, p, true); err != nil {
+			return err
+		}
+	}
 	p.pendingSince = r.ledger.pendingSince(key, run)
 	st.Phase = harnessv1.RunScheduled
 	st.NodeName = chosen.name

@@ -32,8 +32,8 @@ func TestNoNodeThenNodeAppears(t *testing.T) {
 		!strings.Contains(cond.Message, "no HarnessNode is registered") {
 		t.Fatalf("Scheduled condition of a run with no node = %+v, want False/Unschedulable saying no HarnessNode is registered", cond)
 	}
-	if !slices.Contains(run.Finalizers, harnessv1.RunFinalizer) {
-		t.Errorf("finalizers = %v, want %s", run.Finalizers, harnessv1.RunFinalizer)
+	if len(run.Finalizers) != 0 {
+		t.Errorf("finalizers of a run never bound = %v, want none", run.Finalizers)
 	}
 
 	// A node appearing later is noticed through the HarnessNode watch.
@@ -94,6 +94,9 @@ func TestSchedulingRules(t *testing.T) {
 			run := waitRun(t, ns, s.run.Name, wait, "Scheduled", phaseIs(harnessv1.RunScheduled))
 			if run.Status.NodeName != s.wantNode {
 				t.Errorf("run %s bound to %q, want %q", s.run.Name, run.Status.NodeName, s.wantNode)
+			}
+			if !slices.Contains(run.Finalizers, harnessv1.RunFinalizer) {
+				t.Errorf("bound run %s has finalizers %v, want %s", s.run.Name, run.Finalizers, harnessv1.RunFinalizer)
 			}
 			continue
 		}
