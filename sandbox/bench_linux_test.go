@@ -4,6 +4,7 @@ import (
 	"context"
 	"os/exec"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -20,7 +21,11 @@ func BenchmarkBwrapOverhead(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var plain, sandboxed []time.Duration
+	// The same bwrap invocation without the cgroup, to tell bwrap's own cost
+	// from the runner's.
+	raw := append([]string{"--ro-bind", "/", "/"}, bwrapArgs(spec, false)...)
+	raw = append(raw, "--", truePath)
+	var plain, sandboxed, bare []time.Duration
 	for b.Loop() {
 		start := time.Now()
 		if err := exec.Command(truePath).Run(); err != nil {
@@ -34,11 +39,21 @@ func BenchmarkBwrapOverhead(b *testing.B) {
 			b.Fatalf("bwrap true: %+v, %v", res, err)
 		}
 		sandboxed = append(sandboxed, time.Since(start))
+
+		cmd := exec.Command(r.bwrap, raw...)
+		cmd.Env = []string{}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: runAs(DefaultUID, DefaultGID)}
+		start = time.Now()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("bare bwrap: %v %s", err, out)
+		}
+		bare = append(bare, time.Since(start))
 	}
 	mp, ms := median(plain), median(sandboxed)
 	b.ReportMetric(ms.Seconds()*1e3, "bwrap-ms")
 	b.ReportMetric(mp.Seconds()*1e3, "plain-ms")
 	b.ReportMetric((ms-mp).Seconds()*1e3, "added-ms")
+	b.ReportMetric(median(bare).Seconds()*1e3, "bare-bwrap-ms")
 }
 
 func median(d []time.Duration) time.Duration {

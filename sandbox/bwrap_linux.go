@@ -236,12 +236,14 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 	if v1 {
 		// cgroup v1 has no CLONE_INTO_CGROUP. bwrap tells us its sandbox
 		// child's pid on --info-fd and then that child waits on --block-fd
-		// before it drops into the payload. We move both bwrap processes
-		// into the cgroup in that window and only then release the block:
-		// no payload instruction, and no fork, happens outside the cgroup.
+		// before it drops into the payload. We move the child into the
+		// cgroup in that window and only then release the block: no payload
+		// instruction, and no fork, happens outside the cgroup. (A ptrace
+		// stop at exec or a re-exec'd trampoline would also work, but need
+		// either ptrace rights or a hook in the caller's main.)
 		// (The few KiB bwrap allocated before the move stay charged to the
 		// parent cgroup, as v1 does not move charges.)
-		if perr := placeV1(cg, cmd.Process.Pid, infoR); perr != nil {
+		if perr := placeV1(cg, infoR); perr != nil {
 			_ = cmd.Process.Kill()
 			killErr = cg.killAll()
 			_ = cmd.Wait()
@@ -253,7 +255,10 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 		blockW.Close()
 	}
 
-	stop := watch(runCtx, func() { killErr = cg.killAll() })
+	stop := watch(runCtx, func() {
+		killErr = cg.killAll()
+		_ = cmd.Process.Kill() // the outer bwrap, outside the cgroup on v1
+	})
 	waitErr := cmd.Wait()
 	stop()
 	if kerr := cg.killAll(); kerr != nil && killErr == nil {
@@ -279,9 +284,12 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 	return res, nil
 }
 
-// placeV1 reads bwrap's --info-fd and moves bwrap and its sandbox child into
-// the cgroup. An EOF means bwrap died during setup; Wait then tells why.
-func placeV1(cg runCgroup, bwrapPid int, info *os.File) error {
+// placeV1 reads bwrap's --info-fd and moves bwrap's sandbox child, the
+// ancestor of everything the payload will start, into the cgroup. The outer
+// bwrap process only waits for that child; it stays outside (each v1
+// migration costs milliseconds) and Run kills it directly. An EOF means bwrap
+// died during setup; Wait then tells why.
+func placeV1(cg runCgroup, info *os.File) error {
 	_ = info.SetReadDeadline(time.Now().Add(30 * time.Second))
 	var msg struct {
 		ChildPid int `json:"child-pid"`
@@ -292,15 +300,10 @@ func placeV1(cg runCgroup, bwrapPid int, info *os.File) error {
 		}
 		return fmt.Errorf("read bwrap info: %w", err)
 	}
-	if err := cg.add(bwrapPid); err != nil {
-		return err
+	if msg.ChildPid <= 0 {
+		return fmt.Errorf("bwrap info without a child pid")
 	}
-	if msg.ChildPid > 0 {
-		if err := cg.add(msg.ChildPid); err != nil {
-			return err
-		}
-	}
-	return nil
+	return cg.add(msg.ChildPid)
 }
 
 func newSandboxRunner(mode Mode, opts Options) (Runner, error) {
