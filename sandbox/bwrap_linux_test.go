@@ -137,6 +137,10 @@ func TestBwrapExitCodeAndSignal(t *testing.T) {
 	if res.ExitCode != 7 || res.Signal != 0 {
 		t.Fatalf("exit 7: %+v", res)
 	}
+	res, out := run(t, r, runDir(t, base, "sh", "-c", "cat; echo stdin-closed"))
+	if res.ExitCode != 0 || out != "stdin-closed\n" {
+		t.Fatalf("stdin: %+v %q", res, out)
+	}
 	res, _ = run(t, r, runDir(t, base, "sh", "-c", "kill -TERM $$"))
 	if res.Signal != int(unix.SIGTERM) {
 		t.Fatalf("killed by SIGTERM: %+v", res)
@@ -255,7 +259,7 @@ func TestBwrapEnvironmentNeverOnACommandLine(t *testing.T) {
 			t.Fatalf("the command did not start: %v", <-done)
 		}
 	}
-	var lines int
+	var lines, bwraps int
 	pids, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range pids {
 		b, err := os.ReadFile(p)
@@ -263,6 +267,9 @@ func TestBwrapEnvironmentNeverOnACommandLine(t *testing.T) {
 			continue
 		}
 		lines++
+		if bytes.HasPrefix(b, []byte("bwrap\x00--args\x00")) {
+			bwraps++
+		}
 		if bytes.Contains(b, []byte(secret)) {
 			t.Errorf("%s shows the secret: %q", p, bytes.ReplaceAll(b, []byte{0}, []byte{' '}))
 		}
@@ -274,8 +281,8 @@ func TestBwrapEnvironmentNeverOnACommandLine(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(spec.Dir, "seen")); string(b) != secret {
 		t.Errorf("the command saw API_KEY=%q, want the secret", b)
 	}
-	if lines < 3 {
-		t.Errorf("read only %d command lines: the check saw nothing", lines)
+	if lines < 3 || bwraps == 0 {
+		t.Errorf("read %d command lines, %d of bwrap: the check saw nothing", lines, bwraps)
 	}
 	assertNoRunCgroups(t)
 }
