@@ -54,8 +54,7 @@ func newRunName() string {
 
 // newRunCgroup makes a per-run cgroup with the limits. On a unified (v2-only)
 // host it uses cgroup2; on a legacy or hybrid host the memory and pids
-// controllers live in v1 hierarchies, so it uses those (and the v1 freezer to
-// kill a tree without racing its forks).
+// controllers live in v1 hierarchies, so it uses those two.
 func newRunCgroup(parent string, limits Limits) (runCgroup, error) {
 	name := filepath.Join(cgroupPrefix, newRunName())
 	if cgroups.Mode() == cgroups.Unified {
@@ -67,9 +66,8 @@ func newRunCgroup(parent string, limits Limits) (runCgroup, error) {
 // ---- cgroup v1 ----
 
 type v1Cgroup struct {
-	cg     cgroup1.Cgroup
-	frozen bool // a freezer hierarchy is present
-	paths  map[cgroup1.Name]string
+	cg    cgroup1.Cgroup
+	paths map[cgroup1.Name]string
 }
 
 func v1Hierarchy() ([]cgroup1.Subsystem, error) {
@@ -93,7 +91,7 @@ func v1Hierarchy() ([]cgroup1.Subsystem, error) {
 			// memsw (swap accounting) is limited too when the kernel has it,
 			// so swap cannot stretch the memory limit.
 			subs = append(subs, cgroup1.NewMemory(root, cgroup1.OptionalSwap()))
-		case cgroup1.Pids, cgroup1.Freezer:
+		case cgroup1.Pids:
 			subs = append(subs, s)
 		default:
 			continue
@@ -130,9 +128,6 @@ func newV1Cgroup(parent, name string, limits Limits) (*v1Cgroup, error) {
 	}
 	c := &v1Cgroup{cg: cg, paths: map[cgroup1.Name]string{}}
 	for _, s := range subs {
-		if s.Name() == cgroup1.Freezer {
-			c.frozen = true
-		}
 		if p, ok := s.(interface{ Path(string) string }); ok {
 			if rel, err := path(s.Name()); err == nil {
 				c.paths[s.Name()] = p.Path(rel)
@@ -153,10 +148,11 @@ func (c *v1Cgroup) add(pid int) error {
 	return nil
 }
 
-// killAll freezes the cgroup so nothing in it can fork, sends SIGKILL to
-// every process, thaws it so the signals are delivered, and repeats until the
-// cgroup is empty. Without a freezer it loops on SIGKILL alone, which the pids
-// limit makes converge.
+// killAll sends SIGKILL to every process of the cgroup and repeats until it
+// is empty. No freezer: a process forked between listing and killing is
+// caught by the next round, and the pids limit bounds how many there can be,
+// while joining a third v1 hierarchy would cost every run another migration
+// (each takes the kernel's global threadgroup lock, milliseconds under load).
 func (c *v1Cgroup) killAll() error {
 	deadline := time.Now().Add(killTimeout)
 	for delay := time.Millisecond; ; delay = min(delay*2, 50*time.Millisecond) {
@@ -173,18 +169,8 @@ func (c *v1Cgroup) killAll() error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("cgroup v1: %d processes still alive after %s", len(procs), killTimeout)
 		}
-		if c.frozen {
-			_ = c.cg.Freeze()
-			if procs, err = c.cg.Processes(cgroup1.Pids, true); err != nil {
-				_ = c.cg.Thaw()
-				return fmt.Errorf("cgroup v1: list processes: %w", err)
-			}
-		}
 		for _, p := range procs {
 			_ = unix.Kill(p.Pid, unix.SIGKILL)
-		}
-		if c.frozen {
-			_ = c.cg.Thaw()
 		}
 		time.Sleep(delay)
 	}
