@@ -40,14 +40,14 @@ controller:
 controller:
   replicas: 2
   image: {repository: registry.example/hf/controller, tag: v9.9.9}
-  extraArgs: ["--zap-log-level=debug"]
+  extraArgs: ["--zap-devel"]
 nodeAgent:
   slots: 8
   runRoot: /data/harnessfacts/runs
   image:
     repository: registry.example/hf/node-agent
     digest: sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
-  extraArgs: ["--zap-log-level=debug"]
+  extraArgs: ["--zap-devel"]
   agentRuntimes:
     image: {reference: "registry.example/hf/agent-clis:2026-11"}
   rbac:
@@ -414,7 +414,7 @@ func TestCustomValues(t *testing.T) {
 		t.Errorf("controller replicas = %d", *d.Spec.Replicas)
 	}
 	c := container(t, d.Spec.Template.Spec, "controller")
-	if c.Image != "registry.example/hf/controller:v9.9.9" || c.Args[len(c.Args)-1] != "--zap-log-level=debug" {
+	if c.Image != "registry.example/hf/controller:v9.9.9" || c.Args[len(c.Args)-1] != "--zap-devel" {
 		t.Errorf("controller image %s, args %q", c.Image, c.Args)
 	}
 
@@ -424,7 +424,7 @@ func TestCustomValues(t *testing.T) {
 	if na.Image != "registry.example/hf/node-agent@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef" {
 		t.Errorf("node-agent image = %s, want the digest", na.Image)
 	}
-	for _, arg := range []string{"--slots=8", "--run-root=/data/harnessfacts/runs", "--zap-log-level=debug"} {
+	for _, arg := range []string{"--slots=8", "--run-root=/data/harnessfacts/runs", "--zap-devel"} {
 		if !slices.Contains(na.Args, arg) {
 			t.Errorf("node-agent args %q lack %q", na.Args, arg)
 		}
