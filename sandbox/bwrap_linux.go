@@ -165,6 +165,11 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 	if cred == nil && os.Getuid() == 0 {
 		return res, errors.New("sandbox: refusing to run bwrap as host root")
 	}
+	for _, p := range append(append([]string{spec.Dir}, spec.ReadWrite...), spec.ReadOnly...) {
+		if err := reachable(p, uid, gid); err != nil {
+			return res, err
+		}
+	}
 	if err := prepareWritable(spec.ReadWrite, uid, gid); err != nil {
 		return res, err
 	}

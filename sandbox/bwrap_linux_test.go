@@ -234,6 +234,23 @@ func TestBwrapNestedHiddenAndRunDirs(t *testing.T) {
 	}
 }
 
+func TestBwrapSaysWhichParentBlocksTheRunDir(t *testing.T) {
+	r := requireBwrapHost(t)
+	base := testBase(t)
+	private := filepath.Join(base, "private")
+	if err := os.MkdirAll(filepath.Join(private, "run"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(private, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(private, "run")
+	_, err := r.Run(context.Background(), Spec{Argv: []string{"true"}, Dir: dir, ReadWrite: []string{dir}, Env: []string{"PATH=/usr/bin:/bin"}})
+	if err == nil || !strings.Contains(err.Error(), private+" is not searchable by uid 65534") {
+		t.Fatalf("Run below a private directory: %v", err)
+	}
+}
+
 // No environment value may appear on any command line on the host while the
 // command runs, and the command must still see it.
 func TestBwrapEnvironmentNeverOnACommandLine(t *testing.T) {

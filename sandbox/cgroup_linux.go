@@ -233,11 +233,8 @@ func newV2Cgroup(mount, parent, name string, limits Limits, withLimits bool) (*v
 	group := filepath.Join("/", parent, name)
 	res := &cgroup2.Resources{}
 	if withLimits {
-		mem, zero := limits.MemoryBytes, int64(0)
+		mem := limits.MemoryBytes
 		res.Memory = &cgroup2.Memory{Max: &mem}
-		if _, err := os.Stat(filepath.Join(mount, parent, "memory.swap.max")); err == nil {
-			res.Memory.Swap = &zero
-		}
 		res.Pids = &cgroup2.Pids{Max: limits.MaxProcesses}
 	}
 	m, err := cgroup2.NewManager(mount, group, res)
@@ -249,7 +246,16 @@ func newV2Cgroup(mount, parent, name string, limits Limits, withLimits bool) (*v
 		}
 		return nil, fmt.Errorf("cgroup v2: create %s: %w", group, err)
 	}
-	return &v2Cgroup{m: m, dir: filepath.Join(mount, group)}, nil
+	dir := filepath.Join(mount, group)
+	if withLimits {
+		// No swap, so swap cannot stretch the memory limit. The file is
+		// absent when the kernel does not account swap; nothing to do then.
+		if err := os.WriteFile(filepath.Join(dir, "memory.swap.max"), []byte("0"), 0); err != nil && !errors.Is(err, os.ErrNotExist) {
+			_ = m.Delete()
+			return nil, fmt.Errorf("cgroup v2: set memory.swap.max: %w", err)
+		}
+	}
+	return &v2Cgroup{m: m, dir: dir}, nil
 }
 
 func (*v2Cgroup) version() int { return 2 }

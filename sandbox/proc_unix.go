@@ -75,3 +75,33 @@ func prepareWritable(paths []string, uid, gid int) error {
 	}
 	return nil
 }
+
+// reachable reports, for a path the command's uid/gid must open, the first
+// ancestor directory that uid/gid cannot search. bwrap runs as that uid and
+// resolves its bind sources itself, so a private parent (mode 0700, owned by
+// root) fails the run with a less helpful message.
+func reachable(path string, uid, gid int) error {
+	if os.Geteuid() != 0 || uid == os.Geteuid() {
+		return nil
+	}
+	for dir := filepath.Dir(filepath.Clean(path)); ; dir = filepath.Dir(dir) {
+		info, err := os.Stat(dir)
+		if err != nil {
+			return fmt.Errorf("sandbox: %s: %w", dir, err)
+		}
+		st, ok := info.Sys().(*syscall.Stat_t)
+		if ok {
+			mode := info.Mode().Perm()
+			can := mode&0o001 != 0 ||
+				(int(st.Uid) == uid && mode&0o100 != 0) ||
+				(int(st.Gid) == gid && mode&0o010 != 0)
+			if !can {
+				return fmt.Errorf("sandbox: %s is not searchable by uid %d (mode %#o, owner %d:%d), so %s cannot be reached from the sandbox: chmod o+x it or move the run directory",
+					dir, uid, mode, st.Uid, st.Gid, path)
+			}
+		}
+		if dir == "/" || dir == "." {
+			return nil
+		}
+	}
+}
