@@ -19,8 +19,8 @@ import (
 
 // BwrapRunner runs commands under bubblewrap in a per-run cgroup.
 type BwrapRunner struct {
-	bwrap  string
-	parent string
+	bwrap string
+	opts  Options
 }
 
 var _ Runner = (*BwrapRunner)(nil)
@@ -36,7 +36,7 @@ func NewBwrapRunner(opts Options) (*BwrapRunner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: bwrap not found (%w): install Debian's bubblewrap package (apt-get install bubblewrap)", err)
 	}
-	return &BwrapRunner{bwrap: p, parent: opts.CgroupParent}, nil
+	return &BwrapRunner{bwrap: p, opts: opts}, nil
 }
 
 // Mode returns ModeBwrap.
@@ -174,7 +174,7 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 		return res, err
 	}
 
-	cg, err := newRunCgroup(r.parent, limits)
+	cg, err := newRunCgroup(r.opts, limits)
 	if err != nil {
 		return res, fmt.Errorf("sandbox: %w", err)
 	}
@@ -357,13 +357,13 @@ func preflightBwrap(ctx context.Context, opts Options) Availability {
 		a.Reason = explainBwrapFailure(fmt.Sprintf("bwrap exited %d: %s", res.ExitCode, strings.TrimSpace(stderr.String())))
 	default:
 		a.Available = true
-		a.Reason = fmt.Sprintf("bwrap %s, cgroup %s", r.bwrap, cgroupDescription())
+		a.Reason = fmt.Sprintf("bwrap %s, cgroup %s", r.bwrap, cgroupDescription(opts))
 	}
 	return a
 }
 
-func cgroupDescription() string {
-	cg, err := newRunCgroup("", Limits{}.WithDefaults())
+func cgroupDescription(opts Options) string {
+	cg, err := newRunCgroup(opts, Limits{}.WithDefaults())
 	if err != nil {
 		return "unavailable"
 	}

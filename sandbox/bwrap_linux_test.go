@@ -719,3 +719,43 @@ func TestCgroupV2PlacementAndKill(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// evacuateToLeaf empties a v2 cgroup into a leaf; done here on a test
+// cgroup of the unified hierarchy with a process of the test's own.
+func TestCgroupV2EvacuateToLeaf(t *testing.T) {
+	requireBwrapHost(t)
+	mount := "/sys/fs/cgroup"
+	if _, err := os.Stat("/sys/fs/cgroup/unified/cgroup.procs"); err == nil {
+		mount = "/sys/fs/cgroup/unified"
+	}
+	own, err := ownV2Cgroup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(mount, own, cgroupPrefix, "evacuate-"+newRunName())
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sleep", "1000")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		os.Remove(filepath.Join(dir, "agent"))
+		os.Remove(dir)
+	}()
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(fmt.Sprint(cmd.Process.Pid)), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := evacuateToLeaf(dir, "agent"); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs")); len(bytes.TrimSpace(b)) != 0 {
+		t.Errorf("processes left in the parent: %q", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "agent", "cgroup.procs")); strings.TrimSpace(string(b)) != fmt.Sprint(cmd.Process.Pid) {
+		t.Errorf("leaf holds %q, want the moved pid", b)
+	}
+}

@@ -55,12 +55,52 @@ func newRunName() string {
 // newRunCgroup makes a per-run cgroup with the limits. On a unified (v2-only)
 // host it uses cgroup2; on a legacy or hybrid host the memory and pids
 // controllers live in v1 hierarchies, so it uses those two.
-func newRunCgroup(parent string, limits Limits) (runCgroup, error) {
+func newRunCgroup(opts Options, limits Limits) (runCgroup, error) {
 	name := filepath.Join(cgroupPrefix, newRunName())
 	if cgroups.Mode() == cgroups.Unified {
-		return newV2Cgroup("/sys/fs/cgroup", parent, name, limits, true)
+		const mount = "/sys/fs/cgroup"
+		if opts.CgroupParent == "" && opts.MoveToLeafCgroup {
+			own, err := ownV2Cgroup()
+			if err != nil {
+				return nil, fmt.Errorf("cgroup v2: %w", err)
+			}
+			if own != "/" {
+				if err := evacuateToLeaf(filepath.Join(mount, own), "agent"); err != nil {
+					return nil, err
+				}
+			}
+		}
+		return newV2Cgroup(mount, opts.CgroupParent, name, limits, true)
 	}
-	return newV1Cgroup(parent, name, limits)
+	return newV1Cgroup(opts.CgroupParent, name, limits)
+}
+
+// evacuateToLeaf moves every process of the v2 cgroup dir into dir/leaf, so
+// that controllers can be enabled in dir's subtree. Processes that exit
+// meanwhile are skipped; forks that land in dir meanwhile are moved by the
+// next round.
+func evacuateToLeaf(dir, leaf string) error {
+	target := filepath.Join(dir, leaf)
+	if err := os.MkdirAll(target, 0o755); err != nil {
+		return fmt.Errorf("cgroup v2: make leaf %s: %w", target, err)
+	}
+	for range 10 {
+		b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+		if err != nil {
+			return fmt.Errorf("cgroup v2: %w", err)
+		}
+		pids := strings.Fields(string(b))
+		if len(pids) == 0 {
+			return nil
+		}
+		for _, pid := range pids {
+			err := os.WriteFile(filepath.Join(target, "cgroup.procs"), []byte(pid), 0)
+			if err != nil && !errors.Is(err, unix.ESRCH) {
+				return fmt.Errorf("cgroup v2: move pid %s into %s: %w", pid, target, err)
+			}
+		}
+	}
+	return fmt.Errorf("cgroup v2: %s keeps gaining processes; cannot empty it", dir)
 }
 
 // ---- cgroup v1 ----
@@ -241,7 +281,7 @@ func newV2Cgroup(mount, parent, name string, limits Limits, withLimits bool) (*v
 	if err != nil {
 		if errors.Is(err, unix.EBUSY) || errors.Is(err, unix.ENOTSUP) {
 			return nil, fmt.Errorf("cgroup v2: cannot enable the memory and pids controllers below %s: it holds processes (the no-internal-processes rule); "+
-				"start the node-agent in a leaf cgroup such as %s/agent, or set the cgroup parent to a delegated subtree: %w",
+				"set Options.MoveToLeafCgroup, start the node-agent in a leaf cgroup such as %s/agent, or set Options.CgroupParent to a delegated subtree: %w",
 				filepath.Join(mount, parent), filepath.Join(mount, parent), err)
 		}
 		return nil, fmt.Errorf("cgroup v2: create %s: %w", group, err)

@@ -239,6 +239,13 @@ type Options struct {
 	// CgroupParent is the cgroup (relative to each hierarchy's root) under
 	// which per-run cgroups are made; "" means the caller's own cgroup.
 	CgroupParent string
+	// MoveToLeafCgroup, on a cgroup v2 host with CgroupParent "", moves every
+	// process of the caller's own cgroup into "<own>/agent" first. The
+	// kernel's no-internal-processes rule forbids enabling the memory and
+	// pids controllers below a cgroup that holds processes, so a node-agent
+	// in its own container or systemd unit (Delegate=yes) needs this, as
+	// container-in-container entrypoints do. Linux only.
+	MoveToLeafCgroup bool
 }
 
 // Availability is the preflight verdict for one mode.
