@@ -1,0 +1,96 @@
+package redact
+
+import (
+	"io"
+	"os"
+	"strconv"
+	"testing"
+)
+
+// benchBytes is the stream length of BenchmarkStream:
+// HARNESSFACTS_BENCH_BYTES (for example 1073741824), else 256 MiB.
+func benchBytes(b *testing.B) int64 {
+	if s := os.Getenv("HARNESSFACTS_BENCH_BYTES"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n <= 0 {
+			b.Fatalf("HARNESSFACTS_BENCH_BYTES=%q: want a positive byte count", s)
+		}
+		return n
+	}
+	return 256 << 20
+}
+
+// source repeats a block of agent-like text up to n bytes, written in
+// 32 KiB reads like a pipe from the agent.
+type source struct {
+	block []byte
+	off   int
+	left  int64
+}
+
+func (s *source) Read(p []byte) (int, error) {
+	if s.left <= 0 {
+		return 0, io.EOF
+	}
+	p = p[:min(len(p), 32<<10, int(min(s.left, 1<<30)))]
+	n := copy(p, s.block[s.off:])
+	s.off = (s.off + n) % len(s.block)
+	s.left -= int64(n)
+	return n, nil
+}
+
+// WriteTo keeps io.Copy from using io.Discard's ReaderFrom with a different
+// buffer size: both sides read the same 32 KiB chunks.
+func (s *source) WriteTo(w io.Writer) (int64, error) {
+	buf := make([]byte, 32<<10)
+	var total int64
+	for {
+		n, err := s.Read(buf)
+		if n > 0 {
+			m, werr := w.Write(buf[:n])
+			total += int64(m)
+			if werr != nil {
+				return total, werr
+			}
+		}
+		if err == io.EOF {
+			return total, nil
+		}
+	}
+}
+
+// BenchmarkStream compares redaction throughput with a plain copy of the
+// same stream to io.Discard. Compare the MB/s of the sub-benchmarks.
+func BenchmarkStream(b *testing.B) {
+	size := benchBytes(b)
+	block := []byte(corpus(4 << 20))
+	secrets := []string{"sk-proj-Abc123Def456Ghi789Jkl012Mno345Pqr678", "ghp_R2bX9kQ4mZ7tL1wV8nY3pC6sD0fG5hJ2aE4u"}
+	run := func(b *testing.B, dst func() io.WriteCloser) {
+		b.SetBytes(size)
+		b.ReportAllocs()
+		for b.Loop() {
+			w := dst()
+			if _, err := io.Copy(w, &source{block: block, left: size}); err != nil {
+				b.Fatal(err)
+			}
+			if err := w.Close(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("copy", func(b *testing.B) {
+		run(b, func() io.WriteCloser { return nopCloser{io.Discard} })
+	})
+	b.Run("secrets", func(b *testing.B) {
+		r := newRedactor(b, Options{Secrets: secrets, NoRules: true})
+		run(b, func() io.WriteCloser { return r.NewWriter(io.Discard) })
+	})
+	b.Run("secrets+gitleaks", func(b *testing.B) {
+		r := newRedactor(b, Options{Secrets: secrets})
+		run(b, func() io.WriteCloser { return r.NewWriter(io.Discard) })
+	})
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }

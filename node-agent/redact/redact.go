@@ -1,0 +1,230 @@
+// Package redact removes a run's credential values and common token formats
+// from everything the node-agent stores or shows: the agent's output,
+// artifacts, status messages and events. It runs before anything is hashed.
+//
+// What is removed:
+//   - each credential value given in Options.Secrets, as written raw,
+//     JSON-escaped (with and without HTML escaping), URL-quoted (query and
+//     path forms) and base64-encoded (standard and URL alphabets, padded or
+//     not, at each of the three byte alignments a value can have inside a
+//     longer encoded stream, so a secret base64-encoded as part of a larger
+//     blob is found too), replaced by "[REDACTED]";
+//   - tokens matched by gitleaks' default rule set (github.com/zricethezav/
+//     gitleaks/v8, about 220 rules: cloud keys, GitHub/GitLab/Slack tokens,
+//     private keys, JWTs, generic "api_key = ..." assignments with high
+//     entropy, ...), replaced by "[REDACTED:<rule id>]". gitleaks' keyword
+//     prefilter, secret groups, entropy thresholds and stop-word and regex
+//     allowlists apply; path- and commit-based allowlists do not (output has
+//     no path), and rules that only make sense for a file path are skipped.
+//     Values in Options.Keep (the run's MCP token) are never removed by a
+//     rule.
+//
+// Streaming. A Writer holds back the last Window() bytes of what it was
+// given, because a secret can be split across writes (even one byte per
+// write); whatever is before that window and cannot be the start of a
+// secret is redacted and passed on in batches. Memory is bounded by a fixed
+// batch (256 KiB) plus twice the window, whatever the stream's length. A
+// token rule's match longer than the window (an unbounded regex) can only be
+// recognised within it.
+//
+// A Redactor is immutable and safe for concurrent use; a Writer is not: give
+// each stream its own Writer, or serialize its writes.
+package redact
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+)
+
+// Options say what to remove.
+type Options struct {
+	// Secrets are the run's credential values. Empty values are ignored.
+	Secrets []string
+	// Keep are values a token rule must not remove (the MCP token, whose
+	// presence in the output is the point).
+	Keep []string
+	// NoRules turns off the token-format rules: only Secrets are removed.
+	NoRules bool
+}
+
+// Redactor removes a run's secrets. Build it once per run with New.
+type Redactor struct {
+	needles [][]byte // literal forms of the secrets, longest first
+	lits    *literals
+	repl    []byte
+	rules   *ruleSet
+	keep    [][]byte
+	window  int
+	// untagged: rule matches are replaced without their rule id.
+	untagged bool
+}
+
+// minForm is the shortest derived (encoded) form searched for: a shorter
+// fragment of an encoding would match ordinary text. The raw value is
+// always searched for, however short.
+const minForm = 6
+
+// New builds a Redactor. It fails only when the secrets contain every
+// candidate replacement's delimiters (see replacement).
+func New(opts Options) (*Redactor, error) {
+	r := &Redactor{}
+	seen := map[string]bool{}
+	for _, s := range opts.Secrets {
+		if s == "" {
+			continue
+		}
+		for i, f := range Forms(s) {
+			if (i > 0 && len(f) < minForm) || seen[f] {
+				continue
+			}
+			seen[f] = true
+			r.needles = append(r.needles, []byte(f))
+		}
+	}
+	sort.Slice(r.needles, func(i, j int) bool { return len(r.needles[i]) > len(r.needles[j]) })
+	r.lits = newLiterals(r.needles)
+	repl, err := replacement(r.needles)
+	if err != nil {
+		return nil, err
+	}
+	r.repl = repl
+	for _, k := range opts.Keep {
+		if k != "" {
+			r.keep = append(r.keep, []byte(k))
+		}
+	}
+	if !opts.NoRules {
+		rs, err := defaultRules()
+		if err != nil {
+			return nil, fmt.Errorf("loading gitleaks rules: %w", err)
+		}
+		r.rules = rs
+		// A secret inside a tagged replacement could be rebuilt from it:
+		// then rule matches get the plain replacement.
+		for _, ru := range rs.rules {
+			tagged := r.replacementFor(span{tag: ru.id})
+			for _, n := range r.needles {
+				if bytes.Contains(tagged, n) {
+					r.untagged = true
+				}
+			}
+		}
+	}
+	for _, n := range r.needles {
+		r.window = max(r.window, len(n))
+	}
+	if r.rules != nil {
+		r.window = max(r.window, r.rules.window)
+	}
+	return r, nil
+}
+
+// Window is how many bytes a Writer holds back: the longest secret form or
+// rule match it must see whole.
+func (r *Redactor) Window() int { return r.window }
+
+// Forms returns the ways a value may appear in output: raw first, then
+// JSON-escaped, URL-quoted and base64 forms (deduplicated).
+func Forms(s string) []string {
+	forms := []string{s}
+	add := func(f string) {
+		for _, g := range forms {
+			if g == f {
+				return
+			}
+		}
+		if f != "" {
+			forms = append(forms, f)
+		}
+	}
+	if j, err := json.Marshal(s); err == nil {
+		add(string(j[1 : len(j)-1]))
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if enc.Encode(s) == nil {
+		j := bytes.TrimSpace(b.Bytes())
+		add(string(j[1 : len(j)-1]))
+	}
+	add(url.QueryEscape(s))
+	add(url.PathEscape(s))
+	// base64 at each alignment: the secret preceded by k bytes of something
+	// else. Only the characters whose six bits all come from the secret are
+	// the same whatever surrounds it.
+	n := len(s)
+	for k := 0; k < 3; k++ {
+		from := (8*k + 5) / 6
+		to := (8 * (k + n)) / 6
+		if to <= from {
+			continue
+		}
+		in := append(make([]byte, k), s...)
+		for _, e := range []*base64.Encoding{base64.RawStdEncoding, base64.RawURLEncoding} {
+			add(e.EncodeToString(in)[from:to])
+		}
+	}
+	return forms
+}
+
+// replacement picks "[REDACTED]" or, when a secret form contains its
+// delimiters or lies within it, another delimiter pair, so that a secret
+// can never be rebuilt from a replacement and the text around it.
+func replacement(needles [][]byte) ([]byte, error) {
+	pairs := []string{"[]", "{}", "<>", "()", "##", "**", "||", "~~", "^^", "@@"}
+next:
+	for _, p := range pairs {
+		cand := []byte(string(p[0]) + "REDACTED" + string(p[1]))
+		for _, n := range needles {
+			if bytes.IndexByte(n, p[0]) >= 0 || bytes.IndexByte(n, p[1]) >= 0 || bytes.Contains(cand, n) {
+				continue next
+			}
+		}
+		return cand, nil
+	}
+	return nil, errors.New("redact: every replacement delimiter occurs in a secret; cannot redact safely")
+}
+
+// Bytes returns b redacted.
+func (r *Redactor) Bytes(b []byte) []byte {
+	var out bytes.Buffer
+	out.Grow(len(b))
+	w := r.NewWriter(&out)
+	_, _ = w.Write(b)
+	_ = w.Close()
+	return out.Bytes()
+}
+
+// String returns s redacted, for status messages, conditions and events.
+func (r *Redactor) String(s string) string {
+	if s == "" {
+		return s
+	}
+	return string(r.Bytes([]byte(s)))
+}
+
+// span is a part of the buffer to replace; tag is the rule id ("" for a
+// secret).
+type span struct {
+	s, e int
+	tag  string
+}
+
+// findLiterals appends the occurrences of every secret form in buf.
+func (r *Redactor) findLiterals(buf []byte, spans []span) []span {
+	return r.lits.find(buf, spans)
+}
+
+// replacementFor is the text that stands for a span.
+func (r *Redactor) replacementFor(sp span) []byte {
+	if sp.tag == "" || r.untagged {
+		return r.repl
+	}
+	return []byte(strings.TrimSuffix(string(r.repl), string(r.repl[len(r.repl)-1])) + ":" + sp.tag + string(r.repl[len(r.repl)-1]))
+}

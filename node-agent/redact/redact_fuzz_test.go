@@ -1,0 +1,55 @@
+package redact
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// FuzzRedact: whatever the secret, the data and the chunking, the output
+// never contains the secret or any of its encoded forms, and without a
+// secret in it the data comes out unchanged.
+func FuzzRedact(f *testing.F) {
+	f.Add("sk-live-0123456789abcdef", []byte("key=sk-live-0123456789abcdef\n"), []byte{1})
+	f.Add(`p"a\ss/w+rd=`, []byte(`{"password":"p\"a\\ss/w+rd="}`), []byte{3, 1, 4})
+	f.Add("secret-value", []byte("c2VjcmV0LXZhbHVl eHNlY3JldC12YWx1ZQ== eHhzZWNyZXQtdmFsdWU="), []byte{2})
+	f.Add("ab", []byte("aab abab b"), []byte{1, 1})
+	f.Fuzz(func(t *testing.T, secret string, data []byte, chunks []byte) {
+		if secret == "" || len(secret) > 256 || len(data) > 1<<16 {
+			return
+		}
+		r, err := New(Options{Secrets: []string{secret}, NoRules: true})
+		if err != nil {
+			if !strings.Contains(err.Error(), "delimiter") {
+				t.Fatal(err)
+			}
+			return
+		}
+		var out bytes.Buffer
+		w := r.NewWriter(&out)
+		rest := data
+		for i := 0; len(rest) > 0; i++ {
+			n := 1
+			if len(chunks) > 0 {
+				n = int(chunks[i%len(chunks)]) + 1
+			}
+			n = min(n, len(rest))
+			if _, err := w.Write(rest[:n]); err != nil {
+				t.Fatal(err)
+			}
+			rest = rest[n:]
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		got := out.Bytes()
+		for i, form := range Forms(secret) {
+			if (i == 0 || len(form) >= minForm) && bytes.Contains(got, []byte(form)) {
+				t.Fatalf("output %q contains form %q of secret %q", got, form, secret)
+			}
+		}
+		if w.Redactions() == 0 && !bytes.Equal(got, data) {
+			t.Fatalf("nothing redacted but output %q differs from input %q", got, data)
+		}
+	})
+}

@@ -1,0 +1,170 @@
+package redact
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+const secret = `s3cr3t-"Value"/with+odd&chars=` // JSON, URL and base64 all differ
+
+func newRedactor(t testing.TB, opts Options) *Redactor {
+	t.Helper()
+	r, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// writeInChunks writes data to a fresh Writer in chunks of size n and
+// returns what came out after Close.
+func writeInChunks(t testing.TB, r *Redactor, data []byte, n int) []byte {
+	t.Helper()
+	var out bytes.Buffer
+	w := r.NewWriter(&out)
+	for len(data) > 0 {
+		k := min(n, len(data))
+		if m, err := w.Write(data[:k]); err != nil || m != k {
+			t.Fatalf("Write = %d, %v", m, err)
+		}
+		data = data[k:]
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
+}
+
+func TestSecretFormsAreRedactedAcrossWriteBoundaries(t *testing.T) {
+	r := newRedactor(t, Options{Secrets: []string{secret}, NoRules: true})
+	jsonForm, _ := json.Marshal(secret)
+	var blobs []string
+	for k := 0; k < 3; k++ {
+		// The secret inside a larger base64 blob, at each alignment.
+		plain := strings.Repeat("x", k) + secret + "tail"
+		blobs = append(blobs, base64.StdEncoding.EncodeToString([]byte(plain)), base64.URLEncoding.EncodeToString([]byte(plain)))
+	}
+	cases := map[string]string{
+		"raw":            "before " + secret + " after",
+		"json":           `{"env":` + string(jsonForm) + `}`,
+		"query-escaped":  "https://x.test/?token=" + url.QueryEscape(secret),
+		"path-escaped":   "https://x.test/" + url.PathEscape(secret) + "/x",
+		"base64 aligned": strings.Join(blobs, "\n"),
+		"twice adjacent": secret + secret,
+	}
+	for name, in := range cases {
+		for _, chunk := range []int{1, 2, 3, 5, 64, 1 << 20} {
+			out := string(writeInChunks(t, r, []byte(in), chunk))
+			for _, f := range Forms(secret) {
+				if len(f) >= minForm && strings.Contains(out, f) {
+					t.Errorf("%s, chunks of %d: output %q still has the form %q", name, chunk, out, f)
+				}
+			}
+			if !strings.Contains(out, "[REDACTED]") {
+				t.Errorf("%s, chunks of %d: nothing redacted in %q", name, chunk, out)
+			}
+		}
+	}
+	if got := r.String("before " + secret + " after"); got != "before [REDACTED] after" {
+		t.Errorf("String = %q", got)
+	}
+}
+
+func TestTextWithoutSecretsPassesUnchanged(t *testing.T) {
+	r := newRedactor(t, Options{Secrets: []string{secret}})
+	in := []byte(corpus(1 << 20))
+	for _, chunk := range []int{7, 4096, 1 << 20} {
+		if out := writeInChunks(t, r, in, chunk); !bytes.Equal(out, in) {
+			i := 0
+			for i < len(out) && i < len(in) && out[i] == in[i] {
+				i++
+			}
+			t.Fatalf("chunks of %d: output differs from input at byte %d: %q vs %q", chunk, i, out[i:min(len(out), i+80)], in[i:min(len(in), i+80)])
+		}
+	}
+}
+
+func TestTokenFormatsAreRedacted(t *testing.T) {
+	const mcpToken = "hft_Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MGFi"
+	r := newRedactor(t, Options{Keep: []string{mcpToken}})
+	key := "-----BEGIN RSA PRIVATE KEY-----\n" + strings.Repeat("MIIEpAIBAAKCAQEA3Tz2mr7SZiAMfQyuvBjM9Oi8x5hHkP0aQy8nR+Wx1vT2cPLq\n", 20) + "-----END RSA PRIVATE KEY-----\n"
+	tokens := map[string]string{
+		"github-pat":       "ghp_R2bX9kQ4mZ7tL1wV8nY3pC6sD0fG5hJ2aE4u",
+		"aws-access-token": "AKIAZ7Q4XK2MB3NV5WRT",
+		"slack":            "xoxb-2945736109-4821937465102-Qx7Kp2Lm9Rt4Vw8Yz3Bn6Cd1",
+		"jwt":              "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIiwiaWF0IjoxNTE2MjM5MDIyfQ.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
+		"private-key":      key,
+	}
+	for name, tok := range tokens {
+		in := "log line\nusing " + tok + " now\n"
+		for _, chunk := range []int{1, 13, 1 << 20} {
+			out := string(writeInChunks(t, r, []byte(in), chunk))
+			if strings.Contains(out, strings.TrimSpace(tok)[:20]) || !strings.Contains(out, "[REDACTED:") {
+				t.Errorf("%s, chunks of %d: %q", name, chunk, out)
+			}
+		}
+	}
+	if out := r.String("token: " + mcpToken); !strings.Contains(out, mcpToken) {
+		t.Errorf("the MCP token was redacted: %q", out)
+	}
+}
+
+func TestMemoryStaysBounded(t *testing.T) {
+	r := newRedactor(t, Options{Secrets: []string{secret}})
+	var sink countingWriter
+	w := r.NewWriter(&sink)
+	chunk := []byte(corpus(64 << 10))
+	for i := 0; i < 160; i++ { // 10 MiB
+		if _, err := w.Write(chunk); err != nil {
+			t.Fatal(err)
+		}
+		if held := len(w.buf) - w.ctx; held > r.Window()+batch {
+			t.Fatalf("after %d writes the Writer holds %d bytes, more than window+batch %d", i+1, held, r.Window()+batch)
+		}
+		if c := cap(w.buf); c > 2*r.Window()+batch {
+			t.Fatalf("buffer grew to %d bytes, more than %d", c, 2*r.Window()+batch)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if sink.n != 160*int64(len(chunk)) {
+		t.Fatalf("wrote %d bytes of %d", sink.n, 160*len(chunk))
+	}
+}
+
+func TestWriteErrorsAreReturned(t *testing.T) {
+	r := newRedactor(t, Options{Secrets: []string{secret}, NoRules: true})
+	boom := errors.New("disk full")
+	w := r.NewWriter(failingWriter{boom})
+	_, _ = w.Write([]byte("hello"))
+	if err := w.Close(); !errors.Is(err, boom) {
+		t.Fatalf("Close = %v, want %v", err, boom)
+	}
+	if _, err := w.Write([]byte("x")); !errors.Is(err, boom) {
+		t.Fatalf("Write after a failure = %v", err)
+	}
+}
+
+func TestReplacementNeverRebuildsASecret(t *testing.T) {
+	// A secret made to straddle "[REDACTED]" and the text after it.
+	s := "ED]tail-of-it"
+	r := newRedactor(t, Options{Secrets: []string{"first-secret", s}, NoRules: true})
+	out := r.String("first-secret" + "tail-of-it")
+	if strings.Contains(out, s) || strings.Contains(out, "first-secret") {
+		t.Fatalf("output %q rebuilt a secret", out)
+	}
+}
+
+type countingWriter struct{ n int64 }
+
+func (c *countingWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
+
+type failingWriter struct{ err error }
+
+func (f failingWriter) Write([]byte) (int, error) { return 0, f.err }

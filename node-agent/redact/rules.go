@@ -1,0 +1,541 @@
+package redact
+
+import (
+	"bytes"
+	"math"
+	"regexp/syntax"
+	"strings"
+	"sync"
+
+	ahocorasick "github.com/BobuSumisu/aho-corasick"
+	"github.com/spf13/viper"
+	"github.com/zricethezav/gitleaks/v8/config"
+	"github.com/zricethezav/gitleaks/v8/regexp"
+)
+
+// maxRuleSpan caps how far a rule's match may reach from its keyword when
+// its regex is unbounded (a private key block fits).
+const maxRuleSpan = 8 << 10
+
+type rule struct {
+	id          string
+	re          *regexp.Regexp
+	secretGroup int
+	entropy     float64
+	allowlists  []*config.Allowlist
+	// span bounds how far the match reaches from the keyword, each way.
+	span int
+	// multiline rules may span lines; the others are tried on the keyword's
+	// line only, which keeps the regex work small.
+	multiline bool
+	// minRun is a length every match's longest run of token characters
+	// (see isTok) reaches: a window without such a run cannot match, and the
+	// (slow) regex is not run on it.
+	minRun int
+	// hitFilter, when set, rejects a keyword hit cheaply before the regex.
+	hitFilter func(buf []byte, ke, lineE int) bool
+}
+
+type ruleSet struct {
+	rules     []*rule
+	trie      *ahocorasick.Trie
+	kwRules   [][]int // keyword pattern index → rules
+	maxKw     int
+	window    int
+	allowlist []*config.Allowlist
+}
+
+// defaultRules loads gitleaks' default configuration once.
+var defaultRules = sync.OnceValues(func() (*ruleSet, error) {
+	v := viper.New()
+	v.SetConfigType("toml")
+	if err := v.ReadConfig(strings.NewReader(config.DefaultConfig)); err != nil {
+		return nil, err
+	}
+	var vc config.ViperConfig
+	if err := v.Unmarshal(&vc); err != nil {
+		return nil, err
+	}
+	cfg, err := vc.Translate()
+	if err != nil {
+		return nil, err
+	}
+	return newRuleSet(cfg), nil
+})
+
+func newRuleSet(cfg config.Config) *ruleSet {
+	rs := &ruleSet{allowlist: usable(cfg.Allowlists)}
+	kwIndex := map[string]int{}
+	var keywords []string
+	for _, id := range cfg.OrderedRules {
+		r := cfg.Rules[id]
+		// Skip rules without a content regex and rules meant only for
+		// certain file paths: output has no path.
+		if r.Regex == nil || r.Path != nil || len(r.Keywords) == 0 {
+			continue
+		}
+		src := r.Regex.String()
+		span, bounded := maxLen(src)
+		if !bounded || span > maxRuleSpan {
+			span = maxRuleSpan
+		}
+		ru := &rule{
+			id:          r.RuleID,
+			re:          r.Regex,
+			secretGroup: r.SecretGroup,
+			entropy:     r.Entropy,
+			allowlists:  usable(r.Allowlists),
+			span:        span,
+			multiline:   strings.Contains(src, `\s\S`) || strings.Contains(src, "(?s") || strings.Contains(src, `\n`) && !bounded,
+			minRun:      minTokRun(src),
+		}
+		if ru.id == "generic-api-key" {
+			ru.hitFilter = assignmentFollows
+		}
+		idx := len(rs.rules)
+		rs.rules = append(rs.rules, ru)
+		for _, k := range r.Keywords {
+			k = strings.ToLower(k)
+			pi, ok := kwIndex[k]
+			if !ok {
+				pi = len(keywords)
+				kwIndex[k] = pi
+				keywords = append(keywords, k)
+				rs.kwRules = append(rs.kwRules, nil)
+			}
+			rs.kwRules[pi] = append(rs.kwRules[pi], idx)
+			rs.maxKw = max(rs.maxKw, len(k))
+		}
+		rs.window = max(rs.window, span)
+	}
+	rs.window += rs.maxKw
+	rs.trie = ahocorasick.NewTrieBuilder().AddStrings(keywords).Build()
+	return rs
+}
+
+// usable keeps the allowlists that can be judged without a path or commit.
+func usable(als []*config.Allowlist) []*config.Allowlist {
+	var out []*config.Allowlist
+	for _, a := range als {
+		if a != nil && len(a.Paths) == 0 && len(a.Commits) == 0 {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// maxLen is the longest match of a regex in bytes, and whether it is bounded.
+func maxLen(expr string) (int, bool) {
+	re, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return 0, false
+	}
+	n := maxLenOf(re.Simplify())
+	return n, n >= 0
+}
+
+// maxLenOf returns -1 for unbounded.
+func maxLenOf(re *syntax.Regexp) int {
+	switch re.Op {
+	case syntax.OpLiteral:
+		n := 0
+		for _, r := range re.Rune {
+			n += runeLen(r)
+		}
+		return n
+	case syntax.OpCharClass, syntax.OpAnyChar, syntax.OpAnyCharNotNL:
+		if re.Op == syntax.OpCharClass && len(re.Rune) > 0 && re.Rune[len(re.Rune)-1] < 0x80 {
+			return 1
+		}
+		return 4
+	case syntax.OpStar, syntax.OpPlus:
+		return -1
+	case syntax.OpQuest, syntax.OpCapture:
+		return maxLenOf(re.Sub[0])
+	case syntax.OpRepeat:
+		if re.Max < 0 {
+			return -1
+		}
+		n := maxLenOf(re.Sub[0])
+		if n < 0 {
+			return -1
+		}
+		return n * re.Max
+	case syntax.OpConcat:
+		sum := 0
+		for _, s := range re.Sub {
+			n := maxLenOf(s)
+			if n < 0 {
+				return -1
+			}
+			sum += n
+		}
+		return sum
+	case syntax.OpAlternate:
+		m := 0
+		for _, s := range re.Sub {
+			n := maxLenOf(s)
+			if n < 0 {
+				return -1
+			}
+			m = max(m, n)
+		}
+		return m
+	default: // empty-width assertions, empty match
+		return 0
+	}
+}
+
+func runeLen(r rune) int {
+	switch {
+	case r < 0x80:
+		return 1
+	case r < 0x800:
+		return 2
+	case r < 0x10000:
+		return 3
+	}
+	return 4
+}
+
+// assignmentFollows is a necessary condition of gitleaks' generic-api-key
+// rule, whose regex is by far the slowest to run: after its keyword come at
+// most 20 of [ \t\w.-] and 3 of [\s'"], then an operator (= > : || => ?=
+// ,), at most 5 of [`'"\s=], then a value of at least 10 token characters.
+// Where no operator follows the keyword within 24 bytes, or no such value
+// follows the operator, the rule cannot match and its regex is not run.
+func assignmentFollows(buf []byte, ke, lineE int) bool {
+	end := min(ke+24, len(buf))
+	if lineE > ke {
+		end = min(end, lineE+1)
+	}
+	p := -1
+	for i, c := range buf[ke:end] {
+		if c == '=' || c == '>' || c == ':' || c == '|' || c == ',' || c == '?' {
+			p = ke + i
+			break
+		}
+	}
+	if p < 0 {
+		return false
+	}
+	q := p + 1
+	for n := 0; q < len(buf) && n < 3 && strings.IndexByte("=>:|?,", buf[q]) >= 0; n++ {
+		q++
+	}
+	for n := 0; q < len(buf) && n < 5 && strings.IndexByte("`'\" \t\r\n\f\v", buf[q]) >= 0; n++ {
+		q++
+	}
+	run := 0
+	for ; q < len(buf) && isTok[buf[q]]; q++ {
+		if run++; run >= 10 {
+			return true
+		}
+	}
+	return false
+}
+
+// isTok is the class of characters tokens are made of.
+var isTok = func() (t [256]bool) {
+	for c := 0; c < 256; c++ {
+		t[c] = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("+/=_.-~", byte(c)) >= 0
+	}
+	return t
+}()
+
+// minTokRun is a lower bound of the longest run of token characters in any
+// match of expr (0 when nothing is known).
+func minTokRun(expr string) int {
+	re, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return 0
+	}
+	best, _, _, _ := tokRun(re.Simplify())
+	return best
+}
+
+// tokRun returns, for the matches of re, lower bounds of: the longest token
+// run inside, the run it starts with, the run it ends with, and whether the
+// whole match is made of token characters (then all three equal its
+// minimum length).
+func tokRun(re *syntax.Regexp) (best, prefix, suffix int, all bool) {
+	switch re.Op {
+	case syntax.OpLiteral:
+		run, first, allTok := 0, -1, true
+		for i, r := range re.Rune {
+			if r < 256 && isTok[r] {
+				run++
+				best = max(best, run)
+			} else {
+				if first < 0 {
+					first = i
+				}
+				allTok = false
+				run = 0
+			}
+		}
+		if allTok {
+			return len(re.Rune), len(re.Rune), len(re.Rune), true
+		}
+		return best, first, run, false
+	case syntax.OpCharClass:
+		// Only ASCII members count: (?i) adds the Kelvin sign and long s to
+		// [a-z], which no real token uses.
+		ascii := false
+		for i := 0; i+1 < len(re.Rune); i += 2 {
+			for r := re.Rune[i]; r <= re.Rune[i+1] && r < 0x80; r++ {
+				if !isTok[r] {
+					return 0, 0, 0, false
+				}
+				ascii = true
+			}
+		}
+		if !ascii {
+			return 0, 0, 0, false
+		}
+		return 1, 1, 1, true
+	case syntax.OpCapture:
+		return tokRun(re.Sub[0])
+	case syntax.OpRepeat, syntax.OpPlus:
+		minN := re.Min
+		if re.Op == syntax.OpPlus {
+			minN = 1
+		}
+		if minN == 0 {
+			return 0, 0, 0, false
+		}
+		b, p, s, a := tokRun(re.Sub[0])
+		if a {
+			return b * minN, b * minN, b * minN, true
+		}
+		return max(b, s+p), p, s, false
+	case syntax.OpConcat:
+		allSoFar := true
+		cur := 0
+		for _, sub := range re.Sub {
+			b, p, s, a := tokRun(sub)
+			if a {
+				cur += b
+				best = max(best, cur)
+				if allSoFar {
+					prefix = cur
+				}
+				continue
+			}
+			best = max(best, b, cur+p)
+			if allSoFar {
+				prefix = cur + p
+			}
+			allSoFar = false
+			cur = s
+			best = max(best, cur)
+		}
+		if allSoFar {
+			return cur, cur, cur, true
+		}
+		return best, prefix, cur, false
+	case syntax.OpAlternate:
+		first := true
+		all = true
+		for _, sub := range re.Sub {
+			b, p, s, a := tokRun(sub)
+			if first {
+				best, prefix, suffix, all, first = b, p, s, a, false
+				continue
+			}
+			best, prefix, suffix, all = min(best, b), min(prefix, p), min(suffix, s), all && a
+		}
+		if all {
+			// Different lengths: only the shortest is certain.
+			return best, best, best, false
+		}
+		return best, prefix, suffix, false
+	case syntax.OpEmptyMatch, syntax.OpBeginLine, syntax.OpEndLine, syntax.OpBeginText, syntax.OpEndText, syntax.OpWordBoundary, syntax.OpNoWordBoundary:
+		// Zero width: transparent for runs.
+		return 0, 0, 0, true
+	}
+	// Star, Quest, AnyChar ...: nothing certain.
+	return 0, 0, 0, false
+}
+
+// longestRun is the longest run of token characters in b.
+func longestRun(b []byte) int {
+	best, run := 0, 0
+	for _, c := range b {
+		if isTok[c] {
+			run++
+			continue
+		}
+		best = max(best, run)
+		run = 0
+	}
+	return max(best, run)
+}
+
+// scratch is per-Writer memory reused between scans.
+type scratch struct {
+	lower []byte
+	spans []span
+	open  []window // per rule: the window being gathered
+	wins  []window
+}
+
+type window struct{ rule, s, e int }
+
+// find appends the spans of rule matches in buf whose keyword lies beyond
+// the context already written (buf[:ctx]), or whose match could reach past it.
+func (rs *ruleSet) find(buf []byte, ctx int, final bool, keep [][]byte, sc *scratch, spans []span) []span {
+	sc.lower = lowerASCII(sc.lower[:0], buf)
+	if cap(sc.open) < len(rs.rules) {
+		sc.open = make([]window, len(rs.rules))
+	}
+	open := sc.open[:len(rs.rules)]
+	for i := range open {
+		open[i] = window{rule: i, s: -1}
+	}
+	wins := sc.wins[:0]
+	n := len(buf)
+	lineS, lineE := -1, -1 // the line of the last hit
+	rs.trie.Walk(sc.lower, func(end, kwLen, pattern int64) bool {
+		ke := int(end) + 1
+		ks := ke - int(kwLen)
+		if ks < lineS || ks >= lineE {
+			lineS = bytes.LastIndexByte(buf[max(0, ks-maxRuleSpan):ks], '\n') + 1
+			if lineS > 0 {
+				lineS += max(0, ks-maxRuleSpan)
+			} else if ks-maxRuleSpan > 0 {
+				lineS = ks - maxRuleSpan
+			}
+			if j := bytes.IndexByte(buf[ke:min(n, ke+maxRuleSpan)], '\n'); j >= 0 {
+				lineE = ke + j
+			} else {
+				lineE = min(n, ke+maxRuleSpan)
+			}
+		}
+		for _, ri := range rs.kwRules[pattern] {
+			ru := rs.rules[ri]
+			if ke+ru.span <= ctx {
+				continue // wholly in what was already written
+			}
+			s, e := max(0, ks-ru.span), min(n, ke+ru.span)
+			if !ru.multiline {
+				s, e = max(s, lineS), min(e, lineE)
+			}
+			if ru.hitFilter != nil && !ru.hitFilter(buf, ke, lineE) {
+				continue
+			}
+			o := &open[ri]
+			if o.s >= 0 && s <= o.e {
+				o.e = max(o.e, e)
+				continue
+			}
+			if o.s >= 0 {
+				wins = append(wins, *o)
+			}
+			*o = window{rule: ri, s: s, e: e}
+		}
+		return true
+	})
+	for _, o := range open {
+		if o.s >= 0 {
+			wins = append(wins, o)
+		}
+	}
+	sc.wins = wins
+	for _, w := range wins {
+		ru := rs.rules[w.rule]
+		if ru.minRun > 0 && longestRun(buf[w.s:w.e]) < ru.minRun {
+			continue
+		}
+		spans = ru.match(buf, w.s, w.e, rs.allowlist, keep, spans)
+	}
+	return spans
+}
+
+// match runs the rule on buf[s:e] and appends the secrets it accepts.
+func (ru *rule) match(buf []byte, s, e int, global []*config.Allowlist, keep [][]byte, spans []span) []span {
+	for _, m := range ru.re.FindAllSubmatchIndex(buf[s:e], -1) {
+		g := ru.secretGroup
+		if g == 0 {
+			for i := 1; i < len(m)/2; i++ {
+				if m[2*i] >= 0 && m[2*i+1] > m[2*i] {
+					g = i
+					break
+				}
+			}
+		}
+		if 2*g+1 >= len(m) || m[2*g] < 0 || m[2*g+1] <= m[2*g] {
+			continue
+		}
+		secret := buf[s+m[2*g] : s+m[2*g+1]]
+		if ru.entropy > 0 && shannon(secret) < ru.entropy {
+			continue
+		}
+		if kept(secret, keep) || allowed(secret, buf[s+m[0]:s+m[1]], ru.allowlists) || allowed(secret, buf[s+m[0]:s+m[1]], global) {
+			continue
+		}
+		spans = append(spans, span{s: s + m[2*g], e: s + m[2*g+1], tag: ru.id})
+	}
+	return spans
+}
+
+func kept(secret []byte, keep [][]byte) bool {
+	for _, k := range keep {
+		if bytes.Contains(secret, k) {
+			return true
+		}
+	}
+	return false
+}
+
+// allowed applies gitleaks' regex and stop-word allowlists. Conditions are
+// taken as OR, and a "line" target is judged on the match: redacting a
+// little more than gitleaks would report is the safe side.
+func allowed(secret, match []byte, als []*config.Allowlist) bool {
+	for _, a := range als {
+		target := secret
+		if a.RegexTarget == "match" || a.RegexTarget == "line" {
+			target = match
+		}
+		if a.RegexAllowed(string(target)) {
+			return true
+		}
+		if ok, _ := a.ContainsStopWord(string(secret)); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func shannon(b []byte) float64 {
+	if len(b) == 0 {
+		return 0
+	}
+	var counts [256]int
+	for _, c := range b {
+		counts[c]++
+	}
+	h := 0.0
+	n := float64(len(b))
+	for _, c := range counts {
+		if c > 0 {
+			p := float64(c) / n
+			h -= p * math.Log2(p)
+		}
+	}
+	return h
+}
+
+func lowerASCII(dst, src []byte) []byte {
+	if cap(dst) < len(src) {
+		dst = make([]byte, len(src))
+	}
+	dst = dst[:len(src)]
+	for i, c := range src {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		dst[i] = c
+	}
+	return dst
+}

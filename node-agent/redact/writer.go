@@ -1,0 +1,138 @@
+package redact
+
+import (
+	"io"
+	"sort"
+)
+
+// batch is how much new input a Writer gathers before scanning, so that the
+// per-scan cost (and the re-scan of the held window) is spread over many
+// bytes.
+const batch = 256 << 10
+
+// Writer redacts a stream and writes the result to another writer. It holds
+// back up to the Redactor's Window() bytes between writes; Flush or Close
+// writes them out.
+type Writer struct {
+	r   *Redactor
+	dst io.Writer
+	// buf is [context | pending]: context (buf[:ctx]) was already written
+	// out and is kept only so that rules see what precedes pending.
+	buf []byte
+	ctx int
+	out []byte
+	sc  scratch
+	n   int64
+	err error
+}
+
+// NewWriter returns a Writer that writes the redacted stream to dst.
+func (r *Redactor) NewWriter(dst io.Writer) *Writer {
+	return &Writer{r: r, dst: dst}
+}
+
+// Write takes p; it returns len(p) unless writing to dst failed, in which
+// case that error is returned now and by every later call.
+func (w *Writer) Write(p []byte) (int, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	written := 0
+	for len(p) > 0 {
+		if w.buf == nil {
+			w.buf = make([]byte, 0, 2*w.r.window+batch)
+		}
+		take := min(w.ctx+w.r.window+batch-len(w.buf), len(p))
+		w.buf = append(w.buf, p[:take]...)
+		p = p[take:]
+		written += take
+		if len(w.buf)-w.ctx >= w.r.window+batch {
+			if err := w.process(false); err != nil {
+				return written, err
+			}
+		}
+	}
+	return written, nil
+}
+
+// Flush redacts and writes out everything held. A secret whose first part
+// was written before a Flush and whose rest comes after it is not
+// recognised as a whole, so flush only where the stream pauses for good
+// (the process ended) — Close does exactly that.
+func (w *Writer) Flush() error {
+	if w.err != nil {
+		return w.err
+	}
+	return w.process(true)
+}
+
+// Close flushes. It does not close the destination.
+func (w *Writer) Close() error { return w.Flush() }
+
+// Redactions counts the replacements made so far.
+func (w *Writer) Redactions() int64 { return w.n }
+
+// process redacts the pending bytes up to the emit limit (all of them when
+// final) and writes them out.
+func (w *Writer) process(final bool) error {
+	n := len(w.buf)
+	limit := n
+	if !final {
+		limit = n - w.r.window
+	}
+	if limit <= w.ctx {
+		return nil
+	}
+	spans := w.r.findLiterals(w.buf, w.sc.spans[:0])
+	if w.r.rules != nil {
+		spans = w.r.rules.find(w.buf, w.ctx, final, w.r.keep, &w.sc, spans)
+	}
+	w.sc.spans = spans
+	sort.Slice(spans, func(i, j int) bool {
+		return spans[i].s < spans[j].s || spans[i].s == spans[j].s && spans[i].e > spans[j].e
+	})
+
+	out := w.out[:0]
+	pos := w.ctx
+	for i := 0; i < len(spans); {
+		sp := spans[i]
+		if sp.e <= pos {
+			i++
+			continue
+		}
+		if sp.s >= limit {
+			break
+		}
+		// Merge every span overlapping this one.
+		end := sp.e
+		tag := sp.tag
+		for i++; i < len(spans) && spans[i].s < end; i++ {
+			end = max(end, spans[i].e)
+			if tag != "" && spans[i].tag == "" {
+				tag = ""
+			}
+		}
+		if s := max(sp.s, pos); s > pos {
+			out = append(out, w.buf[pos:s]...)
+		}
+		out = append(out, w.r.replacementFor(span{tag: tag})...)
+		w.n++
+		pos = end
+	}
+	cut := max(pos, limit)
+	if pos < limit {
+		out = append(out, w.buf[pos:limit]...)
+	}
+	w.out = out
+	if len(out) > 0 {
+		if _, err := w.dst.Write(out); err != nil {
+			w.err = err
+			return err
+		}
+	}
+	// Keep up to a window of what was written as context for the rules.
+	keepFrom := max(0, cut-w.r.window)
+	w.buf = w.buf[:copy(w.buf, w.buf[keepFrom:])]
+	w.ctx = cut - keepFrom
+	return nil
+}
