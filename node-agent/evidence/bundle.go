@@ -1,0 +1,247 @@
+package evidence
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/harnessfacts/harnessfacts/node-agent/artifacts"
+)
+
+// Names of the parts, as files in a folder and as ConfigMap keys.
+const (
+	ReceiptName = "receipt.json"
+	DigestName  = "receipt.sha256"
+	OutputName  = "output.log"
+	// ArtifactsDir holds the artifacts in a folder, under their paths.
+	ArtifactsDir = "artifacts"
+	// artifactKeyPrefix + the artifact's index in the receipt is its
+	// ConfigMap key (artifact paths may hold characters keys cannot).
+	artifactKeyPrefix = "artifact-"
+)
+
+// MaxConfigMapBytes is the size every ConfigMap form stays within: the API
+// server's 1 MiB object limit less room for metadata and key names.
+const MaxConfigMapBytes = 1<<20 - 64<<10
+
+// minLog is how much of the output log is kept before artifacts are dropped.
+const minLog = 64 << 10
+
+// Bundle is sealed evidence: a receipt and the parts it vouches for, within
+// a size bound.
+type Bundle struct {
+	// Receipt is the receipt, with digests and Dropped filled in.
+	Receipt Receipt
+	// ReceiptJSON is its canonical bytes and Digest their sha256.
+	ReceiptJSON []byte
+	Digest      string
+	// Output is output.log as stored (possibly shortened).
+	Output []byte
+	// Artifacts holds the stored contents by path.
+	Artifacts map[string][]byte
+}
+
+// Seal fills the receipt's output and artifact parts from the redacted
+// output and the collected artifacts, shortens what must be shortened so
+// the whole stays within maxBytes (MaxConfigMapBytes when 0) — first the
+// log (its head and tail are kept), then artifact contents, largest first,
+// keeping their digests — records that in Receipt.Dropped, and computes
+// the digest. r's other fields (run, digests, timings, ...) are the
+// caller's. Output must already be redacted; so must the artifacts.
+func Seal(r Receipt, output []byte, arts []artifacts.Result, maxBytes int) (*Bundle, error) {
+	if maxBytes <= 0 {
+		maxBytes = MaxConfigMapBytes
+	}
+	r.Schema = Schema
+	r.Timings.Started = r.Timings.Started.UTC()
+	r.Timings.Finished = r.Timings.Finished.UTC()
+	r.Output.Digest = Sum(output)
+	r.Output.Bytes = int64(len(output))
+	r.Artifacts = make([]Artifact, len(arts))
+	r.Dropped = nil
+	b := &Bundle{Artifacts: map[string][]byte{}, Output: output}
+	for i, a := range arts {
+		r.Artifacts[i] = Artifact{Path: a.Path, Size: a.Size, SHA256: a.SHA256, Rejected: a.Rejected, Stored: a.Rejected == ""}
+		if a.Rejected == "" {
+			if a.SHA256 != hexSum(a.Data) {
+				return nil, fmt.Errorf("artifact %s: its digest does not match its content", a.Path)
+			}
+			b.Artifacts[a.Path] = a.Data
+		}
+	}
+	// Shrink until it fits: the log down to minLog, then artifacts, then
+	// the log down to nothing.
+	for step := 0; ; step++ {
+		r.Output.StoredDigest = Sum(b.Output)
+		r.Output.StoredBytes = int64(len(b.Output))
+		raw, err := r.Canonical()
+		if err != nil {
+			return nil, err
+		}
+		size := len(raw) + len(b.Output) + len(DigestName) + 71
+		for _, d := range b.Artifacts {
+			size += len(d)
+		}
+		if size <= maxBytes {
+			b.Receipt, b.ReceiptJSON, b.Digest = r, raw, Sum(raw)
+			return b, nil
+		}
+		over := size - maxBytes + 256 // room for the note about it
+		switch {
+		case len(b.Output) > minLog:
+			keep := max(minLog, len(b.Output)-over)
+			b.Output = shorten(output, keep)
+			r.Dropped = setNote(r.Dropped, "output.log: ", fmt.Sprintf("output.log: %d of %d bytes kept (head and tail)", len(b.Output), len(output)))
+		case len(b.Artifacts) > 0:
+			largest := ""
+			for _, p := range sortedKeys(b.Artifacts) {
+				if largest == "" || len(b.Artifacts[p]) > len(b.Artifacts[largest]) {
+					largest = p
+				}
+			}
+			for i := range r.Artifacts {
+				if r.Artifacts[i].Path == largest {
+					r.Artifacts[i].Stored = false
+				}
+			}
+			delete(b.Artifacts, largest)
+			r.Dropped = append(r.Dropped, fmt.Sprintf("artifacts/%s: content left out to fit, digest kept", largest))
+		case len(b.Output) > 0:
+			b.Output = shorten(output, max(0, len(b.Output)-over))
+			r.Dropped = setNote(r.Dropped, "output.log: ", fmt.Sprintf("output.log: %d of %d bytes kept (head and tail)", len(b.Output), len(output)))
+		default:
+			return nil, fmt.Errorf("the receipt alone is %d bytes, more than the %d allowed", len(raw), maxBytes)
+		}
+		if step > 10000 {
+			return nil, errors.New("evidence does not shrink to fit")
+		}
+	}
+}
+
+// shorten keeps n bytes of b: a quarter from the head, the rest from the
+// tail (where an agent's outcome usually is), joined by a marker.
+func shorten(b []byte, n int) []byte {
+	if len(b) <= n {
+		return b
+	}
+	marker := fmt.Sprintf("\n[... %d bytes left out of the evidence ...]\n", len(b)-n)
+	if n <= len(marker) {
+		return nil
+	}
+	n -= len(marker)
+	head := n / 4
+	out := make([]byte, 0, n+len(marker))
+	out = append(out, b[:head]...)
+	out = append(out, marker...)
+	return append(out, b[len(b)-(n-head):]...)
+}
+
+func setNote(notes []string, prefix, note string) []string {
+	for i, n := range notes {
+		if strings.HasPrefix(n, prefix) {
+			notes[i] = note
+			return notes
+		}
+	}
+	return append(notes, note)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// WriteDir writes the evidence as a folder: receipt.json, receipt.sha256,
+// output.log and artifacts/<path>. dir must not exist yet or be empty; no
+// existing file is ever overwritten.
+func (b *Bundle) WriteDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if entries, err := os.ReadDir(dir); err != nil {
+		return err
+	} else if len(entries) > 0 {
+		return fmt.Errorf("evidence folder %s is not empty", dir)
+	}
+	write := func(rel string, data []byte) error {
+		p := filepath.Join(dir, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err != nil {
+			return err
+		}
+		_, err = f.Write(data)
+		return errors.Join(err, f.Close())
+	}
+	if err := write(ReceiptName, b.ReceiptJSON); err != nil {
+		return err
+	}
+	if err := write(DigestName, []byte(b.Digest+"\n")); err != nil {
+		return err
+	}
+	if err := write(OutputName, b.Output); err != nil {
+		return err
+	}
+	for _, a := range b.Receipt.Artifacts {
+		if !a.Stored {
+			continue
+		}
+		if !validRel(a.Path) {
+			return fmt.Errorf("artifact path %q is not a clean relative path", a.Path)
+		}
+		if err := write(ArtifactsDir+"/"+a.Path, b.Artifacts[a.Path]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ConfigMapData is the evidence as a ConfigMap's data and binaryData:
+// receipt.json and receipt.sha256, output.log, and artifact-NN for the
+// stored artifacts (NN: the index in receipt.artifacts). Content that is
+// not valid UTF-8 goes to binaryData.
+func (b *Bundle) ConfigMapData() (data map[string]string, binaryData map[string][]byte) {
+	data = map[string]string{ReceiptName: string(b.ReceiptJSON), DigestName: b.Digest}
+	binaryData = map[string][]byte{}
+	put := func(k string, v []byte) {
+		if utf8.Valid(v) {
+			data[k] = string(v)
+		} else {
+			binaryData[k] = v
+		}
+	}
+	put(OutputName, b.Output)
+	for i, a := range b.Receipt.Artifacts {
+		if a.Stored {
+			put(artifactKey(i), b.Artifacts[a.Path])
+		}
+	}
+	if len(binaryData) == 0 {
+		binaryData = nil
+	}
+	return data, binaryData
+}
+
+func artifactKey(i int) string { return fmt.Sprintf("%s%02d", artifactKeyPrefix, i) }
+
+func validRel(p string) bool {
+	if p == "" || strings.HasPrefix(p, "/") || strings.Contains(p, "\\") {
+		return false
+	}
+	for _, s := range strings.Split(p, "/") {
+		if s == "" || s == "." || s == ".." {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,184 @@
+// Package evidence builds, stores and verifies a run's hashed evidence: the
+// canonical JSON receipt of DESIGN.md "Evidence", the redacted output log
+// and the collected artifacts, as a folder (local runs) or as ConfigMap data
+// (cluster runs), and Verify for both, which recomputes every digest and
+// names the part that differs.
+//
+// The receipt's digest — sha256 of its canonical bytes, "sha256:<hex>" —
+// is status.evidence.digest. The receipt holds the digest of every other
+// part, so the one digest vouches for the whole evidence.
+//
+// Canonical JSON: encoding/json of Receipt (fields in declaration order,
+// map keys sorted), no HTML escaping, no insignificant whitespace, no
+// trailing newline, times in UTC.
+package evidence
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/node-agent/mcp"
+)
+
+// Schema names the receipt format; a reader refuses another.
+const Schema = "harnessfacts.io/receipt/v1"
+
+// Receipt is what happened in one attempt of a run.
+type Receipt struct {
+	// Schema is always Schema.
+	Schema string `json:"schema"`
+	// Run identifies the run and attempt.
+	Run RunRef `json:"run"`
+	// SpecDigest is the sha256 of the run's canonical spec.
+	SpecDigest string `json:"specDigest"`
+	// FixtureDigest is the fixture's tree hash.
+	FixtureDigest string `json:"fixtureDigest"`
+	// HarnessVersion is the node-agent's version.
+	HarnessVersion string `json:"harnessVersion,omitempty"`
+	// Agent is the adapter and the CLI version it reported.
+	Agent Agent `json:"agent"`
+	// Node is the node that ran the attempt.
+	Node string `json:"node"`
+	// Sandbox is the isolation really used.
+	Sandbox v1alpha1.SandboxStatus `json:"sandbox"`
+	// Limits are the limits in force.
+	Limits v1alpha1.Limits `json:"limits"`
+	// Timings say when things happened.
+	Timings Timings `json:"timings"`
+	// Exit is how the agent ended.
+	Exit Exit `json:"exit"`
+	// Output describes the agent's redacted output and what of it is stored.
+	Output Output `json:"output"`
+	// MCP is what the token server recorded, and whether the token was seen.
+	MCP MCP `json:"mcp"`
+	// Checks are the fixture's checks and their results.
+	Checks []v1alpha1.CheckResult `json:"checks,omitempty"`
+	// Artifacts are the requested files, collected or rejected.
+	Artifacts []Artifact `json:"artifacts,omitempty"`
+	// Dropped lists, in plain words, what was left out of the stored
+	// evidence to keep it within its size bound.
+	Dropped []string `json:"dropped,omitempty"`
+}
+
+// RunRef identifies a run's attempt.
+type RunRef struct {
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	UID       string `json:"uid,omitempty"`
+	Attempt   int32  `json:"attempt"`
+}
+
+// Agent is the agent CLI that ran.
+type Agent struct {
+	Adapter    v1alpha1.Adapter `json:"adapter"`
+	CLIVersion string           `json:"cliVersion,omitempty"`
+}
+
+// Timings of the attempt, in UTC.
+type Timings struct {
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+	// AgentMilliseconds is the agent's wall time.
+	AgentMilliseconds int64 `json:"agentMilliseconds"`
+}
+
+// Exit is how the agent ended.
+type Exit struct {
+	ExitCode  *int32 `json:"exitCode,omitempty"`
+	Signal    string `json:"signal,omitempty"`
+	TimedOut  bool   `json:"timedOut,omitempty"`
+	OOMKilled bool   `json:"oomKilled,omitempty"`
+}
+
+// Output describes the agent's captured, redacted output.
+type Output struct {
+	// Digest is the sha256 of the whole captured output ("sha256:<hex>").
+	Digest string `json:"digest"`
+	// Bytes is the captured output's length.
+	Bytes int64 `json:"bytes"`
+	// Truncated is true when the capture itself dropped output beyond
+	// limits.maxOutputBytes (as the sandbox reported it).
+	Truncated bool `json:"truncated,omitempty"`
+	// StoredDigest and StoredBytes describe output.log as stored; they
+	// differ from Digest and Bytes when the log was shortened to fit.
+	StoredDigest string `json:"storedDigest"`
+	StoredBytes  int64  `json:"storedBytes"`
+}
+
+// MCP is the token server's record.
+type MCP struct {
+	mcp.Summary
+	// TokenSeen is true when the token appeared in the output or artifacts.
+	TokenSeen bool `json:"tokenSeen"`
+}
+
+// Artifact is one requested file.
+type Artifact struct {
+	Path string `json:"path"`
+	// Size and SHA256 (hex) describe the redacted content, when collected.
+	Size   int64  `json:"size,omitempty"`
+	SHA256 string `json:"sha256,omitempty"`
+	// Rejected says why it was not collected.
+	Rejected string `json:"rejected,omitempty"`
+	// Stored is true when the content is in the evidence; false when it was
+	// rejected or dropped to fit (its digest still vouches for it).
+	Stored bool `json:"stored"`
+}
+
+// Canonical returns the receipt's canonical bytes.
+func (r *Receipt) Canonical() ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(r); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// Digest returns sha256 of the canonical bytes, "sha256:<hex>".
+func (r *Receipt) Digest() (string, error) {
+	b, err := r.Canonical()
+	if err != nil {
+		return "", err
+	}
+	return Sum(b), nil
+}
+
+// Sum is "sha256:<hex>" of b.
+func Sum(b []byte) string {
+	s := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(s[:])
+}
+
+func hexSum(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// parseReceipt reads canonical receipt bytes strictly: unknown fields, a
+// foreign schema or bytes that are not canonical are errors.
+func parseReceipt(b []byte) (*Receipt, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var r Receipt
+	if err := dec.Decode(&r); err != nil {
+		return nil, fmt.Errorf("not a receipt: %w", err)
+	}
+	if r.Schema != Schema {
+		return nil, fmt.Errorf("schema %q, want %q", r.Schema, Schema)
+	}
+	c, err := r.Canonical()
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.Equal(c, b) {
+		return nil, fmt.Errorf("not in canonical form (was it edited?)")
+	}
+	return &r, nil
+}

@@ -1,0 +1,202 @@
+package evidence
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Problem is one part of the evidence that does not match.
+type Problem struct {
+	// Part is the file or key: receipt.json, receipt.sha256, output.log,
+	// artifacts/<path> (a folder) or artifact-NN (a ConfigMap).
+	Part string
+	// Detail says how it differs.
+	Detail string
+}
+
+func (p Problem) String() string { return p.Part + ": " + p.Detail }
+
+// Report is what Verify found.
+type Report struct {
+	// Digest is the recomputed digest of the stored receipt.
+	Digest string
+	// Receipt is the stored receipt, when it could be read.
+	Receipt *Receipt
+	// Problems is empty when every digest matches.
+	Problems []Problem
+}
+
+// OK reports whether every part matched.
+func (r *Report) OK() bool { return len(r.Problems) == 0 }
+
+// Err is nil when OK, else an error listing every problem.
+func (r *Report) Err() error {
+	if r.OK() {
+		return nil
+	}
+	parts := make([]string, len(r.Problems))
+	for i, p := range r.Problems {
+		parts[i] = p.String()
+	}
+	return fmt.Errorf("evidence does not verify: %s", strings.Join(parts, "; "))
+}
+
+func (r *Report) add(part, format string, args ...any) {
+	r.Problems = append(r.Problems, Problem{Part: part, Detail: fmt.Sprintf(format, args...)})
+}
+
+// store is a form of evidence: a folder or a ConfigMap.
+type store interface {
+	get(name string) ([]byte, bool, error)
+	artifactName(i int, a Artifact) string
+	// rest lists the names not in seen.
+	rest(seen map[string]bool) ([]string, error)
+}
+
+// VerifyDir verifies an evidence folder. wantDigest, when not empty, is the
+// digest the receipt must have (status.evidence.digest); receipt.sha256 is
+// always checked too.
+func VerifyDir(dir, wantDigest string) (*Report, error) {
+	if info, err := os.Stat(dir); err != nil {
+		return nil, err
+	} else if !info.IsDir() {
+		return nil, fmt.Errorf("%s is not a folder", dir)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	return verify(dirStore{root}, wantDigest), nil
+}
+
+// VerifyConfigMap verifies the data and binaryData of an evidence ConfigMap.
+func VerifyConfigMap(data map[string]string, binaryData map[string][]byte, wantDigest string) *Report {
+	return verify(cmStore{data, binaryData}, wantDigest)
+}
+
+func verify(s store, wantDigest string) *Report {
+	rep := &Report{}
+	seen := map[string]bool{ReceiptName: true, DigestName: true, OutputName: true}
+	raw, ok, err := s.get(ReceiptName)
+	if err != nil || !ok {
+		rep.add(ReceiptName, "missing")
+		return rep
+	}
+	rep.Digest = Sum(raw)
+	if wantDigest != "" && rep.Digest != wantDigest {
+		rep.add(ReceiptName, "digest %s, but the run's status says %s", rep.Digest, wantDigest)
+	}
+	if d, ok, _ := s.get(DigestName); !ok {
+		rep.add(DigestName, "missing")
+	} else if got := strings.TrimSpace(string(d)); got != rep.Digest {
+		rep.add(DigestName, "says %s, the receipt's digest is %s", got, rep.Digest)
+	}
+	r, err := parseReceipt(raw)
+	if err != nil {
+		rep.add(ReceiptName, "%v", err)
+		return rep
+	}
+	rep.Receipt = r
+	if out, ok, _ := s.get(OutputName); !ok {
+		rep.add(OutputName, "missing")
+	} else if got := Sum(out); got != r.Output.StoredDigest || int64(len(out)) != r.Output.StoredBytes {
+		rep.add(OutputName, "digest %s (%d bytes), the receipt says %s (%d bytes)", got, len(out), r.Output.StoredDigest, r.Output.StoredBytes)
+	}
+	if r.Output.StoredBytes == r.Output.Bytes && r.Output.StoredDigest != r.Output.Digest {
+		rep.add(ReceiptName, "output.log is said to be whole, but its digest differs from the output's")
+	}
+	for i, a := range r.Artifacts {
+		name := s.artifactName(i, a)
+		if !a.Stored {
+			continue
+		}
+		seen[name] = true
+		data, ok, err := s.get(name)
+		switch {
+		case err != nil:
+			rep.add(name, "%v", err)
+		case !ok:
+			rep.add(name, "missing, the receipt says it is stored")
+		case hexSum(data) != a.SHA256 || int64(len(data)) != a.Size:
+			rep.add(name, "sha256 %s (%d bytes), the receipt says %s (%d bytes)", hexSum(data), len(data), a.SHA256, a.Size)
+		}
+	}
+	rest, err := s.rest(seen)
+	if err != nil {
+		rep.add(".", "%v", err)
+	}
+	for _, name := range rest {
+		rep.add(name, "not part of the evidence the receipt describes")
+	}
+	return rep
+}
+
+type dirStore struct{ root *os.Root }
+
+func (d dirStore) get(name string) ([]byte, bool, error) {
+	// Refuse links: the folder could have been tampered with.
+	info, err := d.root.Lstat(filepath.FromSlash(name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, false, fmt.Errorf("not a regular file")
+	}
+	b, err := d.root.ReadFile(filepath.FromSlash(name))
+	if err != nil {
+		return nil, false, err
+	}
+	return b, true, nil
+}
+
+func (dirStore) artifactName(_ int, a Artifact) string { return ArtifactsDir + "/" + a.Path }
+
+func (d dirStore) rest(seen map[string]bool) ([]string, error) {
+	var out []string
+	err := fs.WalkDir(d.root.FS(), ".", func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if e.IsDir() {
+			return nil
+		}
+		if !seen[p] {
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out, err
+}
+
+type cmStore struct {
+	data   map[string]string
+	binary map[string][]byte
+}
+
+func (c cmStore) get(name string) ([]byte, bool, error) {
+	if v, ok := c.data[name]; ok {
+		return []byte(v), true, nil
+	}
+	v, ok := c.binary[name]
+	return v, ok, nil
+}
+
+func (cmStore) artifactName(i int, _ Artifact) string { return artifactKey(i) }
+
+func (c cmStore) rest(seen map[string]bool) ([]string, error) {
+	var out []string
+	for _, k := range append(sortedKeys(c.data), sortedKeys(c.binary)...) {
+		if !seen[k] {
+			out = append(out, k)
+		}
+	}
+	return out, nil
+}
