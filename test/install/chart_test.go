@@ -310,10 +310,11 @@ func TestDefaults(t *testing.T) {
 			want            []string
 		}{
 			{"", "secrets", []string{"get"}}, // never list or watch: only the keys runs name
-			{"", "configmaps", []string{"create", "get", "patch", "update"}},
+			{"", "configmaps", []string{"create", "get", "update"}},
 			{"harnessfacts.io", "harnessruns", []string{"get", "list", "watch"}},
 			{"harnessfacts.io", "harnessruns/status", []string{"get", "patch", "update"}},
-			{"harnessfacts.io", "harnessnodes", []string{"create", "get", "list", "patch", "update", "watch"}},
+			{"harnessfacts.io", "harnessnodes", []string{"create", "get", "update"}},
+			{"", "nodes", []string{"get"}},
 			{"harnessfacts.io", "harnessnodes/status", []string{"get", "patch", "update"}},
 			{"coordination.k8s.io", "leases", nil}, // only in its namespace, through a Role
 			{"", "pods", nil},
