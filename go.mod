@@ -3,7 +3,6 @@ module github.com/harnessfacts/harnessfacts
 go 1.26.0
 
 require (
-	github.com/BobuSumisu/aho-corasick v1.0.3
 	github.com/containerd/cgroups/v3 v3.1.3
 	github.com/google/go-cmp v0.7.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
@@ -27,6 +26,7 @@ require (
 
 require (
 	cel.dev/expr v0.25.1 // indirect
+	github.com/BobuSumisu/aho-corasick v1.0.3 // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/blang/semver/v4 v4.0.0 // indirect

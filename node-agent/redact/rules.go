@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 
-	ahocorasick "github.com/BobuSumisu/aho-corasick"
 	"github.com/spf13/viper"
 	"github.com/zricethezav/gitleaks/v8/config"
 	"github.com/zricethezav/gitleaks/v8/regexp"
@@ -38,7 +37,8 @@ type rule struct {
 
 type ruleSet struct {
 	rules     []*rule
-	trie      *ahocorasick.Trie
+	kw        *kwDFA
+	kwLen     []int
 	kwRules   [][]int // keyword pattern index → rules
 	maxKw     int
 	window    int
@@ -109,7 +109,7 @@ func newRuleSet(cfg config.Config) *ruleSet {
 		rs.window = max(rs.window, span)
 	}
 	rs.window += rs.maxKw
-	rs.trie = ahocorasick.NewTrieBuilder().AddStrings(keywords).Build()
+	rs.kw = newKwDFA(keywords)
 	return rs
 }
 
@@ -374,7 +374,6 @@ func longestRun(b []byte) int {
 
 // scratch is per-Writer memory reused between scans.
 type scratch struct {
-	lower []byte
 	spans []span
 	open  []window // per rule: the window being gathered
 	wins  []window
@@ -385,7 +384,6 @@ type window struct{ rule, s, e int }
 // find appends the spans of rule matches in buf whose keyword lies beyond
 // the context already written (buf[:ctx]), or whose match could reach past it.
 func (rs *ruleSet) find(buf []byte, ctx int, final bool, keep [][]byte, sc *scratch, spans []span) []span {
-	sc.lower = lowerASCII(sc.lower[:0], buf)
 	if cap(sc.open) < len(rs.rules) {
 		sc.open = make([]window, len(rs.rules))
 	}
@@ -396,9 +394,8 @@ func (rs *ruleSet) find(buf []byte, ctx int, final bool, keep [][]byte, sc *scra
 	wins := sc.wins[:0]
 	n := len(buf)
 	lineS, lineE := -1, -1 // the line of the last hit
-	rs.trie.Walk(sc.lower, func(end, kwLen, pattern int64) bool {
-		ke := int(end) + 1
-		ks := ke - int(kwLen)
+	rs.kw.walk(buf, func(ke int, pattern int32) {
+		ks := ke - rs.kw.patLen[pattern]
 		if ks < lineS || ks >= lineE {
 			lineS = bytes.LastIndexByte(buf[max(0, ks-maxRuleSpan):ks], '\n') + 1
 			if lineS > 0 {
@@ -434,7 +431,6 @@ func (rs *ruleSet) find(buf []byte, ctx int, final bool, keep [][]byte, sc *scra
 			}
 			*o = window{rule: ri, s: s, e: e}
 		}
-		return true
 	})
 	for _, o := range open {
 		if o.s >= 0 {
@@ -524,18 +520,4 @@ func shannon(b []byte) float64 {
 		}
 	}
 	return h
-}
-
-func lowerASCII(dst, src []byte) []byte {
-	if cap(dst) < len(src) {
-		dst = make([]byte, len(src))
-	}
-	dst = dst[:len(src)]
-	for i, c := range src {
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		dst[i] = c
-	}
-	return dst
 }
