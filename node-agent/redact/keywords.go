@@ -6,8 +6,8 @@ package redact
 // folded onto lower case, and one class for every other byte). Each input
 // byte costs two table lookups, and nothing is lower-cased or allocated.
 type kwDFA struct {
-	class    [256]uint8
-	nclass   int
+	class  [256]uint8
+	nclass int
 	// delta[state*nclass + class] is the next state, premultiplied by
 	// nclass, with outFlag set when keywords end there.
 	delta    []uint32
