@@ -81,6 +81,7 @@ type HarnessRunReconciler struct {
 	opts     Options
 
 	ledger  *bindingLedger
+	nodes   *nodeSnapshot
 	metrics *runMetrics
 }
 
@@ -95,8 +96,9 @@ func NewHarnessRunReconciler(c client.Client, recorder events.EventRecorder, clk
 		clock:    clk,
 		opts:     opts,
 		ledger:   newBindingLedger(clk, opts.ReservationTTL),
+		nodes:    &nodeSnapshot{},
 	}
-	m, err := newRunMetrics(c, r.ledger, opts.Registerer)
+	m, err := newRunMetrics(r.ledger, opts.Registerer)
 	if err != nil {
 		return nil, err
 	}

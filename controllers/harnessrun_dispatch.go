@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -38,6 +40,17 @@ type nodeView struct {
 	slots    int32
 	labels   map[string]string
 	adapters map[harnessv1.Adapter]string
+
+	// willingly: the node-agent reports Ready, the node is not cordoned
+	// and has slots; ready is that and a Lease fresh until leaseExpires.
+	willingly    bool
+	leaseExpires time.Time
+}
+
+// at re-judges readiness at now.
+func (v nodeView) at(now time.Time) nodeView {
+	v.ready = v.willingly && now.Before(v.leaseExpires)
+	return v
 }
 
 // viewOf judges a HarnessNode for scheduling: Ready means its node-agent
@@ -47,10 +60,12 @@ func viewOf(node *harnessv1.HarnessNode, lease *coordinationv1.Lease, now time.T
 	for _, a := range node.Status.Adapters {
 		v.adapters[a.Name] = a.Version
 	}
-	h := healthOf(node, lease, now, defaultLease)
-	v.ready = h.fresh && !node.Spec.Unschedulable && node.Spec.Slots > 0 &&
+	v.willingly = !node.Spec.Unschedulable && node.Spec.Slots > 0 &&
 		meta.IsStatusConditionTrue(node.Status.Conditions, harnessv1.ConditionNodeReady)
-	return v
+	if lease != nil {
+		v.leaseExpires = leaseExpiry(lease, defaultLease)
+	}
+	return v.at(now)
 }
 
 // fitsStatically reports whether the node offers what the run asks for,
@@ -137,9 +152,42 @@ func plural(n int, word string) string {
 	return fmt.Sprintf("%d %ss", n, word)
 }
 
-// nodeViews reads every HarnessNode (a few dozen, not runs) and its Lease
-// from the cache.
+// nodeSnapshot is the last reading of every node, reused until
+// harnessnode-health reports a change of a node or of its Lease.
+type nodeSnapshot struct {
+	mu    sync.Mutex
+	gen   atomic.Uint64 // bumped by harnessnode-health on every change it sees
+	built uint64
+	valid bool
+	views []nodeView
+}
+
+// changed invalidates the snapshot.
+func (s *nodeSnapshot) changed() { s.gen.Add(1) }
+
+// nodeViews returns every node judged at now, read from the cache when a
+// node or Lease changed since the last reading.
 func (r *HarnessRunReconciler) nodeViews(ctx context.Context, now time.Time) ([]nodeView, error) {
+	s := r.nodes
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if gen := s.gen.Load(); !s.valid || s.built != gen {
+		views, err := r.readNodeViews(ctx, now)
+		if err != nil {
+			return nil, err
+		}
+		s.views, s.built, s.valid = views, gen, true
+	}
+	out := make([]nodeView, len(s.views))
+	for i, v := range s.views {
+		out[i] = v.at(now)
+	}
+	return out, nil
+}
+
+// readNodeViews reads every HarnessNode (a few dozen, not runs) and its
+// Lease from the cache.
+func (r *HarnessRunReconciler) readNodeViews(ctx context.Context, now time.Time) ([]nodeView, error) {
 	nodes := &harnessv1.HarnessNodeList{}
 	if err := r.client.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing HarnessNodes: %w", err)
@@ -159,21 +207,13 @@ func (r *HarnessRunReconciler) nodeViews(ctx context.Context, now time.Time) ([]
 	return views, nil
 }
 
-// activeRuns lists, from the cache index, the non-terminal runs bound to node.
-func (r *HarnessRunReconciler) activeRuns(ctx context.Context, node string) ([]harnessv1.HarnessRun, error) {
-	runs := &harnessv1.HarnessRunList{}
-	if err := r.client.List(ctx, runs, client.MatchingFields{IndexRunActiveNode: node}, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing the runs of node %s: %w", node, err)
-	}
-	return runs.Items, nil
-}
-
 // reconcileDispatch binds a Pending run to the least-loaded node that fits
 // it, or says in the run's status why none does.
 //
 // Choosing and reserving happen under the ledger's lock, counting each
 // node's load as the runs the cache shows bound to it plus the bindings this
-// controller made (or is making) that the cache does not show yet. So two
+// controller made (or is making) that the cache does not show yet (see
+// bindingLedger). So two
 // workers, or one worker with a stale cache, never give the same slot twice;
 // the status write itself carries the resourceVersion that was read, so the
 // same run is never bound twice either (a stale read fails with a conflict).
@@ -198,10 +238,7 @@ func (r *HarnessRunReconciler) reconcileDispatch(ctx context.Context, p *pass) e
 	var chosen *nodeView
 	inUse, total := int32(0), int32(0)
 	if len(fit) > 0 {
-		chosen, inUse, total, err = r.chooseAndReserve(ctx, key, fit)
-		if err != nil {
-			return err
-		}
+		chosen, inUse, total = r.chooseAndReserve(key, fit)
 		if chosen == nil {
 			reason = PendingFull
 			message = fmt.Sprintf("all %d matching nodes are full (%d of %d slots in use)", len(fit), inUse, total)
@@ -254,7 +291,7 @@ func (r *HarnessRunReconciler) reconcileDispatch(ctx context.Context, p *pass) e
 // chooseAndReserve picks the least-loaded node among fit (lowest share of
 // slots in use, then most free slots, then name) and reserves a slot on it.
 // It returns nil when every node is full, with the slots in use and in total.
-func (r *HarnessRunReconciler) chooseAndReserve(ctx context.Context, key types.NamespacedName, fit []nodeView) (*nodeView, int32, int32, error) {
+func (r *HarnessRunReconciler) chooseAndReserve(key types.NamespacedName, fit []nodeView) (*nodeView, int32, int32) {
 	r.ledger.mu.Lock()
 	defer r.ledger.mu.Unlock()
 	var best *nodeView
@@ -262,11 +299,7 @@ func (r *HarnessRunReconciler) chooseAndReserve(ctx context.Context, key types.N
 	var inUse, total int32
 	for i := range fit {
 		n := &fit[i]
-		runs, err := r.activeRuns(ctx, n.name)
-		if err != nil {
-			return nil, 0, 0, err
-		}
-		load := int32(len(runs)) + r.ledger.unseenLocked(n.name, runs)
+		load := r.ledger.loadLocked(n.name)
 		inUse += min(load, n.slots)
 		total += n.slots
 		if load >= n.slots {
@@ -279,7 +312,7 @@ func (r *HarnessRunReconciler) chooseAndReserve(ctx context.Context, key types.N
 	if best != nil {
 		r.ledger.reserveLocked(key, best.name)
 	}
-	return best, inUse, total, nil
+	return best, inUse, total
 }
 
 func lessLoaded(loadA int32, a *nodeView, loadB int32, b *nodeView) bool {

@@ -1,6 +1,7 @@
 package controllers_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -57,9 +58,12 @@ func TestNodeLossRetriesOnAnotherNode(t *testing.T) {
 	run := waitRun(t, ns, "phoenix", wait, "Running on retry-b, attempt 2", func(r *harnessv1.HarnessRun) bool {
 		return r.Status.Phase == harnessv1.RunRunning && r.Status.NodeName == "retry-b" && r.Status.Attempt == 2
 	})
-	if second.Claims() != 1 {
-		t.Errorf("retry-b claimed %d runs, want 1", second.Claims())
-	}
+	eventually(t, wait, func() error {
+		if n := second.Claims(); n != 1 {
+			return &reasonsError{got: []string{fmt.Sprint(n)}, want: []string{"1 claim by retry-b"}}
+		}
+		return nil
+	})
 	_ = run
 	eventually(t, wait, func() error {
 		return wantReasons(runEvents(t, ns, "phoenix"), "Scheduled", "Running", harnessv1.ReasonRetrying, "Scheduled", "Running")

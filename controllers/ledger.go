@@ -24,8 +24,15 @@ import (
 // quick in-memory work, so one lock costs little; the API writes happen
 // outside it, in parallel.
 //
-// A restarted or newly elected controller starts with an empty ledger and a
-// freshly listed cache, which already shows every binding that was written.
+// The ledger also keeps, from the same watch events, each node's non-terminal
+// runs and the number of runs in each phase, so a binding decision and a
+// metrics scrape cost a few map lookups instead of copying runs out of the
+// cache.
+//
+// A restarted or newly elected controller starts with an empty ledger; the
+// informer's initial list replays every run into observe before any worker
+// starts (controller-runtime waits for the handler to sync), so its counts
+// are complete, and every binding that was written is among them.
 type bindingLedger struct {
 	clock clock.PassiveClock
 	ttl   time.Duration
@@ -40,6 +47,13 @@ type bindingLedger struct {
 	firstSeen map[types.NamespacedName]time.Time
 	// pending: why each waiting run fits no node, for the pending metric.
 	pending map[types.NamespacedName]string
+	// active: the non-terminal runs the cache shows bound to each node;
+	// activeNode the reverse.
+	active     map[string]map[types.NamespacedName]struct{}
+	activeNode map[types.NamespacedName]string
+	// phase of each run in the cache, and the runs per phase.
+	phase      map[types.NamespacedName]harnessv1.RunPhase
+	phaseCount map[harnessv1.RunPhase]int
 }
 
 type reservation struct {
@@ -58,7 +72,78 @@ func newBindingLedger(clk clock.PassiveClock, ttl time.Duration) *bindingLedger 
 		byNode:    map[string]map[types.NamespacedName]struct{}{},
 		firstSeen: map[types.NamespacedName]time.Time{},
 		pending:   map[types.NamespacedName]string{},
+
+		active:     map[string]map[types.NamespacedName]struct{}{},
+		activeNode: map[types.NamespacedName]string{},
+		phase:      map[types.NamespacedName]harnessv1.RunPhase{},
+		phaseCount: map[harnessv1.RunPhase]int{},
 	}
+}
+
+// loadLocked is the number of slots in use on node: the runs the cache shows
+// there plus the reservations it does not show yet. l.mu must be held.
+func (l *bindingLedger) loadLocked(node string) int32 {
+	n := int32(len(l.active[node]))
+	for run := range l.byNode[node] {
+		if l.expiredLocked(l.byRun[run]) {
+			l.dropLocked(run)
+			continue
+		}
+		if _, seen := l.active[node][run]; !seen {
+			n++
+		}
+	}
+	return n
+}
+
+// setActiveLocked records that the cache shows run bound to node ("" for
+// none, or terminal).
+func (l *bindingLedger) setActiveLocked(run types.NamespacedName, node string) {
+	old := l.activeNode[run]
+	if old == node {
+		return
+	}
+	if old != "" {
+		delete(l.active[old], run)
+		if len(l.active[old]) == 0 {
+			delete(l.active, old)
+		}
+		delete(l.activeNode, run)
+	}
+	if node != "" {
+		if l.active[node] == nil {
+			l.active[node] = map[types.NamespacedName]struct{}{}
+		}
+		l.active[node][run] = struct{}{}
+		l.activeNode[run] = node
+	}
+}
+
+func (l *bindingLedger) setPhaseLocked(run types.NamespacedName, phase harnessv1.RunPhase) {
+	old, ok := l.phase[run]
+	if ok && old == phase {
+		return
+	}
+	if ok {
+		l.phaseCount[old]--
+	}
+	if phase == "" {
+		delete(l.phase, run)
+		return
+	}
+	l.phase[run] = phase
+	l.phaseCount[phase]++
+}
+
+// phaseCounts counts the runs in the cache by phase.
+func (l *bindingLedger) phaseCounts() map[harnessv1.RunPhase]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[harnessv1.RunPhase]int, len(l.phaseCount))
+	for p, n := range l.phaseCount {
+		out[p] = n
+	}
+	return out
 }
 
 // reserveLocked reserves a slot on node for run. l.mu must be held.
@@ -104,29 +189,6 @@ func (l *bindingLedger) reservedFor(run types.NamespacedName) (string, bool) {
 	return r.node, ok
 }
 
-// unseenLocked counts the reservations on node whose run is not among
-// cached, the runs the cache shows bound to node. l.mu must be held.
-func (l *bindingLedger) unseenLocked(node string, cached []harnessv1.HarnessRun) int32 {
-	var n int32
-	for run := range l.byNode[node] {
-		if l.expiredLocked(l.byRun[run]) {
-			l.dropLocked(run)
-			continue
-		}
-		seen := false
-		for i := range cached {
-			if cached[i].Name == run.Name && cached[i].Namespace == run.Namespace {
-				seen = true
-				break
-			}
-		}
-		if !seen {
-			n++
-		}
-	}
-	return n
-}
-
 func (l *bindingLedger) expiredLocked(r reservation) bool {
 	return r.confirmed && l.clock.Since(r.at) > l.ttl
 }
@@ -150,6 +212,12 @@ func (l *bindingLedger) observe(run *harnessv1.HarnessRun) {
 	if r, ok := l.byRun[key]; ok && (run.Status.NodeName == r.node || run.Status.Phase.Terminal()) {
 		l.dropLocked(key)
 	}
+	node := run.Status.NodeName
+	if run.Status.Phase.Terminal() {
+		node = ""
+	}
+	l.setActiveLocked(key, node)
+	l.setPhaseLocked(key, effectivePhase(run))
 	if effectivePhase(run) == harnessv1.RunPending && run.DeletionTimestamp == nil {
 		if _, ok := l.firstSeen[key]; !ok {
 			l.firstSeen[key] = l.clock.Now()
@@ -165,6 +233,8 @@ func (l *bindingLedger) forget(run types.NamespacedName) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.dropLocked(run)
+	l.setActiveLocked(run, "")
+	l.setPhaseLocked(run, "")
 	delete(l.firstSeen, run)
 	delete(l.pending, run)
 }

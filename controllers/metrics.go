@@ -1,20 +1,17 @@
 package controllers
 
 import (
-	"context"
-	"errors"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 )
 
 // runMetrics are the controller's Prometheus metrics.
 //
-//   - harnessfacts_harnessruns{phase}: runs by phase, counted from the cache
-//     index at scrape time.
+//   - harnessfacts_harnessruns{phase}: runs by phase, as the watch shows them
+//     (kept by the ledger).
 //   - harnessfacts_scheduling_latency_seconds: from the moment a run waits
 //     for a node (this controller first saw it Pending, or it was sent back
 //     to Pending) to its successful binding.
@@ -34,7 +31,7 @@ var (
 		"Pending HarnessRuns that fit no node, by reason.", []string{"reason"}, nil)
 )
 
-func newRunMetrics(reader client.Reader, ledger *bindingLedger, reg prometheus.Registerer) (*runMetrics, error) {
+func newRunMetrics(ledger *bindingLedger, reg prometheus.Registerer) (*runMetrics, error) {
 	m := &runMetrics{
 		schedulingLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "harnessfacts_scheduling_latency_seconds",
@@ -46,22 +43,17 @@ func newRunMetrics(reader client.Reader, ledger *bindingLedger, reg prometheus.R
 			Help: "Bindings the API server refused because the HarnessRun changed since it was read.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.schedulingLatency, m.bindingConflicts, &stateCollector{reader: reader, ledger: ledger}} {
+	for _, c := range []prometheus.Collector{m.schedulingLatency, m.bindingConflicts, &stateCollector{ledger: ledger}} {
 		if err := reg.Register(c); err != nil {
-			are := prometheus.AlreadyRegisteredError{}
-			if errors.As(err, &are) {
-				return nil, fmt.Errorf("registering controller metrics (a second reconciler on one registry?): %w", err)
-			}
-			return nil, fmt.Errorf("registering controller metrics: %w", err)
+			return nil, fmt.Errorf("registering controller metrics (one reconciler per registry): %w", err)
 		}
 	}
 	return m, nil
 }
 
 // stateCollector reports the gauges that describe the current state, read
-// from the cache index and the ledger when scraped, so they cannot drift.
+// from the ledger when scraped.
 type stateCollector struct {
-	reader client.Reader
 	ledger *bindingLedger
 }
 
@@ -71,13 +63,9 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	phases := c.ledger.phaseCounts()
 	for _, phase := range []harnessv1.RunPhase{harnessv1.RunPending, harnessv1.RunScheduled, harnessv1.RunRunning, harnessv1.RunSucceeded, harnessv1.RunFailed} {
-		runs := &harnessv1.HarnessRunList{}
-		if err := c.reader.List(context.Background(), runs, client.MatchingFields{IndexRunPhase: string(phase)}, client.UnsafeDisableDeepCopy); err != nil {
-			ch <- prometheus.NewInvalidMetric(runsDesc, err)
-			continue
-		}
-		ch <- prometheus.MustNewConstMetric(runsDesc, prometheus.GaugeValue, float64(len(runs.Items)), string(phase))
+		ch <- prometheus.MustNewConstMetric(runsDesc, prometheus.GaugeValue, float64(phases[phase]), string(phase))
 	}
 	counts := c.ledger.pendingCounts()
 	for _, reason := range []string{PendingNoNodes, PendingNodeSelector, PendingNotReady, PendingNoAdapter, PendingNoVersion, PendingFull} {

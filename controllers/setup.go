@@ -40,7 +40,7 @@ type runQueue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 //
 // The cache indexes of SetupIndexes must be registered first.
 func (r *HarnessRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	nw := &nodeWatcher{client: r.client, clock: r.clock, opts: r.opts, last: map[string]nodeState{}}
+	nw := &nodeWatcher{client: r.client, clock: r.clock, opts: r.opts, last: map[string]nodeState{}, snapshot: r.nodes}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("harnessrun").
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.opts.MaxConcurrentReconciles}).
@@ -142,6 +142,10 @@ type nodeWatcher struct {
 	clock  clock.PassiveClock
 	opts   Options
 
+	// snapshot is the harnessrun controller's reading of the nodes, made
+	// stale by every change seen here.
+	snapshot *nodeSnapshot
+
 	mu    sync.Mutex
 	queue runQueue
 	last  map[string]nodeState
@@ -175,6 +179,7 @@ func (w *nodeWatcher) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 		// run when it does, so only the timer matters until then.
 		return ctrl.Result{RequeueAfter: 100 * time.Millisecond}, nil
 	}
+	w.snapshot.changed()
 	now := w.clock.Now()
 	node := &harnessv1.HarnessNode{}
 	if err := w.client.Get(ctx, req.NamespacedName, node, client.UnsafeDisableDeepCopy); err != nil {
