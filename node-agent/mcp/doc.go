@@ -13,14 +13,23 @@
 //
 // Shutdown the server when the run ends.
 //
-// Stdio (ServeStdio): the same server and tool over newline-delimited JSON
-// on a reader and writer, for `harnessfacts mcp-stdio` (a subcommand the
-// agent starts as its stdio MCP server). That process is not the
-// node-agent, so it reports its calls through a receipt file: a
-// FileRecorder appends one JSON line per call to a file in the run dir, and
-// the node-agent reads it back with ReadReceiptFile after the agent exits.
-// The token reaches that process through a file or an inherited descriptor,
-// never its command line (command lines are world-readable on a node).
+// Stdio. Two ways, both giving the same tool and the same Receipt format:
+//
+//   - BridgeStdio (recommended): the agent's stdio MCP command (a future
+//     `harnessfacts mcp-stdio` subcommand run inside the sandbox with
+//     HARNESSFACTS_MCP_URL) forwards each JSON-RPC line to the run's HTTP
+//     server. The token never enters the sandbox, and the calls are
+//     recorded by the node-agent's own server, labelled Stdio, where the
+//     agent cannot forge or erase them.
+//   - ServeStdio: the whole server over stdin/stdout in the stdio process
+//     itself, for when no HTTP server can be reached. That process is not
+//     the node-agent, so it reports its calls through a receipt file: a
+//     FileRecorder appends one JSON line per call to a file in the run dir,
+//     read back by the node-agent with ReadReceiptFile after the agent
+//     exits. The token must then reach that process (through a file or an
+//     inherited descriptor, never its command line, which is world-readable
+//     on a node); if it runs in the sandbox, the agent could read that file
+//     or edit the receipts, so prefer the bridge there.
 //
 // Environment the node-agent gives the agent (see Env):
 //

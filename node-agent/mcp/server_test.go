@@ -285,3 +285,31 @@ func TestTokenWatcherSeesASplitToken(t *testing.T) {
 		t.Error("TokenSeen is wrong")
 	}
 }
+
+func TestStdioBridgeToTheHTTPServer(t *testing.T) {
+	s := startServer(t, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	srvIn, cliOut := io.Pipe()
+	cliIn, srvOut := io.Pipe()
+	bridged := make(chan error, 1)
+	go func() {
+		err := BridgeStdio(ctx, srvIn, srvOut, s.URL, nil)
+		srvOut.Close()
+		bridged <- err
+	}()
+	cs := connect(t, ctx, &sdk.IOTransport{Reader: cliIn, Writer: cliOut})
+	if res := callToken(t, ctx, cs); res.IsError || text(res) != s.Token {
+		t.Fatalf("bridged get_token = %q, want the token", text(res))
+	}
+	if err := cs.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-bridged; err != nil {
+		t.Fatalf("BridgeStdio: %v", err)
+	}
+	sum := s.Summary()
+	if sum.Calls != 1 || sum.Receipts[0].Transport != v1alpha1.MCPTransportStdio {
+		t.Fatalf("summary = %+v, want one call recorded as Stdio", sum)
+	}
+}
