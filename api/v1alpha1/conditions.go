@@ -67,6 +67,9 @@ const (
 	// ReasonNodeLost: the node's Lease expired while the run was on it.
 	ReasonNodeLost = "NodeLost"
 	// ReasonNodeAgentRestarted: the node-agent restarted during the attempt.
+	// The restarted node-agent sets Ready=False with this reason on the run,
+	// whose phase it leaves Running; the controller then ends the run (Failed,
+	// class Infrastructure) or retries it while spec.retries allows.
 	ReasonNodeAgentRestarted = "NodeAgentRestarted"
 	// ReasonRetrying: an infrastructure failure sent the run back to Pending
 	// for another attempt (spec.retries).

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	nodeagent "github.com/harnessfacts/harnessfacts/node-agent"
+	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
+	"github.com/harnessfacts/harnessfacts/sandbox"
+)
+
+type nodeAgentFlags struct {
+	kubeconfig     string
+	nodeName       string
+	leaseNamespace string
+	leaseDuration  time.Duration
+	slots          int32
+	runRoot        string
+	hidden         []string
+	uid, gid       int
+	bwrap          string
+	cgroupParent   string
+	metricsAddr    string
+	probeAddr      string
+	development    bool
+}
+
+// defaultHidden are the host directories no agent may see: node secrets
+// (the service-account token, the node-agent's own state) and host homes.
+var defaultHidden = []string{
+	"/var/run/secrets", "/run/secrets", "/var/lib/kubelet", "/etc/kubernetes",
+	"/root", "/home", "/var/lib/harnessfacts",
+}
+
+func newNodeAgentCommand() *cobra.Command {
+	f := nodeAgentFlags{}
+	cmd := &cobra.Command{
+		Use:   "node-agent",
+		Short: "Run the node-agent: register this node and execute the HarnessRuns bound to it",
+		Long: `Run the HarnessFacts node-agent, one per node (a DaemonSet). It publishes the
+node as a HarnessNode (agent CLIs found, sandbox modes that passed preflight,
+slots) and heartbeats a Lease; it watches only the runs bound to this node,
+claims each attempt, runs the agent in the sandbox and writes status and an
+evidence ConfigMap. At start it removes run dirs an earlier process left
+behind and ends the runs that process had claimed (reason NodeAgentRestarted).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runNodeAgent(ctrl.SetupSignalHandler(), f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster config or $KUBECONFIG when empty")
+	fl.StringVar(&f.nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME)")
+	fl.StringVar(&f.leaseNamespace, "lease-namespace", envOr("POD_NAMESPACE", "harnessfacts-system"), "namespace of the heartbeat Lease (default $POD_NAMESPACE)")
+	fl.DurationVar(&f.leaseDuration, "lease-duration", 40*time.Second, "how long the heartbeat Lease stays fresh; renewed every quarter of it")
+	fl.Int32Var(&f.slots, "slots", 2, "runs executed at once")
+	fl.StringVar(&f.runRoot, "run-root", "/var/lib/harnessfacts/runs", "folder of the run dirs; never a source checkout")
+	fl.StringSliceVar(&f.hidden, "hide", defaultHidden, "host directories masked in the sandbox")
+	fl.IntVar(&f.uid, "run-as-uid", sandbox.DefaultUID, "unprivileged uid the agent runs as")
+	fl.IntVar(&f.gid, "run-as-gid", sandbox.DefaultGID, "unprivileged gid the agent runs as")
+	fl.StringVar(&f.bwrap, "bwrap", "", "bubblewrap binary (default: bwrap on PATH)")
+	fl.StringVar(&f.cgroupParent, "cgroup-parent", "", "cgroup under which per-run cgroups are made (default: the node-agent's own)")
+	fl.StringVar(&f.metricsAddr, "metrics-bind-address", ":8082", "address of the Prometheus metrics endpoint; 0 disables it")
+	fl.StringVar(&f.probeAddr, "health-probe-bind-address", ":8083", "address of the /healthz and /readyz endpoints")
+	fl.BoolVar(&f.development, "zap-devel", false, "human-readable development logs instead of JSON")
+	return cmd
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
+	ctrl.SetLogger(zap.New(zap.UseDevMode(f.development)))
+	logger := ctrl.Log.WithName("node-agent")
+	if f.nodeName == "" {
+		return errors.New("the node name is not known: set --node-name or $NODE_NAME (the downward API's spec.nodeName)")
+	}
+	cfg, err := restConfig(f.kubeconfig)
+	if err != nil {
+		return err
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := harnessv1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	cacheOpts, clientOpts := nodeagent.ManagerOptions(f.nodeName)
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Cache:                  cacheOpts,
+		Client:                 clientOpts,
+		Metrics:                metricsserver.Options{BindAddress: f.metricsAddr},
+		HealthProbeBindAddress: f.probeAddr,
+	})
+	if err != nil {
+		return fmt.Errorf("creating the manager: %w", err)
+	}
+	_, err = nodeagent.Setup(ctx, mgr, nodeagent.SetupOptions{
+		NodeName: f.nodeName, LeaseNamespace: f.leaseNamespace, LeaseDuration: f.leaseDuration, Slots: f.slots,
+		RunRoot: f.runRoot, Hidden: f.hidden, UID: f.uid, GID: f.gid,
+		Sandbox:  sandbox.Options{Bwrap: f.bwrap, CgroupParent: f.cgroupParent},
+		Adapters: adapters.Default(),
+	})
+	if err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	logger.Info("starting the node-agent", "node", f.nodeName, "slots", f.slots, "runRoot", f.runRoot)
+	return mgr.Start(ctx)
+}

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/harnessfacts/harnessfacts/node-agent/sandboxinit"
+)
+
+// newSandboxInitCommand is the entry point inside the sandbox: it bridges
+// loopback ports to unix sockets in the run dir, then runs the agent.
+func newSandboxInitCommand() *cobra.Command {
+	var forwards []string
+	cmd := &cobra.Command{
+		Use:    "sandbox-init [--forward 127.0.0.1:PORT=unix:PATH]... -- COMMAND [ARG]...",
+		Short:  "Inside the sandbox: bridge loopback ports to the run's sockets, then run the agent",
+		Hidden: true,
+		Args:   cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var fw []sandboxinit.Forward
+			for _, s := range forwards {
+				f, err := sandboxinit.ParseForward(s)
+				if err != nil {
+					return err
+				}
+				fw = append(fw, f)
+			}
+			code, err := sandboxinit.Run(cmd.Context(), fw, args, os.Stdout, os.Stderr)
+			if err != nil {
+				cmd.PrintErrln("harnessfacts sandbox-init:", err)
+			}
+			os.Exit(code)
+			return nil
+		},
+	}
+	cmd.Flags().StringArrayVar(&forwards, "forward", nil, "bridge 127.0.0.1:PORT inside the sandbox to unix:PATH")
+	return cmd
+}
+
+// newMCPStdioCommand is the stdio MCP server an agent starts: a pipe to the
+// node-agent's MCP server on a unix socket in the run dir.
+func newMCPStdioCommand() *cobra.Command {
+	var socket string
+	cmd := &cobra.Command{
+		Use:    "mcp-stdio --socket PATH",
+		Short:  "Inside the sandbox: serve the run's MCP token server on stdin/stdout",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(_ *cobra.Command, _ []string) error {
+			return sandboxinit.Stdio(socket, os.Stdin, os.Stdout)
+		},
+	}
+	cmd.Flags().StringVar(&socket, "socket", "", "the run's MCP socket")
+	_ = cmd.MarkFlagRequired("socket")
+	return cmd
+}

@@ -1,0 +1,105 @@
+// Package adapters turns a HarnessRun's agent spec into the command line,
+// environment and config files of one agent CLI, inside the run's isolated
+// home. One file per CLI; this node-agent ships the exec adapter,
+// which runs any command.
+package adapters
+
+import (
+	"context"
+	"fmt"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+)
+
+// Input is what an adapter needs to prepare one run.
+type Input struct {
+	// Agent is the run's spec.agent.
+	Agent harnessv1.AgentSpec
+	// Prompt is the task, from the fixture or spec.fixture.prompt.
+	Prompt string
+	// Workspace is the agent's working directory.
+	Workspace string
+	// Home is the run's isolated HOME; config files go below it.
+	Home string
+	// MCP is how the agent reaches the run's MCP token server.
+	MCP MCPEndpoint
+	// MaxDecisions bounds the agent's turns where the CLI has a turn limit.
+	MaxDecisions int32
+	// Credentials are the run's selected credential values.
+	Credentials []Credential
+}
+
+// MCPEndpoint is the run's MCP token server as the agent sees it.
+type MCPEndpoint struct {
+	// Transport is None, HTTP or Stdio.
+	Transport harnessv1.MCPTransport
+	// URL is the streamable-HTTP endpoint (Transport HTTP).
+	URL string
+	// Command is the argv that serves MCP over stdio (Transport Stdio).
+	Command []string
+	// Server and Tool name the server and its one tool, for allow-lists.
+	Server, Tool string
+}
+
+// Credential is one selected Secret key's value and how it is delivered.
+type Credential struct {
+	Env   string
+	File  harnessv1.CredentialFile
+	Value []byte
+}
+
+// Invocation is what the sandbox runs.
+type Invocation struct {
+	// Argv is the agent's command line. It never holds a credential.
+	Argv []string
+	// Env are the adapter's variables (credentials delivered by env among
+	// them), added to the run's base environment.
+	Env []string
+	// Files are written before the run, relative to Home, mode 0600; the
+	// node-agent removes them with the run dir, whatever happens.
+	Files map[string][]byte
+	// Notes are things status must say (for example that a CLI has no MCP
+	// support).
+	Notes []string
+	// MCPUnsupported is true when the run asked for MCP and the CLI has none.
+	MCPUnsupported bool
+}
+
+// Adapter prepares runs of one agent CLI.
+type Adapter interface {
+	// Name is the adapter's name in spec.agent.adapter.
+	Name() harnessv1.Adapter
+	// Version reports the installed CLI's version, or an error when the
+	// CLI is not installed.
+	Version(ctx context.Context) (string, error)
+	// Prepare builds the invocation of one run.
+	Prepare(in Input) (*Invocation, error)
+}
+
+// Registry maps adapter names to adapters.
+type Registry map[harnessv1.Adapter]Adapter
+
+// Get returns the adapter for name, or an error naming the adapters this
+// node has.
+func (r Registry) Get(name harnessv1.Adapter) (Adapter, error) {
+	if a, ok := r[name]; ok {
+		return a, nil
+	}
+	return nil, fmt.Errorf("this node has no %s adapter", name)
+}
+
+// Default is the registry of the adapters built into this binary.
+func Default() Registry {
+	return Registry{harnessv1.AdapterExec: Exec{}}
+}
+
+// credentialEnv returns the env entries of the credentials delivered by env.
+func credentialEnv(creds []Credential) []string {
+	var env []string
+	for _, c := range creds {
+		if c.Env != "" {
+			env = append(env, c.Env+"="+string(c.Value))
+		}
+	}
+	return env
+}

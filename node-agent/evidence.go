@@ -1,0 +1,47 @@
+package nodeagent
+
+import (
+	"time"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/version"
+	"github.com/harnessfacts/harnessfacts/node-agent/evidence"
+)
+
+// evidence seals the attempt's receipt, redacted log and artifacts. The
+// receipt records what status says, so the digest vouches for both.
+func (e *RunExecutor) evidence(a *attempt, in verdictInput, st *harnessv1.HarnessRunStatus) (*Evidence, *harnessv1.EvidenceStatus, error) {
+	run := a.run
+	specDigest := SpecDigest(run.Spec)
+	r := evidence.Receipt{
+		Run:            evidence.RunRef{Namespace: run.Namespace, Name: run.Name, UID: string(run.UID), Attempt: run.Status.Attempt},
+		SpecDigest:     specDigest,
+		FixtureDigest:  in.fixtureDigest,
+		HarnessVersion: version.String(),
+		Agent:          evidence.Agent{Adapter: run.Spec.Agent.Adapter, CLIVersion: in.cliVersion},
+		Node:           run.Status.NodeName,
+		Limits:         a.limits,
+		Timings: evidence.Timings{Started: in.receipt.Started, Finished: time.Now(),
+			AgentMilliseconds: in.agent.Duration.Milliseconds()},
+		Exit:   evidence.Exit{TimedOut: in.agent.TimedOut, OOMKilled: in.agent.OOMKilled},
+		Output: evidence.Output{Truncated: in.out.capture.Truncated()},
+		MCP:    evidence.MCP{Summary: in.mcp, TokenSeen: in.tokenSeen},
+		Checks: in.checks,
+	}
+	if st.Sandbox != nil {
+		r.Sandbox = *st.Sandbox
+	}
+	if st.Agent != nil {
+		r.Exit.ExitCode, r.Exit.Signal = st.Agent.ExitCode, st.Agent.Signal
+	}
+	b, err := evidence.Seal(r, in.out.bytes(), in.artifacts, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	data, binary := b.ConfigMapData()
+	return &Evidence{Data: data, BinaryData: binary, bundle: b},
+		&harnessv1.EvidenceStatus{Digest: b.Digest, FixtureDigest: in.fixtureDigest, SpecDigest: specDigest}, nil
+}
+
+// WriteEvidenceDir writes evidence as a folder, for `harnessfacts run`.
+func WriteEvidenceDir(dir string, ev *Evidence) error { return ev.bundle.WriteDir(dir) }

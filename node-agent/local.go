@@ -1,0 +1,66 @@
+package nodeagent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"sigs.k8s.io/yaml"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/crdschema"
+)
+
+// ReadRunFile reads a HarnessRun from YAML and defaults and validates it
+// exactly as the API server would, so a bad run.yaml is refused on a laptop
+// with the same message a cluster gives.
+func ReadRunFile(ctx context.Context, path string) (*harnessv1.HarnessRun, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	obj := map[string]any{}
+	if err := yaml.Unmarshal(data, &obj); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := crdschema.DefaultAndValidate(ctx, obj); err != nil {
+		return nil, fmt.Errorf("%s is not a valid HarnessRun: %w", path, err)
+	}
+	defaulted, err := yaml.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	run := &harnessv1.HarnessRun{}
+	if err := yaml.UnmarshalStrict(defaulted, run); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if run.Name == "" {
+		return nil, fmt.Errorf("%s: metadata.name is required", path)
+	}
+	if run.Namespace == "" {
+		run.Namespace = "default"
+	}
+	return run, nil
+}
+
+// RunLocally executes run once on this machine, as its node-agent would on
+// a cluster, and returns the run with its final status.
+func RunLocally(ctx context.Context, exec Executor, run *harnessv1.HarnessRun, nodeName string) (*harnessv1.HarnessRun, *Result) {
+	run = run.DeepCopy()
+	if run.UID == "" {
+		run.UID = uuid.NewUUID()
+	}
+	if nodeName == "" {
+		nodeName, _ = os.Hostname()
+	}
+	now := metav1.Now()
+	run.Status = harnessv1.HarnessRunStatus{
+		Phase: harnessv1.RunRunning, NodeName: nodeName, Attempt: 1, ScheduledTime: &now, StartTime: &now,
+	}
+	res := exec.Execute(ctx, run)
+	apply(run, res, time.Now())
+	return run, res
+}

@@ -1,0 +1,7 @@
+//go:build !unix
+
+package nodeagent
+
+// checkReachable has nothing to check off Unix: the AppContainer is granted
+// access to the run dir itself.
+func checkReachable(string, int, int) error { return nil }

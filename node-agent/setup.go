@@ -1,0 +1,90 @@
+package nodeagent
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
+	"github.com/harnessfacts/harnessfacts/sandbox"
+)
+
+// SetupOptions configure a node-agent as the command line does.
+type SetupOptions struct {
+	NodeName       string
+	LeaseNamespace string
+	LeaseDuration  time.Duration
+	Slots          int32
+	RunRoot        string
+	Hidden         []string
+	UID, GID       int
+	Sandbox        sandbox.Options
+	Adapters       adapters.Registry
+	// ExtraLabels are added to the labels mirrored from the Node.
+	ExtraLabels map[string]string
+	// InitBinary is the harnessfacts binary (os.Executable() when empty).
+	InitBinary string
+}
+
+// Setup prepares a node-agent on mgr: it runs the sandbox preflight, finds
+// the adapters' CLI versions, removes run dirs an earlier process left
+// behind, and adds the Agent to mgr. mgr must have been made with
+// ManagerOptions(opts.NodeName).
+func Setup(ctx context.Context, mgr manager.Manager, opts SetupOptions) (*Agent, error) {
+	logger := log.FromContext(ctx).WithName("node-agent")
+	exec, err := NewExecutor(ExecutorOptions{
+		Sources:    ClusterSources{Reader: mgr.GetAPIReader()},
+		RunRoot:    opts.RunRoot,
+		Sandbox:    opts.Sandbox,
+		Hidden:     opts.Hidden,
+		UID:        opts.UID,
+		GID:        opts.GID,
+		InitBinary: opts.InitBinary,
+		Adapters:   opts.Adapters,
+		NodeName:   opts.NodeName,
+	})
+	if err != nil {
+		return nil, err
+	}
+	removed, err := exec.RemoveAbandoned()
+	if err != nil {
+		return nil, fmt.Errorf("removing abandoned run dirs: %w", err)
+	}
+	for _, d := range removed {
+		logger.Info("removed a run dir an earlier node-agent left behind", "dir", d)
+	}
+
+	var modes []harnessv1.SandboxModeInfo
+	for _, av := range sandbox.Preflight(ctx, opts.Sandbox) {
+		modes = append(modes, harnessv1.SandboxModeInfo{Mode: string(av.Mode), Available: av.Available, Message: truncate(av.Reason, 1024)})
+		if !av.Available {
+			logger.Info("sandbox mode unavailable", "mode", av.Mode, "reason", av.Reason)
+		}
+	}
+	var found []harnessv1.AdapterInfo
+	for name, a := range opts.Adapters {
+		v, err := a.Version(ctx)
+		if err != nil {
+			logger.Info("adapter not available on this node", "adapter", name, "reason", err.Error())
+			continue
+		}
+		found = append(found, harnessv1.AdapterInfo{Name: name, Version: truncate(v, 128)})
+	}
+	sort.Slice(found, func(i, j int) bool { return found[i].Name < found[j].Name })
+
+	return New(mgr, Options{
+		NodeName:       opts.NodeName,
+		LeaseNamespace: opts.LeaseNamespace,
+		LeaseDuration:  opts.LeaseDuration,
+		Slots:          opts.Slots,
+		Adapters:       found,
+		SandboxModes:   modes,
+		Executor:       exec,
+		ExtraLabels:    opts.ExtraLabels,
+	})
+}

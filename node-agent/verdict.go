@@ -1,0 +1,204 @@
+package nodeagent
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
+	"github.com/harnessfacts/harnessfacts/node-agent/artifacts"
+	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
+	"github.com/harnessfacts/harnessfacts/node-agent/mcp"
+	"github.com/harnessfacts/harnessfacts/sandbox"
+)
+
+// outputTailBytes is how much of the redacted log status shows.
+const outputTailBytes = 4 << 10
+
+// receiptInput collects what the receipt records beyond the status.
+type receiptInput struct {
+	Started time.Time
+}
+
+type verdictInput struct {
+	receipt       *receiptInput
+	runner        sandbox.Runner
+	fallbackWhy   string
+	agent         sandbox.Result
+	agentErr      error
+	stop          *StopCause
+	out           *output
+	checks        []harnessv1.CheckResult
+	artifacts     []artifacts.Result
+	artifactData  map[string][]byte
+	transport     harnessv1.MCPTransport
+	mcp           mcp.Summary
+	tokenSeen     bool
+	inv           *adapters.Invocation
+	cliVersion    string
+	fixtureDigest string
+}
+
+// collectArtifacts collects the requested files from the workspace, redacted,
+// bounded, never following a link out.
+func (e *RunExecutor) collectArtifacts(dir *fixture.RunDir, paths []string, a *attempt) ([]artifacts.Result, map[string][]byte) {
+	raw := artifacts.Collect(dir.Workspace(), paths, artifacts.Options{MaxBytes: a.limits.MaxArtifactBytes})
+	// The token is looked for in what the agent wrote, before redaction
+	// could hide it; what is stored is redacted.
+	rawData := map[string][]byte{}
+	for _, r := range raw {
+		if r.Rejected == "" {
+			rawData[r.Path] = r.Data
+		}
+	}
+	redacted := artifacts.Collect(dir.Workspace(), paths, artifacts.Options{
+		MaxBytes: a.limits.MaxArtifactBytes,
+		Redact:   a.redactor.Bytes,
+	})
+	return redacted, rawData
+}
+
+// verdict judges the attempt and builds the status and the evidence.
+func (e *RunExecutor) verdict(a *attempt, in verdictInput) *Result {
+	run := a.run
+	res := &Result{}
+	st := &res.Status
+
+	// Sandbox.
+	st.Sandbox = &harnessv1.SandboxStatus{Mode: string(in.runner.Mode())}
+	if in.runner.Mode() == sandbox.ModePlain {
+		st.Sandbox.FallbackReason = truncate(in.fallbackWhy, 4096)
+		msg := sandbox.PlainWarning
+		if in.fallbackWhy != "" {
+			msg += " (no sandbox worked: " + in.fallbackWhy + ")"
+		}
+		setCondition(st, harnessv1.ConditionSandboxed, false, harnessv1.ReasonIsolationFallback, truncate(msg, 32768))
+		res.Warnings = append(res.Warnings, Warning{Reason: harnessv1.ReasonIsolationFallback, Message: msg})
+	} else {
+		setCondition(st, harnessv1.ConditionSandboxed, true, "Sandboxed", fmt.Sprintf("the agent ran in %s", in.runner.Mode()))
+	}
+	if run.Spec.Network.Egress == harnessv1.EgressUnrestricted {
+		msg := "spec.network.egress is Unrestricted: the agent shared the node's network and could reach anything the node can"
+		setCondition(st, harnessv1.ConditionEgressUnrestricted, true, "EgressUnrestricted", msg)
+		res.Warnings = append(res.Warnings, Warning{Reason: "EgressUnrestricted", Message: msg})
+	}
+	st.Network = &harnessv1.NetworkStatus{Egress: run.Spec.Network.Egress}
+
+	// Agent.
+	ag := &harnessv1.AgentStatus{
+		Adapter: run.Spec.Agent.Adapter, CLIVersion: truncate(in.cliVersion, 128),
+		OOMKilled: in.agent.OOMKilled, TimedOut: in.agent.TimedOut,
+		DurationMilliseconds: in.agent.Duration.Milliseconds(),
+		OutputBytes:          in.out.rawBytes(),
+		Truncated:            in.out.capture.Truncated(),
+		OutputTail:           validUTF8(in.out.tail(outputTailBytes)),
+	}
+	if in.agent.Signal != 0 {
+		ag.Signal = fmt.Sprintf("signal %d", in.agent.Signal)
+	} else if in.agentErr == nil && in.stop == nil && !in.agent.TimedOut {
+		code := int32(in.agent.ExitCode)
+		ag.ExitCode = &code
+	}
+	st.Agent = ag
+
+	// MCP.
+	st.MCP = &harnessv1.MCPStatus{Transport: in.transport, Calls: int32(in.mcp.Calls), TokenIssued: in.mcp.TokenIssued, TokenSeen: in.tokenSeen}
+	wantMCP := in.transport != harnessv1.MCPTransportNone && in.transport != ""
+	switch {
+	case in.inv != nil && in.inv.MCPUnsupported:
+		st.MCP.Message = strings.Join(in.inv.Notes, "; ")
+		setCondition(st, harnessv1.ConditionMCPVerified, false, harnessv1.ReasonMCPUnsupported, st.MCP.Message)
+	case !wantMCP:
+		st.MCP.Message = "the run asked for no MCP server"
+	case in.tokenSeen:
+		setCondition(st, harnessv1.ConditionMCPVerified, true, "TokenSeen", "the agent called get_token and the token appeared in its output or artifacts")
+	default:
+		st.MCP.Message = fmt.Sprintf("the token never appeared in the agent's output or artifacts (%d get_token calls)", in.mcp.Calls)
+		setCondition(st, harnessv1.ConditionMCPVerified, false, harnessv1.ReasonTokenNotSeen, st.MCP.Message)
+	}
+
+	// Checks and artifacts.
+	st.Checks = in.checks
+	allPassed := true
+	for _, c := range in.checks {
+		allPassed = allPassed && c.Passed
+	}
+	if len(in.checks) > 0 {
+		if allPassed {
+			setCondition(st, harnessv1.ConditionChecksPassed, true, "ChecksPassed", fmt.Sprintf("%d checks passed", len(in.checks)))
+		} else {
+			setCondition(st, harnessv1.ConditionChecksPassed, false, harnessv1.ReasonChecksFailed, failedChecks(in.checks))
+		}
+	}
+	for _, r := range in.artifacts {
+		st.Artifacts = append(st.Artifacts, r.Status())
+	}
+
+	// Verdict: the first reason that applies, in the order a user reads them.
+	exitedOK := ag.ExitCode != nil && *ag.ExitCode == 0
+	switch {
+	case in.stop != nil:
+		// Stopping is nobody's failure: no failure class, never retried.
+		st.Phase, st.Verdict = harnessv1.RunFailed, harnessv1.VerdictError
+		st.Reason, st.Message = in.stop.Reason, in.stop.Message+"; the agent's process tree was killed"
+	case in.agent.TimedOut:
+		st.Phase, st.Verdict, st.FailureClass = harnessv1.RunFailed, harnessv1.VerdictError, harnessv1.FailureTimeout
+		st.Reason = harnessv1.ReasonDeadlineExceeded
+		st.Message = fmt.Sprintf("the agent did not finish within limits.episodeSeconds (%ds) and was killed", a.limits.EpisodeSeconds)
+	case !exitedOK:
+		st.Phase, st.Verdict, st.FailureClass = harnessv1.RunSucceeded, harnessv1.VerdictFail, harnessv1.FailureAgent
+		st.Reason = harnessv1.ReasonAgentFailed
+		switch {
+		case ag.OOMKilled:
+			st.Message = fmt.Sprintf("the agent was killed at its memory limit (%s)", a.limits.Memory.String())
+		case ag.Signal != "":
+			st.Message = "the agent was killed by " + ag.Signal
+		default:
+			st.Message = fmt.Sprintf("the agent exited with code %d", in.agent.ExitCode)
+		}
+	case !allPassed:
+		st.Phase, st.Verdict, st.FailureClass = harnessv1.RunSucceeded, harnessv1.VerdictFail, harnessv1.FailureCheck
+		st.Reason, st.Message = harnessv1.ReasonChecksFailed, failedChecks(in.checks)
+	case in.inv != nil && in.inv.MCPUnsupported:
+		st.Phase, st.Verdict, st.FailureClass = harnessv1.RunSucceeded, harnessv1.VerdictFail, harnessv1.FailureAgent
+		st.Reason, st.Message = harnessv1.ReasonMCPUnsupported, st.MCP.Message
+	case wantMCP && !in.tokenSeen:
+		st.Phase, st.Verdict, st.FailureClass = harnessv1.RunSucceeded, harnessv1.VerdictFail, harnessv1.FailureAgent
+		st.Reason, st.Message = harnessv1.ReasonTokenNotSeen, st.MCP.Message
+	default:
+		st.Phase, st.Verdict = harnessv1.RunSucceeded, harnessv1.VerdictPass
+		st.Reason = harnessv1.ReasonCompleted
+		st.Message = fmt.Sprintf("the agent finished and %d checks passed", len(in.checks))
+		if wantMCP {
+			st.Message += "; the MCP token was seen"
+		}
+	}
+	if in.runner.Mode() == sandbox.ModePlain {
+		st.Message += " (UNSANDBOXED: see condition Sandboxed)"
+	}
+	st.Message = a.redactor.String(st.Message)
+
+	ev, digests, err := e.evidence(a, in, st)
+	if err != nil {
+		st.Message += "; the evidence could not be built: " + err.Error()
+		return res
+	}
+	st.Evidence = digests
+	res.Evidence = ev
+	return res
+}
+
+func failedChecks(checks []harnessv1.CheckResult) string {
+	var failed []string
+	for _, c := range checks {
+		if !c.Passed {
+			failed = append(failed, c.Name)
+		}
+	}
+	return fmt.Sprintf("%d of %d checks failed: %s", len(failed), len(checks), strings.Join(failed, ", "))
+}
+
+// validUTF8 keeps status strings valid: the API server stores strings, and a
+// cut in the middle of a character would otherwise turn into garbage.
+func validUTF8(b []byte) string { return strings.ToValidUTF8(string(b), "\uFFFD") }

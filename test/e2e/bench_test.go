@@ -1,0 +1,124 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	nodeagent "github.com/harnessfacts/harnessfacts/node-agent"
+	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
+)
+
+// BenchmarkNodeAgentThroughput pushes trivial runs (exec `true`, no MCP, an
+// inline fixture) through the controller and one node-agent with 8 slots,
+// each in real bwrap, and reports runs/s end to end (create → terminal) and
+// the node-agent process's RSS (this test process holds the API client side
+// of everything, so the figure is an upper bound). b.N runs per iteration
+// round; run it with -benchtime=200x for the issue's 200 runs.
+func BenchmarkNodeAgentThroughput(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const node = "bench-node"
+	cacheOpts, clientOpts := nodeagent.ManagerOptions(node)
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Cache: cacheOpts, Client: clientOpts,
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	root, err := os.MkdirTemp("", "harnessfacts-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = os.RemoveAll(root) }()
+	_ = os.Chmod(root, 0o755)
+	if _, err := nodeagent.Setup(ctx, mgr, nodeagent.SetupOptions{
+		NodeName: node, LeaseNamespace: leaseNS, LeaseDuration: 8 * time.Second, Slots: 8,
+		RunRoot: filepath.Join(root, "runs"), InitBinary: binary, Adapters: adapters.Default(),
+		ExtraLabels: map[string]string{"harnessfacts.io/bench": "true"},
+	}); err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	ns := fmt.Sprintf("bench-%d", time.Now().UnixNano())
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	start := time.Now()
+	for i := range b.N {
+		run := &harnessv1.HarnessRun{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("r-%d", i), Namespace: ns},
+			Spec: harnessv1.HarnessRunSpec{
+				Agent:        harnessv1.AgentSpec{Adapter: harnessv1.AdapterExec, Command: []string{"true"}},
+				Fixture:      harnessv1.FixtureSource{Inline: &harnessv1.InlineFixture{Files: map[string]string{"fixture.yaml": "prompt: nothing\n"}}},
+				NodeSelector: map[string]string{"harnessfacts.io/bench": "true"},
+			},
+		}
+		if err := k8s.Create(ctx, run); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for {
+		var list harnessv1.HarnessRunList
+		if err := k8s.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			b.Fatal(err)
+		}
+		finished, passed := 0, 0
+		for _, r := range list.Items {
+			if r.Status.Phase.Terminal() {
+				finished++
+			}
+			if r.Status.Verdict == harnessv1.VerdictPass {
+				passed++
+			}
+		}
+		if finished == b.N {
+			if passed != b.N {
+				b.Fatalf("%d of %d runs passed", passed, b.N)
+			}
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "runs/s")
+	b.ReportMetric(float64(rssBytes())/(1<<20), "RSS-MiB")
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-MiB")
+}
+
+// rssBytes is this process's resident set size.
+func rssBytes() int64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}

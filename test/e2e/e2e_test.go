@@ -1,0 +1,388 @@
+// Package e2e runs HarnessRuns end to end: a real kube-apiserver and etcd,
+// the controller and a node-agent in this process, real bubblewrap, and the
+// harnessfacts binary built from this tree for what runs inside the sandbox
+// (sandbox-init, mcp-stdio) and for `harnessfacts run` and
+// `harnessfacts evidence verify`.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/controllers"
+	nodeagent "github.com/harnessfacts/harnessfacts/node-agent"
+	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
+	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
+	"github.com/harnessfacts/harnessfacts/internal/testenv"
+)
+
+const (
+	leaseNS  = "harnessfacts-system"
+	nodeName = "e2e-node"
+)
+
+var (
+	env     *testenv.Env
+	k8s     client.Client
+	binary  string // the harnessfacts binary built from this tree
+	runRoot string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	logOut := io.Discard
+	if os.Getenv("HARNESSFACTS_TEST_LOG") != "" {
+		logOut = os.Stderr
+	}
+	ctrl.SetLogger(zap.New(zap.WriteTo(logOut), zap.UseDevMode(true)))
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		fmt.Fprintln(os.Stderr, "bwrap is not installed: run `make test`, which installs Debian's bubblewrap package")
+		return 1
+	}
+	tmp, err := os.MkdirTemp("", "harnessfacts-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = os.RemoveAll(tmp) }()
+	// The sandboxed agent runs as an unprivileged user: it must be able to
+	// reach and execute the binary.
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	binary = filepath.Join(tmp, "harnessfacts")
+	build := exec.Command("go", "build", "-o", binary, "./cmd/harnessfacts")
+	build.Dir = testenv.RepoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building harnessfacts: %v\n%s", err, out)
+		return 1
+	}
+	runRoot = filepath.Join(tmp, "runs")
+
+	env, err = testenv.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = env.Stop() }()
+	k8s, err = client.New(env.Config, client.Options{Scheme: env.Scheme})
+	if err == nil {
+		err = k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: leaseNS}})
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stop, err := startStack(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	code := m.Run()
+	cancel()
+	stop()
+	return code
+}
+
+// startStack runs the controller and this node's node-agent, each in its
+// own manager, as the two Deployments of a cluster would.
+func startStack(ctx context.Context) (func(), error) {
+	cmgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme,
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	if err != nil {
+		return nil, err
+	}
+	if err := controllers.SetupIndexes(ctx, cmgr.GetFieldIndexer()); err != nil {
+		return nil, err
+	}
+	r, err := controllers.NewHarnessRunReconciler(cmgr.GetClient(), cmgr.GetEventRecorder("harnessfacts-controller"), clock.RealClock{},
+		controllers.Options{DeadlineGrace: 30 * time.Second, DefaultLeaseDuration: 40 * time.Second, MaxConcurrentReconciles: 2})
+	if err != nil {
+		return nil, err
+	}
+	if err := r.SetupWithManager(cmgr); err != nil {
+		return nil, err
+	}
+
+	cacheOpts, clientOpts := nodeagent.ManagerOptions(nodeName)
+	nmgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Cache: cacheOpts, Client: clientOpts,
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := nodeagent.Setup(ctx, nmgr, nodeagent.SetupOptions{
+		NodeName: nodeName, LeaseNamespace: leaseNS, LeaseDuration: 8 * time.Second, Slots: 2,
+		RunRoot: runRoot, InitBinary: binary, Adapters: adapters.Default(),
+	}); err != nil {
+		return nil, err
+	}
+	errs := make(chan error, 2)
+	go func() { errs <- cmgr.Start(ctx) }()
+	go func() { errs <- nmgr.Start(ctx) }()
+	return func() { <-errs; <-errs }, nil
+}
+
+// fixtureConfigMap makes the ConfigMap kustomize's configMapGenerator would
+// make from a fixture folder.
+func fixtureConfigMap(t *testing.T, ns, name, dir string) {
+	t.Helper()
+	data := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if rel == "kustomization.yaml" || rel == "run.yaml" {
+			return nil
+		}
+		key, err := fixture.PathToKey(filepath.ToSlash(rel))
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		data[key] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: data}
+	if err := k8s.Create(context.Background(), cm); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitTerminal(t *testing.T, key types.NamespacedName) *harnessv1.HarnessRun {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	run := &harnessv1.HarnessRun{}
+	for {
+		if err := k8s.Get(context.Background(), key, run); err != nil {
+			t.Fatal(err)
+		}
+		if run.Status.Phase.Terminal() {
+			return run
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s did not finish: %+v", key, run.Status)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func helloRun(ns string, transport harnessv1.MCPTransport) *harnessv1.HarnessRun {
+	return &harnessv1.HarnessRun{
+		ObjectMeta: metav1.ObjectMeta{Name: "hello-" + strings.ToLower(string(transport)), Namespace: ns},
+		Spec: harnessv1.HarnessRunSpec{
+			Agent:   harnessv1.AgentSpec{Adapter: harnessv1.AdapterExec, Command: []string{"sh", "../fixture/agent.sh"}},
+			Fixture: harnessv1.FixtureSource{ConfigMapRef: &harnessv1.ConfigMapFixture{Name: "fixture-hello"}},
+			MCP:     &harnessv1.MCPSpec{Transport: transport},
+		},
+	}
+}
+
+func newNamespace(t *testing.T, name string) string {
+	t.Helper()
+	if err := k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+func TestHelloPassesWithEvidence(t *testing.T) {
+	ns := newNamespace(t, "e2e-hello")
+	fixtureConfigMap(t, ns, "fixture-hello", filepath.Join(testenv.RepoRoot(), "fixtures", "hello"))
+	run := helloRun(ns, harnessv1.MCPTransportHTTP)
+	if err := k8s.Create(context.Background(), run); err != nil {
+		t.Fatal(err)
+	}
+	got := waitTerminal(t, client.ObjectKeyFromObject(run))
+	st := got.Status
+	if st.Phase != harnessv1.RunSucceeded || st.Verdict != harnessv1.VerdictPass {
+		t.Fatalf("phase %s verdict %s: %s\nagent output:\n%s", st.Phase, st.Verdict, st.Message, tailOf(st))
+	}
+	if st.NodeName != nodeName || st.Sandbox == nil || st.Sandbox.Mode != "bwrap" {
+		t.Errorf("ran on %q in %+v, want %s in bwrap", st.NodeName, st.Sandbox, nodeName)
+	}
+	if st.MCP == nil || !st.MCP.TokenSeen || st.MCP.Calls < 1 {
+		t.Errorf("MCP status %+v: want the token issued and seen", st.MCP)
+	}
+	if len(st.Artifacts) != 2 {
+		t.Fatalf("artifacts %+v, want greeting.txt and token.txt", st.Artifacts)
+	}
+	for _, a := range st.Artifacts {
+		if a.Rejected != "" || len(a.SHA256) != 64 || a.Size == 0 {
+			t.Errorf("artifact %+v: want collected with a digest", a)
+		}
+	}
+	if len(st.Checks) != 2 || !st.Checks[0].Passed || !st.Checks[1].Passed {
+		t.Errorf("checks %+v, want both passed", st.Checks)
+	}
+	if st.Evidence == nil || !strings.HasPrefix(st.Evidence.Digest, "sha256:") || st.Evidence.ConfigMapName == "" {
+		t.Fatalf("evidence %+v", st.Evidence)
+	}
+
+	// The evidence verifies against what is stored, through the CLI a user has.
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := env.Kubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(binary, "evidence", "verify", "--kubeconfig", kubeconfig, "-n", ns, run.Name).CombinedOutput()
+	if err != nil {
+		t.Fatalf("harnessfacts evidence verify: %v\n%s", err, out)
+	}
+
+	// Events tell the story: Running, then Succeeded.
+	var events eventsv1.EventList
+	if err := k8s.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var reasons []string
+	for _, e := range events.Items {
+		if e.Regarding.Name == run.Name {
+			reasons = append(reasons, e.Reason)
+		}
+	}
+	if !contains(reasons, "Running") || !contains(reasons, "Succeeded") {
+		t.Errorf("events %v, want Running and Succeeded among them", reasons)
+	}
+
+	// Nothing of the run is left on the node.
+	waitNoRunDirs(t)
+}
+
+func TestHelloOverStdio(t *testing.T) {
+	ns := newNamespace(t, "e2e-stdio")
+	fixtureConfigMap(t, ns, "fixture-hello", filepath.Join(testenv.RepoRoot(), "fixtures", "hello"))
+	run := helloRun(ns, harnessv1.MCPTransportStdio)
+	if err := k8s.Create(context.Background(), run); err != nil {
+		t.Fatal(err)
+	}
+	st := waitTerminal(t, client.ObjectKeyFromObject(run)).Status
+	if st.Verdict != harnessv1.VerdictPass || st.MCP == nil || !st.MCP.TokenSeen || st.MCP.Transport != harnessv1.MCPTransportStdio {
+		t.Fatalf("verdict %s, MCP %+v: %s\n%s", st.Verdict, st.MCP, st.Message, tailOf(st))
+	}
+}
+
+// openDir is a temporary folder the sandbox's unprivileged user can pass
+// through, as a node's run root must be.
+func openDir(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "harnessfacts-e2e-")
+	if err == nil {
+		err = os.Chmod(d, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(d) })
+	return d
+}
+
+func TestLocalRunWithoutACluster(t *testing.T) {
+	evidence := filepath.Join(t.TempDir(), "evidence")
+	runs := filepath.Join(openDir(t), "runs")
+	cmd := exec.Command(binary, "run", "-f", filepath.Join(testenv.RepoRoot(), "fixtures", "hello", "run.yaml"),
+		"--evidence", evidence, "--run-root", runs)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("harnessfacts run: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	for _, want := range []string{"phase: Succeeded", "verdict: Pass", "tokenSeen: true", "digest: sha256:"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("the printed status lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	out, err := exec.Command(binary, "evidence", "verify", evidence).CombinedOutput()
+	if err != nil {
+		t.Fatalf("harnessfacts evidence verify %s: %v\n%s", evidence, err, out)
+	}
+	if entries, _ := os.ReadDir(runs); len(entries) != 0 {
+		t.Errorf("run dirs left behind in %s: %v", runs, entries)
+	}
+}
+
+func TestLocalRunRefusesAnUnreachableRunRoot(t *testing.T) {
+	closed := t.TempDir() // 0700: the agent's user cannot pass through
+	out, err := exec.Command(binary, "run", "-f", filepath.Join(testenv.RepoRoot(), "fixtures", "hello", "run.yaml"),
+		"--run-root", filepath.Join(closed, "runs")).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "is not reachable by uid 65534") || !strings.Contains(string(out), "chmod o+x") {
+		t.Fatalf("got %v:\n%s\nwant a refusal that says how to fix it", err, out)
+	}
+}
+
+func TestLocalRunRefusesAnInvalidRunLikeTheAPIServer(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "run.yaml")
+	spec := "apiVersion: harnessfacts.io/v1alpha1\nkind: HarnessRun\nmetadata: {name: bad}\n" +
+		"spec:\n  agent: {adapter: codex, command: [codex]}\n  fixture: {configMapRef: {name: x}}\n  limits: {episodeSeconds: 10, probeSeconds: 60}\n"
+	if err := os.WriteFile(bad, []byte(spec), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(binary, "run", "-f", bad).CombinedOutput()
+	for _, want := range []string{"agent.command is only allowed with agent.adapter exec", "limits.probeSeconds must not be longer than limits.episodeSeconds"} {
+		if err == nil || !strings.Contains(string(out), want) {
+			t.Errorf("got %v:\n%s\nwant a refusal saying %q", err, out, want)
+		}
+	}
+}
+
+func tailOf(st harnessv1.HarnessRunStatus) string {
+	if st.Agent == nil {
+		return "(no agent status)"
+	}
+	return st.Agent.OutputTail
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func waitNoRunDirs(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		entries, _ := os.ReadDir(runRoot)
+		if len(entries) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			var names []string
+			for _, e := range entries {
+				names = append(names, e.Name())
+			}
+			t.Fatalf("run dirs left behind: %v", names)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
