@@ -29,10 +29,10 @@ import (
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/controllers"
+	"github.com/harnessfacts/harnessfacts/internal/testenv"
 	nodeagent "github.com/harnessfacts/harnessfacts/node-agent"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
-	"github.com/harnessfacts/harnessfacts/internal/testenv"
 )
 
 const (
