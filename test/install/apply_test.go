@@ -88,6 +88,11 @@ func TestKustomizeAppliesToAPIServer(t *testing.T) {
 	createNamespace(t, m.only("Namespace")[0].GetName())
 	dryRunApply(t, m)
 
+	// The optional Windows node-agent (the ServiceMonitor of
+	// config/controller/monitoring needs the Prometheus Operator's CRD, which
+	// this control plane does not have).
+	dryRunApply(t, kustomize(t, "config/node-agent/windows"))
+
 	samples := kustomize(t, "config/samples")
 	if len(samples.only("HarnessRun")) == 0 {
 		t.Fatalf("config/samples renders no HarnessRun: %v", samples.ids())
@@ -97,38 +102,56 @@ func TestKustomizeAppliesToAPIServer(t *testing.T) {
 
 // TestKustomizeMatchesChart: config/default is the chart with its default
 // values, released as "harnessfacts" in harnessfacts-system, object for object
-// and field for field, except Helm's own labels and annotations.
+// and field for field, except Helm's own labels and annotations; the optional
+// kustomizations match the chart's values that turn the same objects on.
 func TestKustomizeMatchesChart(t *testing.T) {
-	chart := mustRender(t, "harnessfacts", ns, "")
-	kust := kustomize(t, "config/default").without("Namespace")
+	base := kustomize(t, "config/default").without("Namespace")
+	cases := []struct {
+		name, values string
+		extra        []string // kustomizations applied on top of config/default
+	}{
+		{"defaults", "", nil},
+		{"windows", "nodeAgent: {windows: {enabled: true}}", []string{"config/node-agent/windows"}},
+		{"servicemonitor", "controller: {metrics: {serviceMonitor: {enabled: true}}}", []string{"config/controller/monitoring"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			kust := append(manifest{}, base...)
+			for _, dir := range tc.extra {
+				kust = append(kust, kustomize(t, dir)...)
+			}
+			compareManifests(t, mustRender(t, "harnessfacts", ns, tc.values), kust)
+		})
+	}
+}
 
+// compareManifests fails for every object that is in only one of chart and
+// kust, or differs between them once Helm's own labels and annotations are
+// left out.
+func compareManifests(t *testing.T, chart, kust manifest) {
+	t.Helper()
+	helmLabels := []string{"helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/version"}
 	normalize := func(m manifest) map[string]map[string]any {
 		out := map[string]map[string]any{}
 		for _, o := range m {
 			o = o.DeepCopy()
-			strip := func(labels map[string]string) map[string]string {
-				for _, k := range []string{"helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/version"} {
-					delete(labels, k)
-				}
-				if len(labels) == 0 {
-					return nil
-				}
-				return labels
+			labels := o.GetLabels()
+			for _, k := range helmLabels {
+				delete(labels, k)
 			}
-			o.SetLabels(strip(o.GetLabels()))
+			if len(labels) == 0 {
+				labels = nil
+			}
+			o.SetLabels(labels)
 			ann := o.GetAnnotations()
 			delete(ann, "helm.sh/resource-policy")
 			if len(ann) == 0 {
 				ann = nil
 			}
 			o.SetAnnotations(ann)
-			for _, path := range [][]string{{"spec", "template", "metadata"}} {
-				tm, ok := nestedMap(o.Object, path...)
-				if !ok {
-					continue
-				}
+			if tm, ok := nestedMap(o.Object, "spec", "template", "metadata"); ok {
 				if l, ok := tm["labels"].(map[string]any); ok {
-					for _, k := range []string{"helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/version"} {
+					for _, k := range helmLabels {
 						delete(l, k)
 					}
 				}
@@ -152,7 +175,7 @@ func TestKustomizeMatchesChart(t *testing.T) {
 	slices.Sort(onlyChart)
 	slices.Sort(onlyKust)
 	if len(onlyChart)+len(onlyKust) > 0 {
-		t.Errorf("objects only in the chart: %v; only in config/default: %v", onlyChart, onlyKust)
+		t.Errorf("objects only in the chart: %v; only in the kustomize output: %v", onlyChart, onlyKust)
 	}
 	for key, co := range c {
 		ko, ok := k[key]
@@ -160,7 +183,7 @@ func TestKustomizeMatchesChart(t *testing.T) {
 			continue
 		}
 		if diff := cmp.Diff(co, ko); diff != "" {
-			t.Errorf("%s differs between the chart and config/default (-chart +kustomize):\n%s", key, diff)
+			t.Errorf("%s differs between the chart and the kustomize output (-chart +kustomize):\n%s", key, diff)
 		}
 	}
 }
