@@ -51,6 +51,16 @@ func Setup(ctx context.Context, mgr manager.Manager, opts SetupOptions) (*Agent,
 	if err != nil {
 		return nil, err
 	}
+	// What a killed node-agent left: the sandbox's own leftovers (Windows
+	// AppContainer profiles and grants), then the run dirs whose owner lock
+	// nobody holds, and nothing else.
+	recovered, err := sandbox.RecoverAbandoned(exec.opts.RunRoot)
+	if err != nil {
+		return nil, fmt.Errorf("recovering abandoned sandboxes: %w", err)
+	}
+	for _, r := range recovered {
+		logger.Info("removed what an earlier node-agent's sandbox left behind", "what", r)
+	}
 	removed, err := exec.RemoveAbandoned()
 	if err != nil {
 		return nil, fmt.Errorf("removing abandoned run dirs: %w", err)

@@ -8,6 +8,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"os"
@@ -26,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/controllers"
@@ -385,4 +387,119 @@ func waitNoRunDirs(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+func TestBadFixtureEndsTheRunWithAReason(t *testing.T) {
+	ns := newNamespace(t, "e2e-badfixture")
+	cases := map[string]struct {
+		data map[string]string
+		want string
+	}{
+		"no-manifest":   {map[string]string{"workspace__a.txt": "x"}, "fixture.yaml"},
+		"invalid-yaml":  {map[string]string{"fixture.yaml": "prompt: [unclosed"}, "fixture.yaml"},
+		"unknown-field": {map[string]string{"fixture.yaml": "prompt: p\ncolour: red\n"}, "unknown field"},
+		"escape":        {map[string]string{"fixture.yaml": "prompt: p\n", "workspace______etc__passwd": "x"}, "workspace"},
+	}
+	for name, tc := range cases {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "fixture-" + name, Namespace: ns}, Data: tc.data}
+		if err := k8s.Create(context.Background(), cm); err != nil {
+			t.Fatal(err)
+		}
+		run := &harnessv1.HarnessRun{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: harnessv1.HarnessRunSpec{
+				Agent:   harnessv1.AgentSpec{Adapter: harnessv1.AdapterExec, Command: []string{"true"}},
+				Fixture: harnessv1.FixtureSource{ConfigMapRef: &harnessv1.ConfigMapFixture{Name: cm.Name}},
+			},
+		}
+		if err := k8s.Create(context.Background(), run); err != nil {
+			t.Fatal(err)
+		}
+		st := waitTerminal(t, client.ObjectKeyFromObject(run)).Status
+		if st.Phase != harnessv1.RunFailed || st.FailureClass != harnessv1.FailureInfrastructure || st.Reason != harnessv1.ReasonBadFixture ||
+			!strings.Contains(st.Message, tc.want) {
+			t.Errorf("%s: %s/%s/%s %q, want Failed/Infrastructure/BadFixture naming %q", name, st.Phase, st.FailureClass, st.Reason, st.Message, tc.want)
+		}
+	}
+	waitNoRunDirs(t)
+}
+
+// TestCredentialsAreRedactedEverywhere plants a credential and has the agent
+// print it raw, byte by byte, base64-encoded and JSON-escaped, and write it
+// into an artifact; none of it may reach status, Events or the evidence.
+func TestCredentialsAreRedactedEverywhere(t *testing.T) {
+	ns := newNamespace(t, "e2e-redact")
+	const secret = `sk-plant3d-"cred"-Zq81xV0pLmN7` // quotes make the JSON-escaped form differ
+	if err := k8s.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "keys", Namespace: ns},
+		Data: map[string][]byte{"api": []byte(secret)}}); err != nil {
+		t.Fatal(err)
+	}
+	script := `set -eu
+printf 'raw: %s\n' "$PLANTED_KEY"
+printf '%s' "$PLANTED_KEY" | while IFS= read -r -n1 c 2>/dev/null || [ -n "${c:-}" ]; do printf '%s' "$c"; c=; done
+i=0; while [ $i -lt ${#PLANTED_KEY} ]; do printf '%s' "$(printf '%s' "$PLANTED_KEY" | cut -c$((i+1)))"; i=$((i+1)); done; echo
+printf 'b64: %s\n' "$(printf '%s' "$PLANTED_KEY" | base64 -w0)"
+printf 'json: {"key":"%s"}\n' "$(printf '%s' "$PLANTED_KEY" | sed 's/"/\\"/g')"
+printf '%s\n' "$PLANTED_KEY" > leak.txt
+exit 3`
+	run := &harnessv1.HarnessRun{
+		ObjectMeta: metav1.ObjectMeta{Name: "leaky", Namespace: ns},
+		Spec: harnessv1.HarnessRunSpec{
+			Agent: harnessv1.AgentSpec{Adapter: harnessv1.AdapterExec, Command: []string{"bash", "-c", script},
+				Credentials: []harnessv1.Credential{{SecretKeyRef: harnessv1.SecretKeySelector{Name: "keys", Key: "api"}, Env: "PLANTED_KEY"}}},
+			Fixture: harnessv1.FixtureSource{Inline: &harnessv1.InlineFixture{Files: map[string]string{
+				"fixture.yaml": "prompt: leak it\nartifacts: [leak.txt]\n"}}},
+		},
+	}
+	if err := k8s.Create(context.Background(), run); err != nil {
+		t.Fatal(err)
+	}
+	got := waitTerminal(t, client.ObjectKeyFromObject(run))
+	if got.Status.Agent == nil || got.Status.Agent.ExitCode == nil || *got.Status.Agent.ExitCode != 3 {
+		t.Fatalf("the agent did not run as scripted: %+v %s", got.Status.Agent, got.Status.Message)
+	}
+	if !strings.Contains(got.Status.Agent.OutputTail, "[REDACTED") {
+		t.Errorf("the output tail shows no redaction:\n%s", got.Status.Agent.OutputTail)
+	}
+
+	forms := []string{secret, base64Std(secret), strings.ReplaceAll(secret, `"`, `\"`), "sk-plant3d"}
+	var haystacks []string
+	statusYAML, _ := yamlOf(got.Status)
+	haystacks = append(haystacks, statusYAML)
+	var events eventsv1.EventList
+	if err := k8s.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events.Items {
+		haystacks = append(haystacks, e.Note)
+	}
+	cm := &corev1.ConfigMap{}
+	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: got.Status.Evidence.ConfigMapName}, cm); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range cm.Data {
+		haystacks = append(haystacks, v)
+	}
+	for _, v := range cm.BinaryData {
+		haystacks = append(haystacks, string(v))
+	}
+	for _, h := range haystacks {
+		for _, f := range forms {
+			if strings.Contains(h, f) {
+				t.Errorf("the credential (as %q) reached status, an Event or the evidence:\n%s", f, h)
+			}
+		}
+	}
+	// The redacted log still says what happened around the secret.
+	if !strings.Contains(cm.Data["output.log"], "raw: [REDACTED") || !strings.Contains(cm.Data["output.log"], "b64: [REDACTED") {
+		t.Errorf("output.log:\n%s", cm.Data["output.log"])
+	}
+	waitNoRunDirs(t)
+}
+
+func base64Std(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+func yamlOf(v any) (string, error) {
+	b, err := yaml.Marshal(v)
+	return string(b), err
 }
