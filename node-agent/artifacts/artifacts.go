@@ -108,7 +108,7 @@ func reason(err error) string {
 	return msg
 }
 
-func collectOne(workspace, rel string, max int64, open opener) ([]byte, error) {
+func collectOne(workspace, rel string, limit int64, open opener) ([]byte, error) {
 	if err := checkRel(rel); err != nil {
 		return nil, err
 	}
@@ -131,15 +131,15 @@ func collectOne(workspace, rel string, max int64, open opener) ([]byte, error) {
 	if links != 1 {
 		return nil, reject("has %d hard links: only files with a single link are collected", links)
 	}
-	if info.Size() > max {
-		return nil, reject("too large: %d bytes, more than maxArtifactBytes (%d)", info.Size(), max)
+	if info.Size() > limit {
+		return nil, reject("too large: %d bytes, more than maxArtifactBytes (%d)", info.Size(), limit)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, err
 	}
-	if int64(len(data)) > max {
-		return nil, reject("too large: grew past maxArtifactBytes (%d) while being read", max)
+	if int64(len(data)) > limit {
+		return nil, reject("too large: grew past maxArtifactBytes (%d) while being read", limit)
 	}
 	return data, nil
 }

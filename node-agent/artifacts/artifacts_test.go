@@ -104,10 +104,10 @@ func TestCollect(t *testing.T) {
 }
 
 func TestCollectRefusesASymlinkedWorkspace(t *testing.T) {
-	real := t.TempDir()
-	must(t, os.WriteFile(filepath.Join(real, "a"), []byte("x"), 0o644))
+	target := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(target, "a"), []byte("x"), 0o644))
 	link := filepath.Join(t.TempDir(), "workspace")
-	must(t, os.Symlink(real, link))
+	must(t, os.Symlink(target, link))
 	for name, open := range map[string]opener{"default": openBeneath, "portable": openPortable} {
 		r := collect(link, []string{"a"}, Options{MaxBytes: 10}, open)[0]
 		if !strings.Contains(r.Rejected, "workspace folder") {

@@ -52,9 +52,9 @@ func sampleArtifacts() []artifacts.Result {
 	}
 }
 
-func seal(t *testing.T, output string, arts []artifacts.Result, max int) *Bundle {
+func seal(t *testing.T, output string, arts []artifacts.Result, limit int) *Bundle {
 	t.Helper()
-	b, err := Seal(sampleReceipt(), []byte(output), arts, max)
+	b, err := Seal(sampleReceipt(), []byte(output), arts, limit)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ func startServer(t *testing.T, opts Options) *Server {
 	return s
 }
 
-func connect(t *testing.T, ctx context.Context, tr sdk.Transport) *sdk.ClientSession {
+func connect(ctx context.Context, t *testing.T, tr sdk.Transport) *sdk.ClientSession {
 	t.Helper()
 	c := sdk.NewClient(&sdk.Implementation{Name: "test-agent", Version: "1"}, nil)
 	cs, err := c.Connect(ctx, tr, nil)
@@ -47,7 +47,7 @@ func connect(t *testing.T, ctx context.Context, tr sdk.Transport) *sdk.ClientSes
 	return cs
 }
 
-func callToken(t *testing.T, ctx context.Context, cs *sdk.ClientSession) *sdk.CallToolResult {
+func callToken(ctx context.Context, t *testing.T, cs *sdk.ClientSession) *sdk.CallToolResult {
 	t.Helper()
 	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: ToolName})
 	if err != nil {
@@ -77,7 +77,7 @@ func TestHTTPToolCallReturnsTheRunToken(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cs := connect(t, ctx, &sdk.StreamableClientTransport{Endpoint: s.URL, DisableStandaloneSSE: true})
+	cs := connect(ctx, t, &sdk.StreamableClientTransport{Endpoint: s.URL, DisableStandaloneSSE: true})
 	defer cs.Close()
 
 	tools, err := cs.ListTools(ctx, nil)
@@ -87,7 +87,7 @@ func TestHTTPToolCallReturnsTheRunToken(t *testing.T) {
 	if len(tools.Tools) != 1 || tools.Tools[0].Name != ToolName {
 		t.Fatalf("tools = %+v, want only %s", tools.Tools, ToolName)
 	}
-	res := callToken(t, ctx, cs)
+	res := callToken(ctx, t, cs)
 	if res.IsError || text(res) != s.Token || !strings.HasPrefix(s.Token, "hft_") {
 		t.Fatalf("get_token = %q (error %v), want the run token %q", text(res), res.IsError, s.Token)
 	}
@@ -105,14 +105,14 @@ func TestCallsBeyondTheLimitAreRefusedAndCounted(t *testing.T) {
 	s := startServer(t, Options{MaxCalls: 2})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cs := connect(t, ctx, &sdk.StreamableClientTransport{Endpoint: s.URL, DisableStandaloneSSE: true})
+	cs := connect(ctx, t, &sdk.StreamableClientTransport{Endpoint: s.URL, DisableStandaloneSSE: true})
 	defer cs.Close()
 	for i := 0; i < 2; i++ {
-		if res := callToken(t, ctx, cs); res.IsError {
+		if res := callToken(ctx, t, cs); res.IsError {
 			t.Fatalf("call %d refused: %s", i+1, text(res))
 		}
 	}
-	res := callToken(t, ctx, cs)
+	res := callToken(ctx, t, cs)
 	if !res.IsError || strings.Contains(text(res), s.Token) {
 		t.Fatalf("third call = %q, want a refusal without the token", text(res))
 	}
@@ -225,11 +225,11 @@ func TestStdioRoundTripWithReceiptFile(t *testing.T) {
 	served := make(chan error, 1)
 	go func() { served <- ServeStdio(ctx, srvIn, srvOut, token, rec) }()
 
-	cs := connect(t, ctx, &sdk.IOTransport{Reader: cliIn, Writer: cliOut})
-	if res := callToken(t, ctx, cs); res.IsError || text(res) != token {
+	cs := connect(ctx, t, &sdk.IOTransport{Reader: cliIn, Writer: cliOut})
+	if res := callToken(ctx, t, cs); res.IsError || text(res) != token {
 		t.Fatalf("stdio get_token = %q, want the token", text(res))
 	}
-	if res := callToken(t, ctx, cs); !res.IsError {
+	if res := callToken(ctx, t, cs); !res.IsError {
 		t.Fatal("a second call beyond MaxCalls 1 was answered")
 	}
 	if err := cs.Close(); err != nil {
@@ -298,8 +298,8 @@ func TestStdioBridgeToTheHTTPServer(t *testing.T) {
 		srvOut.Close()
 		bridged <- err
 	}()
-	cs := connect(t, ctx, &sdk.IOTransport{Reader: cliIn, Writer: cliOut})
-	if res := callToken(t, ctx, cs); res.IsError || text(res) != s.Token {
+	cs := connect(ctx, t, &sdk.IOTransport{Reader: cliIn, Writer: cliOut})
+	if res := callToken(ctx, t, cs); res.IsError || text(res) != s.Token {
 		t.Fatalf("bridged get_token = %q, want the token", text(res))
 	}
 	if err := cs.Close(); err != nil {

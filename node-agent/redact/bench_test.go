@@ -1,6 +1,7 @@
 package redact
 
 import (
+	"errors"
 	"io"
 	"os"
 	"strconv"
@@ -53,7 +54,7 @@ func (s *source) WriteTo(w io.Writer) (int64, error) {
 				return total, werr
 			}
 		}
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return total, nil
 		}
 	}

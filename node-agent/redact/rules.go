@@ -38,7 +38,6 @@ type rule struct {
 type ruleSet struct {
 	rules     []*rule
 	kw        *kwDFA
-	kwLen     []int
 	kwRules   [][]int // keyword pattern index → rules
 	maxKw     int
 	window    int
