@@ -437,10 +437,16 @@ func (rs *ruleSet) find(buf []byte, ctx int, final bool, keep [][]byte, sc *scra
 		}
 	}
 	sc.wins = wins
+	lastS, lastE, lastRun := -1, -1, 0 // windows of one line repeat across rules
 	for _, w := range wins {
 		ru := rs.rules[w.rule]
-		if ru.minRun > 0 && longestRun(buf[w.s:w.e]) < ru.minRun {
-			continue
+		if ru.minRun > 0 {
+			if w.s != lastS || w.e != lastE {
+				lastS, lastE, lastRun = w.s, w.e, longestRun(buf[w.s:w.e])
+			}
+			if lastRun < ru.minRun {
+				continue
+			}
 		}
 		spans = ru.match(buf, w.s, w.e, rs.allowlist, keep, spans)
 	}
