@@ -136,7 +136,12 @@ func StartHTTP(opts Options) (*Server, error) {
 	}
 	s.srv = &http.Server{
 		Handler:           Guard(path, append([]int{port}, opts.ExtraPorts...), opts.MaxBodyBytes, handler),
+		// Stateless JSON answers are immediate: a client that takes longer
+		// than this to send or read one is stuck or hostile.
 		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       60 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 	}
 	go func() {
