@@ -219,3 +219,25 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+func TestVerifyDirRefusesALinkedPart(t *testing.T) {
+	b := seal(t, "out\n", sampleArtifacts(), 0)
+	dir := filepath.Join(t.TempDir(), "evidence")
+	must(t, b.WriteDir(dir))
+	// Replace output.log by a link to an identical file elsewhere: the
+	// digest would match, but evidence is files, not links.
+	elsewhere := filepath.Join(t.TempDir(), "output.log")
+	must(t, os.WriteFile(elsewhere, b.Output, 0o644))
+	must(t, os.Remove(filepath.Join(dir, OutputName)))
+	if err := os.Symlink(elsewhere, filepath.Join(dir, OutputName)); err != nil {
+		t.Skipf("cannot make a symbolic link here: %v", err)
+	}
+	rep, err := VerifyDir(dir, b.Digest)
+	must(t, err)
+	if rep.OK() || rep.Problems[0].Part != OutputName || !strings.Contains(rep.Problems[0].Detail, "not a regular file") {
+		t.Fatalf("problems = %v, want output.log refused as not a regular file", rep.Problems)
+	}
+	if err := b.WriteDir(dir); err == nil {
+		t.Fatal("WriteDir wrote into a folder that is not empty")
+	}
+}

@@ -83,7 +83,11 @@ func verify(s store, wantDigest string) *Report {
 	rep := &Report{}
 	seen := map[string]bool{ReceiptName: true, DigestName: true, OutputName: true}
 	raw, ok, err := s.get(ReceiptName)
-	if err != nil || !ok {
+	if err != nil {
+		rep.add(ReceiptName, "%v", err)
+		return rep
+	}
+	if !ok {
 		rep.add(ReceiptName, "missing")
 		return rep
 	}
@@ -102,7 +106,9 @@ func verify(s store, wantDigest string) *Report {
 		return rep
 	}
 	rep.Receipt = r
-	if out, ok, _ := s.get(OutputName); !ok {
+	if out, ok, err := s.get(OutputName); err != nil {
+		rep.add(OutputName, "%v", err)
+	} else if !ok {
 		rep.add(OutputName, "missing")
 	} else if got := Sum(out); got != r.Output.StoredDigest || int64(len(out)) != r.Output.StoredBytes {
 		rep.add(OutputName, "digest %s (%d bytes), the receipt says %s (%d bytes)", got, len(out), r.Output.StoredDigest, r.Output.StoredBytes)
