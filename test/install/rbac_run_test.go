@@ -1,0 +1,278 @@
+package install
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+)
+
+// syncBuffer is a process's output, safe to read while it runs.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// process is a binary the test started.
+type process struct {
+	name string
+	cmd  *exec.Cmd
+	out  syncBuffer
+	done chan struct{}
+	err  error
+}
+
+// impersonatingKubeconfig writes a kubeconfig that acts as user (with
+// groups and extra) through the admin's credentials: what a pod's service
+// account token amounts to, as far as RBAC and admission are concerned.
+func impersonatingKubeconfig(t *testing.T, user string, groups []string, extra map[string][]string) string {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range cfg.AuthInfos {
+		a.Impersonate = user
+		a.ImpersonateGroups = groups
+		a.ImpersonateUserExtra = extra
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// withArgs replaces the value of each --flag in args that over names, and
+// appends the rest of over.
+func withArgs(args []string, over map[string]string) []string {
+	var out []string
+	done := map[string]bool{}
+	for _, a := range args {
+		name, _, _ := strings.Cut(a, "=")
+		if v, ok := over[name]; ok {
+			out = append(out, name+"="+v)
+			done[name] = true
+			continue
+		}
+		out = append(out, a)
+	}
+	for name, v := range over {
+		if !done[name] {
+			out = append(out, name+"="+v)
+		}
+	}
+	return out
+}
+
+// TestSampleRunsUnderChartRBAC runs the real controller and node-agent
+// binaries with exactly the chart's permissions — each as its service
+// account, the node-agent with the node claim a pod-bound token carries, the
+// admission policy in force — and the arguments the chart gives them, and
+// applies the sample HarnessRun. The run reaching Succeeded, with the
+// node's HarnessNode and Lease written, shows the RBAC is enough; the rest of
+// this package shows it is no more than that.
+func TestSampleRunsUnderChartRBAC(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the node-agent drops each agent to an unprivileged uid (run as root, as make test does in CI)")
+	}
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Fatalf("bwrap is not installed (make deps installs bubblewrap): %v", err)
+	}
+	ctx := context.Background()
+	const release, namespace, node = "rbacrun", "rbacrun-system", "rbacrun-node"
+	m := mustRender(t, release, namespace, "")
+	createNamespace(t, namespace)
+	access := m.only("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+		"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+	if _, err := runKubectl(access.yaml(t), "apply", "--server-side", "--field-manager=harnessfacts-install-test", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	// The Node the node-agent runs on (no kubelet here: made by hand).
+	if err := k8s.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{"kubernetes.io/os": "linux"}}}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The binary, where the agent's unprivileged uid can execute it (the
+	// node-agent runs `harnessfacts sandbox-init` inside the sandbox).
+	dir, err := os.MkdirTemp("", "harnessfacts-rbacrun-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "harnessfacts")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/harnessfacts")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/harnessfacts: %v\n%s", err, out)
+	}
+
+	sa := func(name string) (string, []string) {
+		return "system:serviceaccount:" + namespace + ":" + name,
+			[]string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}
+	}
+	var procs []*process
+	start := func(name string, args []string) *syncBuffer {
+		p := &process{name: name, cmd: exec.Command(bin, args...), done: make(chan struct{})}
+		p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
+		p.cmd.Env = append(os.Environ(), "POD_NAMESPACE="+namespace, "NODE_NAME="+node)
+		if err := p.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { p.err = p.cmd.Wait(); close(p.done) }()
+		procs = append(procs, p)
+		t.Cleanup(func() {
+			_ = p.cmd.Process.Signal(os.Interrupt)
+			select {
+			case <-p.done:
+			case <-time.After(20 * time.Second):
+				_ = p.cmd.Process.Kill()
+				<-p.done
+			}
+			if t.Failed() {
+				t.Logf("%s output:\n%s", name, p.out.String())
+			}
+		})
+		return &p.out
+	}
+	// A process that exits fails the wait at once, with its reason.
+	alive := func() error {
+		for _, p := range procs {
+			select {
+			case <-p.done:
+				if p.err == nil {
+					return fmt.Errorf("the %s exited with status 0", p.name)
+				}
+				return fmt.Errorf("the %s exited: %w", p.name, p.err)
+			default:
+			}
+		}
+		return nil
+	}
+
+	ctrlUser, ctrlGroups := sa(release + "-harnessfacts-controller")
+	d := as[appsv1.Deployment](t, m.get(t, "Deployment", release+"-harnessfacts-controller"))
+	ctrlOut := start("controller", withArgs(d.Spec.Template.Spec.Containers[0].Args, map[string]string{
+		"--kubeconfig":                impersonatingKubeconfig(t, ctrlUser, ctrlGroups, nil),
+		"--leader-election-namespace": namespace, // in a pod: the pod's namespace
+		"--metrics-bind-address":      fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		"--health-probe-bind-address": fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+	}))
+
+	agentUser, agentGroups := sa(release + "-harnessfacts-node-agent")
+	ds := as[appsv1.DaemonSet](t, m.get(t, "DaemonSet", release+"-harnessfacts-node-agent"))
+	runRoot := filepath.Join(dir, "runs")
+	agentOut := start("node-agent", withArgs(ds.Spec.Template.Spec.Containers[0].Args, map[string]string{
+		"--kubeconfig":                impersonatingKubeconfig(t, agentUser, agentGroups, map[string][]string{nodeClaim: {node}}),
+		"--run-root":                  runRoot,
+		"--metrics-bind-address":      fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		"--health-probe-bind-address": fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+	}))
+
+	// The node registers: HarnessNode Ready, Lease in the node-agent's namespace.
+	waitFor(t, 90*time.Second, "the HarnessNode "+node+" to be Ready", func() (bool, string) {
+		if err := alive(); err != nil {
+			t.Fatal(err)
+		}
+		n := &harnessv1.HarnessNode{}
+		if err := k8s.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
+			return false, err.Error()
+		}
+		c := meta.FindStatusCondition(n.Status.Conditions, harnessv1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionTrue, fmt.Sprintf("%+v", n.Status)
+	})
+
+	// The sample, as a user applies it.
+	sample, err := os.ReadFile(filepath.Join(root, "config", "samples", "harnessrun_exec.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	samples, err := parseManifest(string(sample))
+	if err != nil || len(samples) != 1 {
+		t.Fatalf("config/samples/harnessrun_exec.yaml: %v", err)
+	}
+	samples[0].SetNamespace("rbacrun-runs")
+	createNamespace(t, "rbacrun-runs")
+	if _, err := runKubectl(samples.yaml(t), "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	run := &harnessv1.HarnessRun{}
+	waitFor(t, 120*time.Second, "the sample run to finish", func() (bool, string) {
+		if err := alive(); err != nil {
+			t.Fatal(err)
+		}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: "rbacrun-runs", Name: samples[0].GetName()}, run); err != nil {
+			return false, err.Error()
+		}
+		return run.Status.Phase.Terminal(), fmt.Sprintf("phase %s: %s", run.Status.Phase, run.Status.Message)
+	})
+	if run.Status.Phase != harnessv1.RunSucceeded || run.Status.NodeName != node {
+		t.Errorf("the sample ended %s on node %q (%s), want Succeeded on %s", run.Status.Phase, run.Status.NodeName, run.Status.Message, node)
+	}
+	if run.Status.Evidence == nil || run.Status.Evidence.ConfigMapName == "" {
+		t.Errorf("the sample has no evidence ConfigMap: %+v", run.Status.Evidence)
+	} else if err := k8s.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: run.Status.Evidence.ConfigMapName}, &corev1.ConfigMap{}); err != nil {
+		t.Errorf("the evidence ConfigMap the node-agent wrote: %v", err)
+	}
+	for name, out := range map[string]*syncBuffer{"controller": ctrlOut, "node-agent": agentOut} {
+		if s := out.String(); strings.Contains(s, "forbidden") || strings.Contains(s, "denied request") {
+			t.Errorf("the %s was refused something under the chart's RBAC and admission policy:\n%s", name, s)
+		}
+	}
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, done func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, state := done()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s; last: %s", timeout, what, state)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
