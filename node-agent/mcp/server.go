@@ -135,7 +135,7 @@ func StartHTTP(opts Options) (*Server, error) {
 		done:     make(chan error, 1),
 	}
 	s.srv = &http.Server{
-		Handler:           Guard(path, append([]int{port}, opts.ExtraPorts...), opts.MaxBodyBytes, handler),
+		Handler: Guard(path, append([]int{port}, opts.ExtraPorts...), opts.MaxBodyBytes, handler),
 		// Stateless JSON answers are immediate: a client that takes longer
 		// than this to send or read one is stuck or hostile.
 		ReadHeaderTimeout: 10 * time.Second,
