@@ -50,9 +50,13 @@ RUN apt-get update && \
     rm -rf /var/lib/apt/lists/*
 COPY hack/install-agent-clis.sh /usr/local/lib/harnessfacts/install-agent-clis.sh
 # Every CLI at its pinned version into /opt/harnessfacts/agents; the script
-# fails when a CLI does not report the pinned version. Caches are dropped so
-# they do not ship in the image.
+# fails when a CLI does not report the pinned version. The sandbox gives each
+# agent a fixed PATH (the node-agent's DefaultPath, /usr/local/bin first), so
+# the commands are linked there too; the links still resolve when the chart
+# mounts other CLIs at /opt/harnessfacts/agents. Caches are dropped so they do
+# not ship in the image.
 RUN PYTHON=python3.12 /usr/local/lib/harnessfacts/install-agent-clis.sh /opt/harnessfacts/agents && \
+    ln -s /opt/harnessfacts/agents/bin/* /usr/local/bin/ && \
     npm cache clean --force && rm -rf /root/.cache /root/.npm
 COPY --from=build /out/linux/harnessfacts /usr/local/bin/harnessfacts
 ENV PATH=/opt/harnessfacts/agents/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
