@@ -117,9 +117,18 @@ func TestSampleRunsUnderChartRBAC(t *testing.T) {
 	if _, err := exec.LookPath("bwrap"); err != nil {
 		t.Fatalf("bwrap is not installed (make deps installs bubblewrap): %v", err)
 	}
+	t.Run("cluster-wide", func(t *testing.T) { sampleUnderChartRBAC(t, "rbacrun", "") })
+	// Secrets, ConfigMaps and Events granted only in the runs' namespace.
+	t.Run("runNamespaces", func(t *testing.T) {
+		sampleUnderChartRBAC(t, "rbacns", "nodeAgent: {rbac: {runNamespaces: [rbacns-runs]}}")
+	})
+}
+
+func sampleUnderChartRBAC(t *testing.T, release, values string) {
 	ctx := context.Background()
-	const release, namespace, node = "rbacrun", "rbacrun-system", "rbacrun-node"
-	m := mustRender(t, release, namespace, "")
+	namespace, node, runsNS := release+"-system", release+"-node", release+"-runs"
+	m := mustRender(t, release, namespace, values)
+	createNamespace(t, runsNS)
 	createNamespace(t, namespace)
 	access := m.only("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
 		"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
@@ -130,6 +139,12 @@ func TestSampleRunsUnderChartRBAC(t *testing.T) {
 	if err := k8s.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{"kubernetes.io/os": "linux"}}}); err != nil {
 		t.Fatal(err)
 	}
+	// Gone when this test ends, so that no later controller binds a run to
+	// a node whose node-agent has stopped.
+	t.Cleanup(func() {
+		_ = k8s.Delete(ctx, &harnessv1.HarnessNode{ObjectMeta: metav1.ObjectMeta{Name: node}})
+		_ = k8s.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}})
+	})
 
 	// The binary, where the agent's unprivileged uid can execute it (the
 	// node-agent runs `harnessfacts sandbox-init` inside the sandbox).
@@ -232,8 +247,7 @@ func TestSampleRunsUnderChartRBAC(t *testing.T) {
 	if err != nil || len(samples) != 1 {
 		t.Fatalf("config/samples/harnessrun_exec.yaml: %v", err)
 	}
-	samples[0].SetNamespace("rbacrun-runs")
-	createNamespace(t, "rbacrun-runs")
+	samples[0].SetNamespace(runsNS)
 	if _, err := runKubectl(samples.yaml(t), "apply", "-f", "-"); err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +256,7 @@ func TestSampleRunsUnderChartRBAC(t *testing.T) {
 		if err := alive(); err != nil {
 			t.Fatal(err)
 		}
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: "rbacrun-runs", Name: samples[0].GetName()}, run); err != nil {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: runsNS, Name: samples[0].GetName()}, run); err != nil {
 			return false, err.Error()
 		}
 		return run.Status.Phase.Terminal(), fmt.Sprintf("phase %s: %s", run.Status.Phase, run.Status.Message)
