@@ -90,7 +90,7 @@ check_version() {
   home=$(mktemp -d)
   # A scratch HOME: the CLIs may write config or caches on first start.
   out=$(cd "$home" && HOME=$home XDG_CONFIG_HOME=$home/.config XDG_DATA_HOME=$home/.local/share XDG_CACHE_HOME=$home/.cache \
-    DISABLE_AUTOUPDATER=1 CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 OPENCODE_DISABLE_AUTOUPDATE=1 \
+    DISABLE_AUTOUPDATER=1 CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 OPENCODE_DISABLE_AUTOUPDATE=1 LITELLM_LOCAL_MODEL_COST_MAP=True \
     timeout 120 "$cmd" --version </dev/null 2>&1) || { rm -rf "$home"; die "$cmd --version failed: $out"; }
   rm -rf "$home"
   [[ $out == *"$version"* ]] || die "$cmd --version printed '$out', not the pinned $version"

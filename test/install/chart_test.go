@@ -467,6 +467,31 @@ func TestCustomValues(t *testing.T) {
 	}
 }
 
+func TestCRDValues(t *testing.T) {
+	if m := mustRender(t, "harnessfacts", ns, "crds: {install: false}"); len(m.only("CustomResourceDefinition")) != 0 {
+		t.Error("crds.install=false still renders CRDs")
+	}
+	m := mustRender(t, "harnessfacts", ns, "crds: {keep: false}")
+	crds := m.only("CustomResourceDefinition")
+	if len(crds) != 2 {
+		t.Fatalf("want the two CRDs, got %v", crds.ids())
+	}
+	for _, c := range crds {
+		if _, ok := c.GetAnnotations()["helm.sh/resource-policy"]; ok {
+			t.Errorf("crds.keep=false: %s still has helm.sh/resource-policy", c.GetName())
+		}
+	}
+}
+
+func TestCommonLabels(t *testing.T) {
+	m := mustRender(t, "harnessfacts", ns, "commonLabels: {team: evals}\nnodeAgent: {windows: {enabled: true}}")
+	for _, o := range m {
+		if o.GetLabels()["team"] != "evals" {
+			t.Errorf("%s lacks commonLabels team=evals: %v", id(o), o.GetLabels())
+		}
+	}
+}
+
 func TestPrivilegedFallback(t *testing.T) {
 	m := mustRender(t, "harnessfacts", ns, valueSets["privileged"])
 	spec := daemonSet(t, m, "harnessfacts-node-agent").Spec.Template.Spec
