@@ -51,9 +51,17 @@ func Setup(ctx context.Context, mgr manager.Manager, opts SetupOptions) (*Agent,
 	if err != nil {
 		return nil, err
 	}
-	// What a killed node-agent left: the sandbox's own leftovers (Windows
+	// What a killed node-agent left: its runs' processes, the sandbox's own
+	// leftovers (Windows
 	// AppContainer profiles and grants), then the run dirs whose owner lock
 	// nobody holds, and nothing else.
+	n, err := killLeftovers(exec.opts.RunRoot)
+	if err != nil {
+		return nil, fmt.Errorf("killing what earlier runs left running: %w", err)
+	}
+	if n > 0 {
+		logger.Info("killed processes an earlier node-agent's runs left running", "count", n)
+	}
 	recovered, err := sandbox.RecoverAbandoned(exec.opts.RunRoot)
 	if err != nil {
 		return nil, fmt.Errorf("recovering abandoned sandboxes: %w", err)

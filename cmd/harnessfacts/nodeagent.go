@@ -33,6 +33,7 @@ type nodeAgentFlags struct {
 	bwrap          string
 	cgroupParent   string
 	leafCgroup     bool
+	labels         map[string]string
 	metricsAddr    string
 	probeAddr      string
 	development    bool
@@ -73,6 +74,7 @@ behind and ends the runs that process had claimed (reason NodeAgentRestarted).`,
 	fl.IntVar(&f.gid, "run-as-gid", sandbox.DefaultGID, "unprivileged gid the agent runs as")
 	fl.StringVar(&f.bwrap, "bwrap", "", "bubblewrap binary (default: bwrap on PATH)")
 	fl.StringVar(&f.cgroupParent, "cgroup-parent", "", "cgroup under which per-run cgroups are made (default: the node-agent's own)")
+	fl.StringToStringVar(&f.labels, "node-labels", nil, "labels added to those mirrored from the Node (key=value,...), for spec.nodeSelector")
 	fl.BoolVar(&f.leafCgroup, "move-to-leaf-cgroup", true, "on cgroup v2 without --cgroup-parent, move the node-agent into <own cgroup>/agent so per-run cgroups can have limits")
 	fl.StringVar(&f.metricsAddr, "metrics-bind-address", ":8082", "address of the Prometheus metrics endpoint; 0 disables it")
 	fl.StringVar(&f.probeAddr, "health-probe-bind-address", ":8083", "address of the /healthz and /readyz endpoints")
@@ -119,7 +121,7 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 		NodeName: f.nodeName, LeaseNamespace: f.leaseNamespace, LeaseDuration: f.leaseDuration, Slots: f.slots,
 		RunRoot: f.runRoot, Hidden: f.hidden, UID: f.uid, GID: f.gid,
 		Sandbox:  sandbox.Options{Bwrap: f.bwrap, CgroupParent: f.cgroupParent, MoveToLeafCgroup: f.leafCgroup},
-		Adapters: adapters.Default(),
+		Adapters: adapters.Default(), ExtraLabels: f.labels,
 	})
 	if err != nil {
 		return err

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -502,4 +503,136 @@ func base64Std(s string) string { return base64.StdEncoding.EncodeToString([]byt
 func yamlOf(v any) (string, error) {
 	b, err := yaml.Marshal(v)
 	return string(b), err
+}
+
+// TestNodeAgentKilledMidRun kills a node-agent (a real process) while its
+// agent runs, starts another on the same node, and expects a terminal
+// status, no surviving agent process and no run dir left.
+func TestNodeAgentKilledMidRun(t *testing.T) {
+	ns := newNamespace(t, "e2e-kill")
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := env.Kubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	runs := filepath.Join(openDir(t), "runs")
+	start := func() *exec.Cmd {
+		cmd := exec.Command(binary, "node-agent", "--kubeconfig", kubeconfig, "--node-name", "kill-node",
+			"--lease-namespace", leaseNS, "--lease-duration", "8s", "--slots", "1", "--run-root", runs,
+			"--node-labels", "harnessfacts.io/e2e=kill", "--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+		var logs bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &logs, &logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			if t.Failed() {
+				t.Logf("node-agent logs:\n%s", logs.String())
+			}
+		})
+		return cmd
+	}
+	first := start()
+
+	const marker = "harnessfacts-e2e-kill-marker"
+	run := &harnessv1.HarnessRun{
+		ObjectMeta: metav1.ObjectMeta{Name: "killed", Namespace: ns},
+		Spec: harnessv1.HarnessRunSpec{
+			Agent: harnessv1.AgentSpec{Adapter: harnessv1.AdapterExec,
+				Command: []string{"sh", "-c", "sleep 300; : " + marker}},
+			Fixture:      harnessv1.FixtureSource{Inline: &harnessv1.InlineFixture{Files: map[string]string{"fixture.yaml": "prompt: wait\n"}}},
+			NodeSelector: map[string]string{"harnessfacts.io/e2e": "kill"},
+		},
+	}
+	if err := k8s.Create(context.Background(), run); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(run)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		got := &harnessv1.HarnessRun{}
+		if err := k8s.Get(context.Background(), key, got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.Phase == harnessv1.RunRunning && len(processesWith(marker)) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the run never started its agent: %+v", got.Status)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	if out, err := exec.Command("ps", "-eo", "pid,ppid,user,cmd").CombinedOutput(); err == nil {
+		t.Logf("before the kill:\n%s", grepLines(string(out), marker))
+	}
+	if err := first.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.Wait()
+	// bwrap --die-with-parent normally takes the agent down with its
+	// node-agent; a node-agent killed while a sandbox was being set up can
+	// leave one behind. Plant such a leftover, deterministically: a process
+	// working in an abandoned run dir. The next node-agent must kill it.
+	abandoned := filepath.Join(runs, "harnessfacts-gone-1-000000000000")
+	if err := os.MkdirAll(abandoned, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(abandoned, fixture.LockFileName), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	leftover := exec.Command("sh", "-c", "sleep 300; : "+marker)
+	leftover.Dir = abandoned
+	leftover.Env = []string{"HARNESSFACTS_RUN=" + abandoned}
+	if err := leftover.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = leftover.Wait() }()
+
+	start() // the DaemonSet restarts the node-agent
+	st := waitTerminal(t, key).Status
+	if pids := processesWith(marker); len(pids) > 0 {
+		t.Errorf("processes of the killed node-agent's runs survived its restart: %v", pids)
+	}
+	if st.Phase != harnessv1.RunFailed || st.FailureClass != harnessv1.FailureInfrastructure || st.Reason != harnessv1.ReasonNodeAgentRestarted {
+		t.Errorf("status %s/%s/%s %q, want Failed/Infrastructure/NodeAgentRestarted", st.Phase, st.FailureClass, st.Reason, st.Message)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		entries, _ := os.ReadDir(runs)
+		if len(entries) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the killed attempt's run dir is left: %v", entries)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// processesWith lists the pids whose command line contains s.
+func processesWith(s string) []string {
+	var pids []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.Contains(cmdline, []byte(s)) {
+			pids = append(pids, e.Name())
+		}
+	}
+	return pids
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
