@@ -3,6 +3,7 @@ package redact
 import (
 	"bytes"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -16,11 +17,21 @@ func TestKeywordDFAFindsWhatANaiveSearchFinds(t *testing.T) {
 		"-----BEGIN RSA PRIVATE KEY----- kkk eyey",
 		"",
 		"no match here",
+		strings.Repeat("ab", 5000) + "-----begin" + strings.Repeat("k", 7),
+	}
+	// Long enough to be scanned in interleaved lanes; the shifts put
+	// keywords across every cut between lanes.
+	for shift := 0; shift < 40; shift++ {
+		inputs = append(inputs, strings.Repeat("x", shift)+strings.Repeat("x-----BEGIN sk-ghp_AKIA token key they ", 200))
 	}
 	for _, in := range inputs {
 		type hit struct{ End, KW int }
 		var got, want []hit
-		d.walk([]byte(in), func(end int, kw int32) { got = append(got, hit{end, int(kw)}) })
+		for _, h := range d.hits([]byte(in), nil) {
+			for _, kw := range d.outs[h.state/uint32(d.nclass)] {
+				got = append(got, hit{int(h.end), int(kw)})
+			}
+		}
 		low := bytes.ToLower([]byte(in))
 		for ki, k := range keywords {
 			kl := bytes.ToLower([]byte(k))

@@ -374,6 +374,7 @@ func longestRun(b []byte) int {
 // scratch is per-Writer memory reused between scans.
 type scratch struct {
 	spans []span
+	hits  []kwHit
 	open  []window // per rule: the window being gathered
 	wins  []window
 }
@@ -393,44 +394,49 @@ func (rs *ruleSet) find(buf []byte, ctx int, final bool, keep [][]byte, sc *scra
 	wins := sc.wins[:0]
 	n := len(buf)
 	lineS, lineE := -1, -1 // the line of the last hit
-	rs.kw.walk(buf, func(ke int, pattern int32) {
-		ks := ke - rs.kw.patLen[pattern]
-		if ks < lineS || ks >= lineE {
-			lineS = bytes.LastIndexByte(buf[max(0, ks-maxRuleSpan):ks], '\n') + 1
-			if lineS > 0 {
-				lineS += max(0, ks-maxRuleSpan)
-			} else if ks-maxRuleSpan > 0 {
-				lineS = ks - maxRuleSpan
+	sc.hits = rs.kw.hits(buf, sc.hits[:0])
+	nc := uint32(rs.kw.nclass)
+	for _, h := range sc.hits {
+		ke := int(h.end)
+		for _, pattern := range rs.kw.outs[h.state/nc] {
+			ks := ke - rs.kw.patLen[pattern]
+			if ks < lineS || ks >= lineE {
+				lineS = bytes.LastIndexByte(buf[max(0, ks-maxRuleSpan):ks], '\n') + 1
+				if lineS > 0 {
+					lineS += max(0, ks-maxRuleSpan)
+				} else if ks-maxRuleSpan > 0 {
+					lineS = ks - maxRuleSpan
+				}
+				if j := bytes.IndexByte(buf[ke:min(n, ke+maxRuleSpan)], '\n'); j >= 0 {
+					lineE = ke + j
+				} else {
+					lineE = min(n, ke+maxRuleSpan)
+				}
 			}
-			if j := bytes.IndexByte(buf[ke:min(n, ke+maxRuleSpan)], '\n'); j >= 0 {
-				lineE = ke + j
-			} else {
-				lineE = min(n, ke+maxRuleSpan)
+			for _, ri := range rs.kwRules[pattern] {
+				ru := rs.rules[ri]
+				if ke+ru.span <= ctx {
+					continue // wholly in what was already written
+				}
+				s, e := max(0, ks-ru.span), min(n, ke+ru.span)
+				if !ru.multiline {
+					s, e = max(s, lineS), min(e, lineE)
+				}
+				if ru.hitFilter != nil && !ru.hitFilter(buf, ke, lineE) {
+					continue
+				}
+				o := &open[ri]
+				if o.s >= 0 && s <= o.e {
+					o.e = max(o.e, e)
+					continue
+				}
+				if o.s >= 0 {
+					wins = append(wins, *o)
+				}
+				*o = window{rule: ri, s: s, e: e}
 			}
 		}
-		for _, ri := range rs.kwRules[pattern] {
-			ru := rs.rules[ri]
-			if ke+ru.span <= ctx {
-				continue // wholly in what was already written
-			}
-			s, e := max(0, ks-ru.span), min(n, ke+ru.span)
-			if !ru.multiline {
-				s, e = max(s, lineS), min(e, lineE)
-			}
-			if ru.hitFilter != nil && !ru.hitFilter(buf, ke, lineE) {
-				continue
-			}
-			o := &open[ri]
-			if o.s >= 0 && s <= o.e {
-				o.e = max(o.e, e)
-				continue
-			}
-			if o.s >= 0 {
-				wins = append(wins, *o)
-			}
-			*o = window{rule: ri, s: s, e: e}
-		}
-	})
+	}
 	for _, o := range open {
 		if o.s >= 0 {
 			wins = append(wins, o)
