@@ -168,3 +168,35 @@ func (c *countingWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); re
 type failingWriter struct{ err error }
 
 func (f failingWriter) Write([]byte) (int, error) { return 0, f.err }
+
+func TestTokensAnywhereInALongStreamAreRedacted(t *testing.T) {
+	r := newRedactor(t, Options{Secrets: []string{secret}})
+	const tok = "ghp_R2bX9kQ4mZ7tL1wV8nY3pC6sD0fG5hJ2aE4u"
+	text := corpus(3 << 20)
+	var b strings.Builder
+	// Every ~61 KiB, so that tokens land on lane cuts, batch ends and
+	// window edges somewhere.
+	n := 0
+	for off := 0; off < len(text); off += 61<<10 + 7 {
+		end := min(len(text), off+61<<10+7)
+		b.WriteString(text[off:end])
+		b.WriteString(" " + tok + " ")
+		if n%3 == 0 {
+			b.WriteString(secret)
+		}
+		n++
+	}
+	in := []byte(b.String())
+	for _, chunk := range []int{4093, 1 << 20} {
+		out := string(writeInChunks(t, r, in, chunk))
+		if c := strings.Count(out, tok[:12]); c != 0 {
+			t.Errorf("chunks of %d: %d of %d tokens left", chunk, c, n)
+		}
+		if strings.Contains(out, secret) {
+			t.Errorf("chunks of %d: the secret is left", chunk)
+		}
+		if got := strings.Count(out, "[REDACTED:github-pat]"); got != n {
+			t.Errorf("chunks of %d: %d tokens redacted, want %d", chunk, got, n)
+		}
+	}
+}
