@@ -115,7 +115,9 @@ const lanes = 4
 // is cut into lanes scanned in one interleaved loop; each lane starts
 // maxLen-1 bytes early, so a keyword across a cut is seen whole, and
 // reports only the ends in its own part.
-func (d *kwDFA) hits(buf []byte, out []kwHit) []kwHit {
+// lane holds the hits of each lane between calls, so that scans allocate
+// nothing once warm.
+func (d *kwDFA) hits(buf []byte, out []kwHit, lane *[lanes][]kwHit) []kwHit {
 	n := len(buf)
 	if n < 1<<12 || n >= 1<<31 {
 		return d.scan(buf, 0, 0, n, out)
@@ -131,7 +133,9 @@ func (d *kwDFA) hits(buf []byte, out []kwHit) []kwHit {
 	for i := 1; i < lanes; i++ {
 		common = min(common, to[i]-st[i])
 	}
-	var lane [lanes][]kwHit
+	for i := range lane {
+		lane[i] = lane[i][:0]
+	}
 	var s0, s1, s2, s3 uint32
 	delta, class := d.delta, &d.class
 	b0, b1, b2, b3 := buf[st[0]:st[0]+common], buf[st[1]:st[1]+common], buf[st[2]:st[2]+common], buf[st[3]:st[3]+common]

@@ -27,7 +27,7 @@ func TestKeywordDFAFindsWhatANaiveSearchFinds(t *testing.T) {
 	for _, in := range inputs {
 		type hit struct{ End, KW int }
 		var got, want []hit
-		for _, h := range d.hits([]byte(in), nil) {
+		for _, h := range d.hits([]byte(in), nil, new([lanes][]kwHit)) {
 			for _, kw := range d.outs[h.state/uint32(d.nclass)] {
 				got = append(got, hit{int(h.end), int(kw)})
 			}
