@@ -2,6 +2,7 @@ package nodeagent_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -72,8 +73,7 @@ func (s *scripted) Execute(ctx context.Context, run *harnessv1.HarnessRun) *node
 		<-ctx.Done()
 		var sc *nodeagent.StopCause
 		reason := harnessv1.ReasonStopped
-		if c, ok := context.Cause(ctx).(*nodeagent.StopCause); ok {
-			sc = c
+		if errors.As(context.Cause(ctx), &sc) {
 			reason = sc.Reason
 		}
 		return &nodeagent.Result{Status: harnessv1.HarnessRunStatus{Phase: harnessv1.RunFailed, Verdict: harnessv1.VerdictError,

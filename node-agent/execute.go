@@ -143,7 +143,6 @@ type attempt struct {
 	manifest *fixture.Manifest
 	dir      *fixture.RunDir
 	redactor *redact.Redactor
-	res      *Result
 	warnings []Warning
 }
 

@@ -23,8 +23,8 @@ type output struct {
 	raw     int64
 }
 
-func newOutput(red *redact.Redactor, token string, max int64) *output {
-	o := &output{capture: sandbox.NewCapture(int(max))}
+func newOutput(red *redact.Redactor, token string, limit int64) *output {
+	o := &output{capture: sandbox.NewCapture(int(limit))}
 	if token != "" {
 		o.watcher = mcp.NewTokenWatcher(token)
 	}

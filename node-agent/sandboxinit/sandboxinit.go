@@ -172,6 +172,6 @@ func Stdio(socket string, stdin io.Reader, stdout io.Writer) error {
 		errs <- err
 	}()
 	// The session ends when the server hangs up (after stdin closed).
-	<-errs
-	return <-errs
+	first := <-errs
+	return errors.Join(first, <-errs)
 }
