@@ -399,8 +399,41 @@ func explainBwrapFailure(msg string) string {
 	return msg
 }
 
-// RecoverAbandoned has no profile or grant to recover on Linux: bwrap dies
-// with the node-agent (--die-with-parent) and the pid namespace with it. At
-// most an empty per-run cgroup directory below "harnessfacts" remains; it
-// holds no process and no limit that matters.
-func RecoverAbandoned(string) ([]string, error) { return nil, nil }
+// RecoverAbandoned removes the per-run cgroups a killed node-agent left
+// below "harnessfacts" in its own cgroup of every hierarchy. There is no
+// profile or grant to recover on Linux. A cgroup that still holds a
+// process is not removed (the kernel refuses); the node-agent kills such
+// leftovers first. Call it before any run starts: a run's cgroup is empty
+// for a moment between its creation and the start of its process.
+func RecoverAbandoned(string) ([]string, error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		var dirs []string
+		if parts[0] == "0" && parts[1] == "" {
+			dirs = append(dirs, filepath.Join("/sys/fs/cgroup", parts[2], cgroupPrefix),
+				filepath.Join("/sys/fs/cgroup/unified", parts[2], cgroupPrefix))
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			if c != "" && !strings.HasPrefix(c, "name=") {
+				dirs = append(dirs, filepath.Join("/sys/fs/cgroup", c, parts[2], cgroupPrefix))
+			}
+		}
+		for _, d := range dirs {
+			runs, _ := filepath.Glob(filepath.Join(d, "run-*"))
+			for _, r := range runs {
+				if err := os.Remove(r); err == nil {
+					removed = append(removed, r)
+				}
+			}
+		}
+	}
+	return removed, nil
+}

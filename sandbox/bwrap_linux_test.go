@@ -27,7 +27,7 @@ func requireBwrapHost(t testing.TB) *BwrapRunner {
 	if os.Geteuid() != 0 {
 		t.Fatal("these tests need root: they create cgroups and run bwrap as an unprivileged uid (run `go test` as root, as CI does)")
 	}
-	r, err := NewBwrapRunner(Options{})
+	r, err := NewBwrapRunner(Options{CgroupParent: testCgroupParent})
 	if err != nil {
 		t.Fatalf("%v (CI installs it with apt-get install bubblewrap)", err)
 	}
@@ -95,9 +95,8 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 func assertNoRunCgroups(t testing.TB) {
 	t.Helper()
 	for _, pattern := range []string{
-		"/sys/fs/cgroup/*/" + cgroupPrefix + "/run-*",
-		"/sys/fs/cgroup/*/*/*/" + cgroupPrefix + "/run-*",
-		"/sys/fs/cgroup/" + cgroupPrefix + "/run-*",
+		"/sys/fs/cgroup/*/" + testCgroupParent + "/" + cgroupPrefix + "/run-*",
+		"/sys/fs/cgroup/" + testCgroupParent + "/" + cgroupPrefix + "/run-*",
 	} {
 		left, _ := filepath.Glob(pattern)
 		if len(left) > 0 {
