@@ -24,9 +24,8 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: demo
-demo: ## The main job: start a local control plane, apply the sample HarnessRun, show the result.
-	@assets=$$(hack/control-plane.sh); \
-	KUBEBUILDER_ASSETS=$$assets go run ./hack/demo
+demo: ## The main job: a real HarnessRun end to end on this machine (harnessfacts dev, kubectl, evidence verify).
+	@hack/demo.sh
 
 .PHONY: build
 build: ## Build bin/harnessfacts.

@@ -1,0 +1,202 @@
+//go:build !windows
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/config/crd"
+	"github.com/harnessfacts/harnessfacts/controllers"
+	nodeagent "github.com/harnessfacts/harnessfacts/node-agent"
+	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
+)
+
+type devFlags struct {
+	assets     string
+	kubeconfig string
+	runRoot    string
+	slots      int32
+	node       string
+}
+
+func newDevCommand() *cobra.Command {
+	f := devFlags{}
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run a local control plane, the controller and a node-agent for this machine, in the foreground",
+		Long: `Start kube-apiserver and etcd (the binaries hack/control-plane.sh builds), install
+the HarnessFacts CRDs, and run the controller and a node-agent for this machine
+in this process. A kubeconfig for the control plane is written to --kubeconfig,
+so 'kubectl --kubeconfig FILE apply -f run.yaml' runs a HarnessRun for real.
+Ctrl-C (or SIGTERM) stops everything and leaves no process behind.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runDev(ctx, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.assets, "assets", os.Getenv("KUBEBUILDER_ASSETS"), "folder holding kube-apiserver, etcd and kubectl (default $KUBEBUILDER_ASSETS; `make control-plane` prints it)")
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "harnessfacts-dev.kubeconfig", "where to write the kubeconfig of the local control plane")
+	fl.StringVar(&f.runRoot, "run-root", filepath.Join(os.TempDir(), "harnessfacts-dev-runs"), "folder of the run dirs")
+	fl.Int32Var(&f.slots, "slots", 2, "runs the local node-agent executes at once")
+	fl.StringVar(&f.node, "node-name", "", "the local node's name (default: the host name)")
+	return cmd
+}
+
+func runDev(ctx context.Context, f devFlags) error {
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
+	logger := ctrl.Log.WithName("dev")
+	if f.assets == "" {
+		return errors.New("no control plane binaries: pass --assets $(hack/control-plane.sh), or run `make demo`")
+	}
+	if f.node == "" {
+		f.node, _ = os.Hostname()
+	}
+	crds, err := embeddedCRDs()
+	if err != nil {
+		return err
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := harnessv1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	env := &envtest.Environment{BinaryAssetsDirectory: f.assets, CRDs: crds, Scheme: scheme}
+	logger.Info("starting kube-apiserver and etcd", "assets", f.assets)
+	cfg, err := env.Start()
+	if err != nil {
+		return fmt.Errorf("starting the control plane: %w", err)
+	}
+	defer func() {
+		logger.Info("stopping the control plane")
+		if err := env.Stop(); err != nil {
+			logger.Error(err, "stopping the control plane")
+		}
+	}()
+	user, err := env.ControlPlane.AddUser(envtest.User{Name: "dev-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return err
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(f.kubeconfig, kc, 0o600); err != nil {
+		return err
+	}
+	defer func() { _ = os.Remove(f.kubeconfig) }()
+
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	const leaseNS = "harnessfacts-system"
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: leaseNS}}); err != nil {
+		return err
+	}
+
+	// The controller and the node-agent, each in its own manager, as their
+	// Deployment and DaemonSet would run them.
+	noServe := func(o ctrl.Options) ctrl.Options {
+		o.Scheme = scheme
+		o.Metrics = metricsserver.Options{BindAddress: "0"}
+		o.HealthProbeBindAddress = "0"
+		o.Controller = config.Controller{SkipNameValidation: ptr.To(true)}
+		return o
+	}
+	cmgr, err := ctrl.NewManager(cfg, noServe(ctrl.Options{}))
+	if err != nil {
+		return err
+	}
+	if err := controllers.SetupIndexes(ctx, cmgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	r, err := controllers.NewHarnessRunReconciler(cmgr.GetClient(), cmgr.GetEventRecorder("harnessfacts-controller"), clock.RealClock{},
+		controllers.Options{DeadlineGrace: 30 * time.Second, DefaultLeaseDuration: 40 * time.Second, MaxConcurrentReconciles: 4})
+	if err != nil {
+		return err
+	}
+	if err := r.SetupWithManager(cmgr); err != nil {
+		return err
+	}
+	cacheOpts, clientOpts := nodeagent.ManagerOptions(f.node)
+	nmgr, err := ctrl.NewManager(cfg, noServe(ctrl.Options{Cache: cacheOpts, Client: clientOpts}))
+	if err != nil {
+		return err
+	}
+	if _, err := nodeagent.Setup(ctx, nmgr, nodeagent.SetupOptions{
+		NodeName: f.node, LeaseNamespace: leaseNS, LeaseDuration: 20 * time.Second, Slots: f.slots,
+		RunRoot: f.runRoot, Hidden: defaultHidden, Adapters: adapters.Default(),
+	}); err != nil {
+		return err
+	}
+
+	// When one manager fails, the other stops too.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, 2)
+	go func() { errs <- cmgr.Start(ctx) }()
+	go func() { errs <- nmgr.Start(ctx) }()
+	kubectl := filepath.Join(f.assets, "kubectl")
+	logger.Info("ready: the local control plane runs HarnessRuns on this machine; Ctrl-C stops everything",
+		"kubeconfig", f.kubeconfig, "try", fmt.Sprintf("%s --kubeconfig %s apply -k fixtures/hello && %s --kubeconfig %s apply -f fixtures/hello/run.yaml", kubectl, f.kubeconfig, kubectl, f.kubeconfig))
+	var first error
+	for range 2 {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+			cancel()
+		}
+	}
+	return first
+}
+
+// embeddedCRDs are the generated CRDs compiled into this binary.
+func embeddedCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	var out []*apiextensionsv1.CustomResourceDefinition
+	err := fs.WalkDir(crd.Bases, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".yaml") {
+			return err
+		}
+		b, err := fs.ReadFile(crd.Bases, p)
+		if err != nil {
+			return err
+		}
+		def := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.Unmarshal(b, def); err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		out = append(out, def)
+		return nil
+	})
+	return out, err
+}
