@@ -14,6 +14,7 @@ GOLANGCI_LINT ?= $(CACHE)/tools/golangci-lint-$(GOLANGCI_LINT_VERSION)/golangci-
 
 BIN ?= bin
 GO_TEST_FLAGS ?=
+FUZZTIME ?= 15s
 
 ##@ General
 
@@ -42,9 +43,12 @@ generate: $(CONTROLLER_GEN) ## Write the generated deepcopy code of api/.
 	$(CONTROLLER_GEN) object paths=./api/...
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Write the CRDs (config/crd/bases) and RBAC (config/rbac).
+manifests: $(CONTROLLER_GEN) ## Write the CRDs (config/crd/bases) and RBAC (config/rbac), and copy them into the chart.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=harnessfacts-controller paths=./controllers/... output:rbac:artifacts:config=config/rbac/controller
+	rm -f charts/harnessfacts/files/crds/*.yaml
+	cp config/crd/bases/*.yaml charts/harnessfacts/files/crds/
+	cp config/rbac/controller/role.yaml charts/harnessfacts/files/controller-role.yaml
 
 .PHONY: fmt
 fmt: ## gofmt every Go file.
@@ -62,9 +66,9 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint (pinned; .golangci.yml).
 verify: generate manifests ## Fail when generated files, gofmt or go.mod are out of date.
 	go mod tidy
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	@if [ -n "$$(git status --porcelain -- api config go.mod go.sum)" ]; then \
+	@if [ -n "$$(git status --porcelain -- api config charts go.mod go.sum)" ]; then \
 		echo "generated files or go.mod are out of date; run 'make generate manifests' and 'go mod tidy', then commit:"; \
-		git status --porcelain -- api config go.mod go.sum; git diff --stat -- api config go.mod go.sum; exit 1; fi
+		git status --porcelain -- api config charts go.mod go.sum; git diff --stat -- api config charts go.mod go.sum; exit 1; fi
 
 ##@ Test
 
@@ -80,6 +84,19 @@ deps: ## Install the system packages tests need (bubblewrap, curl) when missing.
 test: deps ## Run every test against a real API server and real bwrap (builds the control plane on first use).
 	@assets=$$(hack/control-plane.sh); \
 	KUBEBUILDER_ASSETS=$$assets go test $(GO_TEST_FLAGS) ./...
+
+.PHONY: fuzz
+fuzz: ## A short run of each fuzz target (FUZZTIME each, default 15s).
+	go test -run '^$$' -fuzz '^FuzzParseManifest$$' -fuzztime $(FUZZTIME) ./node-agent/fixture
+	go test -run '^$$' -fuzz '^FuzzRedact$$' -fuzztime $(FUZZTIME) ./node-agent/redact
+
+.PHONY: bench
+bench: deps ## Run the benchmarks (real API server, real bwrap); each reports against a baseline from the same run.
+	@assets=$$(hack/control-plane.sh); \
+	KUBEBUILDER_ASSETS=$$assets go test -run '^$$' -bench . -benchtime 1x ./controllers/ && \
+	go test -run '^$$' -bench BwrapOverhead -benchtime 200x ./sandbox/ && \
+	KUBEBUILDER_ASSETS=$$assets go test -run '^$$' -bench OutputPipeline -benchtime 2x ./node-agent/ && \
+	KUBEBUILDER_ASSETS=$$assets go test -run '^$$' -bench NodeAgentThroughput -benchtime 200x ./test/e2e/
 
 ##@ Tools
 
