@@ -12,6 +12,7 @@ package install
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/harnessfacts/harnessfacts/internal/testenv"
 )
@@ -37,6 +40,9 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	// The clients log nothing worth reading here; without a logger
+	// controller-runtime prints a warning with a stack trace.
+	ctrllog.SetLogger(zap.New(zap.WriteTo(io.Discard)))
 	var err error
 	helm, err = buildHelm()
 	if err != nil {
