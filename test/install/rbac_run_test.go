@@ -218,6 +218,10 @@ func sampleUnderChartRBAC(t *testing.T, release, values string) {
 	agentUser, agentGroups := sa(release + "-harnessfacts-node-agent")
 	ds := as[appsv1.DaemonSet](t, m.get(t, "DaemonSet", release+"-harnessfacts-node-agent"))
 	runRoot := filepath.Join(dir, "runs")
+	// The chart's arguments as they are, --move-to-leaf-cgroup (default on)
+	// included: on a cgroup v2 host it moves the processes of this test's
+	// cgroup into <cgroup>/agent, as it does with a node-agent container's;
+	// our machines and CI have cgroup v1, where it does nothing.
 	agentOut := start("node-agent", withArgs(ds.Spec.Template.Spec.Containers[0].Args, map[string]string{
 		"--kubeconfig":                impersonatingKubeconfig(t, agentUser, agentGroups, map[string][]string{nodeClaim: {node}}),
 		"--run-root":                  runRoot,
