@@ -24,7 +24,7 @@ func TestAppContainerName(t *testing.T) {
 		t.Errorf("bad profile name %q", a)
 	}
 	for _, r := range a {
-		if !(r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z') {
+		if r != '.' && (r < '0' || r > '9') && (r < 'a' || r > 'z') {
 			t.Errorf("profile name %q has %q", a, r)
 		}
 	}

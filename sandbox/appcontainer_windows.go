@@ -61,7 +61,7 @@ func (r *AppContainerRunner) Run(ctx context.Context, spec Spec) (res Result, er
 	if err != nil {
 		return res, err
 	}
-	defer windows.FreeSid(sid)
+	defer func() { _ = windows.FreeSid(sid) }()
 	grants := planGrants(spec)
 
 	// The record is written and held before any grant exists, so there is
@@ -107,7 +107,7 @@ func (r *AppContainerRunner) Run(ctx context.Context, spec Spec) (res Result, er
 	closeJob := func() {
 		if !jobClosed {
 			jobClosed = true
-			windows.CloseHandle(job) // kill-on-job-close ends whatever is left
+			_ = windows.CloseHandle(job) // kill-on-job-close ends whatever is left
 		}
 	}
 	defer closeJob()
@@ -127,8 +127,8 @@ func (r *AppContainerRunner) Run(ctx context.Context, spec Spec) (res Result, er
 	}
 	stderrR, stderrW, err := inheritablePipe()
 	if err != nil {
-		windows.CloseHandle(stdoutR)
-		windows.CloseHandle(stdoutW)
+		_ = windows.CloseHandle(stdoutR)
+		_ = windows.CloseHandle(stdoutW)
 		return res, err
 	}
 	nul, err := inheritableNul()
@@ -401,7 +401,7 @@ func (winContainerOS) revoke(profile, path string) error {
 	if err := winapi.DeriveAppContainerSidFromAppContainerName(windows.StringToUTF16Ptr(profile), &sid); err != nil {
 		return fmt.Errorf("derive SID of %s: %w", profile, err)
 	}
-	defer windows.FreeSid(sid)
+	defer func() { _ = windows.FreeSid(sid) }()
 	return revokeSID(sid, path)
 }
 

@@ -367,7 +367,7 @@ func cgroupDescription(opts Options) string {
 	if err != nil {
 		return "unavailable"
 	}
-	defer cg.remove()
+	defer func() { _ = cg.remove() }() // a description; nothing ran in it
 	return fmt.Sprintf("v%d", cg.version())
 }
 

@@ -32,14 +32,13 @@ type Capture struct {
 	total   int64
 }
 
-// NewCapture returns a Capture keeping at most max bytes: the first max/2 and
-// the last max-max/2. max <= 0 keeps nothing and only counts.
-func NewCapture(max int) *Capture {
-	if max < 0 {
-		max = 0
-	}
-	h := max / 2
-	return &Capture{head: make([]byte, 0, h), headCap: h, tail: make([]byte, max-h)}
+// NewCapture returns a Capture keeping at most limit bytes: the first
+// limit/2 and the last limit-limit/2. limit <= 0 keeps nothing and only
+// counts.
+func NewCapture(limit int) *Capture {
+	limit = max(limit, 0)
+	h := limit / 2
+	return &Capture{head: make([]byte, 0, h), headCap: h, tail: make([]byte, limit-h)}
 }
 
 // Write records p. It always returns len(p), nil.

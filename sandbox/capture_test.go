@@ -71,16 +71,16 @@ func TestCaptureBytesNamesTheCut(t *testing.T) {
 // naive model over many chunkings.
 func TestCaptureMatchesModel(t *testing.T) {
 	input := []byte(strings.Repeat("the quick brown fox jumps over the lazy dog ", 50))
-	for max := 1; max < 40; max += 3 {
+	for limit := 1; limit < 40; limit += 3 {
 		for chunk := 1; chunk < 50; chunk += 7 {
-			c := NewCapture(max)
+			c := NewCapture(limit)
 			for i := 0; i < len(input); i += chunk {
 				_, _ = c.Write(input[i:min(i+chunk, len(input))])
 			}
-			h := max / 2
-			wantHead, wantTail := input[:h], input[len(input)-(max-h):]
+			h := limit / 2
+			wantHead, wantTail := input[:h], input[len(input)-(limit-h):]
 			if !bytes.Equal(c.Head(), wantHead) || !bytes.Equal(c.Tail(), wantTail) {
-				t.Fatalf("max %d chunk %d: head %q tail %q, want %q %q", max, chunk, c.Head(), c.Tail(), wantHead, wantTail)
+				t.Fatalf("limit %d chunk %d: head %q tail %q, want %q %q", limit, chunk, c.Head(), c.Tail(), wantHead, wantTail)
 			}
 		}
 	}

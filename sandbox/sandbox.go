@@ -83,7 +83,7 @@ const (
 	// DefaultUID and DefaultGID are the host ids a sandboxed command runs as
 	// when the Spec names none (nobody/nogroup on Debian).
 	DefaultUID = 65534
-	// DefaultGID: see DefaultUID.
+	// DefaultGID is the host gid a sandboxed command runs as (nogroup).
 	DefaultGID = 65534
 )
 
