@@ -31,6 +31,10 @@ func (e *RunExecutor) evidence(a *attempt, in verdictInput, st *harnessv1.Harnes
 	if st.Sandbox != nil {
 		r.Sandbox = *st.Sandbox
 	}
+	if st.Network != nil {
+		n := *st.Network
+		r.Network = &n
+	}
 	if st.Agent != nil {
 		r.Exit.ExitCode, r.Exit.Signal = st.Agent.ExitCode, st.Agent.Signal
 	}

@@ -20,6 +20,7 @@ import (
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
+	"github.com/harnessfacts/harnessfacts/node-agent/egress"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
 	"github.com/harnessfacts/harnessfacts/node-agent/mcp"
 	"github.com/harnessfacts/harnessfacts/node-agent/redact"
@@ -31,6 +32,10 @@ import (
 // sandbox-init exposes the run's MCP server. Each sandbox has its own
 // network namespace, so every run can use the same port.
 const SandboxMCPPort = 7700
+
+// SandboxEgressPort is the loopback port inside the sandbox on which
+// sandbox-init exposes the run's egress proxy (egress ProviderOnly).
+const SandboxEgressPort = 7701
 
 // DefaultPath is the PATH of sandboxed commands unless configured.
 const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -226,12 +231,34 @@ func (e *RunExecutor) execute(ctx context.Context, a *attempt, receipt *receiptI
 	if run.Spec.Fixture.Prompt != "" {
 		prompt = run.Spec.Fixture.Prompt
 	}
+	// The egress proxy, for ProviderOnly in a sandbox with its own network.
+	// A plain child shares the node's network: a proxy would restrict only
+	// the tools that honour HTTPS_PROXY, so it gets none (condition Sandboxed
+	// says the run was not isolated).
+	egressMode := effectiveEgress(run.Spec.Network.Egress)
+	useProxy := egressMode == harnessv1.EgressProviderOnly && runner.Mode() != sandbox.ModePlain
+	var proxyURL string
+	if useProxy {
+		proxyURL = fmt.Sprintf("http://127.0.0.1:%d", SandboxEgressPort)
+	}
 	inv, err := adapter.Prepare(adapters.Input{
 		Agent: run.Spec.Agent, Prompt: prompt, Workspace: dir.Workspace(), Home: layout.home,
-		MCP: srv.endpoint, MaxDecisions: a.limits.MaxDecisions, Credentials: creds,
+		MCP: srv.endpoint, MaxDecisions: a.limits.MaxDecisions, Credentials: creds, ProxyURL: proxyURL,
 	})
 	if err != nil {
 		return infraFailure("AdapterFailed", "the adapter could not prepare the run: "+err.Error())
+	}
+	var px *egressProxy
+	if useProxy {
+		allow, err := allowList(run, inv)
+		if err != nil {
+			return infraFailure("EgressProxyFailed", "the egress allow list cannot be built: "+err.Error())
+		}
+		if px, err = startEgress(layout, allow); err != nil {
+			return infraFailure("EgressProxyFailed", "the egress proxy could not start: "+err.Error())
+		}
+		defer px.stop()
+		logger.V(1).Info("egress proxy", "allowed", allow.Entries())
 	}
 	if err := writeFiles(layout.home, inv.Files); err != nil {
 		return infraFailure("AdapterFailed", "writing the adapter's config files: "+err.Error())
@@ -239,8 +266,8 @@ func (e *RunExecutor) execute(ctx context.Context, a *attempt, receipt *receiptI
 	cliVersion, _ := adapter.Version(ctx)
 
 	// The agent.
-	spec := e.baseSpec(layout, dir, run.Spec.Network.Egress)
-	spec.Argv = e.wrap(inv.Argv, srv, transport)
+	spec := e.baseSpec(layout, dir, egressMode)
+	spec.Argv = e.wrap(inv.Argv, srv, transport, px)
 	spec.Env = append(spec.Env, inv.Env...)
 	spec.Limits = sandbox.Limits{
 		MemoryBytes:  a.limits.Memory.Value(),
@@ -251,6 +278,11 @@ func (e *RunExecutor) execute(ctx context.Context, a *attempt, receipt *receiptI
 	spec.Stdout, spec.Stderr = out.writer(), out.writer()
 	agentRes, runErr := runner.Run(ctx, spec)
 	out.close()
+	var egressStats *egress.Stats
+	if px != nil {
+		st := px.proxy.Stats()
+		egressStats = &st
+	}
 	stopCause := stopCauseOf(ctx)
 	if runErr != nil && stopCause == nil && !agentRes.TimedOut {
 		return infraFailure(harnessv1.ReasonSandboxUnavailable, "the sandbox could not run the agent: "+runErr.Error())
@@ -269,6 +301,7 @@ func (e *RunExecutor) execute(ctx context.Context, a *attempt, receipt *receiptI
 		receipt: receipt, runner: runner, fallbackWhy: why, agent: agentRes, agentErr: runErr, stop: stopCause,
 		out: out, checks: checks, artifacts: arts, artifactData: artifactData, transport: transport,
 		mcp: summary, tokenSeen: tokenSeen, inv: inv, cliVersion: cliVersion, fixtureDigest: fix.Digest,
+		egress: egressMode, egressStats: egressStats,
 	})
 }
 
@@ -327,14 +360,79 @@ func (e *RunExecutor) baseSpec(l layout, dir *fixture.RunDir, egress harnessv1.E
 	}
 }
 
-// wrap puts sandbox-init in front of the agent when the MCP server must be
-// bridged into the sandbox's own loopback.
-func (e *RunExecutor) wrap(argv []string, srv *mcpServer, transport harnessv1.MCPTransport) []string {
-	if transport != harnessv1.MCPTransportHTTP || srv.httpSocket == "" {
+// wrap puts sandbox-init in front of the agent when the MCP server or the
+// egress proxy must be bridged into the sandbox's own loopback.
+func (e *RunExecutor) wrap(argv []string, srv *mcpServer, transport harnessv1.MCPTransport, px *egressProxy) []string {
+	var flags []string
+	if transport == harnessv1.MCPTransportHTTP && srv.httpSocket != "" {
+		flags = append(flags, "--forward", fmt.Sprintf("127.0.0.1:%d=unix:%s", SandboxMCPPort, srv.httpSocket))
+	}
+	if px != nil {
+		flags = append(flags, "--egress-proxy", fmt.Sprintf("127.0.0.1:%d=unix:%s", SandboxEgressPort, px.socket))
+	}
+	if len(flags) == 0 {
 		return argv
 	}
-	return append([]string{e.opts.InitBinary, "sandbox-init",
-		"--forward", fmt.Sprintf("127.0.0.1:%d=unix:%s", SandboxMCPPort, srv.httpSocket), "--"}, argv...)
+	w := append([]string{e.opts.InitBinary, "sandbox-init"}, flags...)
+	return append(append(w, "--"), argv...)
+}
+
+// effectiveEgress is the run's egress mode; a run read from a file was never
+// defaulted by an API server.
+func effectiveEgress(m harnessv1.Egress) harnessv1.Egress {
+	if m == "" {
+		return harnessv1.EgressProviderOnly
+	}
+	return m
+}
+
+// allowList is what a ProviderOnly run may reach: the adapter's provider
+// hosts, spec.network.allowHosts and the host of spec.agent.providerURL.
+func allowList(run *harnessv1.HarnessRun, inv *adapters.Invocation) (*egress.AllowList, error) {
+	allow, err := egress.NewAllowList(inv.ProviderHosts...)
+	if err != nil {
+		return nil, fmt.Errorf("the adapter's provider hosts: %w", err)
+	}
+	for _, h := range run.Spec.Network.AllowHosts {
+		if err := allow.Add(h); err != nil {
+			return nil, fmt.Errorf("spec.network.allowHosts: %w", err)
+		}
+	}
+	if u := run.Spec.Agent.ProviderURL; u != "" {
+		if err := allow.AddURL(u); err != nil {
+			return nil, fmt.Errorf("spec.agent.providerURL: %w", err)
+		}
+	}
+	return allow, nil
+}
+
+// egressProxy is the run's egress proxy as the executor runs it: served on
+// a unix socket in the run's sockets/ folder, which only this run's sandbox
+// sees (the run root is hidden but for the run's own folders).
+type egressProxy struct {
+	proxy  *egress.Proxy
+	socket string
+	ln     net.Listener
+	done   chan struct{}
+}
+
+func startEgress(l layout, allow *egress.AllowList) (*egressProxy, error) {
+	px := &egressProxy{proxy: egress.New(egress.Options{Allow: allow}), socket: filepath.Join(l.sockets, "egress.sock"), done: make(chan struct{})}
+	ln, err := listenUnix(px.socket)
+	if err != nil {
+		return nil, err
+	}
+	px.ln = ln
+	go func() {
+		defer close(px.done)
+		_ = px.proxy.Serve(ln)
+	}()
+	return px, nil
+}
+
+func (px *egressProxy) stop() {
+	_ = px.proxy.Close()
+	<-px.done
 }
 
 // runner picks the sandbox for the run's isolation policy; why says why a

@@ -8,6 +8,7 @@ import (
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
 	"github.com/harnessfacts/harnessfacts/node-agent/artifacts"
+	"github.com/harnessfacts/harnessfacts/node-agent/egress"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
 	"github.com/harnessfacts/harnessfacts/node-agent/mcp"
 	"github.com/harnessfacts/harnessfacts/sandbox"
@@ -38,6 +39,8 @@ type verdictInput struct {
 	inv           *adapters.Invocation
 	cliVersion    string
 	fixtureDigest string
+	egress        harnessv1.Egress
+	egressStats   *egress.Stats // nil when the run had no egress proxy
 }
 
 // collectArtifacts collects the requested files from the workspace, redacted,
@@ -73,6 +76,9 @@ func (e *RunExecutor) verdict(a *attempt, in verdictInput) *Result {
 		if in.fallbackWhy != "" {
 			msg += " (no sandbox worked: " + in.fallbackWhy + ")"
 		}
+		if in.egress != harnessv1.EgressUnrestricted {
+			msg += fmt.Sprintf("; spec.network.egress %s was not enforced: the agent shared the node's network", in.egress)
+		}
 		setCondition(st, harnessv1.ConditionSandboxed, false, harnessv1.ReasonIsolationFallback, truncate(msg, 32768))
 		res.Warnings = append(res.Warnings, Warning{Reason: harnessv1.ReasonIsolationFallback, Message: msg})
 	} else {
@@ -83,7 +89,19 @@ func (e *RunExecutor) verdict(a *attempt, in verdictInput) *Result {
 		setCondition(st, harnessv1.ConditionEgressUnrestricted, true, "EgressUnrestricted", msg)
 		res.Warnings = append(res.Warnings, Warning{Reason: "EgressUnrestricted", Message: msg})
 	}
-	st.Network = &harnessv1.NetworkStatus{Egress: run.Spec.Network.Egress}
+	st.Network = &harnessv1.NetworkStatus{Egress: in.egress}
+	if s := in.egressStats; s != nil {
+		st.Network.Allowed, st.Network.Denied = s.Allowed, s.Denied
+		// A denied host name can carry a secret the agent tried to smuggle out.
+		for _, h := range s.DeniedHosts {
+			st.Network.DeniedHosts = append(st.Network.DeniedHosts, strings.ToValidUTF8(truncate(a.redactor.String(h), 261), ""))
+		}
+		if s.Denied > 0 {
+			msg := fmt.Sprintf("the egress proxy refused %d connection(s) of the agent (spec.network.egress ProviderOnly), to %s; "+
+				"add a host the agent needs to spec.network.allowHosts", s.Denied, strings.Join(st.Network.DeniedHosts, ", "))
+			res.Warnings = append(res.Warnings, Warning{Reason: "EgressDenied", Message: msg})
+		}
+	}
 
 	// Agent.
 	ag := &harnessv1.AgentStatus{

@@ -12,21 +12,29 @@ import (
 // loopback ports to unix sockets in the run dir, then runs the agent.
 func newSandboxInitCommand() *cobra.Command {
 	var forwards []string
+	var proxy string
 	cmd := &cobra.Command{
-		Use:    "sandbox-init [--forward 127.0.0.1:PORT=unix:PATH]... -- COMMAND [ARG]...",
+		Use:    "sandbox-init [--forward 127.0.0.1:PORT=unix:PATH]... [--egress-proxy 127.0.0.1:PORT=unix:PATH] -- COMMAND [ARG]...",
 		Short:  "Inside the sandbox: bridge loopback ports to the run's sockets, then run the agent",
 		Hidden: true,
 		Args:   cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var fw []sandboxinit.Forward
+			var cfg sandboxinit.Config
 			for _, s := range forwards {
 				f, err := sandboxinit.ParseForward(s)
 				if err != nil {
 					return err
 				}
-				fw = append(fw, f)
+				cfg.Forwards = append(cfg.Forwards, f)
 			}
-			code, err := sandboxinit.Run(cmd.Context(), fw, args, os.Stdout, os.Stderr)
+			if proxy != "" {
+				f, err := sandboxinit.ParseForward(proxy)
+				if err != nil {
+					return err
+				}
+				cfg.Proxy = &f
+			}
+			code, err := sandboxinit.Run(cmd.Context(), cfg, args, os.Stdout, os.Stderr)
 			if err != nil {
 				cmd.PrintErrln("harnessfacts sandbox-init:", err)
 			}
@@ -35,6 +43,7 @@ func newSandboxInitCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringArrayVar(&forwards, "forward", nil, "bridge 127.0.0.1:PORT inside the sandbox to unix:PATH")
+	cmd.Flags().StringVar(&proxy, "egress-proxy", "", "bridge 127.0.0.1:PORT to the run's egress proxy at unix:PATH and point HTTPS_PROXY, HTTP_PROXY (NO_PROXY: loopback) at it")
 	return cmd
 }
 

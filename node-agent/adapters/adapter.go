@@ -27,6 +27,11 @@ type Input struct {
 	MaxDecisions int32
 	// Credentials are the run's selected credential values.
 	Credentials []Credential
+	// ProxyURL is the run's egress proxy as the agent reaches it
+	// ("http://127.0.0.1:PORT"), empty when the run has none (egress None or
+	// Unrestricted). sandbox-init already sets HTTPS_PROXY, HTTP_PROXY and
+	// NO_PROXY; an adapter whose CLI ignores them sets the CLI's own setting.
+	ProxyURL string
 }
 
 // MCPEndpoint is the run's MCP token server as the agent sees it.
@@ -63,6 +68,12 @@ type Invocation struct {
 	Notes []string
 	// MCPUnsupported is true when the run asked for MCP and the CLI has none.
 	MCPUnsupported bool
+	// ProviderHosts are the "host" or "host:port" entries the CLI must reach
+	// with egress ProviderOnly (its model provider's API, its login and
+	// telemetry only if it cannot work without them). The node-agent adds
+	// spec.network.allowHosts and the host of spec.agent.providerURL; a host
+	// without a port allows 443 and 80.
+	ProviderHosts []string
 }
 
 // Adapter prepares runs of one agent CLI.

@@ -17,7 +17,10 @@ import (
 //	HARNESSFACTS_MCP_COMMAND  a JSON array, the argv serving MCP on stdio (transport Stdio)
 //	HARNESSFACTS_MAX_DECISIONS the turn budget
 //
-// and its credentials as the environment variables the run selected.
+// and its credentials as the environment variables the run selected. The
+// command is the run's own, so it has no provider hosts of its own: with
+// egress ProviderOnly it reaches the host of spec.agent.providerURL and
+// spec.network.allowHosts, through HTTPS_PROXY and HTTP_PROXY.
 type Exec struct{}
 
 // Name is exec.

@@ -56,6 +56,9 @@ type Receipt struct {
 	Output Output `json:"output"`
 	// MCP is what the token server recorded, and whether the token was seen.
 	MCP MCP `json:"mcp"`
+	// Network is the egress mode used and what the run's egress proxy
+	// counted (absent in receipts written before it was recorded).
+	Network *v1alpha1.NetworkStatus `json:"network,omitempty"`
 	// Checks are the fixture's checks and their results.
 	Checks []v1alpha1.CheckResult `json:"checks,omitempty"`
 	// Artifacts are the requested files, collected or rejected.

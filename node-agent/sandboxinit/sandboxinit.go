@@ -3,8 +3,11 @@
 // with only a loopback interface, so the agent cannot reach anything on the
 // host; the few things it may reach (the run's MCP server, later the egress
 // proxy) are unix sockets in the run dir, and sandboxinit bridges a
-// 127.0.0.1 port inside the sandbox to each of them. Then it starts the
-// agent, forwards signals to it and exits with its status.
+// 127.0.0.1 port inside the sandbox to each of them. The egress proxy's
+// forward also points the agent's HTTPS_PROXY and HTTP_PROXY at its port,
+// with NO_PROXY keeping the sandbox's own loopback (the MCP bridge) direct.
+// Then it starts the agent, forwards signals to it and exits with its
+// status.
 package sandboxinit
 
 import (
@@ -45,11 +48,44 @@ func ParseForward(s string) (Forward, error) {
 	return Forward{Listen: listen, Socket: sock}, nil
 }
 
-// Run listens on every forward, runs argv with the current environment and
-// returns its exit code. The listeners close when the agent exits.
-func Run(ctx context.Context, forwards []Forward, argv []string, stdout, stderr io.Writer) (int, error) {
+// NoProxy is the agent's NO_PROXY: the sandbox's own loopback, where
+// sandbox-init bridges the run's MCP server, is reached directly.
+const NoProxy = "127.0.0.1,localhost,::1"
+
+// ProxyEnv is the environment that sends an agent's HTTP and HTTPS
+// connections through the proxy listening on listen (127.0.0.1:PORT), in
+// both cases, since tools disagree on which they read (curl reads only the
+// lower-case http_proxy).
+func ProxyEnv(listen string) []string {
+	u := "http://" + listen
+	return []string{
+		"HTTPS_PROXY=" + u, "https_proxy=" + u,
+		"HTTP_PROXY=" + u, "http_proxy=" + u,
+		"NO_PROXY=" + NoProxy, "no_proxy=" + NoProxy,
+	}
+}
+
+// Config is what sandbox-init sets up before it starts the agent.
+type Config struct {
+	// Forwards are bridged as they are (the MCP server).
+	Forwards []Forward
+	// Proxy, when set, is the run's egress proxy: bridged like a forward,
+	// and the agent's environment gets ProxyEnv of its Listen address.
+	Proxy *Forward
+}
+
+// Run listens on every forward, runs argv with the current environment (plus
+// ProxyEnv when cfg has a proxy) and returns its exit code. The listeners
+// close when the agent exits.
+func Run(ctx context.Context, cfg Config, argv []string, stdout, stderr io.Writer) (int, error) {
 	if len(argv) == 0 {
 		return 127, errors.New("sandbox-init: no command to run")
+	}
+	forwards := cfg.Forwards
+	env := os.Environ()
+	if cfg.Proxy != nil {
+		forwards = append(append([]Forward(nil), forwards...), *cfg.Proxy)
+		env = append(env, ProxyEnv(cfg.Proxy.Listen)...)
 	}
 	var wg sync.WaitGroup
 	var listeners []net.Listener
@@ -73,7 +109,7 @@ func Run(ctx context.Context, forwards []Forward, argv []string, stdout, stderr 
 	}
 
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, stdout, stderr
+	cmd.Stdin, cmd.Stdout, cmd.Stderr, cmd.Env = nil, stdout, stderr, env
 	if err := cmd.Start(); err != nil {
 		return 127, fmt.Errorf("sandbox-init: starting %s: %w", argv[0], err)
 	}
