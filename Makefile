@@ -81,9 +81,19 @@ deps: ## Install the system packages tests need (bubblewrap, curl) when missing.
 	@hack/install-deps.sh
 
 .PHONY: test
-test: deps ## Run every test against a real API server and real bwrap (builds the control plane on first use).
+test: deps ## Run every test against a real API server and real bwrap (builds the control plane and Helm on first use).
+	@hack/helm.sh >/dev/null # before go test: a cold Helm build can outlast go test's timeout
 	@assets=$$(hack/control-plane.sh); \
 	KUBEBUILDER_ASSETS=$$assets go test $(GO_TEST_FLAGS) ./...
+
+.PHONY: chart-test
+chart-test: deps ## Render, lint and apply the chart and kustomize output to a real API server; run the sample under the chart's RBAC.
+	@hack/helm.sh >/dev/null
+	@assets=$$(hack/control-plane.sh); KUBEBUILDER_ASSETS=$$assets go test $(GO_TEST_FLAGS) ./test/install/...
+
+.PHONY: chart-lint
+chart-lint: ## helm lint the chart.
+	@helm=$$(hack/helm.sh); $$helm lint --strict charts/harnessfacts
 
 .PHONY: fuzz
 fuzz: ## A short run of each fuzz target (FUZZTIME each, default 15s).
@@ -99,6 +109,14 @@ bench: deps ## Run the benchmarks (real API server, real bwrap); each reports ag
 	KUBEBUILDER_ASSETS=$$assets go test -run '^$$' -bench NodeAgentThroughput -benchtime 200x ./test/e2e/
 
 ##@ Tools
+
+.PHONY: helm
+helm: ## Build (or reuse) the pinned Helm; prints its path.
+	@hack/helm.sh
+
+.PHONY: agent-clis
+agent-clis: ## Install the pinned agent CLIs into the cache, as the node-agent image does; prints their bin folder.
+	@hack/install-agent-clis.sh $(CACHE)/agent-clis
 
 $(CONTROLLER_GEN):
 	GOBIN=$(dir $@) GOFLAGS=-mod=mod go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
