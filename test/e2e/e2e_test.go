@@ -41,6 +41,9 @@ import (
 const (
 	leaseNS  = "harnessfacts-system"
 	nodeName = "e2e-node"
+	// mainNodeLabel marks this process's node-agent, for tests that must
+	// not land on a node another test started (and killed).
+	mainNodeLabel = "harnessfacts.io/e2e-node"
 )
 
 var (
@@ -141,6 +144,7 @@ func startStack(ctx context.Context) (func(), error) {
 	if _, err := nodeagent.Setup(ctx, nmgr, nodeagent.SetupOptions{
 		NodeName: nodeName, LeaseNamespace: leaseNS, LeaseDuration: 8 * time.Second, Slots: 2,
 		RunRoot: runRoot, InitBinary: binary, Adapters: adapters.Default(),
+		ExtraLabels: map[string]string{mainNodeLabel: "main"},
 	}); err != nil {
 		return nil, err
 	}

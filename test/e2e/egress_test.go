@@ -1,0 +1,404 @@
+package e2e
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	be "encoding/binary"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+)
+
+// There is no internet here: local servers stand in for the world.
+// 127.0.0.2 plays the model provider, 127.0.0.3 plays "elsewhere", both on
+// the host's loopback (inside the sandbox every 127.x address is the
+// sandbox's own loopback, where nothing of the host listens). The host's
+// own non-loopback address plays "a host address" and carries a DNS stand-in.
+
+// countingServer serves HTTP (or HTTPS with cert) on addr and counts hits.
+type countingServer struct {
+	addr string
+	hits atomic.Int64
+}
+
+func serve(t *testing.T, addr, body string, cert *tls.Certificate) *countingServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &countingServer{addr: ln.Addr().String()}
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		s.hits.Add(1)
+		_, _ = fmt.Fprint(w, body)
+	})}
+	if cert != nil {
+		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{*cert}})
+	}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return s
+}
+
+// testCA makes a CA and a server certificate for ip signed by it; it
+// returns the CA in PEM, which the agent trusts with curl --cacert.
+func testCA(t *testing.T, ip string) ([]byte, *tls.Certificate) {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "harnessfacts e2e test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: ip},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP(ip)}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		KeyUsage: x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, leaf, caCert, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		&tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// hostAddress is a non-loopback IPv4 address of this machine.
+func hostAddress(t *testing.T) string {
+	t.Helper()
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
+			return n.IP.String()
+		}
+	}
+	t.Skip("this machine has no non-loopback IPv4 address to stand in for a host address")
+	return ""
+}
+
+// dnsStandIn answers every A query on addr (UDP) with 192.0.2.53 and counts
+// the queries it got.
+func dnsStandIn(t *testing.T, addr string) (string, *atomic.Int64) {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pc.Close() })
+	var queries atomic.Int64
+	go func() {
+		buf := make([]byte, 512)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			queries.Add(1)
+			q := buf[:n]
+			if n < 12 {
+				continue
+			}
+			// The question ends after its name (labels up to a zero byte)
+			// and four bytes of type and class.
+			end := 12
+			for end < n && q[end] != 0 {
+				end += int(q[end]) + 1
+			}
+			end += 5
+			if end > n {
+				continue
+			}
+			qtype := be.BigEndian.Uint16(q[end-4:])
+			resp := append([]byte{}, q[:end]...)
+			resp[2], resp[3] = 0x81, 0x80        // a response, recursion available, no error
+			be.BigEndian.PutUint16(resp[6:], 0)  // answers
+			be.BigEndian.PutUint16(resp[8:], 0)  // authority
+			be.BigEndian.PutUint16(resp[10:], 0) // additional
+			if qtype == 1 {
+				be.BigEndian.PutUint16(resp[6:], 1)
+				resp = append(resp, 0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 192, 0, 2, 53)
+			}
+			_, _ = pc.WriteTo(resp, from)
+		}
+	}()
+	return pc.LocalAddr().String(), &queries
+}
+
+// egressProbe is the agent of TestProviderOnlyEgress: each line it prints
+// is "PASS name" or "FAIL name: what happened".
+const egressProbe = `set -u
+pass() { echo "PASS $1"; [ $# -gt 1 ] && echo "  $2"; true; }
+fail() { echo "FAIL $1: $2"; }
+[ "${HTTPS_PROXY:-}" = http://127.0.0.1:7701 ] && [ "${http_proxy:-}" = http://127.0.0.1:7701 ] && case "${NO_PROXY:-}" in *127.0.0.1*) true;; *) false;; esac \
+	&& pass env || fail env "HTTPS_PROXY=${HTTPS_PROXY:-} http_proxy=${http_proxy:-} NO_PROXY=${NO_PROXY:-}"
+r=$(curl -sS --max-time 10 http://$PROVIDER/ 2>&1); [ "$r" = provider-plain ] && pass allowed-plain || fail allowed-plain "$r"
+r=$(curl -sS --max-time 10 --cacert ../fixture/ca.pem https://$PROVIDER_TLS/ 2>&1); [ "$r" = provider-tls ] && pass allowed-connect-tls || fail allowed-connect-tls "$r"
+code=$(curl -sS --max-time 10 -o "$TMPDIR/body" -w '%{http_code}' http://$ELSEWHERE/ 2>&1)
+[ "$code" = 403 ] && grep -q 'is not allowed for this run' "$TMPDIR/body" && pass denied-plain || fail denied-plain "$code $(cat "$TMPDIR/body")"
+r=$(curl -sS --max-time 10 -k https://$ELSEWHERE/ 2>&1) && fail denied-connect "$r" || case "$r" in *403*) pass denied-connect;; *) fail denied-connect "$r";; esac
+r=$(curl -sS --max-time 5 --noproxy '*' http://$PROVIDER/ 2>&1) && fail direct "reached $r" || pass direct "($r)"
+r=$(curl -sS --max-time 5 --noproxy '*' http://$HOST_HTTP/ 2>&1) && fail host-address-http "reached $r" || pass host-address-http "($r)"
+r=$(timeout 5 bash -c "exec 3<>/dev/tcp/${HOST_HTTP%:*}/${HOST_HTTP#*:}" 2>&1) && fail host-address-tcp "connected" || pass host-address-tcp "($r)"
+r=$(timeout 5 bash -c "printf 'x' >/dev/udp/${DNS%:*}/${DNS#*:}" 2>&1) && fail dns-server-udp "sent" || pass dns-server-udp "($r)"
+r=$(getent hosts provider.harnessfacts.test 2>&1) && fail dns-lookup "resolved $r" || pass dns-lookup "(exit $?)"
+r=$(curl -sS --max-time 10 -X POST "$HARNESSFACTS_MCP_URL" -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
+	-H 'MCP-Protocol-Version: 2025-06-18' \
+	--data '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"probe","version":"1"}}}' 2>&1)
+case "$r" in *protocolVersion*) pass mcp-http;; *) fail mcp-http "$r";; esac
+echo done
+`
+
+// TestProviderOnlyEgress runs an agent under egress ProviderOnly in real
+// bwrap: it reaches its provider through the run's proxy (plain HTTP and
+// CONNECT with TLS), nothing else; the refusals are counted in status and an
+// Event.
+func TestProviderOnlyEgress(t *testing.T) {
+	hostIP := hostAddress(t)
+	caPEM, cert := testCA(t, "127.0.0.2")
+	provider := serve(t, "127.0.0.2:0", "provider-plain", nil)
+	providerTLS := serve(t, "127.0.0.2:0", "provider-tls", cert)
+	elsewhere := serve(t, "127.0.0.3:0", "elsewhere", nil)
+	hostHTTP := serve(t, net.JoinHostPort(hostIP, "0"), "host", nil)
+	dns, dnsQueries := dnsStandIn(t, net.JoinHostPort(hostIP, "0"))
+
+	// The stand-ins work from the host, so a failure inside the sandbox is
+	// the sandbox's doing.
+	if res, err := http.Get("http://" + hostHTTP.addr); err != nil {
+		t.Fatal(err)
+	} else {
+		_ = res.Body.Close()
+	}
+	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "udp", dns)
+	}}
+	if addrs, err := r.LookupHost(context.Background(), "provider.harnessfacts.test"); err != nil || len(addrs) == 0 {
+		t.Fatalf("the DNS stand-in does not answer from the host: %v %v", addrs, err)
+	}
+	hostHits, dnsBefore := hostHTTP.hits.Load(), dnsQueries.Load()
+
+	ns := newNamespace(t, "e2e-egress")
+	script := "PROVIDER=" + provider.addr + " PROVIDER_TLS=" + providerTLS.addr + " ELSEWHERE=" + elsewhere.addr +
+		" HOST_HTTP=" + hostHTTP.addr + " DNS=" + dns + "\n" + egressProbe
+	run := &harnessv1.HarnessRun{
+		ObjectMeta: metav1.ObjectMeta{Name: "egress", Namespace: ns},
+		Spec: harnessv1.HarnessRunSpec{
+			NodeSelector: onMainNode,
+			// The provider URL and allowHosts are the two ways a run names
+			// what it may reach.
+			Agent: harnessv1.AgentSpec{Adapter: harnessv1.AdapterExec, Command: []string{"bash", "../fixture/probe.sh"},
+				ProviderURL: "http://" + provider.addr + "/v1"},
+			Network: harnessv1.NetworkSpec{Egress: harnessv1.EgressProviderOnly, AllowHosts: []string{providerTLS.addr}},
+			MCP:     &harnessv1.MCPSpec{Transport: harnessv1.MCPTransportHTTP},
+			Fixture: harnessv1.FixtureSource{Inline: &harnessv1.InlineFixture{Files: map[string]string{
+				"fixture.yaml": "prompt: probe the network\n", "probe.sh": script, "ca.pem": string(caPEM)}}},
+		},
+	}
+	if err := k8s.Create(context.Background(), run); err != nil {
+		t.Fatal(err)
+	}
+	st := waitTerminal(t, client.ObjectKeyFromObject(run)).Status
+	out := tailOf(st)
+	t.Logf("the probe's output:\n%s", out)
+	if !strings.Contains(out, "done") {
+		t.Fatalf("the probe did not finish (%s): %s\n%s", st.Phase, st.Message, out)
+	}
+	for _, check := range []string{"env", "allowed-plain", "allowed-connect-tls", "denied-plain", "denied-connect", "direct",
+		"host-address-http", "host-address-tcp", "dns-server-udp", "dns-lookup", "mcp-http"} {
+		if !strings.Contains(out, "PASS "+check+"\n") {
+			t.Errorf("check %s did not pass", check)
+		}
+	}
+	if strings.Contains(out, "FAIL") {
+		t.Errorf("probe output:\n%s", out)
+	}
+	if n := elsewhere.hits.Load(); n != 0 {
+		t.Errorf("the denied host was reached %d times", n)
+	}
+	if n := hostHTTP.hits.Load() - hostHits; n != 0 {
+		t.Errorf("the host address was reached %d times from the sandbox", n)
+	}
+	if n := dnsQueries.Load() - dnsBefore; n != 0 {
+		t.Errorf("the DNS stand-in got %d queries from the sandbox", n)
+	}
+	if provider.hits.Load() != 1 || providerTLS.hits.Load() != 1 {
+		t.Errorf("provider hits: plain %d, TLS %d; want 1 each", provider.hits.Load(), providerTLS.hits.Load())
+	}
+
+	want := harnessv1.NetworkStatus{Egress: harnessv1.EgressProviderOnly, Allowed: 2, Denied: 2, DeniedHosts: []string{elsewhere.addr}}
+	if st.Network == nil || st.Network.Egress != want.Egress || st.Network.Allowed != want.Allowed || st.Network.Denied != want.Denied ||
+		strings.Join(st.Network.DeniedHosts, ",") != elsewhere.addr {
+		t.Errorf("status.network %+v, want %+v", st.Network, want)
+	}
+	if st.Verdict != harnessv1.VerdictFail || st.Reason != harnessv1.ReasonTokenNotSeen {
+		// The probe never asks for the token: the verdict says so, and
+		// nothing else went wrong.
+		t.Errorf("verdict %s reason %s: %s", st.Verdict, st.Reason, st.Message)
+	}
+
+	// Events are recorded after the status write, asynchronously.
+	var denied []string
+	for deadline := time.Now().Add(10 * time.Second); len(denied) == 0 && time.Now().Before(deadline); {
+		var events eventsv1.EventList
+		if err := k8s.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range events.Items {
+			if e.Regarding.Name == run.Name && e.Reason == "EgressDenied" {
+				denied = append(denied, e.Note)
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(denied) != 1 || !strings.Contains(denied[0], elsewhere.addr) || !strings.Contains(denied[0], "refused 2") {
+		t.Errorf("EgressDenied events %q, want one naming %s", denied, elsewhere.addr)
+	}
+
+	// The evidence records the same counts.
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := env.Kubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	verified, err := exec.Command(binary, "evidence", "verify", "--kubeconfig", kubeconfig, "-n", ns, run.Name).CombinedOutput()
+	if err != nil {
+		t.Fatalf("harnessfacts evidence verify: %v\n%s", err, verified)
+	}
+	waitNoRunDirs(t)
+}
+
+// TestEgressProxyIsPerRun: while one run is running, another run's agent
+// cannot see or reach the first run's proxy socket, and reaches its
+// provider through its own; a run with egress None has no proxy at all.
+func TestEgressProxyIsPerRun(t *testing.T) {
+	provider := serve(t, "127.0.0.2:0", "provider-plain", nil)
+	ns := newNamespace(t, "e2e-egress-per-run")
+	inline := func(script string) harnessv1.FixtureSource {
+		return harnessv1.FixtureSource{Inline: &harnessv1.InlineFixture{Files: map[string]string{
+			"fixture.yaml": "prompt: probe\n", "probe.sh": script}}}
+	}
+	network := harnessv1.NetworkSpec{Egress: harnessv1.EgressProviderOnly, AllowHosts: []string{provider.addr}}
+
+	// The first run waits until the test lets it go.
+	first := &harnessv1.HarnessRun{
+		ObjectMeta: metav1.ObjectMeta{Name: "first", Namespace: ns},
+		Spec: harnessv1.HarnessRunSpec{
+			NodeSelector: onMainNode,
+			Agent:        harnessv1.AgentSpec{Adapter: harnessv1.AdapterExec, Command: []string{"sh", "../fixture/probe.sh"}},
+			Network:      network,
+			Fixture:      inline("i=0; while [ ! -e release ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\n"),
+		},
+	}
+	if err := k8s.Create(context.Background(), first); err != nil {
+		t.Fatal(err)
+	}
+	var firstDir string
+	deadline := time.Now().Add(time.Minute)
+	for firstDir == "" {
+		entries, _ := os.ReadDir(runRoot)
+		for _, e := range entries {
+			sock := filepath.Join(runRoot, e.Name(), "sockets", "egress.sock")
+			if strings.HasPrefix(e.Name(), "harnessfacts-first-") && exists(sock) {
+				firstDir = filepath.Join(runRoot, e.Name())
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first run's egress socket never appeared")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	firstSock := filepath.Join(firstDir, "sockets", "egress.sock")
+
+	second := &harnessv1.HarnessRun{
+		ObjectMeta: metav1.ObjectMeta{Name: "second", Namespace: ns},
+		Spec: harnessv1.HarnessRunSpec{
+			NodeSelector: onMainNode,
+			Agent:        harnessv1.AgentSpec{Adapter: harnessv1.AdapterExec, Command: []string{"bash", "../fixture/probe.sh"}},
+			Network:      network,
+			Fixture: inline(`set -u
+[ -e ` + firstSock + ` ] && echo "FAIL sees the first run's socket" || echo "PASS hidden"
+r=$(curl -sS --max-time 5 --unix-socket ` + firstSock + ` http://` + provider.addr + `/ 2>&1) && echo "FAIL reached: $r" || echo "PASS unreachable"
+r=$(curl -sS --max-time 10 http://` + provider.addr + `/ 2>&1); [ "$r" = provider-plain ] && echo "PASS own-proxy" || echo "FAIL own-proxy: $r"
+`),
+		},
+	}
+	if err := k8s.Create(context.Background(), second); err != nil {
+		t.Fatal(err)
+	}
+	st := waitTerminal(t, client.ObjectKeyFromObject(second)).Status
+	if err := os.WriteFile(filepath.Join(firstDir, "workspace", "release"), nil, 0o644); err != nil {
+		t.Errorf("releasing the first run: %v", err)
+	}
+	out := tailOf(st)
+	for _, want := range []string{"PASS hidden", "PASS unreachable", "PASS own-proxy"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("want %q in the second run's output (%s %s: %s):\n%s", want, st.Phase, st.Reason, st.Message, out)
+		}
+	}
+	if st.Network == nil || st.Network.Allowed != 1 || st.Network.Denied != 0 {
+		t.Errorf("second run's status.network %+v, want 1 allowed", st.Network)
+	}
+	if fst := waitTerminal(t, client.ObjectKeyFromObject(first)).Status; fst.Network == nil || fst.Network.Allowed != 0 {
+		t.Errorf("first run's status.network %+v: the second run's request was counted there", fst.Network)
+	}
+
+	// Egress None: no proxy, no environment pointing at one, nothing reached.
+	none := &harnessv1.HarnessRun{
+		ObjectMeta: metav1.ObjectMeta{Name: "none", Namespace: ns},
+		Spec: harnessv1.HarnessRunSpec{
+			NodeSelector: onMainNode,
+			Agent:        harnessv1.AgentSpec{Adapter: harnessv1.AdapterExec, Command: []string{"bash", "../fixture/probe.sh"}},
+			Network:      harnessv1.NetworkSpec{Egress: harnessv1.EgressNone, AllowHosts: []string{provider.addr}},
+			Fixture: inline(`set -u
+[ -z "${HTTPS_PROXY:-}${http_proxy:-}" ] && echo "PASS no-proxy-env" || echo "FAIL proxy env set"
+ls "$HARNESSFACTS_RUN/sockets"
+r=$(curl -sS --max-time 5 -x http://127.0.0.1:7701 http://` + provider.addr + `/ 2>&1) && echo "FAIL reached: $r" || echo "PASS unreachable"
+`),
+		},
+	}
+	if err := k8s.Create(context.Background(), none); err != nil {
+		t.Fatal(err)
+	}
+	st = waitTerminal(t, client.ObjectKeyFromObject(none)).Status
+	out = tailOf(st)
+	if !strings.Contains(out, "PASS no-proxy-env") || !strings.Contains(out, "PASS unreachable") || strings.Contains(out, "egress.sock") {
+		t.Errorf("egress None run's output:\n%s", out)
+	}
+	if st.Network == nil || st.Network.Egress != harnessv1.EgressNone || st.Network.Allowed != 0 {
+		t.Errorf("egress None run's status.network %+v", st.Network)
+	}
+	if n := provider.hits.Load(); n != 1 {
+		t.Errorf("the provider was reached %d times, want once (by the second run)", n)
+	}
+	waitNoRunDirs(t)
+}
+
+// onMainNode keeps a run on this process's node-agent, whose run root the
+// tests look into.
+var onMainNode = map[string]string{mainNodeLabel: "main"}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
