@@ -2,13 +2,20 @@
 // HarnessRun dispatch, deadlines, node loss, retries, cancel and TTL.
 //
 // The RBAC the controller needs is declared here, next to the code that uses
-// it; `make manifests` turns it into config/rbac/controller.
+// it; `make manifests` turns it into config/rbac/controller:
+//
+//   - HarnessRuns: read (cache), patch (finalizer), delete (TTL); their
+//     status: patch (binding, Pending messages, Failed, StopRequested);
+//   - HarnessNodes: read only; the node-agents own them;
+//   - Leases: read the node-agents' heartbeats; create and update its own
+//     leader election Lease;
+//   - Events (events.k8s.io, and core for the leader election's): create and
+//     patch (series).
 //
 // +kubebuilder:rbac:groups=harnessfacts.io,resources=harnessruns,verbs=get;list;watch;update;patch;delete
 // +kubebuilder:rbac:groups=harnessfacts.io,resources=harnessruns/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=harnessfacts.io,resources=harnessruns/finalizers,verbs=update
 // +kubebuilder:rbac:groups=harnessfacts.io,resources=harnessnodes,verbs=get;list;watch
-// +kubebuilder:rbac:groups=harnessfacts.io,resources=harnessnodes/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch

@@ -57,7 +57,7 @@ func (o Options) Default() Options {
 		o.DefaultLeaseDuration = 40 * time.Second
 	}
 	if o.MaxConcurrentReconciles <= 0 {
-		o.MaxConcurrentReconciles = 4
+		o.MaxConcurrentReconciles = 16
 	}
 	if o.Registerer == nil {
 		o.Registerer = ctrlmetrics.Registry

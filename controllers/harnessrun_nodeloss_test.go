@@ -1,11 +1,14 @@
 package controllers_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/controllers"
@@ -111,4 +114,28 @@ func wantReasons(evs []eventsV1, want ...string) error {
 		return &reasonsError{got: got, want: want}
 	}
 	return nil
+}
+
+func TestNodeAgentRestartIsRetried(t *testing.T) {
+	ns := newNamespace(t)
+	node := startNode(t, ns, fakenode.Options{Name: "flaky", Slots: 1, Adapters: codexOnly, RunFor: -1})
+	startController(t, ns, controllers.Options{}, nil)
+	create(t, hftesting.MakeHarnessRun("survivor", ns).Retries(1).Obj())
+	key := types.NamespacedName{Namespace: ns, Name: "survivor"}
+	waitRun(t, ns, "survivor", wait, "Running", phaseIs(harnessv1.RunRunning))
+
+	if err := node.MarkRestarted(context.Background(), key); err != nil {
+		t.Fatal(err)
+	}
+	waitRun(t, ns, "survivor", wait, "Running again, attempt 2", func(r *harnessv1.HarnessRun) bool {
+		return r.Status.Phase == harnessv1.RunRunning && r.Status.Attempt == 2
+	})
+	if err := node.MarkRestarted(context.Background(), key); err != nil {
+		t.Fatal(err)
+	}
+	run := waitRun(t, ns, "survivor", wait, "Failed", phaseIs(harnessv1.RunFailed))
+	if run.Status.Reason != harnessv1.ReasonNodeAgentRestarted || run.Status.FailureClass != harnessv1.FailureInfrastructure || run.Status.Attempt != 2 {
+		t.Errorf("after two node-agent restarts: reason %q class %q attempt %d; want NodeAgentRestarted, Infrastructure, 2",
+			run.Status.Reason, run.Status.FailureClass, run.Status.Attempt)
+	}
 }

@@ -63,7 +63,7 @@ acts at a time. Metrics are served in Prometheus format on --metrics-bind-addres
 	fl.BoolVar(&f.leaderElect, "leader-elect", true, "elect a leader so only one replica acts at a time")
 	fl.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease; the pod's namespace when empty")
 	fl.StringVar(&f.leaseNamespace, "node-lease-namespace", "", "namespace of the node-agents' heartbeat Leases; when set, only Leases there are watched")
-	fl.IntVar(&f.workers, "workers", 4, "concurrent HarnessRun reconciles")
+	fl.IntVar(&f.workers, "workers", 16, "concurrent HarnessRun reconciles (binding stays exact with any number; more workers hide API latency)")
 	fl.DurationVar(&f.deadlineGrace, "deadline-grace", 30*time.Second, "time past start + limits.episodeSeconds before a run ends with class Timeout")
 	fl.DurationVar(&f.defaultLeaseDuration, "default-lease-duration", 40*time.Second, "how long a node Lease without spec.leaseDurationSeconds stays fresh")
 	fl.BoolVar(&f.development, "zap-devel", false, "human-readable development logs instead of JSON")
