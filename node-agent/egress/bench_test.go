@@ -109,9 +109,13 @@ func (bp *benchPath) open(target string, proxied bool) (net.Conn, *bufio.Reader,
 	}
 	br := bufio.NewReader(c)
 	res, err := http.ReadResponse(br, nil)
-	if err != nil || res.StatusCode != http.StatusOK {
+	if err != nil {
 		_ = c.Close()
-		return nil, nil, fmt.Errorf("CONNECT: %v %v", res, err)
+		return nil, nil, fmt.Errorf("CONNECT: %w", err)
+	}
+	if res.StatusCode != http.StatusOK {
+		_ = c.Close()
+		return nil, nil, fmt.Errorf("CONNECT: %s", res.Status)
 	}
 	return c, br, nil
 }

@@ -231,7 +231,7 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request) {
 	// A client may send its first bytes (a TLS hello) right behind the
 	// request; they sit in the server's buffer.
 	if n := brw.Reader.Buffered(); n > 0 {
-		b, _ := brw.Reader.Peek(n)
+		b, _ := brw.Peek(n)
 		if _, err := up.Write(b); err != nil {
 			return
 		}
