@@ -39,7 +39,8 @@ func sampleReceipt() Receipt {
 		Exit:           Exit{ExitCode: &code},
 		MCP: MCP{Summary: mcp.Summary{Transport: v1alpha1.MCPTransportHTTP, Calls: 1, TokenIssued: true,
 			Receipts: []mcp.Receipt{{Time: start.UTC(), Transport: v1alpha1.MCPTransportHTTP, Tool: "get_token", Outcome: mcp.OutcomeIssued}}}, TokenSeen: true},
-		Checks: []v1alpha1.CheckResult{{Name: "greeting-edited", Passed: true, ExitCode: &code, DurationMilliseconds: 4}},
+		Network: &v1alpha1.NetworkStatus{Egress: v1alpha1.EgressProviderOnly, Allowed: 3, Denied: 1, DeniedHosts: []string{"elsewhere.example:443"}},
+		Checks:  []v1alpha1.CheckResult{{Name: "greeting-edited", Passed: true, ExitCode: &code, DurationMilliseconds: 4}},
 	}
 }
 
@@ -76,6 +77,19 @@ func TestReceiptDigestIsStableAndCanonical(t *testing.T) {
 	}
 	if r.Timings.Started.Location() != time.UTC || r.Artifacts[2].Stored || !r.Artifacts[0].Stored || r.Output.Digest != Sum([]byte("edited greeting.txt\n")) {
 		t.Fatalf("receipt = %+v", r)
+	}
+	if r.Network == nil || r.Network.Denied != 1 || r.Network.DeniedHosts[0] != "elsewhere.example:443" {
+		t.Fatalf("receipt network = %+v", r.Network)
+	}
+	// A receipt written before the network section existed still reads.
+	old := sampleReceipt()
+	old.Network = nil
+	ob, err := Seal(old, []byte("x"), nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := parseReceipt(ob.ReceiptJSON); err != nil || r.Network != nil || strings.Contains(string(ob.ReceiptJSON), `"network"`) {
+		t.Fatalf("a receipt without network: %v %+v", err, r)
 	}
 	b3 := seal(t, "edited greeting.txt!\n", sampleArtifacts(), 0)
 	if b3.Digest == b1.Digest {
