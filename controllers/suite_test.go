@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -58,6 +59,12 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if err := env.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
+	}
+	if code == 0 {
+		if err := goleak.Find(leakOptions()...); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutines left behind:", err)
+			code = 1
+		}
 	}
 	os.Exit(code)
 }
@@ -325,3 +332,14 @@ func (e *reasonsError) Error() string {
 }
 
 type eventsV1List = eventsv1.EventList
+
+// leakOptions ignores the goroutines that libraries start once per process
+// and never stop; anything else still running after the tests is a leak.
+func leakOptions() []goleak.Option {
+	return []goleak.Option{
+		goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+	}
+}
