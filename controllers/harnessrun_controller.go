@@ -224,13 +224,12 @@ func (r *HarnessRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		}
 		if apierrors.IsConflict(err) {
 			// Someone (the node-agent, or our own earlier write the cache
-			// has not shown yet) changed the run: look again at the new
-			// version, which the watch delivers.
+			// has not shown yet) changed the run: the pass is retried with
+			// backoff, on the newer version the watch delivers.
 			logger.V(1).Info("status write conflicted; will retry with the newer run", "run", req.NamespacedName)
 			if p.scheduled {
 				r.metrics.bindingConflicts.Inc()
 			}
-			return ctrl.Result{Requeue: true}, nil
 		}
 		return ctrl.Result{}, err
 	}

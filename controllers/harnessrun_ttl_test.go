@@ -20,7 +20,7 @@ func TestTTLAfterFinished(t *testing.T) {
 	create(t,
 		hftesting.MakeHarnessRun("ephemeral", ns).TTL(1).Obj(),
 		hftesting.MakeHarnessRun("kept", ns).Obj())
-	kept := waitRun(t, ns, "kept", wait, "Succeeded", phaseIs(harnessv1.RunSucceeded))
+	waitRun(t, ns, "kept", wait, "Succeeded", phaseIs(harnessv1.RunSucceeded))
 	waitGone(t, ns, "ephemeral")
 	// The deletion came no earlier than the TTL after the run finished:
 	// its node-agent's last Event is at least a second before now.
@@ -35,7 +35,7 @@ func TestTTLAfterFinished(t *testing.T) {
 	// A run without a TTL stays; setting one later (allowed after
 	// creation) deletes it.
 	time.Sleep(1500 * time.Millisecond)
-	kept = getRun(t, ns, "kept")
+	kept := getRun(t, ns, "kept")
 	base := kept.DeepCopy()
 	zero := int32(0)
 	kept.Spec.TTLSecondsAfterFinished = &zero

@@ -40,7 +40,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	var logOut io.Writer = io.Discard
+	logOut := io.Discard
 	if os.Getenv("HARNESSFACTS_TEST_LOG") != "" {
 		logOut = os.Stderr
 	}
