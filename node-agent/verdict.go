@@ -11,6 +11,7 @@ import (
 	"github.com/harnessfacts/harnessfacts/node-agent/egress"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
 	"github.com/harnessfacts/harnessfacts/node-agent/mcp"
+	"github.com/harnessfacts/harnessfacts/node-agent/redact"
 	"github.com/harnessfacts/harnessfacts/sandbox"
 )
 
@@ -89,18 +90,10 @@ func (e *RunExecutor) verdict(a *attempt, in verdictInput) *Result {
 		setCondition(st, harnessv1.ConditionEgressUnrestricted, true, "EgressUnrestricted", msg)
 		res.Warnings = append(res.Warnings, Warning{Reason: "EgressUnrestricted", Message: msg})
 	}
-	st.Network = &harnessv1.NetworkStatus{Egress: in.egress}
-	if s := in.egressStats; s != nil {
-		st.Network.Allowed, st.Network.Denied = s.Allowed, s.Denied
-		// A denied host name can carry a secret the agent tried to smuggle out.
-		for _, h := range s.DeniedHosts {
-			st.Network.DeniedHosts = append(st.Network.DeniedHosts, strings.ToValidUTF8(truncate(a.redactor.String(h), 261), ""))
-		}
-		if s.Denied > 0 {
-			msg := fmt.Sprintf("the egress proxy refused %d connection(s) of the agent (spec.network.egress ProviderOnly), to %s; "+
-				"add a host the agent needs to spec.network.allowHosts", s.Denied, strings.Join(st.Network.DeniedHosts, ", "))
-			res.Warnings = append(res.Warnings, Warning{Reason: "EgressDenied", Message: msg})
-		}
+	var denied *Warning
+	st.Network, denied = networkStatus(in.egress, in.egressStats, a.redactor)
+	if denied != nil {
+		res.Warnings = append(res.Warnings, *denied)
 	}
 
 	// Agent.
@@ -205,6 +198,26 @@ func (e *RunExecutor) verdict(a *attempt, in verdictInput) *Result {
 	st.Evidence = digests
 	res.Evidence = ev
 	return res
+}
+
+// networkStatus reports the egress mode and what the run's proxy counted
+// (stats is nil without a proxy), and the Warning a denial deserves.
+func networkStatus(mode harnessv1.Egress, stats *egress.Stats, r *redact.Redactor) (*harnessv1.NetworkStatus, *Warning) {
+	n := &harnessv1.NetworkStatus{Egress: mode}
+	if stats == nil {
+		return n, nil
+	}
+	n.Allowed, n.Denied = stats.Allowed, stats.Denied
+	// A denied host name can carry a secret the agent tried to smuggle out.
+	for _, h := range stats.DeniedHosts {
+		n.DeniedHosts = append(n.DeniedHosts, strings.ToValidUTF8(truncate(r.String(h), 261), ""))
+	}
+	if stats.Denied == 0 {
+		return n, nil
+	}
+	return n, &Warning{Reason: "EgressDenied", Message: fmt.Sprintf(
+		"the egress proxy refused %d connection(s) of the agent (spec.network.egress ProviderOnly), to %s; "+
+			"add a host the agent needs to spec.network.allowHosts", stats.Denied, strings.Join(n.DeniedHosts, ", "))}
 }
 
 func failedChecks(checks []harnessv1.CheckResult) string {
