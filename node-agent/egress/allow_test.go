@@ -102,3 +102,16 @@ func TestAllowListAddURL(t *testing.T) {
 		}
 	}
 }
+
+func TestDialRefusesSpecialAddresses(t *testing.T) {
+	for _, addr := range []string{"0.0.0.0:443", "[::]:443", "169.254.169.254:80", "[fe80::1]:443", "224.0.0.1:80"} {
+		if err := refuseSpecial("tcp", addr, nil); err == nil {
+			t.Errorf("%s was not refused", addr)
+		}
+	}
+	for _, addr := range []string{"127.0.0.2:8080", "192.0.2.10:443", "[2001:db8::1]:443"} {
+		if err := refuseSpecial("tcp", addr, nil); err != nil {
+			t.Errorf("%s: %v", addr, err)
+		}
+	}
+}

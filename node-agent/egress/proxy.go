@@ -45,9 +45,8 @@ type Options struct {
 	MaxConns int
 	// MaxDeniedHosts is how many distinct denied hosts Stats keeps.
 	MaxDeniedHosts int
-	// Dial connects to an allowed "host:port" (a net.Dialer that refuses
-	// unspecified and multicast addresses when nil). Tests and benchmarks
-	// replace it.
+	// Dial connects to an allowed "host:port" (when nil, a net.Dialer that
+	// refuses unspecified, multicast and link-local addresses).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
@@ -310,16 +309,18 @@ func (p *Proxy) dialAllowed(ctx context.Context, network, addr string) (net.Conn
 	return p.opts.Dial(ctx, network, addr)
 }
 
-// refuseSpecial refuses addresses a provider never has: the unspecified
-// address (which Linux treats as this host) and multicast.
+// refuseSpecial refuses, after resolution, addresses a provider never has:
+// the unspecified address (which Linux treats as this host), multicast, and
+// link-local addresses (a cloud's instance metadata service lives there, so
+// an allowed name that resolves there must not reach it).
 func refuseSpecial(_, address string, _ syscall.RawConn) error {
 	host, _, err := net.SplitHostPort(address)
 	if err != nil {
 		return err
 	}
 	ip := net.ParseIP(host)
-	if ip == nil || ip.IsUnspecified() || ip.IsMulticast() {
-		return fmt.Errorf("refusing to connect to %s", address)
+	if ip == nil || ip.IsUnspecified() || ip.IsMulticast() || ip.IsLinkLocalUnicast() {
+		return fmt.Errorf("refusing to connect to %s: not an address a provider has", address)
 	}
 	return nil
 }
