@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -329,4 +330,48 @@ func TestRestartInTheMiddleOf500PendingRuns(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+func TestOnlyTheLeaderBinds(t *testing.T) {
+	ns := newNamespace(t)
+	startNode(t, ns, fakenode.Options{Name: "elected", Slots: 20, NoClaim: true, Adapters: codexOnly, LeaseDuration: 30 * time.Second})
+	binds := &bindLog{binds: map[string][]string{}}
+	var none atomic.Int64
+	a := startElectedController(t, ns, controllers.Options{}, recordingClient(binds, "a", 0, &none), true)
+	eventually(t, wait, func() error {
+		// The first replica holds the Lease before the second starts.
+		lease := &coordinationv1.Lease{}
+		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "harnessfacts-controller"}, lease); err != nil {
+			return err
+		}
+		return nil
+	})
+	startElectedController(t, ns, controllers.Options{}, recordingClient(binds, "b", 0, &none), true)
+	createRuns(t, ns, "le", 5, nil)
+	eventually(t, wait, func() error {
+		if n := binds.total(); n != 5 {
+			return fmt.Errorf("%d bindings, want 5", n)
+		}
+		return nil
+	})
+	for run, by := range binds.binds {
+		if len(by) != 1 || by[0] != "a" {
+			t.Errorf("run %s bound by %v, want by the leader a only", run, by)
+		}
+	}
+
+	// The leader steps down (it releases its Lease); the other takes over.
+	a.stop(t)
+	createRuns(t, ns, "after", 5, nil)
+	eventually(t, 60*time.Second, func() error {
+		if n := binds.total(); n != 10 {
+			return fmt.Errorf("%d bindings, want 10", n)
+		}
+		return nil
+	})
+	for run, by := range binds.binds {
+		if strings.HasPrefix(run, "after-") && (len(by) != 1 || by[0] != "b") {
+			t.Errorf("run %s bound by %v, want by the new leader b only", run, by)
+		}
+	}
 }

@@ -137,12 +137,23 @@ func (c *controller) stop(t testing.TB) {
 // reconcilers use (fault injection).
 func startController(t testing.TB, ns string, opts controllers.Options, wrap func(client.Client) client.Client) *controller {
 	t.Helper()
+	return startElectedController(t, ns, opts, wrap, false)
+}
+
+// startElectedController is startController, with leader election (a Lease
+// in ns) when elect is set, as `harnessfacts controller` runs by default.
+func startElectedController(t testing.TB, ns string, opts controllers.Options, wrap func(client.Client) client.Client, elect bool) *controller {
+	t.Helper()
 	skip := true
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 env.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: &skip},
+		LeaderElection:                elect,
+		LeaderElectionID:              "harnessfacts-controller",
+		LeaderElectionNamespace:       ns,
+		LeaderElectionReleaseOnCancel: true,
+		Scheme:                        env.Scheme,
+		Metrics:                       metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress:        "0",
+		Controller:                    config.Controller{SkipNameValidation: &skip},
 		Cache: cache.Options{
 			DefaultNamespaces: map[string]cache.Config{ns: {}},
 			DefaultTransform:  cache.TransformStripManagedFields(),
