@@ -151,11 +151,15 @@ func New(mgr manager.Manager, opts Options) (*Agent, error) {
 	return a, err
 }
 
-// start registers the node, ends runs an earlier process left Running, and
-// heartbeats until ctx ends; then it waits for the executions to write what
+// start creates the Lease, registers the node, reports the runs an earlier
+// process left Running, and heartbeats until ctx ends; then it waits for the executions to write what
 // they know.
 func (a *Agent) start(ctx context.Context) error {
 	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("node", a.opts.NodeName))
+	// The Lease first: a HarnessNode that says Ready has a fresh Lease.
+	if err := a.renewLease(ctx); err != nil {
+		return err
+	}
 	if err := a.register(ctx); err != nil {
 		return err
 	}

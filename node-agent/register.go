@@ -97,35 +97,37 @@ func (a *Agent) nodeLabels(ctx context.Context) map[string]string {
 	return labels
 }
 
-// heartbeat creates the node's Lease and renews it until ctx ends. The
-// controller judges the node lost when the Lease expires.
-func (a *Agent) heartbeat(ctx context.Context) error {
-	logger := log.FromContext(ctx).WithName("heartbeat")
+// renewLease creates the node's Lease or renews it. The controller judges
+// the node lost when the Lease expires.
+func (a *Agent) renewLease(ctx context.Context) error {
 	secs := int32(a.opts.LeaseDuration / time.Second)
 	key := types.NamespacedName{Namespace: a.opts.LeaseNamespace, Name: a.opts.NodeName}
-	renew := func() error {
-		now := metav1.NewMicroTime(a.opts.Clock.Now())
-		lease := &coordinationv1.Lease{}
-		err := a.client.Get(ctx, key, lease)
-		if apierrors.IsNotFound(err) {
-			lease = &coordinationv1.Lease{
-				ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace},
-				Spec: coordinationv1.LeaseSpec{HolderIdentity: &a.opts.NodeName, LeaseDurationSeconds: &secs,
-					AcquireTime: &now, RenewTime: &now},
-			}
-			return a.client.Create(ctx, lease)
+	now := metav1.NewMicroTime(a.opts.Clock.Now())
+	lease := &coordinationv1.Lease{}
+	err := a.client.Get(ctx, key, lease)
+	if apierrors.IsNotFound(err) {
+		lease = &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &a.opts.NodeName, LeaseDurationSeconds: &secs,
+				AcquireTime: &now, RenewTime: &now},
 		}
-		if err != nil {
-			return err
-		}
+		err = a.client.Create(ctx, lease)
+	} else if err == nil {
 		lease.Spec.HolderIdentity = &a.opts.NodeName
 		lease.Spec.LeaseDurationSeconds = &secs
 		lease.Spec.RenewTime = &now
-		return a.client.Update(ctx, lease)
+		err = a.client.Update(ctx, lease)
 	}
-	if err := renew(); err != nil {
-		return fmt.Errorf("creating the heartbeat Lease %s: %w", key, err)
+	if err != nil {
+		return fmt.Errorf("renewing the heartbeat Lease %s: %w", key, err)
 	}
+	return nil
+}
+
+// heartbeat renews the Lease every quarter of its duration until ctx ends.
+// start made it before the HarnessNode said Ready.
+func (a *Agent) heartbeat(ctx context.Context) error {
+	logger := log.FromContext(ctx).WithName("heartbeat")
 	ticker := a.opts.Clock.NewTicker(a.opts.LeaseDuration / 4)
 	defer ticker.Stop()
 	for {
@@ -134,8 +136,8 @@ func (a *Agent) heartbeat(ctx context.Context) error {
 			return nil
 		case <-ticker.C():
 		}
-		if err := renew(); err != nil {
-			logger.Error(err, "renewing the Lease failed; retrying at the next tick")
+		if err := a.renewLease(ctx); err != nil {
+			logger.Error(err, "retrying at the next tick")
 		}
 		if err := a.updateSlotsInUse(ctx); err != nil {
 			logger.Error(err, "updating status.slotsInUse failed")
