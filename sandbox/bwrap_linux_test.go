@@ -382,7 +382,10 @@ func TestBwrapForkBombStoppedByProcessLimit(t *testing.T) {
 	if peak.Load() > limit {
 		t.Errorf("saw %d processes of the bomb at once, limit %d", peak.Load(), limit)
 	}
-	if peak.Load() < 8 {
+	// The fork failure above proves the bomb reached the limit; sampling
+	// /proc every 20 ms on a busy machine sees only part of a tree whose
+	// members live for milliseconds, so this only checks that it forked.
+	if peak.Load() < 2 {
 		t.Errorf("saw at most %d processes of the bomb: it did not run", peak.Load())
 	}
 	if n := processesWithMarker(marker); n != 0 {
