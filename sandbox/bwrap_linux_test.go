@@ -382,12 +382,9 @@ func TestBwrapForkBombStoppedByProcessLimit(t *testing.T) {
 	if peak.Load() > limit {
 		t.Errorf("saw %d processes of the bomb at once, limit %d", peak.Load(), limit)
 	}
-	// The fork failure above proves the bomb reached the limit; sampling
-	// /proc every 20 ms on a busy machine sees only part of a tree whose
-	// members live for milliseconds, so this only checks that it forked.
-	if peak.Load() < 2 {
-		t.Errorf("saw at most %d processes of the bomb: it did not run", peak.Load())
-	}
+	// The fork failure above proves the bomb ran into the limit. How many
+	// of its processes the 20 ms sampler sees is luck (the whole bomb can be
+	// over in 40 ms), so the sample only bounds it from above.
 	if n := processesWithMarker(marker); n != 0 {
 		t.Errorf("%d processes of the bomb survived the run", n)
 	}
