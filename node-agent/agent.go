@@ -83,6 +83,10 @@ type execution struct {
 	key     types.NamespacedName
 	attempt int32
 	cancel  context.CancelCauseFunc
+	// finishing is set once the agent is done and its outcome is being
+	// written: the slot is free (the controller may already bind the next
+	// run), but the run is still this process's, never an orphan.
+	finishing bool
 }
 
 // StopCause is the cause of an execution's context when the run must stop.
@@ -225,6 +229,19 @@ func (a *Agent) executingCount() int {
 	return len(a.executing)
 }
 
+// slotsBusy counts the executions whose agent is still running.
+func (a *Agent) slotsBusy() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for _, e := range a.executing {
+		if !e.finishing {
+			n++
+		}
+	}
+	return n
+}
+
 // reconcile acts on one run bound to this node.
 func (a *Agent) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	select {
@@ -302,14 +319,11 @@ func (a *Agent) stopByKey(key types.NamespacedName, cause *StopCause) {
 // claim starts the bound attempt: phase Running with startTime, written only
 // if nobody changed the run since this agent read it.
 func (a *Agent) claim(ctx context.Context, run *harnessv1.HarnessRun) (reconcile.Result, error) {
-	a.mu.Lock()
-	if len(a.executing) >= int(a.opts.Slots) {
-		a.mu.Unlock()
+	if a.slotsBusy() >= int(a.opts.Slots) {
 		// The controller never binds more runs than slots; this only
 		// happens while a finished run's status is on its way.
-		return reconcile.Result{RequeueAfter: time.Second}, nil
+		return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, nil
 	}
-	a.mu.Unlock()
 
 	now := metav1.NewTime(a.opts.Clock.Now())
 	base := run.DeepCopy()
@@ -350,6 +364,9 @@ func (a *Agent) execute(ctx context.Context, run *harnessv1.HarnessRun, exe *exe
 	ctx = log.IntoContext(ctx, logger)
 
 	res := a.executeSafely(ctx, run)
+	a.mu.Lock()
+	exe.finishing = true
+	a.mu.Unlock()
 	// The outcome must be written even when the run was cancelled; give it
 	// its own bounded context.
 	writeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
@@ -393,11 +410,18 @@ func (a *Agent) finish(ctx context.Context, run *harnessv1.HarnessRun, res *Resu
 		}
 	}
 	var written *harnessv1.HarnessRun
+	// The first try writes over the run as this process last wrote it (the
+	// claim); only when someone changed it since is it read again.
+	cur := run.DeepCopy()
+	fresh := false
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		cur := &harnessv1.HarnessRun{}
-		if err := a.apiReader.Get(ctx, key, cur); err != nil {
-			return err
+		if fresh {
+			cur = &harnessv1.HarnessRun{}
+			if err := a.apiReader.Get(ctx, key, cur); err != nil {
+				return err
+			}
 		}
+		fresh = true
 		if cur.UID != run.UID || cur.Status.Attempt != run.Status.Attempt || cur.Status.Phase.Terminal() ||
 			cur.Status.NodeName != a.opts.NodeName {
 			return nil // the controller already ended or rebound this attempt
@@ -466,15 +490,25 @@ func apply(run *harnessv1.HarnessRun, res *Result, now time.Time) {
 // writeEvidence creates (or, for a retried write, updates) the run's
 // evidence ConfigMap, owned by the run so it goes when the run goes.
 func (a *Agent) writeEvidence(ctx context.Context, run *harnessv1.HarnessRun, ev *Evidence) (string, error) {
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: EvidenceName(run), Namespace: run.Namespace}}
-	_, err := controllerutil.CreateOrUpdate(ctx, a.client, cm, func() error {
+	fill := func(cm *corev1.ConfigMap) error {
 		cm.Labels = map[string]string{
 			LabelRunUID:  string(run.UID),
 			LabelAttempt: fmt.Sprint(run.Status.Attempt),
 		}
 		cm.Data, cm.BinaryData = ev.Data, ev.BinaryData
 		return controllerutil.SetControllerReference(run, cm, a.client.Scheme())
-	})
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: EvidenceName(run), Namespace: run.Namespace}}
+	if err := fill(cm); err != nil {
+		return "", err
+	}
+	// Create first: the ConfigMap exists already only when an earlier
+	// write of this same outcome was cut off.
+	err := a.client.Create(ctx, cm)
+	if apierrors.IsAlreadyExists(err) {
+		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: EvidenceName(run), Namespace: run.Namespace}}
+		_, err = controllerutil.CreateOrUpdate(ctx, a.client, cm, func() error { return fill(cm) })
+	}
 	return cm.Name, err
 }
 

@@ -6,12 +6,14 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -101,6 +103,7 @@ func BenchmarkNodeAgentThroughput(b *testing.B) {
 	}
 	elapsed := time.Since(start)
 	b.StopTimer()
+	reportStages(b, ns)
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "runs/s")
 	b.ReportMetric(float64(rssBytes())/(1<<20), "RSS-MiB")
 	var ms runtime.MemStats
@@ -121,4 +124,50 @@ func rssBytes() int64 {
 		}
 	}
 	return 0
+}
+
+// reportStages reports where a run's time goes, from the Events' times
+// (microseconds): create → Scheduled (controller), → Running (node-agent
+// claim), → terminal (execution and report), as medians over the runs.
+func reportStages(b *testing.B, ns string) {
+	var events eventsv1.EventList
+	if err := k8s.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
+		b.Fatal(err)
+	}
+	var runs harnessv1.HarnessRunList
+	if err := k8s.List(context.Background(), &runs, client.InNamespace(ns)); err != nil {
+		b.Fatal(err)
+	}
+	created := map[string]time.Time{}
+	for _, r := range runs.Items {
+		created[r.Name] = r.CreationTimestamp.Time
+	}
+	at := map[string]map[string]time.Time{}
+	for _, e := range events.Items {
+		if at[e.Regarding.Name] == nil {
+			at[e.Regarding.Name] = map[string]time.Time{}
+		}
+		at[e.Regarding.Name][e.Reason] = e.EventTime.Time
+	}
+	var bind, claim, run []float64
+	for name, ev := range at {
+		s, r, d := ev["Scheduled"], ev["Running"], ev["Succeeded"]
+		if s.IsZero() || r.IsZero() || d.IsZero() {
+			continue
+		}
+		bind = append(bind, s.Sub(created[name]).Seconds()*1000) // creationTimestamp has second precision
+		claim = append(claim, r.Sub(s).Seconds()*1000)
+		run = append(run, d.Sub(r).Seconds()*1000)
+	}
+	b.ReportMetric(median(bind), "ms-create-to-bound(±1s)")
+	b.ReportMetric(median(claim), "ms-bound-to-claimed")
+	b.ReportMetric(median(run), "ms-claimed-to-done")
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	sort.Float64s(v)
+	return v[len(v)/2]
 }

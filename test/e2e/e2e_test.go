@@ -127,7 +127,7 @@ func startStack(ctx context.Context) (func(), error) {
 		return nil, err
 	}
 	r, err := controllers.NewHarnessRunReconciler(cmgr.GetClient(), cmgr.GetEventRecorder("harnessfacts-controller"), clock.RealClock{},
-		controllers.Options{DeadlineGrace: 30 * time.Second, DefaultLeaseDuration: 40 * time.Second, MaxConcurrentReconciles: 2})
+		controllers.Options{DeadlineGrace: 30 * time.Second, DefaultLeaseDuration: 40 * time.Second, MaxConcurrentReconciles: 16})
 	if err != nil {
 		return nil, err
 	}
