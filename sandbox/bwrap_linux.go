@@ -44,10 +44,22 @@ func (*BwrapRunner) Mode() Mode { return ModeBwrap }
 
 // File descriptors of the bwrap child (ExtraFiles start at 3).
 const (
-	fdArgs  = 3
-	fdInfo  = 4
-	fdBlock = 5
+	fdArgs    = 3
+	fdInfo    = 4
+	fdBlock   = 5
+	fdRelease = 6
 )
+
+// releaseGuard runs in front of the payload on cgroup v1. bwrap's
+// --block-fd lets the sandbox go on at end of file too, so a caller that
+// dies between starting bwrap and moving its child into the cgroup would
+// let the payload run outside its limits. The guard runs the payload only
+// after reading "go" on fdRelease, which Run writes once the child is in
+// the cgroup; if the caller died first it reads end of file and exits 125.
+// It closes fdRelease before the payload starts.
+var releaseGuard = fmt.Sprintf(`read -r go <&%d && [ "$go" = go ] || exit 125; exec %d<&-; exec "$@"`, fdRelease, fdRelease)
+
+const guardName = "harnessfacts-release-guard"
 
 // bwrapArgs are the options passed through --args: nothing here appears on a
 // command line, so environment values (credentials) stay out of the
@@ -191,9 +203,10 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 	}
 	defer af.Close()
 	extra := []*os.File{af}
-	var infoR, blockW *os.File
+	argv := spec.Argv
+	var infoR, blockW, releaseW *os.File
 	if v1 {
-		var infoW, blockR *os.File
+		var infoW, blockR, releaseR *os.File
 		if infoR, infoW, err = os.Pipe(); err != nil {
 			return res, err
 		}
@@ -203,12 +216,20 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 			return res, err
 		}
 		defer blockW.Close()
-		extra = append(extra, infoW, blockR)
+		if releaseR, releaseW, err = os.Pipe(); err != nil {
+			infoW.Close()
+			blockR.Close()
+			return res, err
+		}
+		defer releaseW.Close()
+		extra = append(extra, infoW, blockR, releaseR)
 		defer infoW.Close()
 		defer blockR.Close()
+		defer releaseR.Close()
+		argv = append([]string{"/bin/sh", "-c", releaseGuard, guardName}, spec.Argv...)
 	}
 
-	cmd := exec.Command(r.bwrap, append([]string{"--args", fmt.Sprint(fdArgs), "--"}, spec.Argv...)...)
+	cmd := exec.Command(r.bwrap, append([]string{"--args", fmt.Sprint(fdArgs), "--"}, argv...)...)
 	cmd.Args[0] = "bwrap"
 	// bwrap's own environment is empty: it would otherwise be readable in
 	// the sandbox as /proc/1/environ (bwrap's init keeps its exec-time env).
@@ -258,6 +279,7 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 			_ = cmd.Process.Kill()
 		}
 		blockW.Close()
+		releasePayload(releaseW)
 	}
 
 	stop := watch(runCtx, func() {
@@ -287,6 +309,13 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 		return res, fmt.Errorf("sandbox: %w", ctx.Err())
 	}
 	return res, nil
+}
+
+// releasePayload lets the guard run the payload; tests replace it to play a
+// caller that died before the release.
+var releasePayload = func(w *os.File) {
+	_, _ = w.Write([]byte("go\n")) // a failed write leaves the guard at end of file: it exits 125
+	_ = w.Close()
 }
 
 // placeV1 reads bwrap's --info-fd and moves bwrap's sandbox child, the

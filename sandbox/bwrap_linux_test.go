@@ -758,3 +758,53 @@ func TestCgroupV2EvacuateToLeaf(t *testing.T) {
 		t.Errorf("leaf holds %q, want the moved pid", b)
 	}
 }
+
+// A caller that dies after starting bwrap and before moving its child into
+// the cgroup (cgroup v1) must not let the payload run outside its limits:
+// the release guard sees end of file instead of "go" and exits 125.
+func TestBwrapPayloadNeverRunsWithoutRelease(t *testing.T) {
+	r := requireBwrapHost(t)
+	cg, err := newRunCgroup(r.opts, Limits{}.WithDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := cg.version() == 1
+	_ = cg.remove()
+	if !v1 {
+		t.Log("cgroup v2 here: the process is born in its cgroup and no guard is needed; checking the payload still runs")
+	}
+	base := testBase(t)
+	spec := runDir(t, base, "sh", "-c", "echo ran > ran.txt")
+	saved := releasePayload
+	releasePayload = func(w *os.File) { _ = w.Close() } // the caller "died" before the release
+	t.Cleanup(func() { releasePayload = saved })
+	res, out := run(t, r, spec)
+	_, statErr := os.Stat(filepath.Join(spec.Dir, "ran.txt"))
+	if !v1 {
+		if statErr != nil {
+			t.Errorf("the payload did not run: %v (%q)", statErr, out)
+		}
+		return
+	}
+	if statErr == nil {
+		t.Fatalf("the payload ran without being released (exit %d, %q)", res.ExitCode, out)
+	}
+	if res.ExitCode != 125 {
+		t.Errorf("exit code %d, want 125 from the guard (%q)", res.ExitCode, out)
+	}
+
+	// And with the release, as in every run, the payload runs and sees its
+	// own argv and no extra file descriptor.
+	releasePayload = saved
+	spec = runDir(t, testBase(t), "sh", "-c", `echo "$0 $1" > ran.txt; ls /proc/self/fd | tr '\n' ' ' >> ran.txt`, "arg0", "arg1")
+	if res, out := run(t, r, spec); res.ExitCode != 0 {
+		t.Fatalf("exit %d: %q", res.ExitCode, out)
+	}
+	got, err := os.ReadFile(filepath.Join(spec.Dir, "ran.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(got), "arg0 arg1\n") || strings.Contains(string(got), " 6 ") {
+		t.Errorf("the payload saw %q: want its own argv and no descriptor 6", got)
+	}
+}
