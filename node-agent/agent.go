@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -529,9 +530,14 @@ func EvidenceName(run *harnessv1.HarnessRun) string {
 	return name + suffix
 }
 
+// truncate keeps at most n bytes of s, cut at a character boundary: the API
+// server would turn half a UTF-8 character into garbage.
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n]
 }

@@ -134,7 +134,7 @@ func (r *AppContainerRunner) Run(ctx context.Context, spec Spec) (res Result, er
 	nul, err := inheritableNul()
 	if err != nil {
 		for _, h := range []windows.Handle{stdoutR, stdoutW, stderrR, stderrW} {
-			windows.CloseHandle(h)
+			_ = windows.CloseHandle(h)
 		}
 		return res, err
 	}
@@ -160,13 +160,13 @@ func (r *AppContainerRunner) Run(ctx context.Context, spec Spec) (res Result, er
 	start := time.Now()
 	pi, err := startInContainer(path, spec, sid, env, [3]windows.Handle{nul, stdoutW, stderrW}, job)
 	// The child has its copies; ours would keep the pipes open forever.
-	windows.CloseHandle(nul)
-	windows.CloseHandle(stdoutW)
-	windows.CloseHandle(stderrW)
+	_ = windows.CloseHandle(nul)
+	_ = windows.CloseHandle(stdoutW)
+	_ = windows.CloseHandle(stderrW)
 	if err != nil {
 		return res, err
 	}
-	defer windows.CloseHandle(pi.Process)
+	defer func() { _ = windows.CloseHandle(pi.Process) }()
 
 	stop := watch(runCtx, func() { _ = windows.TerminateJobObject(job, 1) })
 	_, werr := windows.WaitForSingleObject(pi.Process, windows.INFINITE)
@@ -286,7 +286,7 @@ func newJob(p jobPlan) (windows.Handle, error) {
 	info.JobMemoryLimit = uintptr(p.JobMemoryLimit)
 	if _, err := windows.SetInformationJobObject(job, windows.JobObjectExtendedLimitInformation,
 		uintptr(unsafe.Pointer(&info)), uint32(unsafe.Sizeof(info))); err != nil {
-		windows.CloseHandle(job)
+		_ = windows.CloseHandle(job)
 		return 0, fmt.Errorf("sandbox: SetInformationJobObject: %w", err)
 	}
 	return job, nil
@@ -299,8 +299,8 @@ func inheritablePipe() (r, w windows.Handle, err error) {
 	}
 	// Only the child's end is inherited.
 	if err := windows.SetHandleInformation(r, windows.HANDLE_FLAG_INHERIT, 0); err != nil {
-		windows.CloseHandle(r)
-		windows.CloseHandle(w)
+		_ = windows.CloseHandle(r)
+		_ = windows.CloseHandle(w)
 		return 0, 0, err
 	}
 	return r, w, nil
@@ -362,17 +362,17 @@ func startInContainer(path string, spec Spec, sid *windows.SID, env []uint16, st
 	}
 	if err := windows.AssignProcessToJobObject(job, pi.Process); err != nil {
 		_ = windows.TerminateProcess(pi.Process, 1)
-		windows.CloseHandle(pi.Thread)
-		windows.CloseHandle(pi.Process)
+		_ = windows.CloseHandle(pi.Thread)
+		_ = windows.CloseHandle(pi.Process)
 		return nil, fmt.Errorf("sandbox: AssignProcessToJobObject: %w", err)
 	}
 	if _, err := windows.ResumeThread(pi.Thread); err != nil {
 		_ = windows.TerminateJobObject(job, 1)
-		windows.CloseHandle(pi.Thread)
-		windows.CloseHandle(pi.Process)
+		_ = windows.CloseHandle(pi.Thread)
+		_ = windows.CloseHandle(pi.Process)
 		return nil, fmt.Errorf("sandbox: ResumeThread: %w", err)
 	}
-	windows.CloseHandle(pi.Thread)
+	_ = windows.CloseHandle(pi.Thread)
 	return &pi, nil
 }
 
