@@ -384,14 +384,14 @@ func (a *Agent) executeSafely(ctx context.Context, run *harnessv1.HarnessRun) (r
 		if p := recover(); p != nil {
 			log.FromContext(ctx).Error(fmt.Errorf("%v", p), "the executor panicked")
 			res = &Result{Status: harnessv1.HarnessRunStatus{Phase: harnessv1.RunFailed, Verdict: harnessv1.VerdictError,
-				FailureClass: harnessv1.FailureInfrastructure, Reason: "ExecutorPanic",
+				FailureClass: harnessv1.FailureInfrastructure, Reason: harnessv1.ReasonExecutorPanic,
 				Message: fmt.Sprintf("the node-agent failed while executing the run: %v", p)}}
 		}
 	}()
 	res = a.opts.Executor.Execute(ctx, run)
 	if res == nil {
 		res = &Result{Status: harnessv1.HarnessRunStatus{Phase: harnessv1.RunFailed, Verdict: harnessv1.VerdictError,
-			FailureClass: harnessv1.FailureInfrastructure, Reason: "ExecutorPanic", Message: "the executor returned no result"}}
+			FailureClass: harnessv1.FailureInfrastructure, Reason: harnessv1.ReasonExecutorPanic, Message: "the executor returned no result"}}
 	}
 	return res
 }

@@ -199,7 +199,7 @@ func (e *RunExecutor) execute(ctx context.Context, a *attempt, receipt *receiptI
 
 	layout, err := makeLayout(dir)
 	if err != nil {
-		return infraFailure("RunDirFailed", err.Error())
+		return infraFailure(harnessv1.ReasonRunDirFailed, err.Error())
 	}
 
 	transport := fix.Manifest.Transport()
@@ -208,7 +208,7 @@ func (e *RunExecutor) execute(ctx context.Context, a *attempt, receipt *receiptI
 	}
 	srv, err := e.startMCP(ctx, layout, transport, int64(a.limits.MaxDecisions))
 	if err != nil {
-		return infraFailure("MCPServerFailed", "the MCP token server could not start: "+err.Error())
+		return infraFailure(harnessv1.ReasonMCPServerFailed, "the MCP token server could not start: "+err.Error())
 	}
 	defer srv.stop()
 
@@ -220,12 +220,12 @@ func (e *RunExecutor) execute(ctx context.Context, a *attempt, receipt *receiptI
 		secrets = append(secrets, string(c.Value))
 	}
 	if a.redactor, err = redact.New(redact.Options{Secrets: secrets, Keep: []string{srv.token}}); err != nil {
-		return infraFailure("RedactionFailed", "the redactor could not be built: "+err.Error())
+		return infraFailure(harnessv1.ReasonRedactionFailed, "the redactor could not be built: "+err.Error())
 	}
 
 	adapter, err := e.opts.Adapters.Get(run.Spec.Agent.Adapter)
 	if err != nil {
-		return infraFailure("AdapterUnavailable", err.Error())
+		return infraFailure(harnessv1.ReasonAdapterUnavailable, err.Error())
 	}
 	prompt := fix.Manifest.Prompt
 	if run.Spec.Fixture.Prompt != "" {
@@ -246,22 +246,22 @@ func (e *RunExecutor) execute(ctx context.Context, a *attempt, receipt *receiptI
 		MCP: srv.endpoint, MaxDecisions: a.limits.MaxDecisions, Credentials: creds, ProxyURL: proxyURL,
 	})
 	if err != nil {
-		return infraFailure("AdapterFailed", "the adapter could not prepare the run: "+err.Error())
+		return infraFailure(harnessv1.ReasonAdapterFailed, "the adapter could not prepare the run: "+err.Error())
 	}
 	var px *egressProxy
 	if useProxy {
 		allow, err := allowList(run, inv)
 		if err != nil {
-			return infraFailure("EgressProxyFailed", "the egress allow list cannot be built: "+err.Error())
+			return infraFailure(harnessv1.ReasonEgressProxyFailed, "the egress allow list cannot be built: "+err.Error())
 		}
 		if px, err = startEgress(layout, allow); err != nil {
-			return infraFailure("EgressProxyFailed", "the egress proxy could not start: "+err.Error())
+			return infraFailure(harnessv1.ReasonEgressProxyFailed, "the egress proxy could not start: "+err.Error())
 		}
 		defer px.stop()
 		logger.V(1).Info("egress proxy", "allowed", allow.Entries())
 	}
 	if err := writeFiles(layout.home, inv.Files); err != nil {
-		return infraFailure("AdapterFailed", "writing the adapter's config files: "+err.Error())
+		return infraFailure(harnessv1.ReasonAdapterFailed, "writing the adapter's config files: "+err.Error())
 	}
 	cliVersion, _ := adapter.Version(ctx)
 

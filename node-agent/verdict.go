@@ -83,12 +83,12 @@ func (e *RunExecutor) verdict(a *attempt, in verdictInput) *Result {
 		setCondition(st, harnessv1.ConditionSandboxed, false, harnessv1.ReasonIsolationFallback, truncate(msg, 32768))
 		res.Warnings = append(res.Warnings, Warning{Reason: harnessv1.ReasonIsolationFallback, Message: msg})
 	} else {
-		setCondition(st, harnessv1.ConditionSandboxed, true, "Sandboxed", fmt.Sprintf("the agent ran in %s", in.runner.Mode()))
+		setCondition(st, harnessv1.ConditionSandboxed, true, harnessv1.ReasonSandboxed, fmt.Sprintf("the agent ran in %s", in.runner.Mode()))
 	}
 	if run.Spec.Network.Egress == harnessv1.EgressUnrestricted {
 		msg := "spec.network.egress is Unrestricted: the agent shared the node's network and could reach anything the node can"
-		setCondition(st, harnessv1.ConditionEgressUnrestricted, true, "EgressUnrestricted", msg)
-		res.Warnings = append(res.Warnings, Warning{Reason: "EgressUnrestricted", Message: msg})
+		setCondition(st, harnessv1.ConditionEgressUnrestricted, true, harnessv1.ReasonEgressUnrestricted, msg)
+		res.Warnings = append(res.Warnings, Warning{Reason: harnessv1.ReasonEgressUnrestricted, Message: msg})
 	}
 	var denied *Warning
 	st.Network, denied = networkStatus(in.egress, in.egressStats, a.redactor)
@@ -123,7 +123,7 @@ func (e *RunExecutor) verdict(a *attempt, in verdictInput) *Result {
 	case !wantMCP:
 		st.MCP.Message = "the run asked for no MCP server"
 	case in.tokenSeen:
-		setCondition(st, harnessv1.ConditionMCPVerified, true, "TokenSeen", "the agent called get_token and the token appeared in its output or artifacts")
+		setCondition(st, harnessv1.ConditionMCPVerified, true, harnessv1.ReasonTokenSeen, "the agent called get_token and the token appeared in its output or artifacts")
 	default:
 		st.MCP.Message = fmt.Sprintf("the token never appeared in the agent's output or artifacts (%d get_token calls)", in.mcp.Calls)
 		setCondition(st, harnessv1.ConditionMCPVerified, false, harnessv1.ReasonTokenNotSeen, st.MCP.Message)
@@ -137,7 +137,7 @@ func (e *RunExecutor) verdict(a *attempt, in verdictInput) *Result {
 	}
 	if len(in.checks) > 0 {
 		if allPassed {
-			setCondition(st, harnessv1.ConditionChecksPassed, true, "ChecksPassed", fmt.Sprintf("%d checks passed", len(in.checks)))
+			setCondition(st, harnessv1.ConditionChecksPassed, true, harnessv1.ReasonChecksPassed, fmt.Sprintf("%d checks passed", len(in.checks)))
 		} else {
 			setCondition(st, harnessv1.ConditionChecksPassed, false, harnessv1.ReasonChecksFailed, failedChecks(in.checks))
 		}
@@ -215,7 +215,7 @@ func networkStatus(mode harnessv1.Egress, stats *egress.Stats, r *redact.Redacto
 	if stats.Denied == 0 {
 		return n, nil
 	}
-	return n, &Warning{Reason: "EgressDenied", Message: fmt.Sprintf(
+	return n, &Warning{Reason: harnessv1.ReasonEgressDenied, Message: fmt.Sprintf(
 		"the egress proxy refused %d connection(s) of the agent (spec.network.egress ProviderOnly), to %s; "+
 			"add a host the agent needs to spec.network.allowHosts", stats.Denied, strings.Join(n.DeniedHosts, ", "))}
 }

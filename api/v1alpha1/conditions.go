@@ -89,6 +89,33 @@ const (
 	ReasonDeleted = "Deleted"
 	// ReasonStopped: the node-agent stopped the run after StopRequested.
 	ReasonStopped = "Stopped"
+	// ReasonSandboxed: the agent ran in an OS sandbox (condition Sandboxed).
+	ReasonSandboxed = "Sandboxed"
+	// ReasonTokenSeen: the MCP token appeared in the agent's output or
+	// artifacts (condition MCPVerified).
+	ReasonTokenSeen = "TokenSeen"
+	// ReasonChecksPassed: every fixture check passed (condition ChecksPassed).
+	ReasonChecksPassed = "ChecksPassed"
+	// ReasonEgressUnrestricted: the agent shared the node's network.
+	ReasonEgressUnrestricted = "EgressUnrestricted"
+	// ReasonEgressDenied: the egress proxy refused connections (a Warning
+	// Event; status.network counts them).
+	ReasonEgressDenied = "EgressDenied"
+	// ReasonEgressProxyFailed: the run's egress proxy could not start or its
+	// allow list is invalid.
+	ReasonEgressProxyFailed = "EgressProxyFailed"
+	// ReasonRunDirFailed: the run dir could not be prepared on the node.
+	ReasonRunDirFailed = "RunDirFailed"
+	// ReasonMCPServerFailed: the run's MCP token server could not start.
+	ReasonMCPServerFailed = "MCPServerFailed"
+	// ReasonRedactionFailed: the run's redactor could not be built.
+	ReasonRedactionFailed = "RedactionFailed"
+	// ReasonAdapterUnavailable: the node has no adapter for the run.
+	ReasonAdapterUnavailable = "AdapterUnavailable"
+	// ReasonAdapterFailed: the adapter could not prepare the run.
+	ReasonAdapterFailed = "AdapterFailed"
+	// ReasonExecutorPanic: the node-agent failed while executing the run.
+	ReasonExecutorPanic = "ExecutorPanic"
 	// ReasonHeartbeat: the node-agent's Lease is fresh.
 	ReasonHeartbeat = "Heartbeat"
 	// ReasonLeaseExpired: the node-agent's Lease expired.
