@@ -148,7 +148,6 @@ type attempt struct {
 	manifest *fixture.Manifest
 	dir      *fixture.RunDir
 	redactor *redact.Redactor
-	warnings []Warning
 }
 
 // Execute runs one attempt: fixture → run dir → credentials → MCP →
@@ -162,7 +161,6 @@ func (e *RunExecutor) Execute(ctx context.Context, run *harnessv1.HarnessRun) *R
 	if out.Status.Phase == "" {
 		out.Status.Phase = harnessv1.RunFailed
 	}
-	out.Warnings = append(out.Warnings, a.warnings...)
 	return out
 }
 
