@@ -1,6 +1,7 @@
 // Package v1alpha1 holds the harnessfacts.io/v1alpha1 API: HarnessRun, one
-// agent run against one fixture, and HarnessNode, one node-agent's view of
-// its node.
+// agent run against one fixture, HarnessNode, one node-agent's view of its
+// node, and HarnessSuite, a matrix of agents × fixtures × repeats run as
+// HarnessRuns.
 //
 // +kubebuilder:object:generate=true
 // +groupName=harnessfacts.io
@@ -28,6 +29,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 	s.AddKnownTypes(GroupVersion,
 		&HarnessRun{}, &HarnessRunList{},
 		&HarnessNode{}, &HarnessNodeList{},
+		&HarnessSuite{}, &HarnessSuiteList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
