@@ -81,10 +81,15 @@ deps: ## Install the system packages tests need (bubblewrap, curl) when missing.
 	@hack/install-deps.sh
 
 .PHONY: test
-test: deps ## Run every test against a real API server and real bwrap (builds the control plane and Helm on first use).
+test: deps ## Run every test against a real API server, real bwrap and the real agent CLIs (builds the control plane, Helm and the CLIs on first use).
 	@hack/helm.sh >/dev/null # before go test: a cold Helm build can outlast go test's timeout
-	@assets=$$(hack/control-plane.sh); \
-	KUBEBUILDER_ASSETS=$$assets go test $(GO_TEST_FLAGS) ./...
+	@clis=$$(hack/install-agent-clis.sh $(CACHE)/agent-clis); assets=$$(hack/control-plane.sh); \
+	HARNESSFACTS_AGENT_CLIS=$$clis KUBEBUILDER_ASSETS=$$assets go test -timeout 30m $(GO_TEST_FLAGS) ./...
+
+.PHONY: test-agents
+test-agents: deps ## Run only the agent CLIs end to end (Claude Code, Codex, Gemini CLI, OpenCode, Aider) against harnessfacts fake-provider.
+	@clis=$$(hack/install-agent-clis.sh $(CACHE)/agent-clis); assets=$$(hack/control-plane.sh); \
+	HARNESSFACTS_AGENT_CLIS=$$clis KUBEBUILDER_ASSETS=$$assets go test -timeout 30m $(GO_TEST_FLAGS) ./test/agents/...
 
 .PHONY: chart-test
 chart-test: deps ## Render, lint and apply the chart and kustomize output to a real API server; run the sample under the chart's RBAC.

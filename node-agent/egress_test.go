@@ -1,6 +1,7 @@
 package nodeagent
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -41,21 +42,49 @@ func TestWrapBridgesMCPAndProxy(t *testing.T) {
 		name      string
 		transport harnessv1.MCPTransport
 		px        *egressProxy
+		bridge    *providerBridge
 		want      []string
 	}{
-		{"neither", harnessv1.MCPTransportStdio, nil, []string{"agent", "-x"}},
-		{"mcp", harnessv1.MCPTransportHTTP, nil, []string{"/hf", "sandbox-init",
+		{"neither", harnessv1.MCPTransportStdio, nil, nil, []string{"agent", "-x"}},
+		{"mcp", harnessv1.MCPTransportHTTP, nil, nil, []string{"/hf", "sandbox-init",
 			"--forward", "127.0.0.1:7700=unix:/run/x/sockets/mcp-http.sock", "--", "agent", "-x"}},
-		{"proxy", harnessv1.MCPTransportNone, px, []string{"/hf", "sandbox-init",
+		{"proxy", harnessv1.MCPTransportNone, px, nil, []string{"/hf", "sandbox-init",
 			"--egress-proxy", "127.0.0.1:7701=unix:/run/x/sockets/egress.sock", "--", "agent", "-x"}},
-		{"both", harnessv1.MCPTransportHTTP, px, []string{"/hf", "sandbox-init",
+		{"both", harnessv1.MCPTransportHTTP, px, nil, []string{"/hf", "sandbox-init",
 			"--forward", "127.0.0.1:7700=unix:/run/x/sockets/mcp-http.sock",
+			"--egress-proxy", "127.0.0.1:7701=unix:/run/x/sockets/egress.sock", "--", "agent", "-x"}},
+		{"provider on loopback", harnessv1.MCPTransportHTTP, px, &providerBridge{listen: "127.0.0.1:8089", socket: "/run/x/sockets/provider.sock"}, []string{"/hf", "sandbox-init",
+			"--forward", "127.0.0.1:7700=unix:/run/x/sockets/mcp-http.sock",
+			"--forward", "127.0.0.1:8089=unix:/run/x/sockets/provider.sock",
 			"--egress-proxy", "127.0.0.1:7701=unix:/run/x/sockets/egress.sock", "--", "agent", "-x"}},
 	}
 	for _, tc := range cases {
-		if diff := cmp.Diff(tc.want, e.wrap([]string{"agent", "-x"}, srv, tc.transport, tc.px)); diff != "" {
+		if diff := cmp.Diff(tc.want, e.wrap([]string{"agent", "-x"}, srv, tc.transport, tc.px, tc.bridge)); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
 		}
+	}
+}
+
+func TestProviderBridgeOnlyForLoopback(t *testing.T) {
+	l := layout{sockets: t.TempDir()}
+	for _, u := range []string{"", "https://api.example.com/v1", "http://10.0.0.1:8080"} {
+		if b, err := startProviderBridge(l, u); b != nil || err != nil {
+			t.Errorf("%q: bridge %v, err %v; want none", u, b, err)
+		}
+	}
+	for _, u := range []string{"http://127.0.0.1:7700", "http://localhost:7701/v1", "http://[::1]:8080"} {
+		if b, err := startProviderBridge(l, u); err == nil {
+			b.stop()
+			t.Errorf("%q: bridged, want an error", u)
+		}
+	}
+	b, err := startProviderBridge(l, "http://localhost:8089/s/hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.stop()
+	if b.listen != "127.0.0.1:8089" || b.socket != filepath.Join(l.sockets, "provider.sock") {
+		t.Errorf("bridge %+v", b)
 	}
 }
 

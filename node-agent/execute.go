@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -73,6 +74,11 @@ type RunExecutor struct {
 	required    sandbox.Runner
 	requiredErr error
 	fallback    sandbox.Runner
+
+	// versions caches each adapter's CLI version: asking costs a process
+	// start (seconds for some CLIs), and the installed CLI does not change
+	// under a running node-agent.
+	versions    sync.Map // harnessv1.Adapter → string
 	fallbackWhy string
 }
 
@@ -258,15 +264,31 @@ func (e *RunExecutor) execute(ctx context.Context, a *attempt, receipt *receiptI
 		defer px.stop()
 		logger.V(1).Info("egress proxy", "allowed", allow.Entries())
 	}
+	// A provider on the node's loopback (harnessfacts fake-provider, a local
+	// model server) is bridged to the same address in the sandbox's own
+	// loopback, so the CLI uses the URL the run names.
+	var bridge *providerBridge
+	if useProxy {
+		if bridge, err = startProviderBridge(layout, run.Spec.Agent.ProviderURL); err != nil {
+			return infraFailure(harnessv1.ReasonEgressProxyFailed, "the provider on this node's loopback cannot be bridged into the sandbox: "+err.Error())
+		}
+		if bridge != nil {
+			defer bridge.stop()
+		}
+	}
 	if err := writeFiles(layout.home, inv.Files); err != nil {
 		return infraFailure(harnessv1.ReasonAdapterFailed, "writing the adapter's config files: "+err.Error())
 	}
-	cliVersion, _ := adapter.Version(ctx)
+	cliVersion := e.cliVersion(ctx, adapter)
 
 	// The agent.
 	spec := e.baseSpec(layout, dir, egressMode)
-	spec.Argv = e.wrap(inv.Argv, srv, transport, px)
+	spec.Argv = e.wrap(inv.Argv, srv, transport, px, bridge)
 	spec.Env = append(spec.Env, inv.Env...)
+	spec.ReadOnly = append(spec.ReadOnly, inv.ReadOnly...)
+	if len(inv.PathDirs) > 0 {
+		spec.Env = setEnv(spec.Env, "PATH", strings.Join(inv.PathDirs, ":")+":"+e.opts.Path)
+	}
 	spec.Limits = sandbox.Limits{
 		MemoryBytes:  a.limits.Memory.Value(),
 		MaxProcesses: int64(a.limits.MaxProcesses),
@@ -295,11 +317,15 @@ func (e *RunExecutor) execute(ctx context.Context, a *attempt, receipt *receiptI
 	arts, artifactData := e.collectArtifacts(dir, fix.Manifest.Artifacts, a)
 	summary := srv.summary()
 	tokenSeen := srv.token != "" && (out.tokenSeen() || tokenIn(srv.token, artifactData))
+	var activity adapters.Activity
+	if r, ok := adapter.(adapters.ActivityReader); ok {
+		activity = r.Activity(out.bytes())
+	}
 	return e.verdict(a, verdictInput{
 		receipt: receipt, runner: runner, fallbackWhy: why, agent: agentRes, agentErr: runErr, stop: stopCause,
 		out: out, checks: checks, artifacts: arts, artifactData: artifactData, transport: transport,
 		mcp: summary, tokenSeen: tokenSeen, inv: inv, cliVersion: cliVersion, fixtureDigest: fix.Digest,
-		egress: egressMode, egressStats: egressStats,
+		egress: egressMode, egressStats: egressStats, activity: activity,
 	})
 }
 
@@ -360,10 +386,13 @@ func (e *RunExecutor) baseSpec(l layout, dir *fixture.RunDir, egress harnessv1.E
 
 // wrap puts sandbox-init in front of the agent when the MCP server or the
 // egress proxy must be bridged into the sandbox's own loopback.
-func (e *RunExecutor) wrap(argv []string, srv *mcpServer, transport harnessv1.MCPTransport, px *egressProxy) []string {
+func (e *RunExecutor) wrap(argv []string, srv *mcpServer, transport harnessv1.MCPTransport, px *egressProxy, bridge *providerBridge) []string {
 	var flags []string
 	if transport == harnessv1.MCPTransportHTTP && srv.httpSocket != "" {
 		flags = append(flags, "--forward", fmt.Sprintf("127.0.0.1:%d=unix:%s", SandboxMCPPort, srv.httpSocket))
+	}
+	if bridge != nil {
+		flags = append(flags, "--forward", bridge.listen+"=unix:"+bridge.socket)
 	}
 	if px != nil {
 		flags = append(flags, "--egress-proxy", fmt.Sprintf("127.0.0.1:%d=unix:%s", SandboxEgressPort, px.socket))

@@ -37,6 +37,7 @@ type verdictInput struct {
 	transport     harnessv1.MCPTransport
 	mcp           mcp.Summary
 	tokenSeen     bool
+	activity      adapters.Activity
 	inv           *adapters.Invocation
 	cliVersion    string
 	fixtureDigest string
@@ -104,6 +105,9 @@ func (e *RunExecutor) verdict(a *attempt, in verdictInput) *Result {
 		OutputBytes:          in.out.rawBytes(),
 		Truncated:            in.out.capture.Truncated(),
 		OutputTail:           validUTF8(in.out.tail(outputTailBytes)),
+		Turns:                in.activity.Turns,
+		ToolCalls:            in.activity.ToolCalls,
+		PermissionDenials:    in.activity.PermissionDenials,
 	}
 	if in.agent.Signal != 0 {
 		ag.Signal = fmt.Sprintf("signal %d", in.agent.Signal)

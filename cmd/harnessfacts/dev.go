@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -38,6 +39,7 @@ type devFlags struct {
 	assets     string
 	kubeconfig string
 	runRoot    string
+	agentCLIs  string
 	slots      int32
 	node       string
 }
@@ -63,6 +65,7 @@ Ctrl-C (or SIGTERM) stops everything and leaves no process behind.`,
 	fl.StringVar(&f.assets, "assets", os.Getenv("KUBEBUILDER_ASSETS"), "folder holding kube-apiserver, etcd and kubectl (default $KUBEBUILDER_ASSETS; `make control-plane` prints it)")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "harnessfacts-dev.kubeconfig", "where to write the kubeconfig of the local control plane")
 	fl.StringVar(&f.runRoot, "run-root", filepath.Join(os.TempDir(), "harnessfacts-dev-runs"), "folder of the run dirs")
+	fl.StringVar(&f.agentCLIs, "agent-clis", defaultDevAgentCLIs(), "folder of the agent CLIs' commands (make agent-clis installs them there); empty: PATH")
 	fl.Int32Var(&f.slots, "slots", 2, "runs the local node-agent executes at once")
 	fl.StringVar(&f.node, "node-name", "", "the local node's name (default: the host name)")
 	return cmd
@@ -128,7 +131,7 @@ func runDev(ctx context.Context, f devFlags) error {
 		o.Controller = config.Controller{SkipNameValidation: ptr.To(true)}
 		return o
 	}
-	cmgr, err := ctrl.NewManager(cfg, noServe(ctrl.Options{}))
+	cmgr, err := ctrl.NewManager(cfg, noServe(ctrl.Options{Cache: cache.Options{ByObject: controllers.CacheByObject()}}))
 	if err != nil {
 		return err
 	}
@@ -143,6 +146,10 @@ func runDev(ctx context.Context, f devFlags) error {
 	if err := r.SetupWithManager(cmgr); err != nil {
 		return err
 	}
+	if err := controllers.NewHarnessSuiteReconciler(cmgr.GetClient(), cmgr.GetEventRecorder("harnessfacts-controller"), clock.RealClock{},
+		controllers.SuiteOptions{}).SetupWithManager(cmgr); err != nil {
+		return err
+	}
 	cacheOpts, clientOpts := nodeagent.ManagerOptions(f.node)
 	nmgr, err := ctrl.NewManager(cfg, noServe(ctrl.Options{Cache: cacheOpts, Client: clientOpts}))
 	if err != nil {
@@ -150,7 +157,7 @@ func runDev(ctx context.Context, f devFlags) error {
 	}
 	if _, err := nodeagent.Setup(ctx, nmgr, nodeagent.SetupOptions{
 		NodeName: f.node, LeaseNamespace: leaseNS, LeaseDuration: 20 * time.Second, Slots: f.slots,
-		RunRoot: f.runRoot, Hidden: defaultHidden, Adapters: adapters.Default(),
+		RunRoot: f.runRoot, Hidden: defaultHidden, Adapters: adapters.New(adapters.Config{CLIDir: f.agentCLIs}),
 	}); err != nil {
 		return err
 	}
@@ -193,4 +200,22 @@ func embeddedCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 		return nil
 	})
 	return out, err
+}
+
+// defaultDevAgentCLIs is where `make agent-clis` installs the CLIs, when it
+// has: dev then offers them, and `make demo` runs a real CLI.
+func defaultDevAgentCLIs() string {
+	dir := os.Getenv("XDG_CACHE_HOME")
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return ""
+		}
+		dir = filepath.Join(home, ".cache")
+	}
+	bin := filepath.Join(dir, "harnessfacts", "agent-clis", "bin")
+	if fi, err := os.Stat(bin); err != nil || !fi.IsDir() {
+		return ""
+	}
+	return bin
 }

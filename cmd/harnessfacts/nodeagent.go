@@ -25,6 +25,7 @@ type nodeAgentFlags struct {
 	leaseDuration  time.Duration
 	slots          int32
 	runRoot        string
+	agentCLIs      string
 	hidden         []string
 	uid, gid       int
 	bwrap          string
@@ -66,6 +67,7 @@ behind and ends the runs that process had claimed (reason NodeAgentRestarted).`,
 	fl.DurationVar(&f.leaseDuration, "lease-duration", 40*time.Second, "how long the heartbeat Lease stays fresh; renewed every quarter of it")
 	fl.Int32Var(&f.slots, "slots", 2, "runs executed at once")
 	fl.StringVar(&f.runRoot, "run-root", "/var/lib/harnessfacts/runs", "folder of the run dirs; never a source checkout")
+	fl.StringVar(&f.agentCLIs, "agent-clis", "", "folder of the agent CLIs' commands (hack/install-agent-clis.sh PREFIX/bin; /opt/harnessfacts/agents/bin in the image); empty: PATH")
 	fl.StringSliceVar(&f.hidden, "hide", defaultHidden, "host directories masked in the sandbox")
 	fl.IntVar(&f.uid, "run-as-uid", sandbox.DefaultUID, "unprivileged uid the agent runs as")
 	fl.IntVar(&f.gid, "run-as-gid", sandbox.DefaultGID, "unprivileged gid the agent runs as")
@@ -115,7 +117,7 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 		NodeName: f.nodeName, LeaseNamespace: f.leaseNamespace, LeaseDuration: f.leaseDuration, Slots: f.slots,
 		RunRoot: f.runRoot, Hidden: f.hidden, UID: f.uid, GID: f.gid,
 		Sandbox:  sandbox.Options{Bwrap: f.bwrap, CgroupParent: f.cgroupParent, MoveToLeafCgroup: f.leafCgroup},
-		Adapters: adapters.Default(), ExtraLabels: f.labels,
+		Adapters: adapters.New(adapters.Config{CLIDir: f.agentCLIs}), ExtraLabels: f.labels,
 	})
 	if err != nil {
 		return err

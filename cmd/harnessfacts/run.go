@@ -24,6 +24,7 @@ type runFlags struct {
 	secretsDir  string
 	evidenceDir string
 	runRoot     string
+	agentCLIs   string
 	hidden      []string
 	uid, gid    int
 	bwrap       string
@@ -57,6 +58,7 @@ is 0 for verdict Pass, 1 otherwise.`,
 	fl.StringVar(&f.secretsDir, "secrets", "", "folder of Secret folders (NAME/KEY files), for credentials")
 	fl.StringVar(&f.evidenceDir, "evidence", "", "where to write the evidence (default ./evidence/<run name>)")
 	fl.StringVar(&f.runRoot, "run-root", filepath.Join(os.TempDir(), "harnessfacts-runs"), "folder of the run dirs")
+	fl.StringVar(&f.agentCLIs, "agent-clis", "", "folder of the agent CLIs' commands (hack/install-agent-clis.sh PREFIX/bin; /opt/harnessfacts/agents/bin in the image); empty: PATH")
 	fl.StringSliceVar(&f.hidden, "hide", defaultHidden, "host directories masked in the sandbox")
 	fl.IntVar(&f.uid, "run-as-uid", sandbox.DefaultUID, "unprivileged uid the agent runs as")
 	fl.IntVar(&f.gid, "run-as-gid", sandbox.DefaultGID, "unprivileged gid the agent runs as")
@@ -82,7 +84,7 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	}
 	exec, err := nodeagent.NewExecutor(nodeagent.ExecutorOptions{
 		Sources: sources, RunRoot: f.runRoot, Hidden: f.hidden, UID: f.uid, GID: f.gid,
-		Sandbox: sandbox.Options{Bwrap: f.bwrap}, Adapters: adapters.Default(),
+		Sandbox: sandbox.Options{Bwrap: f.bwrap}, Adapters: adapters.New(adapters.Config{CLIDir: f.agentCLIs}),
 	})
 	if err != nil {
 		return err

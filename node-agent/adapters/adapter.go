@@ -68,6 +68,12 @@ type Invocation struct {
 	Notes []string
 	// MCPUnsupported is true when the run asked for MCP and the CLI has none.
 	MCPUnsupported bool
+	// ReadOnly are host folders the sandbox must show read-only: the CLI's
+	// installation, when it lies in a folder the sandbox hides (a host home).
+	ReadOnly []string
+	// PathDirs are put in front of the sandbox's PATH (the CLI's bin folder,
+	// for the helpers it starts by name).
+	PathDirs []string
 	// ProviderHosts are the "host" or "host:port" entries the CLI must reach
 	// with egress ProviderOnly (its model provider's API, its login and
 	// telemetry only if it cannot work without them). The node-agent adds
@@ -87,6 +93,18 @@ type Adapter interface {
 	Prepare(in Input) (*Invocation, error)
 }
 
+// Activity is what a CLI's structured output says it did.
+type Activity struct {
+	Turns, ToolCalls, PermissionDenials int32
+}
+
+// ActivityReader is implemented by adapters whose CLI writes structured
+// output (stream-json, JSONL): Activity reads the run's redacted log, where
+// stderr lines are mixed in and the end may be cut off.
+type ActivityReader interface {
+	Activity(log []byte) Activity
+}
+
 // Registry maps adapter names to adapters.
 type Registry map[harnessv1.Adapter]Adapter
 
@@ -99,9 +117,34 @@ func (r Registry) Get(name harnessv1.Adapter) (Adapter, error) {
 	return nil, fmt.Errorf("this node has no %s adapter", name)
 }
 
-// Default is the registry of the adapters built into this binary.
-func Default() Registry {
-	return Registry{harnessv1.AdapterExec: Exec{}}
+// Config says where a node's agent CLIs are.
+type Config struct {
+	// CLIDir is the folder of the CLIs' commands: hack/install-agent-clis.sh's
+	// PREFIX/bin (/opt/harnessfacts/agents/bin in the node-agent image).
+	// Empty: each command is looked up on PATH.
+	CLIDir string
+}
+
+// Default is the registry of the adapters built into this binary, finding
+// the CLIs on PATH.
+func Default() Registry { return New(Config{}) }
+
+// New is the registry of the adapters built into this binary, finding the
+// CLIs as cfg says.
+func New(cfg Config) Registry {
+	r := Registry{}
+	for _, a := range []Adapter{
+		Exec{},
+		NewClaudeCode(cfg),
+		NewCodex(cfg),
+		NewGemini(cfg),
+		NewOpenCode(cfg),
+		NewAider(cfg),
+		NewAntigravity(cfg),
+	} {
+		r[a.Name()] = a
+	}
+	return r
 }
 
 // credentialEnv returns the env entries of the credentials delivered by env.

@@ -1,0 +1,242 @@
+package fakeprovider
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// MaxRequestBytes bounds a request body; the CLIs send the whole
+// conversation each time, which stays far below this for a script.
+const MaxRequestBytes = 32 << 20
+
+// Options configure a Provider.
+type Options struct {
+	// Script answers requests to the provider's root ("/v1/...").
+	Script *Script
+	// Scripts answer requests under "/s/NAME/" ("/s/NAME/v1/..."), so one
+	// provider serves a suite of fixtures: a run names
+	// http://HOST:PORT/s/NAME as its provider URL.
+	Scripts map[string]*Script
+	// Log, when set, gets one line per request.
+	Log io.Writer
+}
+
+// Provider serves the scripted dialects over HTTP.
+type Provider struct {
+	opts Options
+	mu   sync.Mutex
+	recs []Record
+}
+
+// Record is what the provider remembers of one request: enough for a test
+// to see what a CLI asked and what it was told, and never a credential.
+type Record struct {
+	// Dialect is anthropic, responses, chat or gemini; empty for a 404.
+	Dialect string
+	Method  string
+	Path    string
+	// Script is the script's name under /s/, empty for the root script.
+	Script string
+	// Model is the model the request named.
+	Model string
+	// Tools are the tool names offered.
+	Tools []string
+	// Results counts the tool results in the conversation.
+	Results int
+	// Action is what the reply did (write, shell, mcp, answer).
+	Action ActionKind
+	// Tool is the tool the reply called.
+	Tool string
+	// AuthHeader names the header that carried a credential, and KeySHA256
+	// is the first 16 hex digits of its value's SHA-256: a test can see that
+	// the planted key arrived without the provider keeping it.
+	AuthHeader string
+	KeySHA256  string
+	// Status is the HTTP status of the reply; Error says why it failed or
+	// why the script could not be followed.
+	Status int
+	Error  string
+}
+
+// New returns a provider for opts.
+func New(opts Options) *Provider { return &Provider{opts: opts} }
+
+// Requests returns a copy of the requests served so far.
+func (p *Provider) Requests() []Record {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]Record(nil), p.recs...)
+}
+
+// ServeHTTP routes a request to its dialect.
+func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rec := Record{Method: r.Method, Path: r.URL.Path}
+	defer func() { p.record(rec) }()
+	script, path, name, ok := p.script(r.URL.Path)
+	rec.Script = name
+	if !ok {
+		rec.Status, rec.Error = http.StatusNotFound, "no such script"
+		http.Error(w, "no such script", rec.Status)
+		return
+	}
+	// WebSocket upgrades (Codex tries one for /v1/responses) are refused
+	// with 404, which every CLI takes as "use plain HTTP".
+	d := route(r.Method, path)
+	if d == nil || strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		rec.Status = http.StatusNotFound
+		http.NotFound(w, r)
+		return
+	}
+	rec.Dialect = d.name
+	rec.AuthHeader, rec.KeySHA256 = credentialOf(r)
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
+	if err == nil && len(body) > MaxRequestBytes {
+		err = fmt.Errorf("request body over %d bytes", MaxRequestBytes)
+	}
+	if err != nil {
+		rec.Status, rec.Error = http.StatusBadRequest, err.Error()
+		http.Error(w, err.Error(), rec.Status)
+		return
+	}
+	d.serve(&exchange{w: w, r: r, path: path, body: body, script: script, rec: &rec})
+}
+
+func (p *Provider) record(rec Record) {
+	p.mu.Lock()
+	p.recs = append(p.recs, rec)
+	p.mu.Unlock()
+	if p.opts.Log != nil {
+		line := fmt.Sprintf("%s %s dialect=%s status=%d", rec.Method, rec.Path, rec.Dialect, rec.Status)
+		if rec.Model != "" {
+			line += " model=" + rec.Model
+		}
+		if rec.Action != "" {
+			line += fmt.Sprintf(" results=%d action=%s", rec.Results, rec.Action)
+		}
+		if rec.Tool != "" {
+			line += " tool=" + rec.Tool
+		}
+		if rec.Error != "" {
+			line += " error=" + strconv.Quote(rec.Error)
+		}
+		_, _ = fmt.Fprintln(p.opts.Log, line)
+	}
+}
+
+// script picks the script for path and returns the path below its prefix.
+func (p *Provider) script(path string) (*Script, string, string, bool) {
+	if rest, ok := strings.CutPrefix(path, "/s/"); ok {
+		name, sub, _ := strings.Cut(rest, "/")
+		s, ok := p.opts.Scripts[name]
+		return s, "/" + sub, name, ok
+	}
+	return p.opts.Script, path, "", p.opts.Script != nil
+}
+
+// credentialOf names the header carrying a credential and a short digest
+// of its value.
+func credentialOf(r *http.Request) (string, string) {
+	for _, h := range []string{"X-Api-Key", "X-Goog-Api-Key", "Authorization"} {
+		v := r.Header.Get(h)
+		if v == "" {
+			continue
+		}
+		v = strings.TrimPrefix(v, "Bearer ")
+		sum := sha256.Sum256([]byte(v))
+		return strings.ToLower(h), hex.EncodeToString(sum[:8])
+	}
+	if v := r.URL.Query().Get("key"); v != "" {
+		sum := sha256.Sum256([]byte(v))
+		return "key", hex.EncodeToString(sum[:8])
+	}
+	return "", ""
+}
+
+// KeyDigest is how Record.KeySHA256 spells a credential value.
+func KeyDigest(v string) string {
+	sum := sha256.Sum256([]byte(v))
+	return hex.EncodeToString(sum[:8])
+}
+
+// exchange is one request being served.
+type exchange struct {
+	w      http.ResponseWriter
+	r      *http.Request
+	path   string
+	body   []byte
+	script *Script
+	rec    *Record
+}
+
+// next runs the script for t and records the outcome.
+func (x *exchange) next(t Turn) Action {
+	x.rec.Tools, x.rec.Results = t.Tools, len(t.Results)
+	a, err := x.script.Next(t)
+	if err != nil {
+		x.rec.Error = err.Error()
+	}
+	x.rec.Action, x.rec.Tool = a.Kind, a.Tool
+	return a
+}
+
+// fail answers with an error status and records why.
+func (x *exchange) fail(status int, err error) {
+	x.rec.Status, x.rec.Error = status, err.Error()
+	http.Error(x.w, err.Error(), status)
+}
+
+// writeBody sends a complete body with Content-Length: every CLI accepts
+// a whole SSE stream sent at once, and nothing is left half-written.
+func (x *exchange) writeBody(contentType string, body []byte) {
+	x.rec.Status = http.StatusOK
+	x.w.Header().Set("Content-Type", contentType)
+	x.w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	x.w.WriteHeader(http.StatusOK)
+	_, _ = x.w.Write(body)
+}
+
+// SSE builds a text/event-stream body.
+type SSE struct{ buf bytes.Buffer }
+
+// Event appends one event; an empty name writes a data-only event.
+func (s *SSE) Event(name string, data []byte) {
+	if name != "" {
+		fmt.Fprintf(&s.buf, "event: %s\n", name)
+	}
+	fmt.Fprintf(&s.buf, "data: %s\n\n", data)
+}
+
+// Bytes is the stream so far.
+func (s *SSE) Bytes() []byte { return s.buf.Bytes() }
+
+// dialect is one wire protocol.
+type dialect struct {
+	name  string
+	serve func(x *exchange)
+}
+
+// route finds the dialect of a request.
+func route(method, path string) *dialect {
+	if method != http.MethodPost {
+		return nil
+	}
+	switch {
+	case path == "/v1/messages":
+		return &anthropicDialect
+	case path == "/v1/responses":
+		return &responsesDialect
+	case path == "/v1/chat/completions":
+		return &chatDialect
+	case strings.HasPrefix(path, "/v1beta/models/") &&
+		(strings.HasSuffix(path, ":streamGenerateContent") || strings.HasSuffix(path, ":generateContent")):
+		return &geminiDialect
+	}
+	return nil
+}

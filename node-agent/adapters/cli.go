@@ -1,0 +1,81 @@
+package adapters
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// command finds a CLI's command: in CLIDir when it is set, else on PATH.
+func (c Config) command(name string) (string, error) {
+	if c.CLIDir != "" {
+		p := filepath.Join(c.CLIDir, name)
+		fi, err := os.Stat(p)
+		if err != nil {
+			return "", fmt.Errorf("%s is not installed in %s: %w", name, c.CLIDir, err)
+		}
+		if fi.IsDir() || fi.Mode()&0o111 == 0 {
+			return "", fmt.Errorf("%s is not an executable", p)
+		}
+		return p, nil
+	}
+	p, err := exec.LookPath(name)
+	if err != nil {
+		return "", fmt.Errorf("%s is not installed on this node's PATH", name)
+	}
+	return filepath.Abs(p)
+}
+
+// mounts are the folders the sandbox shows read-only for a command found by
+// command: the whole install prefix (PREFIX/bin's links point into
+// PREFIX/<cli>-<version>/), and the folder of the command's real file when
+// that lies elsewhere.
+func (c Config) mounts(cmdPath string) (ro, path []string) {
+	dir := filepath.Dir(cmdPath)
+	ro = []string{filepath.Dir(dir)}
+	if real, err := filepath.EvalSymlinks(cmdPath); err == nil && !within(real, ro[0]) {
+		ro = append(ro, filepath.Dir(real))
+	}
+	return ro, []string{dir}
+}
+
+func within(p, parent string) bool {
+	rel, err := filepath.Rel(parent, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+var versionRE = regexp.MustCompile(`\d+\.\d+\.\d+[0-9A-Za-z.+-]*`)
+
+// cliVersion runs cmd args (for example `claude --version`) with a
+// throwaway HOME, so that asking a version writes nothing into the node's
+// home, and returns the first version number it prints.
+func cliVersion(ctx context.Context, cmd string, args ...string) (string, error) {
+	home, err := os.MkdirTemp("", "harnessfacts-version-")
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = os.RemoveAll(home) }()
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	c := exec.CommandContext(ctx, cmd, args...)
+	c.Env = []string{"PATH=" + filepath.Dir(cmd) + ":" + os.Getenv("PATH"), "HOME=" + home, "LANG=C.UTF-8",
+		"XDG_CONFIG_HOME=" + home, "XDG_DATA_HOME=" + home, "XDG_CACHE_HOME=" + home, "XDG_STATE_HOME=" + home, "TMPDIR=" + home,
+		"NO_COLOR=1", "CI=1"}
+	var out bytes.Buffer
+	c.Stdout, c.Stderr = &out, &out
+	if err := c.Run(); err != nil {
+		return "", fmt.Errorf("%s %s: %w: %s", cmd, strings.Join(args, " "), err, bytes.TrimSpace(out.Bytes()))
+	}
+	v := versionRE.FindString(out.String())
+	if v == "" {
+		return "", errors.New(cmd + " printed no version: " + strings.TrimSpace(out.String()))
+	}
+	return v, nil
+}

@@ -1,0 +1,99 @@
+package nodeagent
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
+	"strings"
+
+	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
+	"github.com/harnessfacts/harnessfacts/node-agent/sandboxinit"
+)
+
+// providerBridge carries a sandbox's connections to a model provider that
+// listens on the node's loopback: the sandbox has its own loopback, where
+// sandbox-init listens on the provider's address and forwards to a unix
+// socket in the run's sockets/ folder, which this relays to the provider.
+// The egress proxy cannot carry these: NO_PROXY keeps loopback direct.
+type providerBridge struct {
+	listen, socket string
+	ln             net.Listener
+	done           chan struct{}
+}
+
+// startProviderBridge bridges rawURL's address when it is on the node's
+// loopback; it returns nil for any other provider (the egress proxy allows
+// those) and for none.
+func startProviderBridge(l layout, rawURL string) (*providerBridge, error) {
+	if rawURL == "" {
+		return nil, nil
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("spec.agent.providerURL: %w", err)
+	}
+	host, port := u.Hostname(), u.Port()
+	ip := net.ParseIP(host)
+	if host == "localhost" {
+		ip = net.IPv4(127, 0, 0, 1)
+	}
+	if ip == nil || !ip.IsLoopback() {
+		return nil, nil
+	}
+	if ip.To4() == nil {
+		return nil, fmt.Errorf("spec.agent.providerURL %q: an IPv6 loopback provider is not bridged; use 127.0.0.1", rawURL)
+	}
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	if port == fmt.Sprint(SandboxMCPPort) || port == fmt.Sprint(SandboxEgressPort) {
+		return nil, fmt.Errorf("spec.agent.providerURL %q: port %s is taken in the sandbox by the run's own MCP and egress bridges", rawURL, port)
+	}
+	// The agent dials the address it was given; sandbox-init listens on
+	// 127.0.0.1 in the sandbox whichever loopback name the URL uses.
+	listen := net.JoinHostPort("127.0.0.1", port)
+	target := net.JoinHostPort(ip.String(), port)
+	if _, err := sandboxinit.ParseForward(listen + "=unix:/x"); err != nil {
+		return nil, err
+	}
+	b := &providerBridge{listen: listen, socket: filepath.Join(l.sockets, "provider.sock"), done: make(chan struct{})}
+	if b.ln, err = listenUnix(b.socket); err != nil {
+		return nil, err
+	}
+	go func() {
+		defer close(b.done)
+		sandboxinit.Relay(b.ln, func() (net.Conn, error) { return net.Dial("tcp", target) })
+	}()
+	return b, nil
+}
+
+func (b *providerBridge) stop() {
+	_ = b.ln.Close()
+	<-b.done
+}
+
+// cliVersion is the adapter's CLI version, asked once per node-agent.
+func (e *RunExecutor) cliVersion(ctx context.Context, a adapters.Adapter) string {
+	if v, ok := e.versions.Load(a.Name()); ok {
+		return v.(string)
+	}
+	v, err := a.Version(ctx)
+	if err != nil {
+		return ""
+	}
+	e.versions.Store(a.Name(), v)
+	return v
+}
+
+// setEnv sets key in env, replacing an entry it has.
+func setEnv(env []string, key, value string) []string {
+	for i, kv := range env {
+		if strings.HasPrefix(kv, key+"=") {
+			env[i] = key + "=" + value
+			return env
+		}
+	}
+	return append(env, key+"="+value)
+}

@@ -1,0 +1,512 @@
+// Package agents runs the real agent CLIs (Claude Code, Codex, Gemini CLI,
+// OpenCode, Aider) through the whole path: a real kube-apiserver and etcd,
+// the controller and a node-agent in this process, real bubblewrap with
+// egress ProviderOnly, and `harnessfacts fake-provider`'s scripted model on
+// this machine's loopback. Nothing leaves the machine: every run's egress
+// proxy refuses all but the provider, and a test fails on any refused
+// connection (so a new phone-home call of a CLI shows at once).
+//
+// The CLIs come from hack/install-agent-clis.sh (`make test-agents`
+// installs them); HARNESSFACTS_AGENT_CLIS names their bin folder.
+package agents
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/controllers"
+	"github.com/harnessfacts/harnessfacts/internal/fakeprovider"
+	"github.com/harnessfacts/harnessfacts/internal/testenv"
+	nodeagent "github.com/harnessfacts/harnessfacts/node-agent"
+	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
+	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
+)
+
+const (
+	leaseNS  = "harnessfacts-system"
+	nodeName = "agents-node"
+)
+
+var (
+	env      *testenv.Env
+	k8s      client.Client
+	binary   string // the harnessfacts binary built from this tree
+	runRoot  string
+	cliDir   string // the agent CLIs' bin folder
+	provider *fakeprovider.Provider
+	// providerURL is the fake provider's root; a fixture's script is at
+	// providerURL + "/s/" + fixture folder name.
+	providerURL string
+	registry    adapters.Registry
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	logOut := io.Discard
+	if os.Getenv("HARNESSFACTS_TEST_LOG") != "" {
+		logOut = os.Stderr
+	}
+	ctrl.SetLogger(zap.New(zap.WriteTo(logOut), zap.UseDevMode(true)))
+	fail := func(err error) int { fmt.Fprintln(os.Stderr, err); return 1 }
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		return fail(fmt.Errorf("bwrap is not installed: run `make test-agents`, which installs Debian's bubblewrap package"))
+	}
+	cliDir = os.Getenv("HARNESSFACTS_AGENT_CLIS")
+	if cliDir == "" {
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			return fail(err)
+		}
+		cliDir = filepath.Join(cache, "harnessfacts", "agent-clis", "bin")
+	}
+	if _, err := os.Stat(cliDir); err != nil {
+		return fail(fmt.Errorf("the agent CLIs are not installed (%v): run `make test-agents`, which installs them", err))
+	}
+	registry = adapters.New(adapters.Config{CLIDir: cliDir})
+
+	tmp, err := os.MkdirTemp("", "harnessfacts-agents-")
+	if err != nil {
+		return fail(err)
+	}
+	defer func() { _ = os.RemoveAll(tmp) }()
+	// The sandboxed agent runs as an unprivileged user: it must be able to
+	// reach and execute the binary.
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return fail(err)
+	}
+	binary = filepath.Join(tmp, "harnessfacts")
+	build := exec.Command("go", "build", "-o", binary, "./cmd/harnessfacts")
+	build.Dir = testenv.RepoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		return fail(fmt.Errorf("building harnessfacts: %v\n%s", err, out))
+	}
+	runRoot = filepath.Join(tmp, "runs")
+
+	scripts, err := fakeprovider.LoadFixtureScripts(filepath.Join(testenv.RepoRoot(), "fixtures"))
+	if err != nil {
+		return fail(err)
+	}
+	var plog io.Writer = io.Discard
+	if os.Getenv("HARNESSFACTS_TEST_LOG") != "" {
+		plog = os.Stderr
+	}
+	provider = fakeprovider.New(fakeprovider.Options{Scripts: scripts, Log: plog})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fail(err)
+	}
+	psrv := &http.Server{Handler: provider, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = psrv.Serve(ln) }()
+	defer func() { _ = psrv.Close() }()
+	providerURL = "http://" + ln.Addr().String()
+
+	env, err = testenv.Start()
+	if err != nil {
+		return fail(err)
+	}
+	defer func() { _ = env.Stop() }()
+	k8s, err = client.New(env.Config, client.Options{Scheme: env.Scheme})
+	if err == nil {
+		err = k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: leaseNS}})
+	}
+	if err != nil {
+		return fail(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stop, err := startStack(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	code := m.Run()
+	cancel()
+	stop()
+	return code
+}
+
+// startStack runs the controller and this node's node-agent, each in its
+// own manager, as the two Deployments of a cluster would.
+func startStack(ctx context.Context) (func(), error) {
+	cmgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme,
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	if err != nil {
+		return nil, err
+	}
+	if err := controllers.SetupIndexes(ctx, cmgr.GetFieldIndexer()); err != nil {
+		return nil, err
+	}
+	r, err := controllers.NewHarnessRunReconciler(cmgr.GetClient(), cmgr.GetEventRecorder("harnessfacts-controller"), clock.RealClock{},
+		controllers.Options{DeadlineGrace: 30 * time.Second, DefaultLeaseDuration: 40 * time.Second, MaxConcurrentReconciles: 8})
+	if err != nil {
+		return nil, err
+	}
+	if err := r.SetupWithManager(cmgr); err != nil {
+		return nil, err
+	}
+	cacheOpts, clientOpts := nodeagent.ManagerOptions(nodeName)
+	nmgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Cache: cacheOpts, Client: clientOpts,
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	if err != nil {
+		return nil, err
+	}
+	// Two slots: the CLIs are heavy and this machine has two cores.
+	if _, err := nodeagent.Setup(ctx, nmgr, nodeagent.SetupOptions{
+		NodeName: nodeName, LeaseNamespace: leaseNS, LeaseDuration: 10 * time.Second, Slots: 2,
+		RunRoot: runRoot, InitBinary: binary, Adapters: registry,
+	}); err != nil {
+		return nil, err
+	}
+	errs := make(chan error, 2)
+	go func() { errs <- cmgr.Start(ctx) }()
+	go func() { errs <- nmgr.Start(ctx) }()
+	return func() { <-errs; <-errs }, nil
+}
+
+// Cred is a planted credential: a Secret key the run selects, delivered as
+// Env or File.
+type Cred struct {
+	Env   string
+	File  harnessv1.CredentialFile
+	Value string
+}
+
+// Case is one agent run.
+type Case struct {
+	// Name names the run and its namespace (unique per test).
+	Name    string
+	Adapter harnessv1.Adapter
+	// Fixture is a folder of fixtures/ with a provider-script.yaml.
+	Fixture   string
+	Transport harnessv1.MCPTransport
+	Model     string
+	ExtraArgs []string
+	Creds     []Cred
+	// MaxDecisions, when set, is the run's limits.maxDecisions.
+	MaxDecisions int32
+}
+
+// Outcome is what a run left behind, for the tests' assertions.
+type Outcome struct {
+	Run *harnessv1.HarnessRun
+	// Evidence is the evidence ConfigMap's data.
+	Evidence map[string]string
+	// Events are the messages and reasons of the run's Events.
+	Events []string
+	// Requests are the fake provider's records of this run's requests.
+	Requests []fakeprovider.Record
+	// Processes are the command lines and environments of every process
+	// seen on the machine while the run was active, joined.
+	Processes []string
+}
+
+// Unselected is a credential value every run's namespace also holds, in a
+// Secret the run does not select: it must reach nothing.
+const Unselected = "hf-unselected-9cbd27a1f04e6e35"
+
+// Run runs c to its end and gathers its traces.
+func Run(t *testing.T, c Case) *Outcome {
+	t.Helper()
+	ctx := context.Background()
+	ns := "agents-" + c.Name
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	fixtureConfigMap(t, ns, "fixture-"+c.Fixture, filepath.Join(testenv.RepoRoot(), "fixtures", c.Fixture))
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: ns}, StringData: map[string]string{}}
+	other := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: ns},
+		StringData: map[string]string{"OPENAI_API_KEY": Unselected, "ANTHROPIC_API_KEY": Unselected, "GEMINI_API_KEY": Unselected}}
+	var creds []harnessv1.Credential
+	for i, cr := range c.Creds {
+		key := fmt.Sprintf("k%d", i)
+		secret.StringData[key] = cr.Value
+		creds = append(creds, harnessv1.Credential{
+			SecretKeyRef: harnessv1.SecretKeySelector{Name: "creds", Key: key},
+			Env:          cr.Env, File: cr.File,
+		})
+	}
+	for _, s := range []*corev1.Secret{secret, other} {
+		if err := k8s.Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := &harnessv1.HarnessRun{
+		ObjectMeta: metav1.ObjectMeta{Name: c.Name, Namespace: ns},
+		Spec: harnessv1.HarnessRunSpec{
+			Agent: harnessv1.AgentSpec{Adapter: c.Adapter, Model: c.Model, ExtraArgs: c.ExtraArgs,
+				ProviderURL: providerURL + "/s/" + c.Fixture, Credentials: creds},
+			Fixture: harnessv1.FixtureSource{ConfigMapRef: &harnessv1.ConfigMapFixture{Name: "fixture-" + c.Fixture}},
+			Network: harnessv1.NetworkSpec{Egress: harnessv1.EgressProviderOnly},
+		},
+	}
+	if c.Transport != "" {
+		run.Spec.MCP = &harnessv1.MCPSpec{Transport: c.Transport}
+	}
+	if c.MaxDecisions != 0 {
+		run.Spec.Limits.MaxDecisions = c.MaxDecisions
+	}
+	before := len(provider.Requests())
+	watch := watchProcesses()
+	if err := k8s.Create(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	got := waitTerminal(t, client.ObjectKeyFromObject(run))
+	out := &Outcome{Run: got, Processes: watch()}
+	for _, r := range provider.Requests()[before:] {
+		if r.Script == c.Fixture {
+			out.Requests = append(out.Requests, r)
+		}
+	}
+	if got.Status.Evidence != nil && got.Status.Evidence.ConfigMapName != "" {
+		cm := &corev1.ConfigMap{}
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: got.Status.Evidence.ConfigMapName}, cm); err != nil {
+			t.Fatal(err)
+		}
+		out.Evidence = cm.Data
+	}
+	var events eventsv1.EventList
+	if err := k8s.List(ctx, &events, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events.Items {
+		out.Events = append(out.Events, e.Reason+": "+e.Note)
+	}
+	t.Logf("%s: phase %s verdict %s reason %s: %s", c.Name, got.Status.Phase, got.Status.Verdict, got.Status.Reason, got.Status.Message)
+	return out
+}
+
+// RequirePass fails the test unless the run passed in bwrap with its
+// artifacts collected.
+func RequirePass(t *testing.T, o *Outcome) {
+	t.Helper()
+	st := o.Run.Status
+	if st.Phase != harnessv1.RunSucceeded || st.Verdict != harnessv1.VerdictPass {
+		t.Fatalf("phase %s verdict %s reason %s: %s\nprovider saw:\n%s\nagent output:\n%s",
+			st.Phase, st.Verdict, st.Reason, st.Message, requests(o), tailOf(st))
+	}
+	if st.Sandbox == nil || st.Sandbox.Mode != "bwrap" {
+		t.Errorf("sandbox %+v, want bwrap", st.Sandbox)
+	}
+	if st.Evidence == nil || !strings.HasPrefix(st.Evidence.Digest, "sha256:") {
+		t.Errorf("evidence %+v", st.Evidence)
+	}
+}
+
+// RequireToken fails the test unless the agent called get_token over
+// transport and the token reached its artifacts.
+func RequireToken(t *testing.T, o *Outcome, transport harnessv1.MCPTransport) {
+	t.Helper()
+	m := o.Run.Status.MCP
+	if m == nil || m.Transport != transport || m.Calls < 1 || !m.TokenSeen {
+		t.Errorf("MCP status %+v, want get_token called over %s and the token seen", m, transport)
+	}
+}
+
+// RequireArtifact fails the test unless the run collected path with the
+// digest of want.
+func RequireArtifact(t *testing.T, o *Outcome, path, want string) {
+	t.Helper()
+	for _, a := range o.Run.Status.Artifacts {
+		if a.Path == path {
+			if a.Rejected != "" || a.SHA256 != sha256Hex(want) {
+				t.Errorf("artifact %+v, want %q (sha256 %s)", a, want, sha256Hex(want))
+			}
+			return
+		}
+	}
+	t.Errorf("artifact %s not collected: %+v", path, o.Run.Status.Artifacts)
+}
+
+// RequireClean fails the test when a planted value shows anywhere a user or
+// another process could read it: any command line on the machine, status,
+// Events, evidence; when the unselected credential reached any process; and
+// when the run's egress proxy refused any connection (a CLI tried to leave
+// the machine).
+func RequireClean(t *testing.T, o *Outcome, planted ...string) {
+	t.Helper()
+	status, err := json.Marshal(o.Run.Status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evidence, _ := json.Marshal(o.Evidence)
+	for _, v := range append(planted, Unselected) {
+		for where, text := range map[string]string{
+			"status": string(status), "events": strings.Join(o.Events, "\n"), "evidence": string(evidence),
+		} {
+			if strings.Contains(text, v) {
+				t.Errorf("planted value %q appears in the run's %s", v, where)
+			}
+		}
+		for _, p := range o.Processes {
+			cmdline, environ, _ := strings.Cut(p, "\x00\x00")
+			if strings.Contains(cmdline, v) {
+				t.Errorf("planted value %q appears on a command line: %q", v, cmdline)
+			}
+			if v == Unselected && strings.Contains(environ, v) {
+				t.Errorf("the unselected credential reached a process: %q", cmdline)
+			}
+		}
+	}
+	for _, r := range o.Requests {
+		if r.KeySHA256 == fakeprovider.KeyDigest(Unselected) {
+			t.Errorf("the unselected credential reached the provider: %+v", r)
+		}
+	}
+	if n := o.Run.Status.Network; n == nil || n.Denied != 0 {
+		t.Errorf("network %+v: want egress ProviderOnly with no connection refused", n)
+	}
+}
+
+// RequireKeyArrived fails the test unless a request to the provider carried
+// value as its credential.
+func RequireKeyArrived(t *testing.T, o *Outcome, value string) {
+	t.Helper()
+	for _, r := range o.Requests {
+		if r.KeySHA256 == fakeprovider.KeyDigest(value) {
+			return
+		}
+	}
+	t.Errorf("no provider request carried the selected credential:\n%s", requests(o))
+}
+
+func requests(o *Outcome) string {
+	var b strings.Builder
+	for _, r := range o.Requests {
+		fmt.Fprintf(&b, "  %s %s status=%d model=%s results=%d action=%s tool=%s auth=%s tools=%v err=%s\n",
+			r.Method, r.Path, r.Status, r.Model, r.Results, r.Action, r.Tool, r.AuthHeader, r.Tools, r.Error)
+	}
+	return b.String()
+}
+
+// watchProcesses samples every process's command line and environment
+// until the returned function is called, which returns what it saw, one
+// entry per distinct process as "cmdline\x00\x00environ".
+func watchProcesses() func() []string {
+	var (
+		mu   sync.Mutex
+		seen = map[string]bool{}
+		done = make(chan struct{})
+		wg   sync.WaitGroup
+	)
+	sample := func() {
+		entries, _ := os.ReadDir("/proc")
+		for _, e := range entries {
+			if e.Name()[0] < '0' || e.Name()[0] > '9' {
+				continue
+			}
+			cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+			if err != nil || len(cmd) == 0 {
+				continue
+			}
+			environ, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+			key := string(cmd) + "\x00\x00" + string(environ)
+			mu.Lock()
+			seen[key] = true
+			mu.Unlock()
+		}
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			sample()
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() []string {
+		close(done)
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		out := make([]string, 0, len(seen))
+		for k := range seen {
+			out = append(out, k)
+		}
+		return out
+	}
+}
+
+// fixtureConfigMap makes the ConfigMap kustomize's configMapGenerator would
+// make from a fixture folder.
+func fixtureConfigMap(t *testing.T, ns, name, dir string) {
+	t.Helper()
+	data := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if rel == "kustomization.yaml" || rel == "run.yaml" {
+			return nil
+		}
+		key, err := fixture.PathToKey(filepath.ToSlash(rel))
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		data[key] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: data}
+	if err := k8s.Create(context.Background(), cm); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitTerminal(t *testing.T, key types.NamespacedName) *harnessv1.HarnessRun {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Minute)
+	run := &harnessv1.HarnessRun{}
+	for {
+		if err := k8s.Get(context.Background(), key, run); err != nil {
+			t.Fatal(err)
+		}
+		if run.Status.Phase.Terminal() {
+			return run
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s did not finish: %+v", key, run.Status)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func tailOf(st harnessv1.HarnessRunStatus) string {
+	if st.Agent == nil {
+		return "(no agent status)"
+	}
+	return st.Agent.OutputTail
+}
