@@ -1,5 +1,6 @@
 // Package controllers holds the reconcilers of the HarnessFacts controller:
-// HarnessRun dispatch, deadlines, node loss, retries, cancel and TTL.
+// HarnessRun dispatch, deadlines, node loss, retries, cancel and TTL; and
+// HarnessSuite, which runs a matrix of agents × fixtures as HarnessRuns.
 //
 // The RBAC the controller needs is declared here, next to the code that uses
 // it; `make manifests` turns it into config/rbac/controller:
@@ -9,10 +10,20 @@
 //   - HarnessNodes: read only; the node-agents own them;
 //   - Leases: read the node-agents' heartbeats; create and update its own
 //     leader election Lease;
+//   - HarnessSuites: read (cache); their status: patch; their finalizers:
+//     update (the runs' owner references block the suite's deletion);
+//   - HarnessRuns of a suite: create, and deletecollection (an earlier
+//     round's runs, by label);
+//   - ConfigMaps: read (cache, only those labelled
+//     harnessfacts.io/fixture=true): the suites' fixtures, hashed;
 //   - Events (events.k8s.io, and core for the leader election's): create and
 //     patch (series).
 //
-// +kubebuilder:rbac:groups=harnessfacts.io,resources=harnessruns,verbs=get;list;watch;update;patch;delete
+// +kubebuilder:rbac:groups=harnessfacts.io,resources=harnessruns,verbs=get;list;watch;create;update;patch;delete;deletecollection
+// +kubebuilder:rbac:groups=harnessfacts.io,resources=harnesssuites,verbs=get;list;watch
+// +kubebuilder:rbac:groups=harnessfacts.io,resources=harnesssuites/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=harnessfacts.io,resources=harnesssuites/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch
 // +kubebuilder:rbac:groups=harnessfacts.io,resources=harnessruns/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=harnessfacts.io,resources=harnessruns/finalizers,verbs=update
 // +kubebuilder:rbac:groups=harnessfacts.io,resources=harnessnodes,verbs=get;list;watch

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
@@ -18,6 +19,10 @@ const (
 	// IndexRunPhase maps a phase to its runs; a run without a phase yet is
 	// indexed as Pending.
 	IndexRunPhase = "harnessfacts.io/phase"
+	// IndexRunSuite maps a HarnessSuite's UID to the runs it owns (its
+	// controller owner reference): a suite's runs, without listing the
+	// namespace's.
+	IndexRunSuite = "harnessfacts.io/suite"
 )
 
 // SetupIndexes registers the cache indexes the reconcilers use.
@@ -28,7 +33,18 @@ func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	if err := indexer.IndexField(ctx, &harnessv1.HarnessRun{}, IndexRunPhase, phaseKey); err != nil {
 		return fmt.Errorf("indexing HarnessRuns by phase: %w", err)
 	}
+	if err := indexer.IndexField(ctx, &harnessv1.HarnessRun{}, IndexRunSuite, suiteKey); err != nil {
+		return fmt.Errorf("indexing HarnessRuns by suite: %w", err)
+	}
 	return nil
+}
+
+func suiteKey(obj client.Object) []string {
+	ref := metav1.GetControllerOf(obj)
+	if ref == nil || ref.Kind != "HarnessSuite" || ref.APIVersion != harnessv1.GroupVersion.String() {
+		return nil
+	}
+	return []string{string(ref.UID)}
 }
 
 func activeNodeKey(obj client.Object) []string {

@@ -353,6 +353,7 @@ type HarnessSuiteStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 52",message="a HarnessSuite's name may have at most 52 characters: its runs are named <suite>-<10 hex digits>, at most 63"
 // +kubebuilder:resource:shortName=hsuite,categories=harnessfacts
 // +kubebuilder:printcolumn:name="Round",type=integer,JSONPath=`.status.round`
 // +kubebuilder:printcolumn:name="Progress",type=string,JSONPath=`.status.progress`

@@ -14,7 +14,6 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -30,6 +29,7 @@ type controllerFlags struct {
 	leaderElectionNamespace string
 	leaseNamespace          string
 	workers                 int
+	suiteWorkers            int
 	deadlineGrace           time.Duration
 	defaultLeaseDuration    time.Duration
 	development             bool
@@ -39,11 +39,13 @@ func newControllerCommand() *cobra.Command {
 	f := controllerFlags{}
 	cmd := &cobra.Command{
 		Use:   "controller",
-		Short: "Run the HarnessRun controller: bind runs to node-agents and see each to a terminal phase",
+		Short: "Run the controller: bind HarnessRuns to node-agents, see each to a terminal phase, and run HarnessSuites",
 		Long: `Run the HarnessFacts controller. It binds Pending HarnessRuns to Ready
 HarnessNodes, ends runs that overran their deadline or whose node was lost
 (retrying infrastructure failures when spec.retries allows), carries out
 cancel and delete, and deletes finished runs after ttlSecondsAfterFinished.
+It also runs HarnessSuites: each suite's matrix of agents × fixtures ×
+repeats becomes HarnessRuns it owns, at most spec.parallelism at a time.
 
 Run it as a Deployment; with --leader-elect (the default) only one replica
 acts at a time. Metrics are served in Prometheus format on --metrics-bind-address
@@ -61,6 +63,7 @@ acts at a time. Metrics are served in Prometheus format on --metrics-bind-addres
 	fl.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease; the pod's namespace when empty")
 	fl.StringVar(&f.leaseNamespace, "node-lease-namespace", "", "namespace of the node-agents' heartbeat Leases; when set, only Leases there are watched")
 	fl.IntVar(&f.workers, "workers", 16, "concurrent HarnessRun reconciles (binding stays exact with any number; more workers hide API latency)")
+	fl.IntVar(&f.suiteWorkers, "suite-workers", 4, "concurrent HarnessSuite reconciles")
 	fl.DurationVar(&f.deadlineGrace, "deadline-grace", 30*time.Second, "time past start + limits.episodeSeconds before a run ends with class Timeout")
 	fl.DurationVar(&f.defaultLeaseDuration, "default-lease-duration", 40*time.Second, "how long a node Lease without spec.leaseDurationSeconds stays fresh")
 	fl.BoolVar(&f.development, "zap-devel", false, "human-readable development logs instead of JSON")
@@ -81,11 +84,11 @@ func runController(cmd *cobra.Command, f controllerFlags) error {
 		// Managed fields are half of a run's size in memory and the
 		// controller never reads them.
 		DefaultTransform: cache.TransformStripManagedFields(),
+		// Only the fixture ConfigMaps of suites, never the evidence.
+		ByObject: controllers.CacheByObject(),
 	}
 	if f.leaseNamespace != "" {
-		cacheOpts.ByObject = map[client.Object]cache.ByObject{
-			&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{f.leaseNamespace: {}}},
-		}
+		cacheOpts.ByObject[&coordinationv1.Lease{}] = cache.ByObject{Namespaces: map[string]cache.Config{f.leaseNamespace: {}}}
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
@@ -112,6 +115,11 @@ func runController(cmd *cobra.Command, f controllerFlags) error {
 		return err
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	suites := controllers.NewHarnessSuiteReconciler(mgr.GetClient(), mgr.GetEventRecorder("harnessfacts-controller"), clock.RealClock{},
+		controllers.SuiteOptions{MaxConcurrentReconciles: f.suiteWorkers})
+	if err := suites.SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

@@ -1,0 +1,241 @@
+package controllers
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+)
+
+// maxRoundHistory bounds status.rounds.
+const maxRoundHistory = 10
+
+// reconcileRound starts the first round, or a new one when spec.revision
+// changed: the current round's summary goes to the front of status.rounds
+// (at most maxRoundHistory) and the round's counters start again.
+func (r *HarnessSuiteReconciler) reconcileRound(p *suitePass) {
+	st := &p.suite.Status
+	rev := p.suite.Spec.Revision.String()
+	if st.Round > 0 && st.Revision == rev {
+		return
+	}
+	if st.Round > 0 {
+		sum := harnessv1.RoundSummary{Round: st.Round, Revision: st.Revision, StartTime: st.StartTime,
+			CompletionTime: st.CompletionTime, Counts: st.Counts, PassRate: st.PassRate}
+		if len(st.Fixtures) > 0 {
+			sum.FixtureHashes = map[string]string{}
+			for _, f := range st.Fixtures {
+				// The hash the round's runs were created with: the latest
+				// when it changed mid-round.
+				h := f.RoundHash
+				if f.ChangedInRound {
+					h = f.Hash
+				}
+				sum.FixtureHashes[f.Name] = h
+			}
+		}
+		st.Rounds = append([]harnessv1.RoundSummary{sum}, st.Rounds...)
+		if len(st.Rounds) > maxRoundHistory {
+			st.Rounds = st.Rounds[:maxRoundHistory]
+		}
+		p.event(corev1.EventTypeNormal, "RoundSuperseded", "Supersede",
+			fmt.Sprintf("round %d (revision %q) ended at %s with pass rate %s; revision %q starts round %d",
+				st.Round, st.Revision, st.Progress, orDash(st.PassRate), rev, st.Round+1))
+	}
+	st.Round++
+	st.Revision = rev
+	st.StartTime = p.now.DeepCopy()
+	st.CompletionTime = nil
+	st.Fixtures = nil
+	st.Cells = nil
+	st.Counts = harnessv1.SuiteCounts{}
+	st.PassRate = ""
+	p.event(corev1.EventTypeNormal, "RoundStarted", "Start", fmt.Sprintf("round %d started (revision %q)", st.Round, rev))
+}
+
+// cellTally counts one agent × fixture cell.
+type cellTally struct {
+	passed, failed, errored, finished int32
+	hashes                            []string
+}
+
+// summarize sums the current round's runs up into the status: counts,
+// cells, progress, pass rate, completion and conditions. created names the
+// runs of the plan that exist or were just created.
+func (r *HarnessSuiteReconciler) summarize(p *suitePass, plan []plannedRun, fixtures []suiteFixture, runs []*harnessv1.HarnessRun, created map[string]bool, problem string) {
+	suite := p.suite
+	st := &suite.Status
+	round := strconv.Itoa(int(st.Round))
+
+	type cellKey struct{ agent, fixture string }
+	planned := make(map[string]bool, len(plan))
+	for _, pr := range plan {
+		planned[pr.name] = true
+	}
+	counts := harnessv1.SuiteCounts{Total: int32(len(plan))}
+	tallies := map[cellKey]*cellTally{}
+	for _, run := range runs {
+		if run.Labels[harnessv1.LabelSuiteRound] != round || !planned[run.Name] {
+			continue
+		}
+		k := cellKey{run.Labels[harnessv1.LabelSuiteAgent], fixtureOf(run)}
+		t := tallies[k]
+		if t == nil {
+			t = &cellTally{}
+			tallies[k] = t
+		}
+		if h := run.Annotations[harnessv1.AnnotationFixtureHash]; h != "" && !contains(t.hashes, h) && len(t.hashes) < 4 {
+			t.hashes = append(t.hashes, h)
+		}
+		switch phase := run.Status.Phase; {
+		case phase.Terminal():
+			counts.Finished++
+			t.finished++
+			switch run.Status.Verdict {
+			case harnessv1.VerdictPass:
+				counts.Passed++
+				t.passed++
+			case harnessv1.VerdictFail:
+				counts.Failed++
+				t.failed++
+			default:
+				counts.Errored++
+				t.errored++
+			}
+		case phase == harnessv1.RunRunning:
+			counts.Running++
+		default:
+			counts.Pending++
+		}
+	}
+	for _, pr := range plan {
+		if created[pr.name] {
+			counts.Created++
+		}
+	}
+
+	repeats := max(suite.Spec.Repeats, 1)
+	cells := make([]harnessv1.SuiteCell, 0, len(suite.Spec.Agents)*len(fixtures))
+	for _, a := range suite.Spec.Agents {
+		for _, f := range fixtures {
+			t := tallies[cellKey{a.Name, f.name}]
+			if t == nil {
+				t = &cellTally{}
+			}
+			sort.Strings(t.hashes)
+			cells = append(cells, harnessv1.SuiteCell{Agent: a.Name, Fixture: f.name, N: t.passed + t.failed,
+				Passed: t.passed, Failed: t.failed, Errored: t.errored, Unfinished: repeats - t.finished,
+				PassRate: passRate(t.passed, t.failed), FixtureHashes: t.hashes})
+		}
+	}
+	st.Counts = counts
+	st.Cells = cells
+	st.Progress = fmt.Sprintf("%d/%d", counts.Finished, counts.Total)
+	st.PassRate = passRate(counts.Passed, counts.Failed)
+
+	complete := problem == "" && counts.Total > 0 && counts.Finished == counts.Total
+	if complete && st.CompletionTime == nil {
+		st.CompletionTime = p.now.DeepCopy()
+		p.event(corev1.EventTypeNormal, harnessv1.SuiteReasonRoundComplete, "Complete",
+			fmt.Sprintf("round %d complete: %d runs, %d passed, %d failed, %d errored; pass rate %s",
+				st.Round, counts.Total, counts.Passed, counts.Failed, counts.Errored, orDash(st.PassRate)))
+	}
+	if !complete {
+		st.CompletionTime = nil
+	}
+	r.setConditions(p, complete, problem)
+}
+
+func (r *HarnessSuiteReconciler) setConditions(p *suitePass, complete bool, problem string) {
+	st := &p.suite.Status
+	c := st.Counts
+	if p.suite.Spec.Suspend {
+		p.setCondition(harnessv1.SuiteConditionSuspended, metav1.ConditionTrue, harnessv1.SuiteReasonSuspended,
+			fmt.Sprintf("spec.suspend is true: no run is created; %d unfinished runs go on", c.Pending+c.Running))
+	} else {
+		p.setCondition(harnessv1.SuiteConditionSuspended, metav1.ConditionFalse, harnessv1.SuiteReasonResumed, "spec.suspend is false")
+	}
+	if complete {
+		msg := fmt.Sprintf("round %d: all %d runs finished; %d passed, %d failed, %d errored", st.Round, c.Total, c.Passed, c.Failed, c.Errored)
+		p.setCondition(harnessv1.SuiteConditionComplete, metav1.ConditionTrue, harnessv1.SuiteReasonRoundComplete, msg)
+		p.setCondition(harnessv1.SuiteConditionProgressing, metav1.ConditionFalse, harnessv1.SuiteReasonRoundComplete, msg)
+	} else {
+		msg := fmt.Sprintf("round %d: %d of %d runs finished, %d running, %d pending, %d not created yet",
+			st.Round, c.Finished, c.Total, c.Running, c.Pending, c.Total-c.Created)
+		p.setCondition(harnessv1.SuiteConditionComplete, metav1.ConditionFalse, harnessv1.SuiteReasonRoundInProgress, msg)
+		switch {
+		case problem != "":
+			p.setCondition(harnessv1.SuiteConditionProgressing, metav1.ConditionFalse, harnessv1.SuiteReasonFixturesNotFound, problem)
+		case p.suite.Spec.Suspend:
+			p.setCondition(harnessv1.SuiteConditionProgressing, metav1.ConditionFalse, harnessv1.SuiteReasonSuspended, msg)
+		default:
+			p.setCondition(harnessv1.SuiteConditionProgressing, metav1.ConditionTrue, harnessv1.SuiteReasonRoundInProgress, msg)
+		}
+	}
+	var changed []string
+	for _, f := range st.Fixtures {
+		if f.ChangedInRound {
+			changed = append(changed, f.Name)
+		}
+	}
+	if len(changed) > 0 {
+		msg := fmt.Sprintf("the content of %s changed during round %d: runs created since use the new content (their %s annotation says which); change spec.revision for a clean round",
+			strings.Join(changed, ", "), st.Round, harnessv1.AnnotationFixtureHash)
+		was := findCondition(p.orig.Status.Conditions, harnessv1.SuiteConditionFixtureChanged)
+		if was == nil || was.Status != metav1.ConditionTrue || was.Message != msg {
+			p.event(corev1.EventTypeWarning, harnessv1.SuiteReasonFixtureChanged, "Observe", msg)
+		}
+		p.setCondition(harnessv1.SuiteConditionFixtureChanged, metav1.ConditionTrue, harnessv1.SuiteReasonFixtureChanged, msg)
+	} else {
+		p.setCondition(harnessv1.SuiteConditionFixtureChanged, metav1.ConditionFalse, harnessv1.SuiteReasonFixturesUnchanged,
+			fmt.Sprintf("no fixture changed during round %d", st.Round))
+	}
+}
+
+func findCondition(conds []metav1.Condition, t string) *metav1.Condition {
+	for i := range conds {
+		if conds[i].Type == t {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
+// fixtureOf is the name of a run's fixture ConfigMap.
+func fixtureOf(run *harnessv1.HarnessRun) string {
+	if run.Spec.Fixture.ConfigMapRef != nil {
+		return run.Spec.Fixture.ConfigMapRef.Name
+	}
+	return ""
+}
+
+// passRate is passed / (passed + failed) as a percentage with one decimal,
+// empty when no run was judged.
+func passRate(passed, failed int32) string {
+	n := passed + failed
+	if n == 0 {
+		return ""
+	}
+	return strconv.FormatFloat(100*float64(passed)/float64(n), 'f', 1, 64) + "%"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
