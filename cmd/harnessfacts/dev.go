@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -130,7 +131,7 @@ func runDev(ctx context.Context, f devFlags) error {
 		o.Controller = config.Controller{SkipNameValidation: ptr.To(true)}
 		return o
 	}
-	cmgr, err := ctrl.NewManager(cfg, noServe(ctrl.Options{}))
+	cmgr, err := ctrl.NewManager(cfg, noServe(ctrl.Options{Cache: cache.Options{ByObject: controllers.CacheByObject()}}))
 	if err != nil {
 		return err
 	}
@@ -143,6 +144,10 @@ func runDev(ctx context.Context, f devFlags) error {
 		return err
 	}
 	if err := r.SetupWithManager(cmgr); err != nil {
+		return err
+	}
+	if err := controllers.NewHarnessSuiteReconciler(cmgr.GetClient(), cmgr.GetEventRecorder("harnessfacts-controller"), clock.RealClock{},
+		controllers.SuiteOptions{}).SetupWithManager(cmgr); err != nil {
 		return err
 	}
 	cacheOpts, clientOpts := nodeagent.ManagerOptions(f.node)
