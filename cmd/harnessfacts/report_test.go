@@ -1,0 +1,116 @@
+//go:build !windows
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/testenv"
+)
+
+// TestReportCommand runs `harnessfacts report` against a real API server
+// holding a suite and the runs of two of its rounds (as the controller and
+// the node-agents leave them): only the current round is reported, in
+// Markdown on stdout and in the HTML file.
+func TestReportCommand(t *testing.T) {
+	env, err := testenv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := env.Kubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const ns = "reports"
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	suite := &harnessv1.HarnessSuite{
+		ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: ns},
+		Spec: harnessv1.HarnessSuiteSpec{
+			Agents:   []harnessv1.SuiteAgent{{Name: "codex", Agent: harnessv1.AgentSpec{Adapter: harnessv1.AdapterCodex}}},
+			Fixtures: harnessv1.SuiteFixtures{Names: []string{"fixture-hello"}},
+			Repeats:  3,
+		},
+	}
+	if err := c.Create(ctx, suite); err != nil {
+		t.Fatal(err)
+	}
+	suite.Status = harnessv1.HarnessSuiteStatus{Round: 2, Revision: "v2", Counts: harnessv1.SuiteCounts{Total: 3},
+		Cells:  []harnessv1.SuiteCell{{Agent: "codex", Fixture: "fixture-hello"}},
+		Rounds: []harnessv1.RoundSummary{{Round: 1, Revision: "v1", PassRate: "33.3%"}}}
+	if err := c.Status().Update(ctx, suite); err != nil {
+		t.Fatal(err)
+	}
+	mk := func(name, round string, verdict harnessv1.Verdict, digest string) {
+		run := &harnessv1.HarnessRun{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
+				Labels: map[string]string{harnessv1.LabelSuite: "nightly", harnessv1.LabelSuiteRound: round, harnessv1.LabelSuiteAgent: "codex"},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: harnessv1.GroupVersion.String(), Kind: "HarnessSuite",
+					Name: "nightly", UID: suite.UID, Controller: ptr.To(true)}}},
+			Spec: harnessv1.HarnessRunSpec{Agent: harnessv1.AgentSpec{Adapter: harnessv1.AdapterCodex},
+				Fixture: harnessv1.FixtureSource{ConfigMapRef: &harnessv1.ConfigMapFixture{Name: "fixture-hello"}}},
+		}
+		if err := c.Create(ctx, run); err != nil {
+			t.Fatal(err)
+		}
+		run.Status = harnessv1.HarnessRunStatus{Phase: harnessv1.RunSucceeded, Verdict: verdict,
+			Evidence: &harnessv1.EvidenceStatus{Digest: digest, ConfigMapName: name + "-evidence"}}
+		if err := c.Status().Update(ctx, run); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk("nightly-a", "2", harnessv1.VerdictPass, "sha256:aaaa")
+	mk("nightly-b", "2", harnessv1.VerdictPass, "sha256:bbbb")
+	mk("nightly-c", "2", harnessv1.VerdictFail, "sha256:cccc")
+	mk("nightly-old", "1", harnessv1.VerdictFail, "sha256:0000")
+
+	htmlFile := filepath.Join(t.TempDir(), "report.html")
+	root := newRootCommand()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetArgs([]string{"report", "nightly", "-n", ns, "--kubeconfig", kubeconfig, "--html", htmlFile})
+	if err := root.ExecuteContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	md := out.String()
+	for _, want := range []string{
+		"## HarnessSuite reports/nightly — round 2 (revision v2)",
+		"Progress **3/3**: 2 passed, 1 failed",
+		"| codex | fixture-hello | 3 | 2 | 1 | 0 | 0 | 66.7% | 20.8%–93.9% |",
+		"round 1 (revision v1) 33.3%",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the Markdown lacks %q:\n%s", want, md)
+		}
+	}
+	page, err := os.ReadFile(htmlFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"sha256:aaaa", "sha256:bbbb", "sha256:cccc", `id="run-nightly-a"`, "<svg"} {
+		if !bytes.Contains(page, []byte(want)) {
+			t.Errorf("the HTML lacks %q", want)
+		}
+	}
+	if bytes.Contains(page, []byte("sha256:0000")) || strings.Contains(md, "nightly-old") {
+		t.Error("the report shows a run of the earlier round")
+	}
+}

@@ -1,0 +1,184 @@
+// Package report turns a HarnessSuite and the runs of its current round into
+// a report: pass rate per agent × fixture cell with a Wilson 95% confidence
+// interval, and each run with its evidence digest. It writes a
+// self-contained HTML page (inline CSS and SVG, no external asset) and a
+// Markdown summary for CI logs.
+package report
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+)
+
+// Z95 is the normal quantile of a two-sided 95% interval.
+const Z95 = 1.959963984540054
+
+// Wilson is the Wilson score interval of passed successes in n trials at
+// normal quantile z: unlike the normal approximation it stays within [0, 1]
+// and is honest for small n and rates near 0 or 1. With n = 0 it is [0, 1].
+func Wilson(passed, n int, z float64) (lo, hi float64) {
+	if n <= 0 {
+		return 0, 1
+	}
+	nf := float64(n)
+	p := float64(passed) / nf
+	z2 := z * z
+	den := 1 + z2/nf
+	center := (p + z2/(2*nf)) / den
+	half := z * math.Sqrt(p*(1-p)/nf+z2/(4*nf*nf)) / den
+	return math.Max(0, center-half), math.Min(1, center+half)
+}
+
+// Run is one run of the report.
+type Run struct {
+	Name    string
+	Agent   string
+	Fixture string
+	Repeat  int
+	Phase   string
+	Verdict string
+	// Class is the failure class, when the run failed.
+	Class  string
+	Reason string
+	Node   string
+	// Duration is from start to completion, when both are known.
+	Duration time.Duration
+	// Digest is status.evidence.digest; EvidenceConfigMap holds the evidence.
+	Digest            string
+	EvidenceConfigMap string
+	// FixtureHash is the fixture content hash the suite created the run with;
+	// FixtureDigest the tree hash of what the node-agent really ran.
+	FixtureHash   string
+	FixtureDigest string
+}
+
+// Cell is one agent × fixture cell.
+type Cell struct {
+	Agent, Fixture                      string
+	Passed, Failed, Errored, Unfinished int
+	// Rate is Passed / N; Lo and Hi its Wilson 95% interval.
+	Rate, Lo, Hi float64
+	Runs         []Run
+}
+
+// N is the number of judged runs: passed + failed. Errored runs (the harness
+// could not judge the agent) are left out, as in the suite's status.
+func (c Cell) N() int { return c.Passed + c.Failed }
+
+// Report is a suite's current round. Its counts are made from the runs
+// themselves (the total from the suite's status), so they agree with the
+// cells and the runs listed.
+type Report struct {
+	Suite, Namespace string
+	Round            int32
+	Revision         string
+	Progress         string
+	Generated        time.Time
+	Counts           harnessv1.SuiteCounts
+	// Rate, Lo and Hi are the whole round's pass rate and interval.
+	Rate, Lo, Hi float64
+	Cells        []Cell
+	Rounds       []harnessv1.RoundSummary
+}
+
+// Build makes the report of suite's current round from its runs (those
+// labelled with the suite and the round; others are ignored). Cells follow
+// status.cells when the controller wrote them (spec.agents order, then
+// fixture name), so that cells without a finished run appear too.
+func Build(suite *harnessv1.HarnessSuite, runs []harnessv1.HarnessRun, now time.Time) *Report {
+	r := &Report{Suite: suite.Name, Namespace: suite.Namespace, Round: suite.Status.Round, Revision: suite.Status.Revision,
+		Generated: now, Counts: harnessv1.SuiteCounts{Total: suite.Status.Counts.Total}, Rounds: suite.Status.Rounds}
+	type key struct{ agent, fixture string }
+	index := map[key]int{}
+	cellFor := func(k key) *Cell {
+		i, ok := index[k]
+		if !ok {
+			i = len(r.Cells)
+			index[k] = i
+			r.Cells = append(r.Cells, Cell{Agent: k.agent, Fixture: k.fixture})
+		}
+		return &r.Cells[i]
+	}
+	for _, c := range suite.Status.Cells {
+		cellFor(key{c.Agent, c.Fixture}).Unfinished = int(c.Unfinished)
+	}
+	round := strconv.Itoa(int(suite.Status.Round))
+	sorted := slices.Clone(runs)
+	slices.SortFunc(sorted, func(a, b harnessv1.HarnessRun) int { return cmp.Compare(a.Name, b.Name) })
+	passed, judged := 0, 0
+	for i := range sorted {
+		run := &sorted[i]
+		if run.Labels[harnessv1.LabelSuite] != suite.Name || run.Labels[harnessv1.LabelSuiteRound] != round {
+			continue
+		}
+		rr := runOf(run)
+		c := cellFor(key{rr.Agent, rr.Fixture})
+		c.Runs = append(c.Runs, rr)
+		r.Counts.Created++
+		switch {
+		case run.Status.Phase == harnessv1.RunRunning:
+			r.Counts.Running++
+			continue
+		case !run.Status.Phase.Terminal():
+			r.Counts.Pending++
+			continue
+		}
+		r.Counts.Finished++
+		switch run.Status.Verdict {
+		case harnessv1.VerdictPass:
+			c.Passed++
+			r.Counts.Passed++
+		case harnessv1.VerdictFail:
+			c.Failed++
+			r.Counts.Failed++
+		default:
+			c.Errored++
+			r.Counts.Errored++
+		}
+	}
+	for i := range r.Cells {
+		c := &r.Cells[i]
+		slices.SortStableFunc(c.Runs, func(a, b Run) int { return cmp.Compare(a.Repeat, b.Repeat) })
+		if n := c.N(); n > 0 {
+			c.Rate = float64(c.Passed) / float64(n)
+		}
+		c.Lo, c.Hi = Wilson(c.Passed, c.N(), Z95)
+		passed += c.Passed
+		judged += c.N()
+	}
+	if judged > 0 {
+		r.Rate = float64(passed) / float64(judged)
+	}
+	r.Lo, r.Hi = Wilson(passed, judged, Z95)
+	r.Progress = fmt.Sprintf("%d/%d", r.Counts.Finished, r.Counts.Total)
+	return r
+}
+
+func runOf(run *harnessv1.HarnessRun) Run {
+	st := run.Status
+	rr := Run{
+		Name: run.Name, Agent: run.Labels[harnessv1.LabelSuiteAgent], Phase: string(st.Phase),
+		Verdict: string(st.Verdict), Class: string(st.FailureClass), Reason: st.Reason, Node: st.NodeName,
+		FixtureHash: run.Annotations[harnessv1.AnnotationFixtureHash],
+	}
+	if rr.Phase == "" {
+		rr.Phase = string(harnessv1.RunPending)
+	}
+	if run.Spec.Fixture.ConfigMapRef != nil {
+		rr.Fixture = run.Spec.Fixture.ConfigMapRef.Name
+	}
+	rr.Repeat, _ = strconv.Atoi(run.Annotations[harnessv1.AnnotationSuiteRepeat])
+	if st.StartTime != nil && st.CompletionTime != nil {
+		rr.Duration = st.CompletionTime.Sub(st.StartTime.Time)
+	}
+	if ev := st.Evidence; ev != nil {
+		rr.Digest, rr.EvidenceConfigMap, rr.FixtureDigest = ev.Digest, ev.ConfigMapName, ev.FixtureDigest
+	}
+	return rr
+}

@@ -1,0 +1,168 @@
+package report
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+)
+
+func TestWilson(t *testing.T) {
+	// Reference values of the Wilson score interval at 95% (as R's
+	// binom::binom.wilson gives them).
+	cases := []struct {
+		passed, n int
+		lo, hi    float64
+	}{
+		{0, 10, 0, 0.2775327},
+		{5, 10, 0.2365931, 0.7634069},
+		{10, 10, 0.7224673, 1},
+		{1, 1, 0.2065493, 1},
+		{0, 0, 0, 1},
+	}
+	for _, tc := range cases {
+		lo, hi := Wilson(tc.passed, tc.n, Z95)
+		if math.Abs(lo-tc.lo) > 1e-6 || math.Abs(hi-tc.hi) > 1e-6 {
+			t.Errorf("Wilson(%d, %d) = [%.7f, %.7f], want [%.7f, %.7f]", tc.passed, tc.n, lo, hi, tc.lo, tc.hi)
+		}
+	}
+	// The interval of the failures mirrors the interval of the passes.
+	for k := 0; k <= 37; k++ {
+		lo, hi := Wilson(k, 37, Z95)
+		flo, fhi := Wilson(37-k, 37, Z95)
+		if math.Abs(lo-(1-fhi)) > 1e-12 || math.Abs(hi-(1-flo)) > 1e-12 || lo > float64(k)/37 || hi < float64(k)/37 {
+			t.Errorf("Wilson(%d, 37) = [%v, %v] is not symmetric or does not hold the rate", k, lo, hi)
+		}
+	}
+}
+
+func testRun(name, agent, fixture string, repeat string, phase harnessv1.RunPhase, verdict harnessv1.Verdict, digest string) harnessv1.HarnessRun {
+	run := harnessv1.HarnessRun{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+			harnessv1.LabelSuite: "s", harnessv1.LabelSuiteRound: "2", harnessv1.LabelSuiteAgent: agent},
+			Annotations: map[string]string{harnessv1.AnnotationSuiteRepeat: repeat, harnessv1.AnnotationFixtureHash: "sha256:abc"}},
+		Spec:   harnessv1.HarnessRunSpec{Fixture: harnessv1.FixtureSource{ConfigMapRef: &harnessv1.ConfigMapFixture{Name: fixture}}},
+		Status: harnessv1.HarnessRunStatus{Phase: phase, Verdict: verdict},
+	}
+	if digest != "" {
+		run.Status.Evidence = &harnessv1.EvidenceStatus{Digest: digest, ConfigMapName: name + "-evidence"}
+	}
+	return run
+}
+
+func testSuite() *harnessv1.HarnessSuite {
+	return &harnessv1.HarnessSuite{
+		ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns", UID: types.UID("u")},
+		Status: harnessv1.HarnessSuiteStatus{Round: 2, Revision: "abc", Progress: "4/5",
+			Counts: harnessv1.SuiteCounts{Total: 5, Created: 5, Finished: 4, Passed: 2, Failed: 1, Errored: 1, Running: 1},
+			Cells:  []harnessv1.SuiteCell{{Agent: "codex", Fixture: "hello", Unfinished: 1}, {Agent: "claude", Fixture: "hello"}, {Agent: "claude", Fixture: "empty", Unfinished: 2}}},
+	}
+}
+
+func TestBuild(t *testing.T) {
+	runs := []harnessv1.HarnessRun{
+		testRun("s-3", "codex", "hello", "1", harnessv1.RunSucceeded, harnessv1.VerdictFail, "sha256:3"),
+		testRun("s-1", "codex", "hello", "0", harnessv1.RunSucceeded, harnessv1.VerdictPass, "sha256:1"),
+		testRun("s-2", "codex", "hello", "2", harnessv1.RunRunning, "", ""),
+		testRun("s-4", "claude", "hello", "0", harnessv1.RunSucceeded, harnessv1.VerdictPass, "sha256:4"),
+		testRun("s-5", "claude", "hello", "1", harnessv1.RunFailed, harnessv1.VerdictError, ""),
+	}
+	old := testRun("s-0", "codex", "hello", "0", harnessv1.RunSucceeded, harnessv1.VerdictPass, "sha256:0")
+	old.Labels[harnessv1.LabelSuiteRound] = "1"
+	runs = append(runs, old)
+
+	r := Build(testSuite(), runs, time.Unix(0, 0))
+	type cellSum struct {
+		Agent, Fixture                      string
+		Passed, Failed, Errored, Unfinished int
+		Runs                                []string
+	}
+	var got []cellSum
+	for _, c := range r.Cells {
+		cs := cellSum{c.Agent, c.Fixture, c.Passed, c.Failed, c.Errored, c.Unfinished, nil}
+		for _, run := range c.Runs {
+			cs.Runs = append(cs.Runs, run.Name)
+		}
+		got = append(got, cs)
+	}
+	want := []cellSum{
+		{"codex", "hello", 1, 1, 0, 1, []string{"s-1", "s-3", "s-2"}},
+		{"claude", "hello", 1, 0, 1, 0, []string{"s-4", "s-5"}},
+		{"claude", "empty", 0, 0, 0, 2, nil},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("cells (-want +got):\n%s", diff)
+	}
+	if r.Rate != 2.0/3 {
+		t.Errorf("rate %v, want 2/3", r.Rate)
+	}
+	if r.Cells[0].Runs[0].Digest != "sha256:1" || r.Cells[0].Runs[0].EvidenceConfigMap != "s-1-evidence" {
+		t.Errorf("run evidence %+v", r.Cells[0].Runs[0])
+	}
+}
+
+func TestHTMLIsSelfContainedAndEscapes(t *testing.T) {
+	s := testSuite()
+	s.Status.Revision = `<script>alert("rev")</script>`
+	s.Status.Cells = nil
+	runs := []harnessv1.HarnessRun{
+		testRun("s-1", `<img src=x onerror=alert(1)>`, `fix"ture<b>`, "0", harnessv1.RunSucceeded, harnessv1.VerdictPass, "sha256:1"),
+	}
+	var b bytes.Buffer
+	if err := Build(s, runs, time.Unix(0, 0)).HTML(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, bad := range []string{"<script>", "<img", "<b>", "http://", "https://", "<link", "@import", `src="`} {
+		if bad == "http://" {
+			// The SVG namespace is a name, not a fetched asset.
+			out := strings.ReplaceAll(out, `xmlns="http://www.w3.org/2000/svg"`, "")
+			if strings.Contains(out, bad) {
+				t.Errorf("the page refers to an external asset (%q)", bad)
+			}
+			continue
+		}
+		if strings.Contains(out, bad) {
+			t.Errorf("the page contains %q unescaped", bad)
+		}
+	}
+	for _, want := range []string{"&lt;img src=x onerror=alert(1)&gt;", "fix&#34;ture&lt;b&gt;", "sha256:1", `<svg`, `id="run-s-1"`, "100.0% (n=1)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+}
+
+func TestMarkdown(t *testing.T) {
+	runs := []harnessv1.HarnessRun{
+		testRun("s-1", "co|dex", "hello", "0", harnessv1.RunSucceeded, harnessv1.VerdictPass, "sha256:1"),
+		testRun("s-2", "co|dex", "hello", "1", harnessv1.RunSucceeded, harnessv1.VerdictFail, "sha256:2"),
+	}
+	s := testSuite()
+	s.Status.Cells = nil
+	s.Status.Rounds = []harnessv1.RoundSummary{{Round: 1, Revision: "old", PassRate: "40.0%"}}
+	var b bytes.Buffer
+	if err := Build(s, runs, time.Unix(0, 0)).Markdown(&b); err != nil {
+		t.Fatal(err)
+	}
+	want := `## HarnessSuite ns/s — round 2 (revision abc)
+
+Progress **2/5**: 1 passed, 1 failed, 0 errored, 0 running, 0 pending. Pass rate **50.0%** (95% CI 9.5%–90.5%, n=2).
+
+| Agent | Fixture | n | Passed | Failed | Errored | Unfinished | Pass rate | 95% CI |
+|---|---|---:|---:|---:|---:|---:|---:|---|
+| co\|dex | hello | 2 | 1 | 1 | 0 | 0 | 50.0% | 9.5%–90.5% |
+
+Earlier rounds: round 1 (revision old) 40.0%.
+`
+	if diff := cmp.Diff(want, b.String()); diff != "" {
+		t.Errorf("markdown (-want +got):\n%s", diff)
+	}
+}
