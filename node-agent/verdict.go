@@ -109,6 +109,16 @@ func (e *RunExecutor) verdict(a *attempt, in verdictInput) *Result {
 		ToolCalls:            in.activity.ToolCalls,
 		PermissionDenials:    in.activity.PermissionDenials,
 	}
+	if in.inv != nil {
+		for _, n := range in.inv.Notes {
+			if len(ag.Notes) == 8 {
+				break
+			}
+			n = truncate(a.redactor.String(n), 1024)
+			ag.Notes = append(ag.Notes, n)
+			res.Warnings = append(res.Warnings, Warning{Reason: harnessv1.ReasonAdapterNote, Message: n})
+		}
+	}
 	if in.agent.Signal != 0 {
 		ag.Signal = fmt.Sprintf("signal %d", in.agent.Signal)
 	} else if in.agentErr == nil && in.stop == nil && !in.agent.TimedOut {

@@ -114,6 +114,8 @@ const (
 	ReasonAdapterUnavailable = "AdapterUnavailable"
 	// ReasonAdapterFailed: the adapter could not prepare the run.
 	ReasonAdapterFailed = "AdapterFailed"
+	// ReasonAdapterNote: a Warning Event carrying one of status.agent.notes.
+	ReasonAdapterNote = "AdapterNote"
 	// ReasonExecutorPanic: the node-agent failed while executing the run.
 	ReasonExecutorPanic = "ExecutorPanic"
 	// ReasonHeartbeat: the node-agent's Lease is fresh.

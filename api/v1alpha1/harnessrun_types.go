@@ -604,6 +604,16 @@ type AgentStatus struct {
 	// permissionDenials counts the tool uses the CLI refused.
 	// +optional
 	PermissionDenials int32 `json:"permissionDenials,omitempty"`
+
+	// notes are what the adapter says about how it ran the CLI when that
+	// differs from what a user would assume: a CLI with no MCP support, a
+	// CLI's own sandbox turned off inside ours, a CLI never run by the
+	// harness's tests.
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=1024
+	// +listType=atomic
+	// +optional
+	Notes []string `json:"notes,omitempty"`
 }
 
 // MCPStatus is what happened with the MCP token server.

@@ -106,6 +106,12 @@ func run(m *testing.M) int {
 		return fail(fmt.Errorf("building harnessfacts: %v\n%s", err, out))
 	}
 	runRoot = filepath.Join(tmp, "runs")
+	// Antigravity's CLI is not in the registries: a stand-in plays it.
+	standin, err := writeAntigravityStandIn(tmp)
+	if err != nil {
+		return fail(err)
+	}
+	registry[harnessv1.AdapterAntigravity] = adapters.NewAntigravity(adapters.Config{CLIDir: standin})
 
 	scripts, err := fakeprovider.LoadFixtureScripts(filepath.Join(testenv.RepoRoot(), "fixtures"))
 	if err != nil {
@@ -362,7 +368,7 @@ func RequireClean(t *testing.T, o *Outcome, planted ...string) {
 			}
 		}
 		for _, p := range o.Processes {
-			cmdline, environ, _ := strings.Cut(p, "\x00\x00")
+			cmdline, environ, _ := strings.Cut(p, ProcSep)
 			if strings.Contains(cmdline, v) {
 				t.Errorf("planted value %q appears on a command line: %q", v, cmdline)
 			}
@@ -402,9 +408,13 @@ func requests(o *Outcome) string {
 	return b.String()
 }
 
+// ProcSep separates a process's command line from its environment in
+// Outcome.Processes.
+const ProcSep = "\n\x01environ\x01\n"
+
 // watchProcesses samples every process's command line and environment
 // until the returned function is called, which returns what it saw, one
-// entry per distinct process as "cmdline\x00\x00environ".
+// entry per distinct process as cmdline + ProcSep + environ (each NUL-separated, as in /proc).
 func watchProcesses() func() []string {
 	var (
 		mu   sync.Mutex
@@ -423,7 +433,7 @@ func watchProcesses() func() []string {
 				continue
 			}
 			environ, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-			key := string(cmd) + "\x00\x00" + string(environ)
+			key := string(cmd) + ProcSep + string(environ)
 			mu.Lock()
 			seen[key] = true
 			mu.Unlock()
