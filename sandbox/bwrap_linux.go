@@ -447,8 +447,11 @@ func RecoverAbandoned(string) ([]string, error) {
 		}
 		var dirs []string
 		if parts[0] == "0" && parts[1] == "" {
-			dirs = append(dirs, filepath.Join("/sys/fs/cgroup", parts[2], cgroupPrefix),
-				filepath.Join("/sys/fs/cgroup/unified", parts[2], cgroupPrefix))
+			// Every cgroup2 mount: /sys/fs/cgroup, the hybrid layout's
+			// /sys/fs/cgroup/unified, and one WritableCgroup2 made.
+			for _, m := range cgroup2Mounts() {
+				dirs = append(dirs, filepath.Join(m, parts[2], cgroupPrefix))
+			}
 		}
 		for _, c := range strings.Split(parts[1], ",") {
 			if c != "" && !strings.HasPrefix(c, "name=") {

@@ -58,13 +58,18 @@ func newRunName() string {
 func newRunCgroup(opts Options, limits Limits) (runCgroup, error) {
 	name := filepath.Join(cgroupPrefix, newRunName())
 	if cgroups.Mode() == cgroups.Unified {
-		const mount = "/sys/fs/cgroup"
+		mount := opts.CgroupMount
+		if mount == "" {
+			mount = DefaultCgroupMount
+		}
 		if opts.CgroupParent == "" && opts.MoveToLeafCgroup {
 			own, err := ownV2Cgroup()
 			if err != nil {
 				return nil, fmt.Errorf("cgroup v2: %w", err)
 			}
-			if own != "/" {
+			// "/" is the host's root cgroup, exempt from the rule, unless
+			// it is the root of a cgroup namespace (a pod's own cgroup).
+			if own != "/" || isNamespaceRoot(mount) {
 				if err := evacuateToLeaf(filepath.Join(mount, own), "agent"); err != nil {
 					return nil, err
 				}

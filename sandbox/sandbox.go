@@ -246,6 +246,11 @@ type Options struct {
 	// in its own container or systemd unit (Delegate=yes) needs this, as
 	// container-in-container entrypoints do. Linux only.
 	MoveToLeafCgroup bool
+	// CgroupMount is the cgroup2 mount per-run cgroups are made in on a
+	// unified host ("" means DefaultCgroupMount); WritableCgroup2 finds or
+	// makes one in a pod, where the runtime mounts /sys/fs/cgroup read-only.
+	// Linux only.
+	CgroupMount string
 }
 
 // Availability is the preflight verdict for one mode.

@@ -30,6 +30,7 @@ type nodeAgentFlags struct {
 	uid, gid       int
 	bwrap          string
 	cgroupParent   string
+	cgroupMount    string
 	leafCgroup     bool
 	labels         map[string]string
 	metricsAddr    string
@@ -72,6 +73,7 @@ behind and ends the runs that process had claimed (reason NodeAgentRestarted).`,
 	fl.IntVar(&f.uid, "run-as-uid", sandbox.DefaultUID, "unprivileged uid the agent runs as")
 	fl.IntVar(&f.gid, "run-as-gid", sandbox.DefaultGID, "unprivileged gid the agent runs as")
 	fl.StringVar(&f.bwrap, "bwrap", "", "bubblewrap binary (default: bwrap on PATH)")
+	fl.StringVar(&f.cgroupMount, "cgroup-mount", "/run/harnessfacts/cgroup", "on cgroup v2, where to mount a writable cgroup2 when /sys/fs/cgroup is read-only (in a pod); needs CAP_SYS_ADMIN")
 	fl.StringVar(&f.cgroupParent, "cgroup-parent", "", "cgroup under which per-run cgroups are made (default: the node-agent's own)")
 	fl.StringToStringVar(&f.labels, "node-labels", nil, "labels added to those mirrored from the Node (key=value,...), for spec.nodeSelector")
 	fl.BoolVar(&f.leafCgroup, "move-to-leaf-cgroup", true, "on cgroup v2 without --cgroup-parent, move the node-agent into <own cgroup>/agent so per-run cgroups can have limits")
@@ -113,10 +115,19 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
+	// In a pod the runtime mounts /sys/fs/cgroup read-only: per-run cgroups
+	// then go into a cgroup2 mounted in the pod's own mount namespace.
+	cgroupMount, mounted, err := sandbox.WritableCgroup2(f.cgroupMount)
+	if err != nil {
+		return err
+	}
+	if mounted {
+		logger.Info("/sys/fs/cgroup is read-only (a pod): mounted a writable cgroup2 in this pod's mount namespace for the per-run cgroups", "mount", cgroupMount)
+	}
 	_, err = nodeagent.Setup(ctx, mgr, nodeagent.SetupOptions{
 		NodeName: f.nodeName, LeaseNamespace: f.leaseNamespace, LeaseDuration: f.leaseDuration, Slots: f.slots,
 		RunRoot: f.runRoot, Hidden: f.hidden, UID: f.uid, GID: f.gid,
-		Sandbox:  sandbox.Options{Bwrap: f.bwrap, CgroupParent: f.cgroupParent, MoveToLeafCgroup: f.leafCgroup},
+		Sandbox:  sandbox.Options{Bwrap: f.bwrap, CgroupParent: f.cgroupParent, MoveToLeafCgroup: f.leafCgroup, CgroupMount: cgroupMount},
 		Adapters: adapters.New(adapters.Config{CLIDir: f.agentCLIs}), ExtraLabels: f.labels,
 	})
 	if err != nil {
