@@ -48,7 +48,10 @@ func (o SuiteOptions) withDefaults() SuiteOptions {
 		o.CreateWorkers = 8
 	}
 	if o.ExpectationTTL <= 0 {
-		o.ExpectationTTL = time.Minute
+		// As the ReplicaSet controller's: long enough for a cache that lags
+		// on a saturated machine, short enough that a lost create does
+		// not stall a round for long.
+		o.ExpectationTTL = 5 * time.Minute
 	}
 	return o
 }

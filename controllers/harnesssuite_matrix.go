@@ -175,8 +175,13 @@ func (r *HarnessSuiteReconciler) createRuns(ctx context.Context, p *suitePass, p
 				}
 				mu.Lock()
 				switch {
-				case err == nil || apierrors.IsAlreadyExists(err):
+				case err == nil:
 					exists[pr.name] = true
+				case apierrors.IsAlreadyExists(err):
+					// Created by an earlier pass whose run the cache has
+					// not shown within the expectation's lifetime.
+					exists[pr.name] = true
+					log.FromContext(ctx).V(1).Info("run already exists", "suite", key, "run", pr.name)
 				case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err):
 					// Certainly not created: it must not hold a slot.
 					r.unexpect(key, pr.name)

@@ -34,6 +34,13 @@ import (
 // objects of ns (and only its fixture ConfigMaps).
 func startSuiteController(t testing.TB, ns string) *controller {
 	t.Helper()
+	return startSuiteControllerWith(t, ns, nil)
+}
+
+// startSuiteControllerWith is startSuiteController with wrap, if set,
+// wrapping the client of the HarnessSuite reconciler (to count its calls).
+func startSuiteControllerWith(t testing.TB, ns string, wrap func(client.Client) client.Client) *controller {
+	t.Helper()
 	skip := true
 	byObject := controllers.CacheByObject()
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
@@ -63,7 +70,11 @@ func startSuiteController(t testing.TB, ns string) *controller {
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	if err := controllers.NewHarnessSuiteReconciler(mgr.GetClient(), mgr.GetEventRecorder("harnessfacts-controller"), clock.RealClock{},
+	sc := mgr.GetClient()
+	if wrap != nil {
+		sc = wrap(sc)
+	}
+	if err := controllers.NewHarnessSuiteReconciler(sc, mgr.GetEventRecorder("harnessfacts-controller"), clock.RealClock{},
 		controllers.SuiteOptions{}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
