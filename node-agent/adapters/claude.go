@@ -1,27 +1,243 @@
 package adapters
 
 import (
+	"bytes"
 	"context"
-	"errors"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 )
 
-// ClaudeCode runs Claude Code. Not built yet: Version fails, so no node offers it.
+// ClaudeCode runs Claude Code (npm @anthropic-ai/claude-code) headless:
+//
+//	claude -p --output-format stream-json --verbose --max-turns N
+//	  --permission-mode acceptEdits --allowedTools Bash,Write,Edit,Read[,mcp__S__T]
+//	  [--mcp-config $HOME/.claude/harnessfacts-mcp.json --strict-mcp-config]
+//	  [--model M] [extraArgs...] -- PROMPT
+//
+// Everything Claude Code writes goes to CLAUDE_CONFIG_DIR=$HOME/.claude in
+// the run's home. The MCP server is given in a file rather than as inline
+// JSON on the command line: its HTTP URL carries the run's unpredictable
+// path, and command lines are world-readable on a node.
 type ClaudeCode struct{ cfg Config }
 
 // NewClaudeCode returns the Claude Code adapter.
 func NewClaudeCode(cfg Config) ClaudeCode { return ClaudeCode{cfg: cfg} }
 
-// Name is the adapter's name.
+// Name is claude-code.
 func (ClaudeCode) Name() harnessv1.Adapter { return harnessv1.AdapterClaudeCode }
 
-// Version fails until the adapter is built.
-func (ClaudeCode) Version(context.Context) (string, error) {
-	return "", errors.New("the Claude Code adapter is not built yet")
+// claudeCommand is Claude Code's command name.
+const claudeCommand = "claude"
+
+// Version runs `claude --version` ("2.1.197 (Claude Code)").
+func (c ClaudeCode) Version(ctx context.Context) (string, error) {
+	cmd, err := c.cfg.command(claudeCommand)
+	if err != nil {
+		return "", err
+	}
+	return cliVersion(ctx, cmd, "--version")
 }
 
-// Prepare fails until the adapter is built.
-func (ClaudeCode) Prepare(Input) (*Invocation, error) {
-	return nil, errors.New("the Claude Code adapter is not built yet")
+// ClaudeConfigDir is CLAUDE_CONFIG_DIR, relative to the run's home.
+const ClaudeConfigDir = ".claude"
+
+// claudeMCPConfig is the --mcp-config file, relative to the run's home.
+var claudeMCPConfig = ClaudeConfigDir + "/harnessfacts-mcp.json"
+
+// claudeTools are the built-in tools a run may use without asking: Claude
+// Code in -p mode denies whatever would need a prompt (and says so in
+// permission_denials). acceptEdits already lets Write and Edit change files
+// in the workspace; Bash needs the allow-list.
+var claudeTools = []string{"Bash", "Write", "Edit", "Read"}
+
+// claudeCredentialEnv are the variables Claude Code takes a credential from.
+var claudeCredentialEnv = []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"}
+
+// ClaudePlaceholderKey is the ANTHROPIC_API_KEY of a run that names a
+// providerURL and selects no credential: without any key Claude Code stops
+// with "Not logged in" before asking the provider, and a provider that
+// needs none (harnessfacts fake-provider, a local gateway) ignores it.
+const ClaudePlaceholderKey = "harnessfacts-no-credential"
+
+// claudeQuiet turns off what Claude Code does besides the task: telemetry,
+// error reporting, the auto-updater, feedback surveys and the other
+// "nonessential" calls (without them it also sends a title-generation
+// request per session).
+var claudeQuiet = []string{
+	"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+	"DISABLE_AUTOUPDATER=1",
+	"DISABLE_TELEMETRY=1",
+	"DISABLE_ERROR_REPORTING=1",
+	"DISABLE_BUG_COMMAND=1",
+	"CLAUDE_CODE_DISABLE_FEEDBACK_SURVEY=1",
+	"CLAUDE_CODE_DISABLE_TERMINAL_TITLE=1",
 }
+
+// Prepare builds the command line, the environment and the MCP config file.
+func (c ClaudeCode) Prepare(in Input) (*Invocation, error) {
+	cmd, err := c.cfg.command(claudeCommand)
+	if err != nil {
+		return nil, err
+	}
+	if in.Home == "" || !filepath.IsAbs(in.Home) {
+		return nil, fmt.Errorf("the claude-code adapter needs the run's home as an absolute path, got %q", in.Home)
+	}
+	configDir := filepath.Join(in.Home, ClaudeConfigDir)
+	inv := &Invocation{Files: map[string][]byte{}}
+	inv.ReadOnly, inv.PathDirs = c.cfg.mounts(cmd)
+
+	tools := append([]string{}, claudeTools...)
+	argv := []string{cmd, "-p", "--output-format", "stream-json", "--verbose"}
+	if in.MaxDecisions > 0 {
+		argv = append(argv, "--max-turns", strconv.Itoa(int(in.MaxDecisions)))
+	}
+	argv = append(argv, "--permission-mode", "acceptEdits")
+	mcpConfig, mcpTool, err := claudeMCP(in.MCP)
+	if err != nil {
+		return nil, err
+	}
+	if mcpConfig != nil {
+		inv.Files[claudeMCPConfig] = mcpConfig
+		tools = append(tools, mcpTool)
+		// --strict-mcp-config: this server only, none from a settings file
+		// or an .mcp.json the workspace might carry.
+		argv = append(argv, "--mcp-config", filepath.Join(in.Home, filepath.FromSlash(claudeMCPConfig)), "--strict-mcp-config")
+	}
+	argv = append(argv, "--allowedTools", strings.Join(tools, ","))
+	if in.Agent.Model != "" {
+		argv = append(argv, "--model", in.Agent.Model)
+	}
+	argv = append(argv, in.Agent.ExtraArgs...)
+	// "--" ends the options: --allowedTools and --mcp-config take several
+	// values, and a prompt starting with "-" must stay the prompt.
+	inv.Argv = append(argv, "--", in.Prompt)
+
+	inv.Env = append([]string{"CLAUDE_CONFIG_DIR=" + configDir}, claudeQuiet...)
+	if in.Agent.ProviderURL != "" {
+		inv.Env = append(inv.Env, "ANTHROPIC_BASE_URL="+strings.TrimSuffix(in.Agent.ProviderURL, "/"))
+	} else {
+		inv.ProviderHosts = []string{"api.anthropic.com"}
+	}
+	hasCredential := false
+	for _, cr := range in.Credentials {
+		switch {
+		case cr.File == harnessv1.CredentialFileClaudeCredentials:
+			inv.Files[ClaudeConfigDir+"/.credentials.json"] = cr.Value
+			hasCredential = true
+			if in.Agent.ProviderURL == "" {
+				// A subscription login refreshes its access token here.
+				inv.ProviderHosts = append(inv.ProviderHosts, "platform.claude.com")
+			}
+		case cr.File != "":
+			return nil, fmt.Errorf("the claude-code adapter cannot place credential file %s (it knows %s)", cr.File, harnessv1.CredentialFileClaudeCredentials)
+		default:
+			for _, name := range claudeCredentialEnv {
+				hasCredential = hasCredential || cr.Env == name
+			}
+		}
+	}
+	inv.Env = append(inv.Env, credentialEnv(in.Credentials)...)
+	if !hasCredential && in.Agent.ProviderURL != "" {
+		inv.Env = append(inv.Env, "ANTHROPIC_API_KEY="+ClaudePlaceholderKey)
+	}
+	return inv, nil
+}
+
+// claudeMCP is the --mcp-config file for the run's MCP server and the
+// allow-list name of its tool (mcp__SERVER__TOOL); nil for transport None.
+func claudeMCP(ep MCPEndpoint) ([]byte, string, error) {
+	var server map[string]any
+	switch ep.Transport {
+	case harnessv1.MCPTransportHTTP:
+		if ep.URL == "" {
+			return nil, "", fmt.Errorf("MCP transport HTTP without a URL")
+		}
+		server = map[string]any{"type": "http", "url": ep.URL}
+	case harnessv1.MCPTransportStdio:
+		if len(ep.Command) == 0 {
+			return nil, "", fmt.Errorf("MCP transport Stdio without a command")
+		}
+		server = map[string]any{"type": "stdio", "command": ep.Command[0], "args": append([]string{}, ep.Command[1:]...)}
+	default:
+		return nil, "", nil
+	}
+	if ep.Server == "" || ep.Tool == "" {
+		return nil, "", fmt.Errorf("the MCP endpoint has no server or tool name")
+	}
+	b, err := json.MarshalIndent(map[string]any{"mcpServers": map[string]any{ep.Server: server}}, "", "  ")
+	if err != nil {
+		return nil, "", err
+	}
+	return b, "mcp__" + ep.Server + "__" + ep.Tool, nil
+}
+
+// claudeEvent is the part of a stream-json line Activity reads.
+type claudeEvent struct {
+	Type    string `json:"type"`
+	Message *struct {
+		ID      string `json:"id"`
+		Content []struct {
+			Type string `json:"type"`
+			ID   string `json:"id"`
+		} `json:"content"`
+	} `json:"message"`
+	// The result event, the last line of a finished run.
+	NumTurns          *int32            `json:"num_turns"`
+	PermissionDenials []json.RawMessage `json:"permission_denials"`
+}
+
+// Activity reads Claude Code's stream-json output: turns and permission
+// denials from the final result event, tool calls from the tool_use blocks
+// of the assistant events (Claude Code writes one event per content block,
+// so a reply with two calls is two events sharing the message id). When the
+// log is cut before the result event, turns are the assistant messages seen.
+// Lines that are not JSON (stderr mixed in, a cut line) are skipped.
+func (ClaudeCode) Activity(log []byte) Activity {
+	var a Activity
+	messages, calls := map[string]bool{}, map[string]bool{}
+	var turns, denials *int32
+	for _, line := range bytes.Split(log, []byte("\n")) {
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 || line[0] != '{' {
+			continue
+		}
+		var ev claudeEvent
+		if json.Unmarshal(line, &ev) != nil {
+			continue
+		}
+		switch ev.Type {
+		case "assistant":
+			if ev.Message == nil {
+				continue
+			}
+			messages[ev.Message.ID] = true
+			for _, b := range ev.Message.Content {
+				if b.Type == "tool_use" || b.Type == "server_tool_use" {
+					if b.ID == "" || !calls[b.ID] {
+						a.ToolCalls++
+					}
+					calls[b.ID] = true
+				}
+			}
+		case "result":
+			turns = ev.NumTurns
+			n := int32(len(ev.PermissionDenials))
+			denials = &n
+		}
+	}
+	a.Turns = int32(len(messages))
+	if turns != nil {
+		a.Turns = *turns
+	}
+	if denials != nil {
+		a.PermissionDenials = *denials
+	}
+	return a
+}
+
+var _ ActivityReader = ClaudeCode{}
