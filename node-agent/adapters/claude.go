@@ -181,26 +181,29 @@ type claudeEvent struct {
 	Type    string `json:"type"`
 	Message *struct {
 		ID      string `json:"id"`
+		Model   string `json:"model"`
 		Content []struct {
 			Type string `json:"type"`
 			ID   string `json:"id"`
 		} `json:"content"`
 	} `json:"message"`
-	// The result event, the last line of a finished run.
-	NumTurns          *int32            `json:"num_turns"`
+	// PermissionDenials is in the result event, the last line of a
+	// finished run.
 	PermissionDenials []json.RawMessage `json:"permission_denials"`
 }
 
-// Activity reads Claude Code's stream-json output: turns and permission
-// denials from the final result event, tool calls from the tool_use blocks
-// of the assistant events (Claude Code writes one event per content block,
-// so a reply with two calls is two events sharing the message id). When the
-// log is cut before the result event, turns are the assistant messages seen.
-// Lines that are not JSON (stderr mixed in, a cut line) are skipped.
+// Activity reads Claude Code's stream-json output. Turns are the model's
+// replies: Claude Code writes one assistant event per content block, the
+// blocks of one reply sharing its message id. (The result event's
+// num_turns counts those events instead: a reply that reads and writes a
+// file is two, and --max-turns 1 ends a run with num_turns 2.) Tool calls
+// are the tool_use blocks; permission denials come from the result event.
+// Claude Code's own messages (model "<synthetic>", such as "Not logged in")
+// are not turns. Lines that are not JSON (stderr mixed in, a line cut by
+// the output limit) are skipped, so a cut log still counts what it holds.
 func (ClaudeCode) Activity(log []byte) Activity {
 	var a Activity
-	messages, calls := map[string]bool{}, map[string]bool{}
-	var turns, denials *int32
+	replies, calls := map[string]bool{}, map[string]bool{}
 	for _, line := range bytes.Split(log, []byte("\n")) {
 		line = bytes.TrimSpace(line)
 		if len(line) == 0 || line[0] != '{' {
@@ -212,30 +215,22 @@ func (ClaudeCode) Activity(log []byte) Activity {
 		}
 		switch ev.Type {
 		case "assistant":
-			if ev.Message == nil {
+			if ev.Message == nil || ev.Message.Model == "<synthetic>" {
 				continue
 			}
-			messages[ev.Message.ID] = true
+			if !replies[ev.Message.ID] {
+				replies[ev.Message.ID] = true
+				a.Turns++
+			}
 			for _, b := range ev.Message.Content {
-				if b.Type == "tool_use" || b.Type == "server_tool_use" {
-					if b.ID == "" || !calls[b.ID] {
-						a.ToolCalls++
-					}
+				if (b.Type == "tool_use" || b.Type == "server_tool_use") && !calls[b.ID] {
 					calls[b.ID] = true
+					a.ToolCalls++
 				}
 			}
 		case "result":
-			turns = ev.NumTurns
-			n := int32(len(ev.PermissionDenials))
-			denials = &n
+			a.PermissionDenials = int32(len(ev.PermissionDenials))
 		}
-	}
-	a.Turns = int32(len(messages))
-	if turns != nil {
-		a.Turns = *turns
-	}
-	if denials != nil {
-		a.PermissionDenials = *denials
 	}
 	return a
 }
