@@ -2,7 +2,6 @@ package agents
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
@@ -102,7 +101,10 @@ func requireClaudeHello(t *testing.T, o *Outcome, transport harnessv1.MCPTranspo
 
 	var got []string
 	for _, r := range o.Requests {
-		if r.Dialect != "anthropic" || r.Status != 200 || r.Error != "" {
+		if r.Dialect != "anthropic" {
+			continue // another CLI's run of the same fixture, at the same time
+		}
+		if r.Status != 200 || r.Error != "" {
 			t.Errorf("provider request %+v", r)
 		}
 		got = append(got, fmt.Sprintf("%d %s %s", r.Results, r.Action, r.Tool))
@@ -121,27 +123,4 @@ func requireClaudeHello(t *testing.T, o *Outcome, transport harnessv1.MCPTranspo
 	if ag == nil || ag.CLIVersion != version || ag.Turns != 4 || ag.ToolCalls != 5 || ag.PermissionDenials != 0 {
 		t.Errorf("agent status %+v, want CLI version %s, 4 turns, 5 tool calls, no permission denial", ag, version)
 	}
-}
-
-// evidenceArtifact is the content the evidence ConfigMap stored for path.
-func evidenceArtifact(t *testing.T, o *Outcome, path string) string {
-	t.Helper()
-	var receipt struct {
-		Artifacts []struct {
-			Path   string `json:"path"`
-			Stored bool   `json:"stored"`
-		} `json:"artifacts"`
-	}
-	if err := json.Unmarshal([]byte(o.Evidence["receipt.json"]), &receipt); err != nil {
-		t.Fatalf("evidence receipt: %v", err)
-	}
-	for i, a := range receipt.Artifacts {
-		if a.Path == path && a.Stored {
-			if v, ok := o.Evidence[fmt.Sprintf("artifact-%02d", i)]; ok {
-				return v
-			}
-		}
-	}
-	t.Fatalf("the evidence holds no %s", path)
-	return ""
 }
