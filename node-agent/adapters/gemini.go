@@ -100,6 +100,11 @@ func (g Gemini) Prepare(in Input) (*Invocation, error) {
 		"general": map[string]any{
 			"enableAutoUpdate": false, "enableAutoUpdateNotification": false,
 		},
+		// The CLI loads the first .env it finds from the workspace up to
+		// "/" (the node's own folders, read-only in the sandbox) into its
+		// environment; with this only the run's HOME/.env, which there is
+		// none of, would count.
+		"advanced": map[string]any{"ignoreLocalEnv": true},
 	}
 	if in.MaxDecisions > 0 {
 		settings["model"] = map[string]any{"maxSessionTurns": in.MaxDecisions}

@@ -89,6 +89,7 @@ func TestGeminiPrepare(t *testing.T) {
 		"privacy":   map[string]any{"usageStatisticsEnabled": false},
 		"telemetry": map[string]any{"enabled": false, "logPrompts": false},
 		"general":   map[string]any{"enableAutoUpdate": false, "enableAutoUpdateNotification": false},
+		"advanced":  map[string]any{"ignoreLocalEnv": true},
 		"model":     map[string]any{"maxSessionTurns": float64(40)},
 		"mcpServers": map[string]any{"harnessfacts": map[string]any{
 			"httpUrl": "http://127.0.0.1:7700/mcp", "trust": true, "includeTools": []any{"get_token"},
@@ -180,7 +181,9 @@ func TestGeminiPrepareStdioModelProviderURL(t *testing.T) {
 func TestGeminiPrepareRefuses(t *testing.T) {
 	g := NewGemini(Config{CLIDir: fakeGemini(t)})
 	for name, mod := range map[string]func(*Input){
-		"credential file":   func(in *Input) { in.Credentials = []Credential{{File: harnessv1.CredentialFileCodexAuth, Value: []byte("x")}} },
+		"credential file": func(in *Input) {
+			in.Credentials = []Credential{{File: harnessv1.CredentialFileCodexAuth, Value: []byte("x")}}
+		},
 		"server with _":     func(in *Input) { in.MCP.Server = "harness_facts" },
 		"stdio, no command": func(in *Input) { in.MCP = MCPEndpoint{Transport: harnessv1.MCPTransportStdio} },
 		"bad provider URL":  func(in *Input) { in.Agent.ProviderURL = "127.0.0.1:8089" },
