@@ -12,6 +12,10 @@ GOLANGCI_LINT_VERSION ?= v2.15.0
 CONTROLLER_GEN ?= $(CACHE)/tools/controller-gen-$(CONTROLLER_TOOLS_VERSION)/controller-gen
 GOLANGCI_LINT ?= $(CACHE)/tools/golangci-lint-$(GOLANGCI_LINT_VERSION)/golangci-lint
 
+# The agent CLIs: as root, where the node-agent image has them (bwrap runs as
+# the agent's uid and must reach them; /root is private); else in the cache.
+AGENT_CLIS ?= $(if $(filter 0,$(shell id -u)),/opt/harnessfacts/agents,$(CACHE)/agent-clis)
+
 BIN ?= bin
 GO_TEST_FLAGS ?=
 FUZZTIME ?= 15s
@@ -83,12 +87,12 @@ deps: ## Install the system packages tests need (bubblewrap, curl) when missing.
 .PHONY: test
 test: deps ## Run every test against a real API server, real bwrap and the real agent CLIs (builds the control plane, Helm and the CLIs on first use).
 	@hack/helm.sh >/dev/null # before go test: a cold Helm build can outlast go test's timeout
-	@clis=$$(hack/install-agent-clis.sh $(CACHE)/agent-clis); assets=$$(hack/control-plane.sh); \
+	@clis=$$(hack/install-agent-clis.sh $(AGENT_CLIS)); assets=$$(hack/control-plane.sh); \
 	HARNESSFACTS_AGENT_CLIS=$$clis KUBEBUILDER_ASSETS=$$assets go test -timeout 30m $(GO_TEST_FLAGS) ./...
 
 .PHONY: test-agents
 test-agents: deps ## Run only the agent CLIs end to end (Claude Code, Codex, Gemini CLI, OpenCode, Aider) against harnessfacts fake-provider.
-	@clis=$$(hack/install-agent-clis.sh $(CACHE)/agent-clis); assets=$$(hack/control-plane.sh); \
+	@clis=$$(hack/install-agent-clis.sh $(AGENT_CLIS)); assets=$$(hack/control-plane.sh); \
 	HARNESSFACTS_AGENT_CLIS=$$clis KUBEBUILDER_ASSETS=$$assets go test -timeout 30m $(GO_TEST_FLAGS) ./test/agents/...
 
 .PHONY: chart-test
@@ -120,8 +124,8 @@ helm: ## Build (or reuse) the pinned Helm; prints its path.
 	@hack/helm.sh
 
 .PHONY: agent-clis
-agent-clis: ## Install the pinned agent CLIs into the cache, as the node-agent image does; prints their bin folder.
-	@hack/install-agent-clis.sh $(CACHE)/agent-clis
+agent-clis: ## Install the pinned agent CLIs (AGENT_CLIS: /opt/harnessfacts/agents as root, as in the node-agent image); prints their bin folder.
+	@hack/install-agent-clis.sh $(AGENT_CLIS)
 
 $(CONTROLLER_GEN):
 	GOBIN=$(dir $@) GOFLAGS=-mod=mod go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)

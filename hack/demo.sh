@@ -4,7 +4,8 @@
 # etcd, the controller and a node-agent for this machine), applies the hello
 # fixture (a ConfigMap made by kustomize) and its run with kubectl, waits for
 # the verdict, shows the runs, the nodes and the evidence, verifies the
-# evidence, and stops everything.
+# evidence; then, when an agent CLI is installed, runs the same fixture with
+# the real CLI against `harnessfacts fake-provider`; and stops everything.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -59,4 +60,60 @@ bin/harnessfacts evidence verify --kubeconfig "$kubeconfig" -n default hello
 
 verdict=$(k get harnessrun hello -o jsonpath='{.status.verdict}')
 [ "$verdict" = Pass ] || fail "the hello run's verdict is ${verdict:-none}, not Pass"
-printf '\n==> the hello run passed; stopping everything\n'
+printf '\n==> the hello run passed\n'
+
+# The same fixture with a real agent CLI, when this machine has one
+# (`make agent-clis`): the CLI runs in the sandbox against
+# `harnessfacts fake-provider`, a scripted model on this machine's loopback,
+# so no credential is needed and nothing leaves the machine.
+adapters=" $(k get harnessnodes -o jsonpath='{.items[0].status.adapters[*].name}') "
+cli=""
+for a in claude-code gemini codex opencode; do
+  case "$adapters" in *" $a "*) cli=$a; break ;; esac
+done
+if [ -z "$cli" ]; then
+  printf '\n==> no agent CLI is installed on this machine (make agent-clis installs them): the exec run above is the demo\n'
+  exit 0
+fi
+bin/harnessfacts fake-provider --fixtures fixtures --listen 127.0.0.1:0 >"$work/provider.out" 2>"$work/provider.log" &
+provider=$!
+trap 'kill -TERM "$provider" 2>/dev/null || true; cleanup' EXIT
+for _ in $(seq 1 40); do
+  url=$(sed -n 's/^fake-provider listening on //p' "$work/provider.out")
+  [ -n "$url" ] && break
+  sleep 0.25
+done
+[ -n "$url" ] || fail "harnessfacts fake-provider did not start: $(cat "$work/provider.log")"
+printf '\n==> %s against harnessfacts fake-provider at %s/s/hello\n' "$cli" "$url"
+run="hello-$cli"
+cat >"$work/run-cli.yaml" <<YAML
+apiVersion: harnessfacts.io/v1alpha1
+kind: HarnessRun
+metadata:
+  name: $run
+  namespace: default
+spec:
+  agent:
+    adapter: $cli
+    providerURL: $url/s/hello
+  fixture:
+    configMapRef:
+      name: fixture-hello
+YAML
+printf '\n$ kubectl apply -f - <<EOF\n%s\nEOF\n' "$(cat "$work/run-cli.yaml")"
+k apply -f "$work/run-cli.yaml"
+phase=""
+for _ in $(seq 1 360); do
+  phase=$(k get harnessrun "$run" -o jsonpath='{.status.phase}')
+  case "$phase" in Succeeded|Failed) break ;; esac
+  sleep 0.5
+done
+case "$phase" in Succeeded|Failed) ;; *) fail "the $run run did not finish in 180 s (phase ${phase:-none})" ;; esac
+show get harnessruns
+printf '\n$ kubectl get harnessrun %s -o jsonpath=...\n' "$run"
+k get harnessrun "$run" -o jsonpath='verdict:       {.status.verdict}{"\n"}message:       {.status.message}{"\n"}agent:         {.status.agent.adapter} {.status.agent.cliVersion}, {.status.agent.turns} turn(s), {.status.agent.toolCalls} tool call(s){"\n"}MCP:           {.status.mcp.transport}, {.status.mcp.calls} call(s), token seen: {.status.mcp.tokenSeen}{"\n"}network:       egress {.status.network.egress}{"\n"}evidence:      {.status.evidence.digest}{"\n"}'
+printf '\n$ harnessfacts evidence verify %s\n' "$run"
+bin/harnessfacts evidence verify --kubeconfig "$kubeconfig" -n default "$run"
+verdict=$(k get harnessrun "$run" -o jsonpath='{.status.verdict}')
+[ "$verdict" = Pass ] || fail "the $run run's verdict is ${verdict:-none}, not Pass (provider log: $(tail -n 20 "$work/provider.log"))"
+printf '\n==> %s passed against the scripted provider; stopping everything\n' "$cli"

@@ -65,7 +65,7 @@ Ctrl-C (or SIGTERM) stops everything and leaves no process behind.`,
 	fl.StringVar(&f.assets, "assets", os.Getenv("KUBEBUILDER_ASSETS"), "folder holding kube-apiserver, etcd and kubectl (default $KUBEBUILDER_ASSETS; `make control-plane` prints it)")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "harnessfacts-dev.kubeconfig", "where to write the kubeconfig of the local control plane")
 	fl.StringVar(&f.runRoot, "run-root", filepath.Join(os.TempDir(), "harnessfacts-dev-runs"), "folder of the run dirs")
-	fl.StringVar(&f.agentCLIs, "agent-clis", defaultDevAgentCLIs(), "folder of the agent CLIs' commands (make agent-clis installs them there); empty: PATH")
+	fl.StringVar(&f.agentCLIs, "agent-clis", adapters.InstalledCLIDir(), "folder of the agent CLIs' commands (default: where make agent-clis installs them, when it has); empty: PATH")
 	fl.Int32Var(&f.slots, "slots", 2, "runs the local node-agent executes at once")
 	fl.StringVar(&f.node, "node-name", "", "the local node's name (default: the host name)")
 	return cmd
@@ -200,22 +200,4 @@ func embeddedCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 		return nil
 	})
 	return out, err
-}
-
-// defaultDevAgentCLIs is where `make agent-clis` installs the CLIs, when it
-// has: dev then offers them, and `make demo` runs a real CLI.
-func defaultDevAgentCLIs() string {
-	dir := os.Getenv("XDG_CACHE_HOME")
-	if dir == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return ""
-		}
-		dir = filepath.Join(home, ".cache")
-	}
-	bin := filepath.Join(dir, "harnessfacts", "agent-clis", "bin")
-	if fi, err := os.Stat(bin); err != nil || !fi.IsDir() {
-		return ""
-	}
-	return bin
 }

@@ -79,3 +79,26 @@ func cliVersion(ctx context.Context, cmd string, args ...string) (string, error)
 	}
 	return v, nil
 }
+
+// ImageCLIDir is where the node-agent image installs the agent CLIs, and
+// where `make agent-clis` installs them when run as root: a folder every uid
+// can pass through, as bwrap, running as the agent's uid, must reach what it
+// binds (a root user's ~/.cache is not: /root is mode 0700).
+const ImageCLIDir = "/opt/harnessfacts/agents/bin"
+
+// InstalledCLIDir is the folder of the agent CLIs on this machine:
+// ImageCLIDir when it exists, else `make agent-clis`' cache folder for a
+// user other than root ($XDG_CACHE_HOME or ~/.cache, harnessfacts/agent-clis/bin),
+// else "".
+func InstalledCLIDir() string {
+	dirs := []string{ImageCLIDir}
+	if cache, err := os.UserCacheDir(); err == nil {
+		dirs = append(dirs, filepath.Join(cache, "harnessfacts", "agent-clis", "bin"))
+	}
+	for _, d := range dirs {
+		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+			return d
+		}
+	}
+	return ""
+}

@@ -78,14 +78,10 @@ func run(m *testing.M) int {
 	}
 	cliDir = os.Getenv("HARNESSFACTS_AGENT_CLIS")
 	if cliDir == "" {
-		cache, err := os.UserCacheDir()
-		if err != nil {
-			return fail(err)
-		}
-		cliDir = filepath.Join(cache, "harnessfacts", "agent-clis", "bin")
+		cliDir = adapters.InstalledCLIDir()
 	}
-	if _, err := os.Stat(cliDir); err != nil {
-		return fail(fmt.Errorf("the agent CLIs are not installed (%v): run `make test-agents`, which installs them", err))
+	if cliDir == "" {
+		return fail(fmt.Errorf("the agent CLIs are not installed: run `make test-agents`, which installs them"))
 	}
 	registry = adapters.New(adapters.Config{CLIDir: cliDir})
 
