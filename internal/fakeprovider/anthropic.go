@@ -41,8 +41,8 @@ type anthropicBlock struct {
 	Content json.RawMessage `json:"content,omitempty"`
 }
 
-// blocks reads a content field: a plain string is one text block.
-func blocks(raw json.RawMessage) []anthropicBlock {
+// anthropicBlocks reads a content field: a plain string is one text block.
+func anthropicBlocks(raw json.RawMessage) []anthropicBlock {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
 		return []anthropicBlock{{Type: "text", Text: s}}
@@ -52,10 +52,10 @@ func blocks(raw json.RawMessage) []anthropicBlock {
 	return bs
 }
 
-// text joins the text blocks of a content field.
-func text(raw json.RawMessage) string {
+// anthropicText joins the text blocks of a content field.
+func anthropicText(raw json.RawMessage) string {
 	var parts []string
-	for _, b := range blocks(raw) {
+	for _, b := range anthropicBlocks(raw) {
 		if b.Type == "text" {
 			parts = append(parts, b.Text)
 		}
@@ -82,9 +82,9 @@ func anthropicTurn(req *anthropicRequest) Turn {
 			continue
 		}
 		last, found := "", false
-		for _, b := range blocks(m.Content) {
+		for _, b := range anthropicBlocks(m.Content) {
 			if b.Type == "tool_result" {
-				last, found = text(b.Content), true
+				last, found = anthropicText(b.Content), true
 			}
 		}
 		if found {
@@ -94,17 +94,17 @@ func anthropicTurn(req *anthropicRequest) Turn {
 	return t
 }
 
-// workDirRE finds the agent's working directory in Claude Code's system
+// anthropicWorkDirRE finds the agent's working directory in Claude Code's system
 // prompt ("Primary working directory: /path"): Write wants absolute paths.
-var workDirRE = regexp.MustCompile(`(?m)Primary working directory: (/[^\n\r]*)`)
+var anthropicWorkDirRE = regexp.MustCompile(`(?m)Primary working directory: (/[^\n\r]*)`)
 
 func (req *anthropicRequest) workDir() string {
-	if m := workDirRE.FindStringSubmatch(text(req.System)); m != nil {
+	if m := anthropicWorkDirRE.FindStringSubmatch(anthropicText(req.System)); m != nil {
 		return strings.TrimSpace(m[1])
 	}
 	// A system prompt sent as a mid-conversation "system" message.
 	for _, m := range req.Messages {
-		if mm := workDirRE.FindStringSubmatch(text(m.Content)); mm != nil {
+		if mm := anthropicWorkDirRE.FindStringSubmatch(anthropicText(m.Content)); mm != nil {
 			return strings.TrimSpace(mm[1])
 		}
 	}

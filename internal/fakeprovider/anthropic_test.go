@@ -13,10 +13,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// claudeRequest builds a Messages request shaped like Claude Code 2.1's:
+// anthropicRequestOf builds a Messages request shaped like Claude Code 2.1's:
 // the working directory in the system prompt, a user prompt wrapped with a
 // system reminder, then the conversation, and a trailing "system" message.
-func claudeRequest(tools []string, stream bool, conversation ...map[string]any) map[string]any {
+func anthropicRequestOf(tools []string, stream bool, conversation ...map[string]any) map[string]any {
 	var ts []map[string]any
 	for _, t := range tools {
 		ts = append(ts, map[string]any{"name": t, "description": t, "input_schema": map[string]any{"type": "object"}})
@@ -43,8 +43,8 @@ func claudeRequest(tools []string, stream bool, conversation ...map[string]any) 
 	}
 }
 
-// assistant is Claude Code's copy of an earlier reply.
-func assistant(uses ...string) map[string]any {
+// anthropicAssistant is Claude Code's copy of an earlier reply.
+func anthropicAssistant(uses ...string) map[string]any {
 	var content []any
 	for i, name := range uses {
 		content = append(content, map[string]any{"type": "tool_use", "id": "toolu_" + string(rune('a'+i)), "name": name, "input": map[string]any{}})
@@ -52,9 +52,9 @@ func assistant(uses ...string) map[string]any {
 	return map[string]any{"role": "assistant", "content": content}
 }
 
-// results is the user message carrying the results of one reply; each
+// anthropicResults is the user message carrying the results of one reply; each
 // result is a string or a list of blocks.
-func results(rs ...any) map[string]any {
+func anthropicResults(rs ...any) map[string]any {
 	var content []any
 	for i, r := range rs {
 		b := map[string]any{"type": "tool_result", "tool_use_id": "toolu_" + string(rune('a'+i)), "content": r}
@@ -66,19 +66,19 @@ func results(rs ...any) map[string]any {
 	return map[string]any{"role": "user", "content": content}
 }
 
-// reply is a Messages reply reduced to what the CLI acts on.
-type reply struct {
+// anthropicReplyRead is a Messages reply reduced to what the CLI acts on.
+type anthropicReplyRead struct {
 	Content    []anthropicBlock
 	StopReason string
 	Events     []string
 }
 
-// readSSE rebuilds the message a Messages event stream carries, the way
+// readAnthropicSSE rebuilds the message a Messages event stream carries, the way
 // the SDK does: blocks from content_block_start, text and tool input from
 // the deltas.
-func readSSE(t *testing.T, body []byte) reply {
+func readAnthropicSSE(t *testing.T, body []byte) anthropicReplyRead {
 	t.Helper()
-	var r reply
+	var r anthropicReplyRead
 	inputs := map[int]*strings.Builder{}
 	sc := bufio.NewScanner(bytes.NewReader(body))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -144,7 +144,7 @@ func readSSE(t *testing.T, body []byte) reply {
 	return r
 }
 
-func post(t *testing.T, url string, req map[string]any, key string) (*http.Response, []byte) {
+func anthropicPost(t *testing.T, url string, req map[string]any, key string) (*http.Response, []byte) {
 	t.Helper()
 	b, _ := json.Marshal(req)
 	hr, _ := http.NewRequest(http.MethodPost, url+"/v1/messages?beta=true", bytes.NewReader(b))
@@ -163,7 +163,7 @@ func post(t *testing.T, url string, req map[string]any, key string) (*http.Respo
 	return resp, body.Bytes()
 }
 
-func helloProvider(t *testing.T) (*Provider, string) {
+func anthropicHelloProvider(t *testing.T) (*Provider, string) {
 	t.Helper()
 	s, err := LoadScript(filepath.Join("..", "..", "fixtures", "hello", ScriptName))
 	if err != nil {
@@ -176,7 +176,7 @@ func helloProvider(t *testing.T) (*Provider, string) {
 }
 
 func TestAnthropicDrivesClaudeCodeThroughTheHelloScript(t *testing.T) {
-	p, url := helloProvider(t)
+	p, url := anthropicHelloProvider(t)
 	tools := []string{"Agent", "Bash", "Edit", "Read", "Write", "mcp__harnessfacts__get_token"}
 	greeting := "/runs/r1/workspace/greeting.txt"
 	token := "/runs/r1/workspace/token.txt"
@@ -196,7 +196,7 @@ func TestAnthropicDrivesClaudeCodeThroughTheHelloScript(t *testing.T) {
 		// Write refuses to overwrite a file it has not read: Read, then
 		// Write, in one reply.
 		name: "first turn reads and writes greeting.txt",
-		req:  claudeRequest(tools, true),
+		req:  anthropicRequestOf(tools, true),
 		want: []anthropicBlock{
 			{Type: "tool_use", Name: "Read", Input: map[string]any{"file_path": greeting}},
 			{Type: "tool_use", Name: "Write", Input: map[string]any{"file_path": greeting, "content": "hello, harness\n"}},
@@ -205,14 +205,14 @@ func TestAnthropicDrivesClaudeCodeThroughTheHelloScript(t *testing.T) {
 		rec: Record{Results: 0, Action: ActWrite, Tool: "Write"},
 	}, {
 		name: "both results in one message are one step: get_token next",
-		req:  claudeRequest(tools, true, assistant("Read", "Write"), results("1\thello\n", written)),
+		req:  anthropicRequestOf(tools, true, anthropicAssistant("Read", "Write"), anthropicResults("1\thello\n", written)),
 		want: []anthropicBlock{{Type: "tool_use", Name: "mcp__harnessfacts__get_token", Input: map[string]any{}}},
 		stop: "tool_use",
 		rec:  Record{Results: 1, Action: ActMCP, Tool: "mcp__harnessfacts__get_token"},
 	}, {
 		name: "the MCP result's text is the token",
-		req: claudeRequest(tools, true, assistant("Read", "Write"), results("1\thello\n", written),
-			assistant("mcp__harnessfacts__get_token"), results([]any{map[string]any{"type": "text", "text": " hft_abc123\n"}})),
+		req: anthropicRequestOf(tools, true, anthropicAssistant("Read", "Write"), anthropicResults("1\thello\n", written),
+			anthropicAssistant("mcp__harnessfacts__get_token"), anthropicResults([]any{map[string]any{"type": "text", "text": " hft_abc123\n"}})),
 		want: []anthropicBlock{
 			{Type: "tool_use", Name: "Read", Input: map[string]any{"file_path": token}},
 			{Type: "tool_use", Name: "Write", Input: map[string]any{"file_path": token, "content": "hft_abc123\n"}},
@@ -221,9 +221,9 @@ func TestAnthropicDrivesClaudeCodeThroughTheHelloScript(t *testing.T) {
 		rec:  Record{Results: 2, Action: ActWrite, Tool: "Write"},
 	}, {
 		name: "a missing file's failed Read does not count twice",
-		req: claudeRequest(tools, true, assistant("Read", "Write"), results("1\thello\n", written),
-			assistant("mcp__harnessfacts__get_token"), results([]any{map[string]any{"type": "text", "text": "hft_abc123"}}),
-			assistant("Read", "Write"), results("File does not exist.", "File created successfully at: "+token)),
+		req: anthropicRequestOf(tools, true, anthropicAssistant("Read", "Write"), anthropicResults("1\thello\n", written),
+			anthropicAssistant("mcp__harnessfacts__get_token"), anthropicResults([]any{map[string]any{"type": "text", "text": "hft_abc123"}}),
+			anthropicAssistant("Read", "Write"), anthropicResults("File does not exist.", "File created successfully at: "+token)),
 		want: []anthropicBlock{{Type: "text", Text: answer}},
 		stop: "end_turn",
 		events: []string{"message_start", "content_block_start", "content_block_delta", "content_block_stop",
@@ -231,31 +231,31 @@ func TestAnthropicDrivesClaudeCodeThroughTheHelloScript(t *testing.T) {
 		rec: Record{Results: 3, Action: ActAnswer},
 	}, {
 		name: "a request with no tools gets text",
-		req:  claudeRequest(nil, true, assistant("Read", "Write"), results("ok", "ok")),
+		req:  anthropicRequestOf(nil, true, anthropicAssistant("Read", "Write"), anthropicResults("ok", "ok")),
 		want: []anthropicBlock{{Type: "text", Text: answer}},
 		stop: "end_turn",
 		rec:  Record{Results: 1, Action: ActAnswer},
 	}, {
 		name: "without Write the file is written with Bash",
-		req:  claudeRequest([]string{"Bash", "mcp__harnessfacts__get_token"}, true),
+		req:  anthropicRequestOf([]string{"Bash", "mcp__harnessfacts__get_token"}, true),
 		want: []anthropicBlock{{Type: "tool_use", Name: "Bash", Input: map[string]any{
 			"command": ShellWrite("greeting.txt", "hello, harness\n"), "description": "Write greeting.txt"}}},
 		stop: "tool_use",
 		rec:  Record{Results: 0, Action: ActWrite, Tool: "Bash"},
 	}, {
 		name: "an MCP step whose tool is not offered ends with the answer",
-		req:  claudeRequest([]string{"Bash", "Write"}, true, assistant("Write"), results("ok")),
+		req:  anthropicRequestOf([]string{"Bash", "Write"}, true, anthropicAssistant("Write"), anthropicResults("ok")),
 		want: []anthropicBlock{{Type: "text", Text: answer}},
 		stop: "end_turn",
 		rec:  Record{Results: 1, Action: ActAnswer},
 	}}
 	for _, tc := range cases {
 		before := len(p.Requests())
-		resp, body := post(t, url, tc.req, "sk-ant-test")
+		resp, body := anthropicPost(t, url, tc.req, "sk-ant-test")
 		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
 			t.Fatalf("%s: status %d, content type %q: %s", tc.name, resp.StatusCode, resp.Header.Get("Content-Type"), body)
 		}
-		got := readSSE(t, body)
+		got := readAnthropicSSE(t, body)
 		if diff := cmp.Diff(tc.want, got.Content); diff != "" {
 			t.Errorf("%s: content (-want +got):\n%s", tc.name, diff)
 		}
@@ -284,12 +284,12 @@ func TestAnthropicDrivesClaudeCodeThroughTheHelloScript(t *testing.T) {
 }
 
 func TestAnthropicToolUseIDsAreUniqueInAConversation(t *testing.T) {
-	_, url := helloProvider(t)
+	_, url := anthropicHelloProvider(t)
 	tools := []string{"Read", "Write", "mcp__harnessfacts__get_token"}
 	seen := map[string]bool{}
 	conv := []map[string]any{}
 	for range 3 {
-		_, body := post(t, url, claudeRequest(tools, false, conv...), "")
+		_, body := anthropicPost(t, url, anthropicRequestOf(tools, false, conv...), "")
 		var msg struct{ Content []anthropicBlock }
 		if err := json.Unmarshal(body, &msg); err != nil {
 			t.Fatal(err)
@@ -304,13 +304,13 @@ func TestAnthropicToolUseIDsAreUniqueInAConversation(t *testing.T) {
 			ids = append(ids, b.Name)
 			rs = append(rs, "ok")
 		}
-		conv = append(conv, assistant(ids...), results(rs...))
+		conv = append(conv, anthropicAssistant(ids...), anthropicResults(rs...))
 	}
 }
 
 func TestAnthropicAnswersWithoutStreamAsOneMessage(t *testing.T) {
-	_, url := helloProvider(t)
-	resp, body := post(t, url, claudeRequest([]string{"Write", "Read"}, false), "")
+	_, url := anthropicHelloProvider(t)
+	resp, body := anthropicPost(t, url, anthropicRequestOf([]string{"Write", "Read"}, false), "")
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("status %d, content type %q: %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
 	}
@@ -331,7 +331,7 @@ func TestAnthropicAnswersWithoutStreamAsOneMessage(t *testing.T) {
 }
 
 func TestAnthropicRejectsWhatIsNotAMessagesRequest(t *testing.T) {
-	p, url := helloProvider(t)
+	p, url := anthropicHelloProvider(t)
 	resp, err := http.Post(url+"/v1/messages", "application/json", strings.NewReader("{not json"))
 	if err != nil {
 		t.Fatal(err)

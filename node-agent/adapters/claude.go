@@ -141,10 +141,17 @@ func (c ClaudeCode) Prepare(in Input) (*Invocation, error) {
 			}
 		}
 	}
-	inv.Env = append(inv.Env, credentialEnv(in.Credentials)...)
-	if !hasCredential && in.Agent.ProviderURL != "" {
+	switch {
+	case hasCredential:
+	case in.Agent.ProviderURL != "":
 		inv.Env = append(inv.Env, "ANTHROPIC_API_KEY="+ClaudePlaceholderKey)
+	case len(in.Credentials) == 0:
+		// Claude Code would stop with "Not logged in" and exit 0, and the
+		// run would fail its checks for no visible reason.
+		return nil, fmt.Errorf("the claude-code adapter needs a credential to reach Anthropic: select one as env %s, or as file %s, or name a spec.agent.providerURL",
+			strings.Join(claudeCredentialEnv, ", "), harnessv1.CredentialFileClaudeCredentials)
 	}
+	inv.Env = append(inv.Env, credentialEnv(in.Credentials)...)
 	return inv, nil
 }
 

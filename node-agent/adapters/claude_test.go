@@ -15,9 +15,9 @@ import (
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 )
 
-// fakeCLI installs a stand-in command in PREFIX/bin, as
+// claudeStandIn installs a stand-in command in PREFIX/bin, as
 // hack/install-agent-clis.sh lays the CLIs out, and returns PREFIX/bin.
-func fakeCLI(t *testing.T, name, script string) string {
+func claudeStandIn(t *testing.T, name, script string) string {
 	t.Helper()
 	prefix := t.TempDir()
 	bin := filepath.Join(prefix, "bin")
@@ -31,7 +31,7 @@ func fakeCLI(t *testing.T, name, script string) string {
 }
 
 func TestClaudeCodeVersion(t *testing.T) {
-	bin := fakeCLI(t, "claude", `[ "$1" = --version ] && echo "2.1.197 (Claude Code)"`)
+	bin := claudeStandIn(t, "claude", `[ "$1" = --version ] && echo "2.1.197 (Claude Code)"`)
 	v, err := NewClaudeCode(Config{CLIDir: bin}).Version(context.Background())
 	if err != nil || v != "2.1.197" {
 		t.Errorf("version %q, %v; want 2.1.197", v, err)
@@ -42,7 +42,7 @@ func TestClaudeCodeVersion(t *testing.T) {
 }
 
 func TestClaudeCodePrepare(t *testing.T) {
-	bin := fakeCLI(t, "claude", "exit 0")
+	bin := claudeStandIn(t, "claude", "exit 0")
 	cmd := filepath.Join(bin, "claude")
 	a := NewClaudeCode(Config{CLIDir: bin})
 	home := "/runs/r1/home"
@@ -105,6 +105,10 @@ func TestClaudeCodePrepare(t *testing.T) {
 		name:      "another CLI's credential file",
 		in:        Input{Prompt: "p", Home: home, Credentials: []Credential{{File: harnessv1.CredentialFileCodexAuth, Value: []byte("{}")}}},
 		wantError: "cannot place credential file CodexAuth",
+	}, {
+		name:      "Anthropic's API and no credential",
+		in:        Input{Prompt: "p", Home: home},
+		wantError: "needs a credential",
 	}, {
 		name:      "a relative home",
 		in:        Input{Prompt: "p", Home: "home"},
