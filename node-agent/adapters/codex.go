@@ -122,6 +122,10 @@ func (c Codex) Prepare(in Input) (*Invocation, error) {
 		// Credentials live in the run's CODEX_HOME, never in the keyring
 		// of whoever runs the node-agent.
 		"cli_auth_credentials_store": "file",
+		// The model's key is Codex's, not the commands': Codex passes its
+		// whole environment to the commands it runs, where a command (or a
+		// prompt injection) could print the key.
+		"shell_environment_policy": map[string]any{"exclude": codexKeyEnv},
 	}
 	if in.Agent.ProviderURL != "" {
 		p := map[string]any{

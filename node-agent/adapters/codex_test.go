@@ -107,6 +107,9 @@ func TestCodexPrepareHTTP(t *testing.T) {
 			t.Errorf("config.toml %s = %v, want %v", keys, got, want)
 		}
 	}
+	if got := codexDig(cfg, "shell_environment_policy", "exclude"); !cmp.Equal(got, []any{"OPENAI_API_KEY", "CODEX_API_KEY"}) {
+		t.Errorf("shell_environment_policy.exclude %v, want the key variables kept from Codex's commands", got)
+	}
 	if got := codexDig(cfg, "mcp_servers", "harnessfacts", "enabled_tools"); !cmp.Equal(got, []any{"get_token"}) {
 		t.Errorf("enabled_tools %v", got)
 	}
