@@ -171,6 +171,7 @@ func (c Codex) Prepare(in Input) (*Invocation, error) {
 	if note != "" {
 		inv.Notes = append(inv.Notes, note)
 	}
+	inv.Notes = append(inv.Notes, CodexTurnsNote)
 	inv.Argv = []string{cmd, "exec", "--json", "--skip-git-repo-check", "--ephemeral", "--color", "never",
 		"-s", mode, "-m", model, "-C", in.Workspace}
 	inv.Argv = append(inv.Argv, in.Agent.ExtraArgs...)
@@ -209,6 +210,9 @@ const CodexSandboxNote = "Codex ran with -s danger-full-access inside the harnes
 	"(bwrap --disable-userns; every command would fail with \"Creating new namespace failed\"), and its legacy Landlock mode " +
 	"refuses to run without bwrap; the harness's sandbox is the boundary (read-only root, writable workspace, home and temp only, " +
 	"no network but the provider)"
+
+// CodexTurnsNote is what status.agent.notes says about limits.maxDecisions.
+const CodexTurnsNote = "Codex CLI has no turn limit: limits.maxDecisions bounds only its MCP calls; limits.episodeSeconds bounds the run"
 
 // codexSandbox is Codex's -s mode and the note status carries about it.
 //

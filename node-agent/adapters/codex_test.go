@@ -122,7 +122,7 @@ func TestCodexPrepareHTTP(t *testing.T) {
 	if len(inv.ProviderHosts) != 0 {
 		t.Errorf("provider hosts %v with a providerURL", inv.ProviderHosts)
 	}
-	if diff := cmp.Diff([]string{CodexSandboxNote}, inv.Notes); diff != "" {
+	if diff := cmp.Diff([]string{CodexSandboxNote, CodexTurnsNote}, inv.Notes); diff != "" {
 		t.Errorf("notes (-want +got):\n%s", diff)
 	}
 	if inv.MCPUnsupported {
