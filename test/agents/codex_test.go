@@ -86,8 +86,8 @@ func requireCodexHello(t *testing.T, o *Outcome, transport harnessv1.MCPTranspor
 	if ag.Turns != 1 || ag.ToolCalls != 3 || ag.PermissionDenials != 0 {
 		t.Errorf("turns %d tool calls %d denials %d, want 1, 3, 0", ag.Turns, ag.ToolCalls, ag.PermissionDenials)
 	}
-	if !slices.Contains(ag.Notes, adapters.CodexSandboxNote) {
-		t.Errorf("status.agent.notes %q lack the note that Codex's own sandbox was off", ag.Notes)
+	if !slices.Contains(ag.Notes, adapters.CodexSandboxNote) || !slices.Contains(ag.Notes, adapters.CodexTurnsNote) {
+		t.Errorf("status.agent.notes %q lack the notes that Codex's own sandbox was off and that it has no turn limit", ag.Notes)
 	}
 	var calls []string
 	for _, r := range o.Requests {
