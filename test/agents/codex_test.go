@@ -1,9 +1,7 @@
 package agents
 
 import (
-	"encoding/json"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -54,8 +52,6 @@ func TestCodexAuthFile(t *testing.T) {
 	RequireKeyArrived(t, o, codexFileKey)
 }
 
-var codexTokenRE = regexp.MustCompile(`^hft_[A-Za-z0-9_-]+\n$`)
-
 // requireCodexHello checks a passing hello run of Codex CLI: the greeting,
 // the token in token.txt (the token is not known in advance: token.txt's
 // stored content is a token, its digest is the status's, and Codex's own
@@ -70,8 +66,8 @@ func requireCodexHello(t *testing.T, o *Outcome, transport harnessv1.MCPTranspor
 	if rep := evidence.VerifyConfigMap(o.Evidence, nil, o.Run.Status.Evidence.Digest); !rep.OK() {
 		t.Errorf("evidence: %v", rep.Err())
 	}
-	token := codexEvidenceArtifact(t, o, "token.txt")
-	if !codexTokenRE.MatchString(token) {
+	token := evidenceArtifact(t, o, "token.txt")
+	if !mcpTokenRE.MatchString(token) {
 		t.Errorf("token.txt holds %q, want the MCP token alone on a line", token)
 	}
 	RequireArtifact(t, o, "token.txt", token)
@@ -103,27 +99,4 @@ func requireCodexHello(t *testing.T, o *Outcome, transport harnessv1.MCPTranspor
 	if strings.Join(calls, " ") != want {
 		t.Errorf("tools called %q, want %q:\n%s", strings.Join(calls, " "), want, requests(o))
 	}
-}
-
-// codexEvidenceArtifact is the stored content of the artifact at path, from
-// the evidence ConfigMap (key artifact-NN, NN its index in the receipt).
-func codexEvidenceArtifact(t *testing.T, o *Outcome, path string) string {
-	t.Helper()
-	var receipt struct {
-		Artifacts []struct {
-			Path string `json:"path"`
-		} `json:"artifacts"`
-	}
-	if err := json.Unmarshal([]byte(o.Evidence[evidence.ReceiptName]), &receipt); err != nil {
-		t.Fatalf("receipt: %v", err)
-	}
-	for i, a := range receipt.Artifacts {
-		if a.Path == path {
-			if v, ok := o.Evidence[fmt.Sprintf("artifact-%02d", i)]; ok {
-				return v
-			}
-		}
-	}
-	t.Fatalf("the evidence holds no artifact %s", path)
-	return ""
 }
