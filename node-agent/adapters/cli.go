@@ -40,8 +40,8 @@ func (c Config) command(name string) (string, error) {
 func (c Config) mounts(cmdPath string) (ro, path []string) {
 	dir := filepath.Dir(cmdPath)
 	ro = []string{filepath.Dir(dir)}
-	if real, err := filepath.EvalSymlinks(cmdPath); err == nil && !within(real, ro[0]) {
-		ro = append(ro, filepath.Dir(real))
+	if file, err := filepath.EvalSymlinks(cmdPath); err == nil && !within(file, ro[0]) {
+		ro = append(ro, filepath.Dir(file))
 	}
 	return ro, []string{dir}
 }

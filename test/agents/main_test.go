@@ -99,7 +99,7 @@ func run(m *testing.M) int {
 	build := exec.Command("go", "build", "-o", binary, "./cmd/harnessfacts")
 	build.Dir = testenv.RepoRoot()
 	if out, err := build.CombinedOutput(); err != nil {
-		return fail(fmt.Errorf("building harnessfacts: %v\n%s", err, out))
+		return fail(fmt.Errorf("building harnessfacts: %w\n%s", err, out))
 	}
 	runRoot = filepath.Join(tmp, "runs")
 	// Antigravity's CLI is not in the registries: a stand-in plays it.
@@ -113,7 +113,7 @@ func run(m *testing.M) int {
 	if err != nil {
 		return fail(err)
 	}
-	var plog io.Writer = io.Discard
+	plog := io.Discard
 	if os.Getenv("HARNESSFACTS_TEST_LOG") != "" {
 		plog = os.Stderr
 	}
