@@ -112,7 +112,7 @@ fuzz: ## A short run of each fuzz target (FUZZTIME each, default 15s).
 .PHONY: bench
 bench: deps ## Run the benchmarks (real API server, real bwrap); each reports against a baseline from the same run.
 	@assets=$$(hack/control-plane.sh); \
-	KUBEBUILDER_ASSETS=$$assets go test -run '^$$' -bench . -benchtime 1x ./controllers/ && \
+	KUBEBUILDER_ASSETS=$$assets go test -timeout 30m -run '^$$' -bench . -benchtime 1x ./controllers/ && \
 	go test -run '^$$' -bench BwrapOverhead -benchtime 200x ./sandbox/ && \
 	KUBEBUILDER_ASSETS=$$assets go test -run '^$$' -bench OutputPipeline -benchtime 2x ./node-agent/ && \
 	KUBEBUILDER_ASSETS=$$assets go test -run '^$$' -bench NodeAgentThroughput -benchtime 200x ./test/e2e/
