@@ -88,6 +88,11 @@ func (c Codex) Prepare(in Input) (*Invocation, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(in.Credentials) == 0 && in.Agent.ProviderURL == "" {
+		// Codex does not check before it starts: it would retry the OpenAI
+		// API until the run's deadline and fail there.
+		return nil, errors.New("the codex adapter needs a credential (OPENAI_API_KEY or CODEX_API_KEY by env, or the CodexAuth file) or spec.agent.providerURL")
+	}
 	inv := &Invocation{Files: map[string][]byte{}}
 	inv.ReadOnly, inv.PathDirs = c.cfg.mounts(cmd)
 

@@ -245,7 +245,8 @@ func TestCodexPrepareRefuses(t *testing.T) {
 	}{
 		"auth.json not JSON": {Config{CLIDir: dir}, []Credential{{File: harnessv1.CredentialFileCodexAuth, Value: []byte(codexSecret)}}, "not JSON"},
 		"another CLI's file": {Config{CLIDir: dir}, []Credential{{File: harnessv1.CredentialFileClaudeCredentials, Value: []byte("{}")}}, "cannot place credential file ClaudeCredentials"},
-		"not installed":      {Config{CLIDir: t.TempDir()}, nil, "codex is not installed"},
+		"not installed":      {Config{CLIDir: t.TempDir()}, []Credential{{Env: "OPENAI_API_KEY", Value: []byte("k")}}, "codex is not installed"},
+		"nothing to log in":  {Config{CLIDir: dir}, nil, "needs a credential"},
 	} {
 		_, err := NewCodex(tc.cfg).Prepare(Input{Agent: harnessv1.AgentSpec{Adapter: harnessv1.AdapterCodex}, Prompt: "p", Home: "/h", Credentials: tc.creds})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

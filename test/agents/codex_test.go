@@ -52,6 +52,19 @@ func TestCodexAuthFile(t *testing.T) {
 	RequireKeyArrived(t, o, codexFileKey)
 }
 
+// TestCodexWithoutCredentials: against a providerURL, Codex needs no key
+// (the no-credentials demo): its provider has no env_key and it sends none.
+func TestCodexWithoutCredentials(t *testing.T) {
+	o := Run(t, Case{Name: "codex-nocreds", Adapter: harnessv1.AdapterCodex, Fixture: "hello", Transport: harnessv1.MCPTransportHTTP})
+	requireCodexHello(t, o, harnessv1.MCPTransportHTTP, adapters.CodexDefaultModel)
+	RequireClean(t, o)
+	for _, r := range o.Requests {
+		if r.AuthHeader != "" {
+			t.Errorf("a request carried a credential in %s: %+v", r.AuthHeader, r)
+		}
+	}
+}
+
 // requireCodexHello checks a passing hello run of Codex CLI: the greeting,
 // the token in token.txt (the token is not known in advance: token.txt's
 // stored content is a token, its digest is the status's, and Codex's own
