@@ -71,9 +71,12 @@ need_node() {
   [ "$major" -ge 20 ] || die "Node.js $(node --version) is too old: Gemini CLI needs >= 20"
 }
 
+# python_for_aider prefers the system's interpreters: a venv links to its
+# interpreter, which bwrap, running as the agent's uid, must reach (a pyenv
+# under a private /root is not reachable).
 python_for_aider() {
   local c
-  for c in ${PYTHON:-python3.12 python3.11 python3.10 python3}; do
+  for c in ${PYTHON:-/usr/bin/python3.12 /usr/bin/python3.11 /usr/bin/python3.10 python3.12 python3.11 python3.10 python3}; do
     command -v "$c" >/dev/null 2>&1 || continue
     if "$c" -c 'import sys, venv; sys.exit(0 if (3, 10) <= sys.version_info[:2] <= (3, 12) else 1)' 2>/dev/null; then
       echo "$c"; return 0

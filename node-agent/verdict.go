@@ -182,12 +182,17 @@ func (e *RunExecutor) verdict(a *attempt, in verdictInput) *Result {
 		default:
 			st.Message = fmt.Sprintf("the agent exited with code %d", in.agent.ExitCode)
 		}
+	case in.inv != nil && in.inv.MCPUnsupported:
+		// Before the checks: a fixture that needs MCP fails its checks when
+		// the CLI has none, and the reason to read first is why.
+		st.Phase, st.Verdict, st.FailureClass = harnessv1.RunSucceeded, harnessv1.VerdictFail, harnessv1.FailureAgent
+		st.Reason, st.Message = harnessv1.ReasonMCPUnsupported, st.MCP.Message
+		if !allPassed {
+			st.Message += "; " + failedChecks(in.checks)
+		}
 	case !allPassed:
 		st.Phase, st.Verdict, st.FailureClass = harnessv1.RunSucceeded, harnessv1.VerdictFail, harnessv1.FailureCheck
 		st.Reason, st.Message = harnessv1.ReasonChecksFailed, failedChecks(in.checks)
-	case in.inv != nil && in.inv.MCPUnsupported:
-		st.Phase, st.Verdict, st.FailureClass = harnessv1.RunSucceeded, harnessv1.VerdictFail, harnessv1.FailureAgent
-		st.Reason, st.Message = harnessv1.ReasonMCPUnsupported, st.MCP.Message
 	case wantMCP && !in.tokenSeen:
 		st.Phase, st.Verdict, st.FailureClass = harnessv1.RunSucceeded, harnessv1.VerdictFail, harnessv1.FailureAgent
 		st.Reason, st.Message = harnessv1.ReasonTokenNotSeen, st.MCP.Message
