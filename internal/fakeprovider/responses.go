@@ -44,14 +44,14 @@ type responsesItem struct {
 	Type    string          `json:"type"`
 	Role    string          `json:"role"`
 	Content json.RawMessage `json:"content"`
-	CallID  string          `json:"call_id"`
 	Output  json.RawMessage `json:"output"`
 	// Tools are the tools a tool_search_output found, or those an
 	// additional_tools item adds.
 	Tools []responsesTool `json:"tools"`
 }
 
-// responsesShell is Codex's shell tool and the older names of it.
+// responsesShell is Codex's shell tool (exec_command {"cmd"}) and the
+// older ones (shell_command {"command": string}, shell {"command": argv}).
 var responsesShell = []string{"exec_command", "shell_command", "shell"}
 
 func serveResponses(x *exchange) {
@@ -95,7 +95,7 @@ func serveResponses(x *exchange) {
 	}
 	results := responsesResults(items)
 	var item map[string]any
-	if st, ok := mcpStepDeferred(x.script, results, offered, search); ok {
+	if st, ok := responsesDeferredMCP(x.script, results, offered, search); ok {
 		// Codex defers MCP tools behind tool_search: search for the tool
 		// first. Its output is no tool result of the script's, so the next
 		// request is at the same step, with the tool found.
@@ -131,10 +131,13 @@ func serveResponses(x *exchange) {
 		if a.Kind == ActWrite {
 			cmd = ShellWrite(a.Path, a.Content)
 		}
-		if shell == "shell" {
-			// The old shell tool takes an argv.
+		switch shell {
+		case "shell":
+			// The oldest shell tool takes an argv.
 			item = call(shell, map[string]any{"command": []string{"bash", "-lc", cmd}})
-		} else {
+		case "shell_command":
+			item = call(shell, map[string]any{"command": cmd})
+		default:
 			item = call(shell, map[string]any{"cmd": cmd})
 		}
 	case ActMCP:
@@ -152,9 +155,9 @@ func serveResponses(x *exchange) {
 	x.writeBody("text/event-stream", responsesStream(id, req.Model, item))
 }
 
-// mcpStepDeferred returns the script's next step when it calls an MCP tool
+// responsesDeferredMCP returns the script's next step when it calls an MCP tool
 // the request does not offer but could find with tool_search.
-func mcpStepDeferred(s *Script, results, offered []string, search bool) (*MCPStep, bool) {
+func responsesDeferredMCP(s *Script, results, offered []string, search bool) (*MCPStep, bool) {
 	i := len(results)
 	if !search || i >= len(s.Steps) || s.Steps[i].MCP == nil {
 		return nil, false
@@ -233,13 +236,13 @@ func responsesResults(items []responsesItem) []string {
 // responsesContextBlock reports whether a user message is context Codex
 // adds (its text starts with an XML-like tag) rather than the user's words.
 func responsesContextBlock(content json.RawMessage) bool {
-	text := contentText(content)
+	text := responsesContentText(content)
 	return strings.HasPrefix(strings.TrimSpace(text), "<")
 }
 
-// contentText joins the text of a message's content: a string or a list of
+// responsesContentText joins the text of a message's content: a string or a list of
 // parts with "text".
-func contentText(raw json.RawMessage) string {
+func responsesContentText(raw json.RawMessage) string {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
 		return s
@@ -265,7 +268,7 @@ func contentText(raw json.RawMessage) string {
 // for an MCP tool ("Wall time: ... seconds\nOutput:", then the tool's
 // parts); only what follows "Output:" is the tool's.
 func responsesOutputText(raw json.RawMessage) string {
-	text := contentText(raw)
+	text := responsesContentText(raw)
 	for _, h := range []string{"Chunk ID: ", "Wall time: "} {
 		if !strings.HasPrefix(text, h) {
 			continue

@@ -287,6 +287,21 @@ func TestResponsesWithoutToolsAnswers(t *testing.T) {
 	}
 }
 
+// TestResponsesOlderShellTools: models Codex drives with its older shell
+// tools get their argument shapes.
+func TestResponsesOlderShellTools(t *testing.T) {
+	_, url := responsesProvider(t)
+	want := ShellWrite("greeting.txt", "hello, harness\n")
+	r := responsesTurn(t, url, []any{map[string]any{"type": "function", "name": "shell_command"}}, responsesPrompt()...)
+	if r.Item["name"] != "shell_command" || responsesArgs(t, r.Item)["command"] != want {
+		t.Errorf("shell_command call %v, want command %q", r.Item, want)
+	}
+	r = responsesTurn(t, url, []any{map[string]any{"type": "function", "name": "shell"}}, responsesPrompt()...)
+	if got := responsesArgs(t, r.Item)["command"]; r.Item["name"] != "shell" || !cmp.Equal(got, []any{"bash", "-lc", want}) {
+		t.Errorf("shell call %v, want argv bash -lc %q", r.Item, want)
+	}
+}
+
 // TestResponsesWithoutStreamAnswersJSON: "stream": false gets the response
 // object.
 func TestResponsesWithoutStreamAnswersJSON(t *testing.T) {
