@@ -31,6 +31,7 @@ import (
 //     runs unattended with approval policy "never", where a tool that needs
 //     approval is refused;
 //   - no update check, no analytics, no plugins (each would phone home);
+//   - no hosted web search (the web reached from the provider's side);
 //   - credentials from a file, never the system keyring.
 //
 // Credentials: OPENAI_API_KEY or CODEX_API_KEY by env, or Codex's login file
@@ -127,6 +128,11 @@ func (c Codex) Prepare(in Input) (*Invocation, error) {
 		// Credentials live in the run's CODEX_HOME, never in the keyring
 		// of whoever runs the node-agent.
 		"cli_auth_credentials_store": "file",
+		// OpenAI's hosted web search would let the model read the web from
+		// the provider's side, past the run's egress policy. A run that
+		// wants it says so in extraArgs: -c web_search="live" (flags win
+		// over config.toml).
+		"web_search": "disabled",
 		// The model's key is Codex's, not the commands': Codex passes its
 		// whole environment to the commands it runs, where a command (or a
 		// prompt injection) could print the key.

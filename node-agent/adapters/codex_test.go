@@ -102,6 +102,7 @@ func TestCodexPrepareHTTP(t *testing.T) {
 		"analytics.enabled":           false,
 		"features.plugins":            false,
 		"cli_auth_credentials_store":  "file",
+		"web_search":                  "disabled",
 	} {
 		if got := codexDig(cfg, strings.Split(keys, ".")...); !cmp.Equal(got, want) {
 			t.Errorf("config.toml %s = %v, want %v", keys, got, want)
