@@ -99,6 +99,11 @@ func (a Aider) Prepare(in Input) (*Invocation, error) {
 			envs[c.Env] = string(c.Value)
 		}
 	}
+	if len(envs) == 0 && in.Agent.ProviderURL == "" {
+		// With no key Aider offers an OpenRouter login (a browser and a
+		// callback it would wait for until the deadline).
+		return nil, errors.New("the aider adapter needs OPENAI_API_KEY or ANTHROPIC_API_KEY (as env), or spec.agent.providerURL")
+	}
 	if in.MCP.Transport == harnessv1.MCPTransportHTTP || in.MCP.Transport == harnessv1.MCPTransportStdio {
 		inv.MCPUnsupported = true
 		inv.Notes = append(inv.Notes, fmt.Sprintf("%s: the run asked for MCP over %s, and Aider ran without the MCP server, so it could not call %s", AiderNoMCP, in.MCP.Transport, in.MCP.Tool))
@@ -186,11 +191,11 @@ func aiderHosts(model string, envs map[string]string) []string {
 // sandbox may hide it (a pyenv under /root, say); empty when it is the
 // system's (/usr) or unknown.
 func aiderPythonPrefix(cmd string) string {
-	real, err := filepath.EvalSymlinks(cmd)
+	resolved, err := filepath.EvalSymlinks(cmd)
 	if err != nil {
 		return ""
 	}
-	f, err := os.Open(filepath.Join(filepath.Dir(filepath.Dir(real)), "pyvenv.cfg"))
+	f, err := os.Open(filepath.Join(filepath.Dir(filepath.Dir(resolved)), "pyvenv.cfg"))
 	if err != nil {
 		return ""
 	}

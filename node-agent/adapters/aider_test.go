@@ -99,7 +99,7 @@ func TestAiderMCPIsUnsupported(t *testing.T) {
 			t.Errorf("%s: argv mentions MCP: %q", tr, inv.Argv)
 		}
 	}
-	inv, err := NewAider(cfg).Prepare(Input{Prompt: "p", Home: "/h", MCP: MCPEndpoint{Transport: harnessv1.MCPTransportNone}})
+	inv, err := NewAider(cfg).Prepare(Input{Prompt: "p", Home: "/h", Agent: harnessv1.AgentSpec{ProviderURL: "http://127.0.0.1:1"}, MCP: MCPEndpoint{Transport: harnessv1.MCPTransportNone}})
 	if err != nil || inv.MCPUnsupported {
 		t.Errorf("no MCP asked: %+v, %v", inv, err)
 	}
@@ -184,5 +184,12 @@ func TestAiderVersion(t *testing.T) {
 	cfg, _ := openCodeStubCLI(t, "aider", "aider 0.86.2")
 	if v, err := NewAider(cfg).Version(context.Background()); err != nil || v != "0.86.2" {
 		t.Errorf("version %q, %v", v, err)
+	}
+}
+
+func TestAiderNeedsAKeyOrAProviderURL(t *testing.T) {
+	cfg, _ := openCodeStubCLI(t, "aider", "aider 0.86.2")
+	if _, err := NewAider(cfg).Prepare(Input{Prompt: "p", Home: "/h"}); err == nil || !strings.Contains(err.Error(), "providerURL") {
+		t.Errorf("err %v", err)
 	}
 }

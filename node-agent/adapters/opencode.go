@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -109,6 +110,11 @@ func (o OpenCode) Prepare(in Input) (*Invocation, error) {
 		case c.Env != "":
 			envs = append(envs, c.Env)
 		}
+	}
+	if len(in.Credentials) == 0 && in.Agent.ProviderURL == "" {
+		// OpenCode would fall back to its own free models at opencode.ai,
+		// which is no provider the run named.
+		return nil, errors.New("the opencode adapter needs a credential (OpenCodeAuth, OPENAI_API_KEY, ANTHROPIC_API_KEY or GEMINI_API_KEY) or spec.agent.providerURL")
 	}
 	// The provider URL's key: a provider key variable first, else any
 	// variable the run delivers.

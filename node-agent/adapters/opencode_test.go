@@ -244,3 +244,14 @@ func TestOpenCodeActivity(t *testing.T) {
 		t.Errorf("activity (-want +got):\n%s", diff)
 	}
 }
+
+func TestOpenCodeNeedsACredentialOrAProviderURL(t *testing.T) {
+	cfg, _ := openCodeStubCLI(t, "opencode", "1.18.33")
+	if _, err := NewOpenCode(cfg).Prepare(Input{Prompt: "p", Home: "/h"}); err == nil || !strings.Contains(err.Error(), "providerURL") {
+		t.Errorf("err %v", err)
+	}
+	in := Input{Prompt: "p", Home: "/h", Credentials: []Credential{{File: harnessv1.CredentialFileOpenCodeAuth, Value: []byte("{}")}}}
+	if _, err := NewOpenCode(cfg).Prepare(in); err != nil {
+		t.Errorf("an auth.json alone: %v", err)
+	}
+}
