@@ -187,7 +187,9 @@ func runScaleSuite(tb testing.TB, agents, fixtures, repeats, parallelism, nodes,
 			tb.Fatal(err)
 		}
 	}
-	go func() { _ = watcher.Start(watchCtx) }()
+	watchDone := make(chan struct{})
+	go func() { defer close(watchDone); _ = watcher.Start(watchCtx) }()
+	defer func() { stopWatch(); <-watchDone }()
 	if !watcher.WaitForCacheSync(ctx) {
 		tb.Fatal("the scale test's informer did not sync")
 	}
