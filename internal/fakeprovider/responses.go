@@ -22,6 +22,10 @@ import (
 // step whatever the file held before (the hello fixture's greeting.txt
 // exists already, and an apply_patch update would need its old lines), so
 // the step count stays one tool result per step.
+//
+// Newer models (Codex's default gpt-6.x) run in "code mode" instead: their
+// one tool is exec, whose input is JavaScript calling the others (see
+// serveResponsesCodeMode).
 var responsesDialect = dialect{name: "responses", serve: serveResponses}
 
 // responsesRequest is the part of a Responses request the dialect reads.
@@ -70,17 +74,26 @@ func serveResponses(x *exchange) {
 	names := map[string][2]string{}
 	var offered []string
 	search := false
+	custom := map[string]bool{}
 	add := func(tools []responsesTool) {
 		for _, t := range tools {
 			switch t.Type {
 			case "function", "custom":
 				offered = append(offered, t.Name)
 				names[t.Name] = [2]string{"", t.Name}
+				custom[t.Name] = t.Type == "custom"
 			case "namespace":
 				for _, f := range t.Tools {
 					n := t.Name + "__" + f.Name
+					if t.Name == "functions" {
+						// The model's own namespace: plain names.
+						n = f.Name
+						names[n] = [2]string{"", f.Name}
+					} else {
+						names[n] = [2]string{t.Name, f.Name}
+					}
 					offered = append(offered, n)
-					names[n] = [2]string{t.Name, f.Name}
+					custom[n] = f.Type == "custom"
 				}
 			case "tool_search":
 				search = true
@@ -104,6 +117,10 @@ func serveResponses(x *exchange) {
 		item = map[string]any{"type": "tool_search_call", "call_id": fmt.Sprintf("call_hf_search_%d", len(results)),
 			"execution": "client", "status": "completed", "arguments": map[string]any{"query": st.Server + " " + st.Tool, "limit": 8}}
 		x.writeBody("text/event-stream", responsesStream(fmt.Sprintf("resp_hf_search_%d", len(results)), req.Model, item))
+		return
+	}
+	if _, ok := Find(offered, responsesShell...); !ok && names["exec"] == [2]string{"", "exec"} && custom["exec"] {
+		serveResponsesCodeMode(x, &req, offered, results)
 		return
 	}
 	a := x.next(Turn{Tools: offered, Results: results})
@@ -266,10 +283,12 @@ func responsesContentText(raw json.RawMessage) string {
 // exec_command ("Chunk ID: ...\nWall time: ...\nProcess exited with code
 // 0\nOriginal token count: 0\nOutput:\n" + output) and as a part of its own
 // for an MCP tool ("Wall time: ... seconds\nOutput:", then the tool's
-// parts); only what follows "Output:" is the tool's.
+// parts) and for code mode's exec ("Script completed\nWall time ...
+// seconds\nOutput:\n", then what the script passed to text()); only what
+// follows "Output:" is the tool's.
 func responsesOutputText(raw json.RawMessage) string {
 	text := responsesContentText(raw)
-	for _, h := range []string{"Chunk ID: ", "Wall time: "} {
+	for _, h := range []string{"Chunk ID: ", "Wall time: ", "Script "} {
 		if !strings.HasPrefix(text, h) {
 			continue
 		}
@@ -278,4 +297,39 @@ func responsesOutputText(raw json.RawMessage) string {
 		}
 	}
 	return text
+}
+
+// serveResponsesCodeMode answers a model Codex drives in "code mode"
+// (gpt-6.x): its one tool is exec, a custom tool whose input is JavaScript
+// that calls the other tools as tools.NAME(args); every MCP tool is there as
+// tools.mcp__SERVER__TOOL.
+func serveResponsesCodeMode(x *exchange, req *responsesRequest, offered, results []string) {
+	tools := append([]string{"exec_command"}, offered...)
+	for _, st := range x.script.Steps {
+		if st.MCP != nil {
+			tools = append(tools, "mcp__"+st.MCP.Server+"__"+st.MCP.Tool)
+		}
+	}
+	a := x.next(Turn{Tools: tools, Results: results})
+	var js string
+	switch a.Kind {
+	case ActWrite, ActShell:
+		cmd := a.Command
+		if a.Kind == ActWrite {
+			cmd = ShellWrite(a.Path, a.Content)
+		}
+		b, _ := json.Marshal(map[string]any{"cmd": cmd})
+		js = "const r = await tools.exec_command(" + string(b) + ");\ntext(r.output);\n"
+		x.rec.Tool = "exec:exec_command"
+	case ActMCP:
+		b, _ := json.Marshal(a.Arguments)
+		js = "const r = await tools." + a.Tool + "(" + string(b) + ");\ntext(r.content.map((c) => c.text).join(\"\"));\n"
+		x.rec.Tool = "exec:" + a.Tool
+	}
+	item := responsesText(a.Step, a.Text)
+	if js != "" {
+		item = map[string]any{"type": "custom_tool_call", "id": fmt.Sprintf("ctc_hf_%d", a.Step), "call_id": fmt.Sprintf("call_hf_%d", a.Step),
+			"name": "exec", "input": js, "status": "completed"}
+	}
+	x.writeBody("text/event-stream", responsesStream(fmt.Sprintf("resp_hf_%d", a.Step), req.Model, item))
 }

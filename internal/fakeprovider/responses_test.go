@@ -241,6 +241,64 @@ func TestResponsesDrivesCodexThroughTheHelloScript(t *testing.T) {
 	}
 }
 
+// responsesCodeModeTools is what Codex 0.171.0 gives gpt-6.2-sol (its
+// default model): no tools, and an additional_tools item whose "functions"
+// namespace holds exec, a custom tool taking JavaScript.
+var responsesCodeModeTools = map[string]any{"type": "additional_tools", "role": "developer", "tools": []any{
+	map[string]any{"type": "namespace", "name": "functions", "tools": []any{
+		map[string]any{"type": "custom", "name": "exec", "format": map[string]any{"type": "grammar", "syntax": "lark"}},
+		map[string]any{"type": "function", "name": "wait"}}},
+	map[string]any{"type": "namespace", "name": "collaboration", "tools": []any{
+		map[string]any{"type": "function", "name": "spawn_agent"}}},
+}}
+
+// TestResponsesCodeMode plays the hello script with a code-mode model: each
+// step is one exec call whose script calls the tool, and exec's output
+// comes back as a custom_tool_call_output with a header.
+func TestResponsesCodeMode(t *testing.T) {
+	p, url := responsesProvider(t)
+	conv := append([]any{responsesCodeModeTools}, responsesPrompt()...)
+	exec := func(r responsesReply) string {
+		t.Helper()
+		if r.Item["type"] != "custom_tool_call" || r.Item["name"] != "exec" || r.Item["call_id"] == "" {
+			t.Fatalf("reply %v, want a custom exec call", r.Item)
+		}
+		return r.Item["input"].(string)
+	}
+	output := func(id string, parts ...string) map[string]any {
+		var out []any
+		for _, p := range parts {
+			out = append(out, map[string]any{"type": "input_text", "text": p})
+		}
+		return map[string]any{"type": "custom_tool_call_output", "call_id": id, "output": out}
+	}
+	cmd, _ := json.Marshal(map[string]any{"cmd": ShellWrite("greeting.txt", "hello, harness\n")})
+	if js := exec(responsesTurn(t, url, nil, conv...)); js != "const r = await tools.exec_command("+string(cmd)+");\ntext(r.output);\n" {
+		t.Errorf("write: %q", js)
+	}
+	conv = append(conv, output("call_hf_0", "Script completed\nWall time 0.1 seconds\nOutput:\n"))
+	if js := exec(responsesTurn(t, url, nil, conv...)); !strings.HasPrefix(js, "const r = await tools.mcp__harnessfacts__get_token({});") {
+		t.Errorf("get_token: %q", js)
+	}
+	conv = append(conv, output("call_hf_1", "Script completed\nWall time 0.1 seconds\nOutput:\n", "hft_abc123"))
+	cmd, _ = json.Marshal(map[string]any{"cmd": ShellWrite("token.txt", "hft_abc123\n")})
+	if js := exec(responsesTurn(t, url, nil, conv...)); !strings.Contains(js, string(cmd)) {
+		t.Errorf("token write: %q, want the bare token written", js)
+	}
+	conv = append(conv, output("call_hf_2", "Script completed\nWall time 0.1 seconds\nOutput:\n"))
+	if r := responsesTurn(t, url, nil, conv...); r.Item["type"] != "message" {
+		t.Errorf("last reply %v, want the answer", r.Item)
+	}
+	var got []string
+	for _, rec := range p.Requests() {
+		got = append(got, string(rec.Action)+":"+rec.Tool)
+	}
+	want := []string{"write:exec:exec_command", "mcp:exec:mcp__harnessfacts__get_token", "write:exec:exec_command", "answer:"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("recorded actions (-want +got):\n%s", diff)
+	}
+}
+
 // TestResponsesCallsAnOfferedNamespaceDirectly: a model without
 // tool_search gets the MCP namespace among its tools.
 func TestResponsesCallsAnOfferedNamespaceDirectly(t *testing.T) {
@@ -347,6 +405,7 @@ func TestResponsesOutputText(t *testing.T) {
 	for name, tc := range map[string]struct{ raw, want string }{
 		"shell":       {`"Chunk ID: 1\nWall time: 0.1 seconds\nProcess exited with code 0\nOriginal token count: 3\nOutput:\nhft_x\n"`, "hft_x\n"},
 		"shell empty": {`"Chunk ID: 1\nWall time: 0 seconds\nProcess exited with code 0\nOutput:\n"`, ""},
+		"code mode":   {`[{"type":"input_text","text":"Script completed\nWall time 0.1 seconds\nOutput:\n"},{"type":"input_text","text":"hft_z"}]`, "hft_z"},
 		"mcp parts":   {`[{"type":"input_text","text":"Wall time: 0.0048 seconds\nOutput:"},{"type":"input_text","text":"hft_y"}]`, "hft_y"},
 		"plain":       {`"just text"`, "just text"},
 		"parts":       {`[{"type":"input_text","text":"a"},{"type":"input_text","text":"b"}]`, "ab"},

@@ -66,10 +66,9 @@ func (c Codex) Version(ctx context.Context) (string, error) {
 
 const (
 	// CodexDefaultModel is the model a run gets when spec.agent.model is
-	// empty: one Codex knows (so it warns of no missing metadata) and
-	// drives with plain function tools (exec_command, apply_patch, MCP
-	// tools), unlike the newer models' JavaScript "code mode".
-	CodexDefaultModel = "gpt-5.5"
+	// empty: Codex 0.171.0's own default, named so that the command line
+	// (and the evidence) says which model ran. Re-check on a version bump.
+	CodexDefaultModel = "gpt-6.2-sol"
 	// codexHome is CODEX_HOME, relative to the run's home. It must not lie
 	// under TMPDIR: Codex refuses to start its sandbox helper from there.
 	codexHome = ".codex"

@@ -19,9 +19,10 @@ const (
 	codexAltKey  = "sk-hf-planted-codex-alt-4b7e0f93c158"
 )
 
-// TestCodexHTTP: Codex CLI edits greeting.txt, finds get_token with its
-// tool_search, calls it over streamable HTTP and writes the token into
-// token.txt, in bwrap, offline; the key comes from OPENAI_API_KEY.
+// TestCodexHTTP: Codex CLI edits greeting.txt, calls get_token over
+// streamable HTTP and writes the token into token.txt, in bwrap, offline;
+// the default model, so in code mode (each call a JavaScript exec); the key
+// comes from OPENAI_API_KEY.
 func TestCodexHTTP(t *testing.T) {
 	o := Run(t, Case{Name: "codex-http", Adapter: harnessv1.AdapterCodex, Fixture: "hello",
 		Transport: harnessv1.MCPTransportHTTP, Creds: []Cred{{Env: "OPENAI_API_KEY", Value: codexKey}}})
@@ -31,7 +32,8 @@ func TestCodexHTTP(t *testing.T) {
 }
 
 // TestCodexStdio: the same with the MCP server on the CLI's stdio, a model
-// named in spec.agent.model and the key in CODEX_API_KEY.
+// named in spec.agent.model that Codex drives with function tools (MCP tools
+// found through tool_search) and the key in CODEX_API_KEY.
 func TestCodexStdio(t *testing.T) {
 	o := Run(t, Case{Name: "codex-stdio", Adapter: harnessv1.AdapterCodex, Fixture: "hello",
 		Transport: harnessv1.MCPTransportStdio, Model: "gpt-5.5",
@@ -108,7 +110,10 @@ func requireCodexHello(t *testing.T, o *Outcome, transport harnessv1.MCPTranspor
 		}
 		calls = append(calls, r.Tool)
 	}
-	want := "exec_command tool_search mcp__harnessfacts__get_token exec_command "
+	want := "exec:exec_command exec:mcp__harnessfacts__get_token exec:exec_command "
+	if model == "gpt-5.5" {
+		want = "exec_command tool_search mcp__harnessfacts__get_token exec_command "
+	}
 	if strings.Join(calls, " ") != want {
 		t.Errorf("tools called %q, want %q:\n%s", strings.Join(calls, " "), want, requests(o))
 	}
