@@ -473,8 +473,8 @@ func TestCRDValues(t *testing.T) {
 	}
 	m := mustRender(t, "harnessfacts", ns, "crds: {keep: false}")
 	crds := m.only("CustomResourceDefinition")
-	if len(crds) != 2 {
-		t.Fatalf("want the two CRDs, got %v", crds.ids())
+	if len(crds) != 3 {
+		t.Fatalf("want the three CRDs, got %v", crds.ids())
 	}
 	for _, c := range crds {
 		if _, ok := c.GetAnnotations()["helm.sh/resource-policy"]; ok {
