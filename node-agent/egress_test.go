@@ -114,3 +114,14 @@ func TestNetworkStatusRedactsDeniedHosts(t *testing.T) {
 		t.Errorf("without a proxy: %+v %+v", n, w)
 	}
 }
+
+// TestExecutorRefusesARunRootTooLongForSockets: a run root whose run dirs
+// could not hold the runs' unix sockets is refused at start, with the
+// longest root that works, not at every run.
+func TestExecutorRefusesARunRootTooLongForSockets(t *testing.T) {
+	root := filepath.Join("/", strings.Repeat("r", 60))
+	_, err := NewExecutor(ExecutorOptions{Sources: LocalSources{}, RunRoot: root})
+	if err == nil || !strings.Contains(err.Error(), "too long") || !strings.Contains(err.Error(), "at most 41 characters") {
+		t.Fatalf("got %v, want a refusal naming the longest root that works", err)
+	}
+}

@@ -38,6 +38,14 @@ const SandboxMCPPort = 7700
 // sandbox-init exposes the run's egress proxy (egress ProviderOnly).
 const SandboxEgressPort = 7701
 
+// maxSocketPath is the longest path a unix socket may have (sun_path is
+// 108 bytes with its terminating NUL); longestSocket is the longest socket
+// path below a run dir.
+const (
+	maxSocketPath = 107
+	longestSocket = "/sockets/mcp-stdio.sock"
+)
+
 // DefaultPath is the PATH of sandboxed commands unless configured.
 const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -92,6 +100,12 @@ func NewExecutor(opts ExecutorOptions) (*RunExecutor, error) {
 		return nil, err
 	}
 	opts.RunRoot = root
+	// The run's unix sockets (MCP, egress proxy, provider bridge) live in
+	// its run dir: a root too long for them would fail every run.
+	if n := len(root) + 1 + fixture.MaxRunDirNameLen + len(longestSocket); n > maxSocketPath {
+		return nil, fmt.Errorf("executor: the run root %s is too long: the runs' unix sockets would have paths of up to %d bytes, over the kernel's %d; choose a root of at most %d characters",
+			root, n, maxSocketPath, maxSocketPath-(n-len(root)))
+	}
 	if opts.Path == "" {
 		opts.Path = DefaultPath
 	}

@@ -85,7 +85,7 @@ func run(m *testing.M) int {
 	}
 	registry = adapters.New(adapters.Config{CLIDir: cliDir})
 
-	tmp, err := os.MkdirTemp("", "harnessfacts-agents-")
+	tmp, err := os.MkdirTemp("", "hf-agents-")
 	if err != nil {
 		return fail(err)
 	}
@@ -472,7 +472,7 @@ func fixtureConfigMap(t *testing.T, ns, name, dir string) {
 			return err
 		}
 		rel, _ := filepath.Rel(dir, p)
-		if rel == "kustomization.yaml" || rel == "run.yaml" {
+		if rel == "kustomization.yaml" || rel == "run.yaml" || rel == "provider-script.yaml" {
 			return nil
 		}
 		key, err := fixture.PathToKey(filepath.ToSlash(rel))

@@ -169,7 +169,7 @@ func fixtureConfigMap(t *testing.T, ns, name, dir string) {
 			return err
 		}
 		rel, _ := filepath.Rel(dir, p)
-		if rel == "kustomization.yaml" || rel == "run.yaml" {
+		if rel == "kustomization.yaml" || rel == "run.yaml" || rel == "provider-script.yaml" {
 			return nil
 		}
 		key, err := fixture.PathToKey(filepath.ToSlash(rel))
