@@ -341,7 +341,13 @@ func TestLocalRunWithoutACluster(t *testing.T) {
 }
 
 func TestLocalRunRefusesAnUnreachableRunRoot(t *testing.T) {
-	closed := t.TempDir() // 0700: the agent's user cannot pass through
+	// 0700: the agent's user cannot pass through (short: t.TempDir's paths
+	// are too long for a run root's unix sockets).
+	closed, err := os.MkdirTemp("", "hf-closed-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(closed) })
 	out, err := exec.Command(binary, "run", "-f", filepath.Join(testenv.RepoRoot(), "fixtures", "hello", "run.yaml"),
 		"--run-root", filepath.Join(closed, "runs")).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "is not reachable by uid 65534") || !strings.Contains(string(out), "chmod o+x") {

@@ -148,7 +148,7 @@ func sampleUnderChartRBAC(t *testing.T, release, values string) {
 
 	// The binary, where the agent's unprivileged uid can execute it (the
 	// node-agent runs `harnessfacts sandbox-init` inside the sandbox).
-	dir, err := os.MkdirTemp("", "harnessfacts-rbacrun-")
+	dir, err := os.MkdirTemp("", "hf-rbacrun-")
 	if err != nil {
 		t.Fatal(err)
 	}
