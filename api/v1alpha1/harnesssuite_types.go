@@ -32,7 +32,11 @@ const (
 )
 
 // HarnessSuiteSpec is a matrix of agents × fixtures × repeats and how to run it.
+// A round runs one matrix: agents, fixtures, repeats and template change only
+// together with revision (which starts a new round); parallelism and suspend
+// change at any time.
 //
+// +kubebuilder:validation:XValidation:rule="(has(self.revision) != has(oldSelf.revision) || (has(self.revision) && string(self.revision) != string(oldSelf.revision))) || (self.agents == oldSelf.agents && self.fixtures == oldSelf.fixtures && self.repeats == oldSelf.repeats && has(self.template) == has(oldSelf.template) && (!has(self.template) || self.template == oldSelf.template))",message="spec.agents, spec.fixtures, spec.repeats and spec.template change only together with spec.revision: a round runs one matrix (change spec.revision too, which starts a new round)"
 // +kubebuilder:validation:XValidation:rule="size(self.agents) * (has(self.fixtures.names) ? size(self.fixtures.names) : 1) * self.repeats <= 100000",message="a round may have at most 100000 runs (agents × fixtures × repeats)"
 type HarnessSuiteSpec struct {
 	// agents are the agents to compare; each is a row of the matrix, named

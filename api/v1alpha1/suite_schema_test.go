@@ -156,3 +156,47 @@ func TestSuiteDefaults(t *testing.T) {
 		t.Errorf("revision %q, want 7", got.Spec.Revision.String())
 	}
 }
+
+// TestSuiteMatrixChangesWithTheRevision: a round runs one matrix, so the
+// agents, fixtures, repeats and template change only with the revision;
+// parallelism and suspend change freely.
+func TestSuiteMatrixChangesWithTheRevision(t *testing.T) {
+	ctx := context.Background()
+	obj := suite(t, "one-matrix", func(o map[string]any) { set(o, "spec.revision", "a") })
+	if err := k8s.Create(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(ctx, obj) })
+	update := func(edit func(o map[string]any)) error {
+		cur := &unstructured.Unstructured{}
+		cur.SetGroupVersionKind(obj.GroupVersionKind())
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(obj), cur); err != nil {
+			t.Fatal(err)
+		}
+		edit(cur.Object)
+		return k8s.Update(ctx, cur)
+	}
+	const msg = "spec.agents, spec.fixtures, spec.repeats and spec.template change only together with spec.revision"
+	for name, edit := range map[string]func(map[string]any){
+		"agents":   func(o map[string]any) { set(o, "spec.agents", []any{map[string]any{"name": "x", "agent": map[string]any{"adapter": "gemini"}}}) },
+		"fixtures": func(o map[string]any) { set(o, "spec.fixtures.selector.matchLabels.suite", "other") },
+		"repeats":  func(o map[string]any) { set(o, "spec.repeats", int64(9)) },
+		"template": func(o map[string]any) { set(o, "spec.template.retries", int64(2)) },
+	} {
+		if err := update(edit); err == nil || !strings.Contains(err.Error(), msg) {
+			t.Errorf("changing %s alone: error %v, want %q", name, err, msg)
+		}
+	}
+	for name, edit := range map[string]func(map[string]any){
+		"parallelism and suspend": func(o map[string]any) { set(o, "spec.parallelism", int64(3)); set(o, "spec.suspend", true) },
+		"agents with the revision": func(o map[string]any) {
+			set(o, "spec.revision", "b")
+			set(o, "spec.agents", []any{map[string]any{"name": "x", "agent": map[string]any{"adapter": "gemini"}}})
+		},
+		"repeats with a numeric revision": func(o map[string]any) { set(o, "spec.revision", int64(3)); set(o, "spec.repeats", int64(2)) },
+	} {
+		if err := update(edit); err != nil {
+			t.Errorf("changing %s: %v", name, err)
+		}
+	}
+}
