@@ -178,7 +178,9 @@ func TestSuiteMatrixChangesWithTheRevision(t *testing.T) {
 	}
 	const msg = "spec.agents, spec.fixtures, spec.repeats and spec.template change only together with spec.revision"
 	for name, edit := range map[string]func(map[string]any){
-		"agents":   func(o map[string]any) { set(o, "spec.agents", []any{map[string]any{"name": "x", "agent": map[string]any{"adapter": "gemini"}}}) },
+		"agents": func(o map[string]any) {
+			set(o, "spec.agents", []any{map[string]any{"name": "x", "agent": map[string]any{"adapter": "gemini"}}})
+		},
 		"fixtures": func(o map[string]any) { set(o, "spec.fixtures.selector.matchLabels.suite", "other") },
 		"repeats":  func(o map[string]any) { set(o, "spec.repeats", int64(9)) },
 		"template": func(o map[string]any) { set(o, "spec.template.retries", int64(2)) },
