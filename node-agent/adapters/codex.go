@@ -16,7 +16,8 @@ import (
 
 // Codex runs Codex CLI (npm @openai/codex) unattended:
 //
-//	codex exec --json --skip-git-repo-check --ephemeral -s MODE [-m MODEL] [extraArgs] -- PROMPT
+//	codex exec --json --skip-git-repo-check --ephemeral --color never \
+//	  -s danger-full-access -m MODEL -C WORKSPACE [extraArgs] -- PROMPT
 //
 // with stdin closed (sandbox-init gives the agent /dev/null; with an open
 // stdin `codex exec` waits for more prompt). Everything Codex keeps goes to
@@ -32,7 +33,8 @@ import (
 //     approval is refused;
 //   - no update check, no analytics, no plugins (each would phone home);
 //   - no hosted web search (the web reached from the provider's side);
-//   - credentials from a file, never the system keyring.
+//   - credentials from a file, never the system keyring, and the key
+//     variables kept from the commands Codex runs.
 //
 // Credentials: OPENAI_API_KEY or CODEX_API_KEY by env, or Codex's login file
 // (CodexAuth), copied as CODEX_HOME/auth.json and nothing else of a user's
