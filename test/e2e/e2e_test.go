@@ -34,6 +34,7 @@ import (
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/controllers"
 	"github.com/harnessfacts/harnessfacts/internal/testenv"
+	hftesting "github.com/harnessfacts/harnessfacts/internal/testing"
 	nodeagent "github.com/harnessfacts/harnessfacts/node-agent"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
@@ -163,27 +164,10 @@ func startStack(ctx context.Context) (func(), error) {
 // make from a fixture folder.
 func fixtureConfigMap(t *testing.T, ns, name, dir string) {
 	t.Helper()
-	data := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		if rel == "kustomization.yaml" || rel == "run.yaml" || rel == "provider-script.yaml" {
-			return nil
-		}
-		key, err := fixture.PathToKey(filepath.ToSlash(rel))
-		if err != nil {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		data[key] = string(b)
-		return err
-	})
+	cm, err := hftesting.FixtureConfigMap(ns, name, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: data}
 	if err := k8s.Create(context.Background(), cm); err != nil {
 		t.Fatal(err)
 	}
