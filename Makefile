@@ -110,7 +110,7 @@ fuzz: ## A short run of each fuzz target (FUZZTIME each, default 15s).
 	go test -run '^$$' -fuzz '^FuzzRedact$$' -fuzztime $(FUZZTIME) ./node-agent/redact
 
 .PHONY: bench
-bench: deps ## Run the benchmarks (real API server, real bwrap); each reports against a baseline from the same run.
+bench: deps ## Run the benchmarks (real API server, real bwrap); each but BenchmarkSuite2000 reports against a baseline from the same run.
 	@assets=$$(hack/control-plane.sh); \
 	KUBEBUILDER_ASSETS=$$assets go test -timeout 30m -run '^$$' -bench . -benchtime 1x ./controllers/ && \
 	go test -run '^$$' -bench BwrapOverhead -benchtime 200x ./sandbox/ && \
