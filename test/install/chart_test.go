@@ -268,10 +268,18 @@ func TestDefaults(t *testing.T) {
 		if !strings.HasPrefix(envValue(c, "PATH"), "/opt/harnessfacts/agents/bin:") {
 			t.Errorf("PATH = %q, want the agent CLIs first", envValue(c, "PATH"))
 		}
-		for _, arg := range []string{"node-agent", "--slots=2", "--run-root=/var/lib/harnessfacts/runs"} {
+		for _, arg := range []string{"node-agent", "--slots=2", "--run-root=/var/lib/harnessfacts/runs", "--cgroup-mount=/run/harnessfacts/cgroup"} {
 			if !slices.Contains(c.Args, arg) {
 				t.Errorf("node-agent args %q lack %q", c.Args, arg)
 			}
+		}
+		// The read-only root file system has a writable place for the
+		// cgroup2 the node-agent mounts on cgroup v2 nodes.
+		if v := volume(t, spec, "cgroup-mount"); v.EmptyDir == nil {
+			t.Errorf("cgroup-mount volume = %+v, want an emptyDir", v.VolumeSource)
+		}
+		if mp := mountPath(t, c, "cgroup-mount"); mp.MountPath != "/run/harnessfacts/cgroup" || mp.ReadOnly {
+			t.Errorf("cgroup-mount is mounted at %s (read-only %v), want /run/harnessfacts/cgroup, writable", mp.MountPath, mp.ReadOnly)
 		}
 		runs := volume(t, spec, "run-root")
 		if runs.HostPath == nil || runs.HostPath.Path != "/var/lib/harnessfacts/runs" || runs.HostPath.Type == nil || *runs.HostPath.Type != corev1.HostPathDirectoryOrCreate {
