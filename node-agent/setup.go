@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -84,15 +85,27 @@ func Setup(ctx context.Context, mgr manager.Manager, opts SetupOptions) (*Agent,
 			logger.Info("sandbox mode unavailable", "mode", av.Mode, "reason", av.Reason)
 		}
 	}
-	var found []harnessv1.AdapterInfo
+	// Each CLI is asked its version at once (a Node.js or Python CLI takes
+	// seconds to start); the executor keeps the answers for the receipts.
+	var (
+		found []harnessv1.AdapterInfo
+		mu    sync.Mutex
+		wg    sync.WaitGroup
+	)
 	for name, a := range opts.Adapters {
-		v, err := a.Version(ctx)
-		if err != nil {
-			logger.Info("adapter not available on this node", "adapter", name, "reason", err.Error())
-			continue
-		}
-		found = append(found, harnessv1.AdapterInfo{Name: name, Version: truncate(v, 128)})
+		wg.Go(func() {
+			v, err := a.Version(ctx)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				logger.Info("adapter not available on this node", "adapter", name, "reason", err.Error())
+				return
+			}
+			exec.versions.Store(name, v)
+			found = append(found, harnessv1.AdapterInfo{Name: name, Version: truncate(v, 128)})
+		})
 	}
+	wg.Wait()
 	sort.Slice(found, func(i, j int) bool { return found[i].Name < found[j].Name })
 
 	return New(mgr, Options{
