@@ -30,6 +30,12 @@ type Options struct {
 	// agent at episodeSeconds and needs some time to collect and report.
 	DeadlineGrace time.Duration
 
+	// ClaimTimeout is how long a run may stay Scheduled on a node whose
+	// node-agent is alive before the controller takes the attempt back (an
+	// infrastructure failure, retried like a lost node): a node-agent claims
+	// a run it can start within moments of its binding.
+	ClaimTimeout time.Duration
+
 	// DefaultLeaseDuration is how long a node Lease stays fresh when it does
 	// not say (spec.leaseDurationSeconds unset).
 	DefaultLeaseDuration time.Duration
@@ -52,6 +58,9 @@ type Options struct {
 func (o Options) Default() Options {
 	if o.DeadlineGrace <= 0 {
 		o.DeadlineGrace = 30 * time.Second
+	}
+	if o.ClaimTimeout <= 0 {
+		o.ClaimTimeout = 2 * time.Minute
 	}
 	if o.DefaultLeaseDuration <= 0 {
 		o.DefaultLeaseDuration = 40 * time.Second

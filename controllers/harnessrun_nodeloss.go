@@ -92,13 +92,25 @@ func readNodeHealth(ctx context.Context, c client.Reader, name string, now time.
 }
 
 // infrastructureFailure says whether the run's attempt was lost to the
-// infrastructure: its node lost, or its node-agent restarted (the node-agent
+// infrastructure: its node lost, its node-agent restarted (the node-agent
 // then marks the run Ready=False, reason NodeAgentRestarted, and leaves the
-// decision to retry to the controller).
-func (r *HarnessRunReconciler) infrastructureFailure(ctx context.Context, run *harnessv1.HarnessRun) (reason, message string) {
+// decision to retry to the controller), or its node-agent, alive, did not
+// claim it within ClaimTimeout of its binding (then p is asked back at that
+// moment).
+func (r *HarnessRunReconciler) infrastructureFailure(ctx context.Context, p *pass) (reason, message string) {
+	run := p.run
 	node := run.Status.NodeName
 	if h := r.nodeHealthOf(ctx, node); h.lost {
 		return harnessv1.ReasonNodeLost, fmt.Sprintf("node %s was lost: %s", node, h.why)
+	}
+	if run.Status.Phase == harnessv1.RunScheduled && run.Status.ScheduledTime != nil {
+		claimBy := run.Status.ScheduledTime.Add(r.opts.ClaimTimeout)
+		if left := claimBy.Sub(p.now.Time); left > 0 {
+			p.requeue(left)
+		} else {
+			return harnessv1.ReasonClaimTimeout, fmt.Sprintf("the node-agent on %s did not claim the run within %s of its binding at %s",
+				node, r.opts.ClaimTimeout, run.Status.ScheduledTime.UTC().Format(time.RFC3339))
+		}
 	}
 	if run.Status.Phase == harnessv1.RunRunning {
 		if c := meta.FindStatusCondition(run.Status.Conditions, harnessv1.ConditionReady); c != nil &&
@@ -118,7 +130,7 @@ func (r *HarnessRunReconciler) reconcileNodeLoss(ctx context.Context, p *pass) e
 	if run.Status.NodeName == "" || (run.Status.Phase != harnessv1.RunScheduled && run.Status.Phase != harnessv1.RunRunning) {
 		return nil
 	}
-	reason, msg := r.infrastructureFailure(ctx, run)
+	reason, msg := r.infrastructureFailure(ctx, p)
 	if reason == "" {
 		return nil
 	}

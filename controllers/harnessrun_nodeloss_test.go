@@ -139,3 +139,27 @@ func TestNodeAgentRestartIsRetried(t *testing.T) {
 			run.Status.Reason, run.Status.FailureClass, run.Status.Attempt)
 	}
 }
+
+// TestClaimTimeoutRetriesThenFails: a live node-agent that never claims its
+// run does not keep it Scheduled forever: after the claim timeout the
+// attempt is taken back and retried, and the last attempt fails with reason
+// ClaimTimeout.
+func TestClaimTimeoutRetriesThenFails(t *testing.T) {
+	ns := newNamespace(t)
+	startNode(t, ns, fakenode.Options{Name: "sleepy", Slots: 1, Adapters: codexOnly, NoClaim: true})
+	startController(t, ns, controllers.Options{ClaimTimeout: 2 * time.Second}, nil)
+	create(t, hftesting.MakeHarnessRun("unclaimed", ns).Retries(1).Obj())
+	run := waitRun(t, ns, "unclaimed", wait, "Failed", phaseIs(harnessv1.RunFailed))
+	if run.Status.Reason != harnessv1.ReasonClaimTimeout || run.Status.FailureClass != harnessv1.FailureInfrastructure ||
+		run.Status.Verdict != harnessv1.VerdictError || run.Status.Attempt != 2 {
+		t.Errorf("reason %q class %q verdict %q attempt %d, want ClaimTimeout, Infrastructure, Error, 2",
+			run.Status.Reason, run.Status.FailureClass, run.Status.Verdict, run.Status.Attempt)
+	}
+	if !strings.Contains(run.Status.Message, "the node-agent on sleepy did not claim the run within 2s") ||
+		!strings.Contains(run.Status.Message, "no retries left (attempt 2 of 2)") {
+		t.Errorf("message %q should say that sleepy did not claim it and no retries are left", run.Status.Message)
+	}
+	eventually(t, wait, func() error {
+		return wantReasons(runEvents(t, ns, "unclaimed"), "Scheduled", harnessv1.ReasonRetrying, "Scheduled", harnessv1.ReasonClaimTimeout)
+	})
+}

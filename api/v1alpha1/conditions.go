@@ -66,6 +66,10 @@ const (
 	ReasonDeadlineExceeded = "DeadlineExceeded"
 	// ReasonNodeLost: the node's Lease expired while the run was on it.
 	ReasonNodeLost = "NodeLost"
+	// ReasonClaimTimeout: the run stayed Scheduled on a live node longer
+	// than the controller's claim timeout; the attempt is retried like a
+	// lost node's.
+	ReasonClaimTimeout = "ClaimTimeout"
 	// ReasonNodeAgentRestarted: the node-agent restarted during the attempt.
 	// The restarted node-agent sets Ready=False with this reason on the run,
 	// whose phase it leaves Running; the controller then ends the run (Failed,

@@ -31,6 +31,7 @@ type controllerFlags struct {
 	workers                 int
 	suiteWorkers            int
 	deadlineGrace           time.Duration
+	claimTimeout            time.Duration
 	defaultLeaseDuration    time.Duration
 	development             bool
 }
@@ -64,6 +65,7 @@ acts at a time. Metrics are served in Prometheus format on --metrics-bind-addres
 	fl.StringVar(&f.leaseNamespace, "node-lease-namespace", "", "namespace of the node-agents' heartbeat Leases; when set, only Leases there are watched")
 	fl.IntVar(&f.workers, "workers", 16, "concurrent HarnessRun reconciles (binding stays exact with any number; more workers hide API latency)")
 	fl.IntVar(&f.suiteWorkers, "suite-workers", 4, "concurrent HarnessSuite reconciles")
+	fl.DurationVar(&f.claimTimeout, "claim-timeout", 2*time.Minute, "time a run may stay Scheduled on a live node before its attempt is taken back (retried like a lost node's)")
 	fl.DurationVar(&f.deadlineGrace, "deadline-grace", 30*time.Second, "time past start + limits.episodeSeconds before a run ends with class Timeout")
 	fl.DurationVar(&f.defaultLeaseDuration, "default-lease-duration", 40*time.Second, "how long a node Lease without spec.leaseDurationSeconds stays fresh")
 	fl.BoolVar(&f.development, "zap-devel", false, "human-readable development logs instead of JSON")
@@ -108,6 +110,7 @@ func runController(cmd *cobra.Command, f controllerFlags) error {
 	}
 	r, err := controllers.NewHarnessRunReconciler(mgr.GetClient(), mgr.GetEventRecorder("harnessfacts-controller"), clock.RealClock{}, controllers.Options{
 		DeadlineGrace:           f.deadlineGrace,
+		ClaimTimeout:            f.claimTimeout,
 		DefaultLeaseDuration:    f.defaultLeaseDuration,
 		MaxConcurrentReconciles: f.workers,
 	})
