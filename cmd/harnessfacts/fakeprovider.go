@@ -34,7 +34,10 @@ CLI's own tool names. A HarnessRun reaches it through spec.agent.providerURL.
 
   --script FILE      serve one script at http://ADDR
   --fixtures DIR     serve DIR/NAME/provider-script.yaml at http://ADDR/s/NAME,
-                     for every fixture folder NAME that has one
+                     for every fixture folder NAME that has one, and at
+                     http://ADDR too, answering each request from the fixture
+                     whose prompt (DIR/NAME/fixture.yaml) it carries: the URL
+                     a HarnessSuite's agents use for all its fixtures
 
 Every request is logged on stderr, one line each; credentials are never logged.`,
 		Args: cobra.NoArgs,

@@ -38,6 +38,10 @@ const ScriptName = "provider-script.yaml"
 type Script struct {
 	// Steps are done in order, one per model turn.
 	Steps []Step `json:"steps"`
+	// Prompt is the fixture's prompt (from its fixture.yaml, not from the
+	// script), by which a provider serving many fixtures at one URL knows
+	// a request's fixture.
+	Prompt string `json:"-"`
 }
 
 // Step is exactly one of Write, Shell, MCP and Answer. In Write.Content,
@@ -260,7 +264,7 @@ func shellQuote(s string) string {
 }
 
 // LoadFixtureScripts reads DIR/NAME/provider-script.yaml of every fixture
-// folder NAME of dir that has one.
+// folder NAME of dir that has one, with the prompt of DIR/NAME/fixture.yaml.
 func LoadFixtureScripts(dir string) (map[string]*Script, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -278,6 +282,16 @@ func LoadFixtureScripts(dir string) (map[string]*Script, error) {
 		s, err := LoadScript(p)
 		if err != nil {
 			return nil, err
+		}
+		// The prompt, for requests to the provider's root; a folder
+		// without a readable one is still served under /s/NAME.
+		if b, err := os.ReadFile(filepath.Join(dir, e.Name(), "fixture.yaml")); err == nil {
+			var m struct {
+				Prompt string `json:"prompt"`
+			}
+			if yaml.Unmarshal(b, &m) == nil {
+				s.Prompt = strings.TrimSpace(m.Prompt)
+			}
 		}
 		out[e.Name()] = s
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -22,7 +23,11 @@ type Options struct {
 	Script *Script
 	// Scripts answer requests under "/s/NAME/" ("/s/NAME/v1/..."), so one
 	// provider serves a suite of fixtures: a run names
-	// http://HOST:PORT/s/NAME as its provider URL.
+	// http://HOST:PORT/s/NAME as its provider URL. Without Script they
+	// answer at the root too, each request from the script whose
+	// Script.Prompt it carries (the longest, when several do): that is how
+	// a HarnessSuite, whose agents have one provider URL for every
+	// fixture, runs against one provider.
 	Scripts map[string]*Script
 	// Log, when set, gets one line per request.
 	Log io.Writer
@@ -81,7 +86,8 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() { p.record(rec) }()
 	script, path, name, ok := p.script(r.URL.Path)
 	rec.Script = name
-	if !ok {
+	byPrompt := !ok && !strings.HasPrefix(r.URL.Path, "/s/") && len(p.opts.Scripts) > 0
+	if !ok && !byPrompt {
 		rec.Status, rec.Error = http.StatusNotFound, "no such script"
 		http.Error(w, "no such script", rec.Status)
 		return
@@ -104,6 +110,14 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rec.Status, rec.Error = http.StatusBadRequest, err.Error()
 		http.Error(w, err.Error(), rec.Status)
 		return
+	}
+	if byPrompt {
+		if name, script = p.scriptByPrompt(body); script == nil {
+			rec.Status, rec.Error = http.StatusNotFound, "no fixture's prompt is in this request"
+			http.Error(w, "no fixture's prompt is in this request: name the fixture in the URL (/s/NAME)", rec.Status)
+			return
+		}
+		rec.Script = name
 	}
 	d.serve(&exchange{w: w, r: r, path: path, body: body, script: script, rec: &rec})
 }
@@ -138,6 +152,47 @@ func (p *Provider) script(path string) (*Script, string, string, bool) {
 		return s, "/" + sub, name, ok
 	}
 	return p.opts.Script, path, "", p.opts.Script != nil
+}
+
+// scriptByPrompt finds the script whose fixture prompt one of the request
+// body's JSON strings holds; the longest prompt wins, since one fixture's
+// prompt may begin with another's. Strings are compared decoded, so the
+// CLIs' different JSON escapes do not matter.
+func (p *Provider) scriptByPrompt(body []byte) (string, *Script) {
+	var v any
+	if json.Unmarshal(body, &v) != nil {
+		return "", nil
+	}
+	var strs []string
+	var walk func(any)
+	walk = func(v any) {
+		switch t := v.(type) {
+		case string:
+			strs = append(strs, t)
+		case []any:
+			for _, e := range t {
+				walk(e)
+			}
+		case map[string]any:
+			for _, e := range t {
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	bestName, best := "", (*Script)(nil)
+	for name, s := range p.opts.Scripts {
+		if s.Prompt == "" || (best != nil && (len(s.Prompt) < len(best.Prompt) || (len(s.Prompt) == len(best.Prompt) && name > bestName))) {
+			continue
+		}
+		for _, str := range strs {
+			if strings.Contains(str, s.Prompt) {
+				bestName, best = name, s
+				break
+			}
+		}
+	}
+	return bestName, best
 }
 
 // credentialOf names the header carrying a credential and a short digest

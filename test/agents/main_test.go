@@ -31,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -154,7 +155,7 @@ func run(m *testing.M) int {
 // startStack runs the controller and this node's node-agent, each in its
 // own manager, as the two Deployments of a cluster would.
 func startStack(ctx context.Context) (func(), error) {
-	cmgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme,
+	cmgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Cache: cache.Options{ByObject: controllers.CacheByObject()},
 		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
 	if err != nil {
 		return nil, err
@@ -168,6 +169,10 @@ func startStack(ctx context.Context) (func(), error) {
 		return nil, err
 	}
 	if err := r.SetupWithManager(cmgr); err != nil {
+		return nil, err
+	}
+	if err := controllers.NewHarnessSuiteReconciler(cmgr.GetClient(), cmgr.GetEventRecorder("harnessfacts-controller"), clock.RealClock{},
+		controllers.SuiteOptions{}).SetupWithManager(cmgr); err != nil {
 		return nil, err
 	}
 	cacheOpts, clientOpts := nodeagent.ManagerOptions(nodeName)
