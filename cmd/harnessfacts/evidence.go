@@ -7,8 +7,6 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/node-agent/evidence"
@@ -49,24 +47,7 @@ a HarnessRun on the cluster; its evidence ConfigMap is read.`,
 }
 
 func verifyRun(cmd *cobra.Command, kubeconfig, namespace, name string) error {
-	if namespace == "" {
-		rules := clientcmd.NewDefaultClientConfigLoadingRules()
-		rules.ExplicitPath = kubeconfig
-		ns, _, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).Namespace()
-		if err != nil {
-			return err
-		}
-		namespace = ns
-	}
-	cfg, err := restConfig(kubeconfig)
-	if err != nil {
-		return err
-	}
-	scheme, err := newScheme()
-	if err != nil {
-		return err
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, namespace, err := userClient(kubeconfig, namespace)
 	if err != nil {
 		return err
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
@@ -45,24 +44,7 @@ harness could not judge the agent) are counted apart.`,
 }
 
 func runReport(cmd *cobra.Command, kubeconfig, namespace, name, htmlFile, mdFile string) error {
-	if namespace == "" {
-		rules := clientcmd.NewDefaultClientConfigLoadingRules()
-		rules.ExplicitPath = kubeconfig
-		ns, _, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).Namespace()
-		if err != nil {
-			return err
-		}
-		namespace = ns
-	}
-	cfg, err := restConfig(kubeconfig)
-	if err != nil {
-		return err
-	}
-	scheme, err := newScheme()
-	if err != nil {
-		return err
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, namespace, err := userClient(kubeconfig, namespace)
 	if err != nil {
 		return err
 	}
