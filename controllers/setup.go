@@ -227,3 +227,23 @@ func (w *nodeWatcher) enqueueBound(ctx context.Context, nodeName string, q runQu
 		q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&runs.Items[i])})
 	}
 }
+
+// Setup wires the whole controller into mgr as the binary runs it: the
+// cache indexes, the HarnessRun reconciler (with its node watcher) and the
+// HarnessSuite reconciler, on the real clock, with one event recorder.
+// mgr's cache should be made with CacheByObject. Tests that need a fake
+// clock wire the reconcilers themselves.
+func Setup(ctx context.Context, mgr ctrl.Manager, runs Options, suites SuiteOptions) error {
+	if err := SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	recorder := mgr.GetEventRecorder("harnessfacts-controller")
+	r, err := NewHarnessRunReconciler(mgr.GetClient(), recorder, clock.RealClock{}, runs)
+	if err != nil {
+		return err
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	return NewHarnessSuiteReconciler(mgr.GetClient(), recorder, clock.RealClock{}, suites).SetupWithManager(mgr)
+}

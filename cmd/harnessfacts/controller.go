@@ -11,7 +11,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -106,24 +105,12 @@ func runController(cmd *cobra.Command, f controllerFlags) error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
-	if err := controllers.SetupIndexes(cmd.Context(), mgr.GetFieldIndexer()); err != nil {
-		return err
-	}
-	r, err := controllers.NewHarnessRunReconciler(mgr.GetClient(), mgr.GetEventRecorder("harnessfacts-controller"), clock.RealClock{}, controllers.Options{
+	if err := controllers.Setup(cmd.Context(), mgr, controllers.Options{
 		DeadlineGrace:           f.deadlineGrace,
 		ClaimTimeout:            f.claimTimeout,
 		DefaultLeaseDuration:    f.defaultLeaseDuration,
 		MaxConcurrentReconciles: f.workers,
-	})
-	if err != nil {
-		return err
-	}
-	if err := r.SetupWithManager(mgr); err != nil {
-		return err
-	}
-	suites := controllers.NewHarnessSuiteReconciler(mgr.GetClient(), mgr.GetEventRecorder("harnessfacts-controller"), clock.RealClock{},
-		controllers.SuiteOptions{MaxConcurrentReconciles: f.suiteWorkers})
-	if err := suites.SetupWithManager(mgr); err != nil {
+	}, controllers.SuiteOptions{MaxConcurrentReconciles: f.suiteWorkers}); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

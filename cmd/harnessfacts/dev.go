@@ -18,7 +18,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -135,19 +134,8 @@ func runDev(ctx context.Context, f devFlags) error {
 	if err != nil {
 		return err
 	}
-	if err := controllers.SetupIndexes(ctx, cmgr.GetFieldIndexer()); err != nil {
-		return err
-	}
-	r, err := controllers.NewHarnessRunReconciler(cmgr.GetClient(), cmgr.GetEventRecorder("harnessfacts-controller"), clock.RealClock{},
-		controllers.Options{DeadlineGrace: 30 * time.Second, DefaultLeaseDuration: 40 * time.Second, MaxConcurrentReconciles: 4})
-	if err != nil {
-		return err
-	}
-	if err := r.SetupWithManager(cmgr); err != nil {
-		return err
-	}
-	if err := controllers.NewHarnessSuiteReconciler(cmgr.GetClient(), cmgr.GetEventRecorder("harnessfacts-controller"), clock.RealClock{},
-		controllers.SuiteOptions{}).SetupWithManager(cmgr); err != nil {
+	if err := controllers.Setup(ctx, cmgr, controllers.Options{DeadlineGrace: 30 * time.Second, DefaultLeaseDuration: 40 * time.Second, MaxConcurrentReconciles: 4},
+		controllers.SuiteOptions{}); err != nil {
 		return err
 	}
 	cacheOpts, clientOpts := nodeagent.ManagerOptions(f.node)

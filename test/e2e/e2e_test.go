@@ -23,7 +23,6 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -125,19 +124,7 @@ func startStack(ctx context.Context) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := controllers.SetupIndexes(ctx, cmgr.GetFieldIndexer()); err != nil {
-		return nil, err
-	}
-	r, err := controllers.NewHarnessRunReconciler(cmgr.GetClient(), cmgr.GetEventRecorder("harnessfacts-controller"), clock.RealClock{},
-		controllers.Options{DeadlineGrace: 30 * time.Second, DefaultLeaseDuration: 40 * time.Second, MaxConcurrentReconciles: 16})
-	if err != nil {
-		return nil, err
-	}
-	if err := r.SetupWithManager(cmgr); err != nil {
-		return nil, err
-	}
-	if err := controllers.NewHarnessSuiteReconciler(cmgr.GetClient(), cmgr.GetEventRecorder("harnessfacts-controller"), clock.RealClock{},
-		controllers.SuiteOptions{}).SetupWithManager(cmgr); err != nil {
+	if err := controllers.Setup(ctx, cmgr, controllers.Options{DeadlineGrace: 30 * time.Second, DefaultLeaseDuration: 40 * time.Second, MaxConcurrentReconciles: 16}, controllers.SuiteOptions{}); err != nil {
 		return nil, err
 	}
 
