@@ -86,7 +86,9 @@ func (a Aider) Prepare(in Input) (*Invocation, error) {
 	}
 	inv := &Invocation{Files: map[string][]byte{}}
 	inv.ReadOnly, inv.PathDirs = a.cfg.mounts(cmd)
-	if prefix := aiderPythonPrefix(cmd); prefix != "" && !slices.Contains(inv.ReadOnly, prefix) {
+	// The venv's interpreter, for an install the operator named (a PATH
+	// lookup binds nothing, see mounts).
+	if prefix := aiderPythonPrefix(cmd); a.cfg.CLIDir != "" && prefix != "" && !slices.Contains(inv.ReadOnly, prefix) {
 		inv.ReadOnly = append(inv.ReadOnly, prefix)
 	}
 

@@ -104,3 +104,18 @@ func agyHas(list []string, s string) bool {
 	}
 	return false
 }
+
+// TestMountsOnlyForAnInstallTheOperatorNamed: a CLI found on PATH (say in a
+// host home's ~/.local/bin) uncovers nothing in the sandbox; one in the
+// named CLI folder shows its install prefix.
+func TestMountsOnlyForAnInstallTheOperatorNamed(t *testing.T) {
+	ro, path := Config{}.mounts("/root/.local/bin/agy")
+	if len(ro) != 0 || len(path) != 1 || path[0] != "/root/.local/bin" {
+		t.Errorf("PATH lookup: read-only %v, PATH %v; want no bind and the command's folder on PATH", ro, path)
+	}
+	dir, cmd := agyCLI(t, "agy")
+	ro, path = Config{CLIDir: dir}.mounts(cmd)
+	if len(ro) != 1 || ro[0] != filepath.Dir(dir) || len(path) != 1 || path[0] != dir {
+		t.Errorf("CLI folder %s: read-only %v, PATH %v; want its prefix bound and the folder on PATH", dir, ro, path)
+	}
+}

@@ -34,11 +34,17 @@ func (c Config) command(name string) (string, error) {
 }
 
 // mounts are the folders the sandbox shows read-only for a command found by
-// command: the whole install prefix (PREFIX/bin's links point into
-// PREFIX/<cli>-<version>/), and the folder of the command's real file when
-// that lies elsewhere.
+// command. With CLIDir (install-agent-clis.sh's PREFIX/bin, an install the
+// operator named) that is the whole install prefix, since PREFIX/bin's links
+// point into PREFIX/<cli>-<version>/, and the folder of the command's real
+// file when that lies elsewhere. A command found on PATH gets no bind: the
+// sandbox shows the host as it is, with host homes hidden, so a CLI in
+// ~/.local/bin cannot uncover the rest of that home.
 func (c Config) mounts(cmdPath string) (ro, path []string) {
 	dir := filepath.Dir(cmdPath)
+	if c.CLIDir == "" {
+		return nil, []string{dir}
+	}
 	ro = []string{filepath.Dir(dir)}
 	if file, err := filepath.EvalSymlinks(cmdPath); err == nil && !within(file, ro[0]) {
 		ro = append(ro, filepath.Dir(file))
