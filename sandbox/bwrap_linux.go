@@ -81,7 +81,11 @@ func bwrapArgs(spec Spec, v1Sync bool) []string {
 	// Masks go before the binds, so that a run dir inside a hidden directory
 	// (the node-agent's state) is still bound; a hidden path inside a bound
 	// one is masked again after the binds, or the bind would uncover it.
-	masks := hiddenMounts(spec.Hidden)
+	// The host's socket directories come first: the read-only root does not
+	// stop connect(), so every daemon socket must be out of sight.
+	sockets := socketMounts()
+	a = append(a, sockets...)
+	masks := hiddenMounts(outside(spec.Hidden, SocketDirs))
 	a = append(a, masks...)
 	for _, p := range spec.ReadOnly {
 		a = append(a, "--ro-bind-try", p, p)
@@ -112,6 +116,72 @@ func bwrapArgs(spec Spec, v1Sync bool) []string {
 		a = append(a, "--info-fd", fmt.Sprint(fdInfo), "--block-fd", fmt.Sprint(fdBlock))
 	}
 	return a
+}
+
+// SocketDirs are the host directories where Linux daemons keep their unix
+// sockets. A read-only bind does not stop connect(), so each of them that
+// exists is covered by an empty tmpfs in every sandbox, whatever the Spec
+// says; a run's own sockets reach it through the paths the Spec binds
+// after them. The list follows what flatpak leaves out of its sandboxes
+// (the host's /run and /tmp) and adds the places below /var and /mnt where
+// common daemons listen:
+//
+//   - /run and /var/run: D-Bus, journald (/run/systemd/journal), udev,
+//     containerd, CRI-O, Docker, Podman, libvirt, snapd, nscd, user
+//     sessions (/run/user/UID: the session bus, PipeWire, Wayland, gpg-agent);
+//   - /tmp: X11 (/tmp/.X11-unix), ICE, ssh-agent, tmux (already a tmpfs);
+//   - /var/lib/kubelet: device-plugin, pod-resources and plugin-registration
+//     sockets;
+//   - /var/snap: LXD's and MicroK8s' sockets (/var/snap/*/common/…);
+//   - /var/lib/lxd and /var/lib/incus: LXD's and Incus' unix.socket;
+//   - /var/lib/sss/pipes: SSSD; /var/spool/postfix: Postfix's sockets;
+//   - /var/lib/mysql: mysql.sock on Red Hat-style hosts;
+//   - /mnt/wslg: WSLg's X11, Wayland and PulseAudio sockets.
+//
+// Abstract sockets have no path: they belong to a network namespace, and
+// every sandbox has its own.
+var SocketDirs = []string{
+	"/run", "/var/run", "/tmp", "/var/lib/kubelet", "/var/snap", "/var/lib/lxd",
+	"/var/lib/incus", "/var/lib/sss/pipes", "/var/spool/postfix", "/var/lib/mysql", "/mnt/wslg",
+}
+
+// socketMounts covers each existing socket directory with an empty tmpfs,
+// at its real path (/var/run is usually a link to /run: one mount serves
+// both), once. /tmp has its own tmpfs already.
+func socketMounts() []string {
+	var a []string
+	seen := map[string]bool{"/tmp": true}
+	for _, d := range SocketDirs {
+		real, err := filepath.EvalSymlinks(d)
+		if err != nil || seen[real] {
+			continue
+		}
+		if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
+			continue
+		}
+		seen[real] = true
+		a = append(a, "--tmpfs", real)
+	}
+	return a
+}
+
+// outside drops the paths that lie within one of dirs: they are already
+// covered.
+func outside(paths, dirs []string) []string {
+	var out []string
+	for _, p := range paths {
+		covered := false
+		for _, d := range dirs {
+			if within(p, d) {
+				covered = true
+				break
+			}
+		}
+		if !covered {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // hiddenMounts masks each existing directory with an empty tmpfs and each

@@ -808,3 +808,83 @@ func TestBwrapPayloadNeverRunsWithoutRelease(t *testing.T) {
 		t.Errorf("the payload saw %q: want its own argv and no descriptor 6", got)
 	}
 }
+
+// A daemon's world-writable socket under /run (the system D-Bus, journald
+// and any 0666 daemon socket live there) is out of the sandbox's sight; the
+// same socket in a folder the run binds is reachable, so the refusal is the
+// mask's. An abstract socket on the host is out of reach too: it belongs to
+// the host's network namespace.
+func TestBwrapHostSocketsUnreachable(t *testing.T) {
+	r := requireBwrapHost(t)
+	base := testBase(t)
+	hostDir, err := os.MkdirTemp("/run", "hf-socket-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(hostDir) })
+	if err := os.Chmod(hostDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var accepted atomic.Int32
+	listen := func(network, addr string) net.Listener {
+		ln, err := net.Listen(network, addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if network == "unix" && addr[0] != '@' {
+			if err := os.Chmod(addr, 0o666); err != nil {
+				t.Fatal(err)
+			}
+		}
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				accepted.Add(1)
+				c.Close()
+			}
+		}()
+		t.Cleanup(func() { ln.Close() })
+		return ln
+	}
+	runSock := filepath.Join(hostDir, "daemon.sock")
+	listen("unix", runSock)
+	abstract := "@hf-socket-test-" + randomToken(t)
+	listen("unix", abstract)
+	spec := runDir(t, base)
+	bound := filepath.Join(spec.Dir, "bound.sock")
+	listen("unix", bound)
+
+	connect := func(path string) string {
+		return fmt.Sprintf(`require("net").connect({path: %q}).on("connect", () => { console.log("CONNECTED"); process.exit(0) }).on("error", e => { console.log("REFUSED " + e.code); process.exit(3) })`, path)
+	}
+	for _, tc := range []struct{ name, path string }{
+		{"a 0666 socket under /run", runSock},
+		{"the same socket by /var/run", strings.Replace(runSock, "/run/", "/var/run/", 1)},
+		{"an abstract socket", "\x00" + abstract[1:]},
+	} {
+		spec.Argv = []string{"node", "-e", connect(tc.path)}
+		res, out := run(t, r, spec)
+		if res.ExitCode != 3 || !strings.Contains(out, "REFUSED") {
+			t.Errorf("%s: the sandbox reached it: %+v %q", tc.name, res, out)
+		}
+	}
+	if n := accepted.Load(); n != 0 {
+		t.Fatalf("host sockets accepted %d connections from the sandbox", n)
+	}
+	spec.Argv = []string{"node", "-e", connect(bound)}
+	res, out := run(t, r, spec)
+	if res.ExitCode != 0 || !strings.Contains(out, "CONNECTED") || accepted.Load() != 1 {
+		t.Fatalf("a socket in the run dir: %+v %q, accepted %d (the refusals above prove nothing)", res, out, accepted.Load())
+	}
+	// The host itself reaches both: the sockets worked.
+	for _, addr := range []string{runSock, abstract} {
+		c, err := net.Dial("unix", addr)
+		if err != nil {
+			t.Fatalf("host connect %s: %v", addr, err)
+		}
+		c.Close()
+	}
+}
