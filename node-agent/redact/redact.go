@@ -3,7 +3,10 @@
 // artifacts, status messages and events. It runs before anything is hashed.
 //
 // What is removed:
-//   - each credential value given in Options.Secrets, as written raw,
+//   - each credential value given in Options.Secrets and, when a value is a
+//     JSON, TOML or INI document (a credential file such as Codex's
+//     auth.json), each string value inside it of at least MinFieldLen bytes
+//     (see FieldValues), as written raw,
 //     JSON-escaped (with and without HTML escaping), URL-quoted (query and
 //     path forms) and base64-encoded (standard and URL alphabets, padded or
 //     not, at each of the three byte alignments a value can have inside a
@@ -44,7 +47,8 @@ import (
 
 // Options say what to remove.
 type Options struct {
-	// Secrets are the run's credential values. Empty values are ignored.
+	// Secrets are the run's credential values. Empty values are ignored; a
+	// value that is a credential file is redacted whole and field by field.
 	Secrets []string
 	// Keep are values a token rule must not remove (the MCP token, whose
 	// presence in the output is the point).
@@ -75,10 +79,15 @@ const minForm = 6
 func New(opts Options) (*Redactor, error) {
 	r := &Redactor{}
 	seen := map[string]bool{}
+	var values []string
 	for _, s := range opts.Secrets {
 		if s == "" {
 			continue
 		}
+		// A credential file's fields may be printed alone.
+		values = append(append(values, s), FieldValues([]byte(s))...)
+	}
+	for _, s := range values {
 		for i, f := range Forms(s) {
 			if (i > 0 && len(f) < minForm) || seen[f] {
 				continue
