@@ -29,13 +29,13 @@ var credentialFiles = []struct {
 		fields: []string{"rt_codexRefresh-7Hf3Kd9QpLz2", "codex-access-Zq8T2kPw9sLmXv4R", "acct-3c1f9e2b"},
 	},
 	{
-		name: "claude code .credentials.json",
-		file: `{"claudeAiOauth":{"accessToken":"cc-at-Hq2mV8xLp0Rt","refreshToken":"cc-rt-Wn5zJ3kYb7Qd","expiresAt":1893456000000,"scopes":["user:inference"],"subscriptionType":"pro"}}`,
+		name:   "claude code .credentials.json",
+		file:   `{"claudeAiOauth":{"accessToken":"cc-at-Hq2mV8xLp0Rt","refreshToken":"cc-rt-Wn5zJ3kYb7Qd","expiresAt":1893456000000,"scopes":["user:inference"],"subscriptionType":"pro"}}`,
 		fields: []string{"cc-rt-Wn5zJ3kYb7Qd", "cc-at-Hq2mV8xLp0Rt"},
 	},
 	{
-		name: "opencode auth.json",
-		file: `{"anthropic":{"type":"oauth","refresh":"oc-refresh-Pq4Lm9Zx2","access":"oc-access-Tg6Hs1Vb8","expires":1893456000000}}`,
+		name:   "opencode auth.json",
+		file:   `{"anthropic":{"type":"oauth","refresh":"oc-refresh-Pq4Lm9Zx2","access":"oc-access-Tg6Hs1Vb8","expires":1893456000000}}`,
 		fields: []string{"oc-refresh-Pq4Lm9Zx2", "oc-access-Tg6Hs1Vb8"},
 	},
 	{
@@ -75,8 +75,8 @@ func TestFieldValues(t *testing.T) {
 		"plain token":     nil,
 		"sk-plain-abcdef": nil,
 		`{"a":"short","b":"longer-value","c":["in-a-list-x"],"d":{"e":"nested-value"},"n":12345678}`: {"in-a-list-x", "longer-value", "nested-value"},
-		"key = \"toml-value-1\"\n[t]\nk2 = 'toml-value-2'\n":                                            {"toml-value-1", "toml-value-2"},
-		"# comment\n[s]\nuser=someone-long\npass: \"p4ssw0rd-x\"\nnovalue\n":                              {"p4ssw0rd-x", "someone-long"},
+		"key = \"toml-value-1\"\n[t]\nk2 = 'toml-value-2'\n":                                         {"toml-value-1", "toml-value-2"},
+		"# comment\n[s]\nuser=someone-long\npass: \"p4ssw0rd-x\"\nnovalue\n":                         {"p4ssw0rd-x", "someone-long"},
 	}
 	for in, want := range cases {
 		if diff := cmp.Diff(want, FieldValues([]byte(in))); diff != "" {
