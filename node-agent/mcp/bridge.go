@@ -17,8 +17,11 @@ import (
 // grants nothing.
 const HeaderTransport = "Harnessfacts-Mcp-Transport"
 
-// maxMessage bounds one JSON-RPC message read from the agent.
-const maxMessage = 1 << 20
+// MaxMessageBytes bounds one JSON-RPC message read from the agent, on
+// every transport.
+const MaxMessageBytes = 1 << 20
+
+const maxMessage = MaxMessageBytes
 
 // BridgeStdio is a stdio MCP server for the agent that forwards every
 // message to the run's HTTP token server at url and writes the answers

@@ -20,6 +20,7 @@ import (
 
 	"github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/internal/version"
+	"github.com/harnessfacts/harnessfacts/node-agent/bounded"
 )
 
 // ToolName is the one tool the server offers.
@@ -29,7 +30,14 @@ const ToolName = "get_token"
 const ServerName = "harnessfacts"
 
 // DefaultMaxBodyBytes bounds an HTTP request body when Options.MaxBodyBytes is 0.
-const DefaultMaxBodyBytes = 1 << 20
+const DefaultMaxBodyBytes = MaxMessageBytes
+
+// DefaultChannel bounds the HTTP server's listener when Options.Channel is
+// zero: the connections at once, the bytes in all and the idle time of a
+// connection. An agent needs one or two connections and a few KiB per call;
+// with egress Unrestricted or in a plain child it can reach the listener
+// directly, so the listener is bounded itself, not only the relay.
+var DefaultChannel = bounded.Limits{MaxConns: 16, MaxBytes: 64 << 20, Idle: 2 * time.Minute}
 
 // Env names the node-agent sets for the agent.
 const (
@@ -82,6 +90,8 @@ type Options struct {
 	// ExtraPorts are further ports the Host header may name, for a bridge
 	// that exposes the server inside the sandbox on another loopback port.
 	ExtraPorts []int
+	// Channel bounds the listener (DefaultChannel when zero).
+	Channel bounded.Limits
 }
 
 // Server is a running HTTP token server.
@@ -120,6 +130,10 @@ func StartHTTP(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("MCP server: %w", err)
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
+	if opts.Channel == (bounded.Limits{}) {
+		opts.Channel = DefaultChannel
+	}
+	bl := bounded.NewListener(ln, opts.Channel)
 	rec := NewReceipts(v1alpha1.MCPTransportHTTP, opts.MaxCalls)
 	mcpServer := newMCPServer(opts.Token, v1alpha1.MCPTransportHTTP, rec)
 	handler := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return mcpServer }, &sdk.StreamableHTTPOptions{
@@ -145,7 +159,7 @@ func StartHTTP(opts Options) (*Server, error) {
 		MaxHeaderBytes:    64 << 10,
 	}
 	go func() {
-		err := s.srv.Serve(ln)
+		err := s.srv.Serve(bl)
 		if errors.Is(err, http.ErrServerClosed) {
 			err = nil
 		}

@@ -16,7 +16,10 @@ import (
 // process). A client that hangs up is a normal end (nil).
 func ServeStdio(ctx context.Context, in io.ReadCloser, out io.WriteCloser, token string, rec Recorder) error {
 	s := newMCPServer(token, v1alpha1.MCPTransportStdio, rec)
-	err := s.Run(ctx, &sdk.IOTransport{Reader: in, Writer: out})
+	// The SDK's own bound is 16 MiB a message: a get_token call is a few
+	// hundred bytes, and every byte of a message sits in the node-agent's
+	// memory while it is decoded.
+	err := s.Run(ctx, &sdk.IOTransport{Reader: in, Writer: out, MaxLineLength: MaxMessageBytes})
 	if errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) {
 		return nil
 	}

@@ -1,0 +1,129 @@
+package bounded
+
+import (
+	"errors"
+	"io"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func listen(t *testing.T, lim Limits) *Listener {
+	t.Helper()
+	ln, err := net.Listen("unix", filepath.Join(t.TempDir(), "s.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := NewListener(ln, lim)
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+func dial(t *testing.T, l *Listener) net.Conn {
+	t.Helper()
+	c, err := net.Dial("unix", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func TestAtMostMaxConnsAreServedAtOnce(t *testing.T) {
+	l := listen(t, Limits{MaxConns: 2})
+	accepted := make(chan net.Conn, 10)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	for range 5 {
+		dial(t, l)
+	}
+	first := []net.Conn{<-accepted, <-accepted}
+	select {
+	case <-accepted:
+		t.Fatal("a third connection was accepted while two were open")
+	case <-time.After(200 * time.Millisecond):
+	}
+	_ = first[0].Close()
+	select {
+	case c := <-accepted:
+		_ = c.Close()
+	case <-time.After(5 * time.Second):
+		t.Fatal("closing a connection did not let the next one in")
+	}
+	_ = first[1].Close()
+	<-accepted // drain what the closes let in, so Close finds them
+}
+
+func TestTheByteBudgetClosesTheChannel(t *testing.T) {
+	l := listen(t, Limits{MaxBytes: 1 << 20})
+	got := make(chan error, 1)
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			got <- err
+			return
+		}
+		_, err = io.Copy(io.Discard, c)
+		got <- err
+	}()
+	c := dial(t, l)
+	go func() {
+		buf := make([]byte, 64<<10)
+		for {
+			if _, err := c.Write(buf); err != nil {
+				return
+			}
+		}
+	}()
+	if err := <-got; !errors.Is(err, ErrBudget) {
+		t.Fatalf("reading past the budget: %v, want ErrBudget", err)
+	}
+	st := l.Stats()
+	if !st.Exhausted || st.Bytes > 1<<20+64<<10 {
+		t.Fatalf("stats %+v: want exhausted, at most one read over the budget", st)
+	}
+	// A new connection is closed at once.
+	next := make(chan struct{})
+	go func() {
+		defer close(next)
+		c, err := l.Accept()
+		if err == nil {
+			_ = c.Close()
+			t.Error("a connection was accepted after the budget was spent")
+		}
+	}()
+	c2 := dial(t, l)
+	_ = c2.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c2.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Errorf("a connection after the budget: read %v, want EOF (closed by the node-agent)", err)
+	}
+	_ = l.Close()
+	<-next
+}
+
+func TestIdleConnectionsAreClosed(t *testing.T) {
+	l := listen(t, Limits{Idle: 100 * time.Millisecond})
+	go func() {
+		c, err := l.Accept()
+		if err == nil {
+			_, _ = io.Copy(io.Discard, c)
+		}
+	}()
+	c := dial(t, l)
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("an idle connection: read %v, want EOF", err)
+	}
+}
