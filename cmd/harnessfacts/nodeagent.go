@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -32,6 +33,7 @@ type nodeAgentFlags struct {
 	cgroupParent   string
 	cgroupMount    string
 	leafCgroup     bool
+	requireSandbox bool
 	labels         map[string]string
 	metricsAddr    string
 	probeAddr      string
@@ -75,6 +77,7 @@ behind and ends the runs that process had claimed (reason NodeAgentRestarted).`,
 	fl.StringVar(&f.bwrap, "bwrap", "", "bubblewrap binary (default: bwrap on PATH)")
 	fl.StringVar(&f.cgroupMount, "cgroup-mount", "/run/harnessfacts/cgroup", "on cgroup v2, where to mount a writable cgroup2 when /sys/fs/cgroup is read-only (in a pod); needs CAP_SYS_ADMIN")
 	fl.StringVar(&f.cgroupParent, "cgroup-parent", "", "cgroup under which per-run cgroups are made (default: the node-agent's own)")
+	fl.BoolVar(&f.requireSandbox, "require-sandbox", true, "refuse to start when no sandbox mode passes preflight, saying why in the HarnessNode's Ready condition (reason SandboxUnavailable); false registers a node that can run agents only unsandboxed")
 	fl.StringToStringVar(&f.labels, "node-labels", nil, "labels added to those mirrored from the Node (key=value,...), for spec.nodeSelector")
 	fl.BoolVar(&f.leafCgroup, "move-to-leaf-cgroup", true, "on cgroup v2 without --cgroup-parent, move the node-agent into <own cgroup>/agent so per-run cgroups can have limits")
 	fl.StringVar(&f.metricsAddr, "metrics-bind-address", ":8082", "address of the Prometheus metrics endpoint; 0 disables it")
@@ -124,10 +127,21 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 	if mounted {
 		logger.Info("/sys/fs/cgroup is read-only (a pod): mounted a writable cgroup2 in this pod's mount namespace for the per-run cgroups", "mount", cgroupMount)
 	}
+	sandboxOpts := sandbox.Options{Bwrap: f.bwrap, CgroupParent: f.cgroupParent, MoveToLeafCgroup: f.leafCgroup, CgroupMount: cgroupMount}
+	if f.requireSandbox {
+		c, err := client.New(cfg, client.Options{Scheme: scheme})
+		if err != nil {
+			return err
+		}
+		if err := refuseWithoutSandbox(ctx, c, f.nodeName, f.slots, sandboxOpts); err != nil {
+			logger.Error(nil, err.Error())
+			return err
+		}
+	}
 	_, err = nodeagent.Setup(ctx, mgr, nodeagent.SetupOptions{
 		NodeName: f.nodeName, LeaseNamespace: f.leaseNamespace, LeaseDuration: f.leaseDuration, Slots: f.slots,
 		RunRoot: f.runRoot, Hidden: f.hidden, UID: f.uid, GID: f.gid,
-		Sandbox:  sandbox.Options{Bwrap: f.bwrap, CgroupParent: f.cgroupParent, MoveToLeafCgroup: f.leafCgroup, CgroupMount: cgroupMount},
+		Sandbox:  sandboxOpts,
 		Adapters: adapters.New(adapters.Config{CLIDir: f.agentCLIs}), ExtraLabels: f.labels,
 	})
 	if err != nil {

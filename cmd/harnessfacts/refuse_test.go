@@ -1,0 +1,41 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/sandbox"
+)
+
+// A node where no sandbox passes preflight (here: a bwrap that does not
+// exist) refuses: the error says why, and the HarnessNode says the same in
+// Ready=False, reason SandboxUnavailable. The real-node test (test/node)
+// shows it through a real kubelet, in a user-namespaced pod on cgroup v1.
+func TestRefuseWithoutSandbox(t *testing.T) {
+	scheme, err := newScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&harnessv1.HarnessNode{}).Build()
+	err = refuseWithoutSandbox(context.Background(), c, "node-a", 3, sandbox.Options{Bwrap: "/nonexistent/bwrap"})
+	if err == nil || !strings.Contains(err.Error(), "refuses to run agents on node node-a") || !strings.Contains(err.Error(), "bwrap") {
+		t.Fatalf("refuseWithoutSandbox: %v", err)
+	}
+	hn := &harnessv1.HarnessNode{}
+	if err := c.Get(context.Background(), types.NamespacedName{Name: "node-a"}, hn); err != nil {
+		t.Fatal(err)
+	}
+	ready := meta.FindStatusCondition(hn.Status.Conditions, harnessv1.ConditionNodeReady)
+	if ready == nil || ready.Status != "False" || ready.Reason != harnessv1.ReasonSandboxUnavailable || ready.Message != err.Error() {
+		t.Fatalf("HarnessNode Ready condition %+v", ready)
+	}
+	if hn.Spec.Slots != 3 || len(hn.Status.SandboxModes) == 0 {
+		t.Fatalf("HarnessNode %+v", hn)
+	}
+}
