@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -42,9 +44,37 @@ type nodeAgentFlags struct {
 
 // defaultHidden are the host directories no agent may see: node secrets
 // (the service-account token, the node-agent's own state) and host homes.
+// `--hide` adds to them; nothing removes them (the host's socket
+// directories are masked by the sandbox itself, see sandbox.SocketDirs).
 var defaultHidden = []string{
 	"/var/run/secrets", "/run/secrets", "/var/lib/kubelet", "/etc/kubernetes",
 	"/root", "/home", "/var/lib/harnessfacts",
+}
+
+// hideUsage is the help of --hide, the same for every command that has it.
+var hideUsage = "more host directories or files masked in the sandbox, added to the defaults (" +
+	strings.Join(defaultHidden, ", ") + "), which always stay masked"
+
+// hiddenPaths is defaultHidden followed by the --hide paths, each once: an
+// operator who adds one path must not unmask the defaults. A relative path
+// is refused, since the sandbox would resolve it nowhere.
+func hiddenPaths(extra []string) ([]string, error) {
+	out := append([]string(nil), defaultHidden...)
+	seen := map[string]bool{}
+	for _, p := range out {
+		seen[p] = true
+	}
+	for _, p := range extra {
+		if !filepath.IsAbs(p) {
+			return nil, fmt.Errorf("--hide %q: not an absolute path", p)
+		}
+		p = filepath.Clean(p)
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out, nil
 }
 
 func newNodeAgentCommand() *cobra.Command {
@@ -71,7 +101,7 @@ behind and ends the runs that process had claimed (reason NodeAgentRestarted).`,
 	fl.Int32Var(&f.slots, "slots", 2, "runs executed at once")
 	fl.StringVar(&f.runRoot, "run-root", "/var/lib/harnessfacts/runs", "folder of the run dirs; never a source checkout")
 	fl.StringVar(&f.agentCLIs, "agent-clis", "", "folder of the agent CLIs' commands (hack/install-agent-clis.sh PREFIX/bin; /opt/harnessfacts/agents/bin in the image); empty: PATH")
-	fl.StringSliceVar(&f.hidden, "hide", defaultHidden, "host directories masked in the sandbox")
+	fl.StringSliceVar(&f.hidden, "hide", nil, hideUsage)
 	fl.IntVar(&f.uid, "run-as-uid", sandbox.DefaultUID, "unprivileged uid the agent runs as")
 	fl.IntVar(&f.gid, "run-as-gid", sandbox.DefaultGID, "unprivileged gid the agent runs as")
 	fl.StringVar(&f.bwrap, "bwrap", "", "bubblewrap binary (default: bwrap on PATH)")
@@ -98,6 +128,10 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 	logger := ctrl.Log.WithName("node-agent")
 	if f.nodeName == "" {
 		return errors.New("the node name is not known: set --node-name or $NODE_NAME (the downward API's spec.nodeName)")
+	}
+	hidden, err := hiddenPaths(f.hidden)
+	if err != nil {
+		return err
 	}
 	cfg, err := restConfig(f.kubeconfig)
 	if err != nil {
@@ -140,7 +174,7 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 	}
 	_, err = nodeagent.Setup(ctx, mgr, nodeagent.SetupOptions{
 		NodeName: f.nodeName, LeaseNamespace: f.leaseNamespace, LeaseDuration: f.leaseDuration, Slots: f.slots,
-		RunRoot: f.runRoot, Hidden: f.hidden, UID: f.uid, GID: f.gid,
+		RunRoot: f.runRoot, Hidden: hidden, UID: f.uid, GID: f.gid,
 		Sandbox:  sandboxOpts,
 		Adapters: adapters.New(adapters.Config{CLIDir: f.agentCLIs}), ExtraLabels: f.labels,
 	})

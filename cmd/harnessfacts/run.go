@@ -41,6 +41,8 @@ evidence as on a cluster. The run is defaulted and validated exactly as the
 API server would. spec.fixture.configMapRef NAME is read from the folder
 --fixtures/NAME (or from the folder holding run.yaml when it has a
 fixture.yaml); secretKeyRef NAME/KEY from the file --secrets/NAME/KEY.
+At start it removes the run dirs of earlier local runs that were killed
+(those whose owner lock no process holds) from --run-root.
 
 The final status is printed as YAML and the evidence is written to
 --evidence (verify it with 'harnessfacts evidence verify DIR'). The exit code
@@ -59,7 +61,7 @@ is 0 for verdict Pass, 1 otherwise.`,
 	fl.StringVar(&f.evidenceDir, "evidence", "", "where to write the evidence (default ./evidence/<run name>)")
 	fl.StringVar(&f.runRoot, "run-root", filepath.Join(os.TempDir(), "harnessfacts-runs"), "folder of the run dirs")
 	fl.StringVar(&f.agentCLIs, "agent-clis", "", "folder of the agent CLIs' commands (hack/install-agent-clis.sh PREFIX/bin; /opt/harnessfacts/agents/bin in the image); empty: PATH")
-	fl.StringSliceVar(&f.hidden, "hide", defaultHidden, "host directories masked in the sandbox")
+	fl.StringSliceVar(&f.hidden, "hide", nil, hideUsage)
 	fl.IntVar(&f.uid, "run-as-uid", sandbox.DefaultUID, "unprivileged uid the agent runs as")
 	fl.IntVar(&f.gid, "run-as-gid", sandbox.DefaultGID, "unprivileged gid the agent runs as")
 	fl.StringVar(&f.bwrap, "bwrap", "", "bubblewrap binary (default: bwrap on PATH)")
@@ -71,6 +73,10 @@ is 0 for verdict Pass, 1 otherwise.`,
 var errNotPass = errors.New("the run did not pass")
 
 func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
+	hidden, err := hiddenPaths(f.hidden)
+	if err != nil {
+		return err
+	}
 	run, err := nodeagent.ReadRunFile(ctx, f.file)
 	if err != nil {
 		return err
@@ -83,11 +89,22 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 		}
 	}
 	exec, err := nodeagent.NewExecutor(nodeagent.ExecutorOptions{
-		Sources: sources, RunRoot: f.runRoot, Hidden: f.hidden, UID: f.uid, GID: f.gid,
+		Sources: sources, RunRoot: f.runRoot, Hidden: hidden, UID: f.uid, GID: f.gid,
 		Sandbox: sandbox.Options{Bwrap: f.bwrap}, Adapters: adapters.New(adapters.Config{CLIDir: f.agentCLIs}),
 	})
 	if err != nil {
 		return err
+	}
+	// A local run killed before its end (kill -9, a closed laptop) leaves
+	// its run dir, credential copies included. Those whose owner lock no
+	// process holds are removed now; a run dir another `harnessfacts run`
+	// still holds is left alone, so runs may share a run root.
+	removed, err := exec.RemoveAbandoned()
+	for _, d := range removed {
+		cmd.PrintErrf("removed the run dir %s that a killed run left behind\n", d)
+	}
+	if err != nil {
+		cmd.PrintErrf("WARNING could not remove every abandoned run dir in %s: %v\n", f.runRoot, err)
 	}
 	final, res := nodeagent.RunLocally(ctx, exec, run, "")
 	evidenceDir := f.evidenceDir

@@ -1,0 +1,227 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
+	"github.com/harnessfacts/harnessfacts/sandbox"
+)
+
+// openDir is a folder the agent's unprivileged user can pass through, with
+// a path short enough for a run root's unix sockets.
+func openDir(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "hf-cmd-")
+	if err == nil {
+		err = os.Chmod(d, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(d) })
+	return d
+}
+
+// A local run killed with SIGKILL leaves its run dir (and the credential
+// copies in its home). The next `harnessfacts run` on the same run root
+// removes it, and leaves alone a run dir whose owner is still alive.
+func TestLocalRunRemovesAbandonedRunDirs(t *testing.T) {
+	bin := harnessfactsBinary(t)
+	base := openDir(t)
+	runs := filepath.Join(base, "runs")
+
+	// A fixture whose agent sleeps.
+	fix := filepath.Join(base, "sleeper")
+	for p, content := range map[string]string{
+		filepath.Join(fix, "fixture.yaml"):     "prompt: wait\n",
+		filepath.Join(fix, "workspace", "a"):   "x\n",
+		filepath.Join(fix, "run.yaml"): `apiVersion: harnessfacts.io/v1alpha1
+kind: HarnessRun
+metadata: {name: sleeper}
+spec:
+  agent:
+    adapter: exec
+    command: [sh, -c, "touch started; exec sleep 300"]
+  fixture: {configMapRef: {name: sleeper}}
+`,
+	} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	killed := exec.Command(bin, "run", "-f", filepath.Join(fix, "run.yaml"), "--run-root", runs, "--evidence", filepath.Join(base, "ev1"))
+	var killedOut bytes.Buffer
+	killed.Stdout, killed.Stderr = &killedOut, &killedOut
+	if err := killed.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = killed.Wait(); close(exited) }()
+	var leftover string
+	for deadline := time.Now().Add(2 * time.Minute); leftover == ""; time.Sleep(50 * time.Millisecond) {
+		m, _ := filepath.Glob(filepath.Join(runs, fixture.RunDirPrefix+"*", "workspace", "started"))
+		if len(m) == 1 {
+			leftover = filepath.Dir(filepath.Dir(m[0]))
+		}
+		select {
+		case <-exited:
+			t.Fatalf("the run ended before its agent started:\n%s", killedOut.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			_ = killed.Process.Kill()
+			<-exited
+			t.Fatalf("the sleeping agent never started:\n%s", killedOut.String())
+		}
+	}
+	if err := killed.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-exited
+	if _, err := os.Stat(leftover); err != nil {
+		t.Fatalf("the killed run left no run dir (%v): nothing to test", err)
+	}
+
+	// A run dir whose owner lock this test holds: a run still going on.
+	f, err := fixture.FromDir(fix, fixture.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owned, err := f.Materialize(runs, "owned", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = owned.Remove() }()
+
+	next := exec.Command(bin, "run", "-f", filepath.Join(repoRoot(t), "fixtures", "hello", "run.yaml"), "--run-root", runs, "--evidence", filepath.Join(base, "ev2"))
+	var stdout, stderr bytes.Buffer
+	next.Stdout, next.Stderr = &stdout, &stderr
+	if err := next.Run(); err != nil {
+		t.Fatalf("the next run: %v\n%s\n%s", err, stdout.String(), stderr.String())
+	}
+	if _, err := os.Stat(leftover); err == nil {
+		t.Errorf("the killed run's dir %s is still there after the next run:\n%s", leftover, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "removed the run dir "+leftover) {
+		t.Errorf("the next run did not say it removed %s:\n%s", leftover, stderr.String())
+	}
+	if _, err := os.Stat(owned.Path); err != nil {
+		t.Errorf("the run dir of a live owner was removed: %v", err)
+	}
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Dir(filepath.Dir(wd))
+}
+
+// Adding one path with --hide keeps every default masked: a secret planted
+// in a default hidden folder stays unreadable in the sandbox, and so does
+// one in the added folder.
+func TestHideAddsToTheDefaults(t *testing.T) {
+	cmd := newRunCommand()
+	// Outside /tmp, which the sandbox masks anyway.
+	extraBase, err := os.MkdirTemp("/var/tmp", "hf-hide-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(extraBase) })
+	if err := os.Chmod(extraBase, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	extra := filepath.Join(extraBase, "extra")
+	if err := cmd.Flags().Parse([]string{"-f", "run.yaml", "--hide", extra}); err != nil {
+		t.Fatal(err)
+	}
+	values, err := cmd.Flags().GetStringSlice("hide")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hidden, err := hiddenPaths(values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range append(append([]string(nil), defaultHidden...), extra) {
+		if !slices.Contains(hidden, d) {
+			t.Errorf("--hide %s: %s is not hidden (hidden: %v)", extra, d, hidden)
+		}
+	}
+	if _, err := hiddenPaths([]string{"relative/dir"}); err == nil {
+		t.Error("a relative --hide path was accepted")
+	}
+
+	// The real sandbox with that list. /var/lib/harnessfacts is one of the
+	// defaults; its planted file is world-readable, so only the mask stands
+	// between it and the agent.
+	if os.Geteuid() != 0 {
+		t.Fatal("this test needs root: it runs bwrap as an unprivileged uid and plants a file in /var/lib/harnessfacts")
+	}
+	state := "/var/lib/harnessfacts"
+	if _, err := os.Stat(state); os.IsNotExist(err) {
+		if err := os.MkdirAll(state, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.Remove(state) })
+	}
+	if err := os.Chmod(state, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	secret := fmt.Sprintf("planted-%d", time.Now().UnixNano())
+	planted := []string{filepath.Join(state, fmt.Sprintf("hf-hide-test-%d", os.Getpid())), filepath.Join(extra, "secret")}
+	if err := os.MkdirAll(extra, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range planted {
+		if err := os.WriteFile(p, []byte(secret), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.Remove(p) })
+	}
+	r, err := sandbox.NewBwrapRunner(sandbox.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(openDir(t), "run")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	res, err := r.Run(context.Background(), sandbox.Spec{
+		Argv: []string{"sh", "-c", fmt.Sprintf("cat %s %s 2>&1; echo done", planted[0], planted[1])},
+		Dir:  dir, ReadWrite: []string{dir}, Env: []string{"PATH=/usr/bin:/bin"},
+		Hidden: hidden, Stdout: &out, Stderr: &out, Limits: sandbox.Limits{Timeout: time.Minute},
+	})
+	if err != nil || res.ExitCode != 0 || !strings.HasSuffix(out.String(), "done\n") {
+		t.Fatalf("run: %v %+v %q", err, res, out.String())
+	}
+	if strings.Contains(out.String(), secret) {
+		t.Errorf("a planted secret was readable with --hide %s: %q", extra, out.String())
+	}
+	// Control: without the masks the agent's user reads them.
+	out.Reset()
+	res, err = r.Run(context.Background(), sandbox.Spec{
+		Argv: []string{"sh", "-c", fmt.Sprintf("cat %s %s; echo done", planted[0], planted[1])},
+		Dir:  dir, ReadWrite: []string{dir}, Env: []string{"PATH=/usr/bin:/bin"},
+		Stdout: &out, Stderr: &out, Limits: sandbox.Limits{Timeout: time.Minute},
+	})
+	if err != nil || strings.Count(out.String(), secret) != 2 {
+		t.Fatalf("unmasked control: %v %+v %q (the refusal above proves nothing)", err, res, out.String())
+	}
+}
