@@ -23,7 +23,7 @@ func BenchmarkBwrapOverhead(b *testing.B) {
 	}
 	// The same bwrap invocation without the cgroup, to tell bwrap's own cost
 	// from the runner's.
-	raw := append([]string{"--ro-bind", "/", "/"}, bwrapArgs(spec, false)...)
+	raw := append([]string{"--ro-bind", "/", "/"}, bwrapArgs(spec, false, false)...)
 	raw = append(raw, "--", truePath)
 	var plain, sandboxed, bare []time.Duration
 	for b.Loop() {
@@ -60,4 +60,34 @@ func median(d []time.Duration) time.Duration {
 	s := slices.Clone(d)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// BenchmarkSandboxStartCost runs `true` under bwrap without the seccomp
+// filter and with it, alternately in the same run, and reports each median
+// and what the filter adds:
+//
+//	go test -run '^$' -bench SandboxStartCost -benchtime 100x ./sandbox/
+func BenchmarkSandboxStartCost(b *testing.B) {
+	r := requireBwrapHost(b)
+	bare := *r
+	bare.noSeccomp = true
+	spec := runDir(b, testBase(b), "true")
+	var without, with []time.Duration
+	for b.Loop() {
+		for _, c := range []struct {
+			r *BwrapRunner
+			d *[]time.Duration
+		}{{&bare, &without}, {r, &with}} {
+			start := time.Now()
+			res, err := c.r.Run(context.Background(), spec)
+			if err != nil || res.ExitCode != 0 {
+				b.Fatalf("bwrap true: %+v, %v", res, err)
+			}
+			*c.d = append(*c.d, time.Since(start))
+		}
+	}
+	m0, ms := median(without), median(with)
+	b.ReportMetric(m0.Seconds()*1e3, "bwrap-ms")
+	b.ReportMetric(ms.Seconds()*1e3, "seccomp-ms")
+	b.ReportMetric((ms-m0).Seconds()*1e3, "seccomp-added-ms")
 }

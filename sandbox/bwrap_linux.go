@@ -21,6 +21,9 @@ import (
 type BwrapRunner struct {
 	bwrap string
 	opts  Options
+	// noSeccomp runs without the seccomp filter: only tests and the
+	// benchmark set it, to show what the filter changes.
+	noSeccomp bool
 }
 
 var _ Runner = (*BwrapRunner)(nil)
@@ -45,9 +48,10 @@ func (*BwrapRunner) Mode() Mode { return ModeBwrap }
 // File descriptors of the bwrap child (ExtraFiles start at 3).
 const (
 	fdArgs    = 3
-	fdInfo    = 4
-	fdBlock   = 5
-	fdRelease = 6
+	fdSeccomp = 4
+	fdInfo    = 5
+	fdBlock   = 6
+	fdRelease = 7
 )
 
 // releaseGuard runs in front of the payload on cgroup v1. bwrap's
@@ -64,8 +68,8 @@ const guardName = "harnessfacts-release-guard"
 // bwrapArgs are the options passed through --args: nothing here appears on a
 // command line, so environment values (credentials) stay out of the
 // world-readable /proc/<pid>/cmdline. v1Sync adds --info-fd/--block-fd, see
-// Run.
-func bwrapArgs(spec Spec, v1Sync bool) []string {
+// Run; seccomp loads the filter from fdSeccomp.
+func bwrapArgs(spec Spec, v1Sync, seccomp bool) []string {
 	a := []string{
 		"--unshare-all", // user, ipc, pid, net, uts, cgroup namespaces
 		"--unshare-user",
@@ -112,6 +116,9 @@ func bwrapArgs(spec Spec, v1Sync bool) []string {
 		a = append(a, "--share-net")
 	}
 	a = append(a, "--chdir", spec.Dir)
+	if seccomp {
+		a = append(a, "--seccomp", fmt.Sprint(fdSeccomp))
+	}
 	if v1Sync {
 		a = append(a, "--info-fd", fmt.Sprint(fdInfo), "--block-fd", fmt.Sprint(fdBlock))
 	}
@@ -213,17 +220,23 @@ func within(p, parent string) bool {
 // A memfd has no size limit (a pipe would need a writer goroutine past 64
 // KiB of environment) and is never on disk.
 func argsFile(args []string) (*os.File, error) {
-	fd, err := unix.MemfdCreate("bwrap-args", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
-	if err != nil {
-		return nil, fmt.Errorf("memfd_create: %w", err)
-	}
-	f := os.NewFile(uintptr(fd), "bwrap-args")
 	var buf bytes.Buffer
 	for _, s := range args {
 		buf.WriteString(s)
 		buf.WriteByte(0)
 	}
-	if _, err := f.Write(buf.Bytes()); err != nil {
+	return sealedMemfd("bwrap-args", buf.Bytes())
+}
+
+// sealedMemfd returns a memfd holding data, read from its start, that no one
+// can change any more.
+func sealedMemfd(name string, data []byte) (*os.File, error) {
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, fmt.Errorf("memfd_create: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), name)
+	if _, err := f.Write(data); err != nil {
 		f.Close()
 		return nil, err
 	}
@@ -267,12 +280,21 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 	}()
 	v1 := cg.version() == 1
 
-	af, err := argsFile(bwrapArgs(spec, v1))
+	var sf *os.File // nil: fd 4 is closed in the child
+	if !r.noSeccomp {
+		var prof SeccompProfile
+		if sf, prof, err = seccompFile(); err != nil {
+			return res, fmt.Errorf("sandbox: %w", err)
+		}
+		defer sf.Close()
+		res.Seccomp = prof.String()
+	}
+	af, err := argsFile(bwrapArgs(spec, v1, sf != nil))
 	if err != nil {
 		return res, fmt.Errorf("sandbox: bwrap args: %w", err)
 	}
 	defer af.Close()
-	extra := []*os.File{af}
+	extra := []*os.File{af, sf}
 	argv := spec.Argv
 	var infoR, blockW, releaseW *os.File
 	if v1 {
@@ -321,7 +343,7 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 	start := time.Now()
 	err = cmd.Start()
 	cg.afterStart()
-	for _, f := range extra[1:] {
+	for _, f := range extra[2:] {
 		f.Close() // the child's copies are what matter now
 	}
 	if err != nil {
@@ -456,7 +478,7 @@ func preflightBwrap(ctx context.Context, opts Options) Availability {
 		a.Reason = explainBwrapFailure(fmt.Sprintf("bwrap exited %d: %s", res.ExitCode, strings.TrimSpace(stderr.String())))
 	default:
 		a.Available = true
-		a.Reason = fmt.Sprintf("bwrap %s, cgroup %s", r.bwrap, cgroupDescription(opts))
+		a.Reason = fmt.Sprintf("bwrap %s, cgroup %s, seccomp %s", r.bwrap, cgroupDescription(opts), res.Seccomp)
 	}
 	return a
 }

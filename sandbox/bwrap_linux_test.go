@@ -633,7 +633,7 @@ console.log("node", process.version, big.length, a.length)`
 
 func TestBwrapArgsCarryNoValuesOnTheCommandLine(t *testing.T) {
 	spec := Spec{Argv: []string{"agent", "--flag"}, Dir: "/run/x", Env: []string{"K=v1", "EMPTY=", "EQ=a=b"}, ReadWrite: []string{"/run/x"}}
-	args := bwrapArgs(spec, false)
+	args := bwrapArgs(spec, false, false)
 	joined := strings.Join(args, "\x00")
 	for _, want := range []string{"--clearenv\x00--setenv\x00K\x00v1", "--setenv\x00EMPTY\x00\x00", "--setenv\x00EQ\x00a=b", "--bind\x00/run/x\x00/run/x", "--chdir\x00/run/x"} {
 		if !strings.Contains(joined, want) {
@@ -644,7 +644,7 @@ func TestBwrapArgsCarryNoValuesOnTheCommandLine(t *testing.T) {
 		t.Errorf("network None shares the network: %q", args)
 	}
 	spec.Network = NetworkShared
-	if !strings.Contains(strings.Join(bwrapArgs(spec, false), " "), "--share-net") {
+	if !strings.Contains(strings.Join(bwrapArgs(spec, false, false), " "), "--share-net") {
 		t.Errorf("network Shared lacks --share-net")
 	}
 }

@@ -218,6 +218,10 @@ type Result struct {
 	PeakMemory int64
 	// Warning is set, in plain words, when the run was not sandboxed.
 	Warning string
+	// Seccomp names the seccomp filter the command ran under and the sha256
+	// of its program ("name@sha256:…"), or is empty when none applied (the
+	// plain mode; Windows has none).
+	Seccomp string
 }
 
 // Runner runs commands in one isolation mode.

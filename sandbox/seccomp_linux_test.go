@@ -1,0 +1,382 @@
+package sandbox
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/elastic/go-seccomp-bpf/arch"
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/harnessfacts/harnessfacts/sandbox/internal/sysprobe"
+)
+
+// syscallProbeEnv makes the test binary a probe: it makes each call of
+// probeCalls and prints "name errno" lines (errno 0: the call succeeded).
+const syscallProbeEnv = "HF_SYSCALL_PROBE"
+
+const (
+	i386Getpid = 20
+	i386Keyctl = 288
+	x32Bit     = 0x40000000
+	// addrNoRandomize is ADDR_NO_RANDOMIZE of <linux/personality.h>.
+	addrNoRandomize = 0x0040000
+)
+
+// probeCalls are the calls an attacker in the sandbox would try, each with
+// arguments for which the kernel, without the filter, answers something
+// other than EPERM wherever it can (so the control run tells the filter's
+// EPERM from the kernel's).
+var probeCalls = map[string]func() unix.Errno{
+	"keyctl":            func() unix.Errno { return sys(unix.SYS_KEYCTL, 0, neg(3), 1) }, // KEYCTL_GET_KEYRING_ID, session, create
+	"add_key":           func() unix.Errno { return sys(unix.SYS_ADD_KEY, 0, 0, 0, 0, neg(2)) },
+	"request_key":       func() unix.Errno { return sys(unix.SYS_REQUEST_KEY, 0, 0, 0, 0) },
+	"bpf":               func() unix.Errno { return sys(unix.SYS_BPF, 9999, 0, 0) },
+	"perf_event_open":   func() unix.Errno { return sys(unix.SYS_PERF_EVENT_OPEN, 0, 0, neg(1), neg(1), 0) },
+	"userfaultfd":       func() unix.Errno { return sys(unix.SYS_USERFAULTFD, 1) }, // UFFD_USER_MODE_ONLY
+	"io_uring_setup":    func() unix.Errno { return sys(unix.SYS_IO_URING_SETUP, 1, 0) },
+	"io_uring_enter":    func() unix.Errno { return sys(unix.SYS_IO_URING_ENTER, neg(1), 0, 0, 0, 0, 0) },
+	"io_uring_register": func() unix.Errno { return sys(unix.SYS_IO_URING_REGISTER, neg(1), 0, 0, 0) },
+	"ptrace":            func() unix.Errno { return sys(unix.SYS_PTRACE, 0xdead, uintptr(os.Getpid()), 0, 0) },
+	"process_vm_readv":  func() unix.Errno { return sys(unix.SYS_PROCESS_VM_READV, uintptr(os.Getpid()), 0, 0, 0, 0, 0) },
+	"kcmp":              func() unix.Errno { return sys(unix.SYS_KCMP, uintptr(os.Getpid()), uintptr(os.Getpid()), 1, 0, 0) },
+	// ADDR_NO_RANDOMIZE turns off ASLR for what this process runs next.
+	"personality(ADDR_NO_RANDOMIZE)": func() unix.Errno { return sys(unix.SYS_PERSONALITY, addrNoRandomize) },
+	"personality(query)":             func() unix.Errno { return sys(unix.SYS_PERSONALITY, 0xffffffff) },
+	"init_module":                    func() unix.Errno { return sys(unix.SYS_INIT_MODULE, 0, 0, 0) },
+	"finit_module":                   func() unix.Errno { return sys(unix.SYS_FINIT_MODULE, neg(1), 0, 0) },
+	"delete_module":                  func() unix.Errno { return sys(unix.SYS_DELETE_MODULE, 0, 0) },
+	"kexec_load":                     func() unix.Errno { return sys(unix.SYS_KEXEC_LOAD, 0, 0, 0, 0) },
+	"kexec_file_load":                func() unix.Errno { return sys(unix.SYS_KEXEC_FILE_LOAD, neg(1), neg(1), 0, 0, 0) },
+	"unshare(CLONE_NEWUSER)":         func() unix.Errno { return sys(unix.SYS_UNSHARE, unix.CLONE_NEWUSER) },
+	"setns":                          func() unix.Errno { return sys(unix.SYS_SETNS, neg(1), 0) },
+	"clone3":                         func() unix.Errno { return sys(unix.SYS_CLONE3, 0, 0) },
+	"socket(AF_VSOCK)":               func() unix.Errno { return sys(unix.SYS_SOCKET, unix.AF_VSOCK, unix.SOCK_STREAM, 0) },
+	"socket(AF_INET)":                func() unix.Errno { return sys(unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_STREAM, 0) },
+	"getpid":                         func() unix.Errno { return sys(unix.SYS_GETPID) },
+	"x32 getpid":                     func() unix.Errno { return sys(x32Bit | unix.SYS_GETPID) },
+	"i386 getpid":                    func() unix.Errno { return i386(i386Getpid, 0, 0, 0) },
+	"i386 keyctl":                    func() unix.Errno { return i386(i386Keyctl, 0, uint32(neg(3)), 1) },
+}
+
+func neg(n int) uintptr { return uintptr(-n) }
+
+func sys(nr uintptr, args ...uintptr) unix.Errno {
+	var a [6]uintptr
+	copy(a[:], args)
+	r, _, errno := unix.Syscall6(nr, a[0], a[1], a[2], a[3], a[4], a[5])
+	if errno == 0 && nr != unix.SYS_GETPID && nr != unix.SYS_PERSONALITY && int(r) > 2 {
+		_ = unix.Close(int(r)) // a new fd (userfaultfd, socket)
+	}
+	return errno
+}
+
+func i386(nr, a1, a2, a3 uint32) unix.Errno {
+	if !sysprobe.I386Available {
+		return unix.ENOSYS
+	}
+	if r := sysprobe.I386(nr, a1, a2, a3); r < 0 && r > -4096 {
+		return unix.Errno(-r)
+	}
+	return 0
+}
+
+// The probe runs before the tests' main, in the sandbox.
+func init() {
+	if os.Getenv(syscallProbeEnv) != "" {
+		os.Exit(syscallProbe())
+	}
+}
+
+// syscallProbe is the probe's main.
+func syscallProbe() int {
+	names := make([]string, 0, len(probeCalls))
+	for n := range probeCalls {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Printf("%s=%d\n", n, int(probeCalls[n]()))
+	}
+	return 0
+}
+
+// probeInSandbox runs the probe under r and returns each call's errno.
+func probeInSandbox(t *testing.T, r *BwrapRunner) (map[string]unix.Errno, Result) {
+	t.Helper()
+	base := testBase(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A copy the sandbox's uid can read: go test's build dir is private,
+	// and /tmp is the sandbox's own.
+	probe := filepath.Join(base, "probe")
+	copyFile(t, self, probe, 0o755)
+	spec := runDir(t, base, probe)
+	spec.Env = append(spec.Env, syscallProbeEnv+"=1")
+	spec.ReadOnly = []string{probe}
+	res, out := run(t, r, spec)
+	if res.ExitCode != 0 {
+		t.Fatalf("probe exited %d: %s", res.ExitCode, out)
+	}
+	got := map[string]unix.Errno{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		name, v, ok := strings.Cut(line, "=")
+		n, err := strconv.Atoi(v)
+		if !ok || err != nil {
+			t.Fatalf("probe printed %q", line)
+		}
+		got[name] = unix.Errno(n)
+	}
+	if len(got) != len(probeCalls) {
+		t.Fatalf("probe answered %d calls, want %d: %s", len(got), len(probeCalls), out)
+	}
+	return got, res
+}
+
+func copyFile(t testing.TB, from, to string, mode os.FileMode) {
+	t.Helper()
+	src, err := os.Open(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	dst, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_EXCL, mode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSeccompDeniesCallsInSandbox runs the probe in a real bwrap sandbox,
+// with the filter and, as the control that shows the test can fail,
+// without it (today's main had none).
+func TestSeccompDeniesCallsInSandbox(t *testing.T) {
+	r := requireBwrapHost(t)
+	if !sysprobe.I386Available {
+		t.Log("not amd64: the i386 calls are not probed")
+	}
+	filtered, res := probeInSandbox(t, r)
+	prof, err := Seccomp()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Seccomp != prof.String() || !strings.HasPrefix(prof.Digest, "sha256:") {
+		t.Errorf("Result.Seccomp = %q, want %q", res.Seccomp, prof.String())
+	}
+	bare := *r
+	bare.noSeccomp = true
+	unfiltered, res := probeInSandbox(t, &bare)
+	if res.Seccomp != "" {
+		t.Errorf("a run without the filter says it had one: %q", res.Seccomp)
+	}
+
+	type want struct {
+		filtered unix.Errno
+		// kernelRefuses: without the filter the kernel itself says EPERM
+		// (the sandbox has no capabilities) or ENOSYS (not built in); the filter still keeps the
+		// call off the kernel's code path, which TestSeccompFilterDecisions
+		// checks on the program itself.
+		kernelRefuses bool
+	}
+	table := map[string]want{
+		"keyctl": {filtered: unix.EPERM}, "add_key": {filtered: unix.EPERM}, "request_key": {filtered: unix.EPERM},
+		"bpf": {filtered: unix.EPERM}, "perf_event_open": {filtered: unix.EPERM}, "userfaultfd": {filtered: unix.EPERM},
+		"io_uring_setup": {filtered: unix.EPERM}, "io_uring_enter": {filtered: unix.EPERM}, "io_uring_register": {filtered: unix.EPERM},
+		"ptrace": {filtered: unix.EPERM}, "process_vm_readv": {filtered: unix.EPERM}, "kcmp": {filtered: unix.EPERM},
+		"personality(ADDR_NO_RANDOMIZE)": {filtered: unix.EPERM},
+		"personality(query)":             {filtered: 0},
+		"init_module":                    {filtered: unix.EPERM, kernelRefuses: true},
+		"finit_module":                   {filtered: unix.EPERM, kernelRefuses: true},
+		"delete_module":                  {filtered: unix.EPERM, kernelRefuses: true},
+		"kexec_load":                     {filtered: unix.EPERM, kernelRefuses: true},
+		"kexec_file_load":                {filtered: unix.EPERM, kernelRefuses: true},
+		"unshare(CLONE_NEWUSER)":         {filtered: unix.EPERM},
+		"setns":                          {filtered: unix.EPERM},
+		// Docker's rule: ENOSYS, so that glibc falls back to clone, whose
+		// flags the filter can see.
+		"clone3":           {filtered: unix.ENOSYS},
+		"socket(AF_VSOCK)": {filtered: unix.EPERM},
+		"socket(AF_INET)":  {filtered: 0},
+		"getpid":           {filtered: 0},
+		// This kernel may lack the x32 ABI (ENOSYS either way); the program
+		// itself is checked in TestSeccompFilterDecisions.
+		"x32 getpid":  {filtered: unix.ENOSYS},
+		"i386 getpid": {filtered: unix.EPERM},
+		"i386 keyctl": {filtered: unix.EPERM},
+	}
+	if !sysprobe.I386Available {
+		table["i386 getpid"] = want{filtered: unix.ENOSYS}
+		table["i386 keyctl"] = want{filtered: unix.ENOSYS}
+	}
+	for name, w := range table {
+		if got := filtered[name]; got != w.filtered {
+			t.Errorf("%s under the filter: errno %d (%v), want %d (%v)", name, int(got), got, int(w.filtered), w.filtered)
+		}
+		if w.filtered == unix.EPERM && !w.kernelRefuses && unfiltered[name] == unix.EPERM {
+			t.Errorf("%s without the filter: EPERM too, so this probe cannot tell the filter's refusal from the kernel's", name)
+		}
+		if got := unfiltered[name]; w.kernelRefuses && got != unix.EPERM && got != unix.ENOSYS {
+			t.Errorf("%s without the filter: errno %d, expected the kernel to refuse it too (EPERM, or ENOSYS where it is not built in)", name, int(got))
+		}
+	}
+	if len(table) != len(probeCalls) {
+		t.Errorf("the table covers %d of the %d probe calls", len(table), len(probeCalls))
+	}
+	t.Logf("without the filter: %v", unfiltered)
+}
+
+// TestSeccompFilterDecisions runs the assembled program in a BPF
+// interpreter for every denied call, the other ABIs and a few allowed calls.
+func TestSeccompFilterDecisions(t *testing.T) {
+	f, err := builtSeccomp()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm, err := bpf.NewVM(f.insns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := arch.GetInfo("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const (
+		allow = unix.SECCOMP_RET_ALLOW
+		eperm = unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)
+		enosy = unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)
+	)
+	decide := func(auditArch uint32, nr uint32, args ...uint64) uint32 {
+		// seccomp_data in native order; the interpreter loads big-endian
+		// words, so each 32-bit word is stored big-endian where the kernel
+		// keeps it (arguments as low word, then high word on little-endian).
+		var d [64]byte
+		binary.BigEndian.PutUint32(d[0:], nr)
+		binary.BigEndian.PutUint32(d[4:], auditArch)
+		for i, a := range args {
+			lo, hi := 16+8*i, 20+8*i
+			if binary.NativeEndian.Uint16([]byte{1, 0}) != 1 { // big-endian host
+				lo, hi = hi, lo
+			}
+			binary.BigEndian.PutUint32(d[lo:], uint32(a))
+			binary.BigEndian.PutUint32(d[hi:], uint32(a>>32))
+		}
+		v, err := vm.Run(d[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return uint32(v)
+	}
+	native := uint32(info.ID)
+	nr := func(name string) uint32 {
+		n, ok := info.SyscallNames[name]
+		if !ok {
+			t.Fatalf("%s has no number on %s", name, info.Name)
+		}
+		return uint32(n)
+	}
+	for _, name := range deniedSyscalls {
+		if _, ok := info.SyscallNames[name]; !ok {
+			continue
+		}
+		if got := decide(native, nr(name)); got != eperm {
+			t.Errorf("%s: %#x, want EPERM", name, got)
+		}
+	}
+	for _, name := range []string{"read", "write", "openat", "execve", "futex", "mmap", "wait4", "getdents64", "rt_sigreturn", "exit_group"} {
+		if got := decide(native, nr(name)); got != allow {
+			t.Errorf("%s: %#x, want allowed", name, got)
+		}
+	}
+	// clone: threads and forks yes, new namespaces no.
+	if got := decide(native, nr("clone"), unix.CLONE_VM|unix.CLONE_FS|unix.CLONE_FILES|unix.CLONE_SIGHAND|unix.CLONE_THREAD); got != allow {
+		t.Errorf("clone of a thread: %#x", got)
+	}
+	if got := decide(native, nr("clone"), unix.CLONE_NEWUSER|uint64(unix.SIGCHLD)); got != eperm {
+		t.Errorf("clone(CLONE_NEWUSER): %#x, want EPERM", got)
+	}
+	if got := decide(native, nr("clone3")); got != enosy {
+		t.Errorf("clone3: %#x, want ENOSYS", got)
+	}
+	if got := decide(native, nr("personality"), 0xffffffff); got != allow {
+		t.Errorf("personality(query): %#x", got)
+	}
+	if got := decide(native, nr("personality"), addrNoRandomize); got != eperm {
+		t.Errorf("personality(ADDR_NO_RANDOMIZE): %#x, want EPERM", got)
+	}
+	// After a failed argument check the next rules compare the call's
+	// number again, not the argument (go-seccomp-bpf v1.6.0's assembler
+	// compared the argument: personality(arch_prctl's number) matched
+	// arch_prctl's allow rule).
+	if got := decide(native, nr("personality"), uint64(nr("arch_prctl"))); got != eperm {
+		t.Errorf("personality(%d): %#x, want EPERM", nr("arch_prctl"), got)
+	}
+	if got := decide(native, nr("socket"), unix.AF_INET6); got != allow {
+		t.Errorf("socket(AF_INET6): %#x, want allowed", got)
+	}
+	// A 64-bit argument whose low word is an allowed value.
+	if got := decide(native, nr("personality"), 1<<32); got != eperm {
+		t.Errorf("personality(1<<32): %#x, want EPERM", got)
+	}
+	if info.ID == arch.X86_64.ID {
+		for _, n := range []uint32{nr("getpid"), nr("keyctl"), nr("read")} {
+			if got := decide(native, x32Bit|n); got != enosy {
+				t.Errorf("x32 call %d: %#x, want ENOSYS", n, got)
+			}
+			if got := decide(uint32(arch.I386.ID), n); got != eperm {
+				t.Errorf("i386 call %d: %#x, want EPERM", n, got)
+			}
+		}
+	}
+}
+
+// TestSeccompProfileIsStable: the digest names the program, so building it
+// twice gives the same one, and the name says where it comes from.
+func TestSeccompProfileIsStable(t *testing.T) {
+	a, err := buildSeccomp()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := buildSeccomp()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.profile != b.profile {
+		t.Errorf("two builds differ: %v, %v", a.profile, b.profile)
+	}
+	gomod, err := os.ReadFile("../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(gomod), "github.com/moby/profiles/seccomp "+mobyProfileVersion+"\n") {
+		t.Errorf("go.mod does not require github.com/moby/profiles/seccomp %s, the version the profile's name gives", mobyProfileVersion)
+	}
+	t.Logf("%s (%d instructions)", a.profile, len(a.insns))
+}
+
+// TestSeccompAgentWorkloadRuns: the shell tools an agent uses (a pipeline,
+// threads through a Go program, files, a unix socket) work under the filter.
+func TestSeccompAgentWorkloadRuns(t *testing.T) {
+	r := requireBwrapHost(t)
+	spec := runDir(t, testBase(t), "/bin/sh", "-c",
+		`set -e; mkdir -p a/b; echo hi > a/b/f; cat a/b/f | tr a-z A-Z > up; grep -q HI up; ls -la a >/dev/null
+		 command -v python3 >/dev/null && python3 -c 'import threading,socket,os; s=socket.socket(socket.AF_UNIX); t=threading.Thread(target=print, args=("thread",)); t.start(); t.join()'
+		 echo ok`)
+	res, out := run(t, r, spec)
+	if res.ExitCode != 0 || !strings.Contains(out, "ok") {
+		t.Fatalf("exit %d: %s", res.ExitCode, out)
+	}
+}
