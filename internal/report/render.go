@@ -6,7 +6,40 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/termsafe"
 )
+
+// shown is a copy of r whose free text is safe to show in a terminal or a
+// page (see termsafe): a revision or a name read from the cluster must not
+// carry terminal control sequences to the reader of the Markdown (printed
+// on stdout) or of the HTML file (often looked at with cat or less).
+func (r *Report) shown() *Report {
+	s := *r
+	s.Suite, s.Namespace = termsafe.String(r.Suite), termsafe.String(r.Namespace)
+	s.Revision, s.Progress = termsafe.String(r.Revision), termsafe.String(r.Progress)
+	s.Cells = make([]Cell, len(r.Cells))
+	for i, c := range r.Cells {
+		c.Agent, c.Fixture = termsafe.String(c.Agent), termsafe.String(c.Fixture)
+		runs := make([]Run, len(c.Runs))
+		for j, run := range c.Runs {
+			for _, f := range []*string{&run.Name, &run.Agent, &run.Fixture, &run.Phase, &run.Verdict, &run.Class,
+				&run.Reason, &run.Node, &run.Digest, &run.EvidenceConfigMap, &run.FixtureHash, &run.FixtureDigest} {
+				*f = termsafe.String(*f)
+			}
+			runs[j] = run
+		}
+		c.Runs = runs
+		s.Cells[i] = c
+	}
+	s.Rounds = make([]harnessv1.RoundSummary, len(r.Rounds))
+	for i, round := range r.Rounds {
+		round.Revision, round.PassRate = termsafe.String(round.Revision), termsafe.String(round.PassRate)
+		s.Rounds[i] = round
+	}
+	return &s
+}
 
 // percent formats a rate as a percentage with one decimal.
 func percent(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) }
@@ -14,6 +47,7 @@ func percent(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) }
 // Markdown writes the summary for CI logs: the round, its totals, and one
 // table row per cell with n, pass rate and its 95% interval.
 func (r *Report) Markdown(w io.Writer) error {
+	r = r.shown()
 	var b strings.Builder
 	fmt.Fprintf(&b, "## HarnessSuite %s/%s — round %d", r.Namespace, r.Suite, r.Round)
 	if r.Revision != "" {
@@ -93,6 +127,7 @@ type tick struct {
 // rate per cell with its Wilson 95% interval, the table, and every run with
 // its evidence digest. Names are escaped by html/template.
 func (r *Report) HTML(w io.Writer) error {
+	r = r.shown()
 	d := htmlData{Report: r, GeneratedText: r.Generated.UTC().Format(time.RFC3339)}
 	for i, c := range r.Cells {
 		y := float64(chartTop + i*chartRowHeight)

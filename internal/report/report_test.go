@@ -166,3 +166,35 @@ Earlier rounds: round 1 (revision old) 40.0%.
 		t.Errorf("markdown (-want +got):\n%s", diff)
 	}
 }
+
+// A revision (free text in the suite's spec) or a name carrying terminal
+// control sequences reaches neither the Markdown printed on stdout nor the
+// HTML file as sequences: OSC 52 (clipboard), OSC 8 (link) and CSI (erase,
+// colour) are shown as inert text.
+func TestReportsNeutraliseTerminalSequences(t *testing.T) {
+	const osc52, osc8, csi = "\x1b]52;c;ZXZpbA==\x07", "\x1b]8;;https://evil.example/\x1b\\", "\x1b[2K\x1b[1A"
+	s := testSuite()
+	s.Status.Revision = "rev" + osc52 + osc8 + csi
+	s.Status.Cells = nil
+	s.Status.Rounds = []harnessv1.RoundSummary{{Round: 1, Revision: "old" + csi, PassRate: "40.0%"}}
+	runs := []harnessv1.HarnessRun{testRun("s-1", "codex"+csi, "hello"+osc8, "0", harnessv1.RunSucceeded, harnessv1.VerdictPass, "sha256:1")}
+	r := Build(s, runs, time.Unix(0, 0))
+	var md, page bytes.Buffer
+	if err := r.Markdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.HTML(&page); err != nil {
+		t.Fatal(err)
+	}
+	for name, out := range map[string]string{"markdown": md.String(), "html": page.String()} {
+		if strings.ContainsAny(out, "\x1b\x07") {
+			t.Errorf("the %s report holds a raw ESC or BEL: %q", name, out)
+		}
+		if !strings.Contains(out, "rev^[]52;c;ZXZpbA==^G") {
+			t.Errorf("the %s report does not show the OSC 52 sequence as text", name)
+		}
+	}
+	if r.Revision != s.Status.Revision {
+		t.Errorf("the report's data was changed: %q", r.Revision)
+	}
+}
