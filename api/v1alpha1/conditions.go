@@ -56,6 +56,10 @@ const (
 	ReasonChecksFailed = "ChecksFailed"
 	// ReasonAgentFailed: the agent exited non-zero or was killed by a signal.
 	ReasonAgentFailed = "AgentFailed"
+	// ReasonDiskLimitExceeded: the run dir was full (limits.disk, bytes or
+	// files) when the agent exited; the verdict is Fail (class Agent), even
+	// if the agent exited 0 after ignoring ENOSPC.
+	ReasonDiskLimitExceeded = "DiskLimitExceeded"
 	// ReasonTokenNotSeen: the fixture asked for MCP and the token never
 	// appeared in the agent's output or artifacts.
 	ReasonTokenNotSeen = "TokenNotSeen"

@@ -360,6 +360,21 @@ type Limits struct {
 	// +optional
 	Memory *resource.Quantity `json:"memory,omitempty"`
 
+	// disk bounds the files of the run: the run dir (the workspace, the
+	// agent's HOME, TMPDIR and the fixture's files) is a tmpfs of this size
+	// that the node-agent mounts, so the kernel refuses writes beyond it
+	// (ENOSPC) and the node's disk is never touched. A tmpfs lives in memory
+	// and its files are charged to the memory cgroup of the process that
+	// wrote them: the agent's files count against limits.memory as well, so
+	// disk and memory share one budget (a run with memory 2Gi and disk 1Gi
+	// may hold up to 1Gi of files, and its processes have what the files
+	// leave of the 2Gi). An agent that fills it ends with reason
+	// DiskLimitExceeded. Unset: the fixture's, then DefaultDisk (1Gi).
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('1Mi')) >= 0",message="limits.disk must be at least 1Mi"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('256Gi')) <= 0",message="limits.disk must be at most 256Gi"
+	// +optional
+	Disk *resource.Quantity `json:"disk,omitempty"`
+
 	// maxDecisions bounds the agent's turns where its CLI has a turn limit,
 	// and the MCP calls it may make.
 	// +kubebuilder:default=5000
