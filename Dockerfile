@@ -41,12 +41,13 @@ ENTRYPOINT ["/harnessfacts"]
 CMD ["controller", "--leader-elect"]
 
 # ---- node-agent -------------------------------------------------------------
-# Debian trixie gives bubblewrap and Node.js 20 (Gemini CLI needs >= 20);
+# Debian trixie gives bubblewrap, slirp4netns (egress Unrestricted's
+# user-mode network stack) and Node.js 20 (Gemini CLI needs >= 20);
 # the python:3.12 base gives a Python that aider-chat accepts (3.10-3.12;
 # trixie's own is 3.13).
 FROM python:3.12-slim-trixie AS node-agent
 RUN apt-get update && \
-    apt-get install -y --no-install-recommends bubblewrap nodejs npm ca-certificates git && \
+    apt-get install -y --no-install-recommends bubblewrap slirp4netns nodejs npm ca-certificates git && \
     rm -rf /var/lib/apt/lists/*
 COPY hack/install-agent-clis.sh /usr/local/lib/harnessfacts/install-agent-clis.sh
 # Every CLI at its pinned version into /opt/harnessfacts/agents; the script

@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Installs the system packages the tests need on a fresh Debian machine:
-# bubblewrap (the Linux sandbox), and curl and jq for the sample agent scripts.
+# bubblewrap (the Linux sandbox), slirp4netns (the user-mode network stack of
+# egress Unrestricted runs), iproute2 (the tests put a stand-in for the
+# outside network in a namespace of its own), and curl for the sample agent
+# scripts.
 # It does nothing for a package already installed, and only asks apt when run
 # as root.
 set -euo pipefail
 
 need=()
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
+command -v slirp4netns >/dev/null 2>&1 || need+=(slirp4netns)
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v flock >/dev/null 2>&1 || need+=(util-linux)
 [ ${#need[@]} -eq 0 ] && exit 0

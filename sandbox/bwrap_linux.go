@@ -52,6 +52,7 @@ const (
 	fdInfo    = 5
 	fdBlock   = 6
 	fdRelease = 7
+	fdResolv  = 8
 )
 
 // releaseGuard runs in front of the payload on cgroup v1. bwrap's
@@ -68,7 +69,8 @@ const guardName = "harnessfacts-release-guard"
 // bwrapArgs are the options passed through --args: nothing here appears on a
 // command line, so environment values (credentials) stay out of the
 // world-readable /proc/<pid>/cmdline. v1Sync adds --info-fd/--block-fd, see
-// Run; seccomp loads the filter from fdSeccomp.
+// Run; seccomp loads the filter from fdSeccomp. A NetworkUserMode run gets
+// its /etc/resolv.conf from fdResolv.
 func bwrapArgs(spec Spec, v1Sync, seccomp bool) []string {
 	a := []string{
 		"--unshare-all", // user, ipc, pid, net, uts, cgroup namespaces
@@ -112,8 +114,11 @@ func bwrapArgs(spec Spec, v1Sync, seccomp bool) []string {
 		k, v, _ := strings.Cut(kv, "=")
 		a = append(a, "--setenv", k, v)
 	}
-	if spec.Network == NetworkShared {
+	switch spec.Network {
+	case NetworkShared:
 		a = append(a, "--share-net")
+	case NetworkUserMode:
+		a = append(a, "--ro-bind-data", fmt.Sprint(fdResolv), resolvConfPath())
 	}
 	a = append(a, "--chdir", spec.Dir)
 	if seccomp {
@@ -279,6 +284,22 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 		}
 	}()
 	v1 := cg.version() == 1
+	// A user-mode network stack is attached to the sandbox's network
+	// namespace between bwrap's setup and the payload: the same hold as
+	// the v1 cgroup placement.
+	userNet := spec.Network == NetworkUserMode
+	sync := v1 || userNet
+	var slirp string
+	var resolv *os.File
+	if userNet {
+		if slirp, err = slirpPath(r.opts); err != nil {
+			return res, err
+		}
+		if resolv, err = dataFile("resolv.conf", []byte("nameserver "+slirpDNS+"\n")); err != nil {
+			return res, fmt.Errorf("sandbox: resolv.conf: %w", err)
+		}
+		defer resolv.Close()
+	}
 
 	var sf *os.File // nil: fd 4 is closed in the child
 	if !r.noSeccomp {
@@ -289,7 +310,7 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 		defer sf.Close()
 		res.Seccomp = prof.String()
 	}
-	af, err := argsFile(bwrapArgs(spec, v1, sf != nil))
+	af, err := argsFile(bwrapArgs(spec, sync, sf != nil))
 	if err != nil {
 		return res, fmt.Errorf("sandbox: bwrap args: %w", err)
 	}
@@ -297,7 +318,7 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 	extra := []*os.File{af, sf}
 	argv := spec.Argv
 	var infoR, blockW, releaseW *os.File
-	if v1 {
+	if sync {
 		var infoW, blockR, releaseR *os.File
 		if infoR, infoW, err = os.Pipe(); err != nil {
 			return res, err
@@ -319,6 +340,12 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 		defer blockR.Close()
 		defer releaseR.Close()
 		argv = append([]string{"/bin/sh", "-c", releaseGuard, guardName}, spec.Argv...)
+	}
+	if resolv != nil {
+		for len(extra) < fdResolv-fdArgs {
+			extra = append(extra, nil)
+		}
+		extra = append(extra, resolv)
 	}
 
 	cmd := exec.Command(r.bwrap, append([]string{"--args", fmt.Sprint(fdArgs), "--"}, argv...)...)
@@ -344,14 +371,16 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 	err = cmd.Start()
 	cg.afterStart()
 	for _, f := range extra[2:] {
-		f.Close() // the child's copies are what matter now
+		if f != nil && f != resolv {
+			f.Close() // the child's copies are what matter now
+		}
 	}
 	if err != nil {
 		return res, fmt.Errorf("sandbox: start bwrap: %w", err)
 	}
 
 	var killErr error
-	if v1 {
+	if sync {
 		// cgroup v1 has no CLONE_INTO_CGROUP. bwrap tells us its sandbox
 		// child's pid on --info-fd and then that child waits on --block-fd
 		// before it drops into the payload. We move the child into the
@@ -361,7 +390,19 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 		// either ptrace rights or a hook in the caller's main.)
 		// (The few KiB bwrap allocated before the move stay charged to the
 		// parent cgroup, as v1 does not move charges.)
-		if perr := placeV1(cg, infoR); perr != nil {
+		// In the same window the user-mode network stack is attached, so the
+		// payload starts with its network up.
+		pid, perr := childPid(infoR)
+		if perr == nil && pid > 0 && v1 {
+			perr = cg.add(pid)
+		}
+		if perr == nil && pid > 0 && userNet {
+			var net *slirpNet
+			if net, perr = startSlirp(slirp, pid); perr == nil {
+				defer net.stop()
+			}
+		}
+		if perr != nil {
 			_ = cmd.Process.Kill()
 			killErr = cg.killAll()
 			_ = cmd.Wait()
@@ -410,26 +451,27 @@ var releasePayload = func(w *os.File) {
 	_ = w.Close()
 }
 
-// placeV1 reads bwrap's --info-fd and moves bwrap's sandbox child, the
-// ancestor of everything the payload will start, into the cgroup. The outer
-// bwrap process only waits for that child; it stays outside (each v1
-// migration costs milliseconds) and Run kills it directly. An EOF means bwrap
-// died during setup; Wait then tells why.
-func placeV1(cg runCgroup, info *os.File) error {
+// childPid reads bwrap's --info-fd: the pid of bwrap's sandbox child, the
+// ancestor of everything the payload will start. On v1 it is moved into the
+// cgroup; the outer bwrap process only waits for that child and stays
+// outside (each v1 migration costs milliseconds), and Run kills it
+// directly. An EOF (pid 0) means bwrap died during setup; Wait then tells
+// why.
+func childPid(info *os.File) (int, error) {
 	_ = info.SetReadDeadline(time.Now().Add(30 * time.Second))
 	var msg struct {
 		ChildPid int `json:"child-pid"`
 	}
 	if err := json.NewDecoder(info).Decode(&msg); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil
+			return 0, nil
 		}
-		return fmt.Errorf("read bwrap info: %w", err)
+		return 0, fmt.Errorf("read bwrap info: %w", err)
 	}
 	if msg.ChildPid <= 0 {
-		return fmt.Errorf("bwrap info without a child pid")
+		return 0, fmt.Errorf("bwrap info without a child pid")
 	}
-	return cg.add(msg.ChildPid)
+	return msg.ChildPid, nil
 }
 
 func newSandboxRunner(mode Mode, opts Options) (Runner, error) {
@@ -478,9 +520,22 @@ func preflightBwrap(ctx context.Context, opts Options) Availability {
 		a.Reason = explainBwrapFailure(fmt.Sprintf("bwrap exited %d: %s", res.ExitCode, strings.TrimSpace(stderr.String())))
 	default:
 		a.Available = true
-		a.Reason = fmt.Sprintf("bwrap %s, cgroup %s, seccomp %s", r.bwrap, cgroupDescription(opts), res.Seccomp)
+		a.Reason = fmt.Sprintf("bwrap %s, cgroup %s, seccomp %s, %s", r.bwrap, cgroupDescription(opts), res.Seccomp, userNetDescription(opts))
 	}
 	return a
+}
+
+// userNetDescription says whether NetworkUserMode runs (egress
+// Unrestricted) can have their network here.
+func userNetDescription(opts Options) string {
+	p, err := slirpPath(opts)
+	if err != nil {
+		return "no user-mode network for egress Unrestricted (install Debian's slirp4netns package)"
+	}
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		return "no user-mode network for egress Unrestricted (/dev/net/tun is missing: give the node-agent's container the device)"
+	}
+	return "user-mode network " + p
 }
 
 func cgroupDescription(opts Options) string {

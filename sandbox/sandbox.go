@@ -59,8 +59,18 @@ const (
 	// loopback interface: nothing on the host, not even the host's 127.0.0.1,
 	// is reachable. This is the default.
 	NetworkNone Network = iota
-	// NetworkShared shares the host's network stack.
+	// NetworkShared shares the caller's network stack, loopback and
+	// abstract sockets included. The node-agent never uses it: it is the
+	// control case of the tests.
 	NetworkShared
+	// NetworkUserMode gives the command its own network namespace whose
+	// only way out is slirp4netns, a user-mode network stack: it reaches
+	// what the caller's network reaches (TCP and UDP; ping needs no more),
+	// but never the caller's loopback (127.0.0.1 through the stack's
+	// gateway is refused) nor the caller's abstract unix sockets, and its
+	// /etc/resolv.conf names the stack's DNS forwarder (10.0.2.3). Linux
+	// only; needs slirp4netns (Debian's package).
+	NetworkUserMode
 )
 
 func (n Network) String() string {
@@ -69,6 +79,8 @@ func (n Network) String() string {
 		return "None"
 	case NetworkShared:
 		return "Shared"
+	case NetworkUserMode:
+		return "UserMode"
 	}
 	return fmt.Sprintf("Network(%d)", int(n))
 }
@@ -138,7 +150,7 @@ type Spec struct {
 	Hidden []string
 	// Limits bound memory, processes and time.
 	Limits Limits
-	// Network is NetworkNone (default) or NetworkShared.
+	// Network is NetworkNone (default), NetworkUserMode or NetworkShared.
 	Network Network
 	// Stdout and Stderr receive the raw output as it is produced. Nil discards
 	// it. They may be called from two goroutines at once unless they are the
@@ -240,6 +252,9 @@ type Runner interface {
 type Options struct {
 	// Bwrap is the bubblewrap binary; "" looks up "bwrap" in PATH.
 	Bwrap string
+	// Slirp4netns is the user-mode network stack of NetworkUserMode runs;
+	// "" looks up "slirp4netns" in PATH when such a run starts.
+	Slirp4netns string
 	// CgroupParent is the cgroup (relative to each hierarchy's root) under
 	// which per-run cgroups are made; "" means the caller's own cgroup.
 	CgroupParent string

@@ -104,7 +104,7 @@ func TestDockerfileMatchesChart(t *testing.T) {
 	if !strings.Contains(runs, "install-agent-clis.sh "+cliPath) {
 		t.Errorf("the node-agent image does not install the CLIs with hack/install-agent-clis.sh into %s:\n%s", cliPath, runs)
 	}
-	for _, pkg := range []string{"bubblewrap", "nodejs", "npm"} {
+	for _, pkg := range []string{"bubblewrap", "slirp4netns", "nodejs", "npm"} {
 		if !regexp.MustCompile(`apt-get install[^&]*\b` + pkg + `\b`).MatchString(runs) {
 			t.Errorf("the node-agent image does not install Debian's %s", pkg)
 		}
