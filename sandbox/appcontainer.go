@@ -21,9 +21,31 @@ import (
 	"unicode/utf16"
 )
 
-// containerFile is the record kept, and held open without sharing, in the
-// run directory for as long as a run's AppContainer profile and grants exist.
+// containerFile ends the name of the record kept, and held open without
+// sharing, for as long as a run's AppContainer profile and grants exist.
 const containerFile = ".container"
+
+// containerRecordsDir is where the records are kept: outside every run
+// directory, since the node-agent deletes a run dir when its run ends
+// (after a crash, at its next start, before RecoverAbandoned would see a
+// record in it) and the agent may write in it. One folder per user of the
+// machine: a record that no process holds is abandoned, whichever process
+// wrote it.
+func containerRecordsDir() (string, error) {
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("sandbox: appcontainer: no folder for the .container records: %w", err)
+	}
+	return filepath.Join(d, "harnessfacts", "appcontainer"), nil
+}
+
+// runRecord is where a run's record goes and what it says: the profile is
+// named after the run directory (the first read-write path of the Spec) and
+// the record after the profile.
+func runRecord(recordsDir string, spec Spec) (path string, rec containerRecord) {
+	name := appContainerName(spec.ReadWrite[0])
+	return filepath.Join(recordsDir, name+containerFile), containerRecord{Profile: name, Grants: planGrants(spec)}
+}
 
 // appContainerName is the AppContainer profile name for a run directory:
 // deterministic (so a record can be checked against it), at most 64
@@ -176,12 +198,11 @@ type containerOS interface {
 // errHeld means a `.container` record is held by a live run.
 var errHeld = errors.New("held by a running sandbox")
 
-// recoverRunDir removes what a killed run left in runDir: if its
-// `.container` record exists and no live run holds it, the grants it lists
-// are revoked, its profile deleted, and the record removed. It returns
-// whether anything was recovered.
-func recoverRunDir(runDir string, sys containerOS) (bool, error) {
-	path := filepath.Join(runDir, containerFile)
+// recoverRecord removes what a killed run left: if the record at path
+// exists and no live run holds it, the grants it lists are revoked, its
+// profile deleted, and the record removed. It returns whether anything was
+// recovered.
+func recoverRecord(path string, sys containerOS) (bool, error) {
 	b, release, err := sys.open(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -213,7 +234,7 @@ func recoverRunDir(runDir string, sys containerOS) (bool, error) {
 		errs = append(errs, fmt.Errorf("delete profile %s: %w", rec.Profile, err))
 	}
 	if len(errs) > 0 {
-		return false, fmt.Errorf("sandbox: recover %s: %w", runDir, errors.Join(errs...))
+		return false, fmt.Errorf("sandbox: recover %s: %w", path, errors.Join(errs...))
 	}
 	releaseOnce()
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -222,10 +243,10 @@ func recoverRunDir(runDir string, sys containerOS) (bool, error) {
 	return true, nil
 }
 
-// recoverRunsRoot runs recoverRunDir on every directory directly below root
-// (the node-agent's runs directory) and returns the run dirs it cleaned.
-func recoverRunsRoot(root string, sys containerOS) ([]string, error) {
-	entries, err := os.ReadDir(root)
+// recoverRecords runs recoverRecord on every record in dir and returns the
+// profiles it cleaned up.
+func recoverRecords(dir string, sys containerOS) ([]string, error) {
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, nil
@@ -235,16 +256,15 @@ func recoverRunsRoot(root string, sys containerOS) ([]string, error) {
 	var done []string
 	var errs []error
 	for _, e := range entries {
-		if !e.IsDir() {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), containerFile) {
 			continue
 		}
-		dir := filepath.Join(root, e.Name())
-		ok, err := recoverRunDir(dir, sys)
+		ok, err := recoverRecord(filepath.Join(dir, e.Name()), sys)
 		if err != nil {
 			errs = append(errs, err)
 		}
 		if ok {
-			done = append(done, dir)
+			done = append(done, strings.TrimSuffix(e.Name(), containerFile))
 		}
 	}
 	return done, errors.Join(errs...)

@@ -115,73 +115,109 @@ func (f *fakeContainerOS) deleteProfile(profile string) error {
 	return nil
 }
 
-func TestRecoverAbandonedRuns(t *testing.T) {
-	root := t.TempDir()
-	mk := func(name string, rec *containerRecord) string {
-		dir := filepath.Join(root, name)
-		if err := os.Mkdir(dir, 0o755); err != nil {
+// executorRunDir lays out a run dir as the node-agent's executor does:
+// <run root>/harnessfacts-<run>-<attempt>-<random>/{workspace,home,tmp,...},
+// with the workspace as the first read-write path.
+func executorRunDir(t *testing.T, runsRoot, name string) Spec {
+	t.Helper()
+	dir := filepath.Join(runsRoot, name)
+	for _, d := range []string{"workspace", "home", "tmp", "fixture", "sockets"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if rec != nil {
-			b, _ := rec.encode()
-			if err := os.WriteFile(filepath.Join(dir, containerFile), b, 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return dir
 	}
-	dead := mk("dead", &containerRecord{Profile: appContainerName("dead"), Grants: []aclGrant{{Path: `C:\runs\dead`}, {Path: `C:\runtime`}}})
-	live := mk("live", &containerRecord{Profile: appContainerName("live"), Grants: []aclGrant{{Path: `C:\runs\live`}}})
-	mk("clean", nil)
-	sys := &fakeContainerOS{held: map[string]bool{filepath.Join(live, containerFile): true}}
+	return Spec{
+		Argv: []string{"agent"}, Dir: filepath.Join(dir, "workspace"),
+		ReadWrite: []string{filepath.Join(dir, "workspace"), filepath.Join(dir, "home"), filepath.Join(dir, "tmp")},
+		ReadOnly:  []string{filepath.Join(dir, "fixture"), filepath.Join(dir, "sockets"), `C:\harnessfacts\harnessfacts.exe`},
+	}
+}
 
-	done, err := recoverRunsRoot(root, sys)
+// writeRecord writes the record Run holds for spec, where Run puts it.
+func writeRecord(t *testing.T, records string, spec Spec) (path string, rec containerRecord) {
+	t.Helper()
+	path, rec = runRecord(records, spec)
+	b, _ := rec.encode()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path, rec
+}
+
+// TestRecoverAfterTheRunDirIsGone: a node-agent killed during a run leaves
+// the profile, the grants and the run dir; at its next start the run dir is
+// removed (the executor's RemoveAbandoned) and then RecoverAbandoned runs.
+// The record must survive the run dir, so it is not in it.
+func TestRecoverAfterTheRunDirIsGone(t *testing.T) {
+	runsRoot, records := t.TempDir(), t.TempDir()
+	dead := executorRunDir(t, runsRoot, "harnessfacts-dead-1-0a0b0c0d")
+	live := executorRunDir(t, runsRoot, "harnessfacts-live-1-01020304")
+	deadPath, deadRec := writeRecord(t, records, dead)
+	livePath, _ := writeRecord(t, records, live)
+	for _, p := range []string{deadPath, livePath} {
+		if strings.HasPrefix(p, runsRoot+string(filepath.Separator)) {
+			t.Fatalf("the record %s is inside the run root %s, which the node-agent deletes", p, runsRoot)
+		}
+	}
+	// The executor removes the dead run's dir before recovery runs.
+	if err := os.RemoveAll(filepath.Dir(dead.ReadWrite[0])); err != nil {
+		t.Fatal(err)
+	}
+	sys := &fakeContainerOS{held: map[string]bool{livePath: true}}
+	done, err := recoverRecords(records, sys)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := cmp.Diff([]string{dead}, done); d != "" {
+	if d := cmp.Diff([]string{deadRec.Profile}, done); d != "" {
 		t.Errorf("recovered (-want +got):\n%s", d)
 	}
-	p := appContainerName("dead")
-	if d := cmp.Diff([]string{p + ` C:\runs\dead`, p + ` C:\runtime`}, sys.revoked); d != "" {
+	var wantRevoked []string
+	for _, g := range deadRec.Grants {
+		wantRevoked = append(wantRevoked, deadRec.Profile+" "+g.Path)
+	}
+	if len(wantRevoked) < 4 {
+		t.Fatalf("the record lists only %d grants: %v", len(wantRevoked), deadRec.Grants)
+	}
+	if d := cmp.Diff(wantRevoked, sys.revoked); d != "" {
 		t.Errorf("revoked (-want +got):\n%s", d)
 	}
-	if d := cmp.Diff([]string{p}, sys.deleted); d != "" {
+	if d := cmp.Diff([]string{deadRec.Profile}, sys.deleted); d != "" {
 		t.Errorf("deleted profiles (-want +got):\n%s", d)
 	}
-	if _, err := os.Stat(filepath.Join(dead, containerFile)); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(deadPath); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the dead run's record is still there: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(live, containerFile)); err != nil {
+	if _, err := os.Stat(livePath); err != nil {
 		t.Errorf("the live run's record was touched: %v", err)
 	}
 }
 
 func TestRecoverKeepsRecordWhenCleanupFails(t *testing.T) {
-	dir := t.TempDir()
-	b, _ := containerRecord{Profile: appContainerName(dir), Grants: []aclGrant{{Path: dir}}}.encode()
-	if err := os.WriteFile(filepath.Join(dir, containerFile), b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	records := t.TempDir()
+	path, _ := writeRecord(t, records, executorRunDir(t, t.TempDir(), "harnessfacts-r-1-00000000"))
 	sys := &fakeContainerOS{failOnce: true}
-	if ok, err := recoverRunDir(dir, sys); ok || err == nil {
+	if ok, err := recoverRecord(path, sys); ok || err == nil {
 		t.Fatalf("a failed revoke reported success: %v %v", ok, err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, containerFile)); err != nil {
+	if _, err := os.Stat(path); err != nil {
 		t.Fatalf("the record was dropped although the grant remains: %v", err)
 	}
-	if ok, err := recoverRunDir(dir, sys); !ok || err != nil {
+	if ok, err := recoverRecord(path, sys); !ok || err != nil {
 		t.Fatalf("the retry: %v %v", ok, err)
 	}
 }
 
 func TestRecoverRejectsForeignRecords(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, containerFile), []byte(`{"profile":"Microsoft.Something"}`), 0o600); err != nil {
+	path := filepath.Join(dir, "x"+containerFile)
+	if err := os.WriteFile(path, []byte(`{"profile":"Microsoft.Something"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	sys := &fakeContainerOS{}
-	if _, err := recoverRunDir(dir, sys); err == nil || len(sys.deleted) != 0 {
+	if _, err := recoverRecords(dir, sys); err == nil || len(sys.deleted) != 0 {
 		t.Fatalf("a record naming another profile was acted on: %v %v", err, sys.deleted)
 	}
 }

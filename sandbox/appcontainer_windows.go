@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -49,24 +50,29 @@ func (r *AppContainerRunner) Run(ctx context.Context, spec Spec) (res Result, er
 		return res, errors.New("sandbox: appcontainer: the run directory must be the first ReadWrite path")
 	}
 	limits := spec.Limits.WithDefaults()
-	runDir := spec.ReadWrite[0]
 	sys := winContainerOS{}
-	// A run killed with its node-agent left a profile and grants here.
-	if _, err := recoverRunDir(runDir, sys); err != nil {
+	records, err := containerRecordsDir()
+	if err != nil {
+		return res, err
+	}
+	recPath, record := runRecord(records, spec)
+	// A run of the same run directory killed with its node-agent left a
+	// profile and grants.
+	if _, err := recoverRecord(recPath, sys); err != nil {
 		return res, err
 	}
 
-	name := appContainerName(runDir)
+	name := record.Profile
 	sid, err := createProfile(name)
 	if err != nil {
 		return res, err
 	}
 	defer func() { _ = windows.FreeSid(sid) }()
-	grants := planGrants(spec)
+	grants := record.Grants
 
 	// The record is written and held before any grant exists, so there is
 	// never a grant without a record that names it.
-	rec, err := holdRecord(runDir, containerRecord{Profile: name, Grants: grants})
+	rec, err := holdRecord(recPath, record)
 	if err != nil {
 		_ = winapi.DeleteAppContainerProfile(windows.StringToUTF16Ptr(name))
 		return res, err
@@ -211,14 +217,16 @@ func createProfile(name string) (*windows.SID, error) {
 	return sid, nil
 }
 
-// holdRecord writes the `.container` record and keeps it open with no
-// sharing, so that a later start can tell a live run from a dead one.
-func holdRecord(runDir string, rec containerRecord) (*os.File, error) {
+// holdRecord writes the `.container` record at path and keeps it open with
+// no sharing, so that a later start can tell a live run from a dead one.
+func holdRecord(path string, rec containerRecord) (*os.File, error) {
 	b, err := rec.encode()
 	if err != nil {
 		return nil, err
 	}
-	path := runDir + `\` + containerFile
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
 	h, err := windows.CreateFile(windows.StringToUTF16Ptr(path), windows.GENERIC_READ|windows.GENERIC_WRITE, 0, nil,
 		windows.CREATE_ALWAYS, windows.FILE_ATTRIBUTE_HIDDEN, 0)
 	if err != nil {
@@ -414,11 +422,16 @@ func (winContainerOS) deleteProfile(profile string) error {
 }
 
 // RecoverAbandoned removes the AppContainer profiles and ACL grants that runs
-// killed together with their node-agent left in the run directories directly
-// below runsRoot (those whose `.container` record no live run holds). The
-// node-agent calls it at start. It returns the run directories it cleaned.
-func RecoverAbandoned(runsRoot string) ([]string, error) {
-	return recoverRunsRoot(runsRoot, winContainerOS{})
+// killed together with their node-agent left (those whose `.container`
+// record no live run holds), whatever run root they had: the records are
+// kept in one folder outside the run dirs. The node-agent calls it at start.
+// It returns the profiles it removed.
+func RecoverAbandoned(string) ([]string, error) {
+	dir, err := containerRecordsDir()
+	if err != nil {
+		return nil, err
+	}
+	return recoverRecords(dir, winContainerOS{})
 }
 
 func newSandboxRunner(mode Mode, _ Options) (Runner, error) {

@@ -9,9 +9,7 @@ import (
 
 // Run copies output and watches deadlines in goroutines; none may outlive it.
 func TestMain(m *testing.M) {
-	if dir := os.Getenv(cgroupMountHelperEnv); dir != "" {
-		os.Exit(cgroupMountHelper(dir))
-	}
+	runHelper()
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
 		removeTestCgroupParent()
 		os.Exit(code)

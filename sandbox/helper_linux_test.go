@@ -1,0 +1,10 @@
+package sandbox
+
+import "os"
+
+// runHelper runs the test binary as a helper process when asked to.
+func runHelper() {
+	if dir := os.Getenv(cgroupMountHelperEnv); dir != "" {
+		os.Exit(cgroupMountHelper(dir))
+	}
+}

@@ -1,0 +1,6 @@
+//go:build !linux
+
+package sandbox
+
+// runHelper: the helper processes are Linux's.
+func runHelper() {}
