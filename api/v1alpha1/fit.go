@@ -1,0 +1,162 @@
+package v1alpha1
+
+import (
+	"unicode/utf8"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Lengths the schema allows for the status strings that can grow with what
+// an agent, a check or a node prints. The API server rejects a whole status
+// write when one of them is longer, and a run whose terminal status is
+// rejected never ends: every writer calls Fit before it writes.
+const (
+	// MaxMessageLength bounds status.message and sandbox.fallbackReason.
+	MaxMessageLength = 4096
+	// MaxConditionMessageLength is metav1.Condition's bound on message.
+	MaxConditionMessageLength = 32768
+	// MaxOutputTailLength bounds status.agent.outputTail.
+	MaxOutputTailLength = 8192
+	// MaxShortMessageLength bounds the messages of MCP, checks, notes and
+	// a node's sandbox modes.
+	MaxShortMessageLength = 1024
+)
+
+// truncatedMark ends a string Fit shortened, so a reader knows.
+const truncatedMark = " …[truncated]"
+
+// Truncate returns s cut to at most n bytes at a character boundary, ending
+// in a mark that says so; the API server counts characters, which are never
+// more than bytes. Invalid UTF-8 is replaced, since the API server would
+// store it as garbage.
+func Truncate(s string, n int) string {
+	if !utf8.ValidString(s) {
+		s = toValidUTF8(s)
+	}
+	if len(s) <= n {
+		return s
+	}
+	keep := n - len(truncatedMark)
+	if keep <= 0 {
+		keep = n
+	}
+	for keep > 0 && !utf8.RuneStart(s[keep]) {
+		keep--
+	}
+	if keep == n {
+		return s[:keep]
+	}
+	return s[:keep] + truncatedMark
+}
+
+func toValidUTF8(s string) string {
+	b := make([]byte, 0, len(s))
+	for len(s) > 0 {
+		r, size := utf8.DecodeRuneInString(s)
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, "\uFFFD"...)
+		} else {
+			b = append(b, s[:size]...)
+		}
+		s = s[size:]
+	}
+	return string(b)
+}
+
+// Fit shortens every string and list of the status that can outgrow its
+// schema bound, so that the API server accepts the write.
+func (s *HarnessRunStatus) Fit() {
+	s.NodeName = Truncate(s.NodeName, 253)
+	s.Reason = Truncate(s.Reason, 128)
+	s.Message = Truncate(s.Message, MaxMessageLength)
+	s.Conditions = fitConditions(s.Conditions, 16)
+	if sb := s.Sandbox; sb != nil {
+		sb.Mode = Truncate(sb.Mode, 64)
+		sb.FallbackReason = Truncate(sb.FallbackReason, MaxMessageLength)
+	}
+	if a := s.Agent; a != nil {
+		a.CLIVersion = Truncate(a.CLIVersion, 128)
+		a.Signal = Truncate(a.Signal, 32)
+		a.OutputTail = truncateHead(a.OutputTail, MaxOutputTailLength)
+		a.Notes = a.Notes[:min(len(a.Notes), 8)]
+		for i := range a.Notes {
+			a.Notes[i] = Truncate(a.Notes[i], MaxShortMessageLength)
+		}
+	}
+	if m := s.MCP; m != nil {
+		m.Message = Truncate(m.Message, MaxShortMessageLength)
+	}
+	if n := s.Network; n != nil {
+		n.DeniedHosts = n.DeniedHosts[:min(len(n.DeniedHosts), 10)]
+		for i := range n.DeniedHosts {
+			n.DeniedHosts[i] = Truncate(n.DeniedHosts[i], 261)
+		}
+	}
+	s.Checks = s.Checks[:min(len(s.Checks), 64)]
+	for i := range s.Checks {
+		c := &s.Checks[i]
+		c.Name = Truncate(c.Name, 128)
+		c.Message = Truncate(c.Message, MaxShortMessageLength)
+	}
+	s.Artifacts = s.Artifacts[:min(len(s.Artifacts), 64)]
+	for i := range s.Artifacts {
+		a := &s.Artifacts[i]
+		a.Path = Truncate(a.Path, 512)
+		a.SHA256 = Truncate(a.SHA256, 64)
+		a.Rejected = Truncate(a.Rejected, 512)
+	}
+	if e := s.Evidence; e != nil {
+		e.ConfigMapName = Truncate(e.ConfigMapName, 253)
+		e.Digest = Truncate(e.Digest, 71)
+		e.FixtureDigest = Truncate(e.FixtureDigest, 71)
+		e.SpecDigest = Truncate(e.SpecDigest, 71)
+	}
+}
+
+// Fit shortens the node's strings that can outgrow their schema bound (a
+// preflight's message, a CLI's version line).
+func (s *HarnessNodeStatus) Fit() {
+	s.OS = Truncate(s.OS, 32)
+	s.Arch = Truncate(s.Arch, 32)
+	s.AgentVersion = Truncate(s.AgentVersion, 128)
+	s.LeaseNamespace = Truncate(s.LeaseNamespace, 63)
+	s.Adapters = s.Adapters[:min(len(s.Adapters), 16)]
+	for i := range s.Adapters {
+		s.Adapters[i].Version = Truncate(s.Adapters[i].Version, 128)
+	}
+	s.SandboxModes = s.SandboxModes[:min(len(s.SandboxModes), 8)]
+	for i := range s.SandboxModes {
+		m := &s.SandboxModes[i]
+		m.Mode = Truncate(m.Mode, 64)
+		m.Message = Truncate(m.Message, MaxShortMessageLength)
+	}
+	s.Conditions = fitConditions(s.Conditions, 8)
+}
+
+// Fit shortens the suite's condition messages.
+func (s *HarnessSuiteStatus) Fit() {
+	s.Conditions = fitConditions(s.Conditions, 8)
+}
+
+func fitConditions(cs []metav1.Condition, maxItems int) []metav1.Condition {
+	cs = cs[:min(len(cs), maxItems)]
+	for i := range cs {
+		cs[i].Message = Truncate(cs[i].Message, MaxConditionMessageLength)
+	}
+	return cs
+}
+
+// truncateHead keeps the end of s (an output's tail is read from its end).
+func truncateHead(s string, n int) string {
+	if !utf8.ValidString(s) {
+		s = toValidUTF8(s)
+	}
+	if len(s) <= n {
+		return s
+	}
+	cut := len(s) - n
+	for cut < len(s) && !utf8.RuneStart(s[cut]) {
+		cut++
+	}
+	return s[cut:]
+}
