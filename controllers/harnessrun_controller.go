@@ -265,6 +265,9 @@ func (r *HarnessRunReconciler) writeStatus(ctx context.Context, p *pass) error {
 		return nil
 	}
 	p.run.Status.ObservedGeneration = p.run.Generation
+	// A message over its schema bound would fail the whole write, and the
+	// run could never end.
+	p.run.Status.Fit()
 	patch := client.MergeFromWithOptions(p.orig, client.MergeFromWithOptimisticLock{})
 	if err := r.client.Status().Patch(ctx, p.run, patch); err != nil {
 		return fmt.Errorf("writing status of HarnessRun %s/%s: %w", p.run.Namespace, p.run.Name, err)

@@ -215,6 +215,7 @@ func (r *HarnessSuiteReconciler) writeStatus(ctx context.Context, p *suitePass) 
 		return nil
 	}
 	p.suite.Status.ObservedGeneration = p.suite.Generation
+	p.suite.Status.Fit()
 	patch := client.MergeFromWithOptions(p.orig, client.MergeFromWithOptimisticLock{})
 	if err := r.client.Status().Patch(ctx, p.suite, patch); err != nil {
 		return fmt.Errorf("writing status of HarnessSuite %s/%s: %w", p.suite.Namespace, p.suite.Name, err)
