@@ -45,28 +45,74 @@ type Bundle struct {
 	Artifacts map[string][]byte
 }
 
-// Seal fills the receipt's output and artifact parts from the redacted
+// Log is an output log Seal digests and shortens without holding it whole
+// (a spool of up to limits.maxOutputBytes).
+type Log interface {
+	// Size is the log's length in bytes.
+	Size() int64
+	// Digest is "sha256:<hex>" of the whole log.
+	Digest() (string, error)
+	// Head and Tail return its first and last n bytes.
+	Head(n int) ([]byte, error)
+	Tail(n int) ([]byte, error)
+}
+
+// BytesLog is a Log held in memory.
+type BytesLog []byte
+
+// Size is len(b).
+func (b BytesLog) Size() int64 { return int64(len(b)) }
+
+// Digest is Sum(b).
+func (b BytesLog) Digest() (string, error) { return Sum(b), nil }
+
+// Head returns the first n bytes.
+func (b BytesLog) Head(n int) ([]byte, error) { return b[:min(max(n, 0), len(b))], nil }
+
+// Tail returns the last n bytes.
+func (b BytesLog) Tail(n int) ([]byte, error) { return b[len(b)-min(max(n, 0), len(b)):], nil }
+
+// Seal is SealLog of an output held in memory.
+func Seal(r Receipt, output []byte, arts []artifacts.Result, maxBytes int) (*Bundle, error) {
+	return SealLog(r, BytesLog(output), arts, maxBytes)
+}
+
+// SealLog fills the receipt's output and artifact parts from the redacted
 // output and the collected artifacts, shortens what must be shortened so
 // the whole stays within maxBytes (MaxConfigMapBytes when 0) — first the
 // log (its head and tail are kept), then artifact contents, largest first,
 // keeping their digests — records that in Receipt.Dropped, and computes
 // the digest. r's other fields (run, digests, timings, ...) are the
-// caller's. Output must already be redacted; so must the artifacts.
-func Seal(r Receipt, output []byte, arts []artifacts.Result, maxBytes int) (*Bundle, error) {
+// caller's. Output must already be redacted; so must the artifacts. At
+// most maxBytes of the log is ever read into memory.
+func SealLog(r Receipt, output Log, arts []artifacts.Result, maxBytes int) (*Bundle, error) {
 	if maxBytes <= 0 {
 		maxBytes = MaxConfigMapBytes
 	}
 	r.Schema = Schema
 	r.Timings.Started = r.Timings.Started.UTC()
 	r.Timings.Finished = r.Timings.Finished.UTC()
-	r.Output.Digest = Sum(output)
-	r.Output.Bytes = int64(len(output))
+	digest, err := output.Digest()
+	if err != nil {
+		return nil, err
+	}
+	r.Output.Digest = digest
+	r.Output.Bytes = output.Size()
 	r.Artifacts = make([]Artifact, len(arts))
 	r.Dropped = nil
-	b := &Bundle{Artifacts: map[string][]byte{}, Output: output}
+	b := &Bundle{Artifacts: map[string][]byte{}}
+	if b.Output, err = shorten(output, maxBytes); err != nil {
+		return nil, err
+	}
+	if int64(len(b.Output)) < output.Size() {
+		r.Dropped = setNote(r.Dropped, "output.log: ", fmt.Sprintf("output.log: %d of %d bytes kept (head and tail)", len(b.Output), output.Size()))
+	}
 	for i, a := range arts {
-		r.Artifacts[i] = Artifact{Path: a.Path, Size: a.Size, SHA256: a.SHA256, Rejected: a.Rejected, Stored: a.Rejected == ""}
-		if a.Rejected == "" {
+		r.Artifacts[i] = Artifact{Path: a.Path, Size: a.Size, SHA256: a.SHA256, Rejected: a.Rejected, Stored: a.Rejected == "" && !a.NotKept}
+		if a.NotKept {
+			r.Dropped = append(r.Dropped, fmt.Sprintf("artifacts/%s: content not kept (beyond what the node-agent holds for a run's artifacts), digest kept", a.Path))
+		}
+		if r.Artifacts[i].Stored {
 			if a.SHA256 != hexSum(a.Data) {
 				return nil, fmt.Errorf("artifact %s: its digest does not match its content", a.Path)
 			}
@@ -94,8 +140,10 @@ func Seal(r Receipt, output []byte, arts []artifacts.Result, maxBytes int) (*Bun
 		switch {
 		case len(b.Output) > minLog:
 			keep := max(minLog, len(b.Output)-over)
-			b.Output = shorten(output, keep)
-			r.Dropped = setNote(r.Dropped, "output.log: ", fmt.Sprintf("output.log: %d of %d bytes kept (head and tail)", len(b.Output), len(output)))
+			if b.Output, err = shorten(output, keep); err != nil {
+				return nil, err
+			}
+			r.Dropped = setNote(r.Dropped, "output.log: ", fmt.Sprintf("output.log: %d of %d bytes kept (head and tail)", len(b.Output), output.Size()))
 		case len(b.Artifacts) > 0:
 			largest := ""
 			for _, p := range sortedKeys(b.Artifacts) {
@@ -111,8 +159,10 @@ func Seal(r Receipt, output []byte, arts []artifacts.Result, maxBytes int) (*Bun
 			delete(b.Artifacts, largest)
 			r.Dropped = append(r.Dropped, fmt.Sprintf("artifacts/%s: content left out to fit, digest kept", largest))
 		case len(b.Output) > 0:
-			b.Output = shorten(output, max(0, len(b.Output)-over))
-			r.Dropped = setNote(r.Dropped, "output.log: ", fmt.Sprintf("output.log: %d of %d bytes kept (head and tail)", len(b.Output), len(output)))
+			if b.Output, err = shorten(output, max(0, len(b.Output)-over)); err != nil {
+				return nil, err
+			}
+			r.Dropped = setNote(r.Dropped, "output.log: ", fmt.Sprintf("output.log: %d of %d bytes kept (head and tail)", len(b.Output), output.Size()))
 		default:
 			return nil, fmt.Errorf("the receipt alone is %d bytes, more than the %d allowed", len(raw), maxBytes)
 		}
@@ -122,22 +172,34 @@ func Seal(r Receipt, output []byte, arts []artifacts.Result, maxBytes int) (*Bun
 	}
 }
 
-// shorten keeps n bytes of b: a quarter from the head, the rest from the
-// tail (where an agent's outcome usually is), joined by a marker.
-func shorten(b []byte, n int) []byte {
-	if len(b) <= n {
-		return b
+// shorten keeps n bytes of the log: a quarter from the head, the rest from
+// the tail (where an agent's outcome usually is), joined by a marker.
+func shorten(l Log, n int) ([]byte, error) {
+	size := l.Size()
+	if size <= int64(n) {
+		b, err := l.Head(int(size))
+		if err != nil {
+			return nil, err
+		}
+		return append([]byte(nil), b...), nil
 	}
-	marker := fmt.Sprintf("\n[... %d bytes left out of the evidence ...]\n", len(b)-n)
+	marker := fmt.Sprintf("\n[... %d bytes left out of the evidence ...]\n", size-int64(n))
 	if n <= len(marker) {
-		return nil
+		return nil, nil
 	}
 	n -= len(marker)
-	head := n / 4
+	head, err := l.Head(n / 4)
+	if err != nil {
+		return nil, err
+	}
+	tail, err := l.Tail(n - n/4)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]byte, 0, n+len(marker))
-	out = append(out, b[:head]...)
+	out = append(out, head...)
 	out = append(out, marker...)
-	return append(out, b[len(b)-(n-head):]...)
+	return append(out, tail...), nil
 }
 
 func setNote(notes []string, prefix, note string) []string {
