@@ -29,9 +29,27 @@ type Options struct {
 	// larger file is rejected. Required: 0 rejects every non-empty file.
 	MaxBytes int64
 	// Redact, when set, is applied to each artifact's content before it is
-	// hashed or kept (for example (*redact.Redactor).Bytes).
+	// hashed or kept (for example (*redact.Redactor).Bytes). It needs the
+	// whole content in memory: prefer RedactWriter.
 	Redact func([]byte) []byte
+	// RedactWriter, when set, wraps the writer the content streams into, so
+	// that what is hashed and kept is redacted (for example
+	// (*redact.Redactor).NewWriter). It wins over Redact.
+	RedactWriter func(io.Writer) io.WriteCloser
+	// Raw, when set, returns a writer that sees an artifact's content as it
+	// is in the workspace, before redaction (the run's MCP token watcher).
+	Raw func(path string) io.Writer
+	// Keep bounds the redacted content kept in memory, over all artifacts
+	// together (DefaultKeep when 0): an artifact that does not fit is still
+	// hashed, streamed, but its Data is nil and NotKept is set. Whatever
+	// maxArtifactBytes a run asks (up to 1 GiB each), the node-agent holds
+	// no more than this.
+	Keep int64
 }
+
+// DefaultKeep is Options.Keep's default: about what the evidence
+// ConfigMap can hold.
+const DefaultKeep = 1 << 20
 
 // Result is one requested artifact, collected or rejected.
 type Result struct {
@@ -43,8 +61,10 @@ type Result struct {
 	Size int64
 	// SHA256 is the hex sha256 of Data, when collected.
 	SHA256 string
-	// Redacted is true when Redact changed the content.
+	// Redacted is true when Redact changed the content (Redact only).
 	Redacted bool
+	// NotKept is true when the content was hashed but not kept (Keep).
+	NotKept bool
 	// Rejected says why the artifact was not collected; empty when it was.
 	Rejected string
 }
@@ -66,25 +86,103 @@ func Collect(workspace string, paths []string, opts Options) []Result {
 type opener func(workspace, rel string) (*os.File, error)
 
 func collect(workspace string, paths []string, opts Options, open opener) []Result {
+	if opts.Keep <= 0 {
+		opts.Keep = DefaultKeep
+	}
+	keep := opts.Keep
 	out := make([]Result, 0, len(paths))
 	for _, p := range paths {
 		r := Result{Path: p}
-		data, err := collectOne(workspace, p, opts.MaxBytes, open)
-		if err != nil {
-			r.Rejected = reason(err)
+		var err error
+		if opts.RedactWriter != nil || opts.Redact == nil {
+			err = stream(&r, workspace, p, opts, open, &keep)
 		} else {
-			if opts.Redact != nil {
+			var data []byte
+			if data, err = collectOne(workspace, p, opts.MaxBytes, open); err == nil {
+				if opts.Raw != nil {
+					_, _ = opts.Raw(p).Write(data)
+				}
 				red := opts.Redact(data)
 				r.Redacted = string(red) != string(data)
-				data = red
+				sum := sha256.Sum256(red)
+				r.Data, r.Size, r.SHA256 = red, int64(len(red)), hex.EncodeToString(sum[:])
 			}
-			sum := sha256.Sum256(data)
-			r.Data, r.Size, r.SHA256 = data, int64(len(data)), hex.EncodeToString(sum[:])
+		}
+		if err != nil {
+			r = Result{Path: p, Rejected: reason(err)}
 		}
 		out = append(out, r)
 	}
 	return out
 }
+
+// stream reads one artifact once: raw bytes to opts.Raw, then through the
+// redactor into the hash, the size count and, while *keep allows, memory.
+func stream(r *Result, workspace, rel string, opts Options, open opener, keep *int64) error {
+	f, err := openChecked(workspace, rel, opts.MaxBytes, open)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h := sha256.New()
+	kept := &keptBuffer{room: *keep}
+	counted := &counter{}
+	var sink io.Writer = io.MultiWriter(h, counted, kept)
+	var red io.WriteCloser = nopCloser{sink}
+	if opts.RedactWriter != nil {
+		red = opts.RedactWriter(sink)
+	}
+	var src io.Reader = io.LimitReader(f, opts.MaxBytes+1)
+	if opts.Raw != nil {
+		src = io.TeeReader(src, opts.Raw(rel))
+	}
+	n, err := io.Copy(red, src)
+	if cerr := red.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if n > opts.MaxBytes {
+		return reject("too large: grew past maxArtifactBytes (%d) while being read", opts.MaxBytes)
+	}
+	r.Size, r.SHA256 = counted.n, hex.EncodeToString(h.Sum(nil))
+	if kept.over {
+		r.NotKept = true
+	} else {
+		r.Data = kept.b
+		if r.Data == nil {
+			r.Data = []byte{}
+		}
+		*keep -= int64(len(kept.b))
+	}
+	return nil
+}
+
+type keptBuffer struct {
+	b    []byte
+	room int64
+	over bool
+}
+
+func (k *keptBuffer) Write(p []byte) (int, error) {
+	if !k.over {
+		if int64(len(k.b)+len(p)) > k.room {
+			k.over, k.b = true, nil
+		} else {
+			k.b = append(k.b, p...)
+		}
+	}
+	return len(p), nil
+}
+
+type counter struct{ n int64 }
+
+func (c *counter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
 
 // rejection is a reason an artifact is not collected.
 type rejection struct{ msg string }
@@ -109,31 +207,11 @@ func reason(err error) string {
 }
 
 func collectOne(workspace, rel string, limit int64, open opener) ([]byte, error) {
-	if err := checkRel(rel); err != nil {
-		return nil, err
-	}
-	f, err := open(workspace, rel)
+	f, err := openChecked(workspace, rel, limit, open)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !info.Mode().IsRegular() {
-		return nil, reject("not a regular file (%s)", kind(info.Mode()))
-	}
-	links, err := linkCount(f, info)
-	if err != nil {
-		return nil, err
-	}
-	if links != 1 {
-		return nil, reject("has %d hard links: only files with a single link are collected", links)
-	}
-	if info.Size() > limit {
-		return nil, reject("too large: %d bytes, more than maxArtifactBytes (%d)", info.Size(), limit)
-	}
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, err
@@ -142,6 +220,37 @@ func collectOne(workspace, rel string, limit int64, open opener) ([]byte, error)
 		return nil, reject("too large: grew past maxArtifactBytes (%d) while being read", limit)
 	}
 	return data, nil
+}
+
+// openChecked opens rel beneath the workspace and checks it is a regular
+// file with one link, within limit.
+func openChecked(workspace, rel string, limit int64, open opener) (*os.File, error) {
+	if err := checkRel(rel); err != nil {
+		return nil, err
+	}
+	f, err := open(workspace, rel)
+	if err != nil {
+		return nil, err
+	}
+	info, err := f.Stat()
+	if err == nil && !info.Mode().IsRegular() {
+		err = reject("not a regular file (%s)", kind(info.Mode()))
+	}
+	var links uint64
+	if err == nil {
+		links, err = linkCount(f, info)
+	}
+	if err == nil && links != 1 {
+		err = reject("has %d hard links: only files with a single link are collected", links)
+	}
+	if err == nil && info.Size() > limit {
+		err = reject("too large: %d bytes, more than maxArtifactBytes (%d)", info.Size(), limit)
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // checkRel refuses a path that is not a clean relative path beneath the
