@@ -265,6 +265,9 @@ func TestDefaults(t *testing.T) {
 		if got := envFieldPath(c, "POD_NAMESPACE"); got != "metadata.namespace" {
 			t.Errorf("POD_NAMESPACE comes from %q", got)
 		}
+		if got := envValue(c, "GOMEMLIMIT"); got != "256MiB" {
+			t.Errorf("GOMEMLIMIT = %q, want the chart's nodeAgent.goMemLimit 256MiB", got)
+		}
 		if !strings.HasPrefix(envValue(c, "PATH"), "/opt/harnessfacts/agents/bin:") {
 			t.Errorf("PATH = %q, want the agent CLIs first", envValue(c, "PATH"))
 		}
