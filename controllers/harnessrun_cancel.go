@@ -39,6 +39,12 @@ func (r *HarnessRunReconciler) reconcileFinalizer(ctx context.Context, p *pass) 
 		if run.DeletionTimestamp != nil {
 			return true, nil
 		}
+		if !finishedCurrent(run) {
+			// Ended by the node-agent (or its spec changed since): this
+			// pass marks it Finished for this generation, as kubectl wait
+			// wants it (and counts it); its TTL is looked at on the next.
+			return false, nil
+		}
 		return true, r.reconcileTTL(ctx, p)
 	}
 	// A deleted run without our finalizer is about to go; with it, the stop

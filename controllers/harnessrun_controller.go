@@ -223,6 +223,8 @@ func (r *HarnessRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		}
 	}
 
+	r.markFinished(p) // harnessrun_finished.go
+
 	if err := r.writeStatus(ctx, p); err != nil {
 		if p.scheduled && !definitiveFailure(err) {
 			// The binding may have been written (a timeout, a lost
@@ -286,6 +288,9 @@ func (r *HarnessRunReconciler) afterWrite(ctx context.Context, p *pass) {
 	}
 	for _, e := range p.events {
 		r.recorder.Eventf(p.run, e.related, e.eventType, e.reason, e.action, "%s", e.note)
+	}
+	if !finishedMarked(p.orig) && finishedMarked(p.run) {
+		r.metrics.observeFinished(p.run)
 	}
 	if p.orig.Status.Phase != p.run.Status.Phase {
 		log.FromContext(ctx).Info("phase changed", "run", key, "from", effectivePhase(p.orig), "to", p.run.Status.Phase,

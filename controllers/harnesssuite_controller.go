@@ -137,6 +137,9 @@ type suitePass struct {
 	now   metav1.Time
 
 	events []runEvent
+	// refused is the API server's refusal of a run this pass tried to
+	// create (an admission policy, a quota, an invalid template), if any.
+	refused string
 }
 
 func (p *suitePass) setCondition(condType string, status metav1.ConditionStatus, reason, message string) {

@@ -186,6 +186,9 @@ func (r *HarnessSuiteReconciler) createRuns(ctx context.Context, p *suitePass, p
 					// Certainly not created: it must not hold a slot.
 					r.unexpect(key, pr.name)
 					errs = append(errs, err)
+					if p.refused == "" {
+						p.refused = fmt.Sprintf("creating run %s was refused: %v", pr.name, err)
+					}
 				default:
 					// The run may or may not exist: it stays expected
 					// until the cache shows it or the expectation expires.

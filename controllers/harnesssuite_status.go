@@ -171,12 +171,15 @@ func (r *HarnessSuiteReconciler) setConditions(p *suitePass, complete bool, prob
 		switch {
 		case problem != "":
 			p.setCondition(harnessv1.SuiteConditionProgressing, metav1.ConditionFalse, harnessv1.SuiteReasonFixturesNotFound, problem)
+		case p.refused != "":
+			p.setCondition(harnessv1.SuiteConditionProgressing, metav1.ConditionFalse, harnessv1.SuiteReasonRunsRefused, truncateMessage(p.refused))
 		case p.suite.Spec.Suspend:
 			p.setCondition(harnessv1.SuiteConditionProgressing, metav1.ConditionFalse, harnessv1.SuiteReasonSuspended, msg)
 		default:
 			p.setCondition(harnessv1.SuiteConditionProgressing, metav1.ConditionTrue, harnessv1.SuiteReasonRoundInProgress, msg)
 		}
 	}
+	r.setKstatusConditions(p, problem)
 	var changed []string
 	for _, f := range st.Fixtures {
 		if f.ChangedInRound {
@@ -195,6 +198,44 @@ func (r *HarnessSuiteReconciler) setConditions(p *suitePass, complete bool, prob
 		p.setCondition(harnessv1.SuiteConditionFixtureChanged, metav1.ConditionFalse, harnessv1.SuiteReasonFixturesUnchanged,
 			fmt.Sprintf("no fixture changed during round %d", st.Round))
 	}
+}
+
+// setKstatusConditions sets Reconciling and Stalled, the conditions kstatus
+// (and with it Flux, Argo CD's health and kubectl wait users) understands:
+// Stalled when the suite cannot go on without a change (missing fixtures,
+// refused runs), else Reconciling while Progressing is True.
+func (r *HarnessSuiteReconciler) setKstatusConditions(p *suitePass, problem string) {
+	switch {
+	case problem != "":
+		p.setCondition(harnessv1.SuiteConditionStalled, metav1.ConditionTrue, harnessv1.SuiteReasonFixturesNotFound, problem)
+	case p.refused != "":
+		p.setCondition(harnessv1.SuiteConditionStalled, metav1.ConditionTrue, harnessv1.SuiteReasonRunsRefused, truncateMessage(p.refused))
+	default:
+		p.setCondition(harnessv1.SuiteConditionStalled, metav1.ConditionFalse, harnessv1.SuiteReasonNotStalled, "nothing stops the suite")
+	}
+	progressing := findCondition(p.suite.Status.Conditions, harnessv1.SuiteConditionProgressing)
+	stalled := problem != "" || p.refused != ""
+	if progressing != nil && progressing.Status == metav1.ConditionTrue && !stalled {
+		p.setCondition(harnessv1.SuiteConditionReconciling, metav1.ConditionTrue, progressing.Reason, progressing.Message)
+		return
+	}
+	reason, msg := harnessv1.SuiteReasonRoundComplete, "the round is complete"
+	if progressing != nil {
+		reason, msg = progressing.Reason, progressing.Message
+	}
+	if stalled {
+		reason, msg = harnessv1.SuiteConditionStalled, "the suite is stalled: see condition Stalled"
+	}
+	p.setCondition(harnessv1.SuiteConditionReconciling, metav1.ConditionFalse, reason, msg)
+}
+
+// truncateMessage keeps a condition message within the API's 32 KiB.
+func truncateMessage(s string) string {
+	const max = 4096
+	if len(s) <= max {
+		return s
+	}
+	return strings.ToValidUTF8(s[:max], "") + "…"
 }
 
 func findCondition(conds []metav1.Condition, t string) *metav1.Condition {

@@ -19,9 +19,48 @@ import (
 //     server because the run changed since it was read; each is retried.
 //   - harnessfacts_pending_runs{reason}: runs that fit no node, by reason
 //     (NoNodes, NodeSelector, NotReady, NoAdapter, NoAdapterVersion, Full).
+//   - harnessfacts_runs_finished_total{verdict,adapter,failure_class}: runs
+//     that reached a terminal phase, counted once each when the controller
+//     marks them Finished. verdict is Pass, Fail, Error or None (a cancelled
+//     run is not judged); failure_class is Infrastructure, Agent, Timeout,
+//     Check or None.
+//   - harnessfacts_run_duration_seconds{adapter,verdict}: from the node-agent's
+//     claim (status.startTime) to the end (status.completionTime), observed
+//     when the run finishes; runs that never started are not observed.
+//   - harnessfacts_run_queue_wait_seconds{adapter}: from the run's creation
+//     to the node-agent's claim, observed when the run finishes.
 type runMetrics struct {
 	schedulingLatency prometheus.Histogram
 	bindingConflicts  prometheus.Counter
+	runsFinished      *prometheus.CounterVec
+	runDuration       *prometheus.HistogramVec
+	queueWait         *prometheus.HistogramVec
+}
+
+// durationBuckets span a trivial run (seconds) to a long agent episode
+// (hours).
+var durationBuckets = []float64{1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400}
+
+// observeFinished counts a run that has just been marked Finished.
+func (m *runMetrics) observeFinished(run *harnessv1.HarnessRun) {
+	st := &run.Status
+	verdict := orNone(string(st.Verdict))
+	adapter := orNone(string(run.Spec.Agent.Adapter))
+	m.runsFinished.WithLabelValues(verdict, adapter, orNone(string(st.FailureClass))).Inc()
+	if st.StartTime == nil {
+		return
+	}
+	if st.CompletionTime != nil {
+		m.runDuration.WithLabelValues(adapter, verdict).Observe(max(st.CompletionTime.Sub(st.StartTime.Time).Seconds(), 0))
+	}
+	m.queueWait.WithLabelValues(adapter).Observe(max(st.StartTime.Sub(run.CreationTimestamp.Time).Seconds(), 0))
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "None"
+	}
+	return s
 }
 
 var (
@@ -43,7 +82,21 @@ func newRunMetrics(ledger *bindingLedger, reg prometheus.Registerer) (*runMetric
 			Help: "Bindings the API server refused because the HarnessRun changed since it was read.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.schedulingLatency, m.bindingConflicts, &stateCollector{ledger: ledger}} {
+	m.runsFinished = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "harnessfacts_runs_finished_total",
+		Help: "HarnessRuns that reached a terminal phase, by verdict, adapter and failure class.",
+	}, []string{"verdict", "adapter", "failure_class"})
+	m.runDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "harnessfacts_run_duration_seconds",
+		Help:    "Time from a HarnessRun's claim by its node-agent to its end, by adapter and verdict.",
+		Buckets: durationBuckets,
+	}, []string{"adapter", "verdict"})
+	m.queueWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "harnessfacts_run_queue_wait_seconds",
+		Help:    "Time from a HarnessRun's creation to its claim by a node-agent, by adapter.",
+		Buckets: []float64{0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200},
+	}, []string{"adapter"})
+	for _, c := range []prometheus.Collector{m.schedulingLatency, m.bindingConflicts, m.runsFinished, m.runDuration, m.queueWait, &stateCollector{ledger: ledger}} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering controller metrics (one reconciler per registry): %w", err)
 		}

@@ -3,7 +3,7 @@
 # and no credentials. It starts `harnessfacts dev` (a local kube-apiserver and
 # etcd, the controller and a node-agent for this machine), applies the hello
 # fixture (a ConfigMap made by kustomize) and its run with kubectl, waits for
-# the verdict, shows the runs, the nodes and the evidence, verifies the
+# the verdict (harnessfacts wait, the Finished condition), shows the runs, the nodes and the evidence, verifies the
 # evidence; then, when an agent CLI is installed, runs the same fixture with
 # the real CLI against `harnessfacts fake-provider`; and stops everything.
 set -euo pipefail
@@ -44,19 +44,17 @@ done
 show apply -k fixtures/hello
 show apply -f fixtures/hello/run.yaml
 
-phase=""
-for _ in $(seq 1 240); do
-  phase=$(k get harnessrun hello -o jsonpath='{.status.phase}')
-  case "$phase" in Succeeded|Failed) break ;; esac
-  sleep 0.5
-done
-case "$phase" in Succeeded|Failed) ;; *) fail "the run did not finish in 120 s (phase ${phase:-none})" ;; esac
+hf() { bin/harnessfacts "$@" --kubeconfig "$kubeconfig" -n default; }
+printf '\n$ harnessfacts wait hello --for=condition=Finished --timeout=2m\n'
+hf wait hello --for=condition=Finished --timeout=2m || fail "the run did not finish in 2 minutes"
 
 show get harnessruns,harnessnodes
+printf '\n$ harnessfacts get -o wide\n'
+hf get -o wide
 printf '\n$ kubectl get harnessrun hello -o jsonpath=...\n'
 k get harnessrun hello -o jsonpath='verdict:       {.status.verdict}{"\n"}message:       {.status.message}{"\n"}sandbox:       {.status.sandbox.mode}{"\n"}MCP:           {.status.mcp.transport}, {.status.mcp.calls} call(s), token seen: {.status.mcp.tokenSeen}{"\n"}checks:        {range .status.checks[*]}{.name}={.passed} {end}{"\n"}artifacts:     {range .status.artifacts[*]}{.path} sha256:{.sha256} {end}{"\n"}evidence:      ConfigMap {.status.evidence.configMapName}, receipt {.status.evidence.digest}{"\n"}fixture:       {.status.evidence.fixtureDigest}{"\n"}'
 printf '\n$ harnessfacts evidence verify hello\n'
-bin/harnessfacts evidence verify --kubeconfig "$kubeconfig" -n default hello
+hf evidence verify hello
 
 verdict=$(k get harnessrun hello -o jsonpath='{.status.verdict}')
 [ "$verdict" = Pass ] || fail "the hello run's verdict is ${verdict:-none}, not Pass"
@@ -102,18 +100,13 @@ spec:
 YAML
 printf '\n$ kubectl apply -f - <<EOF\n%s\nEOF\n' "$(cat "$work/run-cli.yaml")"
 k apply -f "$work/run-cli.yaml"
-phase=""
-for _ in $(seq 1 360); do
-  phase=$(k get harnessrun "$run" -o jsonpath='{.status.phase}')
-  case "$phase" in Succeeded|Failed) break ;; esac
-  sleep 0.5
-done
-case "$phase" in Succeeded|Failed) ;; *) fail "the $run run did not finish in 180 s (phase ${phase:-none})" ;; esac
+printf '\n$ harnessfacts wait %s --timeout=3m\n' "$run"
+hf wait "$run" --timeout=3m || fail "the $run run did not finish in 3 minutes"
 show get harnessruns
 printf '\n$ kubectl get harnessrun %s -o jsonpath=...\n' "$run"
 k get harnessrun "$run" -o jsonpath='verdict:       {.status.verdict}{"\n"}message:       {.status.message}{"\n"}agent:         {.status.agent.adapter} {.status.agent.cliVersion}, {.status.agent.turns} turn(s), {.status.agent.toolCalls} tool call(s){"\n"}MCP:           {.status.mcp.transport}, {.status.mcp.calls} call(s), token seen: {.status.mcp.tokenSeen}{"\n"}network:       egress {.status.network.egress}{"\n"}evidence:      {.status.evidence.digest}{"\n"}'
 printf '\n$ harnessfacts evidence verify %s\n' "$run"
-bin/harnessfacts evidence verify --kubeconfig "$kubeconfig" -n default "$run"
+hf evidence verify "$run"
 verdict=$(k get harnessrun "$run" -o jsonpath='{.status.verdict}')
 [ "$verdict" = Pass ] || fail "the $run run's verdict is ${verdict:-none}, not Pass (provider log: $(tail -n 20 "$work/provider.log"))"
 printf '\n==> %s passed against the scripted provider; stopping everything\n' "$cli"

@@ -24,6 +24,21 @@ const (
 	// reason and message say why a run is not (yet) ready.
 	ConditionReady = "Ready"
 
+	// ConditionFinished is True once the run reached a terminal phase
+	// (Succeeded or Failed), whatever its verdict, so that
+	// `kubectl wait --for=condition=Finished` waits for the end of a run.
+	// Its reason is the verdict (Pass, Fail, Error), or the run's reason
+	// when it ended without one (Cancelled, Deleted); its message is the
+	// run's message. It is False (reason NotFinished) before.
+	ConditionFinished = "Finished"
+
+	// ConditionStalled is kstatus' Stalled condition, set True (with the
+	// Finished reason) when a run ends without verdict Pass, so that kstatus
+	// (Flux's health checks) reports a finished run Failed, as it does a
+	// failed Job, instead of in progress (Ready=False) forever. It is not
+	// set on a run that passed or has not finished.
+	ConditionStalled = "Stalled"
+
 	// ConditionStopRequested is True when the run must stop: spec.cancel was
 	// set or the run is being deleted. See the cancel protocol below.
 	ConditionStopRequested = "StopRequested"
@@ -42,6 +57,9 @@ const (
 
 // Reasons used in conditions and in status.reason.
 const (
+	// ReasonNotFinished: the run has not reached a terminal phase yet
+	// (condition Finished).
+	ReasonNotFinished = "NotFinished"
 	// ReasonPending: the run waits for the controller.
 	ReasonPending = "Pending"
 	// ReasonUnschedulable: no node fits the run; the message says why.

@@ -51,6 +51,10 @@ type SandboxModeInfo struct {
 
 // HarnessNodeStatus is the node-agent's report about its node.
 type HarnessNodeStatus struct {
+	// observedGeneration is the generation of the spec the status reflects.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
 	// os is the node's operating system (GOOS).
 	// +kubebuilder:validation:MaxLength=32
 	// +optional
@@ -110,7 +114,7 @@ type HarnessNodeStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:scope=Cluster,shortName=hn,categories=harnessfacts
+// +kubebuilder:resource:scope=Cluster,shortName=hfnode,categories=harnessfacts
 // +kubebuilder:printcolumn:name="OS",type=string,JSONPath=`.status.os`
 // +kubebuilder:printcolumn:name="Slots",type=integer,JSONPath=`.spec.slots`
 // +kubebuilder:printcolumn:name="In Use",type=integer,JSONPath=`.status.slotsInUse`

@@ -510,7 +510,8 @@ type HarnessRunStatus struct {
 	Message string `json:"message,omitempty"`
 
 	// conditions: Scheduled, Sandboxed, MCPVerified, ChecksPassed, Ready,
-	// StopRequested, and the warnings IsolationFallback and EgressUnrestricted.
+	// Finished, Stalled, StopRequested, and the warnings IsolationFallback
+	// and EgressUnrestricted.
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=16
@@ -755,7 +756,7 @@ type EvidenceStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=hr,categories=harnessfacts
+// +kubebuilder:resource:shortName=hfrun,categories=harnessfacts
 // +kubebuilder:selectablefield:JSONPath=`.status.nodeName`
 // +kubebuilder:selectablefield:JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Adapter",type=string,JSONPath=`.spec.agent.adapter`
@@ -764,6 +765,9 @@ type EvidenceStatus struct {
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Verdict",type=string,JSONPath=`.status.verdict`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`,priority=1
+// +kubebuilder:printcolumn:name="Attempt",type=integer,JSONPath=`.status.attempt`,priority=1
+// +kubebuilder:printcolumn:name="Evidence",type=string,JSONPath=`.status.evidence.digest`,priority=1
 type HarnessRun struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional

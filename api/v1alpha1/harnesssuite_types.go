@@ -342,8 +342,8 @@ type HarnessSuiteStatus struct {
 	// +optional
 	Rounds []RoundSummary `json:"rounds,omitempty"`
 
-	// conditions: Progressing, Complete, Suspended and the warning
-	// FixtureChanged.
+	// conditions: Progressing, Complete, Suspended, kstatus' Reconciling
+	// and Stalled, and the warning FixtureChanged.
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=8
@@ -358,7 +358,7 @@ type HarnessSuiteStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 52",message="a HarnessSuite's name may have at most 52 characters: its runs are named <suite>-<10 hex digits>, at most 63"
-// +kubebuilder:resource:shortName=hsuite,categories=harnessfacts
+// +kubebuilder:resource:shortName=hfsuite,categories=harnessfacts
 // +kubebuilder:printcolumn:name="Round",type=integer,JSONPath=`.status.round`
 // +kubebuilder:printcolumn:name="Progress",type=string,JSONPath=`.status.progress`
 // +kubebuilder:printcolumn:name="Pass Rate",type=string,JSONPath=`.status.passRate`

@@ -434,9 +434,9 @@ func TestKubectlExplainShowsTheFieldDocs(t *testing.T) {
 			t.Errorf("kubectl explain harnessrun.spec.limits does not show %q:\n%s", want, out)
 		}
 	}
-	out = kubectl(t, "explain", "hr.spec.agent.adapter")
+	out = kubectl(t, "explain", "hfrun.spec.agent.adapter")
 	if !strings.Contains(out, "claude-code") || !strings.Contains(out, "exec") {
-		t.Errorf("kubectl explain hr.spec.agent.adapter does not list the adapters:\n%s", out)
+		t.Errorf("kubectl explain hfrun.spec.agent.adapter does not list the adapters:\n%s", out)
 	}
 }
 
@@ -447,11 +447,27 @@ func TestKubectlGetShowsThePrinterColumns(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = k8s.Delete(ctx, obj) })
-	out := kubectl(t, "get", "hr", "columns", "-n", "default")
+	out := kubectl(t, "get", "hfrun", "columns", "-n", "default")
 	header := strings.Fields(strings.SplitN(out, "\n", 2)[0])
 	want := []string{"NAME", "ADAPTER", "FIXTURE", "NODE", "PHASE", "VERDICT", "AGE"}
 	if diff := cmp.Diff(want, header); diff != "" {
-		t.Errorf("kubectl get hr columns (-want +got):\n%s\n%s", diff, out)
+		t.Errorf("kubectl get hfrun columns (-want +got):\n%s\n%s", diff, out)
+	}
+	out = kubectl(t, "get", "hfrun", "columns", "-n", "default", "-o", "wide")
+	header = strings.Fields(strings.SplitN(out, "\n", 2)[0])
+	want = append(want, "REASON", "ATTEMPT", "EVIDENCE")
+	if diff := cmp.Diff(want, header); diff != "" {
+		t.Errorf("kubectl get hfrun -o wide columns (-want +got):\n%s\n%s", diff, out)
+	}
+	// The short names do not take Flux's hr (HelmRelease).
+	out = kubectl(t, "api-resources", "--api-group", harnessv1.GroupVersion.Group)
+	for _, want := range []string{"hfrun", "hfnode", "hfsuite"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("kubectl api-resources lacks the short name %s:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, " hr ") {
+		t.Errorf("a harnessfacts.io resource still has the short name hr:\n%s", out)
 	}
 	out = kubectl(t, "get", "harnessnodes")
 	if !strings.Contains(out, "No resources found") && !strings.Contains(out, "SLOTS") {

@@ -6,7 +6,7 @@ const (
 	// SuiteConditionProgressing is True while the current round has runs to
 	// create or runs unfinished; False once the round is complete (reason
 	// RoundComplete), while it is suspended (reason Suspended) or when it
-	// cannot go on (reason FixturesNotFound).
+	// cannot go on (reason FixturesNotFound or RunsRefused).
 	SuiteConditionProgressing = "Progressing"
 
 	// SuiteConditionComplete is True once every run of the current round has
@@ -25,6 +25,22 @@ const (
 	// record the new one: the round mixes both. Change spec.revision for a
 	// clean round.
 	SuiteConditionFixtureChanged = "FixtureChanged"
+
+	// SuiteConditionReconciling is kstatus' abnormal-true condition for
+	// work under way: True while the current round has runs to create or to
+	// finish and nothing stops it (the same as Progressing), so kstatus,
+	// Flux and Argo CD see the suite as in progress. False once the round is
+	// complete, suspended or stalled.
+	SuiteConditionReconciling = "Reconciling"
+
+	// SuiteConditionStalled is kstatus' abnormal-true condition for a suite
+	// that cannot go on without a change from its author or the operator:
+	// True when a fixture is missing (reason FixturesNotFound) or the API
+	// server refused to create its runs (reason RunsRefused: an admission
+	// policy, a quota, an invalid run template; the message quotes the
+	// refusal). kstatus reports such a suite as Failed. False (reason
+	// NotStalled) otherwise.
+	SuiteConditionStalled = "Stalled"
 )
 
 // Reasons of a HarnessSuite's conditions.
@@ -44,6 +60,12 @@ const (
 	SuiteReasonFixturesNotFound = "FixturesNotFound"
 	// SuiteReasonFixtureChanged: a fixture's content changed mid-round.
 	SuiteReasonFixtureChanged = "FixtureChanged"
+	// SuiteReasonRunsRefused: the API server refused to create the suite's
+	// runs (condition Stalled).
+	SuiteReasonRunsRefused = "RunsRefused"
+	// SuiteReasonNotStalled: nothing stops the suite (the Stalled
+	// condition's reason when False).
+	SuiteReasonNotStalled = "NotStalled"
 	// SuiteReasonFixturesUnchanged: no fixture changed during the round (the
 	// FixtureChanged condition's reason when False).
 	SuiteReasonFixturesUnchanged = "FixturesUnchanged"

@@ -13,7 +13,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -146,32 +145,4 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 		return nil, fmt.Errorf("finding the cluster (set --kubeconfig or $KUBECONFIG): %w", err)
 	}
 	return cfg, nil
-}
-
-// userClient is the client of a command a user runs against a cluster
-// (evidence verify, report), and the namespace it works in: namespace, or
-// the kubeconfig's when empty.
-func userClient(kubeconfig, namespace string) (client.Client, string, error) {
-	if namespace == "" {
-		rules := clientcmd.NewDefaultClientConfigLoadingRules()
-		rules.ExplicitPath = kubeconfig
-		ns, _, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).Namespace()
-		if err != nil {
-			return nil, "", err
-		}
-		namespace = ns
-	}
-	cfg, err := restConfig(kubeconfig)
-	if err != nil {
-		return nil, "", err
-	}
-	scheme, err := newScheme()
-	if err != nil {
-		return nil, "", err
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		return nil, "", err
-	}
-	return c, namespace, nil
 }

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/node-agent/evidence"
@@ -14,12 +17,12 @@ import (
 
 func newEvidenceCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "evidence", Short: "Work with the hashed evidence of runs"}
-	cmd.AddCommand(newEvidenceVerifyCommand())
+	cmd.AddCommand(newEvidenceVerifyCommand(), newEvidenceExportCommand())
 	return cmd
 }
 
 func newEvidenceVerifyCommand() *cobra.Command {
-	var kubeconfig, namespace string
+	var k *kube
 	cmd := &cobra.Command{
 		Use:   "verify RUN|DIR",
 		Short: "Recompute a run's evidence digest from what is stored and say which part differs",
@@ -27,45 +30,104 @@ func newEvidenceVerifyCommand() *cobra.Command {
 receipt, output.log, each artifact) and compare them with the receipt, and
 the receipt's digest with the run's status.evidence.digest.
 
-DIR is an evidence folder written by 'harnessfacts run'. RUN is the name of
-a HarnessRun on the cluster; its evidence ConfigMap is read.`,
+DIR is an evidence folder written by 'harnessfacts run' or 'harnessfacts
+evidence export': one run's folder (evidence/NAME/<time>), its 'latest'
+link, or the run's folder evidence/NAME (its latest run is verified). RUN is
+the name of a HarnessRun on the cluster; its evidence ConfigMap is read.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if fi, err := os.Stat(args[0]); err == nil && fi.IsDir() {
-				report, err := evidence.VerifyDir(args[0], "")
+				dir := resolveEvidenceDir(args[0])
+				report, err := evidence.VerifyDir(dir, "")
 				if err != nil {
 					return err
 				}
-				return printReport(cmd, args[0], report)
+				return printReport(cmd, dir, report)
 			}
-			return verifyRun(cmd, kubeconfig, namespace, args[0])
+			c, ns, err := k.client()
+			if err != nil {
+				return err
+			}
+			run, cm, err := runEvidence(cmd.Context(), c, ns, args[0])
+			if err != nil {
+				return err
+			}
+			report := evidence.VerifyConfigMap(cm.Data, cm.BinaryData, run.Status.Evidence.Digest)
+			return printReport(cmd, fmt.Sprintf("HarnessRun %s/%s (ConfigMap %s)", ns, run.Name, cm.Name), report)
 		},
 	}
-	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster config or $KUBECONFIG when empty")
-	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "the run's namespace (default: the kubeconfig's)")
+	k = newKube(cmd)
 	return cmd
 }
 
-func verifyRun(cmd *cobra.Command, kubeconfig, namespace, name string) error {
-	c, namespace, err := userClient(kubeconfig, namespace)
-	if err != nil {
-		return err
+func newEvidenceExportCommand() *cobra.Command {
+	var k *kube
+	cmd := &cobra.Command{
+		Use:   "export RUN DIR",
+		Short: "Write a run's evidence from its ConfigMap to a folder (receipt, output.log, artifacts) and verify it",
+		Long: `Export the evidence of a HarnessRun on the cluster to DIR, in the layout
+'harnessfacts run' writes (receipt.json, receipt.sha256, output.log,
+artifacts/<path>), so it outlives the run (a run's evidence ConfigMap is
+deleted with it) and 'harnessfacts evidence verify DIR' checks it offline.
+DIR must not exist or be empty; nothing is overwritten. The export is
+verified against the run's status.evidence.digest; a mismatch is an error
+(the files are still written, for inspection).`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, ns, err := k.client()
+			if err != nil {
+				return err
+			}
+			run, cm, err := runEvidence(cmd.Context(), c, ns, args[0])
+			if err != nil {
+				return err
+			}
+			b, err := evidence.FromConfigMap(cm.Data, cm.BinaryData)
+			if err != nil {
+				return fmt.Errorf("the evidence ConfigMap %s of HarnessRun %s/%s: %w", cm.Name, ns, run.Name, err)
+			}
+			if err := b.WriteDir(args[1]); err != nil {
+				return fmt.Errorf("writing the evidence to %s: %w", args[1], err)
+			}
+			report, err := evidence.VerifyDir(args[1], run.Status.Evidence.Digest)
+			if err != nil {
+				return err
+			}
+			cmd.Printf("exported the evidence of HarnessRun %s/%s to %s\n", ns, run.Name, args[1])
+			return printReport(cmd, args[1], report)
+		},
 	}
-	ctx := cmd.Context()
+	k = newKube(cmd)
+	return cmd
+}
+
+// runEvidence reads a run and its evidence ConfigMap.
+func runEvidence(ctx context.Context, c client.Client, ns, name string) (*harnessv1.HarnessRun, *corev1.ConfigMap, error) {
 	run := &harnessv1.HarnessRun{}
-	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, run); err != nil {
-		return fmt.Errorf("reading HarnessRun %s/%s: %w", namespace, name, err)
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, run); err != nil {
+		return nil, nil, fmt.Errorf("reading HarnessRun %s/%s: %w", ns, name, err)
 	}
 	ev := run.Status.Evidence
 	if ev == nil || ev.Digest == "" || ev.ConfigMapName == "" {
-		return fmt.Errorf("HarnessRun %s/%s has no evidence yet (phase %s)", namespace, name, run.Status.Phase)
+		return nil, nil, fmt.Errorf("HarnessRun %s/%s has no evidence yet (phase %s)", ns, name, run.Status.Phase)
 	}
 	cm := &corev1.ConfigMap{}
-	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ev.ConfigMapName}, cm); err != nil {
-		return fmt.Errorf("reading the evidence ConfigMap %s: %w", ev.ConfigMapName, err)
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: ev.ConfigMapName}, cm); err != nil {
+		return nil, nil, fmt.Errorf("reading the evidence ConfigMap %s: %w", ev.ConfigMapName, err)
 	}
-	report := evidence.VerifyConfigMap(cm.Data, cm.BinaryData, ev.Digest)
-	return printReport(cmd, fmt.Sprintf("HarnessRun %s/%s (ConfigMap %s)", namespace, name, ev.ConfigMapName), report)
+	return run, cm, nil
+}
+
+// resolveEvidenceDir is dir itself when it holds a receipt; else its
+// 'latest' link (a run's folder of 'harnessfacts run'); else dir.
+func resolveEvidenceDir(dir string) string {
+	if fileExists(filepath.Join(dir, evidence.ReceiptName)) {
+		return dir
+	}
+	if latest := filepath.Join(dir, latestLink); fileExists(filepath.Join(latest, evidence.ReceiptName)) {
+		return latest
+	}
+	return dir
 }
 
 func printReport(cmd *cobra.Command, what string, r *evidence.Report) error {

@@ -17,7 +17,10 @@ import (
 )
 
 func newReportCommand() *cobra.Command {
-	var kubeconfig, namespace, htmlFile, mdFile string
+	var (
+		k                *kube
+		htmlFile, mdFile string
+	)
 	cmd := &cobra.Command{
 		Use:   "report SUITE",
 		Short: "Report a HarnessSuite's current round: pass rate per agent × fixture with 95% intervals, each run with its evidence digest",
@@ -32,19 +35,18 @@ The pass rate is passed / (passed + failed): runs with verdict Error (the
 harness could not judge the agent) are counted apart.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runReport(cmd, kubeconfig, namespace, args[0], htmlFile, mdFile)
+			return runReport(cmd, k, args[0], htmlFile, mdFile)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster config or $KUBECONFIG when empty")
-	fl.StringVarP(&namespace, "namespace", "n", "", "the suite's namespace (default: the kubeconfig's)")
+	k = newKube(cmd)
 	fl.StringVar(&htmlFile, "html", "", "write the HTML report to this file")
 	fl.StringVar(&mdFile, "markdown", "", "write the Markdown summary to this file too")
 	return cmd
 }
 
-func runReport(cmd *cobra.Command, kubeconfig, namespace, name, htmlFile, mdFile string) error {
-	c, namespace, err := userClient(kubeconfig, namespace)
+func runReport(cmd *cobra.Command, k *kube, name, htmlFile, mdFile string) error {
+	c, namespace, err := k.client()
 	if err != nil {
 		return err
 	}

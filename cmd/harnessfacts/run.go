@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
@@ -44,8 +45,11 @@ fixture.yaml); secretKeyRef NAME/KEY from the file --secrets/NAME/KEY.
 At start it removes the run dirs of earlier local runs that were killed
 (those whose owner lock no process holds) from --run-root.
 
-The final status is printed as YAML and the evidence is written to
---evidence (verify it with 'harnessfacts evidence verify DIR'). The exit code
+The final status is printed as YAML and the evidence is written to a new
+folder evidence/<run name>/<UTC time> (the link evidence/<run name>/latest
+points at the newest; earlier runs' evidence is kept), or to --evidence.
+Verify it with 'harnessfacts evidence verify evidence/<run name>/latest'
+(or the run's folder, or the time's). The exit code
 is 0 for verdict Pass, 1 otherwise.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -58,7 +62,7 @@ is 0 for verdict Pass, 1 otherwise.`,
 	fl.StringVarP(&f.file, "file", "f", "", "the HarnessRun YAML")
 	fl.StringVar(&f.fixturesDir, "fixtures", "", "folder of fixture folders, for spec.fixture.configMapRef")
 	fl.StringVar(&f.secretsDir, "secrets", "", "folder of Secret folders (NAME/KEY files), for credentials")
-	fl.StringVar(&f.evidenceDir, "evidence", "", "where to write the evidence (default ./evidence/<run name>)")
+	fl.StringVar(&f.evidenceDir, "evidence", "", "where to write the evidence, an empty or new folder (default: a new folder ./evidence/<run name>/<UTC time>, with the link ./evidence/<run name>/latest)")
 	fl.StringVar(&f.runRoot, "run-root", filepath.Join(os.TempDir(), "harnessfacts-runs"), "folder of the run dirs")
 	fl.StringVar(&f.agentCLIs, "agent-clis", "", "folder of the agent CLIs' commands (hack/install-agent-clis.sh PREFIX/bin; /opt/harnessfacts/agents/bin in the image); empty: PATH")
 	fl.StringSliceVar(&f.hidden, "hide", nil, hideUsage)
@@ -108,12 +112,23 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	}
 	final, res := nodeagent.RunLocally(ctx, exec, run, "")
 	evidenceDir := f.evidenceDir
-	if evidenceDir == "" {
-		evidenceDir = filepath.Join("evidence", run.Name)
-	}
 	if res.Evidence != nil {
+		if evidenceDir == "" {
+			// Each run its own folder: re-running is normal, and earlier
+			// evidence is never overwritten.
+			if evidenceDir, err = newRunEvidenceDir(filepath.Join("evidence", run.Name), time.Now()); err != nil {
+				return fmt.Errorf("making the evidence folder: %w", err)
+			}
+		}
 		if err := nodeagent.WriteEvidenceDir(evidenceDir, res.Evidence); err != nil {
 			return fmt.Errorf("writing the evidence: %w", err)
+		}
+		if f.evidenceDir == "" {
+			if err := pointLatest(filepath.Dir(evidenceDir), filepath.Base(evidenceDir)); err != nil {
+				// The evidence is written; only the shortcut is missing
+				// (Windows without the right to make links).
+				cmd.PrintErrf("WARNING could not point %s at the new evidence: %v\n", filepath.Join(filepath.Dir(evidenceDir), latestLink), err)
+			}
 		}
 		if final.Status.Evidence != nil {
 			final.Status.Evidence.ConfigMapName = ""
@@ -141,4 +156,48 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
+}
+
+// latestLink names, in a run's evidence folder, the link to its newest
+// evidence.
+const latestLink = "latest"
+
+// newRunEvidenceDir makes a new folder for one run's evidence under
+// runDir, named for the UTC time (with -2, -3, ... when a run of the same
+// second has one), and returns it. It never reuses a folder.
+func newRunEvidenceDir(runDir string, now time.Time) (string, error) {
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		return "", err
+	}
+	base := now.UTC().Format("20060102T150405Z")
+	for i := 1; i < 1000; i++ {
+		name := base
+		if i > 1 {
+			name = fmt.Sprintf("%s-%d", base, i)
+		}
+		dir := filepath.Join(runDir, name)
+		err := os.Mkdir(dir, 0o755)
+		if err == nil {
+			return dir, nil
+		}
+		if !errors.Is(err, os.ErrExist) {
+			return "", err
+		}
+	}
+	return "", fmt.Errorf("too many runs in %s within one second", runDir)
+}
+
+// pointLatest points runDir/latest at target (a sibling) by renaming a new
+// link over it, so a reader never sees it missing.
+func pointLatest(runDir, target string) error {
+	tmp := filepath.Join(runDir, fmt.Sprintf(".%s.%d", latestLink, os.Getpid()))
+	_ = os.Remove(tmp)
+	if err := os.Symlink(target, tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(runDir, latestLink)); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	return nil
 }

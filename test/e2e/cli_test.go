@@ -1,0 +1,248 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/testenv"
+)
+
+// cli runs the harnessfacts binary as a user would, with a kubeconfig for
+// the test's API server and -n ns, and returns its output; it fails the test
+// when the command fails and wantErr is false.
+func cli(t *testing.T, ns string, wantErr bool, args ...string) string {
+	t.Helper()
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := env.Kubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	full := append(append([]string{}, args...), "--kubeconfig", kubeconfig, "-n", ns)
+	out, err := exec.Command(binary, full...).CombinedOutput()
+	if (err != nil) != wantErr {
+		t.Fatalf("harnessfacts %s: error %v (want error: %t)\n%s", strings.Join(args, " "), err, wantErr, out)
+	}
+	return string(out)
+}
+
+func execRun(ns, name string, command ...string) *harnessv1.HarnessRun {
+	return &harnessv1.HarnessRun{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"team": "evals"}},
+		Spec: harnessv1.HarnessRunSpec{
+			Agent:   harnessv1.AgentSpec{Adapter: harnessv1.AdapterExec, Command: command},
+			Fixture: harnessv1.FixtureSource{ConfigMapRef: &harnessv1.ConfigMapFixture{Name: "fixture-hello"}},
+		},
+	}
+}
+
+// TestCLIWaitsForPassAndFail: `harnessfacts wait` (the Finished condition)
+// returns for a run that passes and for one that fails, through the real
+// controller and node-agent in bwrap; then get, describe, evidence export
+// and retry work on them as a kubectl user expects.
+func TestCLIWaitsForPassAndFail(t *testing.T) {
+	ns := newNamespace(t, "e2e-cli")
+	fixtureConfigMap(t, ns, "fixture-hello", filepath.Join(testenv.RepoRoot(), "fixtures", "hello"))
+	ctx := context.Background()
+	pass := execRun(ns, "passes", "sh", "../fixture/agent.sh")
+	fail := execRun(ns, "fails", "sh", "-c", "echo not doing it")
+	for _, r := range []*harnessv1.HarnessRun{pass, fail} {
+		if err := k8s.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	out := cli(t, ns, false, "wait", "passes", "fails", "--for=condition=Finished", "--timeout=3m")
+	for _, want := range []string{
+		"harnessrun.harnessfacts.io/passes condition met: Finished=True (phase Succeeded, verdict Pass)",
+		"harnessrun.harnessfacts.io/fails condition met: Finished=True (phase Succeeded, verdict Fail)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("harnessfacts wait printed\n%s\nwant a line %q", out, want)
+		}
+	}
+	for name, verdict := range map[string]string{"passes": "Pass", "fails": "Fail"} {
+		run := &harnessv1.HarnessRun{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, run); err != nil {
+			t.Fatal(err)
+		}
+		if c := meta.FindStatusCondition(run.Status.Conditions, harnessv1.ConditionFinished); c == nil || c.Status != metav1.ConditionTrue || c.Reason != verdict {
+			t.Errorf("run %s: Finished %+v, want True with reason %s", name, c, verdict)
+		}
+	}
+	// kubectl's own wait understands the condition too.
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := env.Kubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	if o, err := exec.Command(filepath.Join(env.Assets, "kubectl"), "--kubeconfig", kubeconfig, "-n", ns, "wait",
+		"--for=condition=Finished", "--timeout=30s", "hfrun/passes", "hfrun/fails").CombinedOutput(); err != nil {
+		t.Errorf("kubectl wait --for=condition=Finished: %v\n%s", err, o)
+	}
+
+	// get: the server's table (the CRD's columns), wide, name, jsonpath.
+	out = cli(t, ns, false, "get")
+	if !strings.Contains(out, "NAME") || !strings.Contains(out, "VERDICT") || !strings.Contains(out, "passes") || !strings.Contains(out, "Fail") {
+		t.Errorf("harnessfacts get:\n%s", out)
+	}
+	out = cli(t, ns, false, "get", "passes", "-o", "wide")
+	if !strings.Contains(out, "EVIDENCE") || !strings.Contains(out, "sha256:") {
+		t.Errorf("harnessfacts get -o wide lacks the evidence digest:\n%s", out)
+	}
+	if out = cli(t, ns, false, "get", "-o", "name", "-l", "team=evals"); strings.TrimSpace(out) != "harnessrun.harnessfacts.io/fails\nharnessrun.harnessfacts.io/passes" {
+		t.Errorf("harnessfacts get -o name:\n%s", out)
+	}
+	if out = cli(t, ns, false, "get", "passes", "-o", "jsonpath={.status.verdict}"); out != "Pass" {
+		t.Errorf("harnessfacts get -o jsonpath: %q", out)
+	}
+	if out = cli(t, ns, false, "get", "fails", "-o", "yaml"); !strings.Contains(out, "kind: HarnessRun") || !strings.Contains(out, "verdict: Fail") {
+		t.Errorf("harnessfacts get -o yaml:\n%s", out)
+	}
+	cli(t, ns, true, "get", "no-such-run")
+
+	// describe: the story in words.
+	out = cli(t, ns, false, "describe", "fails")
+	for _, want := range []string{"Verdict:", "Fail, failure class Check", "Finished", "Checks:", "greeting-edited", "FAILED", "Events:"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("harnessfacts describe lacks %q:\n%s", want, out)
+		}
+	}
+
+	// evidence export: the ConfigMap's evidence as a folder that verifies
+	// offline.
+	dir := filepath.Join(t.TempDir(), "exported")
+	out = cli(t, ns, false, "evidence", "export", "passes", dir)
+	if !strings.Contains(out, "verified") {
+		t.Errorf("harnessfacts evidence export:\n%s", out)
+	}
+	for _, f := range []string{"receipt.json", "receipt.sha256", "output.log", "artifacts/greeting.txt", "artifacts/token.txt"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("the export lacks %s: %v", f, err)
+		}
+	}
+	if o, err := exec.Command(binary, "evidence", "verify", dir).CombinedOutput(); err != nil {
+		t.Errorf("harnessfacts evidence verify of the export: %v\n%s", err, o)
+	}
+	// A second export into the same folder overwrites nothing.
+	cli(t, ns, true, "evidence", "export", "passes", dir)
+
+	// retry: a new run, same spec, linked to the old one.
+	out = cli(t, ns, false, "retry", "fails")
+	if !strings.Contains(out, "(a retry of fails)") {
+		t.Fatalf("harnessfacts retry:\n%s", out)
+	}
+	retries := &harnessv1.HarnessRunList{}
+	if err := k8s.List(ctx, retries, client.InNamespace(ns), client.MatchingLabels{harnessv1.LabelRetryOf: "fails"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(retries.Items) != 1 {
+		t.Fatalf("%d runs labelled as retries of fails, want 1", len(retries.Items))
+	}
+	r := retries.Items[0]
+	oldRun := &harnessv1.HarnessRun{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "fails"}, oldRun); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(r.Name, "fails-") || r.Annotations[harnessv1.AnnotationRetryOfUID] != string(oldRun.UID) ||
+		r.Labels["team"] != "evals" || strings.Join(r.Spec.Agent.Command, " ") != strings.Join(oldRun.Spec.Agent.Command, " ") {
+		t.Errorf("retry %s: labels %v annotations %v command %v", r.Name, r.Labels, r.Annotations, r.Spec.Agent.Command)
+	}
+	if out = cli(t, ns, false, "wait", r.Name, "--timeout=3m"); !strings.Contains(out, "verdict Fail") {
+		t.Errorf("waiting for the retry:\n%s", out)
+	}
+}
+
+// TestCLICancel: `harnessfacts cancel` stops a running sandboxed agent; the
+// run ends Cancelled and `wait` returns. A wait that times out says so.
+func TestCLICancel(t *testing.T) {
+	ns := newNamespace(t, "e2e-cancel")
+	fixtureConfigMap(t, ns, "fixture-hello", filepath.Join(testenv.RepoRoot(), "fixtures", "hello"))
+	ctx := context.Background()
+	run := execRun(ns, "sleeper", "sh", "-c", "echo started; sleep 600")
+	if err := k8s.Create(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	cli(t, ns, false, "wait", "sleeper", "--for=condition=Finished=False", "--timeout=1m")
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(run), run); err != nil {
+			t.Fatal(err)
+		}
+		if run.Status.Phase == harnessv1.RunRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the run never started: %+v", run.Status)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if out := cli(t, ns, true, "wait", "sleeper", "--timeout=2s"); !strings.Contains(out, "timed out after 2s waiting for condition Finished=True") {
+		t.Errorf("a wait that times out:\n%s", out)
+	}
+	if out := cli(t, ns, false, "cancel", "sleeper"); !strings.Contains(out, "harnessrun.harnessfacts.io/sleeper cancel requested") {
+		t.Errorf("harnessfacts cancel:\n%s", out)
+	}
+	out := cli(t, ns, false, "wait", "sleeper", "--timeout=2m")
+	// The node-agent judges a stopped agent's run Error (it was not let
+	// finish); status.reason says why.
+	if !strings.Contains(out, "condition met: Finished=True (phase Failed, verdict Error)") {
+		t.Errorf("waiting for the cancelled run:\n%s", out)
+	}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(run), run); err != nil {
+		t.Fatal(err)
+	}
+	if c := meta.FindStatusCondition(run.Status.Conditions, harnessv1.ConditionFinished); c == nil || c.Reason != "Error" || run.Status.Reason != harnessv1.ReasonCancelled {
+		t.Errorf("cancelled run: reason %q, Finished %+v; want reason Cancelled, Finished for verdict Error", run.Status.Reason, c)
+	}
+	if out := cli(t, ns, false, "cancel", "sleeper"); !strings.Contains(out, "already finished") {
+		t.Errorf("cancelling a finished run:\n%s", out)
+	}
+	waitNoRunDirs(t)
+}
+
+// TestLocalRunTwiceKeepsBothEvidence: re-running is normal. Each
+// `harnessfacts run` writes its own folder evidence/NAME/<time>, the link
+// evidence/NAME/latest points at the newest, and `evidence verify` takes the
+// run's folder, the link or a time's folder.
+func TestLocalRunTwiceKeepsBothEvidence(t *testing.T) {
+	cwd := openDir(t)
+	runs := filepath.Join(openDir(t), "runs")
+	for range 2 {
+		cmd := exec.Command(binary, "run", "-f", filepath.Join(testenv.RepoRoot(), "fixtures", "hello", "run.yaml"), "--run-root", runs)
+		cmd.Dir = cwd
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("harnessfacts run: %v\n%s", err, out)
+		}
+	}
+	runDir := filepath.Join(cwd, "evidence", "hello")
+	entries, err := os.ReadDir(runDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var folders []string
+	for _, e := range entries {
+		if e.IsDir() {
+			folders = append(folders, e.Name())
+		}
+	}
+	if len(folders) != 2 {
+		t.Fatalf("evidence/hello holds %v, want two runs' folders and latest", entries)
+	}
+	latest, err := os.Readlink(filepath.Join(runDir, "latest"))
+	if err != nil || latest != folders[1] {
+		t.Errorf("latest points at %q (%v), want the newer folder %s", latest, err, folders[1])
+	}
+	for _, dir := range []string{runDir, filepath.Join(runDir, "latest"), filepath.Join(runDir, folders[0])} {
+		if out, err := exec.Command(binary, "evidence", "verify", dir).CombinedOutput(); err != nil {
+			t.Errorf("harnessfacts evidence verify %s: %v\n%s", dir, err, out)
+		}
+	}
+}
