@@ -49,6 +49,11 @@ func (r *AppContainerRunner) Run(ctx context.Context, spec Spec) (res Result, er
 	if len(spec.ReadWrite) == 0 {
 		return res, errors.New("sandbox: appcontainer: the run directory must be the first ReadWrite path")
 	}
+	if spec.Stdin != nil {
+		// The handle list gives the child NUL as stdin; a pipe fed by the
+		// runner is not written yet, and this runner was never run.
+		return res, errors.New("sandbox: appcontainer: a standard input (Spec.Stdin) is not supported yet")
+	}
 	limits := spec.Limits.WithDefaults()
 	sys := winContainerOS{}
 	records, err := containerRecordsDir()

@@ -354,7 +354,7 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 	// the sandbox as /proc/1/environ (bwrap's init keeps its exec-time env).
 	cmd.Env = []string{}
 	cmd.Dir = "/"
-	cmd.Stdout, cmd.Stderr = spec.Stdout, spec.Stderr
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = spec.Stdin, spec.Stdout, spec.Stderr
 	cmd.ExtraFiles = extra
 	cmd.WaitDelay = 5 * time.Second
 	// Setpgid keeps a terminal's job-control signals away from the tree;

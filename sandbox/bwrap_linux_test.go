@@ -888,3 +888,16 @@ func TestBwrapHostSocketsUnreachable(t *testing.T) {
 		c.Close()
 	}
 }
+
+// A prompt given as Stdin reaches the command (on cgroup v1 behind the
+// release guard, which reads its own descriptor), and is on no command line.
+func TestBwrapStdinReachesTheCommand(t *testing.T) {
+	r := requireBwrapHost(t)
+	prompt := "the prompt " + randomToken(t) + "\nsecond line\n"
+	spec := runDir(t, testBase(t), "cat")
+	spec.Stdin = strings.NewReader(prompt)
+	res, out := run(t, r, spec)
+	if res.ExitCode != 0 || out != prompt {
+		t.Fatalf("stdin: %+v %q, want %q", res, out, prompt)
+	}
+}

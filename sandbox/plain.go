@@ -47,7 +47,7 @@ func (p *PlainRunner) Run(ctx context.Context, spec Spec) (Result, error) {
 	cmd.Dir = spec.Dir
 	// A non-nil empty slice: a nil Env would make os/exec pass the host's.
 	cmd.Env = append([]string{}, spec.Env...)
-	cmd.Stdout, cmd.Stderr = spec.Stdout, spec.Stderr
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = spec.Stdin, spec.Stdout, spec.Stderr
 	// Output pipes may be held open by grandchildren that left the group.
 	cmd.WaitDelay = 2 * time.Second
 	uid, gid := spec.ids()

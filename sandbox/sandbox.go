@@ -152,6 +152,10 @@ type Spec struct {
 	Limits Limits
 	// Network is NetworkNone (default), NetworkUserMode or NetworkShared.
 	Network Network
+	// Stdin is what the command reads on its standard input: the agent's
+	// prompt, so that it is on no command line. Nil means /dev/null (the
+	// NUL device on Windows). It is never a terminal.
+	Stdin io.Reader
 	// Stdout and Stderr receive the raw output as it is produced. Nil discards
 	// it. They may be called from two goroutines at once unless they are the
 	// same comparable value; Capture is safe either way.

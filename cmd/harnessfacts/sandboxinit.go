@@ -19,7 +19,11 @@ func newSandboxInitCommand() *cobra.Command {
 		Hidden: true,
 		Args:   cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var cfg sandboxinit.Config
+			cfg, _, err := sandboxinit.ConfigFromEnv(os.Environ())
+			if err != nil {
+				return err
+			}
+			cfg.Stdin = os.Stdin
 			for _, s := range forwards {
 				f, err := sandboxinit.ParseForward(s)
 				if err != nil {

@@ -12,6 +12,7 @@ package sandboxinit
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -27,8 +28,8 @@ import (
 // Forward bridges TCP connections to Listen (127.0.0.1:PORT inside the
 // sandbox) to the unix socket Socket.
 type Forward struct {
-	Listen string
-	Socket string
+	Listen string `json:"listen"`
+	Socket string `json:"socket"`
 }
 
 // ParseForward parses "127.0.0.1:PORT=unix:/path/to.sock".
@@ -38,14 +39,69 @@ func ParseForward(s string) (Forward, error) {
 	if !ok || !isUnix || sock == "" {
 		return Forward{}, fmt.Errorf("forward %q: want 127.0.0.1:PORT=unix:/path", s)
 	}
-	host, _, err := net.SplitHostPort(listen)
+	f := Forward{Listen: listen, Socket: sock}
+	return f, f.check()
+}
+
+func (f Forward) check() error {
+	if f.Socket == "" {
+		return fmt.Errorf("forward of %s: no socket", f.Listen)
+	}
+	host, _, err := net.SplitHostPort(f.Listen)
 	if err != nil {
-		return Forward{}, fmt.Errorf("forward %q: %w", s, err)
+		return fmt.Errorf("forward of %s: %w", f.Listen, err)
 	}
 	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-		return Forward{}, fmt.Errorf("forward %q: only loopback addresses may listen", s)
+		return fmt.Errorf("forward of %s: only loopback addresses may listen", f.Listen)
 	}
-	return Forward{Listen: listen, Socket: sock}, nil
+	return nil
+}
+
+// ConfigEnv is the environment variable that carries a Config (JSON) from
+// the node-agent to sandbox-init. An environment value is on no command
+// line (the sandbox's variables travel to bwrap in a sealed memfd), while
+// an argument is readable by every host user in /proc/PID/cmdline: the
+// run's socket paths would tell them where to call another run's MCP
+// server or egress proxy. sandbox-init removes it before the agent starts.
+const ConfigEnv = "HARNESSFACTS_SANDBOX_INIT"
+
+// EnvEntry is cfg as the KEY=value entry of ConfigEnv.
+func (c Config) EnvEntry() (string, error) {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return "", err
+	}
+	return ConfigEnv + "=" + string(b), nil
+}
+
+// ConfigFromEnv reads the Config that environ carries in ConfigEnv (an
+// empty Config when it carries none) and returns environ without it.
+func ConfigFromEnv(environ []string) (Config, []string, error) {
+	var cfg Config
+	rest := make([]string, 0, len(environ))
+	for _, kv := range environ {
+		v, ok := strings.CutPrefix(kv, ConfigEnv+"=")
+		if !ok {
+			rest = append(rest, kv)
+			continue
+		}
+		dec := json.NewDecoder(strings.NewReader(v))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&cfg); err != nil {
+			return Config{}, nil, fmt.Errorf("sandbox-init: %s: %w", ConfigEnv, err)
+		}
+	}
+	for _, f := range cfg.Forwards {
+		if err := f.check(); err != nil {
+			return Config{}, nil, fmt.Errorf("sandbox-init: %s: %w", ConfigEnv, err)
+		}
+	}
+	if cfg.Proxy != nil {
+		if err := cfg.Proxy.check(); err != nil {
+			return Config{}, nil, fmt.Errorf("sandbox-init: %s: %w", ConfigEnv, err)
+		}
+	}
+	return cfg, rest, nil
 }
 
 // NoProxy is the agent's NO_PROXY: the sandbox's own loopback, where
@@ -68,10 +124,13 @@ func ProxyEnv(listen string) []string {
 // Config is what sandbox-init sets up before it starts the agent.
 type Config struct {
 	// Forwards are bridged as they are (the MCP server).
-	Forwards []Forward
+	Forwards []Forward `json:"forwards,omitempty"`
 	// Proxy, when set, is the run's egress proxy: bridged like a forward,
 	// and the agent's environment gets ProxyEnv of its Listen address.
-	Proxy *Forward
+	Proxy *Forward `json:"proxy,omitempty"`
+	// Stdin is passed on to the agent (the prompt, for CLIs that read it
+	// there); nil is /dev/null.
+	Stdin io.Reader `json:"-"`
 }
 
 // Run listens on every forward, runs argv with the current environment (plus
@@ -82,7 +141,13 @@ func Run(ctx context.Context, cfg Config, argv []string, stdout, stderr io.Write
 		return 127, errors.New("sandbox-init: no command to run")
 	}
 	forwards := cfg.Forwards
-	env := os.Environ()
+	// The agent never sees the configuration: it names the run's sockets.
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, ConfigEnv+"=") {
+			env = append(env, kv)
+		}
+	}
 	if cfg.Proxy != nil {
 		forwards = append(append([]Forward(nil), forwards...), *cfg.Proxy)
 		env = append(env, ProxyEnv(cfg.Proxy.Listen)...)
@@ -109,7 +174,7 @@ func Run(ctx context.Context, cfg Config, argv []string, stdout, stderr io.Write
 	}
 
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr, cmd.Env = nil, stdout, stderr, env
+	cmd.Stdin, cmd.Stdout, cmd.Stderr, cmd.Env = cfg.Stdin, stdout, stderr, env
 	if err := cmd.Start(); err != nil {
 		return 127, fmt.Errorf("sandbox-init: starting %s: %w", argv[0], err)
 	}

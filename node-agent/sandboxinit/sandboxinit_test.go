@@ -67,3 +67,34 @@ cat <&3`
 		t.Errorf("output %q, want %q", out.String(), want)
 	}
 }
+
+// The node-agent hands sandbox-init its forwards in the environment, never
+// on argv; sandbox-init takes the entry out, and refuses a forward that
+// would listen beyond the sandbox's loopback.
+func TestConfigTravelsInTheEnvironment(t *testing.T) {
+	cfg := Config{Forwards: []Forward{{Listen: "127.0.0.1:7700", Socket: "/r/sockets/mcp-http.sock"}}, Proxy: &Forward{Listen: "127.0.0.1:7701", Socket: "/r/sockets/egress.sock"}}
+	entry, err := cfg.EnvEntry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, rest, err := ConfigFromEnv([]string{"PATH=/bin", entry, "HOME=/h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Forwards) != 1 || got.Forwards[0] != cfg.Forwards[0] || got.Proxy == nil || *got.Proxy != *cfg.Proxy {
+		t.Errorf("got %+v, want %+v", got, cfg)
+	}
+	if strings.Join(rest, " ") != "PATH=/bin HOME=/h" {
+		t.Errorf("the rest of the environment is %q", rest)
+	}
+	for _, bad := range []string{
+		ConfigEnv + `={"forwards":[{"listen":"0.0.0.0:7700","socket":"/s"}]}`,
+		ConfigEnv + `={"proxy":{"listen":"127.0.0.1:7701","socket":""}}`,
+		ConfigEnv + `={"forwards":[],"extra":1}`,
+		ConfigEnv + `=not json`,
+	} {
+		if _, _, err := ConfigFromEnv([]string{bad}); err == nil {
+			t.Errorf("ConfigFromEnv(%q) accepted it", bad)
+		}
+	}
+}
