@@ -43,8 +43,8 @@ func TestLocalRunRemovesAbandonedRunDirs(t *testing.T) {
 	// A fixture whose agent sleeps.
 	fix := filepath.Join(base, "sleeper")
 	for p, content := range map[string]string{
-		filepath.Join(fix, "fixture.yaml"):     "prompt: wait\n",
-		filepath.Join(fix, "workspace", "a"):   "x\n",
+		filepath.Join(fix, "fixture.yaml"):   "prompt: wait\n",
+		filepath.Join(fix, "workspace", "a"): "x\n",
 		filepath.Join(fix, "run.yaml"): `apiVersion: harnessfacts.io/v1alpha1
 kind: HarnessRun
 metadata: {name: sleeper}
