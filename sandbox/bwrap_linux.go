@@ -260,6 +260,9 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 		return res, err
 	}
 	limits := spec.Limits.WithDefaults()
+	if err := canRunAs(spec.UID, spec.GID); err != nil {
+		return res, err
+	}
 	uid, gid := spec.ids()
 	cred := runAs(uid, gid)
 	if cred == nil && os.Getuid() == 0 {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -217,4 +218,36 @@ func TestConcurrentRunsOfAPoolCannotReachEachOther(t *testing.T) {
 			t.Errorf("bwrap: read %s bytes of the other run's environment", probe["environ-bytes"])
 		}
 	})
+}
+
+// runAsProbeEnv makes the test binary try a plain run as uid 60001.
+const runAsProbeEnv = "HF_RUNAS_PROBE"
+
+func init() {
+	if os.Getenv(runAsProbeEnv) != "" {
+		_, err := (&PlainRunner{}).Run(context.Background(), Spec{Argv: []string{"/bin/true"}, Dir: "/", UID: 60001, GID: 60001})
+		fmt.Println(err)
+		os.Exit(0)
+	}
+}
+
+// TestNonRootCannotSilentlyIgnoreAUID: a process that is not root asked to
+// run a command as another uid gets an error; it used to run the command
+// as itself.
+func TestNonRootCannotSilentlyIgnoreAUID(t *testing.T) {
+	requireBwrapHost(t)
+	base := testBase(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(base, "probe")
+	copyFile(t, self, bin, 0o755)
+	cmd := exec.Command(bin)
+	cmd.Env = []string{runAsProbeEnv + "=1"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: DefaultUID, Gid: DefaultGID, Groups: []uint32{}}}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "cannot run the command as uid 60001") {
+		t.Fatalf("as uid %d, a run as uid 60001: %v: %s", DefaultUID, err, out)
+	}
 }

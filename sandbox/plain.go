@@ -50,6 +50,9 @@ func (p *PlainRunner) Run(ctx context.Context, spec Spec) (Result, error) {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = spec.Stdin, spec.Stdout, spec.Stderr
 	// Output pipes may be held open by grandchildren that left the group.
 	cmd.WaitDelay = 2 * time.Second
+	if err := canRunAs(spec.UID, spec.GID); err != nil {
+		return res, err
+	}
 	uid, gid := spec.ids()
 	if err := plainSysProcAttr(cmd, uid, gid); err != nil {
 		return res, err

@@ -22,6 +22,18 @@ func runAs(uid, gid int) *syscall.Credential {
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
 }
 
+// canRunAs refuses a uid this process cannot switch to, instead of
+// silently running the command as itself: only root can run it as another
+// uid. uid 0 in a Spec means "the default" (DefaultUID as root, else this
+// process's own uid).
+func canRunAs(uid, gid int) error {
+	euid := os.Geteuid()
+	if euid == 0 || ((uid == 0 || uid == euid) && (gid == 0 || gid == os.Getegid())) {
+		return nil
+	}
+	return fmt.Errorf("sandbox: cannot run the command as uid %d gid %d: this process is uid %d, not root (run as root, or leave the ids unset to run as uid %d)", uid, gid, euid, euid)
+}
+
 func plainSysProcAttr(cmd *exec.Cmd, uid, gid int) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: runAs(uid, gid)}
 	return nil

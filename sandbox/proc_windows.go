@@ -26,3 +26,6 @@ func exitSignal(*os.ProcessState) int { return 0 }
 // prepareWritable has nothing to do on Windows: the AppContainer runner
 // grants access by ACL, and a plain child runs as the caller.
 func prepareWritable([]string, int, int) error { return nil }
+
+// canRunAs: Windows runs have no uid; the Spec's ids are ignored there.
+func canRunAs(int, int) error { return nil }

@@ -126,6 +126,9 @@ func envOr(key, def string) string {
 func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 	ctrl.SetLogger(zap.New(zap.UseDevMode(f.development)))
 	logger := ctrl.Log.WithName("node-agent")
+	if err := checkNodeAgentUser(); err != nil {
+		return err
+	}
 	if f.nodeName == "" {
 		return errors.New("the node name is not known: set --node-name or $NODE_NAME (the downward API's spec.nodeName)")
 	}

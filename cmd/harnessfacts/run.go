@@ -77,6 +77,14 @@ is 0 for verdict Pass, 1 otherwise.`,
 var errNotPass = errors.New("the run did not pass")
 
 func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
+	userWarning, err := checkLocalRunUser(cmd.Flags().Changed("run-as-uid") || cmd.Flags().Changed("run-as-gid"))
+	if err != nil {
+		return err
+	}
+	if userWarning != "" {
+		cmd.PrintErrf("WARNING %s\n", userWarning)
+		f.uid, f.gid = 0, 0 // the sandbox's "unset": the invoking user
+	}
 	hidden, err := hiddenPaths(f.hidden)
 	if err != nil {
 		return err
