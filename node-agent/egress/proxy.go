@@ -45,8 +45,12 @@ type Options struct {
 	MaxConns int
 	// MaxDeniedHosts is how many distinct denied hosts Stats keeps.
 	MaxDeniedHosts int
-	// Dial connects to an allowed "host:port" (when nil, a net.Dialer that
-	// refuses unspecified, multicast and link-local addresses).
+	// Inside, when set, is what the proxy may reach of the inside (loopback,
+	// private, link-local, CGNAT, cluster and metadata addresses): judged on
+	// every address dialled, after resolution. When nil (and Dial is nil), a
+	// net.Dialer refuses only unspecified, multicast and link-local addresses.
+	Inside *Inside
+	// Dial connects to an allowed "host:port"; when set, Inside is not used.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
@@ -100,7 +104,11 @@ func New(opts Options) *Proxy {
 	if opts.MaxDeniedHosts <= 0 {
 		opts.MaxDeniedHosts = DefaultMaxDeniedHosts
 	}
-	if opts.Dial == nil {
+	switch {
+	case opts.Dial != nil:
+	case opts.Inside != nil:
+		opts.Dial = opts.Inside.Dialer(opts.DialTimeout)
+	default:
 		d := &net.Dialer{Timeout: opts.DialTimeout, Control: refuseSpecial}
 		opts.Dial = d.DialContext
 	}
@@ -124,6 +132,11 @@ func New(opts Options) *Proxy {
 		Transport:     p.transport,
 		FlushInterval: -1, // stream (server-sent events from a model)
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if errors.Is(err, ErrInside) {
+				p.allowed.Add(-1)
+				p.denyInside(w, err)
+				return
+			}
 			refuse(w, http.StatusBadGateway, fmt.Sprintf("harnessfacts egress proxy: %s could not be reached: %v\n", r.URL.Host, err))
 		},
 	}
@@ -204,6 +217,11 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), p.opts.DialTimeout)
 	up, err := p.opts.Dial(ctx, "tcp", target)
 	cancel()
+	if errors.Is(err, ErrInside) {
+		p.allowed.Add(-1)
+		p.denyInside(w, err)
+		return
+	}
 	if err != nil {
 		refuse(w, http.StatusBadGateway, fmt.Sprintf("harnessfacts egress proxy: %s is allowed but could not be reached: %v\n", canonical, err))
 		return
@@ -238,7 +256,20 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request) {
 	splice(c, up)
 }
 
-func (p *Proxy) deny(w http.ResponseWriter, target string) {
+// denyInside refuses an allowed host that would reach the inside; the
+// host's allow-list name is what Stats reports.
+func (p *Proxy) denyInside(w http.ResponseWriter, err error) {
+	var in *insideError
+	target := "?"
+	if errors.As(err, &in) {
+		target = in.target
+	}
+	p.countDenied(target)
+	refuse(w, http.StatusForbidden, "harnessfacts egress proxy: "+err.Error()+"\n")
+}
+
+// countDenied counts a refusal and keeps its target for Stats.
+func (p *Proxy) countDenied(target string) string {
 	p.denied.Add(1)
 	report := strings.ToValidUTF8(target, "?")
 	if len(report) > maxHostReport {
@@ -249,6 +280,11 @@ func (p *Proxy) deny(w http.ResponseWriter, target string) {
 		p.deniedHosts = append(p.deniedHosts, report)
 	}
 	p.mu.Unlock()
+	return report
+}
+
+func (p *Proxy) deny(w http.ResponseWriter, target string) {
+	report := p.countDenied(target)
 	refuse(w, http.StatusForbidden, fmt.Sprintf(
 		"harnessfacts egress proxy: %s is not allowed for this run.\n"+
 			"The run's spec.network.egress is ProviderOnly: the agent may reach only its adapter's provider hosts, "+

@@ -1,0 +1,220 @@
+package egress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// Kinds of inside addresses: what the node or the cluster can reach but a
+// model provider never is.
+const (
+	KindLoopback    = "loopback"
+	KindPrivate     = "private"
+	KindLinkLocal   = "link-local"
+	KindCGNAT       = "CGNAT"
+	KindMetadata    = "metadata"
+	KindCluster     = "cluster"
+	KindUnspecified = "unspecified"
+	KindMulticast   = "multicast"
+	KindReserved    = "reserved"
+)
+
+var (
+	// Instance metadata services: AWS, GCP, Azure, OpenStack at
+	// 169.254.169.254 (link-local anyway), AWS's IPv6 one, Alibaba's (in
+	// the CGNAT range), Oracle's.
+	metadataAddrs = []netip.Addr{
+		netip.MustParseAddr("169.254.169.254"), netip.MustParseAddr("fd00:ec2::254"),
+		netip.MustParseAddr("100.100.100.200"), netip.MustParseAddr("192.0.0.192"),
+	}
+	cgnat    = netip.MustParsePrefix("100.64.0.0/10")
+	reserved = []netip.Prefix{
+		netip.MustParsePrefix("0.0.0.0/8"),       // "this network": Linux dials 0.x as this host
+		netip.MustParsePrefix("192.0.0.0/24"),    // IETF protocol assignments
+		netip.MustParsePrefix("198.18.0.0/15"),   // benchmarking
+		netip.MustParsePrefix("240.0.0.0/4"),     // reserved, and broadcast
+		netip.MustParsePrefix("100::/64"),        // discard
+		netip.MustParsePrefix("2001:db8::/32"),   // documentation
+		netip.MustParsePrefix("fec0::/10"),       // site-local (deprecated, still routed inside some sites)
+		netip.MustParsePrefix("2001::/32"),       // Teredo: tunnels to an embedded IPv4 address
+		netip.MustParsePrefix("2001:10::/28"),    // ORCHID
+		netip.MustParsePrefix("2001:20::/28"),    // ORCHIDv2
+		netip.MustParsePrefix("::/96"),           // IPv4-compatible (deprecated)
+		netip.MustParsePrefix("::ffff:0:0:0/96"), // IPv4-translated
+	}
+	// Prefixes that embed an IPv4 address in their last 32 bits: the
+	// embedded address is what the packets reach, so it is judged too.
+	nat64     = []netip.Prefix{netip.MustParsePrefix("64:ff9b::/96"), netip.MustParsePrefix("64:ff9b:1::/48")}
+	sixToFour = netip.MustParsePrefix("2002::/16")
+)
+
+// Classify returns the kind of inside address ip is, or "" for an address
+// on the outside. cluster are the cluster's Pod and Service ranges.
+func Classify(ip netip.Addr, cluster []netip.Prefix) string {
+	ip = ip.Unmap()
+	if ip.Zone() != "" {
+		ip = ip.WithZone("")
+	}
+	switch {
+	case slices.Contains(metadataAddrs, ip):
+		return KindMetadata
+	case ip.IsUnspecified():
+		return KindUnspecified
+	case ip.IsLoopback():
+		return KindLoopback
+	case ip.IsMulticast():
+		return KindMulticast
+	case ip.IsLinkLocalUnicast():
+		return KindLinkLocal
+	}
+	for _, p := range cluster {
+		if p.Contains(ip) {
+			return KindCluster
+		}
+	}
+	switch {
+	case ip.IsPrivate():
+		return KindPrivate
+	case cgnat.Contains(ip):
+		return KindCGNAT
+	}
+	for _, p := range nat64 {
+		if p.Contains(ip) {
+			b := ip.As16()
+			if k := Classify(netip.AddrFrom4([4]byte(b[12:16])), cluster); k != "" {
+				return k
+			}
+		}
+	}
+	if sixToFour.Contains(ip) {
+		b := ip.As16()
+		if k := Classify(netip.AddrFrom4([4]byte(b[2:6])), cluster); k != "" {
+			return k
+		}
+	}
+	for _, p := range reserved {
+		if p.Contains(ip) {
+			return KindReserved
+		}
+	}
+	if ip.Is4() && ip == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
+		return KindReserved
+	}
+	return ""
+}
+
+// Resolver resolves a name to addresses; *net.Resolver is one.
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// Inside is what egress ProviderOnly may reach of the inside: by default
+// nothing. Every connection is judged on the address actually dialled,
+// after resolution (so a name that resolves to an inside address, or
+// re-resolves there later, is refused all the same).
+type Inside struct {
+	// ClusterCIDRs are the cluster's Pod and Service ranges.
+	ClusterCIDRs []netip.Prefix
+	// Hosts are names (canonical, as AllowList keeps them) that may resolve
+	// to inside addresses: allowed by the operator's policy, by name. An IP
+	// literal here allows that address.
+	Hosts []string
+	// Loopback are "host:port" pairs that may reach a loopback address on
+	// exactly that port: the run's providerURL when it is on loopback.
+	Loopback []string
+	// Resolver resolves names; nil is net.DefaultResolver.
+	Resolver Resolver
+}
+
+// ErrInside marks a connection refused because it would reach the inside.
+var ErrInside = errors.New("inside address")
+
+// insideError is a refusal of an inside address for target.
+type insideError struct {
+	target string
+	msg    string
+}
+
+func (e *insideError) Error() string        { return e.msg }
+func (e *insideError) Is(target error) bool { return target == ErrInside }
+
+// Dialer returns a dial function for Options.Dial that resolves the target
+// itself and refuses, in the socket's Control hook, every inside address
+// that in does not allow for that target.
+func (in Inside) Dialer(timeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	res := in.Resolver
+	if res == nil {
+		res = net.DefaultResolver
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		h, p, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		host, err := canonicalHost(h)
+		if err != nil {
+			return nil, err
+		}
+		port, err := parsePort(p)
+		if err != nil {
+			return nil, err
+		}
+		var ips []netip.Addr
+		if ip, err := netip.ParseAddr(host); err == nil {
+			ips = []netip.Addr{ip}
+		} else if ips, err = res.LookupNetIP(ctx, "ip", host); err != nil {
+			return nil, err
+		}
+		if len(ips) == 0 {
+			return nil, fmt.Errorf("%s resolves to no address", host)
+		}
+		target := net.JoinHostPort(host, strconv.Itoa(port))
+		d := &net.Dialer{Timeout: timeout, Control: func(_, address string, _ syscall.RawConn) error {
+			return in.check(host, target, address)
+		}}
+		var errs []error
+		for _, ip := range ips {
+			c, err := d.DialContext(ctx, network, net.JoinHostPort(ip.Unmap().String(), strconv.Itoa(port)))
+			if err == nil {
+				return c, nil
+			}
+			errs = append(errs, err)
+			if ctx.Err() != nil {
+				break
+			}
+		}
+		return nil, errors.Join(errs...)
+	}
+}
+
+// check judges one dialled address (ip:port) for target host.
+func (in Inside) check(host, target, address string) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return fmt.Errorf("refusing to connect to %s: %w", address, err)
+	}
+	kind := Classify(ap.Addr(), in.ClusterCIDRs)
+	switch {
+	case kind == "":
+		return nil
+	case kind == KindUnspecified || kind == KindMulticast:
+		// Never a provider, whoever allows it.
+	case kind == KindLoopback && slices.Contains(in.Loopback, target):
+		return nil
+	case slices.Contains(in.Hosts, host):
+		return nil
+	}
+	if net.ParseIP(host) != nil {
+		return &insideError{target: target, msg: fmt.Sprintf("refusing to connect to %s, a %s address: egress ProviderOnly reaches only the outside (a HarnessPolicy may allow it in network.insideHosts)",
+			target, kind)}
+	}
+	return &insideError{target: target, msg: fmt.Sprintf("refusing to connect to %s: %s resolves to %s, a %s address: egress ProviderOnly reaches only the outside (a HarnessPolicy may allow %s in network.insideHosts)",
+		target, host, ap.Addr(), kind, host)}
+}

@@ -1,0 +1,246 @@
+package egress
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestClassify(t *testing.T) {
+	cluster := []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("172.20.0.0/16"), netip.MustParsePrefix("fd12:3456::/64")}
+	cases := map[string]string{
+		"127.0.0.1":          KindLoopback,
+		"127.9.8.7":          KindLoopback,
+		"::1":                KindLoopback,
+		"::ffff:127.0.0.1":   KindLoopback,
+		"10.1.2.3":           KindPrivate,
+		"172.16.0.1":         KindPrivate,
+		"192.168.1.1":        KindPrivate,
+		"fd00::1":            KindPrivate,
+		"169.254.1.1":        KindLinkLocal,
+		"fe80::1":            KindLinkLocal,
+		"169.254.169.254":    KindMetadata,
+		"fd00:ec2::254":      KindMetadata,
+		"100.100.100.200":    KindMetadata,
+		"100.64.0.1":         KindCGNAT,
+		"100.127.255.254":    KindCGNAT,
+		"10.244.3.4":         KindCluster,
+		"172.20.0.10":        KindCluster,
+		"fd12:3456::a":       KindCluster,
+		"0.0.0.0":            KindUnspecified,
+		"::":                 KindUnspecified,
+		"0.1.2.3":            KindReserved,
+		"224.0.0.1":          KindMulticast,
+		"255.255.255.255":    KindReserved,
+		"64:ff9b::a00:1":     KindPrivate,  // NAT64 of 10.0.0.1
+		"64:ff9b::7f00:1":    KindLoopback, // NAT64 of 127.0.0.1
+		"2002:a00:1::1":      KindPrivate,  // 6to4 of 10.0.0.1
+		"2002:a9fe:a9fe::1":  KindMetadata, // 6to4 of 169.254.169.254
+		"::a00:1":            KindReserved, // IPv4-compatible
+		"8.8.8.8":            "",
+		"1.1.1.1":            "",
+		"100.128.0.1":        "",
+		"172.32.0.1":         "",
+		"2606:4700::1111":    "",
+		"64:ff9b::808:808":   "", // NAT64 of 8.8.8.8: the outside
+		"2a00:1450:4001::64": "",
+	}
+	got := map[string]string{}
+	for ip := range cases {
+		got[ip] = Classify(netip.MustParseAddr(ip), cluster)
+	}
+	if diff := cmp.Diff(cases, got); diff != "" {
+		t.Errorf("Classify (-want +got):\n%s", diff)
+	}
+}
+
+// mapResolver is a test resolver: the names of a test, without DNS or the
+// host's /etc/hosts.
+type mapResolver map[string][]string
+
+func (m mapResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	addrs, ok := m[host]
+	if !ok {
+		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}
+	var out []netip.Addr
+	for _, a := range addrs {
+		out = append(out, netip.MustParseAddr(a))
+	}
+	return out, nil
+}
+
+// TestProxyRefusesTheInside serves a proxy with an Inside policy and names
+// that resolve to each kind of inside address. The allow list lets every
+// name through; the dialler refuses each inside address after resolution,
+// except the loopback provider on its exact port and a name the policy
+// allows.
+func TestProxyRefusesTheInside(t *testing.T) {
+	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "provider") }))
+	defer provider.Close()
+	// Another port on loopback: what a loopback providerURL must not open.
+	other := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, _ *http.Request) {
+		t.Error("the proxy reached another loopback port")
+	}))
+	defer other.Close()
+	providerPort := provider.Listener.Addr().(*net.TCPAddr).Port
+	otherPort := other.Listener.Addr().(*net.TCPAddr).Port
+
+	res := mapResolver{
+		"loopback.test":    {"127.0.0.1"},
+		"private.test":     {"10.0.0.7"},
+		"private6.test":    {"fd00::7"},
+		"linklocal.test":   {"169.254.3.4"},
+		"metadata.test":    {"169.254.169.254"},
+		"cgnat.test":       {"100.64.1.1"},
+		"pod.test":         {"10.244.1.5"},
+		"service.test":     {"172.20.0.1"},
+		"nat64.test":       {"64:ff9b::a9fe:a9fe"},
+		"mixed.test":       {"10.0.0.8", "127.0.0.1"},
+		"gateway.internal": {"127.0.0.1"}, // allowed by name by the policy
+	}
+	var entries []string
+	for name := range res {
+		entries = append(entries, fmt.Sprintf("%s:%d", name, providerPort))
+	}
+	entries = append(entries,
+		fmt.Sprintf("127.0.0.1:%d", providerPort), // the loopback providerURL
+		fmt.Sprintf("127.0.0.1:%d", otherPort),    // a loopback allowHosts entry
+		fmt.Sprintf("localhost.test:%d", otherPort))
+	res["localhost.test"] = []string{"127.0.0.1"}
+	allow, err := NewAllowList(entries...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inside := &Inside{
+		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("172.20.0.0/16")},
+		Hosts:        []string{"gateway.internal"},
+		Loopback:     []string{fmt.Sprintf("127.0.0.1:%d", providerPort)},
+		Resolver:     res,
+	}
+	p := New(Options{Allow: allow, Inside: inside})
+	client := serveProxy(t, p)
+
+	cases := []struct {
+		host string
+		port int
+		want string // part of the 403 body; "" when the provider answers
+	}{
+		{"127.0.0.1", providerPort, ""},
+		{"gateway.internal", providerPort, ""},
+		{"127.0.0.1", otherPort, fmt.Sprintf("refusing to connect to 127.0.0.1:%d, a loopback address", otherPort)},
+		{"localhost.test", otherPort, "localhost.test resolves to 127.0.0.1, a loopback address"},
+		{"loopback.test", providerPort, "loopback.test resolves to 127.0.0.1, a loopback address"},
+		{"private.test", providerPort, "private.test resolves to 10.0.0.7, a private address"},
+		{"private6.test", providerPort, "private6.test resolves to fd00::7, a private address"},
+		{"linklocal.test", providerPort, "linklocal.test resolves to 169.254.3.4, a link-local address"},
+		{"metadata.test", providerPort, "metadata.test resolves to 169.254.169.254, a metadata address"},
+		{"cgnat.test", providerPort, "cgnat.test resolves to 100.64.1.1, a CGNAT address"},
+		{"pod.test", providerPort, "pod.test resolves to 10.244.1.5, a cluster address"},
+		{"service.test", providerPort, "service.test resolves to 172.20.0.1, a cluster address"},
+		{"nat64.test", providerPort, "nat64.test resolves to 64:ff9b::a9fe:a9fe, a metadata address"},
+		{"mixed.test", providerPort, "mixed.test resolves to 10.0.0.8, a private address"},
+	}
+	for _, tc := range cases {
+		t.Run(fmt.Sprintf("%s:%d", tc.host, tc.port), func(t *testing.T) {
+			for _, mode := range []string{"plain", "connect"} {
+				status, body := fetchThrough(t, client, mode, tc.host, tc.port)
+				switch {
+				case tc.want == "" && (status != http.StatusOK || body != "provider"):
+					t.Errorf("%s: %d %q, want the provider's answer", mode, status, body)
+				case tc.want != "" && (status != http.StatusForbidden || !strings.Contains(body, tc.want)):
+					t.Errorf("%s: %d %q, want 403 with %q", mode, status, body, tc.want)
+				}
+			}
+		})
+	}
+	st := p.Stats()
+	if st.Allowed != 4 {
+		t.Errorf("allowed %d, want 4 (two targets, plain and CONNECT)", st.Allowed)
+	}
+	if want := int64(2 * (len(cases) - 2)); st.Denied != want {
+		t.Errorf("denied %d, want %d", st.Denied, want)
+	}
+	if !strings.Contains(strings.Join(st.DeniedHosts, " "), fmt.Sprintf("loopback.test:%d", providerPort)) {
+		t.Errorf("denied hosts %v do not name loopback.test", st.DeniedHosts)
+	}
+}
+
+// serveProxy serves p on a unix socket and returns a client that uses it.
+func serveProxy(t *testing.T, p *Proxy) *http.Client {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "egress.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Serve(ln) }()
+	tr := &http.Transport{
+		Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: "egress.invalid"}),
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+		},
+		DisableKeepAlives: true,
+	}
+	t.Cleanup(func() {
+		tr.CloseIdleConnections()
+		_ = p.Close()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return &http.Client{Transport: tr}
+}
+
+// fetchThrough asks the proxy for http://host:port/ as a plain proxy request
+// or through a CONNECT tunnel, and returns the status and body the client
+// sees.
+func fetchThrough(t *testing.T, client *http.Client, mode, host string, port int) (int, string) {
+	t.Helper()
+	hostport := net.JoinHostPort(host, fmt.Sprint(port))
+	if mode == "plain" {
+		res, err := client.Get("http://" + hostport + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	tr := client.Transport.(*http.Transport)
+	c, err := tr.DialContext(context.Background(), "unix", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", hostport, hostport)
+	br := bufio.NewReader(c)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", hostport)
+	inner, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inner.Body.Close()
+	b, _ := io.ReadAll(inner.Body)
+	return inner.StatusCode, string(b)
+}
