@@ -1,7 +1,8 @@
 // Package v1alpha1 holds the harnessfacts.io/v1alpha1 API: HarnessRun, one
 // agent run against one fixture, HarnessNode, one node-agent's view of its
 // node, and HarnessSuite, a matrix of agents × fixtures × repeats run as
-// HarnessRuns.
+// HarnessRuns, and HarnessPolicy, an operator's rules for the runs of the
+// namespaces it selects.
 //
 // +kubebuilder:object:generate=true
 // +groupName=harnessfacts.io
@@ -30,6 +31,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 		&HarnessRun{}, &HarnessRunList{},
 		&HarnessNode{}, &HarnessNodeList{},
 		&HarnessSuite{}, &HarnessSuiteList{},
+		&HarnessPolicy{}, &HarnessPolicyList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

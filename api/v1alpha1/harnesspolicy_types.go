@@ -1,0 +1,177 @@
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// HarnessPolicySpec is an operator's rules for the HarnessRuns and
+// HarnessSuites of the namespaces it selects. Every rule is optional; an
+// unset rule allows what the run asks. A run or suite that breaks a rule is
+// refused at admission (the chart's harnessfacts-policy
+// ValidatingAdmissionPolicy, with a message naming the policy and the rule);
+// fairShare is a queue, not a refusal, kept by the controller's dispatch.
+// Where several policies select a namespace, each applies: the strictest
+// wins.
+type HarnessPolicySpec struct {
+	// namespaceSelector selects the namespaces this policy governs, by their
+	// labels. An empty selector ({}) selects every namespace.
+	// +required
+	NamespaceSelector metav1.LabelSelector `json:"namespaceSelector"`
+
+	// isolation rules.
+	// +optional
+	Isolation *PolicyIsolation `json:"isolation,omitempty"`
+
+	// network rules.
+	// +optional
+	Network *PolicyNetwork `json:"network,omitempty"`
+
+	// limits are ceilings on the limits a run resolves (its own, else its
+	// fixture's, else the default). A run above a ceiling is refused, never
+	// silently cut.
+	// +optional
+	Limits *PolicyLimits `json:"limits,omitempty"`
+
+	// adapters, when set, are the only adapters runs may use.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=set
+	// +optional
+	Adapters []Adapter `json:"adapters,omitempty"`
+
+	// requiredNodeSelector pairs must be in every run's nodeSelector (for
+	// example a node pool set aside for agents).
+	// +kubebuilder:validation:MaxProperties=16
+	// +optional
+	RequiredNodeSelector map[string]string `json:"requiredNodeSelector,omitempty"`
+
+	// fairShare bounds what one namespace holds at once, so that one large
+	// suite cannot starve every other team. Runs beyond it wait in Pending;
+	// they are not refused.
+	// +optional
+	FairShare *PolicyFairShare `json:"fairShare,omitempty"`
+
+	// spend bounds the tokens a namespace or suite may use. Not enforced
+	// yet: no run records its token usage today (docs/install.md,
+	// "Multi-tenant clusters").
+	// +optional
+	Spend *PolicySpend `json:"spend,omitempty"`
+}
+
+// PolicyIsolation are the isolation rules of a HarnessPolicy.
+type PolicyIsolation struct {
+	// forbidFallback refuses runs with isolation.policy AllowFallback: every
+	// agent runs sandboxed or not at all.
+	// +optional
+	ForbidFallback bool `json:"forbidFallback,omitempty"`
+}
+
+// PolicyNetwork are the network rules of a HarnessPolicy.
+type PolicyNetwork struct {
+	// forbidUnrestricted refuses runs with network.egress Unrestricted.
+	// +optional
+	ForbidUnrestricted bool `json:"forbidUnrestricted,omitempty"`
+
+	// allowedHosts, when set, are the only hosts a run may add: each of its
+	// network.allowHosts entries and the host of agent.providerURL must be
+	// one of them (an entry "host" allows every port of host; "host:port"
+	// only that port). The adapters' own provider hosts are not affected.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=261
+	// +kubebuilder:validation:items:Pattern=`^[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?(:[0-9]{1,5})?$`
+	// +listType=set
+	// +optional
+	AllowedHosts []string `json:"allowedHosts,omitempty"`
+
+	// insideHosts are names that may resolve to inside addresses (loopback,
+	// private, link-local, CGNAT, the cluster's Pod and Service ranges,
+	// metadata services), for example a company model gateway on a private
+	// address. Egress ProviderOnly refuses every other connection to such an
+	// address, judged on the address dialled; the one exception is a
+	// loopback providerURL, on its exact port.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:Pattern=`^[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?$`
+	// +listType=set
+	// +optional
+	InsideHosts []string `json:"insideHosts,omitempty"`
+}
+
+// PolicyLimits are ceilings on a run's limits.
+type PolicyLimits struct {
+	// maxMemory is the most limits.memory may be.
+	// +optional
+	MaxMemory *resource.Quantity `json:"maxMemory,omitempty"`
+
+	// maxEpisodeSeconds is the most limits.episodeSeconds may be.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxEpisodeSeconds *int32 `json:"maxEpisodeSeconds,omitempty"`
+
+	// maxOutputBytes is the most limits.maxOutputBytes may be.
+	// +kubebuilder:validation:Minimum=1024
+	// +optional
+	MaxOutputBytes *int64 `json:"maxOutputBytes,omitempty"`
+
+	// maxDecisions is the most limits.maxDecisions may be.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxDecisions *int32 `json:"maxDecisions,omitempty"`
+
+	// maxDisk is the most limits.disk may be.
+	// +optional
+	MaxDisk *resource.Quantity `json:"maxDisk,omitempty"`
+}
+
+// PolicyFairShare bounds one namespace's share of the fleet.
+type PolicyFairShare struct {
+	// maxRunsInFlight is how many runs of one namespace may be bound to a
+	// node (Scheduled or Running) at once. Each run holds one slot of its
+	// node, so this is also the most slots the namespace holds. More runs
+	// wait in Pending, in creation order, and say why.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxRunsInFlight *int32 `json:"maxRunsInFlight,omitempty"`
+}
+
+// PolicySpend are token budgets. They are declared here so that operators
+// and tools can set them; nothing enforces them until runs record their
+// token usage.
+type PolicySpend struct {
+	// namespaceTokens is the most tokens the runs of one namespace may use.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	NamespaceTokens *int64 `json:"namespaceTokens,omitempty"`
+
+	// suiteTokens is the most tokens the runs of one suite round may use.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	SuiteTokens *int64 `json:"suiteTokens,omitempty"`
+}
+
+// HarnessPolicy is a cluster operator's rules for the runs of the namespaces
+// it selects: the one place where an operator says "never unsandboxed here"
+// or "at most 4 GiB".
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=hpol,categories=harnessfacts
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type HarnessPolicy struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the policy's rules.
+	// +required
+	Spec HarnessPolicySpec `json:"spec"`
+}
+
+// +kubebuilder:object:root=true
+
+// HarnessPolicyList is a list of HarnessPolicies.
+type HarnessPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []HarnessPolicy `json:"items"`
+}
