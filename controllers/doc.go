@@ -9,7 +9,11 @@
 //     status: patch (binding, Pending messages, Failed, StopRequested);
 //   - HarnessNodes: read only; the node-agents own them;
 //   - Leases: read the node-agents' heartbeats; create and update its own
-//     leader election Lease;
+//     leader election Lease. Both are in the controller's own namespace, so
+//     this right is a Role there (config/controller/lease_role.yaml, the
+//     chart's controller-rbac.yaml), written by hand: a ClusterRole would let
+//     the controller write every Lease of the cluster, kube-node-lease's
+//     included;
 //   - HarnessSuites: read (cache); their status: patch; their finalizers:
 //     update (the runs' owner references block the suite's deletion);
 //   - HarnessRuns of a suite: create, and deletecollection (an earlier
@@ -27,7 +31,6 @@
 // +kubebuilder:rbac:groups=harnessfacts.io,resources=harnessruns/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=harnessfacts.io,resources=harnessruns/finalizers,verbs=update
 // +kubebuilder:rbac:groups=harnessfacts.io,resources=harnessnodes,verbs=get;list;watch
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 package controllers
