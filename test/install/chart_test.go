@@ -484,8 +484,8 @@ func TestCRDValues(t *testing.T) {
 	}
 	m := mustRender(t, "harnessfacts", ns, "crds: {keep: false}")
 	crds := m.only("CustomResourceDefinition")
-	if len(crds) != 3 {
-		t.Fatalf("want the three CRDs, got %v", crds.ids())
+	if len(crds) != 4 {
+		t.Fatalf("want the four CRDs, got %v", crds.ids())
 	}
 	for _, c := range crds {
 		if _, ok := c.GetAnnotations()["helm.sh/resource-policy"]; ok {
