@@ -56,7 +56,7 @@ func TestHarnessPolicyRefusesWhatItForbids(t *testing.T) {
 			Isolation:         &harnessv1.PolicyIsolation{ForbidFallback: true},
 			Network:           &harnessv1.PolicyNetwork{ForbidUnrestricted: true, AllowedHosts: []string{"gateway.example.com", "mirror.example.com:8443"}},
 			Limits: &harnessv1.PolicyLimits{MaxMemory: ptr.To(resource.MustParse("4Gi")), MaxEpisodeSeconds: ptr.To[int32](600),
-				MaxOutputBytes: ptr.To[int64](1 << 20), MaxDecisions: ptr.To[int32](100)},
+				MaxOutputBytes: ptr.To[int64](1 << 20), MaxDecisions: ptr.To[int32](100), MaxDisk: ptr.To(resource.MustParse("2Gi"))},
 			Adapters:             []harnessv1.Adapter{harnessv1.AdapterExec, harnessv1.AdapterCodex},
 			RequiredNodeSelector: map[string]string{"pool": "agents"},
 		},
@@ -90,7 +90,7 @@ func TestHarnessPolicyRefusesWhatItForbids(t *testing.T) {
 				Isolation:    harnessv1.IsolationSpec{Policy: harnessv1.IsolationRequired},
 				NodeSelector: map[string]string{"pool": "agents", "zone": "z1"},
 				Limits: harnessv1.Limits{Memory: ptr.To(resource.MustParse("4Gi")), EpisodeSeconds: 600, ProbeSeconds: 60,
-					MaxOutputBytes: 1 << 20, MaxDecisions: 100},
+					MaxOutputBytes: 1 << 20, MaxDecisions: 100, Disk: ptr.To(resource.MustParse("2Gi"))},
 			},
 		}
 		if change != nil {
@@ -163,6 +163,8 @@ func TestHarnessPolicyRefusesWhatItForbids(t *testing.T) {
 			rule + "limits.maxOutputBytes: limits.maxOutputBytes 1048577 is above the ceiling 1048576"},
 		{"decisions above the ceiling", good(governed, func(r *harnessv1.HarnessRun) { r.Spec.Limits.MaxDecisions = 101 }),
 			rule + "limits.maxDecisions: limits.maxDecisions 101 is above the ceiling 100"},
+		{"disk above the ceiling", good(governed, func(r *harnessv1.HarnessRun) { r.Spec.Limits.Disk = ptr.To(resource.MustParse("3Gi")) }),
+			rule + "limits.maxDisk: limits.disk 3Gi is above the ceiling 2Gi"},
 		{"a suite that keeps every rule", suite(governed, nil), ""},
 		{"a suite whose template falls back", suite(governed, func(s *harnessv1.HarnessSuite) {
 			s.Spec.Template.Isolation = &harnessv1.IsolationSpec{Policy: harnessv1.IsolationAllowFallback}
