@@ -154,7 +154,7 @@ type PolicySpend struct {
 // or "at most 4 GiB".
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:scope=Cluster,shortName=hpol,categories=harnessfacts
+// +kubebuilder:resource:scope=Cluster,shortName=hfpolicy,categories=harnessfacts
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type HarnessPolicy struct {
 	metav1.TypeMeta `json:",inline"`
