@@ -2,11 +2,14 @@ package sandbox
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"slices"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
 )
 
 // BenchmarkBwrapOverhead runs `true` alternately as a plain fork/exec and
@@ -62,32 +65,67 @@ func median(d []time.Duration) time.Duration {
 	return s[len(s)/2]
 }
 
-// BenchmarkSandboxStartCost runs `true` under bwrap without the seccomp
-// filter and with it, alternately in the same run, and reports each median
-// and what the filter adds:
+// BenchmarkSandboxStartCost measures what the seccomp filter and the disk
+// limit add to the start of a run, alternately in the same run: each
+// iteration makes a run dir from a small fixture (plain, or on its own
+// size-limited tmpfs), runs `true` in it under bwrap (without or with the
+// filter) and removes the run dir (unmounting the tmpfs). It reports the
+// median of each of the four and what each addition costs:
 //
 //	go test -run '^$' -bench SandboxStartCost -benchtime 100x ./sandbox/
 func BenchmarkSandboxStartCost(b *testing.B) {
 	r := requireBwrapHost(b)
 	bare := *r
 	bare.noSeccomp = true
-	spec := runDir(b, testBase(b), "true")
-	var without, with []time.Duration
+	fix, err := fixture.FromInline(map[string]string{
+		"fixture.yaml":      "prompt: p\n",
+		"workspace/main.go": "package main\n",
+		"workspace/README":  "hello\n",
+	}, fixture.Limits{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	root := testBase(b)
+	type variant struct {
+		name    string
+		r       *BwrapRunner
+		disk    int64
+		samples []time.Duration
+	}
+	vs := []*variant{
+		{name: "bwrap", r: &bare},
+		{name: "seccomp", r: r},
+		{name: "disk", r: &bare, disk: 64 << 20},
+		{name: "both", r: r, disk: 64 << 20},
+	}
 	for b.Loop() {
-		for _, c := range []struct {
-			r *BwrapRunner
-			d *[]time.Duration
-		}{{&bare, &without}, {r, &with}} {
+		for _, v := range vs {
 			start := time.Now()
-			res, err := c.r.Run(context.Background(), spec)
-			if err != nil || res.ExitCode != 0 {
-				b.Fatalf("bwrap true: %+v, %v", res, err)
+			dir, err := fix.MaterializeLimited(root, "bench", 1, v.disk)
+			if err != nil {
+				b.Fatal(err)
 			}
-			*c.d = append(*c.d, time.Since(start))
+			if err := os.Chmod(dir.Path, 0o711); err != nil {
+				b.Fatal(err)
+			}
+			spec := Spec{Argv: []string{"true"}, Dir: dir.Workspace(), ReadWrite: []string{dir.Workspace()},
+				Env: []string{"PATH=/usr/bin:/bin"}, Limits: Limits{Timeout: time.Minute}}
+			res, err := v.r.Run(context.Background(), spec)
+			if err != nil || res.ExitCode != 0 {
+				b.Fatalf("%s: %+v, %v", v.name, res, err)
+			}
+			if err := dir.Remove(); err != nil {
+				b.Fatal(err)
+			}
+			v.samples = append(v.samples, time.Since(start))
 		}
 	}
-	m0, ms := median(without), median(with)
-	b.ReportMetric(m0.Seconds()*1e3, "bwrap-ms")
-	b.ReportMetric(ms.Seconds()*1e3, "seccomp-ms")
-	b.ReportMetric((ms-m0).Seconds()*1e3, "seccomp-added-ms")
+	m := map[string]time.Duration{}
+	for _, v := range vs {
+		m[v.name] = median(v.samples)
+		b.ReportMetric(m[v.name].Seconds()*1e3, v.name+"-ms")
+	}
+	b.ReportMetric((m["seccomp"]-m["bwrap"]).Seconds()*1e3, "seccomp-added-ms")
+	b.ReportMetric((m["disk"]-m["bwrap"]).Seconds()*1e3, "disk-added-ms")
+	b.ReportMetric((m["both"]-m["bwrap"]).Seconds()*1e3, "both-added-ms")
 }
