@@ -562,6 +562,13 @@ type SandboxStatus struct {
 	// +kubebuilder:validation:MaxLength=4096
 	// +optional
 	FallbackReason string `json:"fallbackReason,omitempty"`
+
+	// seccomp names the seccomp filter the agent ran under and the sha256
+	// of its BPF program ("<name>@sha256:<hex>"); empty when none applied
+	// (the plain mode; Windows has none). It is in the receipt too.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Seccomp string `json:"seccomp,omitempty"`
 }
 
 // AgentStatus is what the agent process did.
