@@ -21,7 +21,9 @@
 //   - ConfigMaps: read (cache, only those labelled
 //     harnessfacts.io/fixture=true): the suites' fixtures, hashed;
 //   - Events (events.k8s.io, and core for the leader election's): create and
-//     patch (series).
+//     patch (series);
+//   - TokenReviews and SubjectAccessReviews: create, to authenticate and
+//     authorize the callers of its metrics endpoint.
 //
 // +kubebuilder:rbac:groups=harnessfacts.io,resources=harnessruns,verbs=get;list;watch;create;update;patch;delete;deletecollection
 // +kubebuilder:rbac:groups=harnessfacts.io,resources=harnesssuites,verbs=get;list;watch
@@ -33,4 +35,6 @@
 // +kubebuilder:rbac:groups=harnessfacts.io,resources=harnessnodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 package controllers

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -38,6 +39,9 @@ type SuiteOptions struct {
 	// as existing while the cache does not show it (a create whose outcome
 	// was lost).
 	ExpectationTTL time.Duration
+	// Registerer receives the suite metrics (harnessfacts_suite_runs); none
+	// when nil. Setup passes controller-runtime's registry.
+	Registerer prometheus.Registerer
 }
 
 func (o SuiteOptions) withDefaults() SuiteOptions {
@@ -85,6 +89,11 @@ type HarnessSuiteReconciler struct {
 
 	mu       sync.Mutex
 	expected map[types.NamespacedName]map[string]time.Time
+
+	// progress is harnessfacts_suite_runs{namespace,suite,state}: the
+	// current round's runs of each suite by state, as last written to its
+	// status.
+	progress *prometheus.GaugeVec
 }
 
 // NewHarnessSuiteReconciler returns a reconciler that reads through c (a
@@ -93,13 +102,21 @@ type HarnessSuiteReconciler struct {
 // and tells time with clk.
 func NewHarnessSuiteReconciler(c client.Client, recorder events.EventRecorder, clk clock.PassiveClock, opts SuiteOptions) *HarnessSuiteReconciler {
 	return &HarnessSuiteReconciler{client: c, recorder: recorder, clock: clk, opts: opts.withDefaults(),
-		expected: map[types.NamespacedName]map[string]time.Time{}}
+		expected: map[types.NamespacedName]map[string]time.Time{},
+		progress: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "harnessfacts_suite_runs",
+			Help: "The current round's runs of each HarnessSuite by state: total, finished, passed, failed, errored, running, pending."},
+			[]string{"namespace", "suite", "state"})}
 }
 
 // SetupWithManager registers the "harnesssuite" controller: it reconciles a
 // suite when its spec changes, when one of its runs changes (owner
 // reference), and when a fixture ConfigMap of its namespace changes.
 func (r *HarnessSuiteReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.opts.Registerer != nil {
+		if err := r.opts.Registerer.Register(r.progress); err != nil {
+			return fmt.Errorf("registering the suite metrics: %w", err)
+		}
+	}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("harnesssuite").
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.opts.MaxConcurrentReconciles}).
@@ -189,6 +206,7 @@ func (r *HarnessSuiteReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err := r.writeStatus(ctx, p); err != nil {
 		return ctrl.Result{}, err
 	}
+	r.observeProgress(p.suite)
 	for _, e := range p.events {
 		r.recorder.Eventf(p.suite, nil, e.eventType, e.reason, e.action, "%s", e.note)
 	}
@@ -275,4 +293,14 @@ func (r *HarnessSuiteReconciler) forgetSuite(key types.NamespacedName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.expected, key)
+	r.progress.DeletePartialMatch(prometheus.Labels{"namespace": key.Namespace, "suite": key.Name})
+}
+
+// observeProgress sets harnessfacts_suite_runs from the suite's status.
+func (r *HarnessSuiteReconciler) observeProgress(s *harnessv1.HarnessSuite) {
+	c := s.Status.Counts
+	for state, n := range map[string]int32{"total": c.Total, "finished": c.Finished, "passed": c.Passed, "failed": c.Failed,
+		"errored": c.Errored, "running": c.Running, "pending": c.Pending} {
+		r.progress.WithLabelValues(s.Namespace, s.Name, state).Set(float64(n))
+	}
 }

@@ -245,5 +245,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, runs Options, suites SuiteOpti
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
 	}
+	if suites.Registerer == nil {
+		// The same registry as the run metrics: one endpoint for both.
+		suites.Registerer = r.opts.Registerer
+	}
 	return NewHarnessSuiteReconciler(mgr.GetClient(), recorder, clock.RealClock{}, suites).SetupWithManager(mgr)
 }

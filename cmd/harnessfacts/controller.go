@@ -15,14 +15,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/harnessfacts/harnessfacts/controllers"
 )
 
 type controllerFlags struct {
 	kubeconfig              string
-	metricsAddr             string
+	metrics                 metricsFlags
 	probeAddr               string
 	leaderElect             bool
 	leaderElectionNamespace string
@@ -49,7 +48,9 @@ repeats becomes HarnessRuns it owns, at most spec.parallelism at a time.
 
 Run it as a Deployment; with --leader-elect (the default) only one replica
 acts at a time. Metrics are served in Prometheus format on --metrics-bind-address
-(/metrics), health on --health-probe-bind-address (/healthz, /readyz).`,
+(/metrics; HTTPS, only to callers RBAC lets get the non-resource URL /metrics,
+unless --metrics-secure=false), health on --health-probe-bind-address
+(/healthz, /readyz).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runController(cmd, f)
@@ -57,7 +58,7 @@ acts at a time. Metrics are served in Prometheus format on --metrics-bind-addres
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster config or $KUBECONFIG when empty")
-	fl.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
+	f.metrics.add(fl, ":8080")
 	fl.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
 	fl.BoolVar(&f.leaderElect, "leader-elect", true, "elect a leader so only one replica acts at a time")
 	fl.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease; the pod's namespace when empty")
@@ -94,7 +95,7 @@ func runController(cmd *cobra.Command, f controllerFlags) error {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
 		Cache:                         cacheOpts,
-		Metrics:                       metricsserver.Options{BindAddress: f.metricsAddr},
+		Metrics:                       f.metrics.options(),
 		HealthProbeBindAddress:        f.probeAddr,
 		LeaderElection:                f.leaderElect,
 		LeaderElectionID:              "harnessfacts-controller",

@@ -14,10 +14,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	nodeagent "github.com/harnessfacts/harnessfacts/node-agent"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
+	"github.com/harnessfacts/harnessfacts/node-agent/nodemetrics"
 	"github.com/harnessfacts/harnessfacts/sandbox"
 )
 
@@ -37,7 +38,7 @@ type nodeAgentFlags struct {
 	leafCgroup     bool
 	requireSandbox bool
 	labels         map[string]string
-	metricsAddr    string
+	metrics        metricsFlags
 	probeAddr      string
 	development    bool
 }
@@ -110,7 +111,7 @@ behind and ends the runs that process had claimed (reason NodeAgentRestarted).`,
 	fl.BoolVar(&f.requireSandbox, "require-sandbox", true, "refuse to start when no sandbox mode passes preflight, saying why in the HarnessNode's Ready condition (reason SandboxUnavailable); false registers a node that can run agents only unsandboxed")
 	fl.StringToStringVar(&f.labels, "node-labels", nil, "labels added to those mirrored from the Node (key=value,...), for spec.nodeSelector")
 	fl.BoolVar(&f.leafCgroup, "move-to-leaf-cgroup", true, "on cgroup v2 without --cgroup-parent, move the node-agent into <own cgroup>/agent so per-run cgroups can have limits")
-	fl.StringVar(&f.metricsAddr, "metrics-bind-address", ":8082", "address of the Prometheus metrics endpoint; 0 disables it")
+	f.metrics.add(fl, ":8082")
 	fl.StringVar(&f.probeAddr, "health-probe-bind-address", ":8083", "address of the /healthz and /readyz endpoints")
 	fl.BoolVar(&f.development, "zap-devel", false, "human-readable development logs instead of JSON")
 	return cmd
@@ -149,11 +150,14 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 		Scheme:                 scheme,
 		Cache:                  cacheOpts,
 		Client:                 clientOpts,
-		Metrics:                metricsserver.Options{BindAddress: f.metricsAddr},
+		Metrics:                f.metrics.options(),
 		HealthProbeBindAddress: f.probeAddr,
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
+	}
+	if _, err := nodemetrics.Setup(ctx, mgr.GetCache(), ctrlmetrics.Registry); err != nil {
+		return err
 	}
 	// In a pod the runtime mounts /sys/fs/cgroup read-only: per-run cgroups
 	// then go into a cgroup2 mounted in the pod's own mount namespace.

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"github.com/spf13/pflag"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+)
+
+// metricsFlags are how a daemon (controller, node-agent) serves its
+// Prometheus metrics.
+type metricsFlags struct {
+	addr    string
+	secure  bool
+	certDir string
+}
+
+func (m *metricsFlags) add(fl *pflag.FlagSet, defaultAddr string) {
+	fl.StringVar(&m.addr, "metrics-bind-address", defaultAddr, "address of the Prometheus metrics endpoint (/metrics); 0 disables it")
+	fl.BoolVar(&m.secure, "metrics-secure", true, "serve metrics over HTTPS, only to callers the API server authenticates (TokenReview) and authorizes (SubjectAccessReview: get on the non-resource URL /metrics); false serves plain HTTP to anyone who reaches the address")
+	fl.StringVar(&m.certDir, "metrics-cert-dir", "", "folder with tls.crt and tls.key for the metrics endpoint; a self-signed certificate when empty")
+}
+
+// options serve the metrics as kubebuilder's scaffolding does: with
+// --metrics-secure, HTTPS and controller-runtime's authentication and
+// authorization filter, so neither a pod on the network nor an agent that
+// shares the node's network reads them without RBAC's leave.
+func (m *metricsFlags) options() metricsserver.Options {
+	o := metricsserver.Options{BindAddress: m.addr}
+	if m.secure {
+		o.SecureServing = true
+		o.FilterProvider = filters.WithAuthenticationAndAuthorization
+		o.CertDir = m.certDir
+	}
+	return o
+}

@@ -1,0 +1,147 @@
+// Package nodemetrics counts, for an SRE's alerts, what the node-agent's runs
+// did on its node: runs in flight, and, as each run ends, OOM kills, egress
+// denials, disk-limit stops and MCP calls. It reads the runs the node-agent's
+// cache already holds (only its own node's), so it adds no API traffic and
+// needs no hook in the executor.
+package nodemetrics
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+	toolscache "k8s.io/client-go/tools/cache"
+	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+)
+
+// The series, each documented in docs/metrics.md.
+const (
+	RunsInFlight    = "harnessfacts_node_runs_in_flight"
+	RunsEnded       = "harnessfacts_node_runs_finished_total"
+	OOMKills        = "harnessfacts_node_oom_kills_total"
+	EgressDenials   = "harnessfacts_node_egress_denials_total"
+	DiskLimitStops  = "harnessfacts_node_disk_limit_stops_total"
+	MCPCalls        = "harnessfacts_node_mcp_calls_total"
+	SandboxFallback = "harnessfacts_node_sandbox_fallbacks_total"
+)
+
+// Metrics are the node-agent's run metrics.
+type Metrics struct {
+	inFlight  prometheus.Gauge
+	ended     *prometheus.CounterVec
+	oom       prometheus.Counter
+	denials   prometheus.Counter
+	diskStops prometheus.Counter
+	mcpCalls  *prometheus.CounterVec
+	fallbacks prometheus.Counter
+}
+
+// New registers the metrics with reg (controller-runtime's registry in the
+// node-agent, served on its metrics endpoint).
+func New(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{Name: RunsInFlight,
+			Help: "Runs this node-agent is executing (phase Running on this node)."}),
+		ended: prometheus.NewCounterVec(prometheus.CounterOpts{Name: RunsEnded,
+			Help: "Runs that ended on this node, by verdict and reason."}, []string{"verdict", "reason"}),
+		oom: prometheus.NewCounter(prometheus.CounterOpts{Name: OOMKills,
+			Help: "Runs whose agent the memory limit killed."}),
+		denials: prometheus.NewCounter(prometheus.CounterOpts{Name: EgressDenials,
+			Help: "Connections the runs' egress proxies refused."}),
+		diskStops: prometheus.NewCounter(prometheus.CounterOpts{Name: DiskLimitStops,
+			Help: "Runs stopped because their run dir reached limits.disk."}),
+		mcpCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MCPCalls,
+			Help: "MCP get_token calls the runs' token servers answered, by transport."}, []string{"transport"}),
+		fallbacks: prometheus.NewCounter(prometheus.CounterOpts{Name: SandboxFallback,
+			Help: "Runs whose agent ran unsandboxed because their isolation policy allowed a fallback."}),
+	}
+	for _, c := range []prometheus.Collector{m.inFlight, m.ended, m.oom, m.denials, m.diskStops, m.mcpCalls, m.fallbacks} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("registering the node-agent's run metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// Handler is the informer event handler that keeps the metrics: the gauge
+// follows the runs' phases, the counters move once per run, when an update
+// shows it reach a terminal phase (a run already finished when the
+// node-agent started is not counted again).
+func (m *Metrics) Handler() toolscache.ResourceEventHandler {
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if run, ok := obj.(*harnessv1.HarnessRun); ok && run.Status.Phase == harnessv1.RunRunning {
+				m.inFlight.Inc()
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			old, ok1 := oldObj.(*harnessv1.HarnessRun)
+			run, ok2 := newObj.(*harnessv1.HarnessRun)
+			if !ok1 || !ok2 {
+				return
+			}
+			wasRunning, isRunning := old.Status.Phase == harnessv1.RunRunning, run.Status.Phase == harnessv1.RunRunning
+			switch {
+			case !wasRunning && isRunning:
+				m.inFlight.Inc()
+			case wasRunning && !isRunning:
+				m.inFlight.Dec()
+			}
+			if !old.Status.Phase.Terminal() && run.Status.Phase.Terminal() {
+				m.observeEnd(run)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if run, ok := obj.(*harnessv1.HarnessRun); ok && run.Status.Phase == harnessv1.RunRunning {
+				m.inFlight.Dec()
+			}
+		},
+	}
+}
+
+func (m *Metrics) observeEnd(run *harnessv1.HarnessRun) {
+	st := &run.Status
+	verdict := string(st.Verdict)
+	if verdict == "" {
+		verdict = "None"
+	}
+	m.ended.WithLabelValues(verdict, st.Reason).Inc()
+	if st.Agent != nil && st.Agent.OOMKilled {
+		m.oom.Inc()
+	}
+	if st.Network != nil && st.Network.Denied > 0 {
+		m.denials.Add(float64(st.Network.Denied))
+	}
+	if st.Reason == harnessv1.ReasonDiskLimitExceeded {
+		m.diskStops.Inc()
+	}
+	if st.MCP != nil && st.MCP.Calls > 0 {
+		m.mcpCalls.WithLabelValues(string(st.MCP.Transport)).Add(float64(st.MCP.Calls))
+	}
+	if st.Sandbox != nil && st.Sandbox.Mode == "plain" {
+		m.fallbacks.Inc()
+	}
+}
+
+// Setup registers the metrics with reg and keeps them from the informer of
+// HarnessRuns in c (the node-agent manager's cache, which holds only its
+// node's runs).
+func Setup(ctx context.Context, c ctrlcache.Cache, reg prometheus.Registerer) (*Metrics, error) {
+	m, err := New(reg)
+	if err != nil {
+		return nil, err
+	}
+	inf, err := c.GetInformer(ctx, &harnessv1.HarnessRun{})
+	if err != nil {
+		return nil, fmt.Errorf("the HarnessRun informer for the node-agent's metrics: %w", err)
+	}
+	if _, err := inf.AddEventHandler(m.Handler()); err != nil {
+		return nil, fmt.Errorf("watching runs for the node-agent's metrics: %w", err)
+	}
+	return m, nil
+}
