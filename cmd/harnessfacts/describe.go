@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/termsafe"
 )
 
 func newDescribeCommand() *cobra.Command {
@@ -199,15 +200,8 @@ func flag(b bool, s string) string {
 // not reach the user's terminal.
 func oneLine(s string) string { return printable(strings.Join(strings.Fields(s), " ")) }
 
-// printable replaces control characters (C0 but tab, DEL, C1) with U+FFFD.
-func printable(s string) string {
-	return strings.Map(func(r rune) rune {
-		if (r < 0x20 && r != '\t') || (r >= 0x7f && r < 0xa0) {
-			return '\uFFFD'
-		}
-		return r
-	}, s)
-}
+// printable makes captured text inert in a terminal (termsafe).
+func printable(s string) string { return termsafe.String(s) }
 
 func itoa(i int32) string   { return fmt.Sprint(i) }
 func itoa64(i int64) string { return fmt.Sprint(i) }

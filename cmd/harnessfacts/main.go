@@ -34,7 +34,7 @@ and records what really happened as hashed evidence.`,
 	root.AddCommand(newVersionCommand())
 	root.AddCommand(newControllerCommand())
 	root.AddCommand(newReportCommand())
-	root.AddCommand(newGetCommand(), newDescribeCommand(), newWaitCommand(), newCancelCommand(), newRetryCommand())
+	root.AddCommand(newGetCommand(), newDescribeCommand(), newWaitCommand(), newCancelCommand(), newRetryCommand(), newLogsCommand())
 	root.AddCommand(newNodeAgentCommand(), newRunCommand(), newEvidenceCommand(), newDevCommand(), newSandboxInitCommand(), newMCPStdioCommand(), newFakeProviderCommand())
 	return root
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"time"
@@ -18,8 +19,9 @@ import (
 
 func newReportCommand() *cobra.Command {
 	var (
-		k                *kube
-		htmlFile, mdFile string
+		k                   *kube
+		htmlFile, mdFile    string
+		jsonFile, junitFile string
 	)
 	cmd := &cobra.Command{
 		Use:   "report SUITE",
@@ -29,23 +31,30 @@ pass rate per agent × fixture, with n and the Wilson 95% confidence interval)
 goes to standard output, for CI logs; --markdown writes it to a file as well.
 --html writes a self-contained page (inline CSS and SVG, nothing fetched)
 with a bar chart of the pass rates and their intervals, the table, and every
-run with its evidence digest.
+run with its evidence digest. --json and --junit write machine-readable forms
+(JUnit XML for CI systems).
 
 The pass rate is passed / (passed + failed): runs with verdict Error (the
 harness could not judge the agent) are counted apart.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runReport(cmd, k, args[0], htmlFile, mdFile)
+			return runReport(cmd, k, args[0], reportFiles{html: htmlFile, markdown: mdFile, json: jsonFile, junit: junitFile})
 		},
 	}
 	fl := cmd.Flags()
 	k = newKube(cmd)
 	fl.StringVar(&htmlFile, "html", "", "write the HTML report to this file")
 	fl.StringVar(&mdFile, "markdown", "", "write the Markdown summary to this file too")
+	fl.StringVar(&jsonFile, "json", "", "write the report as JSON to this file (cells with pass rates and intervals, every run with its verdict and evidence digest)")
+	fl.StringVar(&junitFile, "junit", "", "write the report as JUnit XML to this file, for CI systems: a testsuite per agent × fixture, a testcase per run (Fail a failure, Error an error, unfinished skipped)")
 	return cmd
 }
 
-func runReport(cmd *cobra.Command, k *kube, name, htmlFile, mdFile string) error {
+// reportFiles are the files the report is written to besides stdout.
+type reportFiles struct{ html, markdown, json, junit string }
+
+func runReport(cmd *cobra.Command, k *kube, name string, files reportFiles) error {
+	htmlFile, mdFile := files.html, files.markdown
 	c, namespace, err := k.client()
 	if err != nil {
 		return err
@@ -86,6 +95,21 @@ func runReport(cmd *cobra.Command, k *kube, name, htmlFile, mdFile string) error
 	if mdFile != "" {
 		if err := os.WriteFile(mdFile, md.Bytes(), 0o644); err != nil { //nolint:gosec // a report for people and CI artifacts to read
 			return fmt.Errorf("writing %s: %w", mdFile, err)
+		}
+	}
+	for _, f := range []struct {
+		path  string
+		write func(io.Writer) error
+	}{{files.json, r.JSON}, {files.junit, r.JUnit}} {
+		if f.path == "" {
+			continue
+		}
+		var b bytes.Buffer
+		if err := f.write(&b); err != nil {
+			return err
+		}
+		if err := os.WriteFile(f.path, b.Bytes(), 0o644); err != nil { //nolint:gosec // a report for people and CI artifacts to read
+			return fmt.Errorf("writing %s: %w", f.path, err)
 		}
 	}
 	if htmlFile != "" {

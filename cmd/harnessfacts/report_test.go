@@ -5,6 +5,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"encoding/xml"
 	"os"
 	"path/filepath"
 	"strings"
@@ -83,10 +85,12 @@ func TestReportCommand(t *testing.T) {
 	mk("nightly-old", "1", harnessv1.VerdictFail, "sha256:0000")
 
 	htmlFile := filepath.Join(t.TempDir(), "report.html")
+	jsonFile := filepath.Join(t.TempDir(), "report.json")
+	junitFile := filepath.Join(t.TempDir(), "report.xml")
 	root := newRootCommand()
 	var out bytes.Buffer
 	root.SetOut(&out)
-	root.SetArgs([]string{"report", "nightly", "-n", ns, "--kubeconfig", kubeconfig, "--html", htmlFile})
+	root.SetArgs([]string{"report", "nightly", "-n", ns, "--kubeconfig", kubeconfig, "--html", htmlFile, "--json", jsonFile, "--junit", junitFile})
 	if err := root.ExecuteContext(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -112,5 +116,54 @@ func TestReportCommand(t *testing.T) {
 	}
 	if bytes.Contains(page, []byte("sha256:0000")) || strings.Contains(md, "nightly-old") {
 		t.Error("the report shows a run of the earlier round")
+	}
+
+	// The machine-readable forms: JSON for CI jobs, JUnit XML for CI systems.
+	var js struct {
+		Round    int32 `json:"round"`
+		PassRate struct {
+			Rate float64 `json:"rate"`
+			N    int     `json:"n"`
+		} `json:"passRate"`
+		Cells []struct {
+			Agent, Fixture string
+			Runs           []struct {
+				Name, Verdict, EvidenceDigest string
+			} `json:"runs"`
+		} `json:"cells"`
+	}
+	raw, err := os.ReadFile(jsonFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &js); err != nil {
+		t.Fatalf("the JSON report does not parse: %v\n%s", err, raw)
+	}
+	if js.Round != 2 || js.PassRate.N != 3 || js.PassRate.Rate < 0.66 || js.PassRate.Rate > 0.67 || len(js.Cells) != 1 || len(js.Cells[0].Runs) != 3 ||
+		js.Cells[0].Runs[2].Verdict != "Fail" || js.Cells[0].Runs[2].EvidenceDigest != "sha256:cccc" {
+		t.Errorf("the JSON report: %+v", js)
+	}
+	var ju struct {
+		Tests    int `xml:"tests,attr"`
+		Failures int `xml:"failures,attr"`
+		Errors   int `xml:"errors,attr"`
+		Suites   []struct {
+			Name  string `xml:"name,attr"`
+			Cases []struct {
+				Name    string    `xml:"name,attr"`
+				Failure *struct{} `xml:"failure"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	raw, err = os.ReadFile(junitFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := xml.Unmarshal(raw, &ju); err != nil {
+		t.Fatalf("the JUnit report does not parse: %v\n%s", err, raw)
+	}
+	if ju.Tests != 3 || ju.Failures != 1 || ju.Errors != 0 || len(ju.Suites) != 1 || len(ju.Suites[0].Cases) != 3 ||
+		ju.Suites[0].Cases[2].Name != "nightly-c" || ju.Suites[0].Cases[2].Failure == nil || ju.Suites[0].Cases[0].Failure != nil {
+		t.Errorf("the JUnit report:\n%s", raw)
 	}
 }

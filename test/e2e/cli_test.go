@@ -116,6 +116,11 @@ func TestCLIWaitsForPassAndFail(t *testing.T) {
 		}
 	}
 
+	// logs: the stored, redacted output of a finished run.
+	if out = cli(t, ns, false, "logs", "fails"); !strings.Contains(out, "not doing it") {
+		t.Errorf("harnessfacts logs fails:\n%s", out)
+	}
+
 	// evidence export: the ConfigMap's evidence as a folder that verifies
 	// offline.
 	dir := filepath.Join(t.TempDir(), "exported")
@@ -187,6 +192,21 @@ func TestCLICancel(t *testing.T) {
 	if out := cli(t, ns, true, "wait", "sleeper", "--timeout=2s"); !strings.Contains(out, "timed out after 2s waiting for condition Finished=True") {
 		t.Errorf("a wait that times out:\n%s", out)
 	}
+	// Without -f, logs of a running run says it has not finished; with -f
+	// it waits for the end and prints the output (not live yet).
+	if out := cli(t, ns, true, "logs", "sleeper"); !strings.Contains(out, "has not finished") {
+		t.Errorf("harnessfacts logs of a running run:\n%s", out)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := env.Kubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	follow := exec.Command(binary, "logs", "sleeper", "-f", "--timeout=2m", "--kubeconfig", kubeconfig, "-n", ns)
+	var followOut strings.Builder
+	follow.Stdout, follow.Stderr = &followOut, &followOut
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
 	if out := cli(t, ns, false, "cancel", "sleeper"); !strings.Contains(out, "harnessrun.harnessfacts.io/sleeper cancel requested") {
 		t.Errorf("harnessfacts cancel:\n%s", out)
 	}
@@ -201,6 +221,9 @@ func TestCLICancel(t *testing.T) {
 	}
 	if c := meta.FindStatusCondition(run.Status.Conditions, harnessv1.ConditionFinished); c == nil || c.Reason != "Error" || run.Status.Reason != harnessv1.ReasonCancelled {
 		t.Errorf("cancelled run: reason %q, Finished %+v; want reason Cancelled, Finished for verdict Error", run.Status.Reason, c)
+	}
+	if err := follow.Wait(); err != nil || !strings.Contains(followOut.String(), "started") {
+		t.Errorf("harnessfacts logs -f of the cancelled run: %v\n%s", err, followOut.String())
 	}
 	if out := cli(t, ns, false, "cancel", "sleeper"); !strings.Contains(out, "already finished") {
 		t.Errorf("cancelling a finished run:\n%s", out)
