@@ -24,6 +24,7 @@ import (
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/internal/testenv"
 	nodeagent "github.com/harnessfacts/harnessfacts/node-agent"
+	"github.com/harnessfacts/harnessfacts/node-agent/executor"
 )
 
 var (
@@ -64,26 +65,26 @@ type scripted struct {
 	seen  []string
 }
 
-func (s *scripted) Execute(ctx context.Context, run *harnessv1.HarnessRun) *nodeagent.Result {
+func (s *scripted) Execute(ctx context.Context, run *harnessv1.HarnessRun) *executor.Outcome {
 	s.calls.Add(1)
 	s.mu.Lock()
 	s.seen = append(s.seen, fmt.Sprintf("%s/%d", run.Name, run.Status.Attempt))
 	s.mu.Unlock()
 	if s.block {
 		<-ctx.Done()
-		var sc *nodeagent.StopCause
+		var sc *executor.StopCause
 		reason := harnessv1.ReasonStopped
 		if errors.As(context.Cause(ctx), &sc) {
 			reason = sc.Reason
 		}
-		return &nodeagent.Result{Status: harnessv1.HarnessRunStatus{Phase: harnessv1.RunFailed, Verdict: harnessv1.VerdictError,
+		return &executor.Outcome{Status: harnessv1.HarnessRunStatus{Phase: harnessv1.RunFailed, Verdict: harnessv1.VerdictError,
 			Reason: reason, Message: "stopped: " + context.Cause(ctx).Error()}}
 	}
-	return &nodeagent.Result{
+	return &executor.Outcome{
 		Status: harnessv1.HarnessRunStatus{Phase: harnessv1.RunSucceeded, Verdict: harnessv1.VerdictPass,
 			Reason: harnessv1.ReasonCompleted, Message: "done",
 			Evidence: &harnessv1.EvidenceStatus{Digest: "sha256:00"}},
-		Evidence: &nodeagent.Evidence{Data: map[string]string{"receipt.json": "{}"}},
+		Evidence: &executor.Evidence{Data: map[string]string{"receipt.json": "{}"}},
 	}
 }
 

@@ -2,16 +2,19 @@ package nodeagent
 
 import (
 	"context"
-	"fmt"
-	"sort"
-	"sync"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
+	"github.com/harnessfacts/harnessfacts/node-agent/executor"
 	"github.com/harnessfacts/harnessfacts/sandbox"
 )
 
@@ -32,13 +35,12 @@ type SetupOptions struct {
 	InitBinary string
 }
 
-// Setup prepares a node-agent on mgr: it runs the sandbox preflight, finds
-// the adapters' CLI versions, removes run dirs an earlier process left
-// behind, and adds the Agent to mgr. mgr must have been made with
-// ManagerOptions(opts.NodeName).
+// Setup prepares a node-agent on mgr: it makes the executor, removes what an
+// earlier process's runs left behind, finds what the node offers (sandbox
+// modes, the adapters' CLI versions), and adds the Agent to mgr. mgr must
+// have been made with ManagerOptions(opts.NodeName).
 func Setup(ctx context.Context, mgr manager.Manager, opts SetupOptions) (*Agent, error) {
-	logger := log.FromContext(ctx).WithName("node-agent")
-	exec, err := NewExecutor(ExecutorOptions{
+	exec, err := executor.New(executor.Options{
 		Sources:    ClusterSources{Reader: mgr.GetAPIReader()},
 		RunRoot:    opts.RunRoot,
 		Sandbox:    opts.Sandbox,
@@ -52,70 +54,36 @@ func Setup(ctx context.Context, mgr manager.Manager, opts SetupOptions) (*Agent,
 	if err != nil {
 		return nil, err
 	}
-	// What a killed node-agent left: its runs' processes, the sandbox's own
-	// leftovers (Windows
-	// AppContainer profiles and grants), then the run dirs whose owner lock
-	// nobody holds, and nothing else.
-	n, err := killLeftovers(exec.opts.RunRoot)
-	if err != nil {
-		return nil, fmt.Errorf("killing what earlier runs left running: %w", err)
+	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithName("node-agent"))
+	if err := exec.RemoveLeftovers(ctx); err != nil {
+		return nil, err
 	}
-	if n > 0 {
-		logger.Info("killed processes an earlier node-agent's runs left running", "count", n)
-	}
-	recovered, err := sandbox.RecoverAbandoned(exec.opts.RunRoot)
-	if err != nil {
-		return nil, fmt.Errorf("recovering abandoned sandboxes: %w", err)
-	}
-	for _, r := range recovered {
-		logger.Info("removed what an earlier node-agent's sandbox left behind", "what", r)
-	}
-	removed, err := exec.RemoveAbandoned()
-	if err != nil {
-		return nil, fmt.Errorf("removing abandoned run dirs: %w", err)
-	}
-	for _, d := range removed {
-		logger.Info("removed a run dir an earlier node-agent left behind", "dir", d)
-	}
-
-	var modes []harnessv1.SandboxModeInfo
-	for _, av := range sandbox.Preflight(ctx, opts.Sandbox) {
-		modes = append(modes, harnessv1.SandboxModeInfo{Mode: string(av.Mode), Available: av.Available, Message: truncate(av.Reason, 1024)})
-		if !av.Available {
-			logger.Info("sandbox mode unavailable", "mode", av.Mode, "reason", av.Reason)
-		}
-	}
-	// Each CLI is asked its version at once (a Node.js or Python CLI takes
-	// seconds to start); the executor keeps the answers for the receipts.
-	var (
-		found []harnessv1.AdapterInfo
-		mu    sync.Mutex
-		wg    sync.WaitGroup
-	)
-	for name, a := range opts.Adapters {
-		wg.Go(func() {
-			v, err := a.Version(ctx)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				logger.Info("adapter not available on this node", "adapter", name, "reason", err.Error())
-				return
-			}
-			exec.versions.Store(name, v)
-			found = append(found, harnessv1.AdapterInfo{Name: name, Version: truncate(v, 128)})
-		})
-	}
-	wg.Wait()
-	sort.Slice(found, func(i, j int) bool { return found[i].Name < found[j].Name })
-
 	return New(mgr, Options{
 		NodeName:       opts.NodeName,
 		LeaseNamespace: opts.LeaseNamespace,
 		LeaseDuration:  opts.LeaseDuration,
 		Slots:          opts.Slots,
-		Adapters:       found,
-		SandboxModes:   modes,
+		SandboxModes:   exec.SandboxModes(ctx),
+		Adapters:       exec.Adapters(ctx),
 		Executor:       exec,
 		ExtraLabels:    opts.ExtraLabels,
 	})
+}
+
+// ManagerOptions returns the parts of a manager's options the node-agent
+// needs: a cache that holds only the runs bound to this node (a field
+// selector on status.nodeName, so a node never sees, or needs RBAC for, the
+// cluster's other runs), and direct reads for everything else it touches
+// (its own HarnessNode and Lease, fixture ConfigMaps, selected Secrets), which
+// must never be cached cluster-wide.
+func ManagerOptions(nodeName string) (cache.Options, client.Options) {
+	return cache.Options{
+			ByObject: map[client.Object]cache.ByObject{
+				&harnessv1.HarnessRun{}: {Field: fields.OneTermEqualSelector("status.nodeName", nodeName)},
+			},
+			DefaultTransform: cache.TransformStripManagedFields(),
+		}, client.Options{Cache: &client.CacheOptions{
+			DisableFor: []client.Object{&harnessv1.HarnessNode{}, &coordinationv1.Lease{}, &corev1.ConfigMap{},
+				&corev1.Secret{}, &corev1.Node{}},
+		}}
 }

@@ -14,8 +14,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
-	nodeagent "github.com/harnessfacts/harnessfacts/node-agent"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
+	"github.com/harnessfacts/harnessfacts/node-agent/executor"
+	"github.com/harnessfacts/harnessfacts/node-agent/localrun"
 	"github.com/harnessfacts/harnessfacts/sandbox"
 )
 
@@ -89,18 +90,18 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	if err != nil {
 		return err
 	}
-	run, err := nodeagent.ReadRunFile(ctx, f.file)
+	run, err := localrun.ReadRunFile(ctx, f.file)
 	if err != nil {
 		return err
 	}
-	sources := nodeagent.LocalSources{FixturesDir: f.fixturesDir, SecretsDir: f.secretsDir}
+	sources := localrun.Sources{FixturesDir: f.fixturesDir, SecretsDir: f.secretsDir}
 	if f.fixturesDir == "" {
 		// A run.yaml kept in its fixture's folder names that folder.
 		if dir := filepath.Dir(f.file); fileExists(filepath.Join(dir, "fixture.yaml")) {
 			sources.FixtureDir = dir
 		}
 	}
-	exec, err := nodeagent.NewExecutor(nodeagent.ExecutorOptions{
+	exec, err := executor.New(executor.Options{
 		Sources: sources, RunRoot: f.runRoot, Hidden: hidden, UID: f.uid, GID: f.gid,
 		Sandbox: sandbox.Options{Bwrap: f.bwrap}, Adapters: adapters.New(adapters.Config{CLIDir: f.agentCLIs}),
 	})
@@ -118,7 +119,7 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	if err != nil {
 		cmd.PrintErrf("WARNING could not remove every abandoned run dir in %s: %v\n", f.runRoot, err)
 	}
-	final, res := nodeagent.RunLocally(ctx, exec, run, "")
+	final, res := localrun.Run(ctx, exec, run, "")
 	evidenceDir := f.evidenceDir
 	if res.Evidence != nil {
 		if evidenceDir == "" {
@@ -128,7 +129,7 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 				return fmt.Errorf("making the evidence folder: %w", err)
 			}
 		}
-		if err := nodeagent.WriteEvidenceDir(evidenceDir, res.Evidence); err != nil {
+		if err := res.Evidence.WriteDir(evidenceDir); err != nil {
 			return fmt.Errorf("writing the evidence: %w", err)
 		}
 		if f.evidenceDir == "" {

@@ -14,7 +14,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 
-	nodeagent "github.com/harnessfacts/harnessfacts/node-agent"
+	"github.com/harnessfacts/harnessfacts/node-agent/executor"
 )
 
 // No container engine runs on our machines or in CI, so the images are not
@@ -110,8 +110,8 @@ func TestDockerfileMatchesChart(t *testing.T) {
 		}
 	}
 	// Agents in the sandbox get the node-agent's fixed PATH, not the image's.
-	if !strings.Contains(runs, "ln -s "+cliPath+"/bin/* /usr/local/bin/") || !slices.Contains(filepath.SplitList(nodeagent.DefaultPath), "/usr/local/bin") {
-		t.Errorf("the CLIs are not linked into a directory of the sandbox's PATH %s:\n%s", nodeagent.DefaultPath, runs)
+	if !strings.Contains(runs, "ln -s "+cliPath+"/bin/* /usr/local/bin/") || !slices.Contains(filepath.SplitList(executor.DefaultPath), "/usr/local/bin") {
+		t.Errorf("the CLIs are not linked into a directory of the sandbox's PATH %s:\n%s", executor.DefaultPath, runs)
 	}
 	if env := na.find("ENV PATH="); len(env) != 1 || !strings.HasPrefix(env[0], "ENV PATH="+cliPath+"/bin:") {
 		t.Errorf("the node-agent image's PATH %v does not start with the CLIs", env)

@@ -1,6 +1,9 @@
-package nodeagent
+package executor
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"time"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
@@ -10,18 +13,18 @@ import (
 
 // evidence seals the attempt's receipt, redacted log and artifacts. The
 // receipt records what status says, so the digest vouches for both.
-func (e *RunExecutor) evidence(a *attempt, in verdictInput, st *harnessv1.HarnessRunStatus) (*Evidence, *harnessv1.EvidenceStatus, error) {
+func (a *attempt) evidence(in *ran, st *harnessv1.HarnessRunStatus) (*Evidence, *harnessv1.EvidenceStatus, error) {
 	run := a.run
 	specDigest := SpecDigest(run.Spec)
 	r := evidence.Receipt{
 		Run:            evidence.RunRef{Namespace: run.Namespace, Name: run.Name, UID: string(run.UID), Attempt: run.Status.Attempt},
 		SpecDigest:     specDigest,
-		FixtureDigest:  in.fixtureDigest,
+		FixtureDigest:  a.fix.Digest,
 		HarnessVersion: version.String(),
-		Agent:          evidence.Agent{Adapter: run.Spec.Agent.Adapter, CLIVersion: in.cliVersion},
+		Agent:          evidence.Agent{Adapter: run.Spec.Agent.Adapter, CLIVersion: a.cliVersion},
 		Node:           run.Status.NodeName,
 		Limits:         a.limits,
-		Timings: evidence.Timings{Started: in.receipt.Started, Finished: time.Now(),
+		Timings: evidence.Timings{Started: a.started, Finished: time.Now(),
 			AgentMilliseconds: in.agent.Duration.Milliseconds()},
 		Exit:   evidence.Exit{TimedOut: in.agent.TimedOut, OOMKilled: in.agent.OOMKilled},
 		Output: evidence.Output{Truncated: in.out.capture.Truncated()},
@@ -44,8 +47,17 @@ func (e *RunExecutor) evidence(a *attempt, in verdictInput, st *harnessv1.Harnes
 	}
 	data, binary := b.ConfigMapData()
 	return &Evidence{Data: data, BinaryData: binary, bundle: b},
-		&harnessv1.EvidenceStatus{Digest: b.Digest, FixtureDigest: in.fixtureDigest, SpecDigest: specDigest}, nil
+		&harnessv1.EvidenceStatus{Digest: b.Digest, FixtureDigest: a.fix.Digest, SpecDigest: specDigest}, nil
 }
 
-// WriteEvidenceDir writes evidence as a folder, for `harnessfacts run`.
-func WriteEvidenceDir(dir string, ev *Evidence) error { return ev.bundle.WriteDir(dir) }
+// digest is "sha256:<hex>" of data.
+func digest(data []byte) string {
+	sum := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// SpecDigest is the digest of the run's spec as canonical JSON.
+func SpecDigest(spec harnessv1.HarnessRunSpec) string {
+	b, _ := json.Marshal(spec) // struct fields marshal in a fixed order
+	return digest(b)
+}

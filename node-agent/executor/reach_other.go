@@ -1,6 +1,6 @@
 //go:build !unix
 
-package nodeagent
+package executor
 
 // checkReachable has nothing to check off Unix: the AppContainer is granted
 // access to the run dir itself.

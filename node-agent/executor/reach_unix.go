@@ -1,6 +1,6 @@
 //go:build unix
 
-package nodeagent
+package executor
 
 import (
 	"fmt"

@@ -1,16 +1,11 @@
-package nodeagent
+package executor
 
 import (
 	"fmt"
 	"strings"
-	"time"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
-	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
-	"github.com/harnessfacts/harnessfacts/node-agent/artifacts"
 	"github.com/harnessfacts/harnessfacts/node-agent/egress"
-	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
-	"github.com/harnessfacts/harnessfacts/node-agent/mcp"
 	"github.com/harnessfacts/harnessfacts/node-agent/redact"
 	"github.com/harnessfacts/harnessfacts/sandbox"
 )
@@ -18,73 +13,27 @@ import (
 // outputTailBytes is how much of the redacted log status shows.
 const outputTailBytes = 4 << 10
 
-// receiptInput collects what the receipt records beyond the status.
-type receiptInput struct {
-	Started time.Time
-}
-
-type verdictInput struct {
-	receipt       *receiptInput
-	runner        sandbox.Runner
-	fallbackWhy   string
-	agent         sandbox.Result
-	agentErr      error
-	stop          *StopCause
-	out           *output
-	checks        []harnessv1.CheckResult
-	artifacts     []artifacts.Result
-	artifactData  map[string][]byte
-	transport     harnessv1.MCPTransport
-	mcp           mcp.Summary
-	tokenSeen     bool
-	activity      adapters.Activity
-	inv           *adapters.Invocation
-	cliVersion    string
-	fixtureDigest string
-	egress        harnessv1.Egress
-	egressStats   *egress.Stats // nil when the run had no egress proxy
-}
-
-// collectArtifacts collects the requested files from the workspace, redacted,
-// bounded, never following a link out.
-func (e *RunExecutor) collectArtifacts(dir *fixture.RunDir, paths []string, a *attempt) ([]artifacts.Result, map[string][]byte) {
-	raw := artifacts.Collect(dir.Workspace(), paths, artifacts.Options{MaxBytes: a.limits.MaxArtifactBytes})
-	// The token is looked for in what the agent wrote, before redaction
-	// could hide it; what is stored is redacted.
-	rawData := map[string][]byte{}
-	for _, r := range raw {
-		if r.Rejected == "" {
-			rawData[r.Path] = r.Data
-		}
-	}
-	redacted := artifacts.Collect(dir.Workspace(), paths, artifacts.Options{
-		MaxBytes: a.limits.MaxArtifactBytes,
-		Redact:   a.redactor.Bytes,
-	})
-	return redacted, rawData
-}
-
 // verdict judges the attempt and builds the status and the evidence.
-func (e *RunExecutor) verdict(a *attempt, in verdictInput) *Result {
+func (a *attempt) verdict(in *ran) *Outcome {
 	run := a.run
-	res := &Result{}
+	res := &Outcome{}
 	st := &res.Status
 
 	// Sandbox.
-	st.Sandbox = &harnessv1.SandboxStatus{Mode: string(in.runner.Mode())}
-	if in.runner.Mode() == sandbox.ModePlain {
-		st.Sandbox.FallbackReason = truncate(in.fallbackWhy, 4096)
+	st.Sandbox = &harnessv1.SandboxStatus{Mode: string(a.runner.Mode())}
+	if a.runner.Mode() == sandbox.ModePlain {
+		st.Sandbox.FallbackReason = truncate(a.fallbackWhy, 4096)
 		msg := sandbox.PlainWarning
-		if in.fallbackWhy != "" {
-			msg += " (no sandbox worked: " + in.fallbackWhy + ")"
+		if a.fallbackWhy != "" {
+			msg += " (no sandbox worked: " + a.fallbackWhy + ")"
 		}
-		if in.egress != harnessv1.EgressUnrestricted {
-			msg += fmt.Sprintf("; spec.network.egress %s was not enforced: the agent shared the node's network", in.egress)
+		if a.egress != harnessv1.EgressUnrestricted {
+			msg += fmt.Sprintf("; spec.network.egress %s was not enforced: the agent shared the node's network", a.egress)
 		}
 		setCondition(st, harnessv1.ConditionSandboxed, false, harnessv1.ReasonIsolationFallback, truncate(msg, 32768))
 		res.Warnings = append(res.Warnings, Warning{Reason: harnessv1.ReasonIsolationFallback, Message: msg})
 	} else {
-		setCondition(st, harnessv1.ConditionSandboxed, true, harnessv1.ReasonSandboxed, fmt.Sprintf("the agent ran in %s", in.runner.Mode()))
+		setCondition(st, harnessv1.ConditionSandboxed, true, harnessv1.ReasonSandboxed, fmt.Sprintf("the agent ran in %s", a.runner.Mode()))
 	}
 	if run.Spec.Network.Egress == harnessv1.EgressUnrestricted {
 		msg := "spec.network.egress is Unrestricted: the agent shared the node's network and could reach anything the node can"
@@ -92,14 +41,14 @@ func (e *RunExecutor) verdict(a *attempt, in verdictInput) *Result {
 		res.Warnings = append(res.Warnings, Warning{Reason: harnessv1.ReasonEgressUnrestricted, Message: msg})
 	}
 	var denied *Warning
-	st.Network, denied = networkStatus(in.egress, in.egressStats, a.redactor)
+	st.Network, denied = networkStatus(a.egress, in.egressStats, a.redactor)
 	if denied != nil {
 		res.Warnings = append(res.Warnings, *denied)
 	}
 
 	// Agent.
 	ag := &harnessv1.AgentStatus{
-		Adapter: run.Spec.Agent.Adapter, CLIVersion: truncate(in.cliVersion, 128),
+		Adapter: run.Spec.Agent.Adapter, CLIVersion: truncate(a.cliVersion, 128),
 		OOMKilled: in.agent.OOMKilled, TimedOut: in.agent.TimedOut,
 		DurationMilliseconds: in.agent.Duration.Milliseconds(),
 		OutputBytes:          in.out.rawBytes(),
@@ -109,8 +58,8 @@ func (e *RunExecutor) verdict(a *attempt, in verdictInput) *Result {
 		ToolCalls:            in.activity.ToolCalls,
 		PermissionDenials:    in.activity.PermissionDenials,
 	}
-	if in.inv != nil {
-		for _, n := range in.inv.Notes {
+	if a.inv != nil {
+		for _, n := range a.inv.Notes {
 			if len(ag.Notes) == 8 {
 				break
 			}
@@ -128,11 +77,11 @@ func (e *RunExecutor) verdict(a *attempt, in verdictInput) *Result {
 	st.Agent = ag
 
 	// MCP.
-	st.MCP = &harnessv1.MCPStatus{Transport: in.transport, Calls: int32(in.mcp.Calls), TokenIssued: in.mcp.TokenIssued, TokenSeen: in.tokenSeen}
-	wantMCP := in.transport != harnessv1.MCPTransportNone && in.transport != ""
+	st.MCP = &harnessv1.MCPStatus{Transport: a.transport, Calls: int32(in.mcp.Calls), TokenIssued: in.mcp.TokenIssued, TokenSeen: in.tokenSeen}
+	wantMCP := a.transport != harnessv1.MCPTransportNone && a.transport != ""
 	switch {
-	case in.inv != nil && in.inv.MCPUnsupported:
-		st.MCP.Message = strings.Join(in.inv.Notes, "; ")
+	case a.inv != nil && a.inv.MCPUnsupported:
+		st.MCP.Message = strings.Join(a.inv.Notes, "; ")
 		setCondition(st, harnessv1.ConditionMCPVerified, false, harnessv1.ReasonMCPUnsupported, st.MCP.Message)
 	case !wantMCP:
 		st.MCP.Message = "the run asked for no MCP server"
@@ -182,7 +131,7 @@ func (e *RunExecutor) verdict(a *attempt, in verdictInput) *Result {
 		default:
 			st.Message = fmt.Sprintf("the agent exited with code %d", in.agent.ExitCode)
 		}
-	case in.inv != nil && in.inv.MCPUnsupported:
+	case a.inv != nil && a.inv.MCPUnsupported:
 		// Before the checks: a fixture that needs MCP fails its checks when
 		// the CLI has none, and the reason to read first is why.
 		st.Phase, st.Verdict, st.FailureClass = harnessv1.RunSucceeded, harnessv1.VerdictFail, harnessv1.FailureAgent
@@ -204,12 +153,12 @@ func (e *RunExecutor) verdict(a *attempt, in verdictInput) *Result {
 			st.Message += "; the MCP token was seen"
 		}
 	}
-	if in.runner.Mode() == sandbox.ModePlain {
+	if a.runner.Mode() == sandbox.ModePlain {
 		st.Message += " (UNSANDBOXED: see condition Sandboxed)"
 	}
 	st.Message = a.redactor.String(st.Message)
 
-	ev, digests, err := e.evidence(a, in, st)
+	ev, digests, err := a.evidence(in, st)
 	if err != nil {
 		st.Message += "; the evidence could not be built: " + err.Error()
 		return res

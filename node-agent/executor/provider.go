@@ -1,14 +1,10 @@
-package nodeagent
+package executor
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"net/url"
-	"path/filepath"
-	"strings"
 
-	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
 	"github.com/harnessfacts/harnessfacts/node-agent/sandboxinit"
 )
 
@@ -23,10 +19,10 @@ type providerBridge struct {
 	done           chan struct{}
 }
 
-// startProviderBridge bridges rawURL's address when it is on the node's
-// loopback; it returns nil for any other provider (the egress proxy allows
-// those) and for none.
-func startProviderBridge(l layout, rawURL string) (*providerBridge, error) {
+// startProviderBridge bridges rawURL's address through socket when it is
+// on the node's loopback; it returns nil for any other provider (the egress
+// proxy allows those) and for none.
+func startProviderBridge(socket, rawURL string) (*providerBridge, error) {
 	if rawURL == "" {
 		return nil, nil
 	}
@@ -58,7 +54,7 @@ func startProviderBridge(l layout, rawURL string) (*providerBridge, error) {
 	if _, err := sandboxinit.ParseForward(listen + "=unix:/x"); err != nil {
 		return nil, err
 	}
-	b := &providerBridge{listen: listen, socket: filepath.Join(l.sockets, "provider.sock"), done: make(chan struct{})}
+	b := &providerBridge{listen: listen, socket: socket, done: make(chan struct{})}
 	if b.ln, err = listenUnix(b.socket); err != nil {
 		return nil, err
 	}
@@ -72,28 +68,4 @@ func startProviderBridge(l layout, rawURL string) (*providerBridge, error) {
 func (b *providerBridge) stop() {
 	_ = b.ln.Close()
 	<-b.done
-}
-
-// cliVersion is the adapter's CLI version, asked once per node-agent.
-func (e *RunExecutor) cliVersion(ctx context.Context, a adapters.Adapter) string {
-	if v, ok := e.versions.Load(a.Name()); ok {
-		return v.(string)
-	}
-	v, err := a.Version(ctx)
-	if err != nil {
-		return ""
-	}
-	e.versions.Store(a.Name(), v)
-	return v
-}
-
-// setEnv sets key in env, replacing an entry it has.
-func setEnv(env []string, key, value string) []string {
-	for i, kv := range env {
-		if strings.HasPrefix(kv, key+"=") {
-			env[i] = key + "=" + value
-			return env
-		}
-	}
-	return append(env, key+"="+value)
 }

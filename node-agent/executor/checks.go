@@ -1,4 +1,4 @@
-package nodeagent
+package executor
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"time"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
-	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
 	"github.com/harnessfacts/harnessfacts/sandbox"
 )
 
@@ -17,10 +16,10 @@ const checkOutputBytes = 4 << 10
 // runChecks runs each fixture check in the sandbox after the agent, in the
 // workspace, without network, within probeSeconds. A check cannot be
 // skipped by the agent: the manifest was read before the agent ran.
-func (e *RunExecutor) runChecks(ctx context.Context, runner sandbox.Runner, l layout, dir *fixture.RunDir, a *attempt) []harnessv1.CheckResult {
+func (a *attempt) runChecks(ctx context.Context) []harnessv1.CheckResult {
 	var results []harnessv1.CheckResult
-	for _, c := range a.manifest.Checks {
-		spec := e.baseSpec(l, dir, harnessv1.EgressNone)
+	for _, c := range a.fix.Manifest.Checks {
+		spec := a.e.baseSpec(a.dir, harnessv1.EgressNone)
 		spec.Network = sandbox.NetworkNone
 		spec.Argv = c.Argv()
 		spec.Limits = sandbox.Limits{
@@ -30,7 +29,7 @@ func (e *RunExecutor) runChecks(ctx context.Context, runner sandbox.Runner, l la
 		}
 		out := newOutput(a.redactor, "", checkOutputBytes)
 		spec.Stdout, spec.Stderr = out.writer(), out.writer()
-		res, err := runner.Run(ctx, spec)
+		res, err := a.runner.Run(ctx, spec)
 		out.close()
 		r := harnessv1.CheckResult{Name: c.Name, DurationMilliseconds: res.Duration.Milliseconds()}
 		switch {

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package nodeagent
+package executor
 
 // killLeftovers has nothing to do off Linux: on Windows the sandbox's Job
 // Object kills the tree when its last handle closes, and RecoverAbandoned

@@ -1,4 +1,4 @@
-package nodeagent
+package executor
 
 import (
 	"path/filepath"
@@ -35,7 +35,7 @@ func TestAllowListOfARun(t *testing.T) {
 }
 
 func TestWrapBridgesMCPAndProxy(t *testing.T) {
-	e := &RunExecutor{opts: ExecutorOptions{InitBinary: "/hf"}}
+	e := &Executor{opts: Options{InitBinary: "/hf"}}
 	srv := &mcpServer{httpSocket: "/run/x/sockets/mcp-http.sock"}
 	px := &egressProxy{proxy: egress.New(egress.Options{}), socket: "/run/x/sockets/egress.sock"}
 	cases := []struct {
@@ -66,24 +66,24 @@ func TestWrapBridgesMCPAndProxy(t *testing.T) {
 }
 
 func TestProviderBridgeOnlyForLoopback(t *testing.T) {
-	l := layout{sockets: t.TempDir()}
+	sock := filepath.Join(t.TempDir(), "provider.sock")
 	for _, u := range []string{"", "https://api.example.com/v1", "http://10.0.0.1:8080"} {
-		if b, err := startProviderBridge(l, u); b != nil || err != nil {
+		if b, err := startProviderBridge(sock, u); b != nil || err != nil {
 			t.Errorf("%q: bridge %v, err %v; want none", u, b, err)
 		}
 	}
 	for _, u := range []string{"http://127.0.0.1:7700", "http://localhost:7701/v1", "http://[::1]:8080"} {
-		if b, err := startProviderBridge(l, u); err == nil {
+		if b, err := startProviderBridge(sock, u); err == nil {
 			b.stop()
 			t.Errorf("%q: bridged, want an error", u)
 		}
 	}
-	b, err := startProviderBridge(l, "http://localhost:8089/s/hello")
+	b, err := startProviderBridge(sock, "http://localhost:8089/s/hello")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.stop()
-	if b.listen != "127.0.0.1:8089" || b.socket != filepath.Join(l.sockets, "provider.sock") {
+	if b.listen != "127.0.0.1:8089" || b.socket != sock {
 		t.Errorf("bridge %+v", b)
 	}
 }
@@ -120,8 +120,11 @@ func TestNetworkStatusRedactsDeniedHosts(t *testing.T) {
 // longest root that works, not at every run.
 func TestExecutorRefusesARunRootTooLongForSockets(t *testing.T) {
 	root := filepath.Join("/", strings.Repeat("r", 60))
-	_, err := NewExecutor(ExecutorOptions{Sources: LocalSources{}, RunRoot: root})
+	_, err := New(Options{Sources: noSources{}, RunRoot: root})
 	if err == nil || !strings.Contains(err.Error(), "too long") || !strings.Contains(err.Error(), "at most 41 characters") {
 		t.Fatalf("got %v, want a refusal naming the longest root that works", err)
 	}
 }
+
+// noSources has nothing to read: the executor refuses before it would.
+type noSources struct{ Sources }

@@ -1,4 +1,9 @@
-package nodeagent
+// Package localrun runs a HarnessRun once on this machine without a cluster,
+// for `harnessfacts run`: it reads run.yaml as the API server would (the
+// CRD's schema, defaults and CEL rules, which the node-agent's daemon never
+// needs), reads fixtures and secrets from folders, and has the executor
+// carry out the attempt.
+package localrun
 
 import (
 	"context"
@@ -12,6 +17,7 @@ import (
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/internal/crdschema"
+	"github.com/harnessfacts/harnessfacts/node-agent/executor"
 )
 
 // ReadRunFile reads a HarnessRun from YAML and defaults and validates it
@@ -46,9 +52,9 @@ func ReadRunFile(ctx context.Context, path string) (*harnessv1.HarnessRun, error
 	return run, nil
 }
 
-// RunLocally executes run once on this machine, as its node-agent would on
-// a cluster, and returns the run with its final status.
-func RunLocally(ctx context.Context, exec Executor, run *harnessv1.HarnessRun, nodeName string) (*harnessv1.HarnessRun, *Result) {
+// Run carries out one attempt of run on this machine, as its node-agent
+// would on a cluster, and returns the run with its final status.
+func Run(ctx context.Context, exec *executor.Executor, run *harnessv1.HarnessRun, nodeName string) (*harnessv1.HarnessRun, *executor.Outcome) {
 	run = run.DeepCopy()
 	if run.UID == "" {
 		run.UID = uuid.NewUUID()
@@ -60,7 +66,7 @@ func RunLocally(ctx context.Context, exec Executor, run *harnessv1.HarnessRun, n
 	run.Status = harnessv1.HarnessRunStatus{
 		Phase: harnessv1.RunRunning, NodeName: nodeName, Attempt: 1, ScheduledTime: &now, StartTime: &now,
 	}
-	res := exec.Execute(ctx, run)
-	apply(run, res, time.Now())
-	return run, res
+	out := exec.Execute(ctx, run)
+	out.Apply(run, time.Now())
+	return run, out
 }

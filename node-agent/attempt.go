@@ -1,0 +1,57 @@
+package nodeagent
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/node-agent/executor"
+)
+
+// runAttempt has the executor carry out the claimed attempt and writes its
+// outcome, whatever happens.
+func (a *Agent) runAttempt(ctx context.Context, run *harnessv1.HarnessRun, r *running) {
+	defer a.wg.Done()
+	defer func() {
+		r.cancel(nil)
+		a.mu.Lock()
+		delete(a.running, run.UID)
+		a.mu.Unlock()
+	}()
+	logger := log.FromContext(ctx).WithValues("run", r.key, "attempt", r.attempt)
+	ctx = log.IntoContext(ctx, logger)
+
+	out := a.outcome(ctx, run)
+	a.mu.Lock()
+	r.finishing = true
+	a.mu.Unlock()
+	// The outcome must be written even when the run was cancelled; give it
+	// its own bounded context.
+	writeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	if err := a.finish(writeCtx, run, out); err != nil {
+		logger.Error(err, "writing the outcome failed")
+	}
+}
+
+// outcome has the executor carry out the attempt, and turns a panicking
+// executor into an infrastructure failure instead of a run stuck Running.
+func (a *Agent) outcome(ctx context.Context, run *harnessv1.HarnessRun) (res *executor.Outcome) {
+	defer func() {
+		if p := recover(); p != nil {
+			log.FromContext(ctx).Error(fmt.Errorf("%v", p), "the executor panicked")
+			res = &executor.Outcome{Status: harnessv1.HarnessRunStatus{Phase: harnessv1.RunFailed, Verdict: harnessv1.VerdictError,
+				FailureClass: harnessv1.FailureInfrastructure, Reason: harnessv1.ReasonExecutorPanic,
+				Message: fmt.Sprintf("the node-agent failed while executing the run: %v", p)}}
+		}
+	}()
+	res = a.opts.Executor.Execute(ctx, run)
+	if res == nil {
+		res = &executor.Outcome{Status: harnessv1.HarnessRunStatus{Phase: harnessv1.RunFailed, Verdict: harnessv1.VerdictError,
+			FailureClass: harnessv1.FailureInfrastructure, Reason: harnessv1.ReasonExecutorPanic, Message: "the executor returned no result"}}
+	}
+	return res
+}

@@ -1,0 +1,157 @@
+package nodeagent
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/node-agent/executor"
+)
+
+// running is an attempt this process claimed and is carrying out.
+type running struct {
+	key     types.NamespacedName
+	attempt int32
+	cancel  context.CancelCauseFunc
+	// finishing is set once the agent is done and its outcome is being
+	// written: the slot is free (the controller may already bind the next
+	// run), but the run is still this process's, never an orphan.
+	finishing bool
+}
+
+func (a *Agent) runningCount() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.running)
+}
+
+// slotsBusy counts the attempts whose agent is still running.
+func (a *Agent) slotsBusy() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for _, e := range a.running {
+		if !e.finishing {
+			n++
+		}
+	}
+	return n
+}
+
+// reconcile acts on one run bound to this node.
+func (a *Agent) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	select {
+	case <-a.swept:
+	case <-ctx.Done():
+		return reconcile.Result{}, nil
+	}
+	run := &harnessv1.HarnessRun{}
+	if err := a.client.Get(ctx, req.NamespacedName, run); err != nil {
+		if apierrors.IsNotFound(err) {
+			a.stopByKey(req.NamespacedName, &executor.StopCause{Reason: harnessv1.ReasonDeleted, Message: "the run was deleted"})
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, err
+	}
+	a.mu.Lock()
+	r := a.running[run.UID]
+	a.mu.Unlock()
+
+	if run.Status.NodeName != a.opts.NodeName || run.Status.Phase.Terminal() {
+		if r != nil {
+			r.cancel(&executor.StopCause{Reason: harnessv1.ReasonStopped, Message: "the run is no longer bound to this node"})
+		}
+		return reconcile.Result{}, nil
+	}
+	if cause := stopRequested(run); cause != nil && r != nil {
+		r.cancel(cause)
+		return reconcile.Result{}, nil
+	}
+
+	switch run.Status.Phase {
+	case harnessv1.RunScheduled:
+		if stopRequested(run) != nil {
+			return reconcile.Result{}, nil // the controller ends runs never claimed
+		}
+		return a.claim(ctx, run)
+	case harnessv1.RunRunning:
+		if r == nil || r.attempt != run.Status.Attempt {
+			// Claimed by an earlier process of this node-agent (or a
+			// previous attempt): never execute an attempt twice.
+			return reconcile.Result{}, a.markOrphaned(ctx, run)
+		}
+	}
+	return reconcile.Result{}, nil
+}
+
+// stopRequested says whether the run must stop, and why.
+func stopRequested(run *harnessv1.HarnessRun) *executor.StopCause {
+	switch {
+	case !run.DeletionTimestamp.IsZero():
+		return &executor.StopCause{Reason: harnessv1.ReasonDeleted, Message: "the run was deleted while it ran"}
+	case run.Spec.Cancel:
+		return &executor.StopCause{Reason: harnessv1.ReasonCancelled, Message: "spec.cancel stopped the run"}
+	}
+	if c := meta.FindStatusCondition(run.Status.Conditions, harnessv1.ConditionStopRequested); c != nil && c.Status == metav1.ConditionTrue {
+		reason := c.Reason
+		if reason != harnessv1.ReasonDeleted {
+			reason = harnessv1.ReasonCancelled
+		}
+		return &executor.StopCause{Reason: reason, Message: "the controller asked to stop the run: " + c.Message}
+	}
+	return nil
+}
+
+func (a *Agent) stopByKey(key types.NamespacedName, cause *executor.StopCause) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, r := range a.running {
+		if r.key == key {
+			r.cancel(cause)
+		}
+	}
+}
+
+// claim starts the bound attempt: phase Running with startTime, written only
+// if nobody changed the run since this agent read it.
+func (a *Agent) claim(ctx context.Context, run *harnessv1.HarnessRun) (reconcile.Result, error) {
+	if a.slotsBusy() >= int(a.opts.Slots) {
+		// The controller never binds more runs than slots; this only
+		// happens while a finished run's status is on its way.
+		return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, nil
+	}
+
+	now := metav1.NewTime(a.opts.Clock.Now())
+	base := run.DeepCopy()
+	st := &run.Status
+	st.Phase, st.StartTime, st.Reason = harnessv1.RunRunning, &now, harnessv1.ReasonRunning
+	st.Message = fmt.Sprintf("the node-agent on %s started attempt %d", a.opts.NodeName, st.Attempt)
+	st.ObservedGeneration = run.Generation
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: harnessv1.ConditionReady, Status: metav1.ConditionFalse,
+		Reason: harnessv1.ReasonRunning, Message: st.Message, ObservedGeneration: run.Generation, LastTransitionTime: now})
+	if err := a.client.Status().Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return reconcile.Result{}, nil // a newer version comes through the watch
+		}
+		return reconcile.Result{}, fmt.Errorf("claiming %s: %w", client.ObjectKeyFromObject(run), err)
+	}
+	a.recorder.Eventf(run, nil, corev1.EventTypeNormal, string(harnessv1.RunRunning), "Start", "%s", st.Message)
+
+	attemptCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	r := &running{key: client.ObjectKeyFromObject(run), attempt: st.Attempt, cancel: cancel}
+	a.mu.Lock()
+	a.running[run.UID] = r
+	a.mu.Unlock()
+	a.wg.Add(1)
+	go a.runAttempt(attemptCtx, run.DeepCopy(), r)
+	return reconcile.Result{}, nil
+}

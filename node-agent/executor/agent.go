@@ -1,0 +1,202 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
+	"github.com/harnessfacts/harnessfacts/node-agent/artifacts"
+	"github.com/harnessfacts/harnessfacts/node-agent/egress"
+	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
+	"github.com/harnessfacts/harnessfacts/node-agent/mcp"
+	"github.com/harnessfacts/harnessfacts/sandbox"
+)
+
+// ran is what the agent's run and the steps after it found: the verdict's
+// and the evidence's input besides the attempt itself.
+type ran struct {
+	agent       sandbox.Result
+	agentErr    error
+	stop        *StopCause
+	out         *output
+	egressStats *egress.Stats // nil when the run had no egress proxy
+
+	checks       []harnessv1.CheckResult
+	artifacts    []artifacts.Result
+	artifactData map[string][]byte
+	mcp          mcp.Summary
+	tokenSeen    bool
+	activity     adapters.Activity
+}
+
+// prepareAgent has the run's adapter turn the run into a command line,
+// environment and files.
+func (a *attempt) prepareAgent(context.Context) error {
+	run := a.run
+	adapter, err := a.e.opts.Adapters.Get(run.Spec.Agent.Adapter)
+	if err != nil {
+		return fail(harnessv1.ReasonAdapterUnavailable, err)
+	}
+	a.adapter = adapter
+	prompt := a.fix.Manifest.Prompt
+	if run.Spec.Fixture.Prompt != "" {
+		prompt = run.Spec.Fixture.Prompt
+	}
+	a.egress = effectiveEgress(run.Spec.Network.Egress)
+	var proxyURL string
+	if a.useProxy() {
+		proxyURL = fmt.Sprintf("http://127.0.0.1:%d", SandboxEgressPort)
+	}
+	inv, err := adapter.Prepare(adapters.Input{
+		Agent: run.Spec.Agent, Prompt: prompt, Workspace: a.dir.Workspace(), Home: a.dir.Home(),
+		MCP: a.mcp.endpoint, MaxDecisions: a.limits.MaxDecisions, Credentials: a.creds, ProxyURL: proxyURL,
+	})
+	if err != nil {
+		return fail(harnessv1.ReasonAdapterFailed, fmt.Errorf("the adapter could not prepare the run: %w", err))
+	}
+	a.inv = inv
+	return nil
+}
+
+// writeAgentFiles writes the adapter's config files into the run's home and
+// finds the CLI's version for the receipt.
+func (a *attempt) writeAgentFiles(ctx context.Context) error {
+	if err := writeFiles(a.dir.Home(), a.inv.Files); err != nil {
+		return fail(harnessv1.ReasonAdapterFailed, fmt.Errorf("writing the adapter's config files: %w", err))
+	}
+	a.cliVersion = a.e.cliVersion(ctx, a.adapter)
+	return nil
+}
+
+// runAgent runs the agent in the sandbox, within the run's limits, its
+// output going through the token watcher and the redactor.
+func (a *attempt) runAgent(ctx context.Context) (*ran, error) {
+	e := a.e
+	spec := e.baseSpec(a.dir, a.egress)
+	spec.Argv = e.wrap(a.inv.Argv, a.mcp, a.transport, a.proxy, a.bridge)
+	spec.Env = append(spec.Env, a.inv.Env...)
+	spec.ReadOnly = append(spec.ReadOnly, a.inv.ReadOnly...)
+	if len(a.inv.PathDirs) > 0 {
+		spec.Env = setEnv(spec.Env, "PATH", strings.Join(a.inv.PathDirs, ":")+":"+e.opts.Path)
+	}
+	spec.Limits = sandbox.Limits{
+		MemoryBytes:  a.limits.Memory.Value(),
+		MaxProcesses: int64(a.limits.MaxProcesses),
+		Timeout:      time.Duration(a.limits.EpisodeSeconds) * time.Second,
+	}
+	out := newOutput(a.redactor, a.mcp.token, a.limits.MaxOutputBytes)
+	spec.Stdout, spec.Stderr = out.writer(), out.writer()
+	res, runErr := a.runner.Run(ctx, spec)
+	out.close()
+	r := &ran{agent: res, agentErr: runErr, out: out, stop: stopCauseOf(ctx)}
+	if a.proxy != nil {
+		st := a.proxy.proxy.Stats()
+		r.egressStats = &st
+	}
+	if runErr != nil && r.stop == nil && !res.TimedOut {
+		return nil, fail(harnessv1.ReasonSandboxUnavailable, fmt.Errorf("the sandbox could not run the agent: %w", runErr))
+	}
+	return r, nil
+}
+
+// baseSpec is the sandbox spec every command of the run shares: the
+// isolated home and temp dirs, only the allow-listed environment, the run
+// root hidden but for this run's own folders.
+func (e *Executor) baseSpec(dir *fixture.RunDir, egress harnessv1.Egress) sandbox.Spec {
+	hidden := append([]string{e.opts.RunRoot}, e.opts.Hidden...)
+	network := sandbox.NetworkNone
+	if egress == harnessv1.EgressUnrestricted {
+		network = sandbox.NetworkShared
+	}
+	xdg := dir.XDG()
+	return sandbox.Spec{
+		Dir: dir.Workspace(),
+		Env: []string{
+			"PATH=" + e.opts.Path,
+			"HOME=" + dir.Home(),
+			"USER=harnessfacts",
+			"LOGNAME=harnessfacts",
+			"LANG=C.UTF-8",
+			"TERM=dumb",
+			"TMPDIR=" + dir.Tmp(),
+			"XDG_CONFIG_HOME=" + xdg["XDG_CONFIG_HOME"],
+			"XDG_DATA_HOME=" + xdg["XDG_DATA_HOME"],
+			"XDG_STATE_HOME=" + xdg["XDG_STATE_HOME"],
+			"XDG_CACHE_HOME=" + xdg["XDG_CACHE_HOME"],
+			"HARNESSFACTS_RUN=" + dir.Path,
+		},
+		ReadWrite: []string{dir.Workspace(), dir.Home(), dir.Tmp()},
+		ReadOnly:  []string{dir.FixtureDir(), dir.Sockets(), e.opts.InitBinary},
+		Hidden:    hidden,
+		Network:   network,
+		UID:       e.opts.UID,
+		GID:       e.opts.GID,
+	}
+}
+
+// wrap puts sandbox-init in front of the agent when the MCP server or the
+// egress proxy must be bridged into the sandbox's own loopback.
+func (e *Executor) wrap(argv []string, srv *mcpServer, transport harnessv1.MCPTransport, px *egressProxy, bridge *providerBridge) []string {
+	var flags []string
+	if transport == harnessv1.MCPTransportHTTP && srv.httpSocket != "" {
+		flags = append(flags, "--forward", fmt.Sprintf("127.0.0.1:%d=unix:%s", SandboxMCPPort, srv.httpSocket))
+	}
+	if bridge != nil {
+		flags = append(flags, "--forward", bridge.listen+"=unix:"+bridge.socket)
+	}
+	if px != nil {
+		flags = append(flags, "--egress-proxy", fmt.Sprintf("127.0.0.1:%d=unix:%s", SandboxEgressPort, px.socket))
+	}
+	if len(flags) == 0 {
+		return argv
+	}
+	w := append([]string{e.opts.InitBinary, "sandbox-init"}, flags...)
+	return append(append(w, "--"), argv...)
+}
+
+// writeFiles writes the adapter's files below home, 0600, refusing paths
+// that leave it.
+func writeFiles(home string, files map[string][]byte) error {
+	for rel, data := range files {
+		p := filepath.Join(home, filepath.FromSlash(rel))
+		if !strings.HasPrefix(p, home+string(filepath.Separator)) {
+			return fmt.Errorf("adapter file %q leaves the run's home", rel)
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cliVersion is the adapter's CLI version, asked once per node-agent.
+func (e *Executor) cliVersion(ctx context.Context, a adapters.Adapter) string {
+	if v, ok := e.versions.Load(a.Name()); ok {
+		return v.(string)
+	}
+	v, err := a.Version(ctx)
+	if err != nil {
+		return ""
+	}
+	e.versions.Store(a.Name(), v)
+	return v
+}
+
+// setEnv sets key in env, replacing an entry it has.
+func setEnv(env []string, key, value string) []string {
+	for i, kv := range env {
+		if strings.HasPrefix(kv, key+"=") {
+			env[i] = key + "=" + value
+			return env
+		}
+	}
+	return append(env, key+"="+value)
+}

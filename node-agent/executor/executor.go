@@ -1,0 +1,279 @@
+// Package executor carries out one attempt of a HarnessRun on this machine,
+// from the fixture to the evidence, and writes nothing to the API server: it
+// returns an Outcome, which the node-agent's daemon (package nodeagent) or
+// `harnessfacts run` (package localrun) persists.
+//
+// Each step of an attempt has its file, in the order Execute takes them:
+// fixture.go, rundir.go (the layout itself is fixture/rundir.go's),
+// credentials.go, mcp.go, egress.go and provider.go, agent.go, checks.go,
+// artifacts.go, verdict.go and evidence.go.
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
+	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
+	"github.com/harnessfacts/harnessfacts/node-agent/redact"
+	"github.com/harnessfacts/harnessfacts/sandbox"
+)
+
+// DefaultPath is the PATH of sandboxed commands unless configured.
+const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// Options configure an Executor.
+type Options struct {
+	// Sources reads fixtures and Secret keys.
+	Sources Sources
+	// RunRoot holds the run dirs (harnessfacts-<run>-<attempt>-<random>).
+	RunRoot string
+	// Sandbox configures the sandbox runners.
+	Sandbox sandbox.Options
+	// Hidden are directories masked in the sandbox (node secrets, homes);
+	// RunRoot is always hidden, so a run never sees another run.
+	Hidden []string
+	// Path is the PATH of sandboxed commands (DefaultPath when empty).
+	Path string
+	// UID and GID are the unprivileged ids the agent runs as.
+	UID, GID int
+	// InitBinary is the harnessfacts binary, bound read-only into the
+	// sandbox for `sandbox-init` and `mcp-stdio` (os.Executable() when empty).
+	InitBinary string
+	// Adapters are the adapters this node offers.
+	Adapters adapters.Registry
+	// NodeName is recorded in the receipt.
+	NodeName string
+}
+
+// Executor carries out attempts, for the node-agent and `harnessfacts run`.
+type Executor struct {
+	opts Options
+
+	// The runners for each isolation policy, chosen once by a preflight at
+	// start rather than per run.
+	required    sandbox.Runner
+	requiredErr error
+	fallback    sandbox.Runner
+	fallbackWhy string
+
+	// versions caches each adapter's CLI version: asking costs a process
+	// start (seconds for some CLIs), and the installed CLI does not change
+	// under a running node-agent.
+	versions sync.Map // harnessv1.Adapter → string
+}
+
+// New checks opts and returns an executor.
+func New(opts Options) (*Executor, error) {
+	if opts.Sources == nil || opts.RunRoot == "" {
+		return nil, errors.New("executor: sources and a run root are required")
+	}
+	root, err := filepath.Abs(opts.RunRoot)
+	if err != nil {
+		return nil, err
+	}
+	opts.RunRoot = root
+	// The run's unix sockets (MCP, egress proxy, provider bridge) live in
+	// its run dir: a root too long for them would fail every run.
+	if err := fixture.CheckRoot(root); err != nil {
+		return nil, fmt.Errorf("executor: %w", err)
+	}
+	if opts.Path == "" {
+		opts.Path = DefaultPath
+	}
+	if opts.InitBinary == "" {
+		if opts.InitBinary, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("executor: locating the harnessfacts binary: %w", err)
+		}
+	}
+	if opts.Adapters == nil {
+		opts.Adapters = adapters.Default()
+	}
+	if err := os.MkdirAll(root, 0o711); err != nil {
+		return nil, fmt.Errorf("executor: creating the run root: %w", err)
+	}
+	// The run root is ours: the agent's user must pass through it (it sees
+	// only its own run's folders, the rest is hidden in the sandbox).
+	if err := os.Chmod(root, 0o711); err != nil {
+		return nil, fmt.Errorf("executor: %w", err)
+	}
+	uid, gid := opts.UID, opts.GID
+	if uid == 0 {
+		uid = sandbox.DefaultUID
+	}
+	if gid == 0 {
+		gid = sandbox.DefaultGID
+	}
+	for _, p := range []string{root + "/.", opts.InitBinary} {
+		if err := checkReachable(p, uid, gid); err != nil {
+			return nil, fmt.Errorf("executor: %w", err)
+		}
+	}
+	e := &Executor{opts: opts}
+	ctx := context.Background()
+	e.required, _, e.requiredErr = sandbox.New(ctx, sandbox.PolicyRequired, opts.Sandbox)
+	var avail []sandbox.Availability
+	e.fallback, avail, err = sandbox.New(ctx, sandbox.PolicyAllowFallback, opts.Sandbox)
+	if err != nil {
+		return nil, fmt.Errorf("executor: %w", err)
+	}
+	var why []string
+	for _, av := range avail {
+		if !av.Available {
+			why = append(why, fmt.Sprintf("%s: %s", av.Mode, av.Reason))
+		}
+	}
+	e.fallbackWhy = strings.Join(why, "; ")
+	return e, nil
+}
+
+// RemoveLeftovers removes what a killed earlier process left under the run
+// root: its runs' processes, the sandbox's own leftovers (Windows
+// AppContainer profiles and grants), then the run dirs whose owner lock
+// nobody holds, and nothing else. Call it once, before the first attempt.
+func (e *Executor) RemoveLeftovers(ctx context.Context) error {
+	logger := log.FromContext(ctx)
+	n, err := killLeftovers(e.opts.RunRoot)
+	if err != nil {
+		return fmt.Errorf("killing what earlier runs left running: %w", err)
+	}
+	if n > 0 {
+		logger.Info("killed processes an earlier node-agent's runs left running", "count", n)
+	}
+	recovered, err := sandbox.RecoverAbandoned(e.opts.RunRoot)
+	if err != nil {
+		return fmt.Errorf("recovering abandoned sandboxes: %w", err)
+	}
+	for _, r := range recovered {
+		logger.Info("removed what an earlier node-agent's sandbox left behind", "what", r)
+	}
+	removed, err := e.RemoveAbandoned()
+	if err != nil {
+		return fmt.Errorf("removing abandoned run dirs: %w", err)
+	}
+	for _, d := range removed {
+		logger.Info("removed a run dir an earlier node-agent left behind", "dir", d)
+	}
+	return nil
+}
+
+// attempt is the state of one attempt, filled step by step.
+type attempt struct {
+	e       *Executor
+	run     *harnessv1.HarnessRun
+	started time.Time
+	limits  harnessv1.Limits
+
+	fix    *fixture.Fixture
+	dir    *fixture.RunDir
+	creds  []adapters.Credential
+	runner sandbox.Runner
+	// fallbackWhy says why the plain fallback was taken ("" when not).
+	fallbackWhy string
+	transport   harnessv1.MCPTransport
+	mcp         *mcpServer
+	redactor    *redact.Redactor
+	adapter     adapters.Adapter
+	inv         *adapters.Invocation
+	egress      harnessv1.Egress
+	proxy       *egressProxy
+	bridge      *providerBridge
+	cliVersion  string
+
+	// cleanups run in reverse order when the attempt ends.
+	cleanups []func()
+}
+
+// Execute carries out one attempt: fixture → run dir → credentials → MCP →
+// egress → sandboxed agent → checks → artifacts → verdict and evidence. It
+// always removes the run dir and the credential copies in it before it
+// returns. When the run must stop, ctx is cancelled with a *StopCause; the
+// agent's process tree is killed and the Outcome still says what is known.
+func (e *Executor) Execute(ctx context.Context, run *harnessv1.HarnessRun) *Outcome {
+	a := &attempt{e: e, run: run, limits: run.Spec.Limits, started: time.Now().UTC()}
+	defer a.cleanup()
+	out := a.do(ctx)
+	if out.Status.Phase == "" {
+		out.Status.Phase = harnessv1.RunFailed
+	}
+	return out
+}
+
+// do takes the steps in order; a step that fails ends the attempt as an
+// infrastructure failure with the step's reason.
+func (a *attempt) do(ctx context.Context) *Outcome {
+	steps := []func(context.Context) error{
+		a.readFixture,
+		a.makeRunDir,
+		a.readCredentials,
+		a.chooseSandbox,
+		a.startMCP,
+		a.buildRedactor,
+		a.prepareAgent,
+		a.startEgress,
+		a.writeAgentFiles,
+	}
+	for _, step := range steps {
+		if err := step(ctx); err != nil {
+			return failed(err)
+		}
+	}
+	res, err := a.runAgent(ctx)
+	if err != nil {
+		return failed(err)
+	}
+	if res.stop == nil && !res.agent.TimedOut {
+		res.checks = a.runChecks(ctx)
+	}
+	res.artifacts, res.artifactData = a.collectArtifacts()
+	res.mcp = a.mcp.summary()
+	res.tokenSeen = a.mcp.token != "" && (res.out.tokenSeen() || tokenIn(a.mcp.token, res.artifactData))
+	if r, ok := a.adapter.(adapters.ActivityReader); ok {
+		res.activity = r.Activity(res.out.bytes())
+	}
+	return a.verdict(res)
+}
+
+// deferCleanup registers f to run when the attempt ends, after those registered
+// later.
+func (a *attempt) deferCleanup(f func()) { a.cleanups = append(a.cleanups, f) }
+
+func (a *attempt) cleanup() {
+	for i := len(a.cleanups) - 1; i >= 0; i-- {
+		a.cleanups[i]()
+	}
+}
+
+// chooseSandbox picks the sandbox for the run's isolation policy, and says
+// why when the plain fallback was taken.
+func (a *attempt) chooseSandbox(context.Context) error {
+	e := a.e
+	if a.run.Spec.Isolation.Policy != harnessv1.IsolationAllowFallback {
+		if e.requiredErr != nil {
+			return fail(harnessv1.ReasonSandboxUnavailable, fmt.Errorf("no sandbox works on this node and the run's isolation policy is Required: %w", e.requiredErr))
+		}
+		a.runner = e.required
+		return nil
+	}
+	a.runner = e.fallback
+	if e.fallback.Mode() == sandbox.ModePlain {
+		a.fallbackWhy = e.fallbackWhy
+	}
+	return nil
+}
+
+// RemoveAbandoned removes the run dirs of earlier processes (their owner
+// lock is not held), and only those: what `harnessfacts run` may do while
+// other local runs share its run root.
+func (e *Executor) RemoveAbandoned() ([]string, error) {
+	return fixture.RemoveAbandoned(e.opts.RunRoot)
+}

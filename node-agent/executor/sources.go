@@ -1,0 +1,22 @@
+package executor
+
+import (
+	"context"
+	"errors"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
+)
+
+// Sources is where an executor reads a run's fixture and selected Secret
+// keys: the API server on a cluster (nodeagent.ClusterSources), folders on a
+// laptop (localrun.Sources).
+type Sources interface {
+	// Fixture reads the fixture the run names, checked against lim.
+	Fixture(ctx context.Context, run *harnessv1.HarnessRun, lim fixture.Limits) (*fixture.Fixture, error)
+	// SecretKey reads one key of a Secret in namespace.
+	SecretKey(ctx context.Context, namespace string, ref harnessv1.SecretKeySelector) ([]byte, error)
+}
+
+// ErrSecretKey marks a Secret key that could not be read.
+var ErrSecretKey = errors.New("secret key unavailable")

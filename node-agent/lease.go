@@ -1,0 +1,80 @@
+package nodeagent
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+)
+
+// renewLease creates the node's Lease or renews it. The controller judges
+// the node lost when the Lease expires.
+func (a *Agent) renewLease(ctx context.Context) error {
+	secs := int32(a.opts.LeaseDuration / time.Second)
+	key := types.NamespacedName{Namespace: a.opts.LeaseNamespace, Name: a.opts.NodeName}
+	now := metav1.NewMicroTime(a.opts.Clock.Now())
+	lease := &coordinationv1.Lease{}
+	err := a.client.Get(ctx, key, lease)
+	if apierrors.IsNotFound(err) {
+		lease = &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &a.opts.NodeName, LeaseDurationSeconds: &secs,
+				AcquireTime: &now, RenewTime: &now},
+		}
+		err = a.client.Create(ctx, lease)
+	} else if err == nil {
+		lease.Spec.HolderIdentity = &a.opts.NodeName
+		lease.Spec.LeaseDurationSeconds = &secs
+		lease.Spec.RenewTime = &now
+		err = a.client.Update(ctx, lease)
+	}
+	if err != nil {
+		return fmt.Errorf("renewing the heartbeat Lease %s: %w", key, err)
+	}
+	return nil
+}
+
+// heartbeat renews the Lease every quarter of its duration until ctx ends.
+// start made it before the HarnessNode said Ready.
+func (a *Agent) heartbeat(ctx context.Context) error {
+	logger := log.FromContext(ctx).WithName("heartbeat")
+	ticker := a.opts.Clock.NewTicker(a.opts.LeaseDuration / 4)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C():
+		}
+		if err := a.renewLease(ctx); err != nil {
+			logger.Error(err, "retrying at the next tick")
+		}
+		if err := a.updateSlotsInUse(ctx); err != nil {
+			logger.Error(err, "updating status.slotsInUse failed")
+		}
+	}
+}
+
+// updateSlotsInUse keeps the informational slotsInUse fresh; the controller
+// counts slots from the runs themselves.
+func (a *Agent) updateSlotsInUse(ctx context.Context) error {
+	node := &harnessv1.HarnessNode{}
+	if err := a.client.Get(ctx, types.NamespacedName{Name: a.opts.NodeName}, node); err != nil {
+		return err
+	}
+	inUse := int32(a.runningCount())
+	if node.Status.SlotsInUse == inUse {
+		return nil
+	}
+	base := node.DeepCopy()
+	node.Status.SlotsInUse = inUse
+	return a.client.Status().Patch(ctx, node, client.MergeFrom(base))
+}

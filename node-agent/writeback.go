@@ -1,0 +1,116 @@
+package nodeagent
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/node-agent/executor"
+)
+
+// finish writes the evidence ConfigMap (owned by the run) and then the
+// terminal status, in one status write.
+func (a *Agent) finish(ctx context.Context, run *harnessv1.HarnessRun, res *executor.Outcome) error {
+	key := client.ObjectKeyFromObject(run)
+	if res.Evidence != nil {
+		name, err := a.writeEvidence(ctx, run, res.Evidence)
+		if err != nil {
+			// The receipt digest stays in status; the evidence itself is
+			// lost, and status says so.
+			res.Status.Message += "; writing the evidence ConfigMap failed: " + err.Error()
+		} else if res.Status.Evidence != nil {
+			res.Status.Evidence.ConfigMapName = name
+		}
+	}
+	var written *harnessv1.HarnessRun
+	// The first try writes over the run as this process last wrote it (the
+	// claim); only when someone changed it since is it read again.
+	cur := run.DeepCopy()
+	fresh := false
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		if fresh {
+			cur = &harnessv1.HarnessRun{}
+			if err := a.apiReader.Get(ctx, key, cur); err != nil {
+				return err
+			}
+		}
+		fresh = true
+		if cur.UID != run.UID || cur.Status.Attempt != run.Status.Attempt || cur.Status.Phase.Terminal() ||
+			cur.Status.NodeName != a.opts.NodeName {
+			return nil // the controller already ended or rebound this attempt
+		}
+		res.Apply(cur, a.opts.Clock.Now())
+		if err := a.client.Status().Update(ctx, cur); err != nil {
+			return err
+		}
+		written = cur
+		return nil
+	})
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("writing the outcome of %s: %w", key, err)
+	}
+	if written == nil {
+		return nil
+	}
+	eventType := corev1.EventTypeNormal
+	if written.Status.Verdict != harnessv1.VerdictPass {
+		eventType = corev1.EventTypeWarning
+	}
+	a.recorder.Eventf(written, nil, eventType, string(written.Status.Phase), "Finish", "%s", written.Status.Message)
+	for _, w := range res.Warnings {
+		a.recorder.Eventf(written, nil, corev1.EventTypeWarning, w.Reason, "Execute", "%s", w.Message)
+	}
+	return nil
+}
+
+// writeEvidence creates (or, for a retried write, updates) the run's
+// evidence ConfigMap, owned by the run so it goes when the run goes.
+func (a *Agent) writeEvidence(ctx context.Context, run *harnessv1.HarnessRun, ev *executor.Evidence) (string, error) {
+	fill := func(cm *corev1.ConfigMap) error {
+		cm.Labels = map[string]string{
+			LabelRunUID:  string(run.UID),
+			LabelAttempt: fmt.Sprint(run.Status.Attempt),
+		}
+		cm.Data, cm.BinaryData = ev.Data, ev.BinaryData
+		return controllerutil.SetControllerReference(run, cm, a.client.Scheme())
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: EvidenceName(run), Namespace: run.Namespace}}
+	if err := fill(cm); err != nil {
+		return "", err
+	}
+	// Create first: the ConfigMap exists already only when an earlier
+	// write of this same outcome was cut off.
+	err := a.client.Create(ctx, cm)
+	if apierrors.IsAlreadyExists(err) {
+		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: EvidenceName(run), Namespace: run.Namespace}}
+		_, err = controllerutil.CreateOrUpdate(ctx, a.client, cm, func() error { return fill(cm) })
+	}
+	return cm.Name, err
+}
+
+// Labels on evidence ConfigMaps.
+const (
+	LabelRunUID  = "harnessfacts.io/run-uid"
+	LabelAttempt = "harnessfacts.io/attempt"
+)
+
+// EvidenceName is the name of the evidence ConfigMap of the run's current
+// attempt.
+func EvidenceName(run *harnessv1.HarnessRun) string {
+	suffix := fmt.Sprintf("-evidence-%d", run.Status.Attempt)
+	name := run.Name
+	if len(name)+len(suffix) > 253 {
+		name = name[:253-len(suffix)]
+	}
+	return name + suffix
+}
