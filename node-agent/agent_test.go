@@ -179,7 +179,8 @@ func TestRegistersTheNodeAndHeartbeats(t *testing.T) {
 		return k8s.Get(ctx, types.NamespacedName{Name: "node-reg"}, node) == nil &&
 			meta.IsStatusConditionTrue(node.Status.Conditions, harnessv1.ConditionNodeReady)
 	})
-	if node.Spec.Slots != 2 || node.Status.OS == "" || len(node.Status.Adapters) != 1 || node.Status.LeaseNamespace != leaseNS {
+	if node.Spec.Slots != 2 || node.Status.OS == "" || len(node.Status.Adapters) != 1 || node.Status.LeaseNamespace != leaseNS ||
+		node.Status.ObservedGeneration != node.Generation {
 		t.Errorf("HarnessNode does not describe the node: spec %+v status %+v", node.Spec, node.Status)
 	}
 	lease := &coordinationv1.Lease{}

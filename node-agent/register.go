@@ -53,9 +53,10 @@ func (a *Agent) register(ctx context.Context) error {
 		st.Labels = labels
 		st.LeaseNamespace = a.opts.LeaseNamespace
 		st.SlotsInUse = int32(a.runningCount())
+		st.ObservedGeneration = node.Generation
 		ready := metav1.Condition{Type: harnessv1.ConditionNodeReady, Status: metav1.ConditionTrue,
 			Reason: harnessv1.ReasonHeartbeat, Message: "the node-agent heartbeats its Lease and a sandbox passed preflight",
-			LastTransitionTime: now}
+			LastTransitionTime: now, ObservedGeneration: node.Generation}
 		if !a.anySandbox() {
 			ready.Status, ready.Reason = metav1.ConditionFalse, harnessv1.ReasonSandboxUnavailable
 			ready.Message = "no sandbox mode passed preflight; see status.sandboxModes"
