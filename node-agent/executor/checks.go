@@ -3,6 +3,8 @@ package executor
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -13,14 +15,32 @@ import (
 // checkOutputBytes bounds what a check's output contributes to status.
 const checkOutputBytes = 4 << 10
 
-// runChecks runs each fixture check in the sandbox after the agent, in the
-// workspace, without network, within probeSeconds. A check cannot be
-// skipped by the agent: the manifest was read before the agent ran.
+// runChecks runs each fixture check after the agent's process tree is gone,
+// in the workspace, without network, within probeSeconds. The agent can
+// neither skip a check (the manifest was read before it ran) nor forge one:
+// fixture.yaml and the verifier part are put in place only now, and each
+// check runs in a fresh sandbox (checkSpec) that holds nothing the agent
+// wrote but the workspace under test.
 func (a *attempt) runChecks(ctx context.Context) []harnessv1.CheckResult {
+	checks := a.fix.Manifest.Checks
+	if len(checks) == 0 {
+		return nil
+	}
 	var results []harnessv1.CheckResult
-	for _, c := range a.fix.Manifest.Checks {
-		spec := a.e.baseSpec(a.dir, harnessv1.EgressNone)
-		spec.Network = sandbox.NetworkNone
+	tests, err := a.fix.MaterializeChecks(a.dir)
+	if err != nil {
+		for _, c := range checks {
+			results = append(results, harnessv1.CheckResult{Name: c.Name,
+				Message: truncate("the check could not run: the fixture's verifier part could not be put in place: "+err.Error(), 1024)})
+		}
+		return results
+	}
+	for i, c := range checks {
+		spec, err := a.checkSpec(i, tests)
+		if err != nil {
+			results = append(results, harnessv1.CheckResult{Name: c.Name, Message: truncate("the check could not run: "+err.Error(), 1024)})
+			continue
+		}
 		spec.Argv = c.Argv()
 		spec.Limits = sandbox.Limits{
 			MemoryBytes:  a.limits.Memory.Value(),
@@ -58,4 +78,66 @@ func (a *attempt) runChecks(ctx context.Context) []harnessv1.CheckResult {
 		}
 	}
 	return results
+}
+
+// checkGitConfig turns off what git would run from a repository the agent
+// wrote (the workspace's .git): hooks and a filesystem monitor. Settings
+// from the environment win over the repository's own config.
+var checkGitConfig = []string{
+	"GIT_CONFIG_NOSYSTEM=1",
+	"GIT_CONFIG_COUNT=2",
+	"GIT_CONFIG_KEY_0=core.hooksPath", "GIT_CONFIG_VALUE_0=/dev/null",
+	"GIT_CONFIG_KEY_1=core.fsmonitor", "GIT_CONFIG_VALUE_1=false",
+}
+
+// checkSpec is a fresh sandbox for check i: its own empty HOME, TMPDIR and
+// XDG folders (the agent's home, where startup hooks such as Python's
+// usercustomize.py, `go env -w` settings or a ~/.gitconfig would sit, is
+// not there), the node's PATH (read-only system folders, not the adapter's
+// CLI folders), no network, and of the run dir only the workspace and the
+// fixture's folder (read-only, now with its verifier part, found as
+// $HARNESSFACTS_TESTS).
+func (a *attempt) checkSpec(i int, tests string) (sandbox.Spec, error) {
+	root := a.dir.Join(fmt.Sprintf("check-%d", i))
+	home, tmp := filepath.Join(root, "home"), filepath.Join(root, "tmp")
+	xdg := [][2]string{
+		{"XDG_CONFIG_HOME", filepath.Join(home, ".config")},
+		{"XDG_DATA_HOME", filepath.Join(home, ".local", "share")},
+		{"XDG_STATE_HOME", filepath.Join(home, ".local", "state")},
+		{"XDG_CACHE_HOME", filepath.Join(home, ".cache")},
+	}
+	dirs := []string{home, tmp}
+	for _, x := range xdg {
+		dirs = append(dirs, x[1])
+	}
+	for _, d := range dirs {
+		// The run dir's top level is the node-agent's alone: the agent
+		// could not have put anything there.
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return sandbox.Spec{}, fmt.Errorf("making the check's fresh home: %w", err)
+		}
+	}
+	if err := os.Chmod(root, 0o711); err != nil {
+		return sandbox.Spec{}, err
+	}
+	spec := a.e.baseSpec(a.dir, harnessv1.EgressNone)
+	spec.Network = sandbox.NetworkNone
+	spec.Env = append([]string{
+		"PATH=" + a.e.opts.Path,
+		"HOME=" + home,
+		"USER=harnessfacts",
+		"LOGNAME=harnessfacts",
+		"LANG=C.UTF-8",
+		"TERM=dumb",
+		"TMPDIR=" + tmp,
+		"HARNESSFACTS_RUN=" + a.dir.Path,
+		"HARNESSFACTS_FIXTURE=" + a.dir.FixtureDir(),
+		"HARNESSFACTS_TESTS=" + tests,
+	}, checkGitConfig...)
+	for _, x := range xdg {
+		spec.Env = append(spec.Env, x[0]+"="+x[1])
+	}
+	spec.ReadWrite = []string{a.dir.Workspace(), home, tmp}
+	spec.ReadOnly = []string{a.dir.FixtureDir()}
+	return spec, nil
 }
