@@ -98,7 +98,7 @@ type egressProxy struct {
 
 func serveEgress(dir *fixture.RunDir, allow *egress.AllowList) (*egressProxy, error) {
 	px := &egressProxy{proxy: egress.New(egress.Options{Allow: allow}), socket: dir.Socket(fixture.SocketEgress), done: make(chan struct{})}
-	ln, err := listenUnix(px.socket)
+	ln, err := listenBounded(px.socket, egressChannel)
 	if err != nil {
 		return nil, err
 	}

@@ -67,7 +67,7 @@ func (e *Executor) serveMCP(ctx context.Context, dir *fixture.RunDir, transport 
 		u := strings.TrimPrefix(srv.URL, "http://")
 		hostPort, path, _ := strings.Cut(u, "/")
 		s.httpSocket = dir.Socket(fixture.SocketMCPHTTP)
-		ln, err := listenUnix(s.httpSocket)
+		ln, err := listenBounded(s.httpSocket, httpMCPChannel)
 		if err != nil {
 			_ = srv.Shutdown(ctx)
 			return nil, err
@@ -83,7 +83,7 @@ func (e *Executor) serveMCP(ctx context.Context, dir *fixture.RunDir, transport 
 		s.token = token
 		s.receipts = mcp.NewReceipts(harnessv1.MCPTransportStdio, maxCalls)
 		sock := dir.Socket(fixture.SocketMCPStdio)
-		ln, err := listenUnix(sock)
+		ln, err := listenBounded(sock, stdioMCPChannel)
 		if err != nil {
 			return nil, err
 		}

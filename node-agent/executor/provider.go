@@ -55,7 +55,7 @@ func startProviderBridge(socket, rawURL string) (*providerBridge, error) {
 		return nil, err
 	}
 	b := &providerBridge{listen: listen, socket: socket, done: make(chan struct{})}
-	if b.ln, err = listenUnix(b.socket); err != nil {
+	if b.ln, err = listenBounded(b.socket, providerChannel); err != nil {
 		return nil, err
 	}
 	go func() {
