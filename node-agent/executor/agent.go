@@ -26,12 +26,11 @@ type ran struct {
 	out         *output
 	egressStats *egress.Stats // nil when the run had no egress proxy
 
-	checks       []harnessv1.CheckResult
-	artifacts    []artifacts.Result
-	artifactData map[string][]byte
-	mcp          mcp.Summary
-	tokenSeen    bool
-	activity     adapters.Activity
+	checks    []harnessv1.CheckResult
+	artifacts []artifacts.Result
+	mcp       mcp.Summary
+	tokenSeen bool
+	activity  adapters.Activity
 }
 
 // prepareAgent has the run's adapter turn the run into a command line,
@@ -89,7 +88,11 @@ func (a *attempt) runAgent(ctx context.Context) (*ran, error) {
 		MaxProcesses: int64(a.limits.MaxProcesses),
 		Timeout:      time.Duration(a.limits.EpisodeSeconds) * time.Second,
 	}
-	out := newOutput(a.redactor, a.mcp.token, a.limits.MaxOutputBytes)
+	out, err := newSpooledOutput(a.redactor, a.mcp.token, a.limits.MaxOutputBytes, a.dir.Path)
+	if err != nil {
+		return nil, fail(harnessv1.ReasonRunDirFailed, fmt.Errorf("the agent's output cannot be kept: %w", err))
+	}
+	a.deferCleanup(out.release)
 	spec.Stdout, spec.Stderr = out.writer(), out.writer()
 	res, runErr := a.runner.Run(ctx, spec)
 	out.close()

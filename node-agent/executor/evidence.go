@@ -27,7 +27,7 @@ func (a *attempt) evidence(in *ran, st *harnessv1.HarnessRunStatus) (*Evidence, 
 		Timings: evidence.Timings{Started: a.started, Finished: time.Now(),
 			AgentMilliseconds: in.agent.Duration.Milliseconds()},
 		Exit:   evidence.Exit{TimedOut: in.agent.TimedOut, OOMKilled: in.agent.OOMKilled},
-		Output: evidence.Output{Truncated: in.out.capture.Truncated()},
+		Output: evidence.Output{Truncated: in.out.truncated()},
 		MCP:    evidence.MCP{Summary: in.mcp, TokenSeen: in.tokenSeen},
 		Checks: in.checks,
 	}
@@ -41,7 +41,7 @@ func (a *attempt) evidence(in *ran, st *harnessv1.HarnessRunStatus) (*Evidence, 
 	if st.Agent != nil {
 		r.Exit.ExitCode, r.Exit.Signal = st.Agent.ExitCode, st.Agent.Signal
 	}
-	b, err := evidence.Seal(r, in.out.bytes(), in.artifacts, 0)
+	b, err := evidence.SealLog(r, in.out.log(), in.artifacts, 0)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -234,11 +234,12 @@ func (a *attempt) do(ctx context.Context) *Outcome {
 	if res.stop == nil && !res.agent.TimedOut {
 		res.checks = a.runChecks(ctx)
 	}
-	res.artifacts, res.artifactData = a.collectArtifacts()
+	var artifactsSeen bool
+	res.artifacts, artifactsSeen = a.collectArtifacts()
 	res.mcp = a.mcp.summary()
-	res.tokenSeen = a.mcp.token != "" && (res.out.tokenSeen() || tokenIn(a.mcp.token, res.artifactData))
+	res.tokenSeen = a.mcp.token != "" && (res.out.tokenSeen() || artifactsSeen)
 	if r, ok := a.adapter.(adapters.ActivityReader); ok {
-		res.activity = r.Activity(res.out.bytes())
+		res.activity = r.Activity(res.out.activityLog())
 	}
 	return a.verdict(res)
 }

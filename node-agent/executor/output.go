@@ -4,25 +4,35 @@ import (
 	"io"
 	"sync"
 
+	"github.com/harnessfacts/harnessfacts/node-agent/evidence"
 	"github.com/harnessfacts/harnessfacts/node-agent/mcp"
 	"github.com/harnessfacts/harnessfacts/node-agent/redact"
+	"github.com/harnessfacts/harnessfacts/node-agent/spool"
 	"github.com/harnessfacts/harnessfacts/sandbox"
 )
+
+// maxActivityLog bounds what an adapter's Activity reads of a spooled log:
+// all of it up to this, else its head and tail halves.
+const maxActivityLog = 16 << 20
 
 // output is the agent's combined stdout and stderr on their way to storage:
 // raw → token watcher (the token must be seen before anything could hide
 // it) → redactor → bounded capture. Both streams go through one lock, so the
 // log reads as a terminal would show it and a secret split between the two
-// streams is still one secret to the redactor.
+// streams is still one secret to the redactor. The agent's log is kept in
+// a spool (a file), a check's few KiB in memory: the node-agent's memory
+// does not follow limits.maxOutputBytes.
 type output struct {
 	mu      sync.Mutex
 	watcher *mcp.TokenWatcher
 	redact  io.WriteCloser
-	capture *sandbox.Capture
+	capture *sandbox.Capture // a check's
+	spool   *spool.Spool     // the agent's
 	closed  bool
 	raw     int64
 }
 
+// newOutput keeps up to limit bytes in memory: for a check's output.
 func newOutput(red *redact.Redactor, token string, limit int64) *output {
 	o := &output{capture: sandbox.NewCapture(int(limit))}
 	if token != "" {
@@ -30,6 +40,21 @@ func newOutput(red *redact.Redactor, token string, limit int64) *output {
 	}
 	o.redact = red.NewWriter(o.capture)
 	return o
+}
+
+// newSpooledOutput keeps up to limit bytes in an unlinked file in dir (the
+// run dir, which the agent does not see): for the agent's output.
+func newSpooledOutput(red *redact.Redactor, token string, limit int64, dir string) (*output, error) {
+	sp, err := spool.New(dir, limit)
+	if err != nil {
+		return nil, err
+	}
+	o := &output{spool: sp}
+	if token != "" {
+		o.watcher = mcp.NewTokenWatcher(token)
+	}
+	o.redact = red.NewWriter(sp)
+	return o, nil
 }
 
 // writer returns the io.Writer to give the sandbox for stdout or stderr.
@@ -75,14 +100,53 @@ func (o *output) rawBytes() int64 {
 	return o.raw
 }
 
-// bytes is the redacted, bounded log.
-func (o *output) bytes() []byte { return o.capture.Bytes() }
+// truncated reports whether output beyond the limit was dropped.
+func (o *output) truncated() bool {
+	if o.spool != nil {
+		return o.spool.Truncated()
+	}
+	return o.capture.Truncated()
+}
+
+// log is the redacted, bounded log for the evidence.
+func (o *output) log() evidence.Log {
+	if o.spool != nil {
+		return o.spool
+	}
+	return evidence.BytesLog(o.capture.Bytes())
+}
+
+// activityLog is what an adapter's Activity reads: the whole log up to
+// maxActivityLog, else its head and tail.
+func (o *output) activityLog() []byte {
+	if o.spool == nil {
+		return o.capture.Bytes()
+	}
+	if o.spool.Size() <= maxActivityLog {
+		b, _ := o.spool.Head(maxActivityLog)
+		return b
+	}
+	head, _ := o.spool.Head(maxActivityLog / 2)
+	tail, _ := o.spool.Tail(maxActivityLog / 2)
+	return append(append(append([]byte(nil), head...), '\n'), tail...)
+}
 
 // tail is the end of the redacted log, at most n bytes.
 func (o *output) tail(n int) []byte {
+	if o.spool != nil {
+		b, _ := o.spool.Tail(n)
+		return b
+	}
 	b := o.capture.Bytes()
 	if len(b) > n {
 		b = b[len(b)-n:]
 	}
 	return b
+}
+
+// release closes the agent's spool.
+func (o *output) release() {
+	if o.spool != nil {
+		_ = o.spool.Close()
+	}
 }

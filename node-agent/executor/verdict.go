@@ -52,7 +52,7 @@ func (a *attempt) verdict(in *ran) *Outcome {
 		OOMKilled: in.agent.OOMKilled, TimedOut: in.agent.TimedOut,
 		DurationMilliseconds: in.agent.Duration.Milliseconds(),
 		OutputBytes:          in.out.rawBytes(),
-		Truncated:            in.out.capture.Truncated(),
+		Truncated:            in.out.truncated(),
 		OutputTail:           validUTF8(in.out.tail(outputTailBytes)),
 		Turns:                in.activity.Turns,
 		ToolCalls:            in.activity.ToolCalls,
