@@ -62,6 +62,9 @@ func (a *Agent) register(ctx context.Context) error {
 			ready.Message = "no sandbox mode passed preflight; see status.sandboxModes"
 		}
 		meta.SetStatusCondition(&st.Conditions, ready)
+		// A preflight's message or a CLI's version line is the node's to
+		// print: cut to the schema so the write cannot fail on it.
+		st.Fit()
 		return a.client.Status().Update(ctx, node)
 	})
 }

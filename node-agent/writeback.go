@@ -47,6 +47,9 @@ func (a *Agent) finish(ctx context.Context, run *harnessv1.HarnessRun, res *exec
 			return nil // the controller already ended or rebound this attempt
 		}
 		res.Apply(cur, a.opts.Clock.Now())
+		// A message over its schema bound would fail the whole write, and
+		// the run could never end.
+		cur.Status.Fit()
 		if err := a.client.Status().Update(ctx, cur); err != nil {
 			return err
 		}
