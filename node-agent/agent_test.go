@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -33,6 +35,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	before := goleak.IgnoreCurrent()
 	var err error
 	env, err = testenv.Start()
 	if err != nil {
@@ -50,6 +53,14 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	_ = env.Stop()
+	// Every attempt the Agent started has ended and written its outcome
+	// once its manager stopped: no goroutine of ours may outlive it.
+	if code == 0 {
+		if err := goleak.Find(before); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutines left behind:", err)
+			code = 1
+		}
+	}
 	os.Exit(code)
 }
 

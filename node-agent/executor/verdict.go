@@ -94,12 +94,8 @@ func (a *attempt) verdict(in *ran) *Outcome {
 
 	// Checks and artifacts.
 	st.Checks = in.checks
-	allPassed := true
-	for _, c := range in.checks {
-		allPassed = allPassed && c.Passed
-	}
 	if len(in.checks) > 0 {
-		if allPassed {
+		if allPassed(in.checks) {
 			setCondition(st, harnessv1.ConditionChecksPassed, true, harnessv1.ReasonChecksPassed, fmt.Sprintf("%d checks passed", len(in.checks)))
 		} else {
 			setCondition(st, harnessv1.ConditionChecksPassed, false, harnessv1.ReasonChecksFailed, failedChecks(in.checks))
@@ -109,53 +105,17 @@ func (a *attempt) verdict(in *ran) *Outcome {
 		st.Artifacts = append(st.Artifacts, r.Status())
 	}
 
-	// Verdict: the first reason that applies, in the order a user reads them.
-	exitedOK := ag.ExitCode != nil && *ag.ExitCode == 0
-	switch {
-	case in.stop != nil:
-		// Stopping is nobody's failure: no failure class, never retried.
-		st.Phase, st.Verdict = harnessv1.RunFailed, harnessv1.VerdictError
-		st.Reason, st.Message = in.stop.Reason, in.stop.Message+"; the agent's process tree was killed"
-	case in.agent.TimedOut:
-		st.Phase, st.Verdict, st.FailureClass = harnessv1.RunFailed, harnessv1.VerdictError, harnessv1.FailureTimeout
-		st.Reason = harnessv1.ReasonDeadlineExceeded
-		st.Message = fmt.Sprintf("the agent did not finish within limits.episodeSeconds (%ds) and was killed", a.limits.EpisodeSeconds)
-	case !exitedOK:
-		st.Phase, st.Verdict, st.FailureClass = harnessv1.RunSucceeded, harnessv1.VerdictFail, harnessv1.FailureAgent
-		st.Reason = harnessv1.ReasonAgentFailed
-		switch {
-		case ag.OOMKilled:
-			st.Message = fmt.Sprintf("the agent was killed at its memory limit (%s)", a.limits.Memory.String())
-		case ag.Signal != "":
-			st.Message = "the agent was killed by " + ag.Signal
-		default:
-			st.Message = fmt.Sprintf("the agent exited with code %d", in.agent.ExitCode)
-		}
-	case a.inv != nil && a.inv.MCPUnsupported:
-		// Before the checks: a fixture that needs MCP fails its checks when
-		// the CLI has none, and the reason to read first is why.
-		st.Phase, st.Verdict, st.FailureClass = harnessv1.RunSucceeded, harnessv1.VerdictFail, harnessv1.FailureAgent
-		st.Reason, st.Message = harnessv1.ReasonMCPUnsupported, st.MCP.Message
-		if !allPassed {
-			st.Message += "; " + failedChecks(in.checks)
-		}
-	case !allPassed:
-		st.Phase, st.Verdict, st.FailureClass = harnessv1.RunSucceeded, harnessv1.VerdictFail, harnessv1.FailureCheck
-		st.Reason, st.Message = harnessv1.ReasonChecksFailed, failedChecks(in.checks)
-	case wantMCP && !in.tokenSeen:
-		st.Phase, st.Verdict, st.FailureClass = harnessv1.RunSucceeded, harnessv1.VerdictFail, harnessv1.FailureAgent
-		st.Reason, st.Message = harnessv1.ReasonTokenNotSeen, st.MCP.Message
-	default:
-		st.Phase, st.Verdict = harnessv1.RunSucceeded, harnessv1.VerdictPass
-		st.Reason = harnessv1.ReasonCompleted
-		st.Message = fmt.Sprintf("the agent finished and %d checks passed", len(in.checks))
-		if wantMCP {
-			st.Message += "; the MCP token was seen"
-		}
+	// Verdict: a pure function of what the attempt found.
+	j := judgement{
+		Stop: in.stop, TimedOut: in.agent.TimedOut, OOMKilled: ag.OOMKilled, Signal: ag.Signal,
+		Exited: ag.ExitCode != nil, ExitCode: in.agent.ExitCode,
+		MCPUnsupported: a.inv != nil && a.inv.MCPUnsupported, WantMCP: wantMCP, TokenSeen: in.tokenSeen,
+		MCPMessage: st.MCP.Message, Checks: in.checks,
+		EpisodeSeconds: a.limits.EpisodeSeconds, Memory: a.limits.Memory.String(),
+		Unsandboxed: a.runner.Mode() == sandbox.ModePlain,
 	}
-	if a.runner.Mode() == sandbox.ModePlain {
-		st.Message += " (UNSANDBOXED: see condition Sandboxed)"
-	}
+	v := judge(j)
+	st.Phase, st.Verdict, st.FailureClass, st.Reason, st.Message = v.Phase, v.Verdict, v.FailureClass, v.Reason, v.Message
 	st.Message = a.redactor.String(st.Message)
 
 	ev, digests, err := a.evidence(in, st)
@@ -201,3 +161,100 @@ func failedChecks(checks []harnessv1.CheckResult) string {
 // validUTF8 keeps status strings valid: the API server stores strings, and a
 // cut in the middle of a character would otherwise turn into garbage.
 func validUTF8(b []byte) string { return strings.ToValidUTF8(string(b), "\uFFFD") }
+
+// judgement is all the verdict depends on.
+type judgement struct {
+	// Stop is why the run was stopped (cancelled, deleted); nil if not.
+	Stop *StopCause
+	// TimedOut, OOMKilled and Signal say how the agent ended, when it did
+	// not exit by itself; Exited says it did, with ExitCode.
+	TimedOut  bool
+	OOMKilled bool
+	Signal    string
+	Exited    bool
+	ExitCode  int
+	// MCPUnsupported: the agent's CLI cannot use the run's MCP server.
+	MCPUnsupported bool
+	// WantMCP: the run has an MCP server; TokenSeen: its token appeared in
+	// the agent's output or artifacts; MCPMessage is status.mcp.message.
+	WantMCP    bool
+	TokenSeen  bool
+	MCPMessage string
+	Checks     []harnessv1.CheckResult
+	// EpisodeSeconds and Memory are the limits, for the messages.
+	EpisodeSeconds int32
+	Memory         string
+	// Unsandboxed: the agent ran in the plain fallback.
+	Unsandboxed bool
+}
+
+// verdict is the judgement's result: status' phase, verdict, failure class,
+// reason and message.
+type verdict struct {
+	Phase        harnessv1.RunPhase
+	Verdict      harnessv1.Verdict
+	FailureClass harnessv1.FailureClass
+	Reason       string
+	Message      string
+}
+
+// judge is the product's judgement order: the first reason that applies,
+// in the order a user reads them. A stop, a timeout and the agent's own
+// failure come before what the agent did; an MCP server the CLI cannot use
+// comes before the checks (which then fail because of it); the checks come
+// before the token.
+func judge(j judgement) verdict {
+	var v verdict
+	switch {
+	case j.Stop != nil:
+		// Stopping is nobody's failure: no failure class, never retried.
+		v = verdict{Phase: harnessv1.RunFailed, Verdict: harnessv1.VerdictError,
+			Reason: j.Stop.Reason, Message: j.Stop.Message + "; the agent's process tree was killed"}
+	case j.TimedOut:
+		v = verdict{Phase: harnessv1.RunFailed, Verdict: harnessv1.VerdictError, FailureClass: harnessv1.FailureTimeout,
+			Reason:  harnessv1.ReasonDeadlineExceeded,
+			Message: fmt.Sprintf("the agent did not finish within limits.episodeSeconds (%ds) and was killed", j.EpisodeSeconds)}
+	case !j.Exited || j.ExitCode != 0:
+		v = verdict{Phase: harnessv1.RunSucceeded, Verdict: harnessv1.VerdictFail, FailureClass: harnessv1.FailureAgent,
+			Reason: harnessv1.ReasonAgentFailed}
+		switch {
+		case j.OOMKilled:
+			v.Message = fmt.Sprintf("the agent was killed at its memory limit (%s)", j.Memory)
+		case j.Signal != "":
+			v.Message = "the agent was killed by " + j.Signal
+		default:
+			v.Message = fmt.Sprintf("the agent exited with code %d", j.ExitCode)
+		}
+	case j.MCPUnsupported:
+		v = verdict{Phase: harnessv1.RunSucceeded, Verdict: harnessv1.VerdictFail, FailureClass: harnessv1.FailureAgent,
+			Reason: harnessv1.ReasonMCPUnsupported, Message: j.MCPMessage}
+		if !allPassed(j.Checks) {
+			v.Message += "; " + failedChecks(j.Checks)
+		}
+	case !allPassed(j.Checks):
+		v = verdict{Phase: harnessv1.RunSucceeded, Verdict: harnessv1.VerdictFail, FailureClass: harnessv1.FailureCheck,
+			Reason: harnessv1.ReasonChecksFailed, Message: failedChecks(j.Checks)}
+	case j.WantMCP && !j.TokenSeen:
+		v = verdict{Phase: harnessv1.RunSucceeded, Verdict: harnessv1.VerdictFail, FailureClass: harnessv1.FailureAgent,
+			Reason: harnessv1.ReasonTokenNotSeen, Message: j.MCPMessage}
+	default:
+		v = verdict{Phase: harnessv1.RunSucceeded, Verdict: harnessv1.VerdictPass, Reason: harnessv1.ReasonCompleted,
+			Message: fmt.Sprintf("the agent finished and %d checks passed", len(j.Checks))}
+		if j.WantMCP {
+			v.Message += "; the MCP token was seen"
+		}
+	}
+	if j.Unsandboxed {
+		v.Message += " (UNSANDBOXED: see condition Sandboxed)"
+	}
+	return v
+}
+
+func allPassed(checks []harnessv1.CheckResult) bool {
+	for _, c := range checks {
+		if !c.Passed {
+			return false
+		}
+	}
+	return true
+}

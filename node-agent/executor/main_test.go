@@ -1,0 +1,11 @@
+package executor
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain fails the package when a test leaves a goroutine behind (a relay,
+// a proxy, an MCP server that outlives its attempt).
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

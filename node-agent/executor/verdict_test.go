@@ -1,0 +1,110 @@
+package executor
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+)
+
+// TestJudgementOrder covers the whole judgement order: each failure class,
+// which reason wins when several apply, the plain fallback, an unseen
+// token, an MCP server the CLI cannot use, OOM and timeout.
+func TestJudgementOrder(t *testing.T) {
+	passed := []harnessv1.CheckResult{{Name: "a", Passed: true}, {Name: "b", Passed: true}}
+	failing := []harnessv1.CheckResult{{Name: "a", Passed: true}, {Name: "b"}}
+	ok := judgement{Exited: true, Checks: passed, WantMCP: true, TokenSeen: true, EpisodeSeconds: 60, Memory: "2Gi"}
+	with := func(f func(*judgement)) judgement { j := ok; f(&j); return j }
+	stop := &StopCause{Reason: harnessv1.ReasonCancelled, Message: "spec.cancel stopped the run"}
+
+	cases := []struct {
+		name    string
+		in      judgement
+		phase   harnessv1.RunPhase
+		verdict harnessv1.Verdict
+		class   harnessv1.FailureClass
+		reason  string
+		message string // the whole message when it starts with "=", else a part of it
+	}{
+		{"pass", ok, harnessv1.RunSucceeded, harnessv1.VerdictPass, "", harnessv1.ReasonCompleted,
+			"=the agent finished and 2 checks passed; the MCP token was seen"},
+		{"pass without MCP or checks", judgement{Exited: true}, harnessv1.RunSucceeded, harnessv1.VerdictPass, "", harnessv1.ReasonCompleted,
+			"=the agent finished and 0 checks passed"},
+		{"a stop before everything", with(func(j *judgement) {
+			j.Stop, j.TimedOut, j.OOMKilled, j.ExitCode, j.Checks, j.TokenSeen = stop, true, true, 137, failing, false
+		}), harnessv1.RunFailed, harnessv1.VerdictError, "", harnessv1.ReasonCancelled,
+			"=spec.cancel stopped the run; the agent's process tree was killed"},
+		{"a timeout before the agent's failure", with(func(j *judgement) {
+			j.TimedOut, j.Exited, j.Signal, j.Checks = true, false, "signal 9", failing
+		}), harnessv1.RunFailed, harnessv1.VerdictError, harnessv1.FailureTimeout, harnessv1.ReasonDeadlineExceeded,
+			"=the agent did not finish within limits.episodeSeconds (60s) and was killed"},
+		{"OOM before its signal", with(func(j *judgement) { j.Exited, j.OOMKilled, j.Signal = false, true, "signal 9" }),
+			harnessv1.RunSucceeded, harnessv1.VerdictFail, harnessv1.FailureAgent, harnessv1.ReasonAgentFailed,
+			"=the agent was killed at its memory limit (2Gi)"},
+		{"a signal", with(func(j *judgement) { j.Exited, j.Signal = false, "signal 11" }),
+			harnessv1.RunSucceeded, harnessv1.VerdictFail, harnessv1.FailureAgent, harnessv1.ReasonAgentFailed,
+			"=the agent was killed by signal 11"},
+		{"an exit code before the checks and the token", with(func(j *judgement) { j.ExitCode, j.Checks, j.TokenSeen = 3, failing, false }),
+			harnessv1.RunSucceeded, harnessv1.VerdictFail, harnessv1.FailureAgent, harnessv1.ReasonAgentFailed,
+			"=the agent exited with code 3"},
+		{"MCP unsupported before the checks it fails", with(func(j *judgement) {
+			j.MCPUnsupported, j.MCPMessage, j.Checks, j.TokenSeen = true, "this CLI has no MCP client", failing, false
+		}), harnessv1.RunSucceeded, harnessv1.VerdictFail, harnessv1.FailureAgent, harnessv1.ReasonMCPUnsupported,
+			"=this CLI has no MCP client; 1 of 2 checks failed: b"},
+		{"MCP unsupported with passing checks", with(func(j *judgement) {
+			j.MCPUnsupported, j.MCPMessage, j.TokenSeen = true, "this CLI has no MCP client", false
+		}), harnessv1.RunSucceeded, harnessv1.VerdictFail, harnessv1.FailureAgent, harnessv1.ReasonMCPUnsupported,
+			"=this CLI has no MCP client"},
+		{"checks before the token", with(func(j *judgement) { j.Checks, j.TokenSeen = failing, false }),
+			harnessv1.RunSucceeded, harnessv1.VerdictFail, harnessv1.FailureCheck, harnessv1.ReasonChecksFailed,
+			"=1 of 2 checks failed: b"},
+		{"token not seen", with(func(j *judgement) { j.TokenSeen, j.MCPMessage = false, "the token never appeared" }),
+			harnessv1.RunSucceeded, harnessv1.VerdictFail, harnessv1.FailureAgent, harnessv1.ReasonTokenNotSeen,
+			"=the token never appeared"},
+		{"a token without an MCP server is not asked for", with(func(j *judgement) { j.WantMCP, j.TokenSeen = false, false }),
+			harnessv1.RunSucceeded, harnessv1.VerdictPass, "", harnessv1.ReasonCompleted,
+			"=the agent finished and 2 checks passed"},
+		{"the fallback passes, loudly", with(func(j *judgement) { j.Unsandboxed = true }),
+			harnessv1.RunSucceeded, harnessv1.VerdictPass, "", harnessv1.ReasonCompleted,
+			"=the agent finished and 2 checks passed; the MCP token was seen (UNSANDBOXED: see condition Sandboxed)"},
+		{"the fallback fails, loudly", with(func(j *judgement) { j.Unsandboxed, j.Checks = true, failing }),
+			harnessv1.RunSucceeded, harnessv1.VerdictFail, harnessv1.FailureCheck, harnessv1.ReasonChecksFailed,
+			"=1 of 2 checks failed: b (UNSANDBOXED: see condition Sandboxed)"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			v := judge(tc.in)
+			if v.Phase != tc.phase || v.Verdict != tc.verdict || v.FailureClass != tc.class || v.Reason != tc.reason {
+				t.Errorf("got %s/%s/%q/%s, want %s/%s/%q/%s", v.Phase, v.Verdict, v.FailureClass, v.Reason,
+					tc.phase, tc.verdict, tc.class, tc.reason)
+			}
+			if want, whole := strings.CutPrefix(tc.message, "="); whole && v.Message != want {
+				t.Errorf("message %q, want %q", v.Message, want)
+			} else if !whole && !strings.Contains(v.Message, tc.message) {
+				t.Errorf("message %q, want it to contain %q", v.Message, tc.message)
+			}
+		})
+	}
+}
+
+// TestFailureCarriesItsReason: a step's typed failure becomes the
+// outcome's reason and message, and keeps its cause for errors.Is.
+func TestFailureCarriesItsReason(t *testing.T) {
+	cause := errors.New("no such ConfigMap")
+	err := fail(harnessv1.ReasonBadFixture, fmt.Errorf("the fixture cannot be used: %w", cause))
+	if !errors.Is(err, cause) {
+		t.Errorf("%v does not wrap its cause", err)
+	}
+	out := failed(err)
+	st := out.Status
+	if st.Phase != harnessv1.RunFailed || st.Verdict != harnessv1.VerdictError || st.FailureClass != harnessv1.FailureInfrastructure ||
+		st.Reason != harnessv1.ReasonBadFixture || st.Message != "the fixture cannot be used: no such ConfigMap" {
+		t.Errorf("outcome %+v", st)
+	}
+	// An error no step typed is a bug of the executor, and says so.
+	if st := failed(cause).Status; st.Reason != harnessv1.ReasonExecutorPanic || st.FailureClass != harnessv1.FailureInfrastructure {
+		t.Errorf("an untyped error: %+v", st)
+	}
+}
