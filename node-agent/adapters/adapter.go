@@ -1,7 +1,7 @@
 // Package adapters turns a HarnessRun's agent spec into the command line,
 // environment and config files of one agent CLI, inside the run's isolated
-// home. One file per CLI; this node-agent ships the exec adapter,
-// which runs any command.
+// home. One file per CLI: Claude Code, Codex, Gemini CLI, OpenCode, Aider,
+// Antigravity, and exec, which runs any command (see Default).
 package adapters
 
 import (
