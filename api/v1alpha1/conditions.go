@@ -111,6 +111,11 @@ const (
 	ReasonIsolationFallback = "IsolationFallback"
 	// ReasonCancelled: spec.cancel stopped the run.
 	ReasonCancelled = "Cancelled"
+	// ReasonPolicyViolation: the controller refused the run before binding
+	// it: it breaks a rule of a HarnessPolicy that selects its namespace
+	// (the message names each). Admission refuses such runs; this catches
+	// those admitted before the policy was made or tightened.
+	ReasonPolicyViolation = "PolicyViolation"
 	// ReasonDeleted: the run was deleted while it ran.
 	ReasonDeleted = "Deleted"
 	// ReasonStopped: the node-agent stopped the run after StopRequested.

@@ -1,0 +1,137 @@
+package v1alpha1
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"sort"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// PolicyViolation is one rule of a HarnessPolicy that a run breaks.
+type PolicyViolation struct {
+	// Policy is the HarnessPolicy's name.
+	Policy string
+	// Rule is the rule's field path in the policy, e.g. limits.maxMemory.
+	Rule string
+	// Message says what the run asks and what the rule allows.
+	Message string
+}
+
+// String is the refusal as the admission policy words it.
+func (v PolicyViolation) String() string {
+	return "HarnessPolicy " + v.Policy + " rule " + v.Rule + ": " + v.Message
+}
+
+// Selects reports whether the policy governs a namespace with these labels.
+// A selector the API server let through but that cannot be evaluated (an In
+// without values) selects nothing, with the error.
+func (p *HarnessPolicy) Selects(namespaceLabels map[string]string) (bool, error) {
+	sel, err := metav1.LabelSelectorAsSelector(&p.Spec.NamespaceSelector)
+	if err != nil {
+		return false, fmt.Errorf("HarnessPolicy %s: namespaceSelector: %w", p.Name, err)
+	}
+	return sel.Matches(labels.Set(namespaceLabels)), nil
+}
+
+// Violations lists the rules of p that a run with spec breaks, in the order
+// the chart's admission policy checks them, with the same words. Limits are
+// judged as the run sets them (a limit it leaves unset is resolved from its
+// fixture on the node). fairShare and spend are not rules a run can break.
+func (p *HarnessPolicy) Violations(spec *HarnessRunSpec) []PolicyViolation {
+	var out []PolicyViolation
+	add := func(rule, format string, args ...any) {
+		out = append(out, PolicyViolation{Policy: p.Name, Rule: rule, Message: fmt.Sprintf(format, args...)})
+	}
+	ps := &p.Spec
+	if ps.Isolation != nil && ps.Isolation.ForbidFallback && spec.Isolation.Policy == IsolationAllowFallback {
+		add("isolation.forbidFallback", "isolation.policy AllowFallback is not allowed: agents run sandboxed or not at all")
+	}
+	if n := ps.Network; n != nil {
+		if n.ForbidUnrestricted && spec.Network.Egress == EgressUnrestricted {
+			add("network.forbidUnrestricted", "network.egress Unrestricted is not allowed")
+		}
+		if len(n.AllowedHosts) > 0 {
+			var outside []string
+			for _, h := range spec.Network.AllowHosts {
+				if !hostListed(n.AllowedHosts, h) {
+					outside = append(outside, h)
+				}
+			}
+			if len(outside) > 0 {
+				add("network.allowedHosts", "network.allowHosts %s not in %s", strings.Join(outside, ", "), strings.Join(n.AllowedHosts, ", "))
+			}
+			if u := spec.Agent.ProviderURL; u != "" && !urlListed(n.AllowedHosts, u) {
+				add("network.allowedHosts", "agent.providerURL %s has a host not in %s", u, strings.Join(n.AllowedHosts, ", "))
+			}
+		}
+	}
+	if len(ps.Adapters) > 0 && !slices.Contains(ps.Adapters, spec.Agent.Adapter) {
+		names := make([]string, len(ps.Adapters))
+		for i, a := range ps.Adapters {
+			names[i] = string(a)
+		}
+		add("adapters", "adapter %s is not allowed (allowed: %s)", spec.Agent.Adapter, strings.Join(names, ", "))
+	}
+	if len(ps.RequiredNodeSelector) > 0 {
+		var missing []string
+		for k, v := range ps.RequiredNodeSelector {
+			if got, ok := spec.NodeSelector[k]; !ok || got != v {
+				missing = append(missing, k+"="+v)
+			}
+		}
+		if len(missing) > 0 {
+			sort.Strings(missing)
+			add("requiredNodeSelector", "nodeSelector must include %s", strings.Join(missing, ", "))
+		}
+	}
+	if l := ps.Limits; l != nil {
+		lim := &spec.Limits
+		if l.MaxMemory != nil && lim.Memory != nil && lim.Memory.Cmp(*l.MaxMemory) > 0 {
+			add("limits.maxMemory", "limits.memory %s is above the ceiling %s", lim.Memory, l.MaxMemory)
+		}
+		if l.MaxDisk != nil && lim.Disk != nil && lim.Disk.Cmp(*l.MaxDisk) > 0 {
+			add("limits.maxDisk", "limits.disk %s is above the ceiling %s", lim.Disk, l.MaxDisk)
+		}
+		if l.MaxEpisodeSeconds != nil && lim.EpisodeSeconds > *l.MaxEpisodeSeconds {
+			add("limits.maxEpisodeSeconds", "limits.episodeSeconds %d is above the ceiling %d", lim.EpisodeSeconds, *l.MaxEpisodeSeconds)
+		}
+		if l.MaxOutputBytes != nil && lim.MaxOutputBytes > *l.MaxOutputBytes {
+			add("limits.maxOutputBytes", "limits.maxOutputBytes %d is above the ceiling %d", lim.MaxOutputBytes, *l.MaxOutputBytes)
+		}
+		if l.MaxDecisions != nil && lim.MaxDecisions > *l.MaxDecisions {
+			add("limits.maxDecisions", "limits.maxDecisions %d is above the ceiling %d", lim.MaxDecisions, *l.MaxDecisions)
+		}
+	}
+	return out
+}
+
+// hostListed: entry ("host" or "host:port") is listed itself, or its host is.
+func hostListed(list []string, entry string) bool {
+	if slices.Contains(list, entry) {
+		return true
+	}
+	host, _, err := net.SplitHostPort(entry)
+	return err == nil && slices.Contains(list, host)
+}
+
+// urlListed: the URL's host, or host:port (the scheme's port when none), is
+// listed.
+func urlListed(list []string, raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	port := u.Port()
+	if port == "" {
+		port = "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+	}
+	return slices.Contains(list, u.Hostname()) || slices.Contains(list, net.JoinHostPort(u.Hostname(), port))
+}

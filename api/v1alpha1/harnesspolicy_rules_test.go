@@ -1,0 +1,116 @@
+package v1alpha1
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+func TestPolicyViolations(t *testing.T) {
+	p := &HarnessPolicy{ObjectMeta: metav1.ObjectMeta{Name: "strict"}, Spec: HarnessPolicySpec{
+		Isolation: &PolicyIsolation{ForbidFallback: true},
+		Network:   &PolicyNetwork{ForbidUnrestricted: true, AllowedHosts: []string{"gw.example.com", "mirror.example.com:8443"}},
+		Limits: &PolicyLimits{MaxMemory: ptr.To(resource.MustParse("4Gi")), MaxDisk: ptr.To(resource.MustParse("2Gi")),
+			MaxEpisodeSeconds: ptr.To[int32](600), MaxOutputBytes: ptr.To[int64](1 << 20), MaxDecisions: ptr.To[int32](100)},
+		Adapters:             []Adapter{AdapterExec, AdapterCodex},
+		RequiredNodeSelector: map[string]string{"pool": "agents", "tier": "b"},
+	}}
+	good := func(change func(*HarnessRunSpec)) *HarnessRunSpec {
+		s := &HarnessRunSpec{
+			Agent:        AgentSpec{Adapter: AdapterExec, ProviderURL: "https://gw.example.com/v1"},
+			Network:      NetworkSpec{Egress: EgressProviderOnly, AllowHosts: []string{"gw.example.com:444", "mirror.example.com:8443"}},
+			Isolation:    IsolationSpec{Policy: IsolationRequired},
+			NodeSelector: map[string]string{"pool": "agents", "tier": "b", "zone": "z"},
+			Limits: Limits{Memory: ptr.To(resource.MustParse("4Gi")), Disk: ptr.To(resource.MustParse("2Gi")),
+				EpisodeSeconds: 600, MaxOutputBytes: 1 << 20, MaxDecisions: 100},
+		}
+		if change != nil {
+			change(s)
+		}
+		return s
+	}
+	cases := map[string]struct {
+		spec *HarnessRunSpec
+		want []string
+	}{
+		"keeps every rule":                 {good(nil), nil},
+		"unset limits are not judged here": {good(func(s *HarnessRunSpec) { s.Limits = Limits{} }), nil},
+		"fallback": {good(func(s *HarnessRunSpec) { s.Isolation.Policy = IsolationAllowFallback }),
+			[]string{"HarnessPolicy strict rule isolation.forbidFallback: isolation.policy AllowFallback is not allowed: agents run sandboxed or not at all"}},
+		"unrestricted": {good(func(s *HarnessRunSpec) { s.Network.Egress = EgressUnrestricted }),
+			[]string{"HarnessPolicy strict rule network.forbidUnrestricted: network.egress Unrestricted is not allowed"}},
+		"hosts": {good(func(s *HarnessRunSpec) {
+			s.Network.AllowHosts = []string{"evil.example.net", "mirror.example.com:443"}
+			s.Agent.ProviderURL = "http://mirror.example.com/v1"
+		}), []string{
+			"HarnessPolicy strict rule network.allowedHosts: network.allowHosts evil.example.net, mirror.example.com:443 not in gw.example.com, mirror.example.com:8443",
+			"HarnessPolicy strict rule network.allowedHosts: agent.providerURL http://mirror.example.com/v1 has a host not in gw.example.com, mirror.example.com:8443",
+		}},
+		"provider on the listed port": {good(func(s *HarnessRunSpec) { s.Agent.ProviderURL = "https://mirror.example.com:8443/" }), nil},
+		"adapter": {good(func(s *HarnessRunSpec) { s.Agent.Adapter = AdapterGemini }),
+			[]string{"HarnessPolicy strict rule adapters: adapter gemini is not allowed (allowed: exec, codex)"}},
+		"node selector": {good(func(s *HarnessRunSpec) { s.NodeSelector = map[string]string{"pool": "gpu"} }),
+			[]string{"HarnessPolicy strict rule requiredNodeSelector: nodeSelector must include pool=agents, tier=b"}},
+		"every ceiling": {good(func(s *HarnessRunSpec) {
+			s.Limits = Limits{Memory: ptr.To(resource.MustParse("5Gi")), Disk: ptr.To(resource.MustParse("3Gi")),
+				EpisodeSeconds: 601, MaxOutputBytes: 1<<20 + 1, MaxDecisions: 101}
+		}), []string{
+			"HarnessPolicy strict rule limits.maxMemory: limits.memory 5Gi is above the ceiling 4Gi",
+			"HarnessPolicy strict rule limits.maxDisk: limits.disk 3Gi is above the ceiling 2Gi",
+			"HarnessPolicy strict rule limits.maxEpisodeSeconds: limits.episodeSeconds 601 is above the ceiling 600",
+			"HarnessPolicy strict rule limits.maxOutputBytes: limits.maxOutputBytes 1048577 is above the ceiling 1048576",
+			"HarnessPolicy strict rule limits.maxDecisions: limits.maxDecisions 101 is above the ceiling 100",
+		}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var got []string
+			for _, v := range p.Violations(tc.spec) {
+				got = append(got, v.String())
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("violations (-want +got):\n%s", diff)
+			}
+		})
+	}
+	// An empty policy allows everything.
+	empty := &HarnessPolicy{ObjectMeta: metav1.ObjectMeta{Name: "empty"}}
+	if v := empty.Violations(good(func(s *HarnessRunSpec) {
+		s.Isolation.Policy, s.Network.Egress, s.Agent.Adapter = IsolationAllowFallback, EgressUnrestricted, AdapterAider
+	})); len(v) != 0 {
+		t.Errorf("an empty policy refuses %v", v)
+	}
+}
+
+func TestPolicySelects(t *testing.T) {
+	p := &HarnessPolicy{Spec: HarnessPolicySpec{NamespaceSelector: metav1.LabelSelector{
+		MatchLabels:      map[string]string{"team": "a"},
+		MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "env", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"dev"}}},
+	}}}
+	for labels, want := range map[string]bool{"team=a": true, "team=a,env=prod": true, "team=a,env=dev": false, "team=b": false, "": false} {
+		set := map[string]string{}
+		for _, kv := range splitNonEmpty(labels) {
+			set[kv[0]] = kv[1]
+		}
+		if got, err := p.Selects(set); err != nil || got != want {
+			t.Errorf("Selects(%s) = %v, %v; want %v", labels, got, err, want)
+		}
+	}
+	if ok, _ := (&HarnessPolicy{}).Selects(nil); !ok {
+		t.Error("an empty namespaceSelector must select every namespace")
+	}
+}
+
+func splitNonEmpty(s string) [][2]string {
+	var out [][2]string
+	for _, kv := range strings.Split(s, ",") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			out = append(out, [2]string{k, v})
+		}
+	}
+	return out
+}
