@@ -20,6 +20,9 @@
 //     round's runs, by label);
 //   - ConfigMaps: read (cache, only those labelled
 //     harnessfacts.io/fixture=true): the suites' fixtures, hashed;
+//   - HarnessPolicies and Namespaces: read (cache): a namespace's
+//     fairShare, from the policies whose namespaceSelector matches its
+//     labels;
 //   - Events (events.k8s.io, and core for the leader election's): create and
 //     patch (series);
 //   - TokenReviews and SubjectAccessReviews: create, to authenticate and
@@ -33,6 +36,8 @@
 // +kubebuilder:rbac:groups=harnessfacts.io,resources=harnessruns/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=harnessfacts.io,resources=harnessruns/finalizers,verbs=update
 // +kubebuilder:rbac:groups=harnessfacts.io,resources=harnessnodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=harnessfacts.io,resources=harnesspolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create

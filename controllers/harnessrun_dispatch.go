@@ -230,6 +230,14 @@ func (r *HarnessRunReconciler) reconcileDispatch(ctx context.Context, p *pass) e
 		p.requeue(r.opts.ReservationTTL)
 		return nil
 	}
+	policies, err := r.namespacePolicies(ctx, run.Namespace)
+	if err != nil {
+		return err
+	}
+	if v := policyViolations(run, policies); len(v) > 0 {
+		p.fail(harnessv1.ReasonPolicyViolation, "refused by the namespace's HarnessPolicies before binding: "+strings.Join(v, "; "), "", "")
+		return nil
+	}
 	views, err := r.nodeViews(ctx, p.now.Time)
 	if err != nil {
 		return err
@@ -238,8 +246,15 @@ func (r *HarnessRunReconciler) reconcileDispatch(ctx context.Context, p *pass) e
 	var chosen *nodeView
 	inUse, total := int32(0), int32(0)
 	if len(fit) > 0 {
-		chosen, inUse, total = r.chooseAndReserve(key, fit)
-		if chosen == nil {
+		limit, policy := fairShareLimit(policies)
+		var inFlight int32
+		chosen, inUse, total, inFlight = r.chooseAndReserve(key, fit, limit)
+		switch {
+		case chosen == nil && limit > 0 && inFlight >= limit:
+			reason = PendingFairShare
+			message = fmt.Sprintf("namespace %s has %s on nodes, as many as HarnessPolicy %s allows (fairShare.maxRunsInFlight %d): the run waits for one to finish",
+				run.Namespace, plural(int(inFlight), "run"), policy, limit)
+		case chosen == nil:
 			reason = PendingFull
 			message = fmt.Sprintf("all %d matching nodes are full (%d of %d slots in use)", len(fit), inUse, total)
 			if len(fit) == 1 {
@@ -290,10 +305,19 @@ func (r *HarnessRunReconciler) reconcileDispatch(ctx context.Context, p *pass) e
 
 // chooseAndReserve picks the least-loaded node among fit (lowest share of
 // slots in use, then most free slots, then name) and reserves a slot on it.
-// It returns nil when every node is full, with the slots in use and in total.
-func (r *HarnessRunReconciler) chooseAndReserve(key types.NamespacedName, fit []nodeView) (*nodeView, int32, int32) {
+// It returns nil when every node is full, with the slots in use and in total,
+// or when the run's namespace already has nsLimit runs on nodes (0: no
+// limit), with that number. Both are counted under the ledger's lock, so
+// two workers never exceed either.
+func (r *HarnessRunReconciler) chooseAndReserve(key types.NamespacedName, fit []nodeView, nsLimit int32) (*nodeView, int32, int32, int32) {
 	r.ledger.mu.Lock()
 	defer r.ledger.mu.Unlock()
+	var inFlight int32
+	if nsLimit > 0 {
+		if inFlight = r.ledger.namespaceLoadLocked(key.Namespace); inFlight >= nsLimit {
+			return nil, 0, 0, inFlight
+		}
+	}
 	var best *nodeView
 	var bestLoad int32
 	var inUse, total int32
@@ -312,7 +336,7 @@ func (r *HarnessRunReconciler) chooseAndReserve(key types.NamespacedName, fit []
 	if best != nil {
 		r.ledger.reserveLocked(key, best.name)
 	}
-	return best, inUse, total
+	return best, inUse, total, inFlight
 }
 
 func lessLoaded(loadA int32, a *nodeView, loadB int32, b *nodeView) bool {

@@ -45,6 +45,8 @@ func (r *HarnessRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("harnessrun").
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.opts.MaxConcurrentReconciles}).
 		WatchesRawSource(source.Kind(mgr.GetCache(), &harnessv1.HarnessRun{}, r.runEventHandler())).
+		// A changed HarnessPolicy may let waiting runs go (fairShare).
+		Watches(&harnessv1.HarnessPolicy{}, handler.EnqueueRequestsFromMapFunc(r.waitingOnPolicy)).
 		WatchesRawSource(source.Func(func(_ context.Context, q runQueue) error {
 			nw.setQueue(q)
 			return nil

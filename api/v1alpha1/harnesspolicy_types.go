@@ -128,7 +128,7 @@ type PolicyFairShare struct {
 	// maxRunsInFlight is how many runs of one namespace may be bound to a
 	// node (Scheduled or Running) at once. Each run holds one slot of its
 	// node, so this is also the most slots the namespace holds. More runs
-	// wait in Pending, in creation order, and say why.
+	// wait in Pending (reason FairShare in their message) until one ends.
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	MaxRunsInFlight *int32 `json:"maxRunsInFlight,omitempty"`

@@ -1,0 +1,184 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/controllers"
+	"github.com/harnessfacts/harnessfacts/internal/fakenode"
+	hftesting "github.com/harnessfacts/harnessfacts/internal/testing"
+)
+
+// TestFairShareQueuesANamespace gives a namespace a HarnessPolicy with
+// fairShare.maxRunsInFlight 2 and a node with room for ten: only two of its
+// runs are on the node at a time, the others wait in Pending saying which
+// policy holds them, and every run still finishes (a queue, not a refusal).
+// Raising the limit lets the waiting runs go at once.
+func TestFairShareQueuesANamespace(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	label := map[string]string{"fairshare-test": ns}
+	nsObj := &corev1.Namespace{}
+	if err := k8s.Get(ctx, types.NamespacedName{Name: ns}, nsObj); err != nil {
+		t.Fatal(err)
+	}
+	nsObj.Labels = label
+	if err := k8s.Update(ctx, nsObj); err != nil {
+		t.Fatal(err)
+	}
+	policy := &harnessv1.HarnessPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "fairshare-" + ns},
+		Spec: harnessv1.HarnessPolicySpec{
+			NamespaceSelector: metav1.LabelSelector{MatchLabels: label},
+			FairShare:         &harnessv1.PolicyFairShare{MaxRunsInFlight: ptr.To[int32](2)},
+		},
+	}
+	create(t, policy)
+	t.Cleanup(func() { _ = k8s.Delete(ctx, policy) })
+
+	startController(t, ns, controllers.Options{}, nil)
+	node := startNode(t, ns, fakenode.Options{Name: "fair-" + ns, Adapters: map[harnessv1.Adapter]string{harnessv1.AdapterGemini: "1"}, Slots: 10, RunFor: -1})
+	const runs = 6
+	for i := range runs {
+		create(t, hftesting.MakeHarnessRun(fmt.Sprintf("r%d", i), ns).Adapter(harnessv1.AdapterGemini).Obj())
+	}
+
+	// Two are bound, four wait with the policy's name.
+	eventually(t, wait, func() error {
+		list := &harnessv1.HarnessRunList{}
+		if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		bound, held := 0, []string{}
+		for _, r := range list.Items {
+			switch {
+			case r.Status.NodeName != "" && !r.Status.Phase.Terminal():
+				bound++
+			case r.Status.Phase == harnessv1.RunPending:
+				c := meta.FindStatusCondition(r.Status.Conditions, harnessv1.ConditionScheduled)
+				if c != nil && strings.Contains(c.Message, "as many as HarnessPolicy "+policy.Name+" allows (fairShare.maxRunsInFlight 2)") {
+					held = append(held, r.Name)
+				}
+			}
+		}
+		if bound != 2 || len(held) != runs-2 {
+			return fmt.Errorf("%d bound, %d waiting on the policy; want 2 and %d", bound, len(held), runs-2)
+		}
+		return nil
+	})
+	if got := node.MaxActive(); got > 2 {
+		t.Fatalf("the node held %d runs of the namespace at once, the policy allows 2", got)
+	}
+
+	// Finishing one lets exactly one more go.
+	list := &harnessv1.HarnessRunList{}
+	if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range list.Items {
+		if r.Status.NodeName != "" {
+			if err := node.Finish(ctx, client.ObjectKeyFromObject(&r), fakenode.Pass); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	eventually(t, wait, func() error {
+		if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		bound, done := 0, 0
+		for _, r := range list.Items {
+			if r.Status.Phase.Terminal() {
+				done++
+			} else if r.Status.NodeName != "" {
+				bound++
+			}
+		}
+		if done != 1 || bound != 2 {
+			return fmt.Errorf("%d finished, %d bound; want 1 and 2", done, bound)
+		}
+		return nil
+	})
+	if got := node.MaxActive(); got > 2 {
+		t.Fatalf("the node held %d runs of the namespace at once, the policy allows 2", got)
+	}
+
+	// A raised limit lets the rest go without any run finishing.
+	base := policy.DeepCopy()
+	policy.Spec.FairShare.MaxRunsInFlight = ptr.To[int32](10)
+	if err := k8s.Patch(ctx, policy, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, wait, func() error {
+		if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, r := range list.Items {
+			if r.Status.NodeName == "" {
+				return fmt.Errorf("%s still waits: %s", r.Name, r.Status.Message)
+			}
+		}
+		return nil
+	})
+
+}
+
+// TestPolicyRecheckedBeforeBinding: admission refuses a run that breaks a
+// HarnessPolicy, but a run admitted before the policy existed (this test
+// control plane has no admission policy, which stands for that) is refused
+// by the controller before it is bound, with the rule named; a run in a
+// namespace the policy does not select is bound as usual.
+func TestPolicyRecheckedBeforeBinding(t *testing.T) {
+	ctx := context.Background()
+	ns, other := newNamespace(t), newNamespace(t)
+	label := map[string]string{"recheck-test": ns}
+	nsObj := &corev1.Namespace{}
+	if err := k8s.Get(ctx, types.NamespacedName{Name: ns}, nsObj); err != nil {
+		t.Fatal(err)
+	}
+	nsObj.Labels = label
+	if err := k8s.Update(ctx, nsObj); err != nil {
+		t.Fatal(err)
+	}
+	policy := &harnessv1.HarnessPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "recheck-" + ns},
+		Spec: harnessv1.HarnessPolicySpec{
+			NamespaceSelector: metav1.LabelSelector{MatchLabels: label},
+			Isolation:         &harnessv1.PolicyIsolation{ForbidFallback: true},
+		},
+	}
+	create(t, policy)
+	t.Cleanup(func() { _ = k8s.Delete(ctx, policy) })
+	fallback := func(name, namespace string) *harnessv1.HarnessRun {
+		r := hftesting.MakeHarnessRun(name, namespace).Adapter(harnessv1.AdapterGemini).Obj()
+		r.Spec.Isolation.Policy = harnessv1.IsolationAllowFallback
+		return r
+	}
+	create(t, fallback("unsandboxed", ns), fallback("unsandboxed", other))
+
+	// A test's controller watches one namespace (and a node's Lease only
+	// there): one controller and one node per namespace.
+	startController(t, ns, controllers.Options{}, nil)
+	startController(t, other, controllers.Options{}, nil)
+	startNode(t, ns, fakenode.Options{Name: "recheck-" + ns, Adapters: map[harnessv1.Adapter]string{harnessv1.AdapterGemini: "1"}, Slots: 4})
+	startNode(t, other, fakenode.Options{Name: "recheck-" + other, Adapters: map[harnessv1.Adapter]string{harnessv1.AdapterGemini: "1"}, Slots: 4})
+
+	run := waitRun(t, ns, "unsandboxed", wait, "Failed", phaseIs(harnessv1.RunFailed))
+	want := "HarnessPolicy " + policy.Name + " rule isolation.forbidFallback: isolation.policy AllowFallback is not allowed"
+	if run.Status.Reason != harnessv1.ReasonPolicyViolation || !strings.Contains(run.Status.Message, want) || run.Status.NodeName != "" {
+		t.Errorf("run breaking the policy: reason %q, message %q, node %q; want %s naming %q, never bound",
+			run.Status.Reason, run.Status.Message, run.Status.NodeName, harnessv1.ReasonPolicyViolation, want)
+	}
+	waitRun(t, other, "unsandboxed", wait, "Succeeded (its namespace is not selected)", phaseIs(harnessv1.RunSucceeded))
+}
