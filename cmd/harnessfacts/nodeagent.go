@@ -37,6 +37,7 @@ type nodeAgentFlags struct {
 	cgroupMount    string
 	leafCgroup     bool
 	requireSandbox bool
+	shutdownGrace  time.Duration
 	labels         map[string]string
 	metrics        metricsFlags
 	probeAddr      string
@@ -108,6 +109,7 @@ behind and ends the runs that process had claimed (reason NodeAgentRestarted).`,
 	fl.StringVar(&f.bwrap, "bwrap", "", "bubblewrap binary (default: bwrap on PATH)")
 	fl.StringVar(&f.cgroupMount, "cgroup-mount", "/run/harnessfacts/cgroup", "on cgroup v2, where to mount a writable cgroup2 when /sys/fs/cgroup is read-only (in a pod); needs CAP_SYS_ADMIN")
 	fl.StringVar(&f.cgroupParent, "cgroup-parent", "", "cgroup under which per-run cgroups are made (default: the node-agent's own)")
+	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", 50*time.Second, "on SIGTERM (a pod replaced or deleted), how long running attempts may finish and write their outcome before the node-agent exits; keep it below the pod's terminationGracePeriodSeconds (the chart's is 60)")
 	fl.BoolVar(&f.requireSandbox, "require-sandbox", true, "refuse to start when no sandbox mode passes preflight, saying why in the HarnessNode's Ready condition (reason SandboxUnavailable); false registers a node that can run agents only unsandboxed")
 	fl.StringToStringVar(&f.labels, "node-labels", nil, "labels added to those mirrored from the Node (key=value,...), for spec.nodeSelector")
 	fl.BoolVar(&f.leafCgroup, "move-to-leaf-cgroup", true, "on cgroup v2 without --cgroup-parent, move the node-agent into <own cgroup>/agent so per-run cgroups can have limits")
@@ -152,6 +154,10 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 		Client:                 clientOpts,
 		Metrics:                f.metrics.options(),
 		HealthProbeBindAddress: f.probeAddr,
+		// A stopping node-agent stops claiming at once; its running attempts
+		// get this long to finish before the process (and with it every
+		// agent, bwrap --die-with-parent) exits.
+		GracefulShutdownTimeout: &f.shutdownGrace,
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
