@@ -95,6 +95,22 @@ test-agents: deps ## Run only the agent CLIs end to end (Claude Code, Codex, Gem
 	@clis=$$(hack/install-agent-clis.sh $(AGENT_CLIS)); assets=$$(hack/control-plane.sh); \
 	HARNESSFACTS_AGENT_CLIS=$$clis KUBEBUILDER_ASSETS=$$assets go test -timeout 30m $(GO_TEST_FLAGS) ./test/agents/...
 
+.PHONY: test-node
+test-node: deps ## As root: a real single-node cluster on this machine (hack/node.sh), engine-less images, the chart installed; samples, both node modes, a real CLI and the faults through a real kubelet.
+	@hack/helm.sh >/dev/null
+	@hack/node-tools.sh >/dev/null # before go test: a cold build can outlast its timeout
+	@hack/node-agent-rootfs.sh >/dev/null
+	@hack/install-agent-clis.sh $(AGENT_CLIS) >/dev/null
+	go test -tags node -count=1 -timeout 45m -v $(GO_TEST_FLAGS) ./test/node/
+
+.PHONY: node-start
+node-start: ## As root: start the real single-node cluster (hack/node.sh start); prints its kubeconfig.
+	@hack/node.sh start
+
+.PHONY: node-stop
+node-stop: ## Stop it and remove every trace from the host (hack/node.sh stop).
+	@hack/node.sh stop
+
 .PHONY: chart-test
 chart-test: deps ## Render, lint and apply the chart and kustomize output to a real API server; run the sample under the chart's RBAC.
 	@hack/helm.sh >/dev/null

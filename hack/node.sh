@@ -60,6 +60,7 @@ EOF
 pki() {
   local p=$dir/pki
   mkdir -p "$p"
+  chmod 700 "$p"
   ( cd "$p"
     openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 -subj "/CN=harnessfacts-node-ca" 2>/dev/null
     cert() { # name cn org [san]
@@ -125,7 +126,9 @@ start() {
   nt=$("$here/node-tools.sh")
   rm -rf "$dir"
   mkdir -p "$dir"/{bin,logs,pids,etcd,cni/net.d,cni/ipam,containerd,kubelet,pod-logs}
-  chmod 700 "$dir"
+  # 755, not 700: a user-namespaced pod's root (an unprivileged host uid)
+  # must traverse to its rootfs under containerd's state. The keys are 700.
+  chmod 755 "$dir"
   # Remember what existed before, so stop removes only what this node made.
   for p in /run/containerd /run/nri /run/netns /var/lib/cni /var/log/containers /var/lib/kubelet; do [ -e "$p" ] && echo "$p" >>"$dir/preexisting"; done
   touch "$dir/preexisting"
@@ -157,7 +160,8 @@ start() {
     --service-account-issuer https://kubernetes.default.svc.cluster.local \
     --service-cluster-ip-range "$service_cidr" --authorization-mode Node,RBAC \
     --enable-admission-plugins NodeRestriction --allow-privileged=true \
-    --kubelet-client-certificate "$p/admin.crt" --kubelet-client-key "$p/admin.key"
+    --kubelet-client-certificate "$p/admin.crt" --kubelet-client-key "$p/admin.key" \
+    --kubelet-preferred-address-types InternalIP
   wait_for kube-apiserver 120 kubectl --kubeconfig "$p/admin.kubeconfig" get --raw /readyz
 
   daemon kube-controller-manager kube-controller-manager --kubeconfig "$p/controller-manager.kubeconfig" \
@@ -331,7 +335,7 @@ stop() {
   # the node-agent's own shutdown runs; bounded, because a stuck API server
   # must not make stop hang.
   if [ -f "$dir/pids/kubelet" ] && kill -0 "$(cat "$dir/pids/kubelet")" 2>/dev/null; then
-    timeout 90 kubectl --kubeconfig "$p/admin.kubeconfig" delete pods --all -A --grace-period=20 --wait=true >/dev/null 2>&1 || true
+    timeout 45 kubectl --kubeconfig "$p/admin.kubeconfig" delete pods --all -A --grace-period=15 --wait=true >/dev/null 2>&1 || true
   fi
   stop_pid kubelet
   stop_pid kube-scheduler

@@ -1,0 +1,422 @@
+//go:build node
+
+package node
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"sigs.k8s.io/yaml"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/test/oci"
+)
+
+const chartPath = "/opt/harnessfacts/agents/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// What must agree between the Dockerfile's images and these: the binary's
+// path and entrypoint, the uids, PATH (the chart sets the same), the CLI
+// folder and bwrap.
+func TestImagesAgreeWithDockerfile(t *testing.T) {
+	cf, err := imgs.controller.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cf.Config.User != "65532:65532" || strings.Join(cf.Config.Entrypoint, " ") != "/harnessfacts" || strings.Join(cf.Config.Cmd, " ") != "controller --leader-elect" {
+		t.Errorf("controller config: user %q entrypoint %q cmd %q", cf.Config.User, cf.Config.Entrypoint, cf.Config.Cmd)
+	}
+	files, err := oci.Files(imgs.controller)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := files["/harnessfacts"]; h == nil || h.Mode&0o111 == 0 {
+		t.Errorf("controller image: /harnessfacts %+v", h)
+	}
+
+	cf, err = imgs.nodeAgent.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cf.Config.User != "0:0" || strings.Join(cf.Config.Entrypoint, " ") != "/usr/local/bin/harnessfacts" || strings.Join(cf.Config.Cmd, " ") != "node-agent" {
+		t.Errorf("node-agent config: user %q entrypoint %q cmd %q", cf.Config.User, cf.Config.Entrypoint, cf.Config.Cmd)
+	}
+	if !containsString(cf.Config.Env, "PATH="+chartPath) {
+		t.Errorf("node-agent PATH %q, want the chart's %q", cf.Config.Env, chartPath)
+	}
+	files, err = oci.Files(imgs.nodeAgent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/usr/local/bin/harnessfacts", "/usr/bin/bwrap", "/usr/bin/node", "/usr/bin/git",
+		"/usr/local/lib/harnessfacts/install-agent-clis.sh", "/opt/harnessfacts/agents/bin"} {
+		if files[p] == nil {
+			t.Errorf("node-agent image has no %s", p)
+		}
+	}
+	// The install step's links: every CLI the image has is on the
+	// sandbox's fixed PATH (/usr/local/bin) too.
+	n := 0
+	for p, h := range files {
+		if filepath.Dir(p) == "/opt/harnessfacts/agents/bin" {
+			n++
+			if l := files["/usr/local/bin/"+filepath.Base(p)]; l == nil || l.Linkname != p {
+				t.Errorf("/usr/local/bin/%s does not link to %s (%+v)", filepath.Base(p), p, l)
+			}
+			_ = h
+		}
+	}
+	if n == 0 {
+		t.Errorf("the install script put no CLI into /opt/harnessfacts/agents/bin")
+	}
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// The privileged mode, the fallback for nodes without pod user namespaces
+// and the one this cgroup-v1 machine can honour fully: per-run cgroups with
+// limits, OOM, the samples, a real CLI and the faults.
+func TestPrivilegedNode(t *testing.T) {
+	install(t, true, nil)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(podsState())
+		}
+	})
+
+	t.Run("Node and HarnessNode", func(t *testing.T) {
+		out := k(t, "get", "node", nodeEnv["HARNESSFACTS_NODE_NAME"], "-o", "jsonpath={.status.conditions[?(@.type==\"Ready\")].status} {.status.nodeInfo.kubeletVersion} {.status.nodeInfo.containerRuntimeVersion}")
+		t.Logf("Node: %s", out)
+		if !strings.HasPrefix(out, "True ") {
+			t.Fatalf("Node not Ready: %s", out)
+		}
+		eventually(t, time.Minute, "the HarnessNode is Ready with bwrap available", func() (bool, string) {
+			hn := harnessNode(t)
+			ok := meta.IsStatusConditionTrue(hn.Status.Conditions, harnessv1.ConditionNodeReady)
+			bw := false
+			for _, m := range hn.Status.SandboxModes {
+				if m.Mode == "bwrap" && m.Available {
+					bw = true
+				}
+			}
+			return ok && bw, nodeSummary(hn)
+		})
+	})
+
+	t.Run("image inside the pod", func(t *testing.T) {
+		out := execNodeAgent(t, "sh", "-c", `id -u; command -v harnessfacts; bwrap --version; echo "$PATH"; ls /opt/harnessfacts/agents/bin`)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) < 4 || lines[0] != "0" || lines[1] != "/usr/local/bin/harnessfacts" || !strings.HasPrefix(lines[2], "bubblewrap ") || lines[3] != chartPath {
+			t.Fatalf("in the node-agent container: %q", out)
+		}
+		// The controller runs as distroless' nonroot uid.
+		uid := processUID(t, "harnessfacts controller")
+		if uid != "65532" {
+			t.Fatalf("the controller runs as uid %s, want 65532", uid)
+		}
+	})
+
+	t.Run("sample HarnessRun passes in bwrap and its evidence verifies", func(t *testing.T) {
+		k(t, "apply", "-f", filepath.Join(root, "config", "samples", "harnessrun_exec.yaml"))
+		requirePass(t, waitRun(t, "hello-exec", 3*time.Minute))
+	})
+
+	t.Run("memory limit: the run is OOM-killed, the node-agent survives", func(t *testing.T) {
+		_, uidBefore := nodeAgentPod(t)
+		applyRun(t, `apiVersion: harnessfacts.io/v1alpha1
+kind: HarnessRun
+metadata: {name: oom, namespace: default}
+spec:
+  agent:
+    adapter: exec
+    command: [sh, -c, "head -c 400000000 /dev/zero | tr '\\0' a | (read -r x; echo $x) ; echo survived"]
+  fixture:
+    inline:
+      files:
+        fixture.yaml: "prompt: use too much memory\n"
+  limits: {memory: 48Mi, episodeSeconds: 60, probeSeconds: 30}
+`)
+		run := waitRun(t, "oom", 3*time.Minute)
+		if run.Status.Agent == nil || !run.Status.Agent.OOMKilled {
+			t.Fatalf("oom: agent %+v, phase %s reason %s: %s", run.Status.Agent, run.Status.Phase, run.Status.Reason, run.Status.Message)
+		}
+		_, uidAfter := nodeAgentPod(t)
+		restarts := k(t, "get", "pods", "-n", ns, "-l", "app.kubernetes.io/component=node-agent", "-o", "jsonpath={.items[0].status.containerStatuses[0].restartCount}")
+		if uidAfter != uidBefore || restarts != "0" {
+			t.Fatalf("the node-agent did not survive the run's OOM: pod %s -> %s, restarts %s", uidBefore, uidAfter, restarts)
+		}
+		t.Logf("oom: %s (%s)", run.Status.Reason, run.Status.Message)
+	})
+
+	t.Run("a real agent CLI passes hello against fake-provider from inside the pod", func(t *testing.T) {
+		realCLI(t)
+	})
+
+	t.Run("the sample HarnessSuite completes", func(t *testing.T) {
+		k(t, "apply", "-k", filepath.Join(root, "fixtures", "suite"))
+		eventually(t, 8*time.Minute, "HarnessSuite smoke Complete", func() (bool, string) {
+			out, _ := kubectlErr("get", "harnesssuite", "smoke", "-n", "default", "-o", "jsonpath={.status.conditions[?(@.type==\"Complete\")].status} {.status.conditions[?(@.type==\"Progressing\")].message}")
+			return strings.HasPrefix(out, "True"), out
+		})
+	})
+
+	t.Run("node-agent pod deleted mid-run: retried once, never run twice, leftovers removed", func(t *testing.T) {
+		faultDeletePod(t)
+	})
+
+	t.Run("helm upgrade drains the node-agent and upgrades the CRDs in place", func(t *testing.T) {
+		faultUpgrade(t)
+	})
+
+	t.Run("helm uninstall leaves nothing on the host", func(t *testing.T) {
+		uninstall(t)
+		eventually(t, time.Minute, "no node-agent leftovers on the host", func() (bool, string) {
+			left := hostLeftovers(t)
+			return len(left) == 0, strings.Join(left, "; ")
+		})
+		// The CRDs and the runs stay (crds.keep): the record is not lost.
+		getRun(t, "hello-exec")
+	})
+}
+
+// The user-namespaced pod (the chart's default). On this cgroup-v1 machine
+// bubblewrap works in such a pod, but the pod gets no writable cgroups for
+// the per-run limits, so the node cannot honour the mode: the node-agent
+// refuses at start, saying why in its HarnessNode and its log, and runs no
+// agent. The first half shows bwrap --unshare-all in a pod with exactly the
+// chart's user-namespaced pod spec (its command replaced by a sleep).
+func TestUserNamespacedNode(t *testing.T) {
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(podsState())
+		}
+	})
+	t.Run("bwrap --unshare-all in the chart's user-namespaced pod", func(t *testing.T) {
+		probe := chartPodAsProbe(t)
+		defer func() { _, _ = kubectlErr("delete", "pod", "-n", ns, probe, "--wait=false") }()
+		uidMap := strings.Fields(k(t, "exec", "-n", ns, probe, "--", "cat", "/proc/self/uid_map"))
+		if len(uidMap) < 3 || uidMap[0] != "0" || uidMap[1] == "0" {
+			t.Fatalf("the pod is not in its own user namespace: uid_map %q", uidMap)
+		}
+		// As the node-agent does: bwrap runs as the agent's unprivileged uid.
+		out := k(t, "exec", "-n", ns, probe, "--", "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--ro-bind", "/", "/",
+			"--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "sh", "-c", "cat /proc/self/uid_map; echo bwrap-ok")
+		if !strings.Contains(out, "bwrap-ok") {
+			t.Fatalf("bwrap --unshare-all in the user-namespaced pod: %q", out)
+		}
+		t.Logf("pod uid_map %v; bwrap inside it: %q", uidMap, out)
+	})
+
+	t.Run("the node-agent refuses the mode it cannot honour", func(t *testing.T) {
+		if _, err := kubectlErr("get", "namespace", ns); err != nil {
+			k(t, "create", "namespace", ns)
+			k(t, "label", "namespace", ns, "pod-security.kubernetes.io/enforce=privileged")
+		}
+		// No --wait: the node-agent is meant never to become Ready here.
+		helmCmd(t, "install", release, filepath.Join(root, "charts", "harnessfacts"), "-n", ns, "-f", values(t, false, nil))
+		defer uninstall(t)
+		var hn *harnessv1.HarnessNode
+		eventually(t, 3*time.Minute, "the HarnessNode says the node-agent refuses", func() (bool, string) {
+			hn = harnessNode(t)
+			c := meta.FindStatusCondition(hn.Status.Conditions, harnessv1.ConditionNodeReady)
+			return c != nil && c.Status == metav1.ConditionFalse && c.Reason == harnessv1.ReasonSandboxUnavailable &&
+				strings.Contains(c.Message, "refuses") && strings.Contains(c.Message, "cgroup v1"), nodeSummary(hn)
+		})
+		t.Logf("HarnessNode: %s", nodeSummary(hn))
+		logs, _ := kubectlErr("logs", "-n", ns, "-l", "app.kubernetes.io/component=node-agent", "--tail=20", "--previous")
+		if logs == "" {
+			logs, _ = kubectlErr("logs", "-n", ns, "-l", "app.kubernetes.io/component=node-agent", "--tail=20")
+		}
+		if !strings.Contains(logs, "refuses to run agents") {
+			t.Fatalf("the node-agent's log does not say it refuses: %s", logs)
+		}
+		// A run must not run on this node.
+		_, _ = kubectlErr("delete", "harnessrun", "hello-exec", "-n", "default", "--wait=true")
+		k(t, "apply", "-f", filepath.Join(root, "config", "samples", "harnessrun_exec.yaml"))
+		time.Sleep(10 * time.Second)
+		run := getRun(t, "hello-exec")
+		if run.Status.Phase == harnessv1.RunRunning || run.Status.Phase == harnessv1.RunSucceeded || run.Status.NodeName != "" {
+			t.Fatalf("a run was bound to a node that refused: %s on %q: %s", run.Status.Phase, run.Status.NodeName, run.Status.Message)
+		}
+		t.Logf("the sample run: phase %s reason %s: %s", run.Status.Phase, run.Status.Reason, run.Status.Message)
+		_, _ = kubectlErr("delete", "harnessrun", "hello-exec", "-n", "default", "--wait=true")
+	})
+}
+
+// chartPodAsProbe creates a pod from the chart's node-agent DaemonSet
+// rendered with its defaults (hostUsers: false, procMount: Unmasked, the
+// capabilities, Unconfined seccomp and AppArmor) and the images built here,
+// whose container sleeps instead of running the node-agent; returns its
+// name once it is Ready.
+func chartPodAsProbe(t *testing.T) string {
+	t.Helper()
+	if _, err := kubectlErr("get", "namespace", ns); err != nil {
+		k(t, "create", "namespace", ns)
+		k(t, "label", "namespace", ns, "pod-security.kubernetes.io/enforce=privileged")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := runCmd(ctx, helm, "template", release, filepath.Join(root, "charts", "harnessfacts"), "-n", ns,
+		"-f", values(t, false, nil), "--show-only", "templates/node-agent-daemonset.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := &appsv1.DaemonSet{}
+	if err := yaml.Unmarshal([]byte(out), ds); err != nil {
+		t.Fatal(err)
+	}
+	spec := ds.Spec.Template.Spec
+	if spec.HostUsers == nil || *spec.HostUsers {
+		t.Fatalf("the chart's default node-agent pod is not user-namespaced: hostUsers %v", spec.HostUsers)
+	}
+	c := &spec.Containers[0]
+	c.Command, c.Args = []string{"/bin/sleep", "infinity"}, nil
+	c.LivenessProbe, c.ReadinessProbe, c.StartupProbe = nil, nil, nil
+	// The probe needs no API access: no service account token.
+	spec.ServiceAccountName = ""
+	no := false
+	spec.AutomountServiceAccountToken = &no
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "bwrap-probe", Namespace: ns}, Spec: spec}
+	if err := k8s.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kubectlErr("wait", "-n", ns, "pod/bwrap-probe", "--for=condition=Ready", "--timeout=2m"); err != nil {
+		t.Fatalf("%v\n%s", err, podsState())
+	}
+	return pod.Name
+}
+
+func nodeSummary(hn *harnessv1.HarnessNode) string {
+	var b strings.Builder
+	for _, c := range hn.Status.Conditions {
+		b.WriteString(c.Type + "=" + string(c.Status) + " (" + c.Reason + ": " + c.Message + "); ")
+	}
+	for _, m := range hn.Status.SandboxModes {
+		b.WriteString("mode " + m.Mode + " available=" + boolString(m.Available) + ": " + m.Message + "; ")
+	}
+	for _, a := range hn.Status.Adapters {
+		b.WriteString("adapter " + string(a.Name) + " " + a.Version + "; ")
+	}
+	return b.String()
+}
+
+func boolString(b bool) string {
+	if b {
+		return "true"
+	}
+	return "false"
+}
+
+// processUID finds a host process by its command line and returns its uid.
+func processUID(t *testing.T, cmdline string) string {
+	t.Helper()
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil || !strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), cmdline) {
+			continue
+		}
+		f, err := os.Open(filepath.Join(filepath.Dir(p), "status"))
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if fields := strings.Fields(sc.Text()); len(fields) > 1 && fields[0] == "Uid:" {
+				f.Close()
+				return fields[1]
+			}
+		}
+		f.Close()
+	}
+	t.Fatalf("no process %q on the host", cmdline)
+	return ""
+}
+
+// realCLI runs the hello fixture with the first real CLI the HarnessNode
+// reports (from the host's /opt/harnessfacts/agents through the chart's
+// agentRuntimes.hostPath, or the image's own) against fake-provider on the
+// node IP, reached from the sandbox through the run's egress proxy.
+func realCLI(t *testing.T) {
+	hn := harnessNode(t)
+	cli := ""
+	for _, want := range []harnessv1.Adapter{"claude-code", "gemini", "codex", "opencode"} {
+		for _, a := range hn.Status.Adapters {
+			if a.Name == want {
+				cli = string(want)
+			}
+		}
+		if cli != "" {
+			break
+		}
+	}
+	if cli == "" {
+		t.Fatalf("no agent CLI on the node: %s", nodeSummary(hn))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	provider := exec.CommandContext(ctx, bin, "fake-provider", "--fixtures", filepath.Join(root, "fixtures"), "--listen", nodeEnv["HARNESSFACTS_NODE_IP"]+":0")
+	stdout, err := provider.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	provider.Stderr = os.Stderr
+	if err := provider.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); _ = provider.Wait() }()
+	sc := bufio.NewScanner(stdout)
+	url := ""
+	for sc.Scan() {
+		if u, ok := strings.CutPrefix(sc.Text(), "fake-provider listening on "); ok {
+			url = u
+			break
+		}
+	}
+	if url == "" {
+		t.Fatal("fake-provider did not say where it listens")
+	}
+	go func() {
+		for sc.Scan() {
+		}
+	}()
+	k(t, "apply", "-k", filepath.Join(root, "fixtures", "hello"))
+	name := "hello-" + cli
+	applyRun(t, `apiVersion: harnessfacts.io/v1alpha1
+kind: HarnessRun
+metadata: {name: `+name+`, namespace: default}
+spec:
+  agent:
+    adapter: `+cli+`
+    providerURL: `+url+`/s/hello
+  fixture:
+    configMapRef: {name: fixture-hello}
+`)
+	run := waitRun(t, name, 5*time.Minute)
+	requirePass(t, run)
+	t.Logf("%s %s passed hello in the pod: %d turn(s), MCP calls %d", cli, run.Status.Agent.CLIVersion, run.Status.Agent.Turns, mcpCalls(run))
+}
+
+func mcpCalls(run *harnessv1.HarnessRun) int32 {
+	if run.Status.MCP == nil {
+		return 0
+	}
+	return run.Status.MCP.Calls
+}
