@@ -63,6 +63,10 @@ type Invocation struct {
 	// Files are written before the run, relative to Home, mode 0600; the
 	// node-agent removes them with the run dir, whatever happens.
 	Files map[string][]byte
+	// Stdin is what the CLI reads on its standard input: the prompt, for
+	// every CLI that accepts it there, so that it is on no command line
+	// (/proc/PID/cmdline is readable by every host user). Nil is /dev/null.
+	Stdin []byte
 	// Notes are things status must say (for example that a CLI has no MCP
 	// support).
 	Notes []string

@@ -68,6 +68,8 @@ func (a Aider) Version(ctx context.Context) (string, error) {
 const (
 	aiderMetadataFile = "aider-model-metadata.json"
 	aiderCacheFile    = ".aider/caches/model_prices_and_context_window.json"
+	// aiderPromptFile holds the prompt, read with --message-file.
+	aiderPromptFile = ".harnessfacts/prompt.txt"
 	// aiderDefaultModel names the model at a provider URL when
 	// spec.agent.model is empty.
 	aiderDefaultModel = "default"
@@ -111,7 +113,10 @@ func (a Aider) Prepare(in Input) (*Invocation, error) {
 		inv.Notes = append(inv.Notes, fmt.Sprintf("%s: the run asked for MCP over %s, and Aider ran without the MCP server, so it could not call %s", AiderNoMCP, in.MCP.Transport, in.MCP.Tool))
 	}
 
-	inv.Argv = []string{cmd, "--message", in.Prompt,
+	// --message-file: the prompt in a file of the run's home, off argv,
+	// where every host user could read it.
+	inv.Files[aiderPromptFile] = []byte(in.Prompt)
+	inv.Argv = []string{cmd, "--message-file", filepath.Join(in.Home, aiderPromptFile),
 		"--no-pretty", "--no-fancy-input", "--yes-always", "--no-git",
 		"--no-check-update", "--no-analytics", "--no-show-model-warnings", "--no-show-release-notes",
 		// A URL in the prompt would otherwise be fetched (--yes-always

@@ -44,7 +44,7 @@ func TestAiderPrepareWithProviderURL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{cmd, "--message", in.Prompt,
+	want := []string{cmd, "--message-file", "/run/x/home/" + aiderPromptFile,
 		"--no-pretty", "--no-fancy-input", "--yes-always", "--no-git",
 		"--no-check-update", "--no-analytics", "--no-show-model-warnings", "--no-show-release-notes", "--no-detect-urls",
 		"--input-history-file", "/run/x/home/.aider.input.history",
@@ -54,6 +54,9 @@ func TestAiderPrepareWithProviderURL(t *testing.T) {
 		"--", "greeting.txt", "src/main.py"}
 	if diff := cmp.Diff(want, inv.Argv); diff != "" {
 		t.Errorf("argv (-want +got):\n%s", diff)
+	}
+	if string(inv.Files[aiderPromptFile]) != in.Prompt {
+		t.Errorf("the prompt file holds %q, want the prompt", inv.Files[aiderPromptFile])
 	}
 	for _, a := range inv.Argv {
 		if strings.Contains(a, aiderSecret) {

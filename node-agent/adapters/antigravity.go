@@ -38,7 +38,8 @@ const antigravityCommand = "agy"
 
 // AntigravityNote is in every Antigravity run's status.agent.notes.
 const AntigravityNote = "the Antigravity adapter follows the CLI's documentation (agy -p PROMPT --dangerously-skip-permissions); " +
-	"HarnessFacts' tests never ran the real agy CLI, only a stand-in, and its MCP settings are unverified"
+	"HarnessFacts' tests never ran the real agy CLI, only a stand-in, and its MCP settings are unverified; " +
+	"the prompt is on agy's command line (no stdin or file form is documented), where any user of the node can read it"
 
 // Version is `agy --version`.
 func (a Antigravity) Version(ctx context.Context) (string, error) {
@@ -60,6 +61,10 @@ func (a Antigravity) Prepare(in Input) (*Invocation, error) {
 			return nil, fmt.Errorf("the antigravity adapter has no credential file form (%s); deliver GEMINI_API_KEY as env", c.File)
 		}
 	}
+	// Antigravity's documented headless form takes the prompt only as -p
+	// PROMPT (no stdin or file form is documented, and the real CLI is not
+	// available to check): the prompt is on its command line, and status
+	// says so.
 	argv := []string{cmd, "-p", in.Prompt, "--dangerously-skip-permissions"}
 	if in.Agent.Model != "" {
 		argv = append(argv, "--model", in.Agent.Model)

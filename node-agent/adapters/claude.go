@@ -113,9 +113,10 @@ func (c ClaudeCode) Prepare(in Input) (*Invocation, error) {
 		argv = append(argv, "--model", in.Agent.Model)
 	}
 	argv = append(argv, in.Agent.ExtraArgs...)
-	// "--" ends the options: --allowedTools and --mcp-config take several
-	// values, and a prompt starting with "-" must stay the prompt.
-	inv.Argv = append(argv, "--", in.Prompt)
+	// The prompt goes on stdin, which `claude -p` reads when no prompt is
+	// given: on argv every host user could read it.
+	inv.Argv = argv
+	inv.Stdin = []byte(in.Prompt)
 
 	inv.Env = append([]string{"CLAUDE_CONFIG_DIR=" + configDir}, claudeQuiet...)
 	if in.Agent.ProviderURL != "" {

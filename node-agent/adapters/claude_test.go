@@ -69,7 +69,7 @@ func TestClaudeCodePrepare(t *testing.T) {
 			Credentials: []Credential{{Env: "ANTHROPIC_API_KEY", Value: []byte("sk-ant-planted")}}},
 		argv: []string{cmd, "-p", "--output-format", "stream-json", "--verbose", "--max-turns", "40",
 			"--permission-mode", "acceptEdits", "--mcp-config", mcpFile, "--strict-mcp-config",
-			"--allowedTools", "Bash,Write,Edit,Read,mcp__harnessfacts__get_token", "--", "Edit greeting.txt"},
+			"--allowedTools", "Bash,Write,Edit,Read,mcp__harnessfacts__get_token"},
 		env:   env("ANTHROPIC_BASE_URL=http://127.0.0.1:8089/s/hello", "ANTHROPIC_API_KEY=sk-ant-planted"),
 		files: map[string]string{".claude/harnessfacts-mcp.json": `{"mcpServers":{"harnessfacts":{"type":"http","url":"http://127.0.0.1:7700/mcp/s3cr3t-path"}}}`},
 	}, {
@@ -81,7 +81,7 @@ func TestClaudeCodePrepare(t *testing.T) {
 		argv: []string{cmd, "-p", "--output-format", "stream-json", "--verbose", "--max-turns", "5000",
 			"--permission-mode", "acceptEdits", "--mcp-config", mcpFile, "--strict-mcp-config",
 			"--allowedTools", "Bash,Write,Edit,Read,mcp__harnessfacts__get_token",
-			"--model", "claude-sonnet-4-5", "--add-dir", "/data", "--", "--help me"},
+			"--model", "claude-sonnet-4-5", "--add-dir", "/data"},
 		env:   env("CLAUDE_CODE_OAUTH_TOKEN=oauth-planted", "UNRELATED=unrelated-planted"),
 		files: map[string]string{".claude/harnessfacts-mcp.json": `{"mcpServers":{"harnessfacts":{"args":["mcp-stdio","--socket","/runs/r1/sockets/mcp-stdio.sock"],"command":"/hf","type":"stdio"}}}`},
 		hosts: []string{"api.anthropic.com"},
@@ -90,7 +90,7 @@ func TestClaudeCodePrepare(t *testing.T) {
 		in: Input{Prompt: "p", Home: home, MCP: MCPEndpoint{Transport: harnessv1.MCPTransportNone},
 			Credentials: []Credential{{File: harnessv1.CredentialFileClaudeCredentials, Value: []byte(`{"claudeAiOauth":{"accessToken":"planted"}}`)}}},
 		argv: []string{cmd, "-p", "--output-format", "stream-json", "--verbose",
-			"--permission-mode", "acceptEdits", "--allowedTools", "Bash,Write,Edit,Read", "--", "p"},
+			"--permission-mode", "acceptEdits", "--allowedTools", "Bash,Write,Edit,Read"},
 		env:   env(),
 		files: map[string]string{".claude/.credentials.json": `{"claudeAiOauth":{"accessToken":"planted"}}`},
 		hosts: []string{"api.anthropic.com", "platform.claude.com"},
@@ -98,7 +98,7 @@ func TestClaudeCodePrepare(t *testing.T) {
 		name: "a provider URL and no credential: a placeholder key",
 		in:   Input{Prompt: "p", Home: home, Agent: harnessv1.AgentSpec{ProviderURL: "http://127.0.0.1:8089"}},
 		argv: []string{cmd, "-p", "--output-format", "stream-json", "--verbose",
-			"--permission-mode", "acceptEdits", "--allowedTools", "Bash,Write,Edit,Read", "--", "p"},
+			"--permission-mode", "acceptEdits", "--allowedTools", "Bash,Write,Edit,Read"},
 		env:   env("ANTHROPIC_BASE_URL=http://127.0.0.1:8089", "ANTHROPIC_API_KEY="+ClaudePlaceholderKey),
 		files: map[string]string{},
 	}, {
@@ -127,6 +127,9 @@ func TestClaudeCodePrepare(t *testing.T) {
 		}
 		if diff := cmp.Diff(tc.argv, inv.Argv); diff != "" {
 			t.Errorf("%s: argv (-want +got):\n%s", tc.name, diff)
+		}
+		if string(inv.Stdin) != tc.in.Prompt {
+			t.Errorf("%s: stdin %q, want the prompt", tc.name, inv.Stdin)
 		}
 		if diff := cmp.Diff(tc.env, inv.Env); diff != "" {
 			t.Errorf("%s: env (-want +got):\n%s", tc.name, diff)

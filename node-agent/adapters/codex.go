@@ -187,7 +187,10 @@ func (c Codex) Prepare(in Input) (*Invocation, error) {
 	inv.Argv = []string{cmd, "exec", "--json", "--skip-git-repo-check", "--ephemeral", "--color", "never",
 		"-s", mode, "-m", model, "-C", in.Workspace}
 	inv.Argv = append(inv.Argv, in.Agent.ExtraArgs...)
-	inv.Argv = append(inv.Argv, "--", in.Prompt)
+	// "-": the instructions are read from stdin, not argv, where every
+	// host user could read them.
+	inv.Argv = append(inv.Argv, "--", "-")
+	inv.Stdin = []byte(in.Prompt)
 	inv.Env = append([]string{"CODEX_HOME=" + filepath.Join(in.Home, codexHome)}, credentialEnv(in.Credentials)...)
 	return inv, nil
 }

@@ -75,9 +75,12 @@ func TestCodexPrepareHTTP(t *testing.T) {
 	}
 	want := []string{cmd, "exec", "--json", "--skip-git-repo-check", "--ephemeral", "--color", "never",
 		"-s", "danger-full-access", "-m", CodexDefaultModel, "-C", "/run/w",
-		"-c", "model_reasoning_effort=\"low\"", "--", "-fix it"}
+		"-c", "model_reasoning_effort=\"low\"", "--", "-"}
 	if diff := cmp.Diff(want, inv.Argv); diff != "" {
 		t.Errorf("argv (-want +got):\n%s", diff)
+	}
+	if string(inv.Stdin) != "-fix it" {
+		t.Errorf("stdin %q, want the prompt", inv.Stdin)
 	}
 	if strings.Contains(strings.Join(inv.Argv, " "), codexSecret) {
 		t.Error("a credential is on the command line")

@@ -134,9 +134,12 @@ func (g Gemini) Prepare(in Input) (*Invocation, error) {
 		return nil, err
 	}
 
-	argv := []string{cmd, "-p", in.Prompt, "-o", "stream-json", "-m", model, "--skip-trust", "--approval-mode", "yolo"}
+	// No -p: with stdin not a terminal Gemini CLI runs headless and takes
+	// its prompt from stdin, off argv, where every host user could read it.
+	argv := []string{cmd, "-o", "stream-json", "-m", model, "--skip-trust", "--approval-mode", "yolo"}
 	inv := &Invocation{
-		Argv: append(argv, in.Agent.ExtraArgs...),
+		Argv:  append(argv, in.Agent.ExtraArgs...),
+		Stdin: []byte(in.Prompt),
 		Env: []string{
 			"GEMINI_CLI_HOME=" + in.Home,
 			"GEMINI_CLI_SYSTEM_SETTINGS_PATH=" + filepath.Join(in.Home, ".gemini", "system-settings.json"),

@@ -71,9 +71,12 @@ func TestGeminiPrepare(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := filepath.Join(bin, "gemini")
-	if diff := cmp.Diff([]string{cmd, "-p", "Edit greeting.txt.", "-o", "stream-json", "-m", GeminiDefaultModel,
+	if diff := cmp.Diff([]string{cmd, "-o", "stream-json", "-m", GeminiDefaultModel,
 		"--skip-trust", "--approval-mode", "yolo"}, inv.Argv); diff != "" {
 		t.Errorf("argv (-want +got):\n%s", diff)
+	}
+	if string(inv.Stdin) != "Edit greeting.txt." {
+		t.Errorf("stdin %q, want the prompt", inv.Stdin)
 	}
 	if diff := cmp.Diff([]string{
 		"GEMINI_CLI_HOME=/run/x/home",

@@ -191,8 +191,9 @@ func (o OpenCode) Prepare(in Input) (*Invocation, error) {
 		inv.Argv = append(inv.Argv, "-m", model)
 	}
 	inv.Argv = append(inv.Argv, in.Agent.ExtraArgs...)
-	// "--" ends the options: a prompt starting with "-" stays the prompt.
-	inv.Argv = append(inv.Argv, "--", in.Prompt)
+	// `opencode run` reads the message from stdin when it is not a
+	// terminal: off argv, where every host user could read it.
+	inv.Stdin = []byte(in.Prompt)
 	inv.Env = append([]string{
 		"OPENCODE_CONFIG=" + filepath.Join(in.Home, openCodeConfigFile),
 		"OPENCODE_PERMISSION=" + string(permJSON),

@@ -52,9 +52,12 @@ func TestOpenCodePrepareWithProviderURL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantArgv := []string{cmd, "run", "--format", "json", "-m", "harnessfacts/default", "--", "-Edit greeting.txt"}
+	wantArgv := []string{cmd, "run", "--format", "json", "-m", "harnessfacts/default"}
 	if diff := cmp.Diff(wantArgv, inv.Argv); diff != "" {
 		t.Errorf("argv (-want +got):\n%s", diff)
+	}
+	if string(inv.Stdin) != "-Edit greeting.txt" {
+		t.Errorf("stdin %q, want the prompt", inv.Stdin)
 	}
 	for _, a := range inv.Argv {
 		if strings.Contains(a, openCodeSecret) {
@@ -174,9 +177,9 @@ func TestOpenCodePrepareRealProvider(t *testing.T) {
 		argv  []string
 		hosts []string
 	}{
-		{"anthropic/claude-sonnet-4-5", []string{cmd, "run", "--format", "json", "-m", "anthropic/claude-sonnet-4-5", "--", "p"}, []string{"api.anthropic.com"}},
-		{"openai/gpt-5", []string{cmd, "run", "--format", "json", "-m", "openai/gpt-5", "--", "p"}, []string{"api.openai.com"}},
-		{"", []string{cmd, "run", "--format", "json", "--", "p"}, []string{"api.anthropic.com", "api.openai.com", "generativelanguage.googleapis.com"}},
+		{"anthropic/claude-sonnet-4-5", []string{cmd, "run", "--format", "json", "-m", "anthropic/claude-sonnet-4-5"}, []string{"api.anthropic.com"}},
+		{"openai/gpt-5", []string{cmd, "run", "--format", "json", "-m", "openai/gpt-5"}, []string{"api.openai.com"}},
+		{"", []string{cmd, "run", "--format", "json"}, []string{"api.anthropic.com", "api.openai.com", "generativelanguage.googleapis.com"}},
 	} {
 		in := Input{Agent: harnessv1.AgentSpec{Model: tc.model}, Prompt: "p", Home: "/h",
 			Credentials: []Credential{{Env: "ANTHROPIC_API_KEY", Value: []byte(openCodeSecret)}}}
