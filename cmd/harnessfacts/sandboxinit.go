@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -56,15 +57,20 @@ func newSandboxInitCommand() *cobra.Command {
 func newMCPStdioCommand() *cobra.Command {
 	var socket string
 	cmd := &cobra.Command{
-		Use:    "mcp-stdio --socket PATH",
+		Use:    "mcp-stdio",
 		Short:  "Inside the sandbox: serve the run's MCP token server on stdin/stdout",
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(_ *cobra.Command, _ []string) error {
+			if socket == "" {
+				socket = os.Getenv(sandboxinit.MCPSocketEnv)
+			}
+			if socket == "" {
+				return fmt.Errorf("mcp-stdio: no socket: set $%s (or --socket)", sandboxinit.MCPSocketEnv)
+			}
 			return sandboxinit.Stdio(socket, os.Stdin, os.Stdout)
 		},
 	}
-	cmd.Flags().StringVar(&socket, "socket", "", "the run's MCP socket")
-	_ = cmd.MarkFlagRequired("socket")
+	cmd.Flags().StringVar(&socket, "socket", "", "the run's MCP socket (default $"+sandboxinit.MCPSocketEnv+", which keeps it off the command line)")
 	return cmd
 }

@@ -42,6 +42,12 @@ type MCPEndpoint struct {
 	URL string
 	// Command is the argv that serves MCP over stdio (Transport Stdio).
 	Command []string
+	// Env is the environment that Command needs (the run's socket, in
+	// HARNESSFACTS_MCP_SOCKET): the adapter puts it in the CLI's own
+	// settings for the server, since a path there is on no command line
+	// while an argument of Command is in /proc/PID/cmdline for every host
+	// user to read.
+	Env map[string]string
 	// Server and Tool name the server and its one tool, for allow-lists.
 	Server, Tool string
 }

@@ -76,8 +76,11 @@ func (a Antigravity) Prepare(in Input) (*Invocation, error) {
 	case harnessv1.MCPTransportHTTP:
 		settings["mcpServers"] = map[string]any{in.MCP.Server: map[string]any{"httpUrl": in.MCP.URL, "trust": true}}
 	case harnessv1.MCPTransportStdio:
-		settings["mcpServers"] = map[string]any{in.MCP.Server: map[string]any{
-			"command": in.MCP.Command[0], "args": in.MCP.Command[1:], "trust": true}}
+		server := map[string]any{"command": in.MCP.Command[0], "args": in.MCP.Command[1:], "trust": true}
+		if len(in.MCP.Env) > 0 {
+			server["env"] = in.MCP.Env
+		}
+		settings["mcpServers"] = map[string]any{in.MCP.Server: server}
 	}
 	js, err := json.MarshalIndent(settings, "", "  ")
 	if err != nil {

@@ -171,6 +171,9 @@ func claudeMCP(ep MCPEndpoint) ([]byte, string, error) {
 			return nil, "", fmt.Errorf("MCP transport Stdio without a command")
 		}
 		server = map[string]any{"type": "stdio", "command": ep.Command[0], "args": append([]string{}, ep.Command[1:]...)}
+		if len(ep.Env) > 0 {
+			server["env"] = ep.Env
+		}
 	default:
 		return nil, "", nil
 	}

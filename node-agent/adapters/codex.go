@@ -207,6 +207,9 @@ func codexMCP(ep MCPEndpoint) map[string]any {
 		}
 		s["command"] = ep.Command[0]
 		s["args"] = append([]string{}, ep.Command[1:]...)
+		if len(ep.Env) > 0 {
+			s["env"] = ep.Env
+		}
 	default:
 		return nil
 	}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 )
@@ -55,6 +57,10 @@ func (Exec) Prepare(in Input) (*Invocation, error) {
 			return nil, err
 		}
 		inv.Env = append(inv.Env, "HARNESSFACTS_MCP_COMMAND="+string(cmd))
+		// The command's environment: the agent's, which it inherits.
+		for _, k := range slices.Sorted(maps.Keys(in.MCP.Env)) {
+			inv.Env = append(inv.Env, k+"="+in.MCP.Env[k])
+		}
 	}
 	if in.Agent.ProviderURL != "" {
 		inv.Env = append(inv.Env, "HARNESSFACTS_PROVIDER_URL="+in.Agent.ProviderURL)

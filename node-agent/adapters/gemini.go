@@ -125,9 +125,11 @@ func (g Gemini) Prepare(in Input) (*Invocation, error) {
 		if len(in.MCP.Command) == 0 {
 			return nil, errors.New("the run's MCP transport is Stdio but it has no command")
 		}
-		settings["mcpServers"] = map[string]any{alias: geminiMCPServer(in.MCP, map[string]any{
-			"command": in.MCP.Command[0], "args": append([]string{}, in.MCP.Command[1:]...),
-		})}
+		server := map[string]any{"command": in.MCP.Command[0], "args": append([]string{}, in.MCP.Command[1:]...)}
+		if len(in.MCP.Env) > 0 {
+			server["env"] = in.MCP.Env
+		}
+		settings["mcpServers"] = map[string]any{alias: geminiMCPServer(in.MCP, server)}
 	}
 	settingsJSON, err := json.MarshalIndent(settings, "", "  ")
 	if err != nil {

@@ -146,7 +146,11 @@ func (o OpenCode) Prepare(in Input) (*Invocation, error) {
 	case harnessv1.MCPTransportHTTP:
 		conf["mcp"] = map[string]any{in.MCP.Server: map[string]any{"type": "remote", "url": in.MCP.URL, "enabled": true}}
 	case harnessv1.MCPTransportStdio:
-		conf["mcp"] = map[string]any{in.MCP.Server: map[string]any{"type": "local", "command": in.MCP.Command, "enabled": true}}
+		server := map[string]any{"type": "local", "command": in.MCP.Command, "enabled": true}
+		if len(in.MCP.Env) > 0 {
+			server["environment"] = in.MCP.Env
+		}
+		conf["mcp"] = map[string]any{in.MCP.Server: server}
 	}
 
 	model := in.Agent.Model

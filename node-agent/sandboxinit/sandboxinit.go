@@ -250,6 +250,11 @@ func pipe(c net.Conn, dial func() (net.Conn, error)) {
 	<-done
 }
 
+// MCPSocketEnv names the run's MCP socket for `harnessfacts mcp-stdio`. The
+// adapters put it in each CLI's settings for the stdio server (its env), so
+// that the socket path is on no command line.
+const MCPSocketEnv = "HARNESSFACTS_MCP_SOCKET"
+
 // Stdio copies stdin to a connection to the unix socket and the connection
 // to stdout: the stdio MCP server an agent starts (`harnessfacts
 // mcp-stdio`), whose real server is the node-agent on the other end, so the
