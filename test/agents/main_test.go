@@ -42,6 +42,7 @@ import (
 	hftesting "github.com/harnessfacts/harnessfacts/internal/testing"
 	nodeagent "github.com/harnessfacts/harnessfacts/node-agent"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
+	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
 )
 
 const (
@@ -270,6 +271,7 @@ func Run(t *testing.T, c Case) *Outcome {
 	}
 	got := waitTerminal(t, client.ObjectKeyFromObject(run))
 	out := &Outcome{Run: got, Processes: watch()}
+	requireCommandLinesClean(t, c, out)
 	for _, r := range provider.Requests()[before:] {
 		if r.Script == c.Fixture {
 			out.Requests = append(out.Requests, r)
@@ -372,6 +374,39 @@ func RequireClean(t *testing.T, o *Outcome, planted ...string) {
 	}
 	if n := o.Run.Status.Network; n == nil || n.Denied != 0 {
 		t.Errorf("network %+v: want egress ProviderOnly with no connection refused", n)
+	}
+}
+
+// requireCommandLinesClean fails the test when a command line seen during
+// the run (any host user can read /proc/PID/cmdline) carried one of the
+// run's socket paths or the fixture's prompt. Antigravity's documented form
+// takes the prompt only as -p PROMPT: its status note says so instead.
+func requireCommandLinesClean(t *testing.T, c Case, o *Outcome) {
+	t.Helper()
+	fix, err := fixture.FromDir(filepath.Join(testenv.RepoRoot(), "fixtures", c.Fixture), fixture.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := strings.TrimSpace(fix.Manifest.Prompt)
+	if len(prompt) > 40 {
+		prompt = prompt[:40]
+	}
+	var seenRun bool
+	for _, p := range o.Processes {
+		cmdline, _, _ := strings.Cut(p, ProcSep)
+		shown := strings.ReplaceAll(cmdline, "\x00", " ")
+		if strings.Contains(cmdline, runRoot+"/") {
+			seenRun = true
+		}
+		if strings.Contains(cmdline, runRoot+"/") && strings.Contains(cmdline, "/sockets/") {
+			t.Errorf("a run's socket path is on a command line: %q", shown)
+		}
+		if c.Adapter != harnessv1.AdapterAntigravity && strings.Contains(cmdline, prompt) {
+			t.Errorf("the prompt is on a command line: %q", shown)
+		}
+	}
+	if !seenRun && c.Adapter != harnessv1.AdapterAntigravity {
+		t.Logf("no command line named the run root: the sampling may have missed the agent")
 	}
 }
 
