@@ -1,0 +1,383 @@
+package main
+
+import (
+	"bytes"
+	"crypto/rand"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"sigs.k8s.io/yaml"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
+	"github.com/harnessfacts/harnessfacts/sandbox"
+)
+
+// localRun is one `harnessfacts run` of a fixture folder written from
+// files (run.yaml among them) on a run root of its own. While it runs,
+// every host process's command line is sampled; when the agent has touched
+// "started" in its workspace, during is called with the run dir, and then
+// "proceed" is written there for the agent to go on.
+type localRun struct {
+	status   harnessv1.HarnessRunStatus
+	stdout   string
+	stderr   string
+	cmdlines []string
+	runRoot  string
+	evidence string
+}
+
+func runLocally(t *testing.T, files map[string]string, during func(runDir string)) *localRun {
+	t.Helper()
+	bin := harnessfactsBinary(t)
+	base := openDir(t)
+	fix := filepath.Join(base, "fix")
+	for p, content := range files {
+		p = filepath.Join(fix, p)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lr := &localRun{runRoot: filepath.Join(base, "runs"), evidence: filepath.Join(base, "evidence")}
+	cmd := exec.Command(bin, "run", "-f", filepath.Join(fix, "run.yaml"), "--run-root", lr.runRoot, "--evidence", lr.evidence)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	seen := map[string]bool{}
+	var mu sync.Mutex
+	sample := func() {
+		entries, _ := os.ReadDir("/proc")
+		for _, e := range entries {
+			b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+			if err == nil && len(b) > 0 {
+				mu.Lock()
+				seen[string(b)] = true
+				mu.Unlock()
+			}
+		}
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	stopSampling := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			sample()
+			select {
+			case <-stopSampling:
+				return
+			case <-time.After(15 * time.Millisecond):
+			}
+		}
+	}()
+	deadline := time.After(2 * time.Minute)
+	started := false
+	for !started {
+		select {
+		case <-exited:
+			started = true // the agent may not wait (no "started"): nothing to do during the run
+		case <-deadline:
+			_ = cmd.Process.Kill()
+			<-exited
+			t.Fatalf("the run did not start:\n%s\n%s", stdout.String(), stderr.String())
+		case <-time.After(20 * time.Millisecond):
+			m, _ := filepath.Glob(filepath.Join(lr.runRoot, fixture.RunDirPrefix+"*", "workspace", "started"))
+			if len(m) == 1 {
+				started = true
+				runDir := filepath.Dir(filepath.Dir(m[0]))
+				sample()
+				if during != nil {
+					during(runDir)
+				}
+				if err := os.WriteFile(filepath.Join(runDir, "workspace", "proceed"), nil, 0o644); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+	}
+	select {
+	case <-exited:
+	case <-deadline:
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+	close(stopSampling)
+	wg.Wait()
+	for c := range seen {
+		lr.cmdlines = append(lr.cmdlines, c)
+	}
+	lr.stdout, lr.stderr = stdout.String(), stderr.String()
+	var out struct {
+		Status harnessv1.HarnessRunStatus `json:"status"`
+	}
+	if err := yaml.Unmarshal(stdout.Bytes(), &out); err != nil {
+		t.Fatalf("the printed status: %v\n%s\n%s", err, lr.stdout, lr.stderr)
+	}
+	lr.status = out.Status
+	return lr
+}
+
+const waitForProceed = `touch started; while [ ! -e proceed ]; do sleep 0.05; done`
+
+// dialAs connects to the unix socket path as host uid/gid (node, run as
+// that user) and says CONNECTED or REFUSED <code>.
+func dialAs(t *testing.T, path string, uid, gid int) string {
+	t.Helper()
+	prog := fmt.Sprintf(`require("net").connect({path: %q}).on("connect", () => { console.log("CONNECTED"); process.exit(0) }).on("error", e => { console.log("REFUSED " + e.code); process.exit(0) })`, path)
+	cmd := exec.Command("node", "-e", prog)
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("node as uid %d: %v\n%s", uid, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// A run's sockets are its agent's alone: 0600 in a 0700 folder, both owned
+// by the run's uid, so another host uid cannot connect to them (to call the
+// run's get_token or use its egress proxy), while the run's own uid can. No
+// socket path, and not the prompt, is on any command line during the run:
+// sandbox-init gets its forwards in the environment, mcp-stdio its socket
+// in the environment too.
+func TestLocalRunSocketsAreTheRunsAlone(t *testing.T) {
+	prompt := "prompt-" + rand.Text() + " edit the file"
+	for _, transport := range []string{"HTTP", "Stdio"} {
+		t.Run(transport, func(t *testing.T) {
+			agent := waitForProceed + `; echo agent-done`
+			if transport == "Stdio" {
+				// The stdio MCP server stays up while the test looks.
+				agent = `set -- $(printf '%s' "$HARNESSFACTS_MCP_COMMAND" | tr -d '[]"' | tr ',' ' '); (` + waitForProceed + `) | "$@" >/dev/null; echo agent-done`
+			}
+			files := map[string]string{
+				"fixture.yaml": fmt.Sprintf("prompt: %q\nmcp: {transport: %s}\n", prompt, transport),
+				"workspace/a":  "x\n",
+				"run.yaml": fmt.Sprintf(`apiVersion: harnessfacts.io/v1alpha1
+kind: HarnessRun
+metadata: {name: sockets}
+spec:
+  agent: {adapter: exec, command: [sh, -c, %q]}
+  fixture: {configMapRef: {name: fix}}
+  network: {egress: ProviderOnly}
+`, agent),
+			}
+			var probed bool
+			lr := runLocally(t, files, func(runDir string) {
+				probed = true
+				sockets := filepath.Join(runDir, "sockets")
+				st, err := os.Stat(sockets)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st.Mode().Perm() != 0o700 || st.Sys().(*syscall.Stat_t).Uid != sandbox.DefaultUID {
+					t.Errorf("the sockets folder is %v owned by %d, want 0700 owned by the run's uid %d", st.Mode().Perm(), st.Sys().(*syscall.Stat_t).Uid, sandbox.DefaultUID)
+				}
+				socks, _ := filepath.Glob(filepath.Join(sockets, "*.sock"))
+				if len(socks) < 2 {
+					t.Fatalf("sockets %v: want the MCP server's and the egress proxy's", socks)
+				}
+				for _, s := range socks {
+					st, err := os.Stat(s)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if st.Mode().Perm() != 0o600 || st.Sys().(*syscall.Stat_t).Uid != sandbox.DefaultUID {
+						t.Errorf("%s is %v owned by %d, want 0600 owned by %d", s, st.Mode().Perm(), st.Sys().(*syscall.Stat_t).Uid, sandbox.DefaultUID)
+					}
+					if got := dialAs(t, s, 12345, 12345); !strings.HasPrefix(got, "REFUSED EACCES") {
+						t.Errorf("host uid 12345 connecting to %s: %s, want REFUSED EACCES", s, got)
+					}
+					if got := dialAs(t, s, sandbox.DefaultUID, sandbox.DefaultGID); got != "CONNECTED" {
+						t.Errorf("the run's uid connecting to %s: %s, want CONNECTED (the refusal above proves nothing)", s, got)
+					}
+				}
+			})
+			if !probed {
+				t.Fatalf("the agent never started:\n%s\n%s", lr.stdout, lr.stderr)
+			}
+			if lr.status.Agent == nil || !strings.Contains(lr.status.Agent.OutputTail, "agent-done") {
+				t.Errorf("the agent did not finish: %+v\n%s", lr.status.Agent, lr.stderr)
+			}
+			var sawInit bool
+			for _, c := range lr.cmdlines {
+				if strings.HasPrefix(c, "node\x00-e\x00require(\"net\")") {
+					continue // this test's own probes
+				}
+				shown := strings.ReplaceAll(c, "\x00", " ")
+				if strings.Contains(c, "sandbox-init") || strings.Contains(c, "mcp-stdio") {
+					sawInit = true
+				}
+				if strings.Contains(c, lr.runRoot) && strings.Contains(c, "/sockets/") {
+					t.Errorf("a run socket's path is on a command line: %q", shown)
+				}
+				if strings.Contains(c, prompt) {
+					t.Errorf("the prompt is on a command line: %q", shown)
+				}
+			}
+			if !sawInit {
+				t.Errorf("the sampling never saw sandbox-init or mcp-stdio: it proves nothing")
+			}
+		})
+	}
+}
+
+// outsideHost is "the outside" of these machines: an HTTP server in a
+// network namespace of its own, joined to this one by a veth pair.
+func outsideHost(t *testing.T) string {
+	t.Helper()
+	var r [3]byte
+	_, _ = rand.Read(r[:])
+	id := fmt.Sprintf("%02x%02x%02x", r[0], r[1], r[2])
+	ns, hostIf, peerIf := "hf-out-"+id, "hfw"+id, "hfq"+id
+	a, b := r[1], r[2]&0xfc
+	hostIP, peerIP := fmt.Sprintf("10.211.%d.%d", a, b+1), fmt.Sprintf("10.211.%d.%d", a, b+2)
+	ip := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	ip("netns", "add", ns)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+	ip("link", "add", hostIf, "type", "veth", "peer", "name", peerIf, "netns", ns)
+	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", hostIf).Run() })
+	ip("addr", "add", hostIP+"/30", "dev", hostIf)
+	ip("link", "set", hostIf, "up")
+	ip("-n", ns, "addr", "add", peerIP+"/30", "dev", peerIf)
+	ip("-n", ns, "link", "set", peerIf, "up")
+	ln := func() net.Listener {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		self, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer self.Close()
+		target, err := os.Open("/run/netns/" + ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer target.Close()
+		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+			t.Fatal(err)
+		}
+		ln, lerr := net.Listen("tcp", peerIP+":0")
+		if err := unix.Setns(int(self.Fd()), unix.CLONE_NEWNET); err != nil {
+			panic(err) // this thread must not go back to the pool in the wrong namespace
+		}
+		if lerr != nil {
+			t.Fatal(lerr)
+		}
+		return ln
+	}()
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, "hello from the outside")
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return ln.Addr().String()
+}
+
+// An Unrestricted run reaches a host outside this machine's network
+// namespace through its own user-mode network stack, and none of the
+// node-agent's loopback listeners (here a stand-in for its metrics, health
+// and the MCP servers of other runs), neither by 127.0.0.1 nor by the
+// stack's gateway.
+func TestLocalUnrestrictedRunReachesOutsideNotLoopback(t *testing.T) {
+	outside := outsideHost(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hits atomic.Int32
+	loopback := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		hits.Add(1)
+		fmt.Fprint(w, "node-agent metrics")
+	})}
+	go func() { _ = loopback.Serve(ln) }()
+	defer loopback.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	agent := fmt.Sprintf(`curl -sS --max-time 10 http://%s/; echo
+for a in 127.0.0.1 10.0.2.2; do if curl -sS --max-time 5 http://$a:%d/ >/dev/null 2>&1; then echo "REACHED $a"; else echo "refused $a"; fi; done`, outside, port)
+	lr := runLocally(t, map[string]string{
+		"fixture.yaml": "prompt: fetch\n",
+		"workspace/a":  "x\n",
+		"run.yaml": fmt.Sprintf(`apiVersion: harnessfacts.io/v1alpha1
+kind: HarnessRun
+metadata: {name: unrestricted}
+spec:
+  agent: {adapter: exec, command: [sh, -c, %q]}
+  fixture: {configMapRef: {name: fix}}
+  network: {egress: Unrestricted}
+`, agent),
+	}, nil)
+	tail := ""
+	if lr.status.Agent != nil {
+		tail = lr.status.Agent.OutputTail
+	}
+	if !strings.Contains(tail, "hello from the outside") {
+		t.Errorf("the Unrestricted run did not reach the outside host %s:\n%s\n%s", outside, tail, lr.stderr)
+	}
+	if strings.Contains(tail, "REACHED") || strings.Count(tail, "refused") != 2 || hits.Load() != 0 {
+		t.Errorf("the Unrestricted run reached the node's loopback (%d requests):\n%s", hits.Load(), tail)
+	}
+}
+
+// The output tail in status is shown to people (kubectl describe prints it
+// raw): terminal control sequences in it are inert text, while output.log
+// in the evidence keeps the bytes that were hashed.
+func TestLocalRunOutputTailNeutralisesTerminalSequences(t *testing.T) {
+	agent := `printf 'before \033]52;c;ZXZpbA==\007 \033]8;;https://evil.example/\033\\link\033]8;;\033\\ \033[2K\033[1Aafter\n'`
+	lr := runLocally(t, map[string]string{
+		"fixture.yaml": "prompt: print\n",
+		"workspace/a":  "x\n",
+		"run.yaml": fmt.Sprintf(`apiVersion: harnessfacts.io/v1alpha1
+kind: HarnessRun
+metadata: {name: escapes}
+spec:
+  agent: {adapter: exec, command: [sh, -c, %q]}
+  fixture: {configMapRef: {name: fix}}
+`, agent),
+	}, nil)
+	if lr.status.Agent == nil {
+		t.Fatalf("no agent status:\n%s\n%s", lr.stdout, lr.stderr)
+	}
+	tail := lr.status.Agent.OutputTail
+	if strings.ContainsAny(tail, "\x1b\x07") {
+		t.Errorf("the output tail keeps raw control characters: %q", tail)
+	}
+	for _, want := range []string{"^[]52;c;ZXZpbA==^G", "^[]8;;https://evil.example/^[\\link", "^[[2K^[[1Aafter"} {
+		if !strings.Contains(tail, want) {
+			t.Errorf("the output tail %q lacks %q", tail, want)
+		}
+	}
+	log, err := os.ReadFile(filepath.Join(lr.evidence, "output.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(log, []byte("\x1b]52;c;ZXZpbA==\x07")) {
+		t.Errorf("output.log does not keep the agent's bytes: %q", log)
+	}
+	if out, err := exec.Command(harnessfactsBinary(t), "evidence", "verify", lr.evidence).CombinedOutput(); err != nil {
+		t.Errorf("evidence verify: %v\n%s", err, out)
+	}
+}
