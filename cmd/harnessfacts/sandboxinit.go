@@ -12,11 +12,13 @@ import (
 // newSandboxInitCommand is the entry point inside the sandbox: it bridges
 // loopback ports to unix sockets in the run dir, then runs the agent.
 func newSandboxInitCommand() *cobra.Command {
-	var forwards []string
-	var proxy string
 	cmd := &cobra.Command{
-		Use:    "sandbox-init [--forward 127.0.0.1:PORT=unix:PATH]... [--egress-proxy 127.0.0.1:PORT=unix:PATH] -- COMMAND [ARG]...",
-		Short:  "Inside the sandbox: bridge loopback ports to the run's sockets, then run the agent",
+		Use:   "sandbox-init -- COMMAND [ARG]...",
+		Short: "Inside the sandbox: bridge loopback ports to the run's sockets, then run the agent",
+		Long: `Inside the sandbox: bridge loopback ports to the run's unix sockets, then run
+the agent. The bridges come as JSON in $` + sandboxinit.ConfigEnv + `, never as
+arguments (every user of the node can read a command line); the agent does not
+get that variable.`,
 		Hidden: true,
 		Args:   cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -25,20 +27,6 @@ func newSandboxInitCommand() *cobra.Command {
 				return err
 			}
 			cfg.Stdin = os.Stdin
-			for _, s := range forwards {
-				f, err := sandboxinit.ParseForward(s)
-				if err != nil {
-					return err
-				}
-				cfg.Forwards = append(cfg.Forwards, f)
-			}
-			if proxy != "" {
-				f, err := sandboxinit.ParseForward(proxy)
-				if err != nil {
-					return err
-				}
-				cfg.Proxy = &f
-			}
 			code, err := sandboxinit.Run(cmd.Context(), cfg, args, os.Stdout, os.Stderr)
 			if err != nil {
 				cmd.PrintErrln("harnessfacts sandbox-init:", err)
@@ -47,8 +35,6 @@ func newSandboxInitCommand() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringArrayVar(&forwards, "forward", nil, "bridge 127.0.0.1:PORT inside the sandbox to unix:PATH")
-	cmd.Flags().StringVar(&proxy, "egress-proxy", "", "bridge 127.0.0.1:PORT to the run's egress proxy at unix:PATH and point HTTPS_PROXY, HTTP_PROXY (NO_PROXY: loopback) at it")
 	return cmd
 }
 

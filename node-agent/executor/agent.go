@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"github.com/harnessfacts/harnessfacts/node-agent/egress"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
 	"github.com/harnessfacts/harnessfacts/node-agent/mcp"
+	"github.com/harnessfacts/harnessfacts/node-agent/sandboxinit"
 	"github.com/harnessfacts/harnessfacts/sandbox"
 )
 
@@ -77,8 +79,16 @@ func (a *attempt) writeAgentFiles(ctx context.Context) error {
 func (a *attempt) runAgent(ctx context.Context) (*ran, error) {
 	e := a.e
 	spec := e.baseSpec(a.dir, a.egress)
-	spec.Argv = e.wrap(a.inv.Argv, a.mcp, a.transport, a.proxy, a.bridge)
+	argv, initEnv, err := e.wrap(a.inv.Argv, a.mcp, a.transport, a.proxy, a.bridge)
+	if err != nil {
+		return nil, fail(harnessv1.ReasonSandboxUnavailable, fmt.Errorf("sandbox-init's bridges: %w", err))
+	}
+	spec.Argv = argv
 	spec.Env = append(spec.Env, a.inv.Env...)
+	spec.Env = append(spec.Env, initEnv...)
+	if a.inv.Stdin != nil {
+		spec.Stdin = bytes.NewReader(a.inv.Stdin)
+	}
 	spec.ReadOnly = append(spec.ReadOnly, a.inv.ReadOnly...)
 	if len(a.inv.PathDirs) > 0 {
 		spec.Env = setEnv(spec.Env, "PATH", strings.Join(a.inv.PathDirs, ":")+":"+e.opts.Path)
@@ -114,7 +124,10 @@ func (e *Executor) baseSpec(dir *fixture.RunDir, egress harnessv1.Egress) sandbo
 	hidden := append([]string{e.opts.RunRoot}, e.opts.Hidden...)
 	network := sandbox.NetworkNone
 	if egress == harnessv1.EgressUnrestricted {
-		network = sandbox.NetworkShared
+		// The run's own network namespace with a user-mode stack: never
+		// the node-agent's, whose loopback holds its metrics, health and
+		// the MCP servers of other runs.
+		network = sandbox.NetworkUserMode
 	}
 	xdg := dir.XDG()
 	return sandbox.Spec{
@@ -143,23 +156,42 @@ func (e *Executor) baseSpec(dir *fixture.RunDir, egress harnessv1.Egress) sandbo
 }
 
 // wrap puts sandbox-init in front of the agent when the MCP server or the
-// egress proxy must be bridged into the sandbox's own loopback.
-func (e *Executor) wrap(argv []string, srv *mcpServer, transport harnessv1.MCPTransport, px *egressProxy, bridge *providerBridge) []string {
-	var flags []string
+// egress proxy must be bridged into the sandbox's own loopback. The bridges
+// name the run's sockets, so they go to sandbox-init in its environment
+// (sandboxinit.ConfigEnv, carried to bwrap in its sealed --args memfd), never
+// on a command line, which every user of the node can read.
+func (e *Executor) wrap(argv []string, srv *mcpServer, transport harnessv1.MCPTransport, px *egressProxy, bridge *providerBridge) ([]string, []string, error) {
+	var cfg sandboxinit.Config
 	if transport == harnessv1.MCPTransportHTTP && srv.httpSocket != "" {
-		flags = append(flags, "--forward", fmt.Sprintf("127.0.0.1:%d=unix:%s", SandboxMCPPort, srv.httpSocket))
+		cfg.Forwards = append(cfg.Forwards, sandboxinit.Forward{Listen: fmt.Sprintf("127.0.0.1:%d", SandboxMCPPort), Socket: srv.httpSocket})
 	}
 	if bridge != nil {
-		flags = append(flags, "--forward", bridge.listen+"=unix:"+bridge.socket)
+		cfg.Forwards = append(cfg.Forwards, sandboxinit.Forward{Listen: bridge.listen, Socket: bridge.socket})
 	}
 	if px != nil {
-		flags = append(flags, "--egress-proxy", fmt.Sprintf("127.0.0.1:%d=unix:%s", SandboxEgressPort, px.socket))
+		cfg.Proxy = &sandboxinit.Forward{Listen: fmt.Sprintf("127.0.0.1:%d", SandboxEgressPort), Socket: px.socket}
 	}
-	if len(flags) == 0 {
-		return argv
+	if len(cfg.Forwards) == 0 && cfg.Proxy == nil {
+		return argv, nil, nil
 	}
-	w := append([]string{e.opts.InitBinary, "sandbox-init"}, flags...)
-	return append(append(w, "--"), argv...)
+	entry, err := cfg.EnvEntry()
+	if err != nil {
+		return nil, nil, err
+	}
+	return append([]string{e.opts.InitBinary, "sandbox-init", "--"}, argv...), []string{entry}, nil
+}
+
+// runIDs are the host uid and gid the run's agent runs as: its sockets
+// are theirs alone.
+func (e *Executor) runIDs() socketOwner {
+	uid, gid := e.opts.UID, e.opts.GID
+	if uid == 0 {
+		uid = sandbox.DefaultUID
+	}
+	if gid == 0 {
+		gid = sandbox.DefaultGID
+	}
+	return socketOwner{uid: uid, gid: gid}
 }
 
 // writeFiles writes the adapter's files below home, 0600, refusing paths

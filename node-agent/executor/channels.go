@@ -28,8 +28,8 @@ var (
 
 // listenBounded listens on a unix socket in the run dir for the agent,
 // with the channel's bounds.
-func listenBounded(path string, lim bounded.Limits) (net.Listener, error) {
-	ln, err := listenUnix(path)
+func listenBounded(path string, lim bounded.Limits, owner socketOwner) (net.Listener, error) {
+	ln, err := listenUnix(path, owner)
 	if err != nil {
 		return nil, err
 	}

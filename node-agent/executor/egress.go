@@ -38,7 +38,7 @@ func (a *attempt) startEgress(ctx context.Context) error {
 	if err != nil {
 		return fail(harnessv1.ReasonEgressProxyFailed, fmt.Errorf("the egress allow list cannot be built: %w", err))
 	}
-	px, err := serveEgress(a.dir, allow)
+	px, err := serveEgress(a.dir, allow, a.e.runIDs())
 	if err != nil {
 		return fail(harnessv1.ReasonEgressProxyFailed, fmt.Errorf("the egress proxy could not start: %w", err))
 	}
@@ -46,7 +46,7 @@ func (a *attempt) startEgress(ctx context.Context) error {
 	a.deferCleanup(px.stop)
 	log.FromContext(ctx).V(1).Info("egress proxy", "allowed", allow.Entries())
 
-	bridge, err := startProviderBridge(a.dir.Socket(fixture.SocketProvider), a.run.Spec.Agent.ProviderURL)
+	bridge, err := startProviderBridge(a.dir.Socket(fixture.SocketProvider), a.run.Spec.Agent.ProviderURL, a.e.runIDs())
 	if err != nil {
 		return fail(harnessv1.ReasonEgressProxyFailed, fmt.Errorf("the provider on this node's loopback cannot be bridged into the sandbox: %w", err))
 	}
@@ -96,9 +96,9 @@ type egressProxy struct {
 	done   chan struct{}
 }
 
-func serveEgress(dir *fixture.RunDir, allow *egress.AllowList) (*egressProxy, error) {
+func serveEgress(dir *fixture.RunDir, allow *egress.AllowList, owner socketOwner) (*egressProxy, error) {
 	px := &egressProxy{proxy: egress.New(egress.Options{Allow: allow}), socket: dir.Socket(fixture.SocketEgress), done: make(chan struct{})}
-	ln, err := listenBounded(px.socket, egressChannel)
+	ln, err := listenBounded(px.socket, egressChannel, owner)
 	if err != nil {
 		return nil, err
 	}

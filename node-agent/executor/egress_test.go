@@ -6,11 +6,13 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
 	"github.com/harnessfacts/harnessfacts/node-agent/egress"
 	"github.com/harnessfacts/harnessfacts/node-agent/redact"
+	"github.com/harnessfacts/harnessfacts/node-agent/sandboxinit"
 )
 
 func TestAllowListOfARun(t *testing.T) {
@@ -38,29 +40,50 @@ func TestWrapBridgesMCPAndProxy(t *testing.T) {
 	e := &Executor{opts: Options{InitBinary: "/hf"}}
 	srv := &mcpServer{httpSocket: "/run/x/sockets/mcp-http.sock"}
 	px := &egressProxy{proxy: egress.New(egress.Options{}), socket: "/run/x/sockets/egress.sock"}
+	mcpFwd := sandboxinit.Forward{Listen: "127.0.0.1:7700", Socket: "/run/x/sockets/mcp-http.sock"}
+	proxyFwd := &sandboxinit.Forward{Listen: "127.0.0.1:7701", Socket: "/run/x/sockets/egress.sock"}
 	cases := []struct {
 		name      string
 		transport harnessv1.MCPTransport
 		px        *egressProxy
 		bridge    *providerBridge
-		want      []string
+		want      *sandboxinit.Config // nil: no sandbox-init
 	}{
-		{"neither", harnessv1.MCPTransportStdio, nil, nil, []string{"agent", "-x"}},
-		{"mcp", harnessv1.MCPTransportHTTP, nil, nil, []string{"/hf", "sandbox-init",
-			"--forward", "127.0.0.1:7700=unix:/run/x/sockets/mcp-http.sock", "--", "agent", "-x"}},
-		{"proxy", harnessv1.MCPTransportNone, px, nil, []string{"/hf", "sandbox-init",
-			"--egress-proxy", "127.0.0.1:7701=unix:/run/x/sockets/egress.sock", "--", "agent", "-x"}},
-		{"both", harnessv1.MCPTransportHTTP, px, nil, []string{"/hf", "sandbox-init",
-			"--forward", "127.0.0.1:7700=unix:/run/x/sockets/mcp-http.sock",
-			"--egress-proxy", "127.0.0.1:7701=unix:/run/x/sockets/egress.sock", "--", "agent", "-x"}},
-		{"provider on loopback", harnessv1.MCPTransportHTTP, px, &providerBridge{listen: "127.0.0.1:8089", socket: "/run/x/sockets/provider.sock"}, []string{"/hf", "sandbox-init",
-			"--forward", "127.0.0.1:7700=unix:/run/x/sockets/mcp-http.sock",
-			"--forward", "127.0.0.1:8089=unix:/run/x/sockets/provider.sock",
-			"--egress-proxy", "127.0.0.1:7701=unix:/run/x/sockets/egress.sock", "--", "agent", "-x"}},
+		{"neither", harnessv1.MCPTransportStdio, nil, nil, nil},
+		{"mcp", harnessv1.MCPTransportHTTP, nil, nil, &sandboxinit.Config{Forwards: []sandboxinit.Forward{mcpFwd}}},
+		{"proxy", harnessv1.MCPTransportNone, px, nil, &sandboxinit.Config{Proxy: proxyFwd}},
+		{"both", harnessv1.MCPTransportHTTP, px, nil, &sandboxinit.Config{Forwards: []sandboxinit.Forward{mcpFwd}, Proxy: proxyFwd}},
+		{"provider on loopback", harnessv1.MCPTransportHTTP, px, &providerBridge{listen: "127.0.0.1:8089", socket: "/run/x/sockets/provider.sock"},
+			&sandboxinit.Config{Forwards: []sandboxinit.Forward{mcpFwd, {Listen: "127.0.0.1:8089", Socket: "/run/x/sockets/provider.sock"}}, Proxy: proxyFwd}},
 	}
 	for _, tc := range cases {
-		if diff := cmp.Diff(tc.want, e.wrap([]string{"agent", "-x"}, srv, tc.transport, tc.px, tc.bridge)); diff != "" {
-			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
+		argv, env, err := e.wrap([]string{"agent", "-x"}, srv, tc.transport, tc.px, tc.bridge)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantArgv := []string{"agent", "-x"}
+		if tc.want != nil {
+			wantArgv = []string{"/hf", "sandbox-init", "--", "agent", "-x"}
+		}
+		if diff := cmp.Diff(wantArgv, argv); diff != "" {
+			t.Errorf("%s: argv (-want +got):\n%s", tc.name, diff)
+		}
+		// The sockets are on no command line: they travel in the environment.
+		if strings.Contains(strings.Join(argv, " "), "/sockets/") {
+			t.Errorf("%s: a socket path on the command line: %q", tc.name, argv)
+		}
+		got, rest, err := sandboxinit.ConfigFromEnv(env)
+		if err != nil || len(rest) != 0 {
+			t.Fatalf("%s: env %q: %v", tc.name, env, err)
+		}
+		if tc.want == nil {
+			if len(env) != 0 {
+				t.Errorf("%s: env %q without sandbox-init", tc.name, env)
+			}
+			continue
+		}
+		if diff := cmp.Diff(*tc.want, got, cmpopts.IgnoreFields(sandboxinit.Config{}, "Stdin")); diff != "" {
+			t.Errorf("%s: sandbox-init's config (-want +got):\n%s", tc.name, diff)
 		}
 	}
 }
@@ -68,17 +91,17 @@ func TestWrapBridgesMCPAndProxy(t *testing.T) {
 func TestProviderBridgeOnlyForLoopback(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "provider.sock")
 	for _, u := range []string{"", "https://api.example.com/v1", "http://10.0.0.1:8080"} {
-		if b, err := startProviderBridge(sock, u); b != nil || err != nil {
+		if b, err := startProviderBridge(sock, u, socketOwner{uid: 0, gid: 0}); b != nil || err != nil {
 			t.Errorf("%q: bridge %v, err %v; want none", u, b, err)
 		}
 	}
 	for _, u := range []string{"http://127.0.0.1:7700", "http://localhost:7701/v1", "http://[::1]:8080"} {
-		if b, err := startProviderBridge(sock, u); err == nil {
+		if b, err := startProviderBridge(sock, u, socketOwner{uid: 0, gid: 0}); err == nil {
 			b.stop()
 			t.Errorf("%q: bridged, want an error", u)
 		}
 	}
-	b, err := startProviderBridge(sock, "http://localhost:8089/s/hello")
+	b, err := startProviderBridge(sock, "http://localhost:8089/s/hello", socketOwner{uid: 0, gid: 0})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -67,7 +67,7 @@ func (e *Executor) serveMCP(ctx context.Context, dir *fixture.RunDir, transport 
 		u := strings.TrimPrefix(srv.URL, "http://")
 		hostPort, path, _ := strings.Cut(u, "/")
 		s.httpSocket = dir.Socket(fixture.SocketMCPHTTP)
-		ln, err := listenBounded(s.httpSocket, httpMCPChannel)
+		ln, err := listenBounded(s.httpSocket, httpMCPChannel, e.runIDs())
 		if err != nil {
 			_ = srv.Shutdown(ctx)
 			return nil, err
@@ -83,7 +83,7 @@ func (e *Executor) serveMCP(ctx context.Context, dir *fixture.RunDir, transport 
 		s.token = token
 		s.receipts = mcp.NewReceipts(harnessv1.MCPTransportStdio, maxCalls)
 		sock := dir.Socket(fixture.SocketMCPStdio)
-		ln, err := listenBounded(sock, stdioMCPChannel)
+		ln, err := listenBounded(sock, stdioMCPChannel, e.runIDs())
 		if err != nil {
 			return nil, err
 		}
@@ -100,20 +100,34 @@ func (e *Executor) serveMCP(ctx context.Context, dir *fixture.RunDir, transport 
 				}()
 			}
 		}()
-		s.endpoint.Command = []string{e.opts.InitBinary, "mcp-stdio", "--socket", sock}
+		// The socket in the server's environment, which the adapter puts
+		// in the CLI's settings: an argument would be on a command line.
+		s.endpoint.Command = []string{e.opts.InitBinary, "mcp-stdio"}
+		s.endpoint.Env = map[string]string{sandboxinit.MCPSocketEnv: sock}
 	}
 	return s, nil
 }
 
-func listenUnix(path string) (net.Listener, error) {
+// socketOwner is the host uid and gid a run's sockets belong to: its
+// agent's.
+type socketOwner struct{ uid, gid int }
+
+// listenUnix serves a unix socket that only owner (and root) may connect
+// to: 0600, owned by the run's agent's uid, in the run's sockets folder,
+// which is 0700 and theirs too (so the moment between bind and chmod
+// exposes nothing). Another user of the node who learns the path can
+// neither call the run's get_token nor use its egress proxy.
+func listenUnix(path string, owner socketOwner) (net.Listener, error) {
 	ln, err := net.Listen("unix", path)
 	if err != nil {
 		return nil, fmt.Errorf("listening on %s: %w", path, err)
 	}
-	// The agent runs as another user; connecting needs write permission.
-	if err := os.Chmod(path, 0o666); err != nil {
+	if err := os.Chmod(path, 0o600); err == nil {
+		err = os.Lchown(path, owner.uid, owner.gid)
+	}
+	if err != nil {
 		_ = ln.Close()
-		return nil, err
+		return nil, fmt.Errorf("giving %s to the run's uid: %w", path, err)
 	}
 	return ln, nil
 }

@@ -22,7 +22,7 @@ type providerBridge struct {
 // startProviderBridge bridges rawURL's address through socket when it is
 // on the node's loopback; it returns nil for any other provider (the egress
 // proxy allows those) and for none.
-func startProviderBridge(socket, rawURL string) (*providerBridge, error) {
+func startProviderBridge(socket, rawURL string, owner socketOwner) (*providerBridge, error) {
 	if rawURL == "" {
 		return nil, nil
 	}
@@ -55,7 +55,7 @@ func startProviderBridge(socket, rawURL string) (*providerBridge, error) {
 		return nil, err
 	}
 	b := &providerBridge{listen: listen, socket: socket, done: make(chan struct{})}
-	if b.ln, err = listenBounded(b.socket, providerChannel); err != nil {
+	if b.ln, err = listenBounded(b.socket, providerChannel, owner); err != nil {
 		return nil, err
 	}
 	go func() {

@@ -26,5 +26,9 @@ func (a *attempt) makeRunDir(ctx context.Context) error {
 	if err := dir.MakeAgentDirs(); err != nil {
 		return fail(harnessv1.ReasonRunDirFailed, err)
 	}
+	ids := a.e.runIDs()
+	if err := dir.GiveSockets(ids.uid, ids.gid); err != nil {
+		return fail(harnessv1.ReasonRunDirFailed, err)
+	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/termsafe"
 	"github.com/harnessfacts/harnessfacts/node-agent/egress"
 	"github.com/harnessfacts/harnessfacts/node-agent/redact"
 	"github.com/harnessfacts/harnessfacts/sandbox"
@@ -53,10 +54,12 @@ func (a *attempt) verdict(in *ran) *Outcome {
 		DurationMilliseconds: in.agent.Duration.Milliseconds(),
 		OutputBytes:          in.out.rawBytes(),
 		Truncated:            in.out.truncated(),
-		OutputTail:           validUTF8(in.out.tail(outputTailBytes)),
-		Turns:                in.activity.Turns,
-		ToolCalls:            in.activity.ToolCalls,
-		PermissionDenials:    in.activity.PermissionDenials,
+		// Shown to people (kubectl describe prints it as it is): terminal
+		// control sequences become inert text. output.log keeps the bytes.
+		OutputTail:        termsafe.String(validUTF8(in.out.tail(outputTailBytes))),
+		Turns:             in.activity.Turns,
+		ToolCalls:         in.activity.ToolCalls,
+		PermissionDenials: in.activity.PermissionDenials,
 	}
 	if a.inv != nil {
 		for _, n := range a.inv.Notes {
