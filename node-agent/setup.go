@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -26,9 +27,11 @@ type SetupOptions struct {
 	Slots          int32
 	RunRoot        string
 	Hidden         []string
-	UID, GID       int
-	Sandbox        sandbox.Options
-	Adapters       adapters.Registry
+	// IDs gives each run its own uid and gid (the --run-uids range;
+	// sandbox.DefaultIDRange when nil).
+	IDs      *sandbox.IDPool
+	Sandbox  sandbox.Options
+	Adapters adapters.Registry
 	// ExtraLabels are added to the labels mirrored from the Node.
 	ExtraLabels map[string]string
 	// InitBinary is the harnessfacts binary (os.Executable() when empty).
@@ -40,13 +43,24 @@ type SetupOptions struct {
 // modes, the adapters' CLI versions), and adds the Agent to mgr. mgr must
 // have been made with ManagerOptions(opts.NodeName).
 func Setup(ctx context.Context, mgr manager.Manager, opts SetupOptions) (*Agent, error) {
+	if opts.IDs == nil {
+		r, err := sandbox.ParseIDRange(sandbox.DefaultIDRange)
+		if err != nil {
+			return nil, err
+		}
+		if opts.IDs, err = sandbox.NewIDPool(r); err != nil {
+			return nil, err
+		}
+	}
+	if opts.IDs.Range().Count < int(opts.Slots) {
+		return nil, fmt.Errorf("node-agent: the uid range %s has %d ids for %d slots: each running run needs its own", opts.IDs.Range(), opts.IDs.Range().Count, opts.Slots)
+	}
 	exec, err := executor.New(executor.Options{
 		Sources:    ClusterSources{Reader: mgr.GetAPIReader()},
 		RunRoot:    opts.RunRoot,
 		Sandbox:    opts.Sandbox,
 		Hidden:     opts.Hidden,
-		UID:        opts.UID,
-		GID:        opts.GID,
+		IDs:        opts.IDs,
 		InitBinary: opts.InitBinary,
 		Adapters:   opts.Adapters,
 		NodeName:   opts.NodeName,

@@ -31,7 +31,7 @@ type nodeAgentFlags struct {
 	runRoot        string
 	agentCLIs      string
 	hidden         []string
-	uid, gid       int
+	runUIDs        string
 	bwrap          string
 	cgroupParent   string
 	cgroupMount    string
@@ -104,8 +104,7 @@ behind and ends the runs that process had claimed (reason NodeAgentRestarted).`,
 	fl.StringVar(&f.runRoot, "run-root", "/var/lib/harnessfacts/runs", "folder of the run dirs; never a source checkout")
 	fl.StringVar(&f.agentCLIs, "agent-clis", "", "folder of the agent CLIs' commands (hack/install-agent-clis.sh PREFIX/bin; /opt/harnessfacts/agents/bin in the image); empty: PATH")
 	fl.StringSliceVar(&f.hidden, "hide", nil, hideUsage)
-	fl.IntVar(&f.uid, "run-as-uid", sandbox.DefaultUID, "unprivileged uid the agent runs as")
-	fl.IntVar(&f.gid, "run-as-gid", sandbox.DefaultGID, "unprivileged gid the agent runs as")
+	fl.StringVar(&f.runUIDs, "run-uids", sandbox.DefaultIDRange, "host ids FIRST-LAST the agents run as, one per run at a time as uid and gid (at least --slots of them; in a user-namespaced pod inside its mapped 0-65535)")
 	fl.StringVar(&f.bwrap, "bwrap", "", "bubblewrap binary (default: bwrap on PATH)")
 	fl.StringVar(&f.cgroupMount, "cgroup-mount", "/run/harnessfacts/cgroup", "on cgroup v2, where to mount a writable cgroup2 when /sys/fs/cgroup is read-only (in a pod); needs CAP_SYS_ADMIN")
 	fl.StringVar(&f.cgroupParent, "cgroup-parent", "", "cgroup under which per-run cgroups are made (default: the node-agent's own)")
@@ -131,6 +130,14 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 	logger := ctrl.Log.WithName("node-agent")
 	if err := checkNodeAgentUser(); err != nil {
 		return err
+	}
+	ranges, err := sandbox.ParseIDRange(f.runUIDs)
+	if err != nil {
+		return fmt.Errorf("--run-uids: %w", err)
+	}
+	ids, err := sandbox.NewIDPool(ranges)
+	if err != nil {
+		return fmt.Errorf("--run-uids: %w", err)
 	}
 	if f.nodeName == "" {
 		return errors.New("the node name is not known: set --node-name or $NODE_NAME (the downward API's spec.nodeName)")
@@ -187,7 +194,7 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 	}
 	_, err = nodeagent.Setup(ctx, mgr, nodeagent.SetupOptions{
 		NodeName: f.nodeName, LeaseNamespace: f.leaseNamespace, LeaseDuration: f.leaseDuration, Slots: f.slots,
-		RunRoot: f.runRoot, Hidden: hidden, UID: f.uid, GID: f.gid,
+		RunRoot: f.runRoot, Hidden: hidden, IDs: ids,
 		Sandbox:  sandboxOpts,
 		Adapters: adapters.New(adapters.Config{CLIDir: f.agentCLIs}), ExtraLabels: f.labels,
 	})

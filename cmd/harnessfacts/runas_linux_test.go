@@ -27,7 +27,7 @@ func asNobody(t *testing.T, args ...string) (string, error) {
 // stops at once with a message saying why, instead of running every agent
 // as its own uid (it used to ignore --run-as-uid and go on).
 func TestNodeAgentRefusesToRunAsNonRoot(t *testing.T) {
-	out, err := asNobody(t, "node-agent", "--run-as-uid", "60001", "--kubeconfig", "/nonexistent/kubeconfig")
+	out, err := asNobody(t, "node-agent", "--run-uids", "60000-60127", "--kubeconfig", "/nonexistent/kubeconfig")
 	if err == nil {
 		t.Fatalf("the node-agent started as uid 65534: %s", out)
 	}

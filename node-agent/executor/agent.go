@@ -33,6 +33,8 @@ type ran struct {
 	mcp       mcp.Summary
 	tokenSeen bool
 	activity  adapters.Activity
+	// diskFull is the run dir's usage when it was full as the agent ended.
+	diskFull *fixture.DiskUsage
 }
 
 // prepareAgent has the run's adapter turn the run into a command line,
@@ -78,7 +80,7 @@ func (a *attempt) writeAgentFiles(ctx context.Context) error {
 // output going through the token watcher and the redactor.
 func (a *attempt) runAgent(ctx context.Context) (*ran, error) {
 	e := a.e
-	spec := e.baseSpec(a.dir, a.egress)
+	spec := a.baseSpec(a.egress)
 	argv, initEnv, err := e.wrap(a.inv.Argv, a.mcp, a.transport, a.proxy, a.bridge)
 	if err != nil {
 		return nil, fail(harnessv1.ReasonSandboxUnavailable, fmt.Errorf("sandbox-init's bridges: %w", err))
@@ -107,6 +109,11 @@ func (a *attempt) runAgent(ctx context.Context) (*ran, error) {
 	res, runErr := a.runner.Run(ctx, spec)
 	out.close()
 	r := &ran{agent: res, agentErr: runErr, out: out, stop: stopCauseOf(ctx)}
+	// A full run dir, looked at when the agent's tree is gone: the agent
+	// may have ignored ENOSPC and exited 0.
+	if u, ok, err := a.dir.DiskUsage(); err == nil && ok && u.Full {
+		r.diskFull = &u
+	}
 	if a.proxy != nil {
 		st := a.proxy.proxy.Stats()
 		r.egressStats = &st
@@ -120,7 +127,8 @@ func (a *attempt) runAgent(ctx context.Context) (*ran, error) {
 // baseSpec is the sandbox spec every command of the run shares: the
 // isolated home and temp dirs, only the allow-listed environment, the run
 // root hidden but for this run's own folders.
-func (e *Executor) baseSpec(dir *fixture.RunDir, egress harnessv1.Egress) sandbox.Spec {
+func (a *attempt) baseSpec(egress harnessv1.Egress) sandbox.Spec {
+	e, dir := a.e, a.dir
 	hidden := append([]string{e.opts.RunRoot}, e.opts.Hidden...)
 	network := sandbox.NetworkNone
 	if egress == harnessv1.EgressUnrestricted {
@@ -150,8 +158,8 @@ func (e *Executor) baseSpec(dir *fixture.RunDir, egress harnessv1.Egress) sandbo
 		ReadOnly:  []string{dir.FixtureDir(), dir.Sockets(), e.opts.InitBinary},
 		Hidden:    hidden,
 		Network:   network,
-		UID:       e.opts.UID,
-		GID:       e.opts.GID,
+		UID:       a.uid,
+		GID:       a.gid,
 	}
 }
 
@@ -183,8 +191,8 @@ func (e *Executor) wrap(argv []string, srv *mcpServer, transport harnessv1.MCPTr
 
 // runIDs are the host uid and gid the run's agent runs as: its sockets
 // are theirs alone.
-func (e *Executor) runIDs() socketOwner {
-	uid, gid := e.opts.UID, e.opts.GID
+func (a *attempt) runIDs() socketOwner {
+	uid, gid := a.uid, a.gid
 	if uid == 0 {
 		uid = sandbox.DefaultUID
 	}

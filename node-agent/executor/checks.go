@@ -120,7 +120,7 @@ func (a *attempt) checkSpec(i int, tests string) (sandbox.Spec, error) {
 	if err := os.Chmod(root, 0o711); err != nil {
 		return sandbox.Spec{}, err
 	}
-	spec := a.e.baseSpec(a.dir, harnessv1.EgressNone)
+	spec := a.baseSpec(harnessv1.EgressNone)
 	spec.Network = sandbox.NetworkNone
 	spec.Env = append([]string{
 		"PATH=" + a.e.opts.Path,

@@ -38,7 +38,7 @@ func (a *attempt) startEgress(ctx context.Context) error {
 	if err != nil {
 		return fail(harnessv1.ReasonEgressProxyFailed, fmt.Errorf("the egress allow list cannot be built: %w", err))
 	}
-	px, err := serveEgress(a.dir, allow, a.e.runIDs())
+	px, err := serveEgress(a.dir, allow, a.runIDs())
 	if err != nil {
 		return fail(harnessv1.ReasonEgressProxyFailed, fmt.Errorf("the egress proxy could not start: %w", err))
 	}
@@ -46,7 +46,7 @@ func (a *attempt) startEgress(ctx context.Context) error {
 	a.deferCleanup(px.stop)
 	log.FromContext(ctx).V(1).Info("egress proxy", "allowed", allow.Entries())
 
-	bridge, err := startProviderBridge(a.dir.Socket(fixture.SocketProvider), a.run.Spec.Agent.ProviderURL, a.e.runIDs())
+	bridge, err := startProviderBridge(a.dir.Socket(fixture.SocketProvider), a.run.Spec.Agent.ProviderURL, a.runIDs())
 	if err != nil {
 		return fail(harnessv1.ReasonEgressProxyFailed, fmt.Errorf("the provider on this node's loopback cannot be bridged into the sandbox: %w", err))
 	}

@@ -44,8 +44,13 @@ type Options struct {
 	Hidden []string
 	// Path is the PATH of sandboxed commands (DefaultPath when empty).
 	Path string
-	// UID and GID are the unprivileged ids the agent runs as.
+	// UID and GID are the unprivileged ids the agent runs as when IDs is
+	// nil (0: the sandbox's default, or the caller's own uid when it is not
+	// root).
 	UID, GID int
+	// IDs, when set, gives each attempt its own id of a range as uid and
+	// gid for as long as it runs, so concurrent runs never share a uid.
+	IDs *sandbox.IDPool
 	// InitBinary is the harnessfacts binary, bound read-only into the
 	// sandbox for `sandbox-init` and `mcp-stdio` (os.Executable() when empty).
 	InitBinary string
@@ -107,6 +112,9 @@ func New(opts Options) (*Executor, error) {
 		return nil, fmt.Errorf("executor: %w", err)
 	}
 	uid, gid := opts.UID, opts.GID
+	if opts.IDs != nil {
+		uid, gid = opts.IDs.Range().First, opts.IDs.Range().First
+	}
 	if uid == 0 {
 		uid = sandbox.DefaultUID
 	}
@@ -188,6 +196,10 @@ type attempt struct {
 	proxy       *egressProxy
 	bridge      *providerBridge
 	cliVersion  string
+	// uid and gid the attempt's commands run as.
+	uid, gid int
+	// diskNote says why limits.disk was not enforced ("" when it was).
+	diskNote string
 
 	// cleanups run in reverse order when the attempt ends.
 	cleanups []func()
@@ -213,6 +225,7 @@ func (e *Executor) Execute(ctx context.Context, run *harnessv1.HarnessRun) *Outc
 func (a *attempt) do(ctx context.Context) *Outcome {
 	steps := []func(context.Context) error{
 		a.readFixture,
+		a.takeID,
 		a.makeRunDir,
 		a.readCredentials,
 		a.chooseSandbox,
@@ -252,6 +265,23 @@ func (a *attempt) cleanup() {
 	for i := len(a.cleanups) - 1; i >= 0; i-- {
 		a.cleanups[i]()
 	}
+}
+
+// takeID gives the attempt its uid and gid: its own id of the pool, given
+// back only when the attempt's cleanups have run (the run dir is removed,
+// every process of it is gone), or the configured ids.
+func (a *attempt) takeID(context.Context) error {
+	if a.e.opts.IDs == nil {
+		a.uid, a.gid = a.e.opts.UID, a.e.opts.GID
+		return nil
+	}
+	id, release, err := a.e.opts.IDs.Acquire()
+	if err != nil {
+		return fail(harnessv1.ReasonSandboxUnavailable, fmt.Errorf("no uid for the run: %w (give the node-agent a --run-uids range of at least --slots ids)", err))
+	}
+	a.uid, a.gid = id, id
+	a.deferCleanup(release) // registered first: runs last
+	return nil
 }
 
 // chooseSandbox picks the sandbox for the run's isolation policy, and says

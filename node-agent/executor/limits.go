@@ -32,6 +32,10 @@ func DefaultLimits(l harnessv1.Limits) harnessv1.Limits {
 	if l.MaxArtifactBytes <= 0 {
 		l.MaxArtifactBytes = 256 << 10
 	}
+	if l.Disk == nil || l.Disk.Sign() <= 0 {
+		d := resource.MustParse(harnessv1.DefaultDisk)
+		l.Disk = &d
+	}
 	return l
 }
 
@@ -61,6 +65,9 @@ func effectiveLimits(run harnessv1.Limits, fix *harnessv1.Limits) harnessv1.Limi
 		}
 		if l.MaxArtifactBytes == 0 {
 			l.MaxArtifactBytes = fix.MaxArtifactBytes
+		}
+		if l.Disk == nil {
+			l.Disk = fix.Disk
 		}
 	}
 	return DefaultLimits(l)

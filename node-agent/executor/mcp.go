@@ -39,7 +39,7 @@ func (a *attempt) startMCP(ctx context.Context) error {
 	if a.run.Spec.MCP != nil {
 		a.transport = a.run.Spec.MCP.Transport
 	}
-	srv, err := a.e.serveMCP(ctx, a.dir, a.transport, int64(a.limits.MaxDecisions))
+	srv, err := a.e.serveMCP(ctx, a.dir, a.transport, int64(a.limits.MaxDecisions), a.runIDs())
 	if err != nil {
 		return fail(harnessv1.ReasonMCPServerFailed, fmt.Errorf("the MCP token server could not start: %w", err))
 	}
@@ -54,7 +54,7 @@ func (a *attempt) startMCP(ctx context.Context) error {
 // that socket. Stdio: the node-agent serves MCP on a unix socket, and the
 // agent's stdio server is `harnessfacts mcp-stdio`, a pipe to that socket,
 // so the token is never in a file the agent could read.
-func (e *Executor) serveMCP(ctx context.Context, dir *fixture.RunDir, transport harnessv1.MCPTransport, maxCalls int64) (*mcpServer, error) {
+func (e *Executor) serveMCP(ctx context.Context, dir *fixture.RunDir, transport harnessv1.MCPTransport, maxCalls int64, owner socketOwner) (*mcpServer, error) {
 	s := &mcpServer{endpoint: adapters.MCPEndpoint{Transport: transport, Server: "harnessfacts", Tool: "get_token"}, stopped: make(chan struct{})}
 	ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	switch transport {
@@ -67,7 +67,7 @@ func (e *Executor) serveMCP(ctx context.Context, dir *fixture.RunDir, transport 
 		u := strings.TrimPrefix(srv.URL, "http://")
 		hostPort, path, _ := strings.Cut(u, "/")
 		s.httpSocket = dir.Socket(fixture.SocketMCPHTTP)
-		ln, err := listenBounded(s.httpSocket, httpMCPChannel, e.runIDs())
+		ln, err := listenBounded(s.httpSocket, httpMCPChannel, owner)
 		if err != nil {
 			_ = srv.Shutdown(ctx)
 			return nil, err
@@ -83,7 +83,7 @@ func (e *Executor) serveMCP(ctx context.Context, dir *fixture.RunDir, transport 
 		s.token = token
 		s.receipts = mcp.NewReceipts(harnessv1.MCPTransportStdio, maxCalls)
 		sock := dir.Socket(fixture.SocketMCPStdio)
-		ln, err := listenBounded(sock, stdioMCPChannel, e.runIDs())
+		ln, err := listenBounded(sock, stdioMCPChannel, owner)
 		if err != nil {
 			return nil, err
 		}

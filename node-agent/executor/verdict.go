@@ -7,6 +7,7 @@ import (
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/internal/termsafe"
 	"github.com/harnessfacts/harnessfacts/node-agent/egress"
+	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
 	"github.com/harnessfacts/harnessfacts/node-agent/redact"
 	"github.com/harnessfacts/harnessfacts/sandbox"
 )
@@ -21,7 +22,10 @@ func (a *attempt) verdict(in *ran) *Outcome {
 	st := &res.Status
 
 	// Sandbox.
-	st.Sandbox = &harnessv1.SandboxStatus{Mode: string(a.runner.Mode())}
+	st.Sandbox = &harnessv1.SandboxStatus{Mode: string(a.runner.Mode()), Seccomp: in.agent.Seccomp}
+	if a.diskNote != "" {
+		res.Warnings = append(res.Warnings, Warning{Reason: harnessv1.ReasonRunDirFailed, Message: a.diskNote})
+	}
 	if a.runner.Mode() == sandbox.ModePlain {
 		st.Sandbox.FallbackReason = truncate(a.fallbackWhy, 4096)
 		msg := sandbox.PlainWarning
@@ -116,6 +120,7 @@ func (a *attempt) verdict(in *ran) *Outcome {
 		MCPMessage: st.MCP.Message, Checks: in.checks,
 		EpisodeSeconds: a.limits.EpisodeSeconds, Memory: a.limits.Memory.String(),
 		Unsandboxed: a.runner.Mode() == sandbox.ModePlain,
+		DiskFull:    in.diskFull, Disk: a.limits.Disk.String(),
 	}
 	v := judge(j)
 	st.Phase, st.Verdict, st.FailureClass, st.Reason, st.Message = v.Phase, v.Verdict, v.FailureClass, v.Reason, v.Message
@@ -189,6 +194,10 @@ type judgement struct {
 	Memory         string
 	// Unsandboxed: the agent ran in the plain fallback.
 	Unsandboxed bool
+	// DiskFull is the run dir's usage when it was full as the agent ended
+	// (nil if it was not); Disk is limits.disk, for the message.
+	DiskFull *fixture.DiskUsage
+	Disk     string
 }
 
 // verdict is the judgement's result: status' phase, verdict, failure class,
@@ -217,6 +226,17 @@ func judge(j judgement) verdict {
 		v = verdict{Phase: harnessv1.RunFailed, Verdict: harnessv1.VerdictError, FailureClass: harnessv1.FailureTimeout,
 			Reason:  harnessv1.ReasonDeadlineExceeded,
 			Message: fmt.Sprintf("the agent did not finish within limits.episodeSeconds (%ds) and was killed", j.EpisodeSeconds)}
+	case j.DiskFull != nil:
+		// Before the exit code: the agent may have died of ENOSPC or
+		// ignored it and exited 0; either way the limit is the reason.
+		u := j.DiskFull
+		v = verdict{Phase: harnessv1.RunSucceeded, Verdict: harnessv1.VerdictFail, FailureClass: harnessv1.FailureAgent,
+			Reason: harnessv1.ReasonDiskLimitExceeded,
+			Message: fmt.Sprintf("the run dir was full when the agent ended (limits.disk %s: %d of %d bytes, %d of %d files in use); writes beyond it failed with ENOSPC",
+				j.Disk, u.Bytes, u.LimitBytes, u.Files, u.LimitFiles)}
+		if j.Exited {
+			v.Message += fmt.Sprintf("; the agent exited with code %d", j.ExitCode)
+		}
 	case !j.Exited || j.ExitCode != 0:
 		v = verdict{Phase: harnessv1.RunSucceeded, Verdict: harnessv1.VerdictFail, FailureClass: harnessv1.FailureAgent,
 			Reason: harnessv1.ReasonAgentFailed}

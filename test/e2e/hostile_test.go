@@ -1,0 +1,108 @@
+package e2e
+
+import (
+	"context"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+)
+
+func scriptRun(ns, name, script string) *harnessv1.HarnessRun {
+	return &harnessv1.HarnessRun{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: harnessv1.HarnessRunSpec{
+			Agent: harnessv1.AgentSpec{Adapter: harnessv1.AdapterExec, Command: []string{"bash", "-c", script}},
+			Fixture: harnessv1.FixtureSource{Inline: &harnessv1.InlineFixture{Files: map[string]string{
+				"fixture.yaml": "prompt: go\n"}}},
+		},
+	}
+}
+
+// TestDiskFillEndsWithDiskLimitExceeded: an agent writes far past its
+// limits.disk into its workspace, ignores ENOSPC and exits 0. The kernel
+// stops the writes at the limit (the run dir is a tmpfs of that size, not
+// the node's disk), and the run ends with its own reason. On the old main
+// the write went to the node's disk and the run passed.
+func TestDiskFillEndsWithDiskLimitExceeded(t *testing.T) {
+	ns := newNamespace(t, "e2e-disk")
+	run := scriptRun(ns, "filler", `echo "fs=$(stat -f -c %T .)"; dd if=/dev/zero of=big bs=1M count=64 2>&1 | head -1; echo "size=$(stat -c %s big)"; exit 0`)
+	disk := resource.MustParse("8Mi")
+	run.Spec.Limits.Disk = &disk
+	if err := k8s.Create(context.Background(), run); err != nil {
+		t.Fatal(err)
+	}
+	got := waitTerminal(t, client.ObjectKeyFromObject(run))
+	if got.Status.Reason != harnessv1.ReasonDiskLimitExceeded || got.Status.Verdict != harnessv1.VerdictFail || got.Status.FailureClass != harnessv1.FailureAgent {
+		t.Fatalf("status %s/%s/%s: %s\noutput: %s", got.Status.Verdict, got.Status.FailureClass, got.Status.Reason, got.Status.Message, outputTail(got))
+	}
+	out := outputTail(got)
+	if !strings.Contains(out, "fs=tmpfs") || !strings.Contains(out, "No space left on device") {
+		t.Errorf("the agent's writes did not go to a tmpfs or were not refused:\n%s", out)
+	}
+	m := regexp.MustCompile(`size=(\d+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Errorf("no size printed:\n%s", out)
+	} else if n, _ := strconv.Atoi(m[1]); n > 8<<20 || n < 4<<20 {
+		t.Errorf("the file has %d bytes; the limit is 8 MiB:\n%s", n, out)
+	}
+	if got.Status.Sandbox == nil || !strings.Contains(got.Status.Sandbox.Seccomp, "@sha256:") {
+		t.Errorf("status.sandbox.seccomp does not name the filter: %+v", got.Status.Sandbox)
+	}
+	waitNoRunDirs(t)
+}
+
+// TestConcurrentRunsHaveTheirOwnUIDs: two runs on one node at once run as
+// different unprivileged uids of the node-agent's range (every run was
+// 65534 before).
+func TestConcurrentRunsHaveTheirOwnUIDs(t *testing.T) {
+	ns := newNamespace(t, "e2e-uids")
+	script := `echo "uid=$(id -u) gid=$(id -g)"; sleep 4`
+	runs := []*harnessv1.HarnessRun{scriptRun(ns, "one", script), scriptRun(ns, "two", script)}
+	for _, r := range runs {
+		if err := k8s.Create(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	uids := make([]string, len(runs))
+	var wg sync.WaitGroup
+	for i, r := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got := waitTerminal(t, client.ObjectKeyFromObject(r))
+			if got.Status.Verdict != harnessv1.VerdictPass {
+				t.Errorf("%s: %s %s", r.Name, got.Status.Reason, got.Status.Message)
+			}
+			if m := regexp.MustCompile(`uid=(\d+) gid=(\d+)`).FindStringSubmatch(outputTail(got)); m != nil && m[1] == m[2] {
+				uids[i] = m[1]
+			} else {
+				t.Errorf("%s printed no uid equal to its gid: %s", r.Name, outputTail(got))
+			}
+		}()
+	}
+	wg.Wait()
+	if uids[0] == uids[1] || uids[0] == "65534" || uids[1] == "65534" {
+		t.Errorf("the two runs ran as uids %v", uids)
+	}
+	for _, u := range uids {
+		if len(u) != 5 || u < "60000" || u > "60127" {
+			t.Errorf("uid %s is outside the default range 60000-60127", u)
+		}
+	}
+	waitNoRunDirs(t)
+}
+
+func outputTail(r *harnessv1.HarnessRun) string {
+	if r.Status.Agent == nil {
+		return ""
+	}
+	return r.Status.Agent.OutputTail
+}
