@@ -100,7 +100,9 @@ func (a *attempt) runAgent(ctx context.Context) (*ran, error) {
 		MaxProcesses: int64(a.limits.MaxProcesses),
 		Timeout:      time.Duration(a.limits.EpisodeSeconds) * time.Second,
 	}
-	out, err := newSpooledOutput(a.redactor, a.mcp.token, a.limits.MaxOutputBytes, a.dir.Path)
+	// In the run root, not the run dir: the run dir is the agent's disk
+	// (limits.disk), and an agent that fills it must not silence its own log.
+	out, err := newSpooledOutput(a.redactor, a.mcp.token, a.limits.MaxOutputBytes, a.e.opts.RunRoot)
 	if err != nil {
 		return nil, fail(harnessv1.ReasonRunDirFailed, fmt.Errorf("the agent's output cannot be kept: %w", err))
 	}
