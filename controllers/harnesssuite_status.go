@@ -231,11 +231,11 @@ func (r *HarnessSuiteReconciler) setKstatusConditions(p *suitePass, problem stri
 
 // truncateMessage keeps a condition message within the API's 32 KiB.
 func truncateMessage(s string) string {
-	const max = 4096
-	if len(s) <= max {
+	const limit = 4096
+	if len(s) <= limit {
 		return s
 	}
-	return strings.ToValidUTF8(s[:max], "") + "…"
+	return strings.ToValidUTF8(s[:limit], "") + "…"
 }
 
 func findCondition(conds []metav1.Condition, t string) *metav1.Condition {

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
-
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"

@@ -25,20 +25,6 @@ import (
 // sharing, for as long as a run's AppContainer profile and grants exist.
 const containerFile = ".container"
 
-// containerRecordsDir is where the records are kept: outside every run
-// directory, since the node-agent deletes a run dir when its run ends
-// (after a crash, at its next start, before RecoverAbandoned would see a
-// record in it) and the agent may write in it. One folder per user of the
-// machine: a record that no process holds is abandoned, whichever process
-// wrote it.
-func containerRecordsDir() (string, error) {
-	d, err := os.UserCacheDir()
-	if err != nil {
-		return "", fmt.Errorf("sandbox: appcontainer: no folder for the .container records: %w", err)
-	}
-	return filepath.Join(d, "harnessfacts", "appcontainer"), nil
-}
-
 // runRecord is where a run's record goes and what it says: the profile is
 // named after the run directory (the first read-write path of the Spec) and
 // the record after the profile.

@@ -476,3 +476,17 @@ func preflight(ctx context.Context, _ Options) []Availability {
 	}
 	return []Availability{a, {Mode: ModePlain, Available: true, Reason: "always possible; not a sandbox"}}
 }
+
+// containerRecordsDir is where the records are kept: outside every run
+// directory, since the node-agent deletes a run dir when its run ends
+// (after a crash, at its next start, before RecoverAbandoned would see a
+// record in it) and the agent may write in it. One folder per user of the
+// machine: a record that no process holds is abandoned, whichever process
+// wrote it.
+func containerRecordsDir() (string, error) {
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("sandbox: appcontainer: no folder for the .container records: %w", err)
+	}
+	return filepath.Join(d, "harnessfacts", "appcontainer"), nil
+}

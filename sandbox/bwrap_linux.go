@@ -164,15 +164,15 @@ func socketMounts() []string {
 	var a []string
 	seen := map[string]bool{"/tmp": true}
 	for _, d := range SocketDirs {
-		real, err := filepath.EvalSymlinks(d)
-		if err != nil || seen[real] {
+		resolved, err := filepath.EvalSymlinks(d)
+		if err != nil || seen[resolved] {
 			continue
 		}
-		if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
+		if fi, err := os.Stat(resolved); err != nil || !fi.IsDir() {
 			continue
 		}
-		seen[real] = true
-		a = append(a, "--tmpfs", real)
+		seen[resolved] = true
+		a = append(a, "--tmpfs", resolved)
 	}
 	return a
 }

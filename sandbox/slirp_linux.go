@@ -117,7 +117,7 @@ func startSlirp(path string, pid int) (*slirpNet, error) {
 	var b [1]byte
 	if _, err := readyR.Read(b[:]); err != nil || b[0] != '1' {
 		n.stop()
-		return nil, fmt.Errorf("slirp4netns did not configure the sandbox's network (%v): %s", err, strings.TrimSpace(stderr.String()))
+		return nil, fmt.Errorf("slirp4netns did not configure the sandbox's network (%w): %s", err, strings.TrimSpace(stderr.String()))
 	}
 	return n, nil
 }

@@ -27,5 +27,5 @@ func inUserNamespace() bool {
 		return false
 	}
 	f := strings.Fields(string(b))
-	return !(len(f) == 3 && f[0] == "0" && f[1] == "0" && f[2] == "4294967295")
+	return len(f) != 3 || f[0] != "0" || f[1] != "0" || f[2] != "4294967295"
 }

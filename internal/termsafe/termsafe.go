@@ -43,7 +43,7 @@ func String(s string) string {
 func clean(s string) bool {
 	for i := 0; i < len(s); {
 		r, n := utf8.DecodeRuneInString(s[i:])
-		if unsafeRune(r, n) && !(r == '\r' && i+1 < len(s) && s[i+1] == '\n') {
+		if unsafeRune(r, n) && (r != '\r' || i+1 >= len(s) || s[i+1] != '\n') {
 			return false
 		}
 		i += n

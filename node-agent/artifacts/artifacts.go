@@ -127,12 +127,12 @@ func stream(r *Result, workspace, rel string, opts Options, open opener, keep *i
 	h := sha256.New()
 	kept := &keptBuffer{room: *keep}
 	counted := &counter{}
-	var sink io.Writer = io.MultiWriter(h, counted, kept)
+	sink := io.MultiWriter(h, counted, kept)
 	var red io.WriteCloser = nopCloser{sink}
 	if opts.RedactWriter != nil {
 		red = opts.RedactWriter(sink)
 	}
-	var src io.Reader = io.LimitReader(f, opts.MaxBytes+1)
+	src := io.LimitReader(f, opts.MaxBytes+1)
 	if opts.Raw != nil {
 		src = io.TeeReader(src, opts.Raw(rel))
 	}

@@ -122,7 +122,8 @@ func listenUnix(path string, owner socketOwner) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listening on %s: %w", path, err)
 	}
-	if err := os.Chmod(path, 0o600); err == nil {
+	err = os.Chmod(path, 0o600)
+	if err == nil {
 		err = os.Lchown(path, owner.uid, owner.gid)
 	}
 	if err != nil {
