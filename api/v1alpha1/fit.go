@@ -73,6 +73,7 @@ func (s *HarnessRunStatus) Fit() {
 	if sb := s.Sandbox; sb != nil {
 		sb.Mode = Truncate(sb.Mode, 64)
 		sb.FallbackReason = Truncate(sb.FallbackReason, MaxMessageLength)
+		sb.Seccomp = Truncate(sb.Seccomp, 512)
 	}
 	if a := s.Agent; a != nil {
 		a.CLIVersion = Truncate(a.CLIVersion, 128)
