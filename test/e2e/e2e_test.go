@@ -501,6 +501,12 @@ func TestNodeAgentKilledMidRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	runs := filepath.Join(openDir(t), "runs")
+	// Registered first, so it runs after the node-agents are killed: a
+	// HarnessNode whose Lease is still fresh would take later tests' runs
+	// and then lose them.
+	t.Cleanup(func() {
+		_ = k8s.Delete(context.Background(), &harnessv1.HarnessNode{ObjectMeta: metav1.ObjectMeta{Name: "kill-node"}})
+	})
 	start := func() *exec.Cmd {
 		cmd := exec.Command(binary, "node-agent", "--kubeconfig", kubeconfig, "--node-name", "kill-node",
 			"--lease-namespace", leaseNS, "--lease-duration", "8s", "--slots", "1", "--run-root", runs,

@@ -110,6 +110,8 @@ func TestFloodingTheNodeAgentLeavesItsMemoryBounded(t *testing.T) {
 				Fixture: harnessv1.FixtureSource{Inline: &harnessv1.InlineFixture{Files: map[string]string{"fixture.yaml": "prompt: flood\n"}}},
 				MCP:     &harnessv1.MCPSpec{Transport: transport},
 				Limits:  harnessv1.Limits{EpisodeSeconds: 150, ProbeSeconds: 30},
+				// The node-agent whose memory is measured is this process's.
+				NodeSelector: onMainNode,
 			},
 		}
 		if err := k8s.Create(context.Background(), r); err != nil {
@@ -129,6 +131,7 @@ func TestFloodingTheNodeAgentLeavesItsMemoryBounded(t *testing.T) {
 		fr := flood(f.name, f.script, f.transport)
 		hello := helloRun(ns, harnessv1.MCPTransportHTTP)
 		hello.Name = "hello-beside-" + f.name
+		hello.Spec.NodeSelector = onMainNode
 		if err := k8s.Create(context.Background(), hello); err != nil {
 			t.Fatal(err)
 		}
