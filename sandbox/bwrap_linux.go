@@ -298,7 +298,7 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 		if slirp, err = slirpPath(r.opts); err != nil {
 			return res, err
 		}
-		if resolv, err = dataFile("resolv.conf", []byte("nameserver "+slirpDNS+"\n")); err != nil {
+		if resolv, err = sealedMemfd("resolv.conf", []byte("nameserver "+slirpDNS+"\n")); err != nil {
 			return res, fmt.Errorf("sandbox: resolv.conf: %w", err)
 		}
 		defer resolv.Close()
