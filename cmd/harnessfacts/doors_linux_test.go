@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,10 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
 	"sigs.k8s.io/yaml"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/testing/nethost"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
 	"github.com/harnessfacts/harnessfacts/sandbox"
 )
@@ -240,70 +239,13 @@ spec:
 	}
 }
 
-// outsideHost is "the outside" of these machines: an HTTP server in a
-// network namespace of its own, joined to this one by a veth pair.
-func outsideHost(t *testing.T) string {
-	t.Helper()
-	var r [3]byte
-	_, _ = rand.Read(r[:])
-	id := fmt.Sprintf("%02x%02x%02x", r[0], r[1], r[2])
-	ns, hostIf, peerIf := "hf-out-"+id, "hfw"+id, "hfq"+id
-	a, b := r[1], r[2]&0xfc
-	hostIP, peerIP := fmt.Sprintf("10.211.%d.%d", a, b+1), fmt.Sprintf("10.211.%d.%d", a, b+2)
-	ip := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
-	ip("netns", "add", ns)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
-	ip("link", "add", hostIf, "type", "veth", "peer", "name", peerIf, "netns", ns)
-	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", hostIf).Run() })
-	ip("addr", "add", hostIP+"/30", "dev", hostIf)
-	ip("link", "set", hostIf, "up")
-	ip("-n", ns, "addr", "add", peerIP+"/30", "dev", peerIf)
-	ip("-n", ns, "link", "set", peerIf, "up")
-	ln := func() net.Listener {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		self, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer self.Close()
-		target, err := os.Open("/run/netns/" + ns)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer target.Close()
-		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			t.Fatal(err)
-		}
-		ln, lerr := net.Listen("tcp", peerIP+":0")
-		if err := unix.Setns(int(self.Fd()), unix.CLONE_NEWNET); err != nil {
-			panic(err) // this thread must not go back to the pool in the wrong namespace
-		}
-		if lerr != nil {
-			t.Fatal(lerr)
-		}
-		return ln
-	}()
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprint(w, "hello from the outside")
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	return ln.Addr().String()
-}
-
 // An Unrestricted run reaches a host outside this machine's network
 // namespace through its own user-mode network stack, and none of the
 // node-agent's loopback listeners (here a stand-in for its metrics, health
 // and the MCP servers of other runs), neither by 127.0.0.1 nor by the
 // stack's gateway.
 func TestLocalUnrestrictedRunReachesOutsideNotLoopback(t *testing.T) {
-	outside := outsideHost(t)
+	outside := nethost.Outside(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
