@@ -42,6 +42,12 @@ func TestAntigravityStandIn(t *testing.T) {
 	for _, p := range o.Processes {
 		cmdline, env, _ := strings.Cut(p, ProcSep)
 		args := strings.Split(strings.TrimRight(cmdline, "\x00"), "\x00")
+		// sandbox-init's own argv also names agy (it starts it), and its
+		// environ is what it was started with, config and all; what
+		// reaches the agent is the environment of the stand-in itself.
+		if slices.Contains(args, "sandbox-init") {
+			continue
+		}
 		// sh runs the stand-in as `sh /…/standin/bin/agy ARGS`.
 		for i, a := range args {
 			// A sample taken while the process was being set up has no
