@@ -49,11 +49,6 @@ func (r *AppContainerRunner) Run(ctx context.Context, spec Spec) (res Result, er
 	if len(spec.ReadWrite) == 0 {
 		return res, errors.New("sandbox: appcontainer: the run directory must be the first ReadWrite path")
 	}
-	if spec.Stdin != nil {
-		// The handle list gives the child NUL as stdin; a pipe fed by the
-		// runner is not written yet, and this runner was never run.
-		return res, errors.New("sandbox: appcontainer: a standard input (Spec.Stdin) is not supported yet")
-	}
 	limits := spec.Limits.WithDefaults()
 	sys := winContainerOS{}
 	records, err := containerRecordsDir()
@@ -132,17 +127,24 @@ func (r *AppContainerRunner) Run(ctx context.Context, spec Spec) (res Result, er
 		return res, err
 	}
 
-	stdoutR, stdoutW, err := inheritablePipe()
+	stdoutW, stdoutR, err := inheritablePipe(false)
 	if err != nil {
 		return res, err
 	}
-	stderrR, stderrW, err := inheritablePipe()
+	stderrW, stderrR, err := inheritablePipe(false)
 	if err != nil {
 		_ = windows.CloseHandle(stdoutR)
 		_ = windows.CloseHandle(stdoutW)
 		return res, err
 	}
-	nul, err := inheritableNul()
+	// stdin is NUL, or a pipe the runner feeds with Spec.Stdin (the prompt
+	// of CLIs that read it there, off the command line).
+	var stdin, stdinW windows.Handle
+	if spec.Stdin != nil {
+		stdin, stdinW, err = inheritablePipe(true)
+	} else {
+		stdin, err = inheritableNul()
+	}
 	if err != nil {
 		for _, h := range []windows.Handle{stdoutR, stdoutW, stderrR, stderrW} {
 			_ = windows.CloseHandle(h)
@@ -169,11 +171,27 @@ func (r *AppContainerRunner) Run(ctx context.Context, spec Spec) (res Result, er
 	runCtx, cancel := withTimeout(ctx, limits.Timeout)
 	defer cancel()
 	start := time.Now()
-	pi, err := startInContainer(path, spec, sid, env, [3]windows.Handle{nul, stdoutW, stderrW}, job)
+	pi, err := startInContainer(path, spec, sid, env, [3]windows.Handle{stdin, stdoutW, stderrW}, job)
 	// The child has its copies; ours would keep the pipes open forever.
-	_ = windows.CloseHandle(nul)
+	_ = windows.CloseHandle(stdin)
 	_ = windows.CloseHandle(stdoutW)
 	_ = windows.CloseHandle(stderrW)
+	if stdinW != 0 {
+		f := os.NewFile(uintptr(stdinW), "stdin")
+		if err != nil {
+			f.Close()
+		} else {
+			// The write ends when the child has read it all, or with an
+			// error once the child's end is closed (it exited, or the job
+			// was killed), so it never outlives the run by much.
+			copies.Add(1)
+			go func() {
+				defer copies.Done()
+				defer f.Close()
+				_, _ = io.Copy(f, spec.Stdin)
+			}()
+		}
+	}
 	if err != nil {
 		return res, err
 	}
@@ -305,18 +323,25 @@ func newJob(p jobPlan) (windows.Handle, error) {
 	return job, nil
 }
 
-func inheritablePipe() (r, w windows.Handle, err error) {
+// inheritablePipe makes a pipe of which only the child's end is
+// inheritable: the write end for the child's output, the read end when
+// childReads (its stdin). It returns the child's end first.
+func inheritablePipe(childReads bool) (child, ours windows.Handle, err error) {
 	sa := windows.SecurityAttributes{Length: uint32(unsafe.Sizeof(windows.SecurityAttributes{})), InheritHandle: 1}
+	var r, w windows.Handle
 	if err := windows.CreatePipe(&r, &w, &sa, 0); err != nil {
 		return 0, 0, fmt.Errorf("sandbox: CreatePipe: %w", err)
 	}
-	// Only the child's end is inherited.
-	if err := windows.SetHandleInformation(r, windows.HANDLE_FLAG_INHERIT, 0); err != nil {
+	child, ours = w, r
+	if childReads {
+		child, ours = r, w
+	}
+	if err := windows.SetHandleInformation(ours, windows.HANDLE_FLAG_INHERIT, 0); err != nil {
 		_ = windows.CloseHandle(r)
 		_ = windows.CloseHandle(w)
 		return 0, 0, err
 	}
-	return r, w, nil
+	return child, ours, nil
 }
 
 func inheritableNul() (windows.Handle, error) {
