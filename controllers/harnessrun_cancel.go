@@ -40,9 +40,10 @@ func (r *HarnessRunReconciler) reconcileFinalizer(ctx context.Context, p *pass) 
 			return true, nil
 		}
 		if !finishedCurrent(run) {
-			// Ended by the node-agent (or its spec changed since): this
-			// pass marks it Finished for this generation, as kubectl wait
-			// wants it (and counts it); its TTL is looked at on the next.
+			// Ended by an older node-agent that did not set Finished (or
+			// its spec changed since): this pass marks it Finished for
+			// this generation, as kubectl wait wants it; its TTL is looked
+			// at on the next.
 			return false, nil
 		}
 		return true, r.reconcileTTL(ctx, p)

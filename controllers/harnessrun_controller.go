@@ -107,7 +107,7 @@ func NewHarnessRunReconciler(c client.Client, recorder events.EventRecorder, clk
 		ledger:   newBindingLedger(clk, opts.ReservationTTL),
 		nodes:    &nodeSnapshot{},
 	}
-	m, err := newRunMetrics(r.ledger, opts.Registerer)
+	m, err := newRunMetrics(r.ledger, opts.Registerer, clk.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -187,11 +187,18 @@ func (r *HarnessRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if err := r.client.Get(ctx, req.NamespacedName, run); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.ledger.forget(req.NamespacedName)
+			r.metrics.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("getting HarnessRun %s: %w", req.NamespacedName, err)
 	}
 
+	if finishedMarked(run) {
+		// Ended Finished by its node-agent: counted now, as the pass may
+		// stop at the finalizer step (a run this pass ends is counted after
+		// the write, in afterWrite).
+		r.metrics.observeFinished(run)
+	}
 	p := &pass{run: run, orig: run.DeepCopy(), now: metav1.NewTime(r.clock.Now())}
 	defer func() {
 		if p.reserved != "" {
@@ -289,7 +296,7 @@ func (r *HarnessRunReconciler) afterWrite(ctx context.Context, p *pass) {
 	for _, e := range p.events {
 		r.recorder.Eventf(p.run, e.related, e.eventType, e.reason, e.action, "%s", e.note)
 	}
-	if !finishedMarked(p.orig) && finishedMarked(p.run) {
+	if finishedMarked(p.run) {
 		r.metrics.observeFinished(p.run)
 	}
 	if p.orig.Status.Phase != p.run.Status.Phase {

@@ -7,16 +7,12 @@ import (
 )
 
 // markFinished sets the run's Finished condition from its phase: False
-// before the end, True with the verdict as reason at a terminal phase,
-// however the run ended (this pass, the node-agent, a lost node). The write
-// that turns it True is the one the outcome metrics are counted on, so each
-// run is counted once, also across controller restarts.
+// before the end, True with the verdict as reason at a terminal phase. The
+// node-agent sets it in the write that ends an attempt (the same
+// harnessv1.MarkFinished); this adds it when this pass ended the run, and to
+// a terminal run that lacks it (one ended by an older node-agent).
 func (r *HarnessRunReconciler) markFinished(p *pass) {
-	finished := harnessv1.FinishedCondition(&p.run.Status, p.run.Generation, p.now)
-	meta.SetStatusCondition(&p.run.Status.Conditions, finished)
-	if stalled, ok := harnessv1.RunStalledCondition(&p.run.Status, finished); ok {
-		meta.SetStatusCondition(&p.run.Status.Conditions, stalled)
-	}
+	harnessv1.MarkFinished(&p.run.Status, p.run.Generation, p.now)
 }
 
 // finishedMarked reports whether run carries Finished=True.

@@ -2,8 +2,14 @@ package controllers
 
 import (
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 )
@@ -21,7 +27,7 @@ import (
 //     (NoNodes, NodeSelector, NotReady, NoAdapter, NoAdapterVersion, Full).
 //   - harnessfacts_runs_finished_total{verdict,adapter,failure_class}: runs
 //     that reached a terminal phase, counted once each when the controller
-//     marks them Finished. verdict is Pass, Fail, Error or None (a cancelled
+//     first sees them Finished (see observeFinished). verdict is Pass, Fail, Error or None (a cancelled
 //     run is not judged); failure_class is Infrastructure, Agent, Timeout,
 //     Check or None.
 //   - harnessfacts_run_duration_seconds{adapter,verdict}: from the node-agent's
@@ -30,6 +36,13 @@ import (
 //   - harnessfacts_run_queue_wait_seconds{adapter}: from the run's creation
 //     to the node-agent's claim, observed when the run finishes.
 type runMetrics struct {
+	// started is when this process began counting: a run that finished
+	// before it was counted by an earlier controller (or by none).
+	started time.Time
+	mu      sync.Mutex
+	// counted holds the UID of each run counted, until the run is gone.
+	counted map[types.NamespacedName]types.UID
+
 	schedulingLatency prometheus.Histogram
 	bindingConflicts  prometheus.Counter
 	runsFinished      *prometheus.CounterVec
@@ -37,12 +50,36 @@ type runMetrics struct {
 	queueWait         *prometheus.HistogramVec
 }
 
+// forget drops what observeFinished remembers of a deleted run.
+func (m *runMetrics) forget(key types.NamespacedName) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.counted, key)
+}
+
 // durationBuckets span a trivial run (seconds) to a long agent episode
 // (hours).
 var durationBuckets = []float64{1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400}
 
-// observeFinished counts a run that has just been marked Finished.
+// observeFinished counts a run marked Finished, once: the first time this
+// controller sees it so, whoever set it (the node-agent's outcome or this
+// controller). A run whose Finished turned True before this process started
+// is not counted: an earlier controller counted it, so a restart does not
+// count every finished run again (those that ended while no controller ran
+// are not counted at all).
 func (m *runMetrics) observeFinished(run *harnessv1.HarnessRun) {
+	key := client.ObjectKeyFromObject(run)
+	m.mu.Lock()
+	if m.counted[key] == run.UID {
+		m.mu.Unlock()
+		return
+	}
+	m.counted[key] = run.UID
+	m.mu.Unlock()
+	// Condition times are kept to the second.
+	if c := meta.FindStatusCondition(run.Status.Conditions, harnessv1.ConditionFinished); c == nil || c.LastTransitionTime.Before(&metav1.Time{Time: m.started.Truncate(time.Second)}) {
+		return
+	}
 	st := &run.Status
 	verdict := orNone(string(st.Verdict))
 	adapter := orNone(string(run.Spec.Agent.Adapter))
@@ -70,8 +107,10 @@ var (
 		"Pending HarnessRuns that fit no node, by reason.", []string{"reason"}, nil)
 )
 
-func newRunMetrics(ledger *bindingLedger, reg prometheus.Registerer) (*runMetrics, error) {
+func newRunMetrics(ledger *bindingLedger, reg prometheus.Registerer, started time.Time) (*runMetrics, error) {
 	m := &runMetrics{
+		started: started,
+		counted: map[types.NamespacedName]types.UID{},
 		schedulingLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "harnessfacts_scheduling_latency_seconds",
 			Help:    "Time from a HarnessRun waiting for a node to its binding.",

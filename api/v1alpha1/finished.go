@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -14,11 +15,25 @@ const (
 	AnnotationRetryOfUID = "harnessfacts.io/retry-of-uid"
 )
 
+// MarkFinished sets Finished on st from its phase (FinishedCondition) and,
+// for a run that ended without verdict Pass, kstatus' Stalled
+// (RunStalledCondition). It is the one place both are set: whoever writes a
+// terminal phase (the node-agent's outcome, the controller ending a run, a
+// local run) calls it in that same write, so `kubectl wait
+// --for=condition=Finished` returns with the write that ended the run; the
+// controller calls it on every pass, which adds Finished=False to a new
+// run and Finished=True to a terminal run that lacks it.
+func MarkFinished(st *HarnessRunStatus, generation int64, now metav1.Time) {
+	finished := FinishedCondition(st, generation, now)
+	meta.SetStatusCondition(&st.Conditions, finished)
+	if stalled, ok := RunStalledCondition(st, finished); ok {
+		meta.SetStatusCondition(&st.Conditions, stalled)
+	}
+}
+
 // FinishedCondition is the Finished condition a run with status st and
 // metadata.generation generation should carry: True with the verdict as
-// reason once the phase is terminal, False (reason NotFinished) before. Who
-// ends a run (the node-agent, the controller, a local run) sets it with the
-// terminal phase; the controller adds it to a terminal run that lacks it.
+// reason once the phase is terminal, False (reason NotFinished) before.
 func FinishedCondition(st *HarnessRunStatus, generation int64, now metav1.Time) metav1.Condition {
 	c := metav1.Condition{Type: ConditionFinished, ObservedGeneration: generation, LastTransitionTime: now}
 	if !st.Phase.Terminal() {

@@ -66,7 +66,8 @@ func stopCauseOf(ctx context.Context) *StopCause {
 	return nil
 }
 
-// Apply merges the outcome into the run's status, as of now.
+// Apply merges the outcome into the run's status, as of now: the terminal
+// phase, its conditions, Ready, and Finished (harnessv1.MarkFinished).
 func (o *Outcome) Apply(run *harnessv1.HarnessRun, now time.Time) {
 	t := metav1.NewTime(now)
 	st := &run.Status
@@ -98,6 +99,9 @@ func (o *Outcome) Apply(run *harnessv1.HarnessRun, now time.Time) {
 		ready.Reason = harnessv1.ReasonStopped
 	}
 	meta.SetStatusCondition(&st.Conditions, ready)
+	// In the write that ends the attempt, so that a watcher of Finished
+	// (kubectl wait) needs no further pass of the controller.
+	harnessv1.MarkFinished(st, run.Generation, t)
 }
 
 // setCondition sets a condition in a status being built.
