@@ -8,22 +8,33 @@ import (
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 )
 
-// defaultEpisodeSeconds is the schema default of limits.episodeSeconds, for a
-// run stored before the default existed.
-const defaultEpisodeSeconds = 360
+// episodeBound is the longest the run's episode may be, as the controller
+// knows it: the episodeSeconds its node-agent resolved (status.limits), else
+// the run's own. Before the node-agent has read the fixture, a run that sets
+// none may get any episode its fixture asks for, so the bound is the
+// strictest HarnessPolicy ceiling, else the schema's maximum.
+func episodeBound(run *harnessv1.HarnessRun) time.Duration {
+	episode := run.Spec.Limits.EpisodeSeconds
+	switch c := run.Status.LimitCeilings; {
+	case run.Status.Limits != nil && run.Status.Limits.EpisodeSeconds > 0:
+		episode = run.Status.Limits.EpisodeSeconds
+	case episode > 0:
+	case c != nil && c.MaxEpisodeSeconds != nil:
+		episode = *c.MaxEpisodeSeconds
+	default:
+		episode = harnessv1.MaxEpisodeSeconds
+	}
+	return time.Duration(episode) * time.Second
+}
 
-// runDeadline is when a running run must have finished: its start, plus
-// limits.episodeSeconds, plus the grace the node-agent gets to kill the agent
-// and report. ok is false for a run not started yet.
+// runDeadline is when a running run must have finished: its start, plus its
+// episode's bound, plus the grace the node-agent gets to kill the agent and
+// report. ok is false for a run not started yet.
 func runDeadline(run *harnessv1.HarnessRun, grace time.Duration) (deadline time.Time, ok bool) {
 	if run.Status.StartTime == nil {
 		return time.Time{}, false
 	}
-	episode := run.Spec.Limits.EpisodeSeconds
-	if episode <= 0 {
-		episode = defaultEpisodeSeconds
-	}
-	return run.Status.StartTime.Add(time.Duration(episode)*time.Second + grace), true
+	return run.Status.StartTime.Add(episodeBound(run) + grace), true
 }
 
 // reconcileDeadline ends a Running run that overran its deadline with class
@@ -47,10 +58,7 @@ func (r *HarnessRunReconciler) reconcileDeadline(ctx context.Context, p *pass) e
 	if h := r.nodeHealthOf(ctx, run.Status.NodeName); h.lost && h.lostAt.Before(deadline) {
 		return nil
 	}
-	episode := time.Duration(run.Spec.Limits.EpisodeSeconds) * time.Second
-	if episode <= 0 {
-		episode = defaultEpisodeSeconds * time.Second
-	}
+	episode := episodeBound(run)
 	msg := fmt.Sprintf("the run did not finish within limits.episodeSeconds (%s) plus the controller's grace (%s) after it started at %s",
 		episode, r.opts.DeadlineGrace, run.Status.StartTime.UTC().Format(time.RFC3339))
 	p.fail(harnessv1.ReasonDeadlineExceeded, msg, harnessv1.VerdictError, harnessv1.FailureTimeout)

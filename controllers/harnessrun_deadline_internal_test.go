@@ -22,6 +22,8 @@ func TestReconcileDeadlineWithFakeClock(t *testing.T) {
 		name        string
 		phase       harnessv1.RunPhase
 		episode     int32
+		resolved    int32 // status.limits.episodeSeconds
+		ceiling     int32 // status.limitCeilings.maxEpisodeSeconds
 		elapsed     time.Duration
 		wantFailed  bool
 		wantRequeue time.Duration
@@ -29,7 +31,13 @@ func TestReconcileDeadlineWithFakeClock(t *testing.T) {
 		{name: "just started", phase: harnessv1.RunRunning, episode: 360, elapsed: 0, wantRequeue: 390 * time.Second},
 		{name: "inside the grace", phase: harnessv1.RunRunning, episode: 360, elapsed: 370 * time.Second, wantRequeue: 20 * time.Second},
 		{name: "at the deadline", phase: harnessv1.RunRunning, episode: 360, elapsed: 390 * time.Second, wantFailed: true},
-		{name: "episode default", phase: harnessv1.RunRunning, episode: 0, elapsed: 389 * time.Second, wantRequeue: time.Second},
+		// A run that sets no episode gets its fixture's, which only the
+		// node-agent knows: until it says (status.limits), the bound is the
+		// strictest ceiling, else the schema's maximum.
+		{name: "episode unset", phase: harnessv1.RunRunning, episode: 0, elapsed: 389 * time.Second, wantRequeue: 86400*time.Second + 30*time.Second - 389*time.Second},
+		{name: "episode unset under a ceiling", phase: harnessv1.RunRunning, ceiling: 300, elapsed: 320 * time.Second, wantRequeue: 10 * time.Second},
+		{name: "episode the node-agent resolved", phase: harnessv1.RunRunning, resolved: 60, ceiling: 300, elapsed: 89 * time.Second, wantRequeue: time.Second},
+		{name: "past the resolved episode", phase: harnessv1.RunRunning, resolved: 60, elapsed: 90 * time.Second, wantFailed: true},
 		{name: "scheduled runs have no deadline yet", phase: harnessv1.RunScheduled, episode: 1, elapsed: time.Hour},
 	}
 	scheme := runtime.NewScheme()
@@ -42,6 +50,12 @@ func TestReconcileDeadlineWithFakeClock(t *testing.T) {
 			r := &HarnessRunReconciler{clock: clk, opts: Options{DeadlineGrace: 30 * time.Second}.Default(), client: nil}
 			run := &harnessv1.HarnessRun{}
 			run.Spec.Limits.EpisodeSeconds = tc.episode
+			if tc.resolved > 0 {
+				run.Status.Limits = &harnessv1.Limits{EpisodeSeconds: tc.resolved}
+			}
+			if tc.ceiling > 0 {
+				run.Status.LimitCeilings = &harnessv1.LimitCeilings{PolicyLimits: harnessv1.PolicyLimits{MaxEpisodeSeconds: &tc.ceiling}}
+			}
 			run.Status.Phase = tc.phase
 			if tc.phase == harnessv1.RunRunning {
 				run.Status.StartTime = &metav1.Time{Time: start}

@@ -292,6 +292,11 @@ func (r *HarnessRunReconciler) reconcileDispatch(ctx context.Context, p *pass) e
 	st.Attempt = max(st.Attempt, 1)
 	st.ScheduledTime = p.now.DeepCopy()
 	st.StartTime = nil
+	// The node-agent judges the limits it resolves from the fixture and
+	// the defaults against the ceilings of now; the attempt's limits are
+	// its own to record.
+	st.LimitCeilings = harnessv1.Ceilings(policies)
+	st.Limits, st.LimitSources = nil, nil
 	st.Reason = harnessv1.ReasonBound
 	msg := fmt.Sprintf("bound to node %s (attempt %d)", chosen.name, st.Attempt)
 	st.Message = msg

@@ -111,10 +111,11 @@ const (
 	ReasonIsolationFallback = "IsolationFallback"
 	// ReasonCancelled: spec.cancel stopped the run.
 	ReasonCancelled = "Cancelled"
-	// ReasonPolicyViolation: the controller refused the run before binding
-	// it: it breaks a rule of a HarnessPolicy that selects its namespace
-	// (the message names each). Admission refuses such runs; this catches
-	// those admitted before the policy was made or tightened.
+	// ReasonPolicyViolation: the run breaks a rule of a HarnessPolicy that
+	// selects its namespace (the message names each). Admission refuses such
+	// runs; the controller refuses, before binding, those admitted before
+	// the policy was made or tightened; the node-agent refuses a run whose
+	// fixture sets a limit above a ceiling (status.limitCeilings).
 	ReasonPolicyViolation = "PolicyViolation"
 	// ReasonDeleted: the run was deleted while it ran.
 	ReasonDeleted = "Deleted"

@@ -40,8 +40,10 @@ func (p *HarnessPolicy) Selects(namespaceLabels map[string]string) (bool, error)
 
 // Violations lists the rules of p that a run with spec breaks, in the order
 // the chart's admission policy checks them, with the same words. Limits are
-// judged as the run sets them (a limit it leaves unset is resolved from its
-// fixture on the node). fairShare and spend are not rules a run can break.
+// judged as the run sets them: a limit it leaves unset is resolved on the
+// node (ResolveLimits) and judged there against the ceilings the controller
+// records in status.limitCeilings when it binds the run. fairShare and spend
+// are not rules a run can break.
 func (p *HarnessPolicy) Violations(spec *HarnessRunSpec) []PolicyViolation {
 	var out []PolicyViolation
 	add := func(rule, format string, args ...any) {

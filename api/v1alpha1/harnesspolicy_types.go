@@ -28,8 +28,11 @@ type HarnessPolicySpec struct {
 	Network *PolicyNetwork `json:"network,omitempty"`
 
 	// limits are ceilings on the limits a run resolves (its own, else its
-	// fixture's, else the default). A run above a ceiling is refused, never
-	// silently cut.
+	// fixture's, else the default). A limit the run sets above a ceiling is
+	// refused at admission; one its fixture sets above a ceiling ends the
+	// run with PolicyViolation on its node; neither is ever silently cut. A
+	// default above a ceiling, which nobody asked for, gives way to it
+	// (status.limitSources of the run says so).
 	// +optional
 	Limits *PolicyLimits `json:"limits,omitempty"`
 
@@ -100,6 +103,7 @@ type PolicyNetwork struct {
 // PolicyLimits are ceilings on a run's limits.
 type PolicyLimits struct {
 	// maxMemory is the most limits.memory may be.
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('16Mi')) >= 0",message="limits.maxMemory must be at least 16Mi, the least limits.memory may be"
 	// +optional
 	MaxMemory *resource.Quantity `json:"maxMemory,omitempty"`
 
@@ -119,6 +123,7 @@ type PolicyLimits struct {
 	MaxDecisions *int32 `json:"maxDecisions,omitempty"`
 
 	// maxDisk is the most limits.disk may be.
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('1Mi')) >= 0",message="limits.maxDisk must be at least 1Mi, the least limits.disk may be"
 	// +optional
 	MaxDisk *resource.Quantity `json:"maxDisk,omitempty"`
 }

@@ -118,7 +118,14 @@ type HarnessRunSpec struct {
 	// +optional
 	Isolation IsolationSpec `json:"isolation,omitempty"`
 
-	// limits bound the run's time, memory, processes, decisions and output.
+	// limits bound the run's time, memory, disk, processes, decisions and
+	// output. A limit left unset is the fixture's, else the API's default;
+	// status.limits says what applied and status.limitSources where each
+	// came from.
+	//
+	// The empty default fills no limit: it is here because a Go client
+	// always sends limits (a struct is never omitted), and the rule that
+	// spec.limits is immutable compares has(limits) before and after.
 	// +kubebuilder:default={}
 	// +optional
 	Limits Limits `json:"limits,omitempty"`
@@ -335,26 +342,29 @@ type IsolationSpec struct {
 	Policy IsolationPolicy `json:"policy,omitempty"`
 }
 
-// Limits bound a run.
+// Limits bound a run. The schema fills none of them: each limit a run leaves
+// unset is its fixture's, else the default constant of this package
+// (ResolveLimits), and status.limits records what the attempt ran under.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.probeSeconds) || !has(self.episodeSeconds) || self.probeSeconds <= self.episodeSeconds",message="limits.probeSeconds must not be longer than limits.episodeSeconds"
 type Limits struct {
 	// episodeSeconds bounds the agent's whole episode, from start to exit.
-	// +kubebuilder:default=360
+	// Unset: the fixture's, then DefaultEpisodeSeconds (360).
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=86400
 	// +optional
 	EpisodeSeconds int32 `json:"episodeSeconds,omitempty"`
 
-	// probeSeconds bounds each fixture check and each MCP call.
-	// +kubebuilder:default=120
+	// probeSeconds bounds each fixture check and each MCP call. Unset: the
+	// fixture's, then DefaultProbeSeconds (120); never longer than the
+	// resolved episodeSeconds.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=86400
 	// +optional
 	ProbeSeconds int32 `json:"probeSeconds,omitempty"`
 
-	// memory bounds the memory of the agent's whole process tree.
-	// +kubebuilder:default="2Gi"
+	// memory bounds the memory of the agent's whole process tree. Unset: the
+	// fixture's, then DefaultMemory (2Gi).
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('16Mi')) >= 0",message="limits.memory must be at least 16Mi"
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('256Gi')) <= 0",message="limits.memory must be at most 256Gi"
 	// +optional
@@ -376,31 +386,32 @@ type Limits struct {
 	Disk *resource.Quantity `json:"disk,omitempty"`
 
 	// maxDecisions bounds the agent's turns where its CLI has a turn limit,
-	// and the MCP calls it may make.
-	// +kubebuilder:default=5000
+	// and the MCP calls it may make. Unset: the fixture's, then
+	// DefaultMaxDecisions (5000).
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1000000
 	// +optional
 	MaxDecisions int32 `json:"maxDecisions,omitempty"`
 
 	// maxProcesses bounds the number of processes in the agent's tree.
-	// +kubebuilder:default=1024
+	// Unset: the fixture's, then DefaultMaxProcesses (1024).
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65536
 	// +optional
 	MaxProcesses int32 `json:"maxProcesses,omitempty"`
 
 	// maxOutputBytes bounds the agent's captured stdout and stderr; beyond it
-	// the head and tail are kept and the dropped bytes counted.
-	// +kubebuilder:default=8388608
+	// the head and tail are kept and the dropped bytes counted. The node-agent
+	// streams the output: a large value costs no memory up front. Unset: the
+	// fixture's, then DefaultMaxOutputBytes (8 MiB).
 	// +kubebuilder:validation:Minimum=1024
 	// +kubebuilder:validation:Maximum=1073741824
 	// +optional
 	MaxOutputBytes int64 `json:"maxOutputBytes,omitempty"`
 
 	// maxArtifactBytes bounds each collected artifact; a larger one is
-	// rejected with a reason in status.
-	// +kubebuilder:default=262144
+	// rejected with a reason in status. Unset: the fixture's, then
+	// DefaultMaxArtifactBytes (256 KiB).
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1073741824
 	// +optional
@@ -549,6 +560,30 @@ type HarnessRunStatus struct {
 	// evidence points at the run's hashed evidence.
 	// +optional
 	Evidence *EvidenceStatus `json:"evidence,omitempty"`
+
+	// limits are the limits the attempt ran under, every one set: the run's,
+	// else its fixture's, else the API's default (a default above a
+	// HarnessPolicy ceiling gives way to the ceiling). Written by the
+	// node-agent once it has read the fixture.
+	// +optional
+	Limits *Limits `json:"limits,omitempty"`
+
+	// limitSources says where each of status.limits came from, by its name
+	// (episodeSeconds, probeSeconds, memory, disk, maxDecisions,
+	// maxProcesses, maxOutputBytes, maxArtifactBytes): "run", "fixture",
+	// "default", or "HarnessPolicy NAME limits.RULE" for a default lowered
+	// to that policy's ceiling.
+	// +kubebuilder:validation:MaxProperties=8
+	// +optional
+	LimitSources map[string]string `json:"limitSources,omitempty"`
+
+	// limitCeilings are the strictest HarnessPolicy ceilings over the run's
+	// namespace when the controller bound it. The node-agent judges the
+	// limits it resolves from the fixture and the defaults against them: a
+	// fixture's limit above a ceiling ends the run with PolicyViolation, a
+	// default above one gives way to it.
+	// +optional
+	LimitCeilings *LimitCeilings `json:"limitCeilings,omitempty"`
 }
 
 // SandboxStatus is the isolation a run really used.

@@ -152,8 +152,20 @@ func TestRejectsBadRuns(t *testing.T) {
 			set(o, "spec.limits.episodeSeconds", int64(60))
 			set(o, "spec.limits.probeSeconds", int64(120))
 		}, "limits.probeSeconds must not be longer than limits.episodeSeconds"},
-		{"probe longer than the default episode", func(o map[string]any) { set(o, "spec.limits.probeSeconds", int64(400)) },
-			"limits.probeSeconds must not be longer than limits.episodeSeconds"},
+		{"disk below 1Mi", func(o map[string]any) { set(o, "spec.limits.disk", "1023Ki") },
+			"limits.disk must be at least 1Mi"},
+		{"zero disk", func(o map[string]any) { set(o, "spec.limits.disk", "0") },
+			"limits.disk must be at least 1Mi"},
+		{"disk above 256Gi", func(o map[string]any) { set(o, "spec.limits.disk", "257Gi") },
+			"limits.disk must be at most 256Gi"},
+		{"disk of a terabyte", func(o map[string]any) { set(o, "spec.limits.disk", "1T") },
+			"limits.disk must be at most 256Gi"},
+		{"disk that is not a quantity", func(o map[string]any) { set(o, "spec.limits.disk", "lots") },
+			"spec.limits.disk in body should match"},
+		{"memory above 256Gi", func(o map[string]any) { set(o, "spec.limits.memory", "300Gi") },
+			"limits.memory must be at most 256Gi"},
+		{"huge maxOutputBytes", func(o map[string]any) { set(o, "spec.limits.maxOutputBytes", int64(1<<30+1)) },
+			"spec.limits.maxOutputBytes in body should be less than or equal to 1073741824"},
 		{"tiny memory", func(o map[string]any) { set(o, "spec.limits.memory", "1Ki") },
 			"limits.memory must be at least 16Mi"},
 		{"negative memory", func(o map[string]any) { set(o, "spec.limits.memory", "-1Gi") },
@@ -243,7 +255,11 @@ func TestRejectsBadRuns(t *testing.T) {
 	}
 }
 
-func TestDefaultsAreFilledIn(t *testing.T) {
+// The schema fills isolation and network, but no limit: a limit the run
+// leaves unset must stay visible as unset, so that its fixture's applies
+// (harnessv1.ResolveLimits). Filling them here was the bug that made every
+// fixture's limits dead letters.
+func TestDefaultsAreFilledInButNoLimit(t *testing.T) {
 	ctx := context.Background()
 	obj := run(t, "defaults", nil)
 	if err := k8s.Create(ctx, obj); err != nil {
@@ -255,23 +271,57 @@ func TestDefaultsAreFilledIn(t *testing.T) {
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(obj), &got); err != nil {
 		t.Fatal(err)
 	}
-	want := harnessv1.Limits{
-		EpisodeSeconds:   360,
-		ProbeSeconds:     120,
-		Memory:           ptr.To(resource.MustParse("2Gi")),
-		MaxDecisions:     5000,
-		MaxProcesses:     1024,
-		MaxOutputBytes:   8 << 20,
-		MaxArtifactBytes: 256 << 10,
+	if diff := cmp.Diff(harnessv1.Limits{}, got.Spec.Limits); diff != "" {
+		t.Errorf("the API server filled limits the run left unset (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(want, got.Spec.Limits); diff != "" {
-		t.Errorf("limits defaults (-want +got):\n%s", diff)
+	stored := &unstructured.Unstructured{}
+	stored.SetGroupVersionKind(harnessv1.GroupVersion.WithKind("HarnessRun"))
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(obj), stored); err != nil {
+		t.Fatal(err)
+	}
+	if l := stored.Object["spec"].(map[string]any)["limits"]; len(l.(map[string]any)) != 0 {
+		t.Errorf("spec.limits was stored as %v; want it empty", l)
 	}
 	if got.Spec.Isolation.Policy != harnessv1.IsolationRequired {
 		t.Errorf("isolation.policy = %q, want Required", got.Spec.Isolation.Policy)
 	}
 	if got.Spec.Network.Egress != harnessv1.EgressProviderOnly {
 		t.Errorf("network.egress = %q, want ProviderOnly", got.Spec.Network.Egress)
+	}
+
+	// A limit the run sets is kept as it is, the others stay unset; a
+	// probe longer than the default episode is no longer judged against a
+	// default the run never asked for (ResolveLimits keeps the probe within
+	// the resolved episode).
+	some := run(t, "some-limits", func(o map[string]any) {
+		set(o, "spec.limits.probeSeconds", int64(400))
+		set(o, "spec.limits.disk", "1Mi")
+	})
+	if err := k8s.Create(ctx, some); err != nil {
+		t.Fatalf("a run with some limits was rejected: %v", err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(ctx, some) })
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(some), &got); err != nil {
+		t.Fatal(err)
+	}
+	want := harnessv1.Limits{ProbeSeconds: 400, Disk: ptr.To(resource.MustParse("1Mi"))}
+	if diff := cmp.Diff(want, got.Spec.Limits); diff != "" {
+		t.Errorf("limits (-want +got):\n%s", diff)
+	}
+}
+
+// limits.disk's bounds are the schema's CEL rules: the least and the most
+// it may be are accepted, and TestRejectsBadRuns shows each side refused
+// with its message.
+func TestDiskBoundsAccepted(t *testing.T) {
+	ctx := context.Background()
+	for i, disk := range []string{"1Mi", "1Gi", "256Gi", "1048576"} {
+		obj := run(t, fmt.Sprintf("disk-%d", i), func(o map[string]any) { set(o, "spec.limits.disk", disk) })
+		if err := k8s.Create(ctx, obj); err != nil {
+			t.Errorf("limits.disk %s was refused: %v", disk, err)
+			continue
+		}
+		_ = k8s.Delete(ctx, obj)
 	}
 }
 
@@ -473,4 +523,46 @@ func TestKubectlGetShowsThePrinterColumns(t *testing.T) {
 	if !strings.Contains(out, "No resources found") && !strings.Contains(out, "SLOTS") {
 		t.Errorf("kubectl get harnessnodes: %s", out)
 	}
+}
+
+// A fixture's limits never pass the API server; harnessv1.CheckLimits holds
+// them to the schema's bounds. Both must agree on every side of every bound.
+func TestCheckLimitsAgreesWithTheSchema(t *testing.T) {
+	cases := []harnessv1.Limits{
+		{EpisodeSeconds: 1}, {EpisodeSeconds: 86400}, {EpisodeSeconds: 86401},
+		{ProbeSeconds: 86400}, {ProbeSeconds: 86401}, {EpisodeSeconds: 10, ProbeSeconds: 10}, {EpisodeSeconds: 10, ProbeSeconds: 11},
+		{Memory: ptr.To(resource.MustParse("16Mi"))}, {Memory: ptr.To(resource.MustParse("15Mi"))},
+		{Memory: ptr.To(resource.MustParse("256Gi"))}, {Memory: ptr.To(resource.MustParse("257Gi"))},
+		{Disk: ptr.To(resource.MustParse("1Mi"))}, {Disk: ptr.To(resource.MustParse("1023Ki"))},
+		{Disk: ptr.To(resource.MustParse("256Gi"))}, {Disk: ptr.To(resource.MustParse("257Gi"))},
+		{MaxDecisions: 1000000}, {MaxDecisions: 1000001}, {MaxProcesses: 65536}, {MaxProcesses: 65537},
+		{MaxOutputBytes: 1024}, {MaxOutputBytes: 1023}, {MaxOutputBytes: 1 << 30}, {MaxOutputBytes: 1<<30 + 1},
+		{MaxArtifactBytes: 1 << 30}, {MaxArtifactBytes: 1<<30 + 1},
+	}
+	ctx := context.Background()
+	for i, l := range cases {
+		obj := run(t, fmt.Sprintf("bounds-%d", i), nil)
+		lim, err := runtimeToMap(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		set(obj.Object, "spec.limits", lim)
+		apiErr := k8s.Create(ctx, obj)
+		if apiErr == nil {
+			_ = k8s.Delete(ctx, obj)
+		}
+		checkErr := harnessv1.CheckLimits(&l)
+		if (apiErr == nil) != (checkErr == nil) {
+			t.Errorf("limits %v: the API server says %v, CheckLimits says %v", lim, apiErr, checkErr)
+		}
+	}
+}
+
+func runtimeToMap(v any) (map[string]any, error) {
+	data, err := yaml.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]any{}
+	return out, yaml.Unmarshal(data, &out)
 }

@@ -179,7 +179,10 @@ type attempt struct {
 	e       *Executor
 	run     *harnessv1.HarnessRun
 	started time.Time
-	limits  harnessv1.Limits
+	// limits are the attempt's limits, every one set; resolved says where
+	// each came from (nil until the fixture is read).
+	limits   harnessv1.Limits
+	resolved *harnessv1.ResolvedLimits
 
 	fix    *fixture.Fixture
 	dir    *fixture.RunDir
@@ -211,11 +214,17 @@ type attempt struct {
 // returns. When the run must stop, ctx is cancelled with a *StopCause; the
 // agent's process tree is killed and the Outcome still says what is known.
 func (e *Executor) Execute(ctx context.Context, run *harnessv1.HarnessRun) *Outcome {
-	a := &attempt{e: e, run: run, limits: run.Spec.Limits, started: time.Now().UTC()}
+	// Until the fixture is read, the limits are resolved without it.
+	a := &attempt{e: e, run: run, started: time.Now().UTC(),
+		limits: harnessv1.ResolveLimits(run.Spec.Limits, nil, nil).Limits}
 	defer a.cleanup()
 	out := a.do(ctx)
 	if out.Status.Phase == "" {
 		out.Status.Phase = harnessv1.RunFailed
+	}
+	if r := a.resolved; r != nil {
+		out.Status.Limits = r.Limits.DeepCopy()
+		out.Status.LimitSources = r.Sources
 	}
 	return out
 }

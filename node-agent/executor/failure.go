@@ -28,6 +28,11 @@ func failed(err error) *Outcome {
 	if errors.As(err, &f) {
 		reason = f.Reason
 	}
+	if reason == harnessv1.ReasonPolicyViolation {
+		// A refusal judges nobody: no verdict, no failure class, as when
+		// the controller refuses a run before binding it.
+		return &Outcome{Status: harnessv1.HarnessRunStatus{Phase: harnessv1.RunFailed, Reason: reason, Message: err.Error()}}
+	}
 	return &Outcome{Status: harnessv1.HarnessRunStatus{
 		Phase: harnessv1.RunFailed, Verdict: harnessv1.VerdictError,
 		FailureClass: harnessv1.FailureInfrastructure, Reason: reason, Message: err.Error(),

@@ -1,0 +1,204 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/testenv"
+)
+
+// shortFixture is a fixture whose limits give its agent a 2-second episode.
+const shortFixture = "prompt: go\nlimits:\n  episodeSeconds: 2\n  probeSeconds: 2\n  maxOutputBytes: 4096\n"
+
+func inlineRun(ns, name, fixtureYAML, script string) *harnessv1.HarnessRun {
+	r := scriptRun(ns, name, script)
+	r.Spec.Fixture.Inline.Files["fixture.yaml"] = fixtureYAML
+	return r
+}
+
+// TestFixtureLimitsApplyWhenTheRunSetsNone: a run that sets no limit runs
+// under its fixture's (hello's 60-second episode, not the API's 360; a
+// 2-second episode ends a sleeping agent), and a limit the run sets wins
+// over its fixture's. status.limits and status.limitSources say what
+// applied and where it came from. On the old main the API server filled
+// every limit, so no fixture's limit ever applied.
+func TestFixtureLimitsApplyWhenTheRunSetsNone(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t, "e2e-limits")
+	fixtureConfigMap(t, ns, "fixture-hello", filepath.Join(testenv.RepoRoot(), "fixtures", "hello"))
+	hello := helloRun(ns, harnessv1.MCPTransportHTTP)
+	timesOut := inlineRun(ns, "fixture-episode", shortFixture, "echo started; sleep 30; echo slept")
+	runWins := inlineRun(ns, "run-episode", shortFixture, "sleep 4; echo slept")
+	runWins.Spec.Limits.EpisodeSeconds = 30
+	for _, r := range []*harnessv1.HarnessRun{hello, timesOut, runWins} {
+		if err := k8s.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	got := waitTerminal(t, client.ObjectKeyFromObject(hello))
+	if got.Status.Verdict != harnessv1.VerdictPass {
+		t.Errorf("hello: %s %s: %s", got.Status.Verdict, got.Status.Reason, got.Status.Message)
+	}
+	if l := got.Status.Limits; l == nil || l.EpisodeSeconds != 60 || l.ProbeSeconds != 20 {
+		t.Errorf("hello ran under %+v; want its fixture's episodeSeconds 60 and probeSeconds 20", l)
+	}
+	want := map[string]string{"episodeSeconds": "fixture", "probeSeconds": "fixture", "memory": "default", "disk": "default",
+		"maxDecisions": "default", "maxProcesses": "default", "maxOutputBytes": "default", "maxArtifactBytes": "default"}
+	if diff := cmp.Diff(want, got.Status.LimitSources); diff != "" {
+		t.Errorf("hello's status.limitSources (-want +got):\n%s", diff)
+	}
+
+	got = waitTerminal(t, client.ObjectKeyFromObject(timesOut))
+	st := got.Status
+	if st.Agent == nil || !st.Agent.TimedOut || st.FailureClass != harnessv1.FailureTimeout ||
+		!strings.Contains(st.Message, "limits.episodeSeconds (2s)") || strings.Contains(outputTail(got), "slept") {
+		t.Errorf("a sleeping agent under its fixture's 2-second episode: %s/%s: %s; agent %+v\noutput: %s",
+			st.Verdict, st.FailureClass, st.Message, st.Agent, outputTail(got))
+	}
+	if l := st.Limits; l == nil || l.EpisodeSeconds != 2 || l.MaxOutputBytes != 4096 || st.LimitSources["episodeSeconds"] != "fixture" {
+		t.Errorf("status.limits %+v from %v; want the fixture's episodeSeconds 2 and maxOutputBytes 4096", l, st.LimitSources)
+	}
+
+	got = waitTerminal(t, client.ObjectKeyFromObject(runWins))
+	st = got.Status
+	if st.Verdict != harnessv1.VerdictPass || !strings.Contains(outputTail(got), "slept") {
+		t.Errorf("the run's 30-second episode over its fixture's 2: %s/%s: %s\noutput: %s", st.Verdict, st.Reason, st.Message, outputTail(got))
+	}
+	if l := st.Limits; l == nil || l.EpisodeSeconds != 30 || l.ProbeSeconds != 2 || st.LimitSources["episodeSeconds"] != "run" || st.LimitSources["probeSeconds"] != "fixture" {
+		t.Errorf("status.limits %+v from %v; want the run's episodeSeconds 30 and the fixture's probeSeconds 2", l, st.LimitSources)
+	}
+}
+
+// TestPolicyCeilingsJudgeTheResolvedLimits: a HarnessPolicy's ceilings
+// apply to the limits a run resolves, not only to those it sets. A fixture
+// asking for more than a ceiling ends the run with PolicyViolation naming
+// the rule (never cut); a default above a ceiling, which nobody asked for,
+// gives way to it, and status.limitSources says so.
+func TestPolicyCeilingsJudgeTheResolvedLimits(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t, "e2e-ceilings")
+	nsObj := &corev1.Namespace{}
+	if err := k8s.Get(ctx, types.NamespacedName{Name: ns}, nsObj); err != nil {
+		t.Fatal(err)
+	}
+	nsObj.Labels = map[string]string{"e2e-ceilings": "yes"}
+	if err := k8s.Update(ctx, nsObj); err != nil {
+		t.Fatal(err)
+	}
+	policy := &harnessv1.HarnessPolicy{ObjectMeta: metav1.ObjectMeta{Name: "e2e-ceilings"}, Spec: harnessv1.HarnessPolicySpec{
+		NamespaceSelector: metav1.LabelSelector{MatchLabels: nsObj.Labels},
+		Limits:            &harnessv1.PolicyLimits{MaxEpisodeSeconds: ptr.To[int32](30), MaxDisk: ptr.To(resource.MustParse("64Mi"))},
+	}}
+	if err := k8s.Create(ctx, policy); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), policy) })
+
+	fixtureConfigMap(t, ns, "fixture-hello", filepath.Join(testenv.RepoRoot(), "fixtures", "hello"))
+	hello := helloRun(ns, harnessv1.MCPTransportHTTP) // its fixture asks for 60 s
+	plain := inlineRun(ns, "defaults", "prompt: go\n", "echo hi")
+	for _, r := range []*harnessv1.HarnessRun{hello, plain} {
+		if err := k8s.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	got := waitTerminal(t, client.ObjectKeyFromObject(hello))
+	st := got.Status
+	want := "HarnessPolicy e2e-ceilings rule limits.maxEpisodeSeconds: limits.episodeSeconds 60 (set by the fixture) is above the ceiling 30"
+	if st.Phase != harnessv1.RunFailed || st.Reason != harnessv1.ReasonPolicyViolation || !strings.Contains(st.Message, want) ||
+		st.Verdict != "" || st.Agent != nil {
+		t.Errorf("hello under a 30-second ceiling: %s %s verdict %q: %s (agent %+v); want refused before the agent ran, saying %q",
+			st.Phase, st.Reason, st.Verdict, st.Message, st.Agent, want)
+	}
+	if c := st.LimitCeilings; c == nil || c.MaxEpisodeSeconds == nil || *c.MaxEpisodeSeconds != 30 || c.Policies["maxEpisodeSeconds"] != policy.Name {
+		t.Errorf("status.limitCeilings %+v; want the policy's maxEpisodeSeconds 30, named", c)
+	}
+
+	got = waitTerminal(t, client.ObjectKeyFromObject(plain))
+	st = got.Status
+	if st.Verdict != harnessv1.VerdictPass {
+		t.Errorf("a run within the ceilings: %s %s: %s", st.Verdict, st.Reason, st.Message)
+	}
+	if l := st.Limits; l == nil || l.EpisodeSeconds != 30 || l.Disk.Cmp(resource.MustParse("64Mi")) != 0 ||
+		st.LimitSources["episodeSeconds"] != "HarnessPolicy e2e-ceilings limits.maxEpisodeSeconds" ||
+		st.LimitSources["disk"] != "HarnessPolicy e2e-ceilings limits.maxDisk" || st.LimitSources["memory"] != "default" {
+		t.Errorf("status.limits %+v from %v; want the defaults lowered to the ceilings and said so", l, st.LimitSources)
+	}
+}
+
+// localRun runs `harnessfacts run -f` on a run.yaml (a file, or YAML
+// written to one) and returns the status it prints.
+func localRun(t *testing.T, file, runYAML string) harnessv1.HarnessRunStatus {
+	t.Helper()
+	dir := t.TempDir()
+	if file == "" {
+		file = filepath.Join(dir, "run.yaml")
+		if err := os.WriteFile(file, []byte(runYAML), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runs := filepath.Join(openDir(t), "runs")
+	cmd := exec.Command(binary, "run", "-f", file, "--evidence", filepath.Join(dir, "evidence"), "--run-root", runs)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	_ = cmd.Run() // a run that does not pass exits 1; its status says why
+	var out struct {
+		Status harnessv1.HarnessRunStatus `json:"status"`
+	}
+	if err := yaml.Unmarshal(stdout.Bytes(), &out); err != nil || out.Status.Phase == "" {
+		t.Fatalf("harnessfacts run printed no status (%v)\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	return out.Status
+}
+
+func localRunYAML(name, fixtureYAML, script, limits string) string {
+	y := "apiVersion: harnessfacts.io/v1alpha1\nkind: HarnessRun\nmetadata: {name: " + name + "}\nspec:\n" +
+		"  agent: {adapter: exec, command: [bash, -c, " + quoteYAML(script) + "]}\n" +
+		"  fixture: {inline: {files: {fixture.yaml: " + quoteYAML(fixtureYAML) + "}}}\n"
+	if limits != "" {
+		y += "  limits: " + limits + "\n"
+	}
+	return y
+}
+
+// TestLocalRunAppliesFixtureLimits: `harnessfacts run -f` resolves limits
+// as a cluster does: hello's run.yaml, which sets none, runs under the
+// fixture's 60-second episode; a 2-second fixture episode ends a sleeping
+// agent; a run's own episode wins over its fixture's.
+func TestLocalRunAppliesFixtureLimits(t *testing.T) {
+	st := localRun(t, filepath.Join(testenv.RepoRoot(), "fixtures", "hello", "run.yaml"), "")
+	if st.Verdict != harnessv1.VerdictPass || st.Limits == nil || st.Limits.EpisodeSeconds != 60 || st.LimitSources["episodeSeconds"] != "fixture" {
+		t.Errorf("hello run locally: %s %s: %s; limits %+v from %v; want a pass under the fixture's 60 s",
+			st.Verdict, st.Reason, st.Message, st.Limits, st.LimitSources)
+	}
+
+	st = localRun(t, "", localRunYAML("fixture-episode", shortFixture, "echo started; sleep 30; echo slept", ""))
+	if st.Agent == nil || !st.Agent.TimedOut || !strings.Contains(st.Message, "limits.episodeSeconds (2s)") ||
+		st.Limits == nil || st.Limits.EpisodeSeconds != 2 || st.LimitSources["episodeSeconds"] != "fixture" {
+		t.Errorf("a sleeping agent under its fixture's 2-second episode, locally: %s/%s: %s; agent %+v; limits %+v from %v",
+			st.Verdict, st.FailureClass, st.Message, st.Agent, st.Limits, st.LimitSources)
+	}
+
+	st = localRun(t, "", localRunYAML("run-episode", shortFixture, "sleep 4; echo slept", "{episodeSeconds: 30}"))
+	if st.Verdict != harnessv1.VerdictPass || st.Limits == nil || st.Limits.EpisodeSeconds != 30 || st.LimitSources["episodeSeconds"] != "run" {
+		t.Errorf("the run's 30-second episode over its fixture's 2, locally: %s/%s: %s; limits %+v from %v",
+			st.Verdict, st.Reason, st.Message, st.Limits, st.LimitSources)
+	}
+}
