@@ -7,17 +7,20 @@ import (
 	"testing"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
 )
 
 // TestJudgementOrder covers the whole judgement order: each failure class,
 // which reason wins when several apply, the plain fallback, an unseen
-// token, an MCP server the CLI cannot use, OOM and timeout.
+// token, an MCP server the CLI cannot use, a full run dir (limits.disk),
+// OOM and timeout.
 func TestJudgementOrder(t *testing.T) {
 	passed := []harnessv1.CheckResult{{Name: "a", Passed: true}, {Name: "b", Passed: true}}
 	failing := []harnessv1.CheckResult{{Name: "a", Passed: true}, {Name: "b"}}
 	ok := judgement{Exited: true, Checks: passed, WantMCP: true, TokenSeen: true, EpisodeSeconds: 60, Memory: "2Gi"}
 	with := func(f func(*judgement)) judgement { j := ok; f(&j); return j }
 	stop := &StopCause{Reason: harnessv1.ReasonCancelled, Message: "spec.cancel stopped the run"}
+	full := &fixture.DiskUsage{Bytes: 8 << 20, LimitBytes: 8 << 20, Files: 12, LimitFiles: 2048, Full: true}
 
 	cases := []struct {
 		name    string
@@ -40,6 +43,27 @@ func TestJudgementOrder(t *testing.T) {
 			j.TimedOut, j.Exited, j.Signal, j.Checks = true, false, "signal 9", failing
 		}), harnessv1.RunFailed, harnessv1.VerdictError, harnessv1.FailureTimeout, harnessv1.ReasonDeadlineExceeded,
 			"=the agent did not finish within limits.episodeSeconds (60s) and was killed"},
+		{"a full disk, ignored, before the checks and the token", with(func(j *judgement) {
+			j.DiskFull, j.Disk, j.Checks, j.TokenSeen = full, "8Mi", failing, false
+		}), harnessv1.RunSucceeded, harnessv1.VerdictFail, harnessv1.FailureAgent, harnessv1.ReasonDiskLimitExceeded,
+			"=the run dir was full when the agent ended (limits.disk 8Mi: 8388608 of 8388608 bytes, 12 of 2048 files in use); writes beyond it failed with ENOSPC; the agent exited with code 0"},
+		{"a full disk before the agent's failure", with(func(j *judgement) { j.DiskFull, j.Disk, j.ExitCode = full, "8Mi", 1 }),
+			harnessv1.RunSucceeded, harnessv1.VerdictFail, harnessv1.FailureAgent, harnessv1.ReasonDiskLimitExceeded,
+			"writes beyond it failed with ENOSPC; the agent exited with code 1"},
+		{"a full disk before OOM", with(func(j *judgement) {
+			j.DiskFull, j.Disk, j.Exited, j.OOMKilled, j.Signal = full, "8Mi", false, true, "signal 9"
+		}),
+			harnessv1.RunSucceeded, harnessv1.VerdictFail, harnessv1.FailureAgent, harnessv1.ReasonDiskLimitExceeded,
+			"=the run dir was full when the agent ended (limits.disk 8Mi: 8388608 of 8388608 bytes, 12 of 2048 files in use); writes beyond it failed with ENOSPC"},
+		{"a timeout before a full disk", with(func(j *judgement) { j.TimedOut, j.Exited, j.DiskFull = true, false, full }),
+			harnessv1.RunFailed, harnessv1.VerdictError, harnessv1.FailureTimeout, harnessv1.ReasonDeadlineExceeded,
+			"=the agent did not finish within limits.episodeSeconds (60s) and was killed"},
+		{"a stop before a full disk", with(func(j *judgement) { j.Stop, j.DiskFull = stop, full }),
+			harnessv1.RunFailed, harnessv1.VerdictError, "", harnessv1.ReasonCancelled,
+			"=spec.cancel stopped the run; the agent's process tree was killed"},
+		{"a full disk in the fallback, loudly", with(func(j *judgement) { j.DiskFull, j.Disk, j.Unsandboxed = full, "8Mi", true }),
+			harnessv1.RunSucceeded, harnessv1.VerdictFail, harnessv1.FailureAgent, harnessv1.ReasonDiskLimitExceeded,
+			"the agent exited with code 0 (UNSANDBOXED: see condition Sandboxed)"},
 		{"OOM before its signal", with(func(j *judgement) { j.Exited, j.OOMKilled, j.Signal = false, true, "signal 9" }),
 			harnessv1.RunSucceeded, harnessv1.VerdictFail, harnessv1.FailureAgent, harnessv1.ReasonAgentFailed,
 			"=the agent was killed at its memory limit (2Gi)"},
@@ -102,6 +126,12 @@ func TestFailureCarriesItsReason(t *testing.T) {
 	if st.Phase != harnessv1.RunFailed || st.Verdict != harnessv1.VerdictError || st.FailureClass != harnessv1.FailureInfrastructure ||
 		st.Reason != harnessv1.ReasonBadFixture || st.Message != "the fixture cannot be used: no such ConfigMap" {
 		t.Errorf("outcome %+v", st)
+	}
+	// A refusal by a HarnessPolicy judges nobody: no verdict, no class,
+	// as when the controller refuses a run before binding it.
+	refused := failed(fail(harnessv1.ReasonPolicyViolation, errors.New("refused by the namespace's HarnessPolicies: ..."))).Status
+	if refused.Phase != harnessv1.RunFailed || refused.Verdict != "" || refused.FailureClass != "" || refused.Reason != harnessv1.ReasonPolicyViolation {
+		t.Errorf("a refusal: %+v", refused)
 	}
 	// An error no step typed is a bug of the executor, and says so.
 	if st := failed(cause).Status; st.Reason != harnessv1.ReasonExecutorPanic || st.FailureClass != harnessv1.FailureInfrastructure {

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -200,5 +201,48 @@ func TestLocalRunAppliesFixtureLimits(t *testing.T) {
 	if st.Verdict != harnessv1.VerdictPass || st.Limits == nil || st.Limits.EpisodeSeconds != 30 || st.LimitSources["episodeSeconds"] != "run" {
 		t.Errorf("the run's 30-second episode over its fixture's 2, locally: %s/%s: %s; limits %+v from %v",
 			st.Verdict, st.Reason, st.Message, st.Limits, st.LimitSources)
+	}
+}
+
+// TestHugeMaxOutputBytesKeepsMemoryBounded: a run allowed the most output
+// the schema takes (limits.maxOutputBytes 1 GiB) whose agent prints 256 MiB
+// costs the executor no memory in proportion: `harnessfacts run` (the
+// executor a node-agent runs, with real bwrap) keeps the output in a spool
+// file, not in memory. Its peak RSS, and that of every process it waited
+// for, stays within a few MiB of the same run printing a few bytes.
+func TestHugeMaxOutputBytesKeepsMemoryBounded(t *testing.T) {
+	const printed = 256 << 20
+	peakOf := func(name, script string) (int64, harnessv1.HarnessRunStatus) {
+		dir := t.TempDir()
+		file := filepath.Join(dir, "run.yaml")
+		if err := os.WriteFile(file, []byte(localRunYAML(name, "prompt: go\n", script, "{maxOutputBytes: 1073741824}")), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		runs := filepath.Join(openDir(t), "runs")
+		cmd := exec.Command(binary, "run", "-f", file, "--evidence", filepath.Join(dir, "evidence"), "--run-root", runs)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("harnessfacts run: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+		}
+		var out struct {
+			Status harnessv1.HarnessRunStatus `json:"status"`
+		}
+		if err := yaml.Unmarshal(stdout.Bytes(), &out); err != nil {
+			t.Fatal(err)
+		}
+		// Maxrss (KiB) of wait4 covers the process and the children it
+		// waited for: the executor, bwrap, sandbox-init and the agent's tree.
+		return int64(cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss) << 10, out.Status
+	}
+	quiet, _ := peakOf("quiet", "echo done")
+	loud, st := peakOf("loud", "head -c 268435456 /dev/zero | tr '\\\\0' x; echo; echo done")
+	if st.Agent == nil || st.Agent.OutputBytes < printed || st.Agent.Truncated || st.Limits == nil || st.Limits.MaxOutputBytes != 1<<30 {
+		t.Fatalf("agent %+v, limits %+v: want %d bytes printed, none dropped, under maxOutputBytes 1 GiB", st.Agent, st.Limits, printed)
+	}
+	t.Logf("peak RSS %d MiB for %d MiB of output, %d MiB for a few bytes", loud>>20, printed>>20, quiet>>20)
+	if loud-quiet > 32<<20 {
+		t.Errorf("harnessfacts run peaked at %d MiB of RSS for %d MiB of output, %d MiB for a few bytes: the output is held in memory",
+			loud>>20, printed>>20, quiet>>20)
 	}
 }
