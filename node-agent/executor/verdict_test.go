@@ -129,7 +129,7 @@ func TestFailureCarriesItsReason(t *testing.T) {
 	}
 	// A refusal by a HarnessPolicy judges nobody: no verdict, no class,
 	// as when the controller refuses a run before binding it.
-	refused := failed(fail(harnessv1.ReasonPolicyViolation, errors.New("refused by the namespace's HarnessPolicies: ..."))).Status
+	refused := failed(fail(harnessv1.ReasonPolicyViolation, errors.New("refused by the namespace's HarnessPolicies"))).Status
 	if refused.Phase != harnessv1.RunFailed || refused.Verdict != "" || refused.FailureClass != "" || refused.Reason != harnessv1.ReasonPolicyViolation {
 		t.Errorf("a refusal: %+v", refused)
 	}
