@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
 	"github.com/harnessfacts/harnessfacts/node-agent/executor"
+	"github.com/harnessfacts/harnessfacts/runsource"
 	"github.com/harnessfacts/harnessfacts/sandbox"
 )
 
@@ -36,6 +38,9 @@ type SetupOptions struct {
 	ExtraLabels map[string]string
 	// InitBinary is the harnessfacts binary (os.Executable() when empty).
 	InitBinary string
+	// Controller is where the node-agent reads the Secret keys and fixture
+	// ConfigMaps of the runs it claimed: it may not read them itself.
+	Controller *runsource.Client
 }
 
 // Setup prepares a node-agent on mgr: it makes the executor, removes what an
@@ -43,6 +48,9 @@ type SetupOptions struct {
 // modes, the adapters' CLI versions), and adds the Agent to mgr. mgr must
 // have been made with ManagerOptions(opts.NodeName).
 func Setup(ctx context.Context, mgr manager.Manager, opts SetupOptions) (*Agent, error) {
+	if opts.Controller == nil {
+		return nil, errors.New("node-agent: no controller to read runs' Secret keys and fixtures from (--controller-url)")
+	}
 	if opts.IDs == nil {
 		r, err := sandbox.ParseIDRange(sandbox.DefaultIDRange)
 		if err != nil {
@@ -56,7 +64,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts SetupOptions) (*Agent,
 		return nil, fmt.Errorf("node-agent: the uid range %s has %d ids for %d slots: each running run needs its own", opts.IDs.Range(), opts.IDs.Range().Count, opts.Slots)
 	}
 	exec, err := executor.New(executor.Options{
-		Sources:    ClusterSources{Reader: mgr.GetAPIReader()},
+		Sources:    ClusterSources{Controller: opts.Controller},
 		RunRoot:    opts.RunRoot,
 		Sandbox:    opts.Sandbox,
 		Hidden:     opts.Hidden,
@@ -88,8 +96,9 @@ func Setup(ctx context.Context, mgr manager.Manager, opts SetupOptions) (*Agent,
 // needs: a cache that holds only the runs bound to this node (a field
 // selector on status.nodeName, so a node never sees, or needs RBAC for, the
 // cluster's other runs), and direct reads for everything else it touches
-// (its own HarnessNode and Lease, fixture ConfigMaps, selected Secrets), which
-// must never be cached cluster-wide.
+// (its own HarnessNode and Lease, its Node), which must never be cached
+// cluster-wide. It reads no Secret or ConfigMap at all (ClusterSources); they
+// are listed so that no cache of them is ever made.
 func ManagerOptions(nodeName string) (cache.Options, client.Options) {
 	return cache.Options{
 			ByObject: map[client.Object]cache.ByObject{

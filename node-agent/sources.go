@@ -5,20 +5,19 @@ import (
 	"errors"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/node-agent/executor"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
+	"github.com/harnessfacts/harnessfacts/runsource"
 )
 
-// ClusterSources are the executor's Sources on a cluster. They read from the
-// API server directly (never through a cache: a node-agent must not hold the
-// cluster's Secrets or ConfigMaps).
+// ClusterSources are the executor's Sources on a cluster. The node-agent has
+// no right to read Secrets or ConfigMaps: it asks the controller, which
+// serves a run's selected Secret keys and fixture ConfigMap only to the
+// node-agent of the node the run is bound to, while its attempt runs
+// (package runsource).
 type ClusterSources struct {
-	Reader client.Reader
+	Controller *runsource.Client
 }
 
 // Fixture reads spec.fixture: inline, or the named ConfigMap.
@@ -28,25 +27,25 @@ func (s ClusterSources) Fixture(ctx context.Context, run *harnessv1.HarnessRun, 
 	case src.Inline != nil:
 		return fixture.FromInline(src.Inline.Files, lim)
 	case src.ConfigMapRef != nil:
-		cm := &corev1.ConfigMap{}
-		key := types.NamespacedName{Namespace: run.Namespace, Name: src.ConfigMapRef.Name}
-		if err := s.Reader.Get(ctx, key, cm); err != nil {
-			return nil, fmt.Errorf("reading fixture ConfigMap %s: %w", key, err)
+		cm, err := s.Controller.Fixture(ctx, runRef(run))
+		if err != nil {
+			return nil, fmt.Errorf("reading fixture ConfigMap %s/%s: %w", run.Namespace, src.ConfigMapRef.Name, err)
 		}
 		return fixture.FromConfigMap(cm.Data, cm.BinaryData, lim)
 	}
 	return nil, errors.New("the run names no fixture source")
 }
 
-// SecretKey reads one key of a Secret.
-func (s ClusterSources) SecretKey(ctx context.Context, namespace string, ref harnessv1.SecretKeySelector) ([]byte, error) {
-	sec := &corev1.Secret{}
-	if err := s.Reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, sec); err != nil {
-		return nil, fmt.Errorf("%w: Secret %s/%s: %w", executor.ErrSecretKey, namespace, ref.Name, err)
-	}
-	v, ok := sec.Data[ref.Key]
-	if !ok {
-		return nil, fmt.Errorf("%w: Secret %s/%s has no key %q", executor.ErrSecretKey, namespace, ref.Name, ref.Key)
+// SecretKey reads one key of a Secret the run selects.
+func (s ClusterSources) SecretKey(ctx context.Context, run *harnessv1.HarnessRun, ref harnessv1.SecretKeySelector) ([]byte, error) {
+	v, err := s.Controller.SecretKey(ctx, runRef(run), ref.Name, ref.Key)
+	if err != nil {
+		return nil, fmt.Errorf("%w: Secret %s/%s: %w", executor.ErrSecretKey, run.Namespace, ref.Name, err)
 	}
 	return v, nil
+}
+
+// runRef names the attempt this node-agent claimed.
+func runRef(run *harnessv1.HarnessRun) runsource.RunRef {
+	return runsource.RunRef{Namespace: run.Namespace, Name: run.Name, UID: run.UID, Attempt: run.Status.Attempt}
 }

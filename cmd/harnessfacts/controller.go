@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -17,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/harnessfacts/harnessfacts/controllers"
+	"github.com/harnessfacts/harnessfacts/runsource"
 )
 
 type controllerFlags struct {
@@ -31,7 +34,18 @@ type controllerFlags struct {
 	deadlineGrace           time.Duration
 	claimTimeout            time.Duration
 	defaultLeaseDuration    time.Duration
+	runSource               runSourceFlags
 	development             bool
+}
+
+// runSourceFlags configure the server through which node-agents read the
+// Secret keys and fixture ConfigMaps of the runs they claimed.
+type runSourceFlags struct {
+	addr       string
+	certDir    string
+	bound      []string
+	unbound    map[string]string
+	namespaces []string
 }
 
 func newControllerCommand() *cobra.Command {
@@ -68,8 +82,65 @@ unless --metrics-secure=false), health on --health-probe-bind-address
 	fl.DurationVar(&f.claimTimeout, "claim-timeout", 2*time.Minute, "time a run may stay Scheduled on a live node before its attempt is taken back (retried like a lost node's)")
 	fl.DurationVar(&f.deadlineGrace, "deadline-grace", 30*time.Second, "time past start + limits.episodeSeconds before a run ends with class Timeout")
 	fl.DurationVar(&f.defaultLeaseDuration, "default-lease-duration", 40*time.Second, "how long a node Lease without spec.leaseDurationSeconds stays fresh")
+	fl.StringVar(&f.runSource.addr, "run-source-bind-address", ":9443", "HTTPS address where node-agents read the Secret keys and fixture ConfigMaps of the runs they claimed (node-agents have no right to read them); \"0\" turns it off, and runs that select a credential or a fixture ConfigMap then fail")
+	fl.StringVar(&f.runSource.certDir, "run-source-cert-dir", "", "folder with tls.crt and tls.key of the run source's certificate (re-read when they change); node-agents verify it against their --controller-ca")
+	fl.StringSliceVar(&f.runSource.bound, "node-agent-service-account", []string{"harnessfacts-system/harnessfacts-node-agent"}, "NAMESPACE/NAME of the node-agents' service account, whose pod-bound tokens name their node")
+	fl.StringToStringVar(&f.runSource.unbound, "node-agent-account", nil, "NAMESPACE/NAME=NODE: a service account that speaks for one node whatever its token is bound to (a node-agent outside a pod)")
+	fl.StringSliceVar(&f.runSource.namespaces, "run-namespaces", nil, "the only namespaces whose runs the run source serves (those where the controller may read Secrets); empty: every namespace")
 	fl.BoolVar(&f.development, "zap-devel", false, "human-readable development logs instead of JSON")
 	return cmd
+}
+
+// serviceAccountUser is the username of service account NAMESPACE/NAME.
+func serviceAccountUser(ref string) (string, error) {
+	ns, name, ok := strings.Cut(ref, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return "", fmt.Errorf("%q is not NAMESPACE/NAME of a service account", ref)
+	}
+	return "system:serviceaccount:" + ns + ":" + name, nil
+}
+
+// accounts reads the node-agent accounts of the flags.
+func (f runSourceFlags) accounts() (runsource.Accounts, error) {
+	a := runsource.Accounts{Unbound: map[string]string{}}
+	for _, ref := range f.bound {
+		u, err := serviceAccountUser(ref)
+		if err != nil {
+			return a, fmt.Errorf("--node-agent-service-account: %w", err)
+		}
+		a.Bound = append(a.Bound, u)
+	}
+	for ref, node := range f.unbound {
+		u, err := serviceAccountUser(ref)
+		if err != nil || node == "" {
+			return a, fmt.Errorf("--node-agent-account %s=%s: want NAMESPACE/NAME=NODE: %w", ref, node, err)
+		}
+		a.Unbound[u] = node
+	}
+	return a, nil
+}
+
+// addRunSource adds the run source's server to mgr.
+func addRunSource(mgr ctrl.Manager, f runSourceFlags) error {
+	if f.addr == "0" {
+		ctrl.Log.WithName("setup").Info("the run source is off (--run-source-bind-address=0): node-agents cannot read runs' Secret keys or fixture ConfigMaps")
+		return nil
+	}
+	if f.certDir == "" {
+		return errors.New("--run-source-cert-dir is needed: node-agents send their tokens to the run source only over verified TLS")
+	}
+	accounts, err := f.accounts()
+	if err != nil {
+		return err
+	}
+	srv, err := runsource.NewServer(runsource.Options{
+		Reader: mgr.GetAPIReader(), Reviewer: mgr.GetClient(), Accounts: accounts, Namespaces: f.namespaces,
+		Addr: f.addr, CertFile: filepath.Join(f.certDir, "tls.crt"), KeyFile: filepath.Join(f.certDir, "tls.key"),
+	})
+	if err != nil {
+		return err
+	}
+	return mgr.Add(srv)
 }
 
 func runController(cmd *cobra.Command, f controllerFlags) error {
@@ -111,6 +182,9 @@ func runController(cmd *cobra.Command, f controllerFlags) error {
 		DefaultLeaseDuration:    f.defaultLeaseDuration,
 		MaxConcurrentReconciles: f.workers,
 	}, controllers.SuiteOptions{MaxConcurrentReconciles: f.suiteWorkers}); err != nil {
+		return err
+	}
+	if err := addRunSource(mgr, f.runSource); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

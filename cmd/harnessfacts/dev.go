@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -32,6 +33,7 @@ import (
 	"github.com/harnessfacts/harnessfacts/controllers"
 	nodeagent "github.com/harnessfacts/harnessfacts/node-agent"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
+	"github.com/harnessfacts/harnessfacts/runsource"
 )
 
 type devFlags struct {
@@ -138,6 +140,10 @@ func runDev(ctx context.Context, f devFlags) error {
 		controllers.SuiteOptions{}); err != nil {
 		return err
 	}
+	controller, err := devRunSource(ctx, cmgr, c, leaseNS, f.node)
+	if err != nil {
+		return err
+	}
 	cacheOpts, clientOpts := nodeagent.ManagerOptions(f.node)
 	nmgr, err := ctrl.NewManager(cfg, noServe(ctrl.Options{Cache: cacheOpts, Client: clientOpts}))
 	if err != nil {
@@ -146,6 +152,7 @@ func runDev(ctx context.Context, f devFlags) error {
 	if _, err := nodeagent.Setup(ctx, nmgr, nodeagent.SetupOptions{
 		NodeName: f.node, LeaseNamespace: leaseNS, LeaseDuration: 20 * time.Second, Slots: f.slots,
 		RunRoot: f.runRoot, Hidden: defaultHidden, Adapters: adapters.New(adapters.Config{CLIDir: f.agentCLIs}),
+		Controller: controller,
 	}); err != nil {
 		return err
 	}
@@ -167,6 +174,48 @@ func runDev(ctx context.Context, f devFlags) error {
 		}
 	}
 	return first
+}
+
+// devNodeAgentAccount is the service account of dev's node-agent.
+const devNodeAgentAccount = "harnessfacts-dev-node-agent"
+
+// devRunSource adds the controller's run source to cmgr and returns the
+// node-agent's client of it. The node-agent runs in this process, not in a
+// pod, so no token can be bound to its pod: it has an account of its own that
+// the run source maps to this one node (what --node-agent-account does for
+// the controller command), and asks the API server for its tokens. The
+// certificate is self-signed, made at every start, and handed to the
+// node-agent in memory.
+func devRunSource(ctx context.Context, cmgr ctrl.Manager, admin client.Client, namespace, node string) (*runsource.Client, error) {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: devNodeAgentAccount}}
+	if err := admin.Create(ctx, sa); err != nil {
+		return nil, err
+	}
+	certPEM, keyPEM, err := runsource.SelfSigned("127.0.0.1")
+	if err != nil {
+		return nil, err
+	}
+	tlsCfg, err := runsource.TLSConfig(certPEM, keyPEM)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	srv, err := runsource.NewServer(runsource.Options{
+		Reader: cmgr.GetAPIReader(), Reviewer: cmgr.GetClient(), Listener: ln, TLS: tlsCfg,
+		Accounts: runsource.Accounts{Unbound: map[string]string{"system:serviceaccount:" + namespace + ":" + devNodeAgentAccount: node}},
+	})
+	if err == nil {
+		err = cmgr.Add(srv)
+	}
+	if err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
+	return runsource.NewClient("https://"+ln.Addr().String(), certPEM,
+		&runsource.RequestedToken{Client: admin, ServiceAccount: client.ObjectKeyFromObject(sa)})
 }
 
 // embeddedCRDs are the generated CRDs compiled into this binary.

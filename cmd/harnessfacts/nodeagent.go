@@ -19,8 +19,16 @@ import (
 	nodeagent "github.com/harnessfacts/harnessfacts/node-agent"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
 	"github.com/harnessfacts/harnessfacts/node-agent/nodemetrics"
+	"github.com/harnessfacts/harnessfacts/runsource"
 	"github.com/harnessfacts/harnessfacts/sandbox"
 )
+
+// controllerLink says how a node-agent reaches the controller's run source.
+type controllerLink struct {
+	url   string
+	ca    string
+	token string
+}
 
 type nodeAgentFlags struct {
 	kubeconfig     string
@@ -39,6 +47,7 @@ type nodeAgentFlags struct {
 	requireSandbox bool
 	shutdownGrace  time.Duration
 	labels         map[string]string
+	controller     controllerLink
 	metrics        metricsFlags
 	probeAddr      string
 	development    bool
@@ -111,6 +120,9 @@ behind and ends the runs that process had claimed (reason NodeAgentRestarted).`,
 	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", 50*time.Second, "on SIGTERM (a pod replaced or deleted), how long running attempts may finish and write their outcome before the node-agent exits; keep it below the pod's terminationGracePeriodSeconds (the chart's is 60)")
 	fl.BoolVar(&f.requireSandbox, "require-sandbox", true, "refuse to start when no sandbox mode passes preflight, saying why in the HarnessNode's Ready condition (reason SandboxUnavailable); false registers a node that can run agents only unsandboxed")
 	fl.StringToStringVar(&f.labels, "node-labels", nil, "labels added to those mirrored from the Node (key=value,...), for spec.nodeSelector")
+	fl.StringVar(&f.controller.url, "controller-url", "", "https URL of the controller's run source, where the node-agent reads the Secret keys and fixture ConfigMaps of the runs it claimed (it has no right to read them itself)")
+	fl.StringVar(&f.controller.ca, "controller-ca", "/var/run/secrets/harnessfacts.io/controller/ca.crt", "PEM CA bundle the run source's certificate must chain to ($VARS are expanded)")
+	fl.StringVar(&f.controller.token, "controller-token", "/var/run/secrets/harnessfacts.io/controller/token", "file holding the token the node-agent presents to the run source: a service account token bound to this pod with audience "+runsource.Audience+", re-read at every use ($VARS are expanded)")
 	fl.BoolVar(&f.leafCgroup, "move-to-leaf-cgroup", true, "on cgroup v2 without --cgroup-parent, move the node-agent into <own cgroup>/agent so per-run cgroups can have limits")
 	f.metrics.add(fl, ":8082")
 	fl.StringVar(&f.probeAddr, "health-probe-bind-address", ":8083", "address of the /healthz and /readyz endpoints")
@@ -123,6 +135,18 @@ func envOr(key, def string) string {
 		return v
 	}
 	return def
+}
+
+// client makes the node-agent's client of the run source.
+func (l controllerLink) client() (*runsource.Client, error) {
+	if l.url == "" {
+		return nil, errors.New("--controller-url is needed: the node-agent reads runs' Secret keys and fixture ConfigMaps from the controller's run source")
+	}
+	ca, err := os.ReadFile(os.ExpandEnv(l.ca))
+	if err != nil {
+		return nil, fmt.Errorf("--controller-ca: %w", err)
+	}
+	return runsource.NewClient(l.url, ca, runsource.TokenFile(os.ExpandEnv(l.token)))
 }
 
 func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
@@ -143,6 +167,10 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 		return errors.New("the node name is not known: set --node-name or $NODE_NAME (the downward API's spec.nodeName)")
 	}
 	hidden, err := hiddenPaths(f.hidden)
+	if err != nil {
+		return err
+	}
+	controller, err := f.controller.client()
 	if err != nil {
 		return err
 	}
@@ -197,6 +225,7 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 		RunRoot: f.runRoot, Hidden: hidden, IDs: ids,
 		Sandbox:  sandboxOpts,
 		Adapters: adapters.New(adapters.Config{CLIDir: f.agentCLIs}), ExtraLabels: f.labels,
+		Controller: controller,
 	})
 	if err != nil {
 		return err

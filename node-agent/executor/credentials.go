@@ -13,7 +13,7 @@ import (
 // refused.
 func (a *attempt) readCredentials(ctx context.Context) error {
 	for _, c := range a.run.Spec.Agent.Credentials {
-		v, err := a.e.opts.Sources.SecretKey(ctx, a.run.Namespace, c.SecretKeyRef)
+		v, err := a.e.opts.Sources.SecretKey(ctx, a.run, c.SecretKeyRef)
 		if err != nil {
 			return fail(harnessv1.ReasonCredentialsUnavailable, fmt.Errorf("credential %s/%s: %w", c.SecretKeyRef.Name, c.SecretKeyRef.Key, err))
 		}

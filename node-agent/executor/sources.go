@@ -9,13 +9,15 @@ import (
 )
 
 // Sources is where an executor reads a run's fixture and selected Secret
-// keys: the API server on a cluster (nodeagent.ClusterSources), folders on a
-// laptop (localrun.Sources).
+// keys: on a cluster the controller, which serves them to the node-agent of
+// the node the run is bound to while the run is active (runsource.Client);
+// folders on a laptop (localrun.Sources).
 type Sources interface {
 	// Fixture reads the fixture the run names, checked against lim.
 	Fixture(ctx context.Context, run *harnessv1.HarnessRun, lim fixture.Limits) (*fixture.Fixture, error)
-	// SecretKey reads one key of a Secret in namespace.
-	SecretKey(ctx context.Context, namespace string, ref harnessv1.SecretKeySelector) ([]byte, error)
+	// SecretKey reads one key of a Secret in the run's namespace, one the
+	// run selects.
+	SecretKey(ctx context.Context, run *harnessv1.HarnessRun, ref harnessv1.SecretKeySelector) ([]byte, error)
 }
 
 // ErrSecretKey marks a Secret key that could not be read.

@@ -44,7 +44,7 @@ func (s Sources) Fixture(_ context.Context, run *harnessv1.HarnessRun, lim fixtu
 }
 
 // SecretKey reads SecretsDir/NAME/KEY.
-func (s Sources) SecretKey(_ context.Context, _ string, ref harnessv1.SecretKeySelector) ([]byte, error) {
+func (s Sources) SecretKey(_ context.Context, _ *harnessv1.HarnessRun, ref harnessv1.SecretKeySelector) ([]byte, error) {
 	if s.SecretsDir == "" {
 		return nil, fmt.Errorf("%w: the run selects Secret %s key %s: pass --secrets DIR holding %s/%s", executor.ErrSecretKey, ref.Name, ref.Key, ref.Name, ref.Key)
 	}

@@ -40,6 +40,7 @@ import (
 	"github.com/harnessfacts/harnessfacts/internal/fakeprovider"
 	"github.com/harnessfacts/harnessfacts/internal/testenv"
 	hftesting "github.com/harnessfacts/harnessfacts/internal/testing"
+	"github.com/harnessfacts/harnessfacts/internal/testing/runsourcetest"
 	nodeagent "github.com/harnessfacts/harnessfacts/node-agent"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
@@ -163,6 +164,16 @@ func startStack(ctx context.Context) (func(), error) {
 	if err := controllers.Setup(ctx, cmgr, controllers.Options{DeadlineGrace: 30 * time.Second, DefaultLeaseDuration: 40 * time.Second, MaxConcurrentReconciles: 8}, controllers.SuiteOptions{}); err != nil {
 		return nil, err
 	}
+	// The node-agent reads Secret keys and fixtures through the
+	// controller's run source, as on a cluster.
+	secretPath, err := runsourcetest.Add(ctx, cmgr, k8s, leaseNS)
+	if err != nil {
+		return nil, err
+	}
+	controller, err := secretPath.Client(ctx, nodeName)
+	if err != nil {
+		return nil, err
+	}
 	cacheOpts, clientOpts := nodeagent.ManagerOptions(nodeName)
 	nmgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Cache: cacheOpts, Client: clientOpts,
 		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
@@ -172,7 +183,7 @@ func startStack(ctx context.Context) (func(), error) {
 	// Two slots: the CLIs are heavy and this machine has two cores.
 	if _, err := nodeagent.Setup(ctx, nmgr, nodeagent.SetupOptions{
 		NodeName: nodeName, LeaseNamespace: leaseNS, LeaseDuration: 10 * time.Second, Slots: 2,
-		RunRoot: runRoot, InitBinary: binary, Adapters: registry,
+		RunRoot: runRoot, InitBinary: binary, Adapters: registry, Controller: controller,
 	}); err != nil {
 		return nil, err
 	}

@@ -49,10 +49,14 @@ func BenchmarkNodeAgentThroughput(b *testing.B) {
 	}
 	defer func() { _ = os.RemoveAll(root) }()
 	_ = os.Chmod(root, 0o755)
+	controller, err := secretPath.Client(ctx, node)
+	if err != nil {
+		b.Fatal(err)
+	}
 	if _, err := nodeagent.Setup(ctx, mgr, nodeagent.SetupOptions{
 		NodeName: node, LeaseNamespace: leaseNS, LeaseDuration: 8 * time.Second, Slots: 8,
 		RunRoot: filepath.Join(root, "runs"), InitBinary: binary, Adapters: adapters.Default(),
-		ExtraLabels: map[string]string{"harnessfacts.io/bench": "true"},
+		ExtraLabels: map[string]string{"harnessfacts.io/bench": "true"}, Controller: controller,
 	}); err != nil {
 		b.Fatal(err)
 	}

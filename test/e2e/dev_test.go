@@ -67,6 +67,51 @@ func TestDevStartsAndStopsCleanly(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	// A run with a fixture ConfigMap and a credential: dev's node-agent, a
+	// process with no pod, reads both through the controller's run source
+	// with its own account's token.
+	manifest := `apiVersion: v1
+kind: Secret
+metadata: {name: dev-cred, namespace: default}
+stringData: {token: dev-secret-value}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: dev-fixture, namespace: default}
+data:
+  fixture.yaml: |
+    prompt: Write ok.txt.
+---
+apiVersion: harnessfacts.io/v1alpha1
+kind: HarnessRun
+metadata: {name: dev-run, namespace: default}
+spec:
+  agent:
+    adapter: exec
+    command: ["sh", "-c", "test \"$DEV_TOKEN\" = dev-secret-value && echo ok > ok.txt"]
+    credentials: [{secretKeyRef: {name: dev-cred, key: token}, env: DEV_TOKEN}]
+  fixture: {configMapRef: {name: dev-fixture}}
+  limits: {episodeSeconds: 60, probeSeconds: 30}
+`
+	apply := exec.Command(kubectl, "--kubeconfig", kubeconfig, "apply", "-f", "-")
+	apply.Stdin = strings.NewReader(manifest)
+	if out, err := apply.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	}
+	deadline = time.Now().Add(2 * time.Minute)
+	for {
+		out, _ := exec.Command(kubectl, "--kubeconfig", kubeconfig, "get", "harnessrun", "dev-run", "-o",
+			"jsonpath={.status.phase} {.status.reason}: {.status.message}").CombinedOutput()
+		if strings.HasPrefix(string(out), "Succeeded") {
+			break
+		}
+		if strings.HasPrefix(string(out), "Failed") || time.Now().After(deadline) {
+			mu.Lock()
+			t.Fatalf("the dev run did not succeed: %s\n%s", out, strings.Join(tail, "\n"))
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+
 	children := childrenOf(cmd.Process.Pid)
 	if len(children) < 2 {
 		t.Fatalf("want kube-apiserver and etcd among dev's children, got pids %v", children)

@@ -34,6 +34,7 @@ import (
 	"github.com/harnessfacts/harnessfacts/controllers"
 	"github.com/harnessfacts/harnessfacts/internal/testenv"
 	hftesting "github.com/harnessfacts/harnessfacts/internal/testing"
+	"github.com/harnessfacts/harnessfacts/internal/testing/runsourcetest"
 	nodeagent "github.com/harnessfacts/harnessfacts/node-agent"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
@@ -52,6 +53,9 @@ var (
 	k8s     client.Client
 	binary  string // the harnessfacts binary built from this tree
 	runRoot string
+	// secretPath is the controller's run source, where node-agents read
+	// runs' Secret keys and fixture ConfigMaps.
+	secretPath *runsourcetest.Path
 )
 
 func TestMain(m *testing.M) {
@@ -127,6 +131,13 @@ func startStack(ctx context.Context) (func(), error) {
 	if err := controllers.Setup(ctx, cmgr, controllers.Options{DeadlineGrace: 30 * time.Second, DefaultLeaseDuration: 40 * time.Second, MaxConcurrentReconciles: 16}, controllers.SuiteOptions{}); err != nil {
 		return nil, err
 	}
+	if secretPath, err = runsourcetest.Add(ctx, cmgr, k8s, leaseNS); err != nil {
+		return nil, err
+	}
+	controller, err := secretPath.Client(ctx, nodeName)
+	if err != nil {
+		return nil, err
+	}
 
 	cacheOpts, clientOpts := nodeagent.ManagerOptions(nodeName)
 	nmgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Cache: cacheOpts, Client: clientOpts,
@@ -137,7 +148,7 @@ func startStack(ctx context.Context) (func(), error) {
 	if _, err := nodeagent.Setup(ctx, nmgr, nodeagent.SetupOptions{
 		NodeName: nodeName, LeaseNamespace: leaseNS, LeaseDuration: 8 * time.Second, Slots: 2,
 		RunRoot: runRoot, InitBinary: binary, Adapters: adapters.Default(),
-		ExtraLabels: map[string]string{mainNodeLabel: "main"},
+		ExtraLabels: map[string]string{mainNodeLabel: "main"}, Controller: controller,
 	}); err != nil {
 		return nil, err
 	}
@@ -507,10 +518,14 @@ func TestNodeAgentKilledMidRun(t *testing.T) {
 	t.Cleanup(func() {
 		_ = k8s.Delete(context.Background(), &harnessv1.HarnessNode{ObjectMeta: metav1.ObjectMeta{Name: "kill-node"}})
 	})
+	controllerFlags, err := secretPath.Flags(context.Background(), "kill-node", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
 	start := func() *exec.Cmd {
-		cmd := exec.Command(binary, "node-agent", "--kubeconfig", kubeconfig, "--node-name", "kill-node",
+		cmd := exec.Command(binary, append([]string{"node-agent", "--kubeconfig", kubeconfig, "--node-name", "kill-node",
 			"--lease-namespace", leaseNS, "--lease-duration", "8s", "--slots", "1", "--run-root", runs,
-			"--node-labels", "harnessfacts.io/e2e=kill", "--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+			"--node-labels", "harnessfacts.io/e2e=kill", "--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, controllerFlags...)...)
 		var logs bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &logs, &logs
 		if err := cmd.Start(); err != nil {

@@ -33,6 +33,7 @@ import (
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/internal/testenv"
 	hftesting "github.com/harnessfacts/harnessfacts/internal/testing"
+	"github.com/harnessfacts/harnessfacts/internal/testing/runsourcetest"
 )
 
 func freeAddr(t *testing.T) string {
@@ -184,11 +185,19 @@ func TestMetricsEndpoints(t *testing.T) {
 	}
 
 	ctlAddr, nodeAddr := freeAddr(t), freeAddr(t)
-	start(t, binary, "controller", "--kubeconfig", kubeconfig, "--leader-elect=false", "--node-lease-namespace", system,
-		"--metrics-bind-address", ctlAddr, "--health-probe-bind-address", "0")
-	start(t, binary, "node-agent", "--kubeconfig", kubeconfig, "--node-name", "metrics-node", "--lease-namespace", system,
+	secretPath, err := runsourcetest.ForBinaries(ctx, k8s, system, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	controllerFlags, err := secretPath.Flags(ctx, "metrics-node", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, binary, append([]string{"controller", "--kubeconfig", kubeconfig, "--leader-elect=false", "--node-lease-namespace", system,
+		"--metrics-bind-address", ctlAddr, "--health-probe-bind-address", "0"}, secretPath.ControllerArgs()...)...)
+	start(t, binary, append([]string{"node-agent", "--kubeconfig", kubeconfig, "--node-name", "metrics-node", "--lease-namespace", system,
 		"--run-root", filepath.Join(tmp, "runs"), "--cgroup-mount", filepath.Join(tmp, "cgroup"), "--slots", "2",
-		"--metrics-bind-address", nodeAddr, "--health-probe-bind-address", "0")
+		"--metrics-bind-address", nodeAddr, "--health-probe-bind-address", "0"}, controllerFlags...)...)
 
 	// Prometheus' service account, bound to the chart's metrics-reader
 	// rule, and one that is not.
