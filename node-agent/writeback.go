@@ -92,11 +92,15 @@ func (a *Agent) writeEvidence(ctx context.Context, run *harnessv1.HarnessRun, ev
 		return "", err
 	}
 	// Create first: the ConfigMap exists already only when an earlier
-	// write of this same outcome was cut off.
+	// write of this same outcome was cut off. Then it is replaced whole
+	// (an update without resourceVersion): the node-agent may not read
+	// ConfigMaps, and the admission policy lets it replace only evidence.
 	err := a.client.Create(ctx, cm)
 	if apierrors.IsAlreadyExists(err) {
 		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: EvidenceName(run), Namespace: run.Namespace}}
-		_, err = controllerutil.CreateOrUpdate(ctx, a.client, cm, func() error { return fill(cm) })
+		if err = fill(cm); err == nil {
+			err = a.client.Update(ctx, cm)
+		}
 	}
 	return cm.Name, err
 }

@@ -50,8 +50,7 @@ nodeAgent:
   extraArgs: ["--zap-devel"]
   agentRuntimes:
     image: {reference: "registry.example/hf/agent-clis:2026-11"}
-  rbac:
-    runNamespaces: [team-a, team-b]
+runNamespaces: [team-a, team-b]
 `,
 	"privileged": `
 nodeAgent:
@@ -175,8 +174,19 @@ func TestDefaults(t *testing.T) {
 		for _, p := range c.Ports {
 			ports[p.Name] = p.ContainerPort
 		}
-		if diff := cmp.Diff(map[string]int32{"metrics": 8080, "health": 8081}, ports); diff != "" {
+		if diff := cmp.Diff(map[string]int32{"metrics": 8080, "health": 8081, "run-source": 9443}, ports); diff != "" {
 			t.Errorf("controller ports (-want +got):\n%s", diff)
+		}
+		rsSvc := as[corev1.Service](t, m.get(t, "Service", "harnessfacts-run-source"))
+		if len(rsSvc.Spec.Ports) != 1 || rsSvc.Spec.Ports[0].Port != 9443 || rsSvc.Spec.Ports[0].TargetPort.String() != "run-source" {
+			t.Errorf("the run source's Service ports = %+v", rsSvc.Spec.Ports)
+		}
+		tlsVol := volume(t, d.Spec.Template.Spec, "run-source-tls")
+		if tlsVol.Secret == nil || tlsVol.Secret.SecretName != "harnessfacts-run-source-tls" {
+			t.Errorf("run-source-tls volume = %+v", tlsVol.VolumeSource)
+		}
+		if !slices.Contains(c.Args, "--node-agent-service-account="+ns+"/harnessfacts-node-agent") {
+			t.Errorf("the controller's args %q do not name the node-agents' service account", c.Args)
 		}
 		sc := c.SecurityContext
 		if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
@@ -284,6 +294,22 @@ func TestDefaults(t *testing.T) {
 		if mp := mountPath(t, c, "cgroup-mount"); mp.MountPath != "/run/harnessfacts/cgroup" || mp.ReadOnly {
 			t.Errorf("cgroup-mount is mounted at %s (read-only %v), want /run/harnessfacts/cgroup, writable", mp.MountPath, mp.ReadOnly)
 		}
+		// The token for the run source: projected for its audience, bound to
+		// the pod, with the CA (never the key), under /var/run/secrets, which
+		// the sandbox masks.
+		link := volume(t, spec, "controller")
+		if link.Projected == nil || len(link.Projected.Sources) != 2 ||
+			link.Projected.Sources[0].ServiceAccountToken == nil || link.Projected.Sources[0].ServiceAccountToken.Audience != "harnessfacts.io/controller" ||
+			link.Projected.Sources[1].ConfigMap == nil || link.Projected.Sources[1].ConfigMap.Name != "harnessfacts-run-source-ca" {
+			t.Errorf("the node-agent's controller volume = %+v", link.VolumeSource)
+		}
+		if mountPath(t, c, "controller").MountPath != "/var/run/secrets/harnessfacts.io/controller" {
+			t.Error("the run source's token is not mounted where --controller-token looks")
+		}
+		ca := as[corev1.ConfigMap](t, m.get(t, "ConfigMap", "harnessfacts-run-source-ca"))
+		if !strings.Contains(ca.Data["ca.crt"], "BEGIN CERTIFICATE") || strings.Contains(ca.Data["ca.crt"], "PRIVATE KEY") {
+			t.Errorf("the run source's CA ConfigMap = %q", ca.Data["ca.crt"])
+		}
 		runs := volume(t, spec, "run-root")
 		if runs.HostPath == nil || runs.HostPath.Path != "/var/lib/harnessfacts/runs" || runs.HostPath.Type == nil || *runs.HostPath.Type != corev1.HostPathDirectoryOrCreate {
 			t.Errorf("run-root volume = %+v, want hostPath /var/lib/harnessfacts/runs (DirectoryOrCreate)", runs.VolumeSource)
@@ -320,8 +346,8 @@ func TestDefaults(t *testing.T) {
 			group, resource string
 			want            []string
 		}{
-			{"", "secrets", []string{"get"}}, // never list or watch: only the keys runs name
-			{"", "configmaps", []string{"create", "get", "update"}},
+			{"", "secrets", nil},                             // the controller's run source serves a run's keys
+			{"", "configmaps", []string{"create", "update"}}, // evidence only: fixtures come from the run source
 			{"harnessfacts.io", "harnessruns", []string{"get", "list", "watch"}},
 			{"harnessfacts.io", "harnessruns/status", []string{"get", "patch", "update"}},
 			{"harnessfacts.io", "harnessnodes", []string{"create", "get", "update"}},
@@ -455,7 +481,8 @@ func TestCustomValues(t *testing.T) {
 		t.Errorf("agent-runtimes mount = %+v, want read-only at /opt/harnessfacts/agents", mp)
 	}
 
-	// runNamespaces: Secrets and ConfigMaps only there.
+	// runNamespaces: evidence ConfigMaps and the controller's Secret read
+	// only there.
 	cr := as[rbacv1.ClusterRole](t, m.get(t, "ClusterRole", "hf-harnessfacts-node-agent"))
 	for _, r := range cr.Rules {
 		if slices.Contains(r.Resources, "secrets") || slices.Contains(r.Resources, "configmaps") {
@@ -463,18 +490,25 @@ func TestCustomValues(t *testing.T) {
 		}
 	}
 	runs := as[rbacv1.ClusterRole](t, m.get(t, "ClusterRole", "hf-harnessfacts-node-agent-runs"))
-	if !slices.ContainsFunc(runs.Rules, func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Resources, "secrets") }) {
-		t.Error("the per-namespace role does not grant Secrets")
+	if slices.ContainsFunc(runs.Rules, func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Resources, "secrets") }) {
+		t.Error("the node-agent's per-namespace role grants Secrets")
 	}
-	var bound []string
+	if _, ok := m.find("ClusterRoleBinding", "hf-harnessfacts-controller-run-secrets"); ok {
+		t.Error("with runNamespaces the controller still reads Secrets cluster-wide")
+	}
+	bound := map[string][]string{}
 	for _, o := range m.only("RoleBinding") {
 		rb := as[rbacv1.RoleBinding](t, o)
-		if rb.RoleRef.Name == "hf-harnessfacts-node-agent-runs" {
-			bound = append(bound, rb.Namespace)
+		bound[rb.RoleRef.Name] = append(bound[rb.RoleRef.Name], rb.Namespace)
+	}
+	for _, role := range []string{"hf-harnessfacts-node-agent-runs", "hf-harnessfacts-controller-run-secrets"} {
+		if diff := cmp.Diff([]string{"team-a", "team-b"}, bound[role]); diff != "" {
+			t.Errorf("namespaces %s is bound in (-want +got):\n%s", role, diff)
 		}
 	}
-	if diff := cmp.Diff([]string{"team-a", "team-b"}, bound); diff != "" {
-		t.Errorf("namespaces the run role is bound in (-want +got):\n%s", diff)
+	ctl := container(t, as[appsv1.Deployment](t, m.get(t, "Deployment", "hf-harnessfacts-controller")).Spec.Template.Spec, "controller")
+	if !slices.Contains(ctl.Args, "--run-namespaces=team-a,team-b") {
+		t.Errorf("the controller's args %q do not scope the run source to runNamespaces", ctl.Args)
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/testing/runsourcetest"
 )
 
 // syncBuffer is a process's output, safe to read while it runs.
@@ -118,9 +119,10 @@ func TestSampleRunsUnderChartRBAC(t *testing.T) {
 		t.Fatalf("bwrap is not installed (make deps installs bubblewrap): %v", err)
 	}
 	t.Run("cluster-wide", func(t *testing.T) { sampleUnderChartRBAC(t, "rbacrun", "") })
-	// Secrets, ConfigMaps and Events granted only in the runs' namespace.
+	// The controller's Secret read, evidence ConfigMaps and Events granted
+	// only in the runs' namespace.
 	t.Run("runNamespaces", func(t *testing.T) {
-		sampleUnderChartRBAC(t, "rbacns", "nodeAgent: {rbac: {runNamespaces: [rbacns-runs]}}")
+		sampleUnderChartRBAC(t, "rbacns", "runNamespaces: [rbacns-runs]")
 	})
 }
 
@@ -206,6 +208,25 @@ func sampleUnderChartRBAC(t *testing.T, release, values string) {
 		return nil
 	}
 
+	// The run source: the chart's certificate is made at install; here a
+	// self-signed one, on a free port. The node-agent's token is a real
+	// one of the chart's service account, bound to a Pod on the node (made
+	// by hand: no kubelet here), for the run source's audience.
+	secretPath, err := runsourcetest.ForBinaries(ctx, k8s, namespace, release+"-harnessfacts-node-agent", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	source := map[string]string{}
+	for i, a := range secretPath.ControllerArgs() {
+		if i%2 == 0 {
+			source[a] = secretPath.ControllerArgs()[i+1]
+		}
+	}
+	controllerLink, err := secretPath.Flags(ctx, node, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	ctrlUser, ctrlGroups := sa(release + "-harnessfacts-controller")
 	d := as[appsv1.Deployment](t, m.get(t, "Deployment", release+"-harnessfacts-controller"))
 	ctrlOut := start("controller", withArgs(d.Spec.Template.Spec.Containers[0].Args, map[string]string{
@@ -213,6 +234,8 @@ func sampleUnderChartRBAC(t *testing.T, release, values string) {
 		"--leader-election-namespace": namespace, // in a pod: the pod's namespace
 		"--metrics-bind-address":      fmt.Sprintf("127.0.0.1:%d", freePort(t)),
 		"--health-probe-bind-address": fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		"--run-source-bind-address":   source["--run-source-bind-address"],
+		"--run-source-cert-dir":       source["--run-source-cert-dir"],
 	}))
 
 	agentUser, agentGroups := sa(release + "-harnessfacts-node-agent")
@@ -225,6 +248,9 @@ func sampleUnderChartRBAC(t *testing.T, release, values string) {
 	agentOut := start("node-agent", withArgs(ds.Spec.Template.Spec.Containers[0].Args, map[string]string{
 		"--kubeconfig":                impersonatingKubeconfig(t, agentUser, agentGroups, map[string][]string{nodeClaim: {node}}),
 		"--run-root":                  runRoot,
+		"--controller-url":            controllerLink[1],
+		"--controller-ca":             controllerLink[3],
+		"--controller-token":          controllerLink[5],
 		"--metrics-bind-address":      fmt.Sprintf("127.0.0.1:%d", freePort(t)),
 		"--health-probe-bind-address": fmt.Sprintf("127.0.0.1:%d", freePort(t)),
 	}))
@@ -273,6 +299,38 @@ func sampleUnderChartRBAC(t *testing.T, release, values string) {
 	} else if err := k8s.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: run.Status.Evidence.ConfigMapName}, &corev1.ConfigMap{}); err != nil {
 		t.Errorf("the evidence ConfigMap the node-agent wrote: %v", err)
 	}
+
+	// A run with a credential and a fixture ConfigMap: the node-agent, which
+	// may read neither, gets both from the controller's run source, which
+	// reads them under the chart's RBAC (in runNamespaces only, when set).
+	const credValue = "rbacrun-credential-5c2e"
+	for _, o := range []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: runsNS, Name: "cred"}, StringData: map[string]string{"token": credValue}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: runsNS, Name: "fixture"}, Data: map[string]string{"fixture.yaml": "prompt: check the credential\n"}},
+		&harnessv1.HarnessRun{ObjectMeta: metav1.ObjectMeta{Namespace: runsNS, Name: "with-secret"}, Spec: harnessv1.HarnessRunSpec{
+			Agent: harnessv1.AgentSpec{Adapter: harnessv1.AdapterExec, Command: []string{"sh", "-c", `test "$RUN_TOKEN" = ` + credValue},
+				Credentials: []harnessv1.Credential{{SecretKeyRef: harnessv1.SecretKeySelector{Name: "cred", Key: "token"}, Env: "RUN_TOKEN"}}},
+			Fixture: harnessv1.FixtureSource{ConfigMapRef: &harnessv1.ConfigMapFixture{Name: "fixture"}},
+		}},
+	} {
+		if err := k8s.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	withSecret := &harnessv1.HarnessRun{}
+	waitFor(t, 120*time.Second, "the run with a credential to finish", func() (bool, string) {
+		if err := alive(); err != nil {
+			t.Fatal(err)
+		}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: runsNS, Name: "with-secret"}, withSecret); err != nil {
+			return false, err.Error()
+		}
+		return withSecret.Status.Phase.Terminal(), fmt.Sprintf("phase %s: %s", withSecret.Status.Phase, withSecret.Status.Message)
+	})
+	if withSecret.Status.Phase != harnessv1.RunSucceeded {
+		t.Errorf("the run with a credential and a fixture ConfigMap ended %s (%s): %s", withSecret.Status.Phase, withSecret.Status.Reason, withSecret.Status.Message)
+	}
+
 	for name, out := range map[string]*syncBuffer{"controller": ctrlOut, "node-agent": agentOut} {
 		if s := out.String(); strings.Contains(s, "forbidden") || strings.Contains(s, "denied request") {
 			t.Errorf("the %s was refused something under the chart's RBAC and admission policy:\n%s", name, s)

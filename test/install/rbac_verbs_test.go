@@ -31,7 +31,7 @@ func TestServiceAccountVerbs(t *testing.T) {
 	var got []string
 	for _, layout := range []struct{ release, values string }{
 		{"verbs", ""},
-		{"verbsns", "nodeAgent: {rbac: {runNamespaces: [verbsns-runs]}}"},
+		{"verbsns", "runNamespaces: [verbsns-runs]"},
 	} {
 		namespace, runsNS, other := layout.release+"-system", layout.release+"-runs", layout.release+"-other"
 		m := mustRender(t, layout.release, namespace, layout.values)
@@ -97,7 +97,7 @@ func TestServiceAccountVerbs(t *testing.T) {
 	golden := filepath.Join("testdata", "rbac-verbs.txt")
 	text := "# Every verb each identity holds, as the API server answers a\n" +
 		"# SelfSubjectRulesReview (test/install/rbac_verbs_test.go): release verbs is\n" +
-		"# the chart's default, verbsns sets nodeAgent.rbac.runNamespaces.\n" +
+		"# the chart's default, verbsns sets runNamespaces.\n" +
 		"# Regenerate with: go test ./test/install -run TestServiceAccountVerbs -args -update\n" +
 		strings.Join(got, "\n") + "\n"
 	if *updateGolden {

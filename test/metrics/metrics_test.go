@@ -185,7 +185,7 @@ func TestMetricsEndpoints(t *testing.T) {
 	}
 
 	ctlAddr, nodeAddr := freeAddr(t), freeAddr(t)
-	secretPath, err := runsourcetest.ForBinaries(ctx, k8s, system, t.TempDir())
+	secretPath, err := runsourcetest.ForBinaries(ctx, k8s, system, "", t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -85,3 +85,13 @@ app.kubernetes.io/component: {{ .component }}
 - {{ tpl . $.ctx | quote }}
 {{- end }}
 {{- end }}
+
+{{/* runSourceTLSSecret: the Secret holding the run source's certificate and key. */}}
+{{- define "harnessfacts.runSourceTLSSecret" -}}
+{{- default (printf "%s-run-source-tls" (include "harnessfacts.fullname" .)) .Values.controller.runSource.tls.secretName }}
+{{- end }}
+
+{{/* runSourceCAConfigMap: the ConfigMap whose ca.crt node-agents trust for the run source. */}}
+{{- define "harnessfacts.runSourceCAConfigMap" -}}
+{{- default (printf "%s-run-source-ca" (include "harnessfacts.fullname" .)) .Values.controller.runSource.tls.caConfigMap }}
+{{- end }}

@@ -37,6 +37,7 @@ type Path struct {
 
 	admin     client.Client
 	namespace string
+	account   string
 	certDir   string
 
 	mu   sync.Mutex
@@ -99,7 +100,7 @@ func newServer(ctx context.Context, ln net.Listener, reader client.Reader, revie
 	if err != nil {
 		return nil, nil, err
 	}
-	return &Path{URL: "https://" + ln.Addr().String(), CA: certPEM, admin: admin, namespace: namespace, pods: map[string]*corev1.Pod{}}, srv, nil
+	return &Path{URL: "https://" + ln.Addr().String(), CA: certPEM, admin: admin, namespace: namespace, account: ServiceAccount, pods: map[string]*corev1.Pod{}}, srv, nil
 }
 
 // Token is the token source of the node-agent on node: a token bound to that
@@ -109,7 +110,7 @@ func (p *Path) Token(ctx context.Context, node string) (*runsource.RequestedToke
 	if err != nil {
 		return nil, err
 	}
-	return &runsource.RequestedToken{Client: p.admin, ServiceAccount: client.ObjectKey{Namespace: p.namespace, Name: ServiceAccount},
+	return &runsource.RequestedToken{Client: p.admin, ServiceAccount: client.ObjectKey{Namespace: p.namespace, Name: p.account},
 		Bound: &authnv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}}, nil
 }
 
@@ -131,7 +132,7 @@ func (p *Path) pod(ctx context.Context, node string) (*corev1.Pod, error) {
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.namespace, GenerateName: "node-agent-"},
-		Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: ServiceAccount,
+		Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: p.account,
 			Containers: []corev1.Container{{Name: "node-agent", Image: "harnessfacts-node-agent"}}},
 	}
 	if err := p.admin.Create(ctx, pod); err != nil {
@@ -166,8 +167,12 @@ func (p *Path) Flags(ctx context.Context, node, dir string) ([]string, error) {
 // ForBinaries prepares the Secret path for a controller and node-agents run
 // as processes: a certificate in dir for the controller's
 // --run-source-cert-dir, an address on 127.0.0.1 (free when chosen), the
-// node-agents' account. ControllerArgs and Flags give their flags.
-func ForBinaries(ctx context.Context, admin client.Client, namespace, dir string) (*Path, error) {
+// node-agents' account (account, ServiceAccount when empty, made if
+// missing). ControllerArgs and Flags give their flags.
+func ForBinaries(ctx context.Context, admin client.Client, namespace, account, dir string) (*Path, error) {
+	if account == "" {
+		account = ServiceAccount
+	}
 	certPEM, keyPEM, err := runsource.SelfSigned("127.0.0.1")
 	if err != nil {
 		return nil, err
@@ -184,16 +189,16 @@ func ForBinaries(ctx context.Context, admin client.Client, namespace, dir string
 	}
 	addr := ln.Addr().String()
 	_ = ln.Close()
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: ServiceAccount}}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: account}}
 	if err := admin.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("making the node-agents' service account: %w", err)
 	}
-	return &Path{URL: "https://" + addr, CA: certPEM, admin: admin, namespace: namespace, pods: map[string]*corev1.Pod{}, certDir: dir}, nil
+	return &Path{URL: "https://" + addr, CA: certPEM, admin: admin, namespace: namespace, account: account, pods: map[string]*corev1.Pod{}, certDir: dir}, nil
 }
 
 // ControllerArgs are the controller command's flags of a Path made by
 // ForBinaries.
 func (p *Path) ControllerArgs() []string {
 	return []string{"--run-source-bind-address", strings.TrimPrefix(p.URL, "https://"), "--run-source-cert-dir", p.certDir,
-		"--node-agent-service-account", p.namespace + "/" + ServiceAccount}
+		"--node-agent-service-account", p.namespace + "/" + p.account}
 }
