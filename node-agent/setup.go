@@ -41,6 +41,9 @@ type SetupOptions struct {
 	// Controller is where the node-agent reads the Secret keys and fixture
 	// ConfigMaps of the runs it claimed: it may not read them itself.
 	Controller *runsource.Client
+	// RefuseFallback refuses the plain fallback on this node, whatever a
+	// run's isolation policy asks (--refuse-fallback).
+	RefuseFallback bool
 }
 
 // Setup prepares a node-agent on mgr: it makes the executor, removes what an
@@ -72,6 +75,8 @@ func Setup(ctx context.Context, mgr manager.Manager, opts SetupOptions) (*Agent,
 		InitBinary: opts.InitBinary,
 		Adapters:   opts.Adapters,
 		NodeName:   opts.NodeName,
+
+		RefuseFallback: opts.RefuseFallback,
 	})
 	if err != nil {
 		return nil, err

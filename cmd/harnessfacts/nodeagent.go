@@ -45,6 +45,7 @@ type nodeAgentFlags struct {
 	cgroupMount    string
 	leafCgroup     bool
 	requireSandbox bool
+	refuseFallback bool
 	shutdownGrace  time.Duration
 	labels         map[string]string
 	controller     controllerLink
@@ -119,6 +120,7 @@ behind and ends the runs that process had claimed (reason NodeAgentRestarted).`,
 	fl.StringVar(&f.cgroupParent, "cgroup-parent", "", "cgroup under which per-run cgroups are made (default: the node-agent's own)")
 	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", 50*time.Second, "on SIGTERM (a pod replaced or deleted), how long running attempts may finish and write their outcome before the node-agent exits; keep it below the pod's terminationGracePeriodSeconds (the chart's is 60)")
 	fl.BoolVar(&f.requireSandbox, "require-sandbox", true, "refuse to start when no sandbox mode passes preflight, saying why in the HarnessNode's Ready condition (reason SandboxUnavailable); false registers a node that can run agents only unsandboxed")
+	fl.BoolVar(&f.refuseFallback, "refuse-fallback", false, "never run an agent in the plain fallback on this node, whatever a run's isolation.policy asks: an AllowFallback run runs sandboxed, or fails with SandboxUnavailable where no sandbox works")
 	fl.StringToStringVar(&f.labels, "node-labels", nil, "labels added to those mirrored from the Node (key=value,...), for spec.nodeSelector")
 	fl.StringVar(&f.controller.url, "controller-url", "", "https URL of the controller's run source, where the node-agent reads the Secret keys and fixture ConfigMaps of the runs it claimed (it has no right to read them itself)")
 	fl.StringVar(&f.controller.ca, "controller-ca", "/var/run/secrets/harnessfacts.io/controller/ca.crt", "PEM CA bundle the run source's certificate must chain to ($VARS are expanded)")
@@ -225,7 +227,7 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 		RunRoot: f.runRoot, Hidden: hidden, IDs: ids,
 		Sandbox:  sandboxOpts,
 		Adapters: adapters.New(adapters.Config{CLIDir: f.agentCLIs}), ExtraLabels: f.labels,
-		Controller: controller,
+		Controller: controller, RefuseFallback: f.refuseFallback,
 	})
 	if err != nil {
 		return err

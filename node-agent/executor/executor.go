@@ -58,6 +58,10 @@ type Options struct {
 	Adapters adapters.Registry
 	// NodeName is recorded in the receipt.
 	NodeName string
+	// RefuseFallback refuses the plain fallback on this node whatever a run
+	// asks: a run with isolation.policy AllowFallback runs sandboxed, or
+	// fails with SandboxUnavailable when no sandbox works here.
+	RefuseFallback bool
 }
 
 // Executor carries out attempts, for the node-agent and `harnessfacts run`.
@@ -297,8 +301,11 @@ func (a *attempt) takeID(context.Context) error {
 // why when the plain fallback was taken.
 func (a *attempt) chooseSandbox(context.Context) error {
 	e := a.e
-	if a.run.Spec.Isolation.Policy != harnessv1.IsolationAllowFallback {
+	if a.run.Spec.Isolation.Policy != harnessv1.IsolationAllowFallback || e.opts.RefuseFallback {
 		if e.requiredErr != nil {
+			if a.run.Spec.Isolation.Policy == harnessv1.IsolationAllowFallback {
+				return fail(harnessv1.ReasonSandboxUnavailable, fmt.Errorf("no sandbox works on this node, and this node refuses the plain fallback whatever a run asks (--refuse-fallback): %w", e.requiredErr))
+			}
 			return fail(harnessv1.ReasonSandboxUnavailable, fmt.Errorf("no sandbox works on this node and the run's isolation policy is Required: %w", e.requiredErr))
 		}
 		a.runner = e.required

@@ -16,6 +16,9 @@ import (
 func (e *Executor) SandboxModes(ctx context.Context) []harnessv1.SandboxModeInfo {
 	var modes []harnessv1.SandboxModeInfo
 	for _, av := range sandbox.Preflight(ctx, e.opts.Sandbox) {
+		if av.Mode == sandbox.ModePlain && e.opts.RefuseFallback {
+			av.Available, av.Reason = false, "this node refuses the plain fallback (--refuse-fallback)"
+		}
 		modes = append(modes, harnessv1.SandboxModeInfo{Mode: string(av.Mode), Available: av.Available, Message: truncate(av.Reason, 1024)})
 		if !av.Available {
 			log.FromContext(ctx).Info("sandbox mode unavailable", "mode", av.Mode, "reason", av.Reason)

@@ -8,6 +8,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -186,14 +187,30 @@ func TestNodeAgentWritesOnlyItsOwnNode(t *testing.T) {
 		if err := k8s.Create(ctx, cm); err != nil {
 			t.Fatal(err)
 		}
+		// Read by an administrator: the node-agent may not read ConfigMaps.
 		got := &corev1.ConfigMap{}
-		if err := nodeA.Get(ctx, client.ObjectKeyFromObject(cm), got); err != nil {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(cm), got); err != nil {
 			t.Fatal(err)
 		}
 		got.OwnerReferences = ownedBy("x").OwnerReferences
 		got.Data["k"] = "changed"
 		if err := nodeA.Update(ctx, got); err == nil || !strings.Contains(err.Error(), "may write only evidence ConfigMaps") {
 			t.Errorf("updating another's ConfigMap: %v, want a refusal", err)
+		}
+	})
+
+	// Reads: a node-agent holds none of Secrets or ConfigMaps; a run's
+	// selected keys and fixture come from the controller's run source.
+	t.Run("node-a reads no Secret and no ConfigMap", func(t *testing.T) {
+		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "team-key", Namespace: runsNS}, StringData: map[string]string{"k": "v"}}
+		if err := k8s.Create(ctx, sec); err != nil {
+			t.Fatal(err)
+		}
+		if err := nodeA.Get(ctx, client.ObjectKeyFromObject(sec), &corev1.Secret{}); !apierrors.IsForbidden(err) {
+			t.Errorf("node-a got a Secret: %v, want Forbidden", err)
+		}
+		if err := nodeA.Get(ctx, client.ObjectKey{Namespace: runsNS, Name: "someone-elses"}, &corev1.ConfigMap{}); !apierrors.IsForbidden(err) {
+			t.Errorf("node-a got a ConfigMap: %v, want Forbidden", err)
 		}
 	})
 }
