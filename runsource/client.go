@@ -103,8 +103,15 @@ type Client struct {
 }
 
 // NewClient makes a Client of the controller at baseURL (https), whose
-// certificate must chain to caPEM.
+// certificate must chain to caPEM and name baseURL's host.
 func NewClient(baseURL string, caPEM []byte, tokens TokenSource) (*Client, error) {
+	return NewClientWithServerName(baseURL, "", caPEM, tokens)
+}
+
+// NewClientWithServerName is NewClient for a controller reached at an
+// address its certificate does not name (a pod IP on a cluster without
+// Service routing): the certificate must name serverName instead.
+func NewClientWithServerName(baseURL, serverName string, caPEM []byte, tokens TokenSource) (*Client, error) {
 	u, err := url.Parse(baseURL)
 	if err != nil || u.Scheme != "https" || u.Host == "" {
 		return nil, fmt.Errorf("the controller's address %q is not an https URL: the node-agent sends its token there", baseURL)
@@ -117,7 +124,7 @@ func NewClient(baseURL string, caPEM []byte, tokens TokenSource) (*Client, error
 		return nil, errors.New("no token source")
 	}
 	tr := &http.Transport{
-		TLSClientConfig:     &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+		TLSClientConfig:     &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12, ServerName: serverName},
 		TLSHandshakeTimeout: 10 * time.Second,
 		MaxIdleConnsPerHost: 4,
 		IdleConnTimeout:     90 * time.Second,

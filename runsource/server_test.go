@@ -377,3 +377,47 @@ func TestNamespaces(t *testing.T) {
 type emptyToken struct{}
 
 func (emptyToken) Token(context.Context) (string, error) { return "", nil }
+
+// TestServerName: a controller reached at an address its certificate does
+// not name is trusted only for the name given.
+func TestServerName(t *testing.T) {
+	ctx := context.Background()
+	pods := objects(t)
+	certPEM, keyPEM, err := runsource.SelfSigned("harnessfacts-run-source.hf-system.svc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsCfg, err := runsource.TLSConfig(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := runsource.NewServer(runsource.Options{Reader: k8s, Reviewer: k8s, Listener: ln, TLS: tlsCfg,
+		Accounts: runsource.Accounts{Bound: []string{user(agentSA)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- srv.Start(sctx) }()
+	defer func() { cancel(); <-done }()
+	run := boundRun(t, team, "by-name", "node-a", harnessv1.RunRunning)
+	url := "https://" + ln.Addr().String()
+	byIP, err := runsource.NewClient(url, certPEM, podToken(pods["agent-a"], ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := byIP.SecretKey(ctx, ref(run), secret, "key"); err == nil || !strings.Contains(err.Error(), "not trusted") {
+		t.Fatalf("a certificate without the address: %v, want it not trusted", err)
+	}
+	byName, err := runsource.NewClientWithServerName(url, "harnessfacts-run-source.hf-system.svc", certPEM, podToken(pods["agent-a"], ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := byName.SecretKey(ctx, ref(run), secret, "key"); err != nil || string(v) != value {
+		t.Fatalf("with the server name: %q, %v", v, err)
+	}
+}

@@ -25,9 +25,10 @@ import (
 
 // controllerLink says how a node-agent reaches the controller's run source.
 type controllerLink struct {
-	url   string
-	ca    string
-	token string
+	url        string
+	serverName string
+	ca         string
+	token      string
 }
 
 type nodeAgentFlags struct {
@@ -123,6 +124,7 @@ behind and ends the runs that process had claimed (reason NodeAgentRestarted).`,
 	fl.BoolVar(&f.refuseFallback, "refuse-fallback", false, "never run an agent in the plain fallback on this node, whatever a run's isolation.policy asks: an AllowFallback run runs sandboxed, or fails with SandboxUnavailable where no sandbox works")
 	fl.StringToStringVar(&f.labels, "node-labels", nil, "labels added to those mirrored from the Node (key=value,...), for spec.nodeSelector")
 	fl.StringVar(&f.controller.url, "controller-url", "", "https URL of the controller's run source, where the node-agent reads the Secret keys and fixture ConfigMaps of the runs it claimed (it has no right to read them itself)")
+	fl.StringVar(&f.controller.serverName, "controller-server-name", "", "the name the run source's certificate must carry when --controller-url is an address it does not name (a pod IP where Services do not route); default: --controller-url's host")
 	fl.StringVar(&f.controller.ca, "controller-ca", "/var/run/secrets/harnessfacts.io/controller/ca.crt", "PEM CA bundle the run source's certificate must chain to ($VARS are expanded)")
 	fl.StringVar(&f.controller.token, "controller-token", "/var/run/secrets/harnessfacts.io/controller/token", "file holding the token the node-agent presents to the run source: a service account token bound to this pod with audience "+runsource.Audience+", re-read at every use ($VARS are expanded)")
 	fl.BoolVar(&f.leafCgroup, "move-to-leaf-cgroup", true, "on cgroup v2 without --cgroup-parent, move the node-agent into <own cgroup>/agent so per-run cgroups can have limits")
@@ -148,7 +150,7 @@ func (l controllerLink) client() (*runsource.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--controller-ca: %w", err)
 	}
-	return runsource.NewClient(l.url, ca, runsource.TokenFile(os.ExpandEnv(l.token)))
+	return runsource.NewClientWithServerName(l.url, l.serverName, ca, runsource.TokenFile(os.ExpandEnv(l.token)))
 }
 
 func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
