@@ -77,6 +77,9 @@ func Setup(ctx context.Context, mgr manager.Manager, opts SetupOptions) (*Agent,
 		NodeName:   opts.NodeName,
 
 		RefuseFallback: opts.RefuseFallback,
+		// status.limits as soon as the fixture is read: the controller's
+		// deadline follows the episode it resolved.
+		LimitsSettled: recordLimits(mgr.GetClient()),
 	})
 	if err != nil {
 		return nil, err

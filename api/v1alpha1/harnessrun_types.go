@@ -564,7 +564,8 @@ type HarnessRunStatus struct {
 	// limits are the limits the attempt ran under, every one set: the run's,
 	// else its fixture's, else the API's default (a default above a
 	// HarnessPolicy ceiling gives way to the ceiling). Written by the
-	// node-agent once it has read the fixture.
+	// node-agent as soon as it has read the fixture, before the agent
+	// starts, and again with the outcome.
 	// +optional
 	Limits *Limits `json:"limits,omitempty"`
 

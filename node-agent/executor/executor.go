@@ -62,6 +62,12 @@ type Options struct {
 	// asks: a run with isolation.policy AllowFallback runs sandboxed, or
 	// fails with SandboxUnavailable when no sandbox works here.
 	RefuseFallback bool
+	// LimitsSettled, when set, is told the attempt's limits as soon as they
+	// are settled (the fixture read, no HarnessPolicy ceiling broken),
+	// before the agent starts. The node-agent records them in status, so
+	// that the controller's deadline follows the episode the fixture set.
+	// A failure is the callee's to report; the attempt goes on.
+	LimitsSettled func(ctx context.Context, run *harnessv1.HarnessRun, limits harnessv1.ResolvedLimits)
 }
 
 // Executor carries out attempts, for the node-agent and `harnessfacts run`.

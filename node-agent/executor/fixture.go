@@ -28,6 +28,9 @@ func (a *attempt) readFixture(ctx context.Context) error {
 		}
 		return fail(harnessv1.ReasonPolicyViolation, fmt.Errorf("refused by the namespace's HarnessPolicies: %s", strings.Join(words, "; ")))
 	}
+	if f := a.e.opts.LimitsSettled; f != nil {
+		f(ctx, a.run, *a.resolved)
+	}
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -33,7 +34,7 @@ func inlineRun(ns, name, fixtureYAML, script string) *harnessv1.HarnessRun {
 }
 
 // TestFixtureLimitsApplyWhenTheRunSetsNone: a run that sets no limit runs
-// under its fixture's (hello's 60-second episode, not the API's 360; a
+// under its fixture's (hello's 180-second episode, not the API's 360; a
 // 2-second episode ends a sleeping agent), and a limit the run sets wins
 // over its fixture's. status.limits and status.limitSources say what
 // applied and where it came from. On the old main the API server filled
@@ -46,18 +47,40 @@ func TestFixtureLimitsApplyWhenTheRunSetsNone(t *testing.T) {
 	timesOut := inlineRun(ns, "fixture-episode", shortFixture, "echo started; sleep 30; echo slept")
 	runWins := inlineRun(ns, "run-episode", shortFixture, "sleep 4; echo slept")
 	runWins.Spec.Limits.EpisodeSeconds = 30
-	for _, r := range []*harnessv1.HarnessRun{hello, timesOut, runWins} {
+	watched := inlineRun(ns, "watched", "prompt: go\nlimits: {episodeSeconds: 40}\n", "sleep 5")
+	for _, r := range []*harnessv1.HarnessRun{hello, timesOut, runWins, watched} {
 		if err := k8s.Create(ctx, r); err != nil {
 			t.Fatal(err)
 		}
+	}
+
+	// While the agent runs, status.limits already holds the fixture's
+	// episode: the controller's deadline follows it, not its backstop.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		cur := &harnessv1.HarnessRun{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(watched), cur); err != nil {
+			t.Fatal(err)
+		}
+		if cur.Status.Phase == harnessv1.RunRunning && cur.Status.Limits != nil {
+			if cur.Status.Limits.EpisodeSeconds != 40 || cur.Status.LimitSources["episodeSeconds"] != "fixture" {
+				t.Errorf("a running run's status.limits %+v from %v; want the fixture's episodeSeconds 40", cur.Status.Limits, cur.Status.LimitSources)
+			}
+			break
+		}
+		if cur.Status.Phase.Terminal() || time.Now().After(deadline) {
+			t.Errorf("the run ran without status.limits: %+v", cur.Status)
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 
 	got := waitTerminal(t, client.ObjectKeyFromObject(hello))
 	if got.Status.Verdict != harnessv1.VerdictPass {
 		t.Errorf("hello: %s %s: %s", got.Status.Verdict, got.Status.Reason, got.Status.Message)
 	}
-	if l := got.Status.Limits; l == nil || l.EpisodeSeconds != 60 || l.ProbeSeconds != 20 {
-		t.Errorf("hello ran under %+v; want its fixture's episodeSeconds 60 and probeSeconds 20", l)
+	if l := got.Status.Limits; l == nil || l.EpisodeSeconds != 180 || l.ProbeSeconds != 20 {
+		t.Errorf("hello ran under %+v; want its fixture's episodeSeconds 180 and probeSeconds 20", l)
 	}
 	want := map[string]string{"episodeSeconds": "fixture", "probeSeconds": "fixture", "memory": "default", "disk": "default",
 		"maxDecisions": "default", "maxProcesses": "default", "maxOutputBytes": "default", "maxArtifactBytes": "default"}
@@ -112,7 +135,7 @@ func TestPolicyCeilingsJudgeTheResolvedLimits(t *testing.T) {
 	t.Cleanup(func() { _ = k8s.Delete(context.Background(), policy) })
 
 	fixtureConfigMap(t, ns, "fixture-hello", filepath.Join(testenv.RepoRoot(), "fixtures", "hello"))
-	hello := helloRun(ns, harnessv1.MCPTransportHTTP) // its fixture asks for 60 s
+	hello := helloRun(ns, harnessv1.MCPTransportHTTP) // its fixture asks for 180 s
 	plain := inlineRun(ns, "defaults", "prompt: go\n", "echo hi")
 	for _, r := range []*harnessv1.HarnessRun{hello, plain} {
 		if err := k8s.Create(ctx, r); err != nil {
@@ -122,7 +145,7 @@ func TestPolicyCeilingsJudgeTheResolvedLimits(t *testing.T) {
 
 	got := waitTerminal(t, client.ObjectKeyFromObject(hello))
 	st := got.Status
-	want := "HarnessPolicy e2e-ceilings rule limits.maxEpisodeSeconds: limits.episodeSeconds 60 (set by the fixture) is above the ceiling 30"
+	want := "HarnessPolicy e2e-ceilings rule limits.maxEpisodeSeconds: limits.episodeSeconds 180 (set by the fixture) is above the ceiling 30"
 	if st.Phase != harnessv1.RunFailed || st.Reason != harnessv1.ReasonPolicyViolation || !strings.Contains(st.Message, want) ||
 		st.Verdict != "" || st.Agent != nil {
 		t.Errorf("hello under a 30-second ceiling: %s %s verdict %q: %s (agent %+v); want refused before the agent ran, saying %q",
@@ -181,12 +204,12 @@ func localRunYAML(name, fixtureYAML, script, limits string) string {
 
 // TestLocalRunAppliesFixtureLimits: `harnessfacts run -f` resolves limits
 // as a cluster does: hello's run.yaml, which sets none, runs under the
-// fixture's 60-second episode; a 2-second fixture episode ends a sleeping
+// fixture's 180-second episode; a 2-second fixture episode ends a sleeping
 // agent; a run's own episode wins over its fixture's.
 func TestLocalRunAppliesFixtureLimits(t *testing.T) {
 	st := localRun(t, filepath.Join(testenv.RepoRoot(), "fixtures", "hello", "run.yaml"), "")
-	if st.Verdict != harnessv1.VerdictPass || st.Limits == nil || st.Limits.EpisodeSeconds != 60 || st.LimitSources["episodeSeconds"] != "fixture" {
-		t.Errorf("hello run locally: %s %s: %s; limits %+v from %v; want a pass under the fixture's 60 s",
+	if st.Verdict != harnessv1.VerdictPass || st.Limits == nil || st.Limits.EpisodeSeconds != 180 || st.LimitSources["episodeSeconds"] != "fixture" {
+		t.Errorf("hello run locally: %s %s: %s; limits %+v from %v; want a pass under the fixture's 180 s",
 			st.Verdict, st.Reason, st.Message, st.Limits, st.LimitSources)
 	}
 
