@@ -83,6 +83,9 @@ func (a *Agent) writeEvidence(ctx context.Context, run *harnessv1.HarnessRun, ev
 		cm.Labels = map[string]string{
 			LabelRunUID:  string(run.UID),
 			LabelAttempt: fmt.Sprint(run.Status.Attempt),
+			// Who wrote it: the admission policy lets a node-agent write
+			// only evidence labelled with its own node.
+			LabelNode: a.opts.NodeName,
 		}
 		cm.Data, cm.BinaryData = ev.Data, ev.BinaryData
 		return controllerutil.SetControllerReference(run, cm, a.client.Scheme())
@@ -107,7 +110,10 @@ func (a *Agent) writeEvidence(ctx context.Context, run *harnessv1.HarnessRun, ev
 
 // Labels on evidence ConfigMaps.
 const (
-	LabelRunUID  = "harnessfacts.io/run-uid"
+	LabelRunUID = "harnessfacts.io/run-uid"
+	// LabelNode names the node whose node-agent wrote the evidence; it must
+	// be the run's status.nodeName.
+	LabelNode    = "harnessfacts.io/node"
 	LabelAttempt = "harnessfacts.io/attempt"
 )
 

@@ -8,6 +8,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -17,12 +18,15 @@ import (
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 )
 
-const nodeClaim = "authentication.kubernetes.io/node-name"
+const (
+	nodeClaim = "authentication.kubernetes.io/node-name"
+	podClaim  = "authentication.kubernetes.io/pod-name"
+)
 
 // asNodeAgent is a client that acts as the chart's node-agent service
 // account with a token bound to a pod on node (the API server puts the
 // node's name in the user info as it does for a kubelet-mounted token);
-// node "" is a token with no node claim.
+// its pod is node-agent-<node>; node "" is a token with no node claim.
 func asNodeAgent(t *testing.T, namespace, serviceAccount, node string) client.Client {
 	t.Helper()
 	cfg := rest.CopyConfig(env.Config)
@@ -31,7 +35,7 @@ func asNodeAgent(t *testing.T, namespace, serviceAccount, node string) client.Cl
 		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
 	}
 	if node != "" {
-		cfg.Impersonate.Extra = map[string][]string{nodeClaim: {node}}
+		cfg.Impersonate.Extra = map[string][]string{nodeClaim: {node}, podClaim: {"node-agent-" + node}}
 	}
 	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
 	if err != nil {
@@ -97,6 +101,20 @@ func TestNodeAgentWritesOnlyItsOwnNode(t *testing.T) {
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "harnessfacts.io/v1alpha1", Kind: "HarnessRun", Name: run.Name, UID: run.UID, Controller: ptr.To(true)}},
 		}}
 	}
+	// evidence is an evidence ConfigMap as the node-agent of node writes it.
+	evidence := func(name, node string) *corev1.ConfigMap {
+		cm := ownedBy(name)
+		cm.Labels = map[string]string{"harnessfacts.io/node": node}
+		return cm
+	}
+	// event is an Event about obj as the node-agent with reportingInstance
+	// instance writes it (client-go: the controller's name and the host name).
+	event := func(name string, regarding corev1.ObjectReference, instance string) *eventsv1.Event {
+		return &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: runsNS},
+			EventTime: metav1.NowMicro(), Type: corev1.EventTypeNormal, Reason: "Running", Action: "Start", Note: "started",
+			Regarding: regarding, ReportingController: "harnessfacts-node-agent", ReportingInstance: instance}
+	}
+	runRef := corev1.ObjectReference{APIVersion: "harnessfacts.io/v1alpha1", Kind: "HarnessRun", Namespace: runsNS, Name: run.Name, UID: run.UID}
 
 	cases := []struct {
 		name  string
@@ -158,10 +176,33 @@ func TestNodeAgentWritesOnlyItsOwnNode(t *testing.T) {
 			r.Spec.Cancel = true
 			return nodeA.Update(ctx, r)
 		}, false, "forbidden"},
-		{"node-a creates an evidence ConfigMap owned by a run", func() error { return nodeA.Create(ctx, ownedBy("bound-to-a-evidence")) }, true, ""},
+		{"node-a creates an evidence ConfigMap owned by a run", func() error { return nodeA.Create(ctx, evidence("bound-to-a-evidence-1", "node-a")) }, true, ""},
+		{"node-a replaces it on a retried write (no read)", func() error { return nodeA.Update(ctx, evidence("bound-to-a-evidence-1", "node-a")) }, true, ""},
+		{"node-b overwrites node-a's evidence", func() error { return nodeB.Update(ctx, evidence("bound-to-a-evidence-1", "node-b")) }, false,
+			"may write only evidence ConfigMaps: owned by a HarnessRun and labelled harnessfacts.io/node=node-b, not " + runsNS + "/bound-to-a-evidence-1"},
+		{"node-b writes evidence labelled as node-a's", func() error { return nodeB.Create(ctx, evidence("bound-to-a-evidence-2", "node-a")) }, false,
+			"labelled harnessfacts.io/node=node-b"},
+		{"node-a writes evidence without its node", func() error { return nodeA.Create(ctx, ownedBy("bound-to-a-evidence-3")) }, false,
+			"labelled harnessfacts.io/node=node-a"},
 		{"node-a creates a ConfigMap no run owns", func() error {
-			return nodeA.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "not-evidence", Namespace: runsNS}})
-		}, false, "may write only evidence ConfigMaps owned by a HarnessRun, not " + runsNS + "/not-evidence"},
+			return nodeA.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "not-evidence", Namespace: runsNS,
+				Labels: map[string]string{"harnessfacts.io/node": "node-a"}}})
+		}, false, "may write only evidence ConfigMaps: owned by a HarnessRun and labelled harnessfacts.io/node=node-a, not " + runsNS + "/not-evidence"},
+		{"node-a reports an Event about its run", func() error {
+			return nodeA.Create(ctx, event("started", runRef, "harnessfacts-node-agent-node-agent-node-a"))
+		}, true, ""},
+		{"node-a reports an Event as another pod", func() error {
+			return nodeA.Create(ctx, event("spoofed", runRef, "harnessfacts-node-agent-node-agent-node-b"))
+		}, false, "may write only Events about HarnessRuns of the Event's namespace, reported by harnessfacts-node-agent as one of"},
+		{"node-a reports an Event about a Deployment", func() error {
+			return nodeA.Create(ctx, event("about-a-deployment", corev1.ObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Namespace: runsNS, Name: "web"},
+				"harnessfacts-node-agent-node-agent-node-a"))
+		}, false, "may write only Events about HarnessRuns"},
+		{"node-a reports a core Event about a Pod", func() error {
+			return nodeA.Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "about-a-pod", Namespace: runsNS},
+				InvolvedObject: corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: runsNS, Name: "p"}, Reason: "Killing", Message: "x",
+				ReportingController: "harnessfacts-node-agent", ReportingInstance: "harnessfacts-node-agent-node-agent-node-a", Type: corev1.EventTypeWarning})
+		}, false, "may write only Events about HarnessRuns"},
 		{"node-a lists Secrets", func() error { return nodeA.List(ctx, &corev1.SecretList{}, client.InNamespace(runsNS)) }, false, "forbidden"},
 		{"node-a lists Pods", func() error { return nodeA.List(ctx, &corev1.PodList{}, client.InNamespace(runsNS)) }, false, "forbidden"},
 		{"a token without a node claim writes a HarnessNode", func() error { return noClaim.Create(ctx, harnessNode("node-c")) }, false,

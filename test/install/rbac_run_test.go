@@ -239,6 +239,12 @@ func sampleUnderChartRBAC(t *testing.T, release, values string) {
 	}))
 
 	agentUser, agentGroups := sa(release + "-harnessfacts-node-agent")
+	// In a pod the host name is the pod's name: the Events' reportingInstance
+	// (harnessfacts-node-agent-<host name>) names the pod the token is bound to.
+	hostname, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
 	ds := as[appsv1.DaemonSet](t, m.get(t, "DaemonSet", release+"-harnessfacts-node-agent"))
 	runRoot := filepath.Join(dir, "runs")
 	// The chart's arguments as they are, --move-to-leaf-cgroup (default on)
@@ -246,7 +252,7 @@ func sampleUnderChartRBAC(t *testing.T, release, values string) {
 	// cgroup into <cgroup>/agent, as it does with a node-agent container's;
 	// our machines and CI have cgroup v1, where it does nothing.
 	agentOut := start("node-agent", withArgs(ds.Spec.Template.Spec.Containers[0].Args, map[string]string{
-		"--kubeconfig":                impersonatingKubeconfig(t, agentUser, agentGroups, map[string][]string{nodeClaim: {node}}),
+		"--kubeconfig":                impersonatingKubeconfig(t, agentUser, agentGroups, map[string][]string{nodeClaim: {node}, podClaim: {hostname}}),
 		"--run-root":                  runRoot,
 		"--controller-url":            controllerLink[1],
 		"--controller-ca":             controllerLink[3],
