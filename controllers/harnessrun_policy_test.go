@@ -6,8 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -181,4 +183,49 @@ func TestPolicyRecheckedBeforeBinding(t *testing.T) {
 			run.Status.Reason, run.Status.Message, run.Status.NodeName, harnessv1.ReasonPolicyViolation, want)
 	}
 	waitRun(t, other, "unsandboxed", wait, "Succeeded (its namespace is not selected)", phaseIs(harnessv1.RunSucceeded))
+}
+
+// TestBindingRecordsTheLimitCeilings: the controller records the strictest
+// HarnessPolicy ceiling of each limit, and the policy that sets it, when it
+// binds a run (status.limitCeilings): the node-agent judges the limits it
+// resolves from the fixture against them. A run that sets no limit is not
+// refused here: only its node knows its fixture's.
+func TestBindingRecordsTheLimitCeilings(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	label := map[string]string{"ceilings-test": ns}
+	nsObj := &corev1.Namespace{}
+	if err := k8s.Get(ctx, types.NamespacedName{Name: ns}, nsObj); err != nil {
+		t.Fatal(err)
+	}
+	nsObj.Labels = label
+	if err := k8s.Update(ctx, nsObj); err != nil {
+		t.Fatal(err)
+	}
+	loose := &harnessv1.HarnessPolicy{ObjectMeta: metav1.ObjectMeta{Name: "loose-" + ns}, Spec: harnessv1.HarnessPolicySpec{
+		NamespaceSelector: metav1.LabelSelector{MatchLabels: label},
+		Limits:            &harnessv1.PolicyLimits{MaxEpisodeSeconds: ptr.To[int32](600), MaxDisk: ptr.To(resource.MustParse("512Mi"))},
+	}}
+	strict := &harnessv1.HarnessPolicy{ObjectMeta: metav1.ObjectMeta{Name: "strict-" + ns}, Spec: harnessv1.HarnessPolicySpec{
+		NamespaceSelector: metav1.LabelSelector{MatchLabels: label},
+		Limits:            &harnessv1.PolicyLimits{MaxEpisodeSeconds: ptr.To[int32](60), MaxDecisions: ptr.To[int32](10)},
+	}}
+	create(t, loose, strict)
+	t.Cleanup(func() { _ = k8s.Delete(ctx, loose); _ = k8s.Delete(ctx, strict) })
+
+	startController(t, ns, controllers.Options{}, nil)
+	startNode(t, ns, fakenode.Options{Name: "ceilings-" + ns, Adapters: map[harnessv1.Adapter]string{harnessv1.AdapterGemini: "1"}, Slots: 2, RunFor: -1})
+	create(t, hftesting.MakeHarnessRun("unset", ns).Adapter(harnessv1.AdapterGemini).Obj())
+
+	run := waitRun(t, ns, "unset", wait, "bound", func(r *harnessv1.HarnessRun) bool { return r.Status.NodeName != "" })
+	want := &harnessv1.LimitCeilings{
+		PolicyLimits: harnessv1.PolicyLimits{MaxEpisodeSeconds: ptr.To[int32](60), MaxDecisions: ptr.To[int32](10), MaxDisk: ptr.To(resource.MustParse("512Mi"))},
+		Policies:     map[string]string{"maxEpisodeSeconds": strict.Name, "maxDecisions": strict.Name, "maxDisk": loose.Name},
+	}
+	if diff := cmp.Diff(want, run.Status.LimitCeilings); diff != "" {
+		t.Errorf("status.limitCeilings (-want +got):\n%s", diff)
+	}
+	if run.Status.Reason == harnessv1.ReasonPolicyViolation {
+		t.Errorf("a run that sets no limit was refused before its node read its fixture: %s", run.Status.Message)
+	}
 }
