@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -228,6 +229,9 @@ func TestClaimsExecutesOnceAndWritesEvidence(t *testing.T) {
 	if len(cm.OwnerReferences) != 1 || cm.OwnerReferences[0].UID != run.UID {
 		t.Errorf("evidence ConfigMap is not owned by the run: %+v", cm.OwnerReferences)
 	}
+	if cm.Labels[nodeagent.LabelNode] != "node-claim" {
+		t.Errorf("evidence ConfigMap labels %v do not name the node that wrote it (the admission policy requires it)", cm.Labels)
+	}
 	time.Sleep(500 * time.Millisecond) // a second execution would show up by now
 	if n := exec.calls.Load(); n != 1 {
 		t.Errorf("executed %d times (%v), want exactly once", n, exec.seen)
@@ -271,5 +275,60 @@ func TestRestartReportsTheOrphanedAttemptAndNeverRunsItAgain(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	if n := exec.calls.Load(); n != 0 {
 		t.Errorf("the orphaned attempt was executed again (%d calls)", n)
+	}
+}
+
+// TestClaimRechecksThePolicy: a run bound before a HarnessPolicy was made
+// (or tightened) that it now breaks is refused when its node-agent claims
+// it, naming the rule, and its agent never starts.
+func TestClaimRechecksThePolicy(t *testing.T) {
+	ctx := context.Background()
+	const ns = "claim-policy"
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"tenant": ns}}}); err != nil {
+		t.Fatal(err)
+	}
+	run := &harnessv1.HarnessRun{
+		ObjectMeta: metav1.ObjectMeta{Name: "admitted-before", Namespace: ns},
+		Spec: harnessv1.HarnessRunSpec{
+			Agent:   harnessv1.AgentSpec{Adapter: harnessv1.AdapterExec, Command: []string{"true"}},
+			Fixture: harnessv1.FixtureSource{Inline: &harnessv1.InlineFixture{Files: map[string]string{"fixture.yaml": "prompt: p\n"}}},
+		},
+	}
+	if err := k8s.Create(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	// The policy comes after admission and after binding.
+	policy := &harnessv1.HarnessPolicy{ObjectMeta: metav1.ObjectMeta{Name: "codex-only"}, Spec: harnessv1.HarnessPolicySpec{
+		NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"tenant": ns}},
+		Adapters:          []harnessv1.Adapter{harnessv1.AdapterCodex},
+	}}
+	if err := k8s.Create(ctx, policy); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), policy) })
+	now := metav1.Now()
+	run.Status.Phase, run.Status.NodeName, run.Status.Attempt, run.Status.ScheduledTime = harnessv1.RunScheduled, "node-policy", 1, &now
+	if err := k8s.Status().Update(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+
+	exec := &scripted{}
+	startAgent(t, "node-policy", exec)
+	waitFor(t, "the run to end", func() bool {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(run), run); err != nil {
+			t.Fatal(err)
+		}
+		return run.Status.Phase.Terminal()
+	})
+	st := run.Status
+	if st.Phase != harnessv1.RunFailed || st.Reason != harnessv1.ReasonPolicyViolation ||
+		!strings.Contains(st.Message, "HarnessPolicy codex-only rule adapters: adapter exec is not allowed") || st.StartTime != nil {
+		t.Errorf("status = %s %s %q (started %v), want Failed PolicyViolation naming the rule, never started", st.Phase, st.Reason, st.Message, st.StartTime)
+	}
+	if !meta.IsStatusConditionTrue(st.Conditions, harnessv1.ConditionFinished) {
+		t.Errorf("the refused run is not Finished: %+v", st.Conditions)
+	}
+	if n := exec.calls.Load(); n != 0 {
+		t.Errorf("the agent of a refused run was executed %d times", n)
 	}
 }

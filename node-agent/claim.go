@@ -130,6 +130,14 @@ func (a *Agent) claim(ctx context.Context, run *harnessv1.HarnessRun) (reconcile
 		return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, nil
 	}
 
+	violations, err := a.policyViolations(ctx, run)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if len(violations) > 0 {
+		return a.refuse(ctx, run, violations)
+	}
+
 	now := metav1.NewTime(a.opts.Clock.Now())
 	base := run.DeepCopy()
 	st := &run.Status
@@ -139,7 +147,7 @@ func (a *Agent) claim(ctx context.Context, run *harnessv1.HarnessRun) (reconcile
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: harnessv1.ConditionReady, Status: metav1.ConditionFalse,
 		Reason: harnessv1.ReasonRunning, Message: st.Message, ObservedGeneration: run.Generation, LastTransitionTime: now})
 	if err := a.client.Status().Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
-		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		if isGone(err) {
 			return reconcile.Result{}, nil // a newer version comes through the watch
 		}
 		return reconcile.Result{}, fmt.Errorf("claiming %s: %w", client.ObjectKeyFromObject(run), err)
@@ -155,3 +163,7 @@ func (a *Agent) claim(ctx context.Context, run *harnessv1.HarnessRun) (reconcile
 	go a.runAttempt(attemptCtx, run.DeepCopy(), r)
 	return reconcile.Result{}, nil
 }
+
+// isGone: the run changed (a newer version comes through the watch) or was
+// deleted since it was read.
+func isGone(err error) bool { return apierrors.IsConflict(err) || apierrors.IsNotFound(err) }

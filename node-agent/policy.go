@@ -1,0 +1,80 @@
+package nodeagent
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+)
+
+// policyViolations are the rules of the HarnessPolicies over the run's
+// namespace, as they are now, that the run breaks. Admission checks a run
+// when it is made and the controller before it binds it; a policy made or
+// tightened after that is caught here, before the agent starts. Read from
+// the API server, not a cache: a claim is rare next to the agent's run.
+func (a *Agent) policyViolations(ctx context.Context, run *harnessv1.HarnessRun) ([]string, error) {
+	policies := &harnessv1.HarnessPolicyList{}
+	if err := a.apiReader.List(ctx, policies); err != nil {
+		return nil, fmt.Errorf("listing HarnessPolicies: %w", err)
+	}
+	if len(policies.Items) == 0 {
+		return nil, nil
+	}
+	ns := &corev1.Namespace{}
+	if err := a.apiReader.Get(ctx, types.NamespacedName{Name: run.Namespace}, ns); err != nil {
+		return nil, fmt.Errorf("reading namespace %s for its HarnessPolicies: %w", run.Namespace, err)
+	}
+	sort.Slice(policies.Items, func(i, j int) bool { return policies.Items[i].Name < policies.Items[j].Name })
+	var out []string
+	for i := range policies.Items {
+		p := &policies.Items[i]
+		ok, err := p.Selects(ns.Labels)
+		if err != nil {
+			log.FromContext(ctx).Error(err, "a HarnessPolicy selects no namespace", "policy", p.Name)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		for _, v := range p.Violations(&run.Spec) {
+			out = append(out, v.String())
+		}
+	}
+	return out, nil
+}
+
+// refuse ends a bound run that breaks a HarnessPolicy instead of claiming
+// it: Failed, reason PolicyViolation, naming each rule, in one status write
+// conditioned on the version read (like a claim). Like the controller's
+// refusal before binding, it has no verdict: the agent never ran.
+func (a *Agent) refuse(ctx context.Context, run *harnessv1.HarnessRun, violations []string) (reconcile.Result, error) {
+	now := metav1.NewTime(a.opts.Clock.Now())
+	base := run.DeepCopy()
+	st := &run.Status
+	st.Phase, st.Reason = harnessv1.RunFailed, harnessv1.ReasonPolicyViolation
+	st.Message = "refused by the namespace's HarnessPolicies when the node-agent on " + a.opts.NodeName + " claimed it: " + strings.Join(violations, "; ")
+	st.CompletionTime = &now
+	st.ObservedGeneration = run.Generation
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: harnessv1.ConditionReady, Status: metav1.ConditionFalse,
+		Reason: harnessv1.ReasonPolicyViolation, Message: st.Message, ObservedGeneration: run.Generation, LastTransitionTime: now})
+	harnessv1.MarkFinished(st, run.Generation, now)
+	st.Fit()
+	if err := a.client.Status().Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		if isGone(err) {
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, fmt.Errorf("refusing %s: %w", client.ObjectKeyFromObject(run), err)
+	}
+	a.recorder.Eventf(run, nil, corev1.EventTypeWarning, harnessv1.ReasonPolicyViolation, "Claim", "%s", st.Message)
+	return reconcile.Result{}, nil
+}
