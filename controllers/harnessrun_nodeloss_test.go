@@ -12,8 +12,8 @@ import (
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/controllers"
-	"github.com/harnessfacts/harnessfacts/internal/fakenode"
 	hftesting "github.com/harnessfacts/harnessfacts/internal/testing"
+	"github.com/harnessfacts/harnessfacts/internal/testing/fakenode"
 )
 
 var codexOnly = map[harnessv1.Adapter]string{harnessv1.AdapterCodex: "1.0"}

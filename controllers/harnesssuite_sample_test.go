@@ -13,8 +13,8 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
-	"github.com/harnessfacts/harnessfacts/internal/fakenode"
-	"github.com/harnessfacts/harnessfacts/internal/testenv"
+	"github.com/harnessfacts/harnessfacts/internal/testing/fakenode"
+	"github.com/harnessfacts/harnessfacts/internal/testing/testenv"
 )
 
 // TestSuiteSampleRuns applies fixtures/suite, rendered by kustomize as Flux

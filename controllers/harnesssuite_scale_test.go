@@ -23,7 +23,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
-	"github.com/harnessfacts/harnessfacts/internal/fakenode"
+	"github.com/harnessfacts/harnessfacts/internal/testing/fakenode"
 )
 
 // suiteCalls counts the API requests of the HarnessSuite reconciler. Reads

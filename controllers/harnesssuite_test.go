@@ -26,7 +26,7 @@ import (
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/controllers"
-	"github.com/harnessfacts/harnessfacts/internal/fakenode"
+	"github.com/harnessfacts/harnessfacts/internal/testing/fakenode"
 )
 
 // startSuiteController starts the controller as `harnessfacts controller`

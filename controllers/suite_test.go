@@ -30,8 +30,8 @@ import (
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/controllers"
-	"github.com/harnessfacts/harnessfacts/internal/fakenode"
-	"github.com/harnessfacts/harnessfacts/internal/testenv"
+	"github.com/harnessfacts/harnessfacts/internal/testing/fakenode"
+	"github.com/harnessfacts/harnessfacts/internal/testing/testenv"
 )
 
 var (

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
-	"github.com/harnessfacts/harnessfacts/internal/testenv"
+	"github.com/harnessfacts/harnessfacts/internal/testing/testenv"
 )
 
 // TestReportCommand runs `harnessfacts report` against a real API server

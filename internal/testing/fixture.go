@@ -1,28 +1,47 @@
 package testing
 
 import (
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"errors"
+	"fmt"
 
-	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
 )
 
-// FixtureConfigMap is the ConfigMap name in ns that kustomize's
-// configMapGenerator makes of the fixture folder dir (flat keys, "/" as
-// "__"), with the files the node-agent reads from a folder: no
-// kustomization, sample runs or provider script.
+// FixtureConfigMap is the ConfigMap name, in ns, that `kubectl apply -k dir`
+// makes of the fixture folder dir: it runs kustomize over the folder's own
+// kustomization.yaml, as a user does. It is built by kustomize, not by the
+// node-agent's fixture package, so a test that reads it back through that
+// package checks the package against what users deploy.
 func FixtureConfigMap(ns, name, dir string) (*corev1.ConfigMap, error) {
-	f, err := fixture.FromDir(dir, fixture.Limits{})
+	res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("kustomize %s: %w", dir, err)
 	}
-	data := make(map[string]string, len(f.Files))
-	for _, file := range f.Files {
-		key, err := fixture.PathToKey(file.Path)
+	var names []string
+	for _, r := range res.Resources() {
+		if r.GetKind() != "ConfigMap" {
+			continue
+		}
+		names = append(names, r.GetName())
+		if r.GetName() != name {
+			continue
+		}
+		b, err := r.AsYAML()
 		if err != nil {
 			return nil, err
 		}
-		data[key] = string(file.Data)
+		cm := &corev1.ConfigMap{}
+		if err := yaml.UnmarshalStrict(b, cm); err != nil {
+			return nil, fmt.Errorf("kustomize %s: ConfigMap %s: %w", dir, name, err)
+		}
+		cm.Namespace = ns
+		return cm, nil
 	}
-	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: data}, nil
+	if len(names) == 0 {
+		return nil, errors.New("kustomize " + dir + ": no ConfigMap")
+	}
+	return nil, fmt.Errorf("kustomize %s: no ConfigMap %q, only %q", dir, name, names)
 }

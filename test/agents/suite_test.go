@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
-	"github.com/harnessfacts/harnessfacts/internal/testenv"
 	hftesting "github.com/harnessfacts/harnessfacts/internal/testing"
+	"github.com/harnessfacts/harnessfacts/internal/testing/testenv"
 )
 
 // TestSuiteOfRealCLIs: a HarnessSuite of two real CLIs × two fixtures, the

@@ -32,9 +32,9 @@ import (
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/controllers"
-	"github.com/harnessfacts/harnessfacts/internal/testenv"
 	hftesting "github.com/harnessfacts/harnessfacts/internal/testing"
 	"github.com/harnessfacts/harnessfacts/internal/testing/runsourcetest"
+	"github.com/harnessfacts/harnessfacts/internal/testing/testenv"
 	nodeagent "github.com/harnessfacts/harnessfacts/node-agent"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
-	"github.com/harnessfacts/harnessfacts/internal/testenv"
+	"github.com/harnessfacts/harnessfacts/internal/testing/testenv"
 )
 
 // shortFixture is a fixture whose limits give its agent a 2-second episode.

@@ -2,7 +2,7 @@
 // the Helm chart rendered with the values they would set, `helm lint`, the
 // kustomize output of config/default, and every object of both applied with
 // `kubectl apply --dry-run=server` to a real kube-apiserver (the one
-// internal/testenv starts, with the CRDs installed). The node-agent's
+// internal/testing/testenv starts, with the CRDs installed). The node-agent's
 // admission policy is installed for real and exercised as the node-agents'
 // service account of two different nodes.
 //
@@ -23,7 +23,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/harnessfacts/harnessfacts/internal/testenv"
+	"github.com/harnessfacts/harnessfacts/internal/testing/testenv"
 )
 
 var (

@@ -31,9 +31,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
-	"github.com/harnessfacts/harnessfacts/internal/testenv"
 	hftesting "github.com/harnessfacts/harnessfacts/internal/testing"
 	"github.com/harnessfacts/harnessfacts/internal/testing/runsourcetest"
+	"github.com/harnessfacts/harnessfacts/internal/testing/testenv"
 )
 
 func freeAddr(t *testing.T) string {

@@ -38,7 +38,7 @@ type Env struct {
 // RepoRoot is the root of this repository, found from this file's path.
 func RepoRoot() string {
 	_, file, _, _ := goruntime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
 }
 
 // Start starts etcd and kube-apiserver from KUBEBUILDER_ASSETS and installs
