@@ -6,16 +6,10 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -32,41 +26,6 @@ const (
 	PendingNoVersion    = "NoAdapterVersion"
 	PendingFull         = "Full"
 )
-
-// nodeView is what scheduling needs to know of one HarnessNode.
-type nodeView struct {
-	name     string
-	ready    bool
-	slots    int32
-	labels   map[string]string
-	adapters map[harnessv1.Adapter]string
-
-	// willingly: the node-agent reports Ready, the node is not cordoned
-	// and has slots; ready is that and a Lease fresh until leaseExpires.
-	willingly    bool
-	leaseExpires time.Time
-}
-
-// at re-judges readiness at now.
-func (v nodeView) at(now time.Time) nodeView {
-	v.ready = v.willingly && now.Before(v.leaseExpires)
-	return v
-}
-
-// viewOf judges a HarnessNode for scheduling: Ready means its node-agent
-// reports Ready, its Lease is fresh, it is not cordoned and has slots.
-func viewOf(node *harnessv1.HarnessNode, lease *coordinationv1.Lease, now time.Time, defaultLease time.Duration) nodeView {
-	v := nodeView{name: node.Name, slots: node.Spec.Slots, labels: node.Status.Labels, adapters: map[harnessv1.Adapter]string{}}
-	for _, a := range node.Status.Adapters {
-		v.adapters[a.Name] = a.Version
-	}
-	v.willingly = !node.Spec.Unschedulable && node.Spec.Slots > 0 &&
-		meta.IsStatusConditionTrue(node.Status.Conditions, harnessv1.ConditionNodeReady)
-	if lease != nil {
-		v.leaseExpires = leaseExpiry(lease, defaultLease)
-	}
-	return v.at(now)
-}
 
 // fitsStatically reports whether the node offers what the run asks for,
 // ignoring readiness and load: the adapter, the pinned CLI version and the
@@ -152,61 +111,6 @@ func plural(n int, word string) string {
 	return fmt.Sprintf("%d %ss", n, word)
 }
 
-// nodeSnapshot is the last reading of every node, reused until
-// harnessnode-health reports a change of a node or of its Lease.
-type nodeSnapshot struct {
-	mu    sync.Mutex
-	gen   atomic.Uint64 // bumped by harnessnode-health on every change it sees
-	built uint64
-	valid bool
-	views []nodeView
-}
-
-// changed invalidates the snapshot.
-func (s *nodeSnapshot) changed() { s.gen.Add(1) }
-
-// nodeViews returns every node judged at now, read from the cache when a
-// node or Lease changed since the last reading.
-func (r *HarnessRunReconciler) nodeViews(ctx context.Context, now time.Time) ([]nodeView, error) {
-	s := r.nodes
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if gen := s.gen.Load(); !s.valid || s.built != gen {
-		views, err := r.readNodeViews(ctx, now)
-		if err != nil {
-			return nil, err
-		}
-		s.views, s.built, s.valid = views, gen, true
-	}
-	out := make([]nodeView, len(s.views))
-	for i, v := range s.views {
-		out[i] = v.at(now)
-	}
-	return out, nil
-}
-
-// readNodeViews reads every HarnessNode (a few dozen, not runs) and its
-// Lease from the cache.
-func (r *HarnessRunReconciler) readNodeViews(ctx context.Context, now time.Time) ([]nodeView, error) {
-	nodes := &harnessv1.HarnessNodeList{}
-	if err := r.client.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing HarnessNodes: %w", err)
-	}
-	views := make([]nodeView, 0, len(nodes.Items))
-	for i := range nodes.Items {
-		n := &nodes.Items[i]
-		var lease *coordinationv1.Lease
-		if ns := n.Status.LeaseNamespace; ns != "" {
-			l := &coordinationv1.Lease{}
-			if err := r.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: n.Name}, l, client.UnsafeDisableDeepCopy); err == nil {
-				lease = l
-			}
-		}
-		views = append(views, viewOf(n, lease, now, r.opts.DefaultLeaseDuration))
-	}
-	return views, nil
-}
-
 // reconcileDispatch binds a Pending run to the least-loaded node that fits
 // it, or says in the run's status why none does.
 //
@@ -238,7 +142,7 @@ func (r *HarnessRunReconciler) reconcileDispatch(ctx context.Context, p *pass) e
 		p.fail(harnessv1.ReasonPolicyViolation, "refused by the namespace's HarnessPolicies before binding: "+strings.Join(v, "; "), "", "")
 		return nil
 	}
-	views, err := r.nodeViews(ctx, p.now.Time)
+	views, err := r.nodes.read(ctx, r.nodeReader(), p.now.Time)
 	if err != nil {
 		return err
 	}
@@ -248,7 +152,7 @@ func (r *HarnessRunReconciler) reconcileDispatch(ctx context.Context, p *pass) e
 	if len(fit) > 0 {
 		limit, policy := fairShareLimit(policies)
 		var inFlight int32
-		chosen, inUse, total, inFlight = r.chooseAndReserve(key, fit, limit)
+		chosen, inUse, total, inFlight = r.ledger.reserve(key, fit, limit)
 		switch {
 		case chosen == nil && limit > 0 && inFlight >= limit:
 			reason = PendingFairShare
@@ -306,51 +210,4 @@ func (r *HarnessRunReconciler) reconcileDispatch(ctx context.Context, p *pass) e
 	node.SetGroupVersionKind(harnessv1.GroupVersion.WithKind("HarnessNode"))
 	p.event(corev1.EventTypeNormal, string(harnessv1.RunScheduled), "Bind", msg, node)
 	return nil
-}
-
-// chooseAndReserve picks the least-loaded node among fit (lowest share of
-// slots in use, then most free slots, then name) and reserves a slot on it.
-// It returns nil when every node is full, with the slots in use and in total,
-// or when the run's namespace already has nsLimit runs on nodes (0: no
-// limit), with that number. Both are counted under the ledger's lock, so
-// two workers never exceed either.
-func (r *HarnessRunReconciler) chooseAndReserve(key types.NamespacedName, fit []nodeView, nsLimit int32) (*nodeView, int32, int32, int32) {
-	r.ledger.mu.Lock()
-	defer r.ledger.mu.Unlock()
-	var inFlight int32
-	if nsLimit > 0 {
-		if inFlight = r.ledger.namespaceLoadLocked(key.Namespace); inFlight >= nsLimit {
-			return nil, 0, 0, inFlight
-		}
-	}
-	var best *nodeView
-	var bestLoad int32
-	var inUse, total int32
-	for i := range fit {
-		n := &fit[i]
-		load := r.ledger.loadLocked(n.name)
-		inUse += min(load, n.slots)
-		total += n.slots
-		if load >= n.slots {
-			continue
-		}
-		if best == nil || lessLoaded(load, n, bestLoad, best) {
-			best, bestLoad = n, load
-		}
-	}
-	if best != nil {
-		r.ledger.reserveLocked(key, best.name)
-	}
-	return best, inUse, total, inFlight
-}
-
-func lessLoaded(loadA int32, a *nodeView, loadB int32, b *nodeView) bool {
-	// Compare loadA/slotsA with loadB/slotsB without division.
-	if x, y := int64(loadA)*int64(b.slots), int64(loadB)*int64(a.slots); x != y {
-		return x < y
-	}
-	if fa, fb := a.slots-loadA, b.slots-loadB; fa != fb {
-		return fa > fb
-	}
-	return a.name < b.name
 }

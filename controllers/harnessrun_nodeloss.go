@@ -5,91 +5,12 @@ import (
 	"fmt"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 )
-
-// nodeHealth is what the controller knows of a node's heartbeat.
-type nodeHealth struct {
-	node  *harnessv1.HarnessNode // nil when the HarnessNode is gone
-	lease *coordinationv1.Lease  // nil when there is none
-
-	// fresh: the Lease was renewed within its duration.
-	fresh bool
-	// expiresAt is when the Lease stops being fresh unless renewed.
-	expiresAt time.Time
-	// lost: the node is gone or its heartbeat stopped; lostAt since when,
-	// and why in plain words.
-	lost   bool
-	lostAt time.Time
-	why    string
-}
-
-// leaseExpiry is when a Lease stops being fresh.
-func leaseExpiry(lease *coordinationv1.Lease, defaultDuration time.Duration) time.Time {
-	renewed := lease.CreationTimestamp.Time
-	if lease.Spec.RenewTime != nil {
-		renewed = lease.Spec.RenewTime.Time
-	} else if lease.Spec.AcquireTime != nil {
-		renewed = lease.Spec.AcquireTime.Time
-	}
-	d := defaultDuration
-	if lease.Spec.LeaseDurationSeconds != nil && *lease.Spec.LeaseDurationSeconds > 0 {
-		d = time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second
-	}
-	return renewed.Add(d)
-}
-
-// healthOf judges a node from its HarnessNode and Lease at now.
-func healthOf(node *harnessv1.HarnessNode, lease *coordinationv1.Lease, now time.Time, defaultDuration time.Duration) nodeHealth {
-	h := nodeHealth{node: node, lease: lease}
-	switch {
-	case node == nil:
-		h.lost, h.lostAt, h.why = true, now, "its HarnessNode was deleted"
-	case lease == nil:
-		h.lost, h.lostAt, h.why = true, now, "it has no heartbeat Lease"
-	default:
-		h.expiresAt = leaseExpiry(lease, defaultDuration)
-		h.fresh = now.Before(h.expiresAt)
-		if !h.fresh {
-			h.lost, h.lostAt = true, h.expiresAt
-			h.why = fmt.Sprintf("its heartbeat Lease %s/%s expired at %s", lease.Namespace, lease.Name, h.expiresAt.UTC().Format(time.RFC3339))
-		}
-	}
-	return h
-}
-
-// nodeHealthOf reads a node and its Lease from the cache and judges them.
-func (r *HarnessRunReconciler) nodeHealthOf(ctx context.Context, name string) nodeHealth {
-	return readNodeHealth(ctx, r.client, name, r.clock.Now(), r.opts.DefaultLeaseDuration)
-}
-
-func readNodeHealth(ctx context.Context, c client.Reader, name string, now time.Time, defaultDuration time.Duration) nodeHealth {
-	node := &harnessv1.HarnessNode{}
-	if err := c.Get(ctx, types.NamespacedName{Name: name}, node, client.UnsafeDisableDeepCopy); err != nil {
-		if apierrors.IsNotFound(err) {
-			return healthOf(nil, nil, now, defaultDuration)
-		}
-		// The cache answers from memory; any other error means we cannot
-		// judge, and judging a node lost on a read error would be wrong.
-		return nodeHealth{node: node, fresh: true, expiresAt: now.Add(defaultDuration)}
-	}
-	var lease *coordinationv1.Lease
-	if ns := node.Status.LeaseNamespace; ns != "" {
-		l := &coordinationv1.Lease{}
-		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, l, client.UnsafeDisableDeepCopy); err == nil {
-			lease = l
-		}
-	}
-	return healthOf(node, lease, now, defaultDuration)
-}
 
 // infrastructureFailure says whether the run's attempt was lost to the
 // infrastructure: its node lost, its node-agent restarted (the node-agent

@@ -93,24 +93,3 @@ func (r *HarnessRunReconciler) waitingOnPolicy(ctx context.Context, _ client.Obj
 	}
 	return out
 }
-
-// namespaceLoadLocked is the number of namespace's runs on nodes: those the
-// cache shows bound and not finished, plus the reservations it does not show
-// yet. l.mu must be held.
-func (l *bindingLedger) namespaceLoadLocked(namespace string) int32 {
-	var n int32
-	for run := range l.activeNode {
-		if run.Namespace == namespace {
-			n++
-		}
-	}
-	for run, res := range l.byRun {
-		if run.Namespace != namespace || l.expiredLocked(res) {
-			continue
-		}
-		if _, seen := l.activeNode[run]; !seen {
-			n++
-		}
-	}
-	return n
-}

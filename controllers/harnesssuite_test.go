@@ -42,18 +42,10 @@ func startSuiteController(t testing.TB, ns string) *controller {
 func startSuiteControllerWith(t testing.TB, ns string, wrap func(client.Client) client.Client) *controller {
 	t.Helper()
 	skip := true
-	byObject := controllers.CacheByObject()
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 env.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: &skip},
-		Cache: cache.Options{
-			DefaultNamespaces: map[string]cache.Config{ns: {}},
-			DefaultTransform:  cache.TransformStripManagedFields(),
-			ByObject:          byObject,
-		},
-	})
+	opts := controllers.ManagerOptions(controllers.ManagerConfig{Scheme: env.Scheme, Namespaces: []string{ns}})
+	opts.Metrics, opts.HealthProbeBindAddress = metricsserver.Options{BindAddress: "0"}, "0"
+	opts.Controller = config.Controller{SkipNameValidation: &skip}
+	mgr, err := ctrl.NewManager(env.Config, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

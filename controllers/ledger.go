@@ -146,6 +146,71 @@ func (l *bindingLedger) phaseCounts() map[harnessv1.RunPhase]int {
 	return out
 }
 
+// reserve picks the least-loaded node among fit (lowest share of slots in
+// use, then most free slots, then name) and reserves a slot on it for run.
+// It returns nil when every node is full, with the slots in use and in total,
+// or when the run's namespace already has nsLimit runs on nodes (0: no
+// limit), with that number. Counting and reserving happen under one lock, so
+// two workers never exceed a node's slots or a namespace's limit.
+func (l *bindingLedger) reserve(run types.NamespacedName, fit []nodeView, nsLimit int32) (chosen *nodeView, inUse, total, inFlight int32) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if nsLimit > 0 {
+		if inFlight = l.namespaceLoadLocked(run.Namespace); inFlight >= nsLimit {
+			return nil, 0, 0, inFlight
+		}
+	}
+	var bestLoad int32
+	for i := range fit {
+		n := &fit[i]
+		load := l.loadLocked(n.name)
+		inUse += min(load, n.slots)
+		total += n.slots
+		if load >= n.slots {
+			continue
+		}
+		if chosen == nil || lessLoaded(load, n, bestLoad, chosen) {
+			chosen, bestLoad = n, load
+		}
+	}
+	if chosen != nil {
+		l.reserveLocked(run, chosen.name)
+	}
+	return chosen, inUse, total, inFlight
+}
+
+func lessLoaded(loadA int32, a *nodeView, loadB int32, b *nodeView) bool {
+	// Compare loadA/slotsA with loadB/slotsB without division.
+	if x, y := int64(loadA)*int64(b.slots), int64(loadB)*int64(a.slots); x != y {
+		return x < y
+	}
+	if fa, fb := a.slots-loadA, b.slots-loadB; fa != fb {
+		return fa > fb
+	}
+	return a.name < b.name
+}
+
+// namespaceLoadLocked is the number of namespace's runs on nodes: those the
+// cache shows bound and not finished, plus the reservations it does not show
+// yet. l.mu must be held.
+func (l *bindingLedger) namespaceLoadLocked(namespace string) int32 {
+	var n int32
+	for run := range l.activeNode {
+		if run.Namespace == namespace {
+			n++
+		}
+	}
+	for run, res := range l.byRun {
+		if run.Namespace != namespace || l.expiredLocked(res) {
+			continue
+		}
+		if _, seen := l.activeNode[run]; !seen {
+			n++
+		}
+	}
+	return n
+}
+
 // reserveLocked reserves a slot on node for run. l.mu must be held.
 func (l *bindingLedger) reserveLocked(run types.NamespacedName, node string) {
 	l.dropLocked(run)

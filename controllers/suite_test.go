@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -145,20 +144,15 @@ func startController(t testing.TB, ns string, opts controllers.Options, wrap fun
 func startElectedController(t testing.TB, ns string, opts controllers.Options, wrap func(client.Client) client.Client, elect bool) *controller {
 	t.Helper()
 	skip := true
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		LeaderElection:                elect,
-		LeaderElectionID:              "harnessfacts-controller",
-		LeaderElectionNamespace:       ns,
-		LeaderElectionReleaseOnCancel: true,
-		Scheme:                        env.Scheme,
-		Metrics:                       metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress:        "0",
-		Controller:                    config.Controller{SkipNameValidation: &skip},
-		Cache: cache.Options{
-			DefaultNamespaces: map[string]cache.Config{ns: {}},
-			DefaultTransform:  cache.TransformStripManagedFields(),
-		},
+	mopts := controllers.ManagerOptions(controllers.ManagerConfig{
+		Scheme:                  env.Scheme,
+		Namespaces:              []string{ns},
+		LeaderElection:          elect,
+		LeaderElectionNamespace: ns,
 	})
+	mopts.Metrics, mopts.HealthProbeBindAddress = metricsserver.Options{BindAddress: "0"}, "0"
+	mopts.Controller = config.Controller{SkipNameValidation: &skip}
+	mgr, err := ctrl.NewManager(env.Config, mopts)
 	if err != nil {
 		t.Fatal(err)
 	}

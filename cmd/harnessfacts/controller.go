@@ -10,11 +10,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -153,26 +151,15 @@ func runController(cmd *cobra.Command, f controllerFlags) error {
 	if err != nil {
 		return err
 	}
-	cacheOpts := cache.Options{
-		// Managed fields are half of a run's size in memory and the
-		// controller never reads them.
-		DefaultTransform: cache.TransformStripManagedFields(),
-		// Only the fixture ConfigMaps of suites, never the evidence.
-		ByObject: controllers.CacheByObject(),
-	}
-	if f.leaseNamespace != "" {
-		cacheOpts.ByObject[&coordinationv1.Lease{}] = cache.ByObject{Namespaces: map[string]cache.Config{f.leaseNamespace: {}}}
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                        scheme,
-		Cache:                         cacheOpts,
-		Metrics:                       f.metrics.options(),
-		HealthProbeBindAddress:        f.probeAddr,
-		LeaderElection:                f.leaderElect,
-		LeaderElectionID:              "harnessfacts-controller",
-		LeaderElectionNamespace:       f.leaderElectionNamespace,
-		LeaderElectionReleaseOnCancel: true,
+	opts := controllers.ManagerOptions(controllers.ManagerConfig{
+		Scheme:                  scheme,
+		LeaseNamespace:          f.leaseNamespace,
+		LeaderElection:          f.leaderElect,
+		LeaderElectionNamespace: f.leaderElectionNamespace,
 	})
+	opts.Metrics = f.metrics.options()
+	opts.HealthProbeBindAddress = f.probeAddr
+	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}

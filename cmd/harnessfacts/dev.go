@@ -21,7 +21,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -132,7 +131,7 @@ func runDev(ctx context.Context, f devFlags) error {
 		o.Controller = config.Controller{SkipNameValidation: ptr.To(true)}
 		return o
 	}
-	cmgr, err := ctrl.NewManager(cfg, noServe(ctrl.Options{Cache: cache.Options{ByObject: controllers.CacheByObject()}}))
+	cmgr, err := ctrl.NewManager(cfg, noServe(controllers.ManagerOptions(controllers.ManagerConfig{LeaseNamespace: leaseNS})))
 	if err != nil {
 		return err
 	}

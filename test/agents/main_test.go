@@ -30,7 +30,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -156,8 +155,9 @@ func run(m *testing.M) int {
 // startStack runs the controller and this node's node-agent, each in its
 // own manager, as the two Deployments of a cluster would.
 func startStack(ctx context.Context) (func(), error) {
-	cmgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Cache: cache.Options{ByObject: controllers.CacheByObject()},
-		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	copts := controllers.ManagerOptions(controllers.ManagerConfig{Scheme: env.Scheme})
+	copts.Metrics, copts.HealthProbeBindAddress = metricsserver.Options{BindAddress: "0"}, "0"
+	cmgr, err := ctrl.NewManager(env.Config, copts)
 	if err != nil {
 		return nil, err
 	}
