@@ -269,7 +269,7 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 		return res, errors.New("sandbox: refusing to run bwrap as host root")
 	}
 	for _, p := range append(append([]string{spec.Dir}, spec.ReadWrite...), spec.ReadOnly...) {
-		if err := reachable(p, uid, gid); err != nil {
+		if err := Reachable(p, uid, gid); err != nil {
 			return res, err
 		}
 	}

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/containerd/cgroups/v3"
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 )
 
@@ -70,19 +70,16 @@ func writableCgroup2At(path string) (bool, error) {
 }
 
 // cgroup2Mounts lists the cgroup2 mount points of this mount namespace.
+// mountinfo unescapes the octal escapes the kernel writes for spaces and
+// other bytes in a mount point.
 func cgroup2Mounts() []string {
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	mounts, err := mountinfo.GetMounts(mountinfo.FSTypeFilter("cgroup2"))
 	if err != nil {
 		return nil
 	}
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [TAGS...] - FSTYPE SOURCE SUPEROPTS
-		pre, post, ok := strings.Cut(line, " - ")
-		f, g := strings.Fields(pre), strings.Fields(post)
-		if ok && len(f) >= 5 && len(g) >= 1 && g[0] == "cgroup2" {
-			out = append(out, filepath.Clean(f[4]))
-		}
+	out := make([]string, 0, len(mounts))
+	for _, m := range mounts {
+		out = append(out, filepath.Clean(m.Mountpoint))
 	}
 	return out
 }

@@ -88,11 +88,13 @@ func prepareWritable(paths []string, uid, gid int) error {
 	return nil
 }
 
-// reachable reports, for a path the command's uid/gid must open, the first
+// Reachable reports, for a path the command's uid/gid must open, the first
 // ancestor directory that uid/gid cannot search. bwrap runs as that uid and
 // resolves its bind sources itself, so a private parent (mode 0700, owned by
-// root) fails the run with a less helpful message.
-func reachable(path string, uid, gid int) error {
+// root) would fail every run with a less helpful message; a caller checks
+// its run root once, up front. Only root switches to another uid, so as any
+// other user there is nothing to check.
+func Reachable(path string, uid, gid int) error {
 	if os.Geteuid() != 0 || uid == os.Geteuid() {
 		return nil
 	}

@@ -29,3 +29,7 @@ func prepareWritable([]string, int, int) error { return nil }
 
 // canRunAs: Windows runs have no uid; the Spec's ids are ignored there.
 func canRunAs(int, int) error { return nil }
+
+// Reachable has nothing to check on Windows: the AppContainer is granted
+// access to the paths of its Spec themselves.
+func Reachable(string, int, int) error { return nil }

@@ -14,7 +14,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/harnessfacts/harnessfacts/controllers"
 	"github.com/harnessfacts/harnessfacts/runsource"
@@ -33,7 +32,7 @@ type controllerFlags struct {
 	claimTimeout            time.Duration
 	defaultLeaseDuration    time.Duration
 	runSource               runSourceFlags
-	development             bool
+	log                     logFlags
 }
 
 // runSourceFlags configure the server through which node-agents read the
@@ -85,7 +84,7 @@ unless --metrics-secure=false), health on --health-probe-bind-address
 	fl.StringSliceVar(&f.runSource.bound, "node-agent-service-account", []string{"harnessfacts-system/harnessfacts-node-agent"}, "NAMESPACE/NAME of the node-agents' service account, whose pod-bound tokens name their node")
 	fl.StringToStringVar(&f.runSource.unbound, "node-agent-account", nil, "NAMESPACE/NAME=NODE: a service account that speaks for one node whatever its token is bound to (a node-agent outside a pod)")
 	fl.StringSliceVar(&f.runSource.namespaces, "run-namespaces", nil, "the only namespaces whose runs the run source serves (those where the controller may read Secrets); empty: every namespace")
-	fl.BoolVar(&f.development, "zap-devel", false, "human-readable development logs instead of JSON")
+	f.log.add(fl)
 	return cmd
 }
 
@@ -142,7 +141,7 @@ func addRunSource(mgr ctrl.Manager, f runSourceFlags) error {
 }
 
 func runController(cmd *cobra.Command, f controllerFlags) error {
-	ctrl.SetLogger(zap.New(zap.UseDevMode(f.development)))
+	f.log.setLogger()
 	cfg, err := restConfig(f.kubeconfig)
 	if err != nil {
 		return err

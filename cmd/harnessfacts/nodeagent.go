@@ -13,7 +13,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	nodeagent "github.com/harnessfacts/harnessfacts/node-agent"
@@ -52,7 +51,7 @@ type nodeAgentFlags struct {
 	controller     controllerLink
 	metrics        metricsFlags
 	probeAddr      string
-	development    bool
+	log            logFlags
 }
 
 // defaultHidden are the host directories no agent may see: node secrets
@@ -130,7 +129,7 @@ behind and ends the runs that process had claimed (reason NodeAgentRestarted).`,
 	fl.BoolVar(&f.leafCgroup, "move-to-leaf-cgroup", true, "on cgroup v2 without --cgroup-parent, move the node-agent into <own cgroup>/agent so per-run cgroups can have limits")
 	f.metrics.add(fl, ":8082")
 	fl.StringVar(&f.probeAddr, "health-probe-bind-address", ":8083", "address of the /healthz and /readyz endpoints")
-	fl.BoolVar(&f.development, "zap-devel", false, "human-readable development logs instead of JSON")
+	f.log.add(fl)
 	return cmd
 }
 
@@ -154,7 +153,7 @@ func (l controllerLink) client() (*runsource.Client, error) {
 }
 
 func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
-	ctrl.SetLogger(zap.New(zap.UseDevMode(f.development)))
+	f.log.setLogger()
 	logger := ctrl.Log.WithName("node-agent")
 	if err := checkNodeAgentUser(); err != nil {
 		return err

@@ -131,8 +131,9 @@ func New(opts Options) (*Executor, error) {
 	if gid == 0 {
 		gid = sandbox.DefaultGID
 	}
-	for _, p := range []string{root + "/.", opts.InitBinary} {
-		if err := checkReachable(p, uid, gid); err != nil {
+	// The run dirs are root's children: root itself must be searchable.
+	for _, p := range []string{filepath.Join(root, "run"), opts.InitBinary} {
+		if err := sandbox.Reachable(p, uid, gid); err != nil {
 			return nil, fmt.Errorf("executor: %w", err)
 		}
 	}

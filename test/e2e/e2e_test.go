@@ -332,7 +332,7 @@ func TestLocalRunRefusesAnUnreachableRunRoot(t *testing.T) {
 	t.Cleanup(func() { _ = os.RemoveAll(closed) })
 	out, err := exec.Command(binary, "run", "-f", filepath.Join(testenv.RepoRoot(), "fixtures", "hello", "run.yaml"),
 		"--run-root", filepath.Join(closed, "runs")).CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "is not reachable by uid 65534") || !strings.Contains(string(out), "chmod o+x") {
+	if err == nil || !strings.Contains(string(out), "is not searchable by uid 65534") || !strings.Contains(string(out), "chmod o+x") {
 		t.Fatalf("got %v:\n%s\nwant a refusal that says how to fix it", err, out)
 	}
 }
