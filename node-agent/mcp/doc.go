@@ -13,25 +13,15 @@
 //
 // Shutdown the server when the run ends.
 //
-// Stdio. Two ways, both giving the same tool and the same Receipt format:
+// Stdio (ServeStdio): the same tool over newline-delimited JSON-RPC. The
+// node-agent serves it on the run's stdio MCP socket, a 0600 socket of the
+// run's uid; the agent's stdio MCP command, `harnessfacts mcp-stdio` inside
+// the sandbox, connects to it. The token reaches the sandbox only as the
+// tool's answer, and the calls are recorded by the node-agent, where the
+// agent cannot forge or erase them.
 //
-//   - BridgeStdio (recommended): the agent's stdio MCP command (a future
-//     `harnessfacts mcp-stdio` subcommand run inside the sandbox with
-//     HARNESSFACTS_MCP_URL) forwards each JSON-RPC line to the run's HTTP
-//     server. The token never enters the sandbox, and the calls are
-//     recorded by the node-agent's own server, labelled Stdio, where the
-//     agent cannot forge or erase them.
-//   - ServeStdio: the whole server over stdin/stdout in the stdio process
-//     itself, for when no HTTP server can be reached. That process is not
-//     the node-agent, so it reports its calls through a receipt file: a
-//     FileRecorder appends one JSON line per call to a file in the run dir,
-//     read back by the node-agent with ReadReceiptFile after the agent
-//     exits. The token must then reach that process (through a file or an
-//     inherited descriptor, never its command line, which is world-readable
-//     on a node); if it runs in the sandbox, the agent could read that file
-//     or edit the receipts, so prefer the bridge there.
-//
-// Environment the node-agent gives the agent (see Env):
+// The adapters hand the endpoint to each CLI in its own MCP settings; the
+// exec adapter (and Server.Env, for tests) in the environment:
 //
 //	HARNESSFACTS_MCP_TRANSPORT   None, HTTP or Stdio
 //	HARNESSFACTS_MCP_URL         HTTP: the endpoint, http://127.0.0.1:<port>/mcp/<secret>

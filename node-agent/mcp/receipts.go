@@ -1,12 +1,6 @@
 package mcp
 
 import (
-	"bufio"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-	"os"
 	"sync"
 	"time"
 
@@ -105,83 +99,4 @@ func (r *Receipts) Summary() Summary {
 	s := r.sum
 	s.Receipts = append([]Receipt(nil), r.sum.Receipts...)
 	return s
-}
-
-// FileRecorder appends each receipt as a JSON line to a file, for a stdio
-// server running in another process than the node-agent. It enforces the
-// call limit for its own process.
-type FileRecorder struct {
-	mu   sync.Mutex
-	f    *os.File
-	mem  *Receipts
-	werr error
-}
-
-// NewFileRecorder opens (creating, appending) the receipt file at path.
-func NewFileRecorder(path string, maxCalls int64) (*FileRecorder, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("opening MCP receipt file: %w", err)
-	}
-	return &FileRecorder{f: f, mem: NewReceipts(v1alpha1.MCPTransportStdio, maxCalls)}, nil
-}
-
-// Record implements Recorder. A receipt that cannot be written refuses the
-// call: an unrecorded token would be an unexplained one.
-func (fr *FileRecorder) Record(rc Receipt) bool {
-	fr.mu.Lock()
-	defer fr.mu.Unlock()
-	allowed := fr.mem.Record(rc)
-	if !allowed {
-		rc.Outcome = OutcomeRefusedLimit
-	}
-	line, _ := json.Marshal(rc)
-	if _, err := fr.f.Write(append(line, '\n')); err != nil {
-		fr.werr = err
-		return false
-	}
-	return allowed
-}
-
-// Close closes the file and returns the first write error, if any.
-func (fr *FileRecorder) Close() error {
-	fr.mu.Lock()
-	defer fr.mu.Unlock()
-	return errors.Join(fr.werr, fr.f.Close())
-}
-
-// ReadReceiptFile reads a receipt file written by FileRecorder into a
-// Summary. A malformed line is an error naming it; a torn last line (the
-// process killed mid-write) is ignored.
-func ReadReceiptFile(path string) (Summary, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return Summary{Transport: v1alpha1.MCPTransportStdio}, nil
-	}
-	if err != nil {
-		return Summary{}, err
-	}
-	defer f.Close()
-	return readReceipts(f)
-}
-
-func readReceipts(rd io.Reader) (Summary, error) {
-	r := NewReceipts(v1alpha1.MCPTransportStdio, 0)
-	sc := bufio.NewScanner(rd)
-	var pending error
-	for n := 1; sc.Scan(); n++ {
-		if pending != nil {
-			return Summary{}, pending
-		}
-		var rc Receipt
-		if err := json.Unmarshal(sc.Bytes(), &rc); err != nil {
-			pending = fmt.Errorf("MCP receipt file line %d: %w", n, err)
-			continue
-		}
-		r.add(rc)
-	}
-	if err := sc.Err(); err != nil {
-		return Summary{}, err
-	}
-	return r.Summary(), nil
 }

@@ -2,20 +2,6 @@ package mcp
 
 import "bytes"
 
-// TokenSeen reports whether the token appears in any of the outputs (the
-// agent's output, the requested artifacts). An empty token is never seen.
-func TokenSeen(token string, outputs ...[]byte) bool {
-	if token == "" {
-		return false
-	}
-	for _, o := range outputs {
-		if bytes.Contains(o, []byte(token)) {
-			return true
-		}
-	}
-	return false
-}
-
 // TokenWatcher is an io.Writer that remembers whether the token went through
 // it, also when split across writes. Tee the agent's raw output into it.
 // It keeps only len(token)-1 bytes between writes. Not safe for concurrent

@@ -64,9 +64,6 @@ func newMCPServer(token string, transport v1alpha1.MCPTransport, rec Recorder) *
 		Description: "Returns this run's token. Call it when the task asks for the token and report the token exactly as returned.",
 	}, func(_ context.Context, req *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
 		rc := Receipt{Time: time.Now().UTC(), Transport: transport, Tool: ToolName, Outcome: OutcomeIssued}
-		if req != nil && req.Extra != nil && req.Extra.Header.Get(HeaderTransport) == string(v1alpha1.MCPTransportStdio) {
-			rc.Transport = v1alpha1.MCPTransportStdio // forwarded by BridgeStdio
-		}
 		if !rec.Record(rc) {
 			return &sdk.CallToolResult{
 				IsError: true,
