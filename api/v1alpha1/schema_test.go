@@ -566,3 +566,30 @@ func runtimeToMap(v any) (map[string]any, error) {
 	out := map[string]any{}
 	return out, yaml.Unmarshal(data, &out)
 }
+
+// A HarnessPolicy ceiling below the least a limit may be would lower a
+// default to a value no run may have (and status.limits could not be
+// written): the schema refuses it.
+func TestPolicyCeilingsAtLeastTheLeastLimit(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name   string
+		limits harnessv1.PolicyLimits
+		want   string
+	}{
+		{"maxDisk below 1Mi", harnessv1.PolicyLimits{MaxDisk: ptr.To(resource.MustParse("512Ki"))}, "limits.maxDisk must be at least 1Mi"},
+		{"maxMemory below 16Mi", harnessv1.PolicyLimits{MaxMemory: ptr.To(resource.MustParse("8Mi"))}, "limits.maxMemory must be at least 16Mi"},
+		{"the least of each", harnessv1.PolicyLimits{MaxDisk: ptr.To(resource.MustParse("1Mi")), MaxMemory: ptr.To(resource.MustParse("16Mi"))}, ""},
+	}
+	for i, tc := range cases {
+		p := &harnessv1.HarnessPolicy{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("ceilings-%d", i)},
+			Spec: harnessv1.HarnessPolicySpec{Limits: &tc.limits}}
+		err := k8s.Create(ctx, p)
+		if err == nil {
+			_ = k8s.Delete(ctx, p)
+		}
+		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s: got %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
