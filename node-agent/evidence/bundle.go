@@ -72,11 +72,6 @@ func (b BytesLog) Head(n int) ([]byte, error) { return b[:min(max(n, 0), len(b))
 // Tail returns the last n bytes.
 func (b BytesLog) Tail(n int) ([]byte, error) { return b[len(b)-min(max(n, 0), len(b)):], nil }
 
-// Seal is SealLog of an output held in memory.
-func Seal(r Receipt, output []byte, arts []artifacts.Result, maxBytes int) (*Bundle, error) {
-	return SealLog(r, BytesLog(output), arts, maxBytes)
-}
-
 // SealLog fills the receipt's output and artifact parts from the redacted
 // output and the collected artifacts, shortens what must be shortened so
 // the whole stays within maxBytes (MaxConfigMapBytes when 0) — first the

@@ -55,7 +55,7 @@ func sampleArtifacts() []artifacts.Result {
 
 func seal(t *testing.T, output string, arts []artifacts.Result, limit int) *Bundle {
 	t.Helper()
-	b, err := Seal(sampleReceipt(), []byte(output), arts, limit)
+	b, err := SealLog(sampleReceipt(), BytesLog(output), arts, limit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestReceiptDigestIsStableAndCanonical(t *testing.T) {
 	// A receipt written before the network section existed still reads.
 	old := sampleReceipt()
 	old.Network = nil
-	ob, err := Seal(old, []byte("x"), nil, 0)
+	ob, err := SealLog(old, BytesLog("x"), nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

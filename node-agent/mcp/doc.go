@@ -21,10 +21,10 @@
 // agent cannot forge or erase them.
 //
 // The adapters hand the endpoint to each CLI in its own MCP settings; the
-// exec adapter (and Server.Env, for tests) in the environment:
+// exec adapter in the environment (node-agent/adapters/exec.go):
 //
-//	HARNESSFACTS_MCP_TRANSPORT   None, HTTP or Stdio
-//	HARNESSFACTS_MCP_URL         HTTP: the endpoint, http://127.0.0.1:<port>/mcp/<secret>
+//	HARNESSFACTS_MCP_URL      HTTP: the endpoint, http://127.0.0.1:<port>/<secret path>
+//	HARNESSFACTS_MCP_COMMAND  Stdio: a JSON array, the argv serving MCP on stdio
 //
 // Every call, answered or refused, becomes a Receipt (time, transport, tool,
 // outcome). Calls beyond Options.MaxCalls (the run's limits.maxDecisions)

@@ -27,7 +27,8 @@ func TestHelloFixtureAgentScript(t *testing.T) {
 	}
 	cmd := exec.Command("sh", script)
 	cmd.Dir = ws
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, s.Env()...)
+	// What the exec adapter gives an agent on transport HTTP.
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HARNESSFACTS_MCP_URL=" + s.URL}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("agent.sh: %v\n%s", err, out)

@@ -39,12 +39,6 @@ const DefaultMaxBodyBytes = MaxMessageBytes
 // directly, so the listener is bounded itself, not only the relay.
 var DefaultChannel = bounded.Limits{MaxConns: 16, MaxBytes: 64 << 20, Idle: 2 * time.Minute}
 
-// Env names the node-agent sets for the agent.
-const (
-	EnvTransport = "HARNESSFACTS_MCP_TRANSPORT"
-	EnvURL       = "HARNESSFACTS_MCP_URL"
-)
-
 // NewToken returns a fresh per-run token: 24 random bytes, base64url
 // ("hft_" + 32 characters), unguessable and easy to grep for.
 func NewToken() (string, error) {
@@ -146,7 +140,7 @@ func StartHTTP(opts Options) (*Server, error) {
 		done:     make(chan error, 1),
 	}
 	s.srv = &http.Server{
-		Handler: Guard(path, append([]int{port}, opts.ExtraPorts...), opts.MaxBodyBytes, handler),
+		Handler: guard(path, append([]int{port}, opts.ExtraPorts...), opts.MaxBodyBytes, handler),
 		// Stateless JSON answers are immediate: a client that takes longer
 		// than this to send or read one is stuck or hostile.
 		ReadHeaderTimeout: 10 * time.Second,
@@ -178,15 +172,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return errors.Join(err, <-s.done)
 }
 
-// Env returns the environment entries the agent needs to reach this server.
-func (s *Server) Env() []string {
-	return []string{EnvTransport + "=" + string(v1alpha1.MCPTransportHTTP), EnvURL + "=" + s.URL}
-}
-
-// Guard wraps an MCP handler with the checks of the package documentation:
-// path, Host, Origin, body size. Exposed for a node-agent that serves on its
-// own listener (for example a unix socket bridged into the sandbox).
-func Guard(path string, ports []int, maxBody int64, next http.Handler) http.Handler {
+// guard wraps an MCP handler with the checks of the package documentation:
+// path, Host, Origin, body size.
+func guard(path string, ports []int, maxBody int64, next http.Handler) http.Handler {
 	hosts := map[string]bool{}
 	for _, p := range ports {
 		hosts["127.0.0.1:"+strconv.Itoa(p)] = true
