@@ -5,8 +5,11 @@ package node
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,10 +30,11 @@ import (
 // (hack/node-agent-rootfs.sh), instead of python:3.12-slim-trixie.
 const tag = "node-test"
 
-var (
-	controllerRef = "localhost/harnessfacts/harnessfacts:" + tag
-	nodeAgentRef  = "localhost/harnessfacts/harnessfacts-node-agent:" + tag
-)
+// The images' references: their tag names the binary's digest, so that a
+// changed binary is a changed pod template (a node kept running between test
+// runs, HARNESSFACTS_NODE_KEEP, rolls its pods to it) and an unchanged one
+// is not.
+var controllerRef, nodeAgentRef string
 
 type images struct {
 	controller, nodeAgent, pause v1.Image
@@ -156,6 +160,12 @@ func buildImages(dir string) (*images, error) {
 	if bin, err = buildBinary(dir); err != nil {
 		return nil, err
 	}
+	sum, err := fileDigest(bin)
+	if err != nil {
+		return nil, err
+	}
+	controllerRef = "localhost/harnessfacts/harnessfacts:" + tag + "-" + sum[:12]
+	nodeAgentRef = "localhost/harnessfacts/harnessfacts-node-agent:" + tag + "-" + sum[:12]
 	imgs := &images{pauseRef: os.Getenv("HARNESSFACTS_PAUSE_IMAGE")}
 	if imgs.pauseRef == "" {
 		imgs.pauseRef = "localhost/harnessfacts/pause:1"
@@ -227,6 +237,19 @@ func buildImages(dir string) (*images, error) {
 		controllerRef: imgs.controller, nodeAgentRef: imgs.nodeAgent, imgs.pauseRef: imgs.pause,
 	})
 	return imgs, err
+}
+
+func fileDigest(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // load imports the images into the node's containerd (namespace k8s.io, the

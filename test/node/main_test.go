@@ -82,24 +82,36 @@ func run(m *testing.M) (code int) {
 		fmt.Fprintln(os.Stderr, "building the images:", err)
 		return 1
 	}
-	if kubeconfig, err = script("node.sh", "start"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() {
-		// Stop fails when it leaves anything behind on the host: a failed
-		// stop fails the tests.
-		if _, err := script("node.sh", "stop"); err != nil {
-			fmt.Fprintln(os.Stderr, "hack/node.sh stop:", err)
-			code = 1
-		}
-	}()
 	out, err := script("node.sh", "env")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	nodeEnv = parseEnv(out)
+	// HARNESSFACTS_NODE_KEEP=1 is for working on these tests: a node that
+	// is already running (make node-start) is used as it is and left
+	// running, so that `go test -tags node -run ...` of one test does not
+	// pay for a node's start and stop each time. make test-node never sets it.
+	keep := os.Getenv("HARNESSFACTS_NODE_KEEP") == "1"
+	if _, err := os.Stat(filepath.Join(nodeEnv["HARNESSFACTS_NODE_DIR"], "pids", "kubelet")); keep && err == nil {
+		kubeconfig = nodeEnv["KUBECONFIG"]
+		fmt.Fprintln(os.Stderr, "HARNESSFACTS_NODE_KEEP=1: using the running node; it stays running (make node-stop)")
+	} else {
+		if kubeconfig, err = script("node.sh", "start"); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if !keep {
+			defer func() {
+				// Stop fails when it leaves anything behind on the host: a failed
+				// stop fails the tests.
+				if _, err := script("node.sh", "stop"); err != nil {
+					fmt.Fprintln(os.Stderr, "hack/node.sh stop:", err)
+					code = 1
+				}
+			}()
+		}
+	}
 	kubectl = filepath.Join(nodeEnv["HARNESSFACTS_NODE_BIN"], "kubectl")
 	ctr = filepath.Join(nodeEnv["HARNESSFACTS_NODE_BIN"], "ctr")
 	if err := imgs.load(context.Background()); err != nil {
