@@ -456,7 +456,7 @@ func (winContainerOS) deleteProfile(profile string) error {
 // record no live run holds), whatever run root they had: the records are
 // kept in one folder outside the run dirs. The node-agent calls it at start.
 // It returns the profiles it removed.
-func RecoverAbandoned(string) ([]string, error) {
+func RecoverAbandoned(Options, string) ([]string, error) {
 	dir, err := containerRecordsDir()
 	if err != nil {
 		return nil, err

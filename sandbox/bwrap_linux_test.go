@@ -683,7 +683,7 @@ func TestCgroupV2PlacementAndKill(t *testing.T) {
 	} else if _, err := os.Stat("/sys/fs/cgroup/cgroup.procs"); err != nil {
 		t.Fatal("no cgroup v2 hierarchy mounted at /sys/fs/cgroup or /sys/fs/cgroup/unified")
 	}
-	own, err := ownV2Cgroup()
+	own, err := ownCgroupV2(mount)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -727,7 +727,7 @@ func TestCgroupV2EvacuateToLeaf(t *testing.T) {
 	if _, err := os.Stat("/sys/fs/cgroup/unified/cgroup.procs"); err == nil {
 		mount = "/sys/fs/cgroup/unified"
 	}
-	own, err := ownV2Cgroup()
+	own, err := ownCgroupV2(mount)
 	if err != nil {
 		t.Fatal(err)
 	}

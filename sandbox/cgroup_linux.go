@@ -52,32 +52,61 @@ func newRunName() string {
 	return "run-" + hex.EncodeToString(b[:])
 }
 
-// newRunCgroup makes a per-run cgroup with the limits. On a unified (v2-only)
-// host it uses cgroup2; on a legacy or hybrid host the memory and pids
-// controllers live in v1 hierarchies, so it uses those two.
+// newRunCgroup makes a per-run cgroup with the limits, below the runs'
+// parent (runParent). On a unified (v2-only) host it uses cgroup2; on a
+// legacy or hybrid host the memory and pids controllers live in v1
+// hierarchies, so it uses those two.
 func newRunCgroup(opts Options, limits Limits) (runCgroup, error) {
 	name := filepath.Join(cgroupPrefix, newRunName())
 	if cgroups.Mode() == cgroups.Unified {
-		mount := opts.CgroupMount
-		if mount == "" {
-			mount = DefaultCgroupMount
+		mount := cgroup2Mount(opts)
+		parent, err := runParentV2(opts, mount)
+		if err != nil {
+			return nil, err
 		}
-		if opts.CgroupParent == "" && opts.MoveToLeafCgroup {
-			own, err := ownV2Cgroup()
-			if err != nil {
-				return nil, fmt.Errorf("cgroup v2: %w", err)
-			}
-			// "/" is the host's root cgroup, exempt from the rule, unless
-			// it is the root of a cgroup namespace (a pod's own cgroup).
-			if own != "/" || isNamespaceRoot(mount) {
-				if err := evacuateToLeaf(filepath.Join(mount, own), "agent"); err != nil {
-					return nil, err
-				}
-			}
-		}
-		return newV2Cgroup(mount, opts.CgroupParent, name, limits, true)
+		return newV2Cgroup(mount, parent, name, limits, true)
 	}
-	return newV1Cgroup(opts.CgroupParent, name, limits)
+	return newV1Cgroup(opts, name, limits)
+}
+
+// cgroup2Mount is the cgroup2 mount the per-run cgroups are made in.
+func cgroup2Mount(opts Options) string {
+	if opts.CgroupMount != "" {
+		return opts.CgroupMount
+	}
+	return DefaultCgroupMount
+}
+
+// runParentV2 is the cgroup, relative to mount, below which runs' cgroups
+// are made: the one PlaceNodeAgent fixed, else CgroupParent, else the
+// caller's own.
+func runParentV2(opts Options, mount string) (string, error) {
+	if p, ok := opts.runParents[""]; ok {
+		return p, nil
+	}
+	if opts.CgroupParent != "" {
+		return filepath.Join("/", opts.CgroupParent), nil
+	}
+	own, err := ownCgroupV2(mount)
+	if err != nil {
+		return "", fmt.Errorf("cgroup v2: %w", err)
+	}
+	return own, nil
+}
+
+// runParentV1 is runParentV2 for one v1 hierarchy.
+func runParentV1(opts Options, n cgroup1.Name) (string, error) {
+	if p, ok := opts.runParents[string(n)]; ok {
+		return p, nil
+	}
+	if opts.CgroupParent != "" {
+		return filepath.Join("/", opts.CgroupParent), nil
+	}
+	own, err := ownCgroupV1(n)
+	if err != nil {
+		return "", fmt.Errorf("cgroup v1: %w", err)
+	}
+	return own, nil
 }
 
 // evacuateToLeaf moves every process of the v2 cgroup dir into dir/leaf, so
@@ -151,16 +180,23 @@ func v1Hierarchy() ([]cgroup1.Subsystem, error) {
 	return subs, nil
 }
 
-func newV1Cgroup(parent, name string, limits Limits) (*v1Cgroup, error) {
+func newV1Cgroup(opts Options, name string, limits Limits) (*v1Cgroup, error) {
 	subs, err := v1Hierarchy()
 	if err != nil {
 		return nil, err
 	}
-	var path cgroup1.Path
-	if parent == "" {
-		path = cgroup1.NestedPath(name)
-	} else {
-		path = cgroup1.StaticPath(filepath.Join("/", parent, name))
+	parents := map[cgroup1.Name]string{}
+	for _, s := range subs {
+		if parents[s.Name()], err = runParentV1(opts, s.Name()); err != nil {
+			return nil, err
+		}
+	}
+	path := func(n cgroup1.Name) (string, error) {
+		p, ok := parents[n]
+		if !ok {
+			return "", cgroup1.ErrControllerNotActive
+		}
+		return filepath.Join(p, name), nil
 	}
 	mem := limits.MemoryBytes
 	res := &specs.LinuxResources{
@@ -250,31 +286,10 @@ type v2Cgroup struct {
 	fd  *os.File
 }
 
-// ownV2Cgroup is the caller's cgroup in the unified hierarchy.
-func ownV2Cgroup() (string, error) {
-	b, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		return "", err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if p, ok := strings.CutPrefix(line, "0::"); ok {
-			return p, nil
-		}
-	}
-	return "", errors.New("no unified hierarchy entry in /proc/self/cgroup")
-}
-
 // newV2Cgroup makes mount/parent/name with the limits. withLimits false makes
 // a cgroup without controllers; only tests use it, on hosts whose v2
 // hierarchy has none, to exercise placement and killing.
 func newV2Cgroup(mount, parent, name string, limits Limits, withLimits bool) (*v2Cgroup, error) {
-	if parent == "" {
-		own, err := ownV2Cgroup()
-		if err != nil {
-			return nil, fmt.Errorf("cgroup v2: %w", err)
-		}
-		parent = own
-	}
 	group := filepath.Join("/", parent, name)
 	res := &cgroup2.Resources{}
 	if withLimits {
@@ -286,7 +301,7 @@ func newV2Cgroup(mount, parent, name string, limits Limits, withLimits bool) (*v
 	if err != nil {
 		if errors.Is(err, unix.EBUSY) || errors.Is(err, unix.ENOTSUP) {
 			return nil, fmt.Errorf("cgroup v2: cannot enable the memory and pids controllers below %s: it holds processes (the no-internal-processes rule); "+
-				"set Options.MoveToLeafCgroup, start the node-agent in a leaf cgroup such as %s/agent, or set Options.CgroupParent to a delegated subtree: %w",
+				"let the node-agent move into its leaf (--move-to-leaf-cgroup, sandbox.PlaceNodeAgent), start it in a leaf cgroup such as %s/agent, or set --cgroup-parent to a delegated subtree: %w",
 				filepath.Join(mount, parent), filepath.Join(mount, parent), err)
 		}
 		return nil, fmt.Errorf("cgroup v2: create %s: %w", group, err)

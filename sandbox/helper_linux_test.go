@@ -7,4 +7,7 @@ func runHelper() {
 	if dir := os.Getenv(cgroupMountHelperEnv); dir != "" {
 		os.Exit(cgroupMountHelper(dir))
 	}
+	if cfg := os.Getenv(placeHelperEnv); cfg != "" {
+		os.Exit(placeHelper(cfg))
+	}
 }

@@ -262,11 +262,12 @@ type Options struct {
 	// CgroupParent is the cgroup (relative to each hierarchy's root) under
 	// which per-run cgroups are made; "" means the caller's own cgroup.
 	CgroupParent string
-	// MoveToLeafCgroup, on a cgroup v2 host with CgroupParent "", moves every
-	// process of the caller's own cgroup into "<own>/agent" first. The
-	// kernel's no-internal-processes rule forbids enabling the memory and
-	// pids controllers below a cgroup that holds processes, so a node-agent
-	// in its own container or systemd unit (Delegate=yes) needs this, as
+	// MoveToLeafCgroup makes PlaceNodeAgent, on a cgroup v2 host with
+	// CgroupParent "", move every process of the caller's own cgroup into
+	// "<own>/agent" even without a memory limit. The kernel's
+	// no-internal-processes rule forbids enabling the memory and pids
+	// controllers below a cgroup that holds processes, so a node-agent in
+	// its own container or systemd unit (Delegate=yes) needs this, as
 	// container-in-container entrypoints do. Linux only.
 	MoveToLeafCgroup bool
 	// CgroupMount is the cgroup2 mount per-run cgroups are made in on a
@@ -274,6 +275,38 @@ type Options struct {
 	// makes one in a pod, where the runtime mounts /sys/fs/cgroup read-only.
 	// Linux only.
 	CgroupMount string
+
+	// runParents, set by PlaceNodeAgent, are the cgroups (relative to each
+	// hierarchy's mount, keyed by v1 controller name, "" for v2) below which
+	// per-run cgroups are made: fixed once, so that a node-agent that moved
+	// into its leaf never nests runs below that leaf.
+	runParents map[string]string
+}
+
+// PlaceNodeAgent is called once when the node-agent starts, before any run
+// or preflight. It fixes where per-run cgroups are made and, when asked,
+// puts the calling process into a leaf cgroup of its own beside them:
+//
+//   - with memoryLimit > 0 (or, on cgroup v2, opts.MoveToLeafCgroup with no
+//     CgroupParent) the process moves into <own>/agent (AgentLeaf), where
+//     <own> is the cgroup it started in (its container's), and memoryLimit
+//     becomes that leaf's hard limit, without swap. On cgroup v2 every
+//     process of <own> moves, as the no-internal-processes rule requires;
+//     on v1 the caller alone (in the memory and pids hierarchies).
+//   - per-run cgroups are made as harnessfacts/run-<random> below
+//     opts.CgroupParent, else below <own>: beside the leaf, never inside it.
+//     So a run's memory never counts against the node-agent's bound, and a
+//     container memory limit on <own> would bound both together.
+//
+// It returns opts with the runs' parent fixed (later runs never read the
+// process's own cgroup again) and where everything went. Memory the process
+// used before the move stays charged to <own> (cgroup v1 does not move
+// charges): call it first. Linux only; elsewhere it changes nothing.
+func PlaceNodeAgent(opts Options, memoryLimit int64) (Options, Placement, error) {
+	if memoryLimit < 0 {
+		return opts, Placement{}, fmt.Errorf("sandbox: a negative memory limit (%d) for the node-agent", memoryLimit)
+	}
+	return placeNodeAgent(opts, memoryLimit)
 }
 
 // Availability is the preflight verdict for one mode.

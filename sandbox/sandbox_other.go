@@ -20,4 +20,4 @@ func newSandboxRunner(mode Mode, _ Options) (Runner, error) {
 
 // RecoverAbandoned has nothing to recover on this OS: the plain runner
 // leaves no profile, grant or cgroup behind.
-func RecoverAbandoned(string) ([]string, error) { return nil, nil }
+func RecoverAbandoned(Options, string) ([]string, error) { return nil, nil }

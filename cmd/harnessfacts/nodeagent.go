@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/resource"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -44,6 +45,7 @@ type nodeAgentFlags struct {
 	cgroupParent   string
 	cgroupMount    string
 	leafCgroup     bool
+	memoryLimit    string
 	requireSandbox bool
 	refuseFallback bool
 	shutdownGrace  time.Duration
@@ -127,10 +129,31 @@ behind and ends the runs that process had claimed (reason NodeAgentRestarted).`,
 	fl.StringVar(&f.controller.ca, "controller-ca", "/var/run/secrets/harnessfacts.io/controller/ca.crt", "PEM CA bundle the run source's certificate must chain to ($VARS are expanded)")
 	fl.StringVar(&f.controller.token, "controller-token", "/var/run/secrets/harnessfacts.io/controller/token", "file holding the token the node-agent presents to the run source: a service account token bound to this pod with audience "+runsource.Audience+", re-read at every use ($VARS are expanded)")
 	fl.BoolVar(&f.leafCgroup, "move-to-leaf-cgroup", true, "on cgroup v2 without --cgroup-parent, move the node-agent into <own cgroup>/agent so per-run cgroups can have limits")
+	fl.StringVar(&f.memoryLimit, "memory-limit", "", "hard memory limit of the node-agent itself (a quantity such as 512Mi): it moves into the leaf cgroup <own cgroup>/agent with this limit, and the per-run cgroups are made beside that leaf, never inside it; empty or 0: no limit")
 	f.metrics.add(fl, ":8082")
 	fl.StringVar(&f.probeAddr, "health-probe-bind-address", ":8083", "address of the /healthz and /readyz endpoints")
 	f.log.add(fl)
 	return cmd
+}
+
+// parseMemoryLimit reads --memory-limit: a Kubernetes quantity, as the
+// chart's nodeAgent.memoryLimit is written; "" and 0 mean no limit.
+func parseMemoryLimit(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return 0, fmt.Errorf("--memory-limit %q: %w", s, err)
+	}
+	v, ok := q.AsInt64()
+	if !ok || v < 0 {
+		return 0, fmt.Errorf("--memory-limit %q: not a whole, non-negative number of bytes", s)
+	}
+	if v > 0 && v < 64<<20 {
+		return 0, fmt.Errorf("--memory-limit %q: below 64Mi, too small for the node-agent (it asks every agent CLI its version at start)", s)
+	}
+	return v, nil
 }
 
 func envOr(key, def string) string {
@@ -156,6 +179,10 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 	f.log.setLogger()
 	logger := ctrl.Log.WithName("node-agent")
 	if err := checkNodeAgentUser(); err != nil {
+		return err
+	}
+	memoryLimit, err := parseMemoryLimit(f.memoryLimit)
+	if err != nil {
 		return err
 	}
 	ranges, err := sandbox.ParseIDRange(f.runUIDs)
@@ -213,15 +240,33 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 		logger.Info("/sys/fs/cgroup is read-only (a pod): mounted a writable cgroup2 in this pod's mount namespace for the per-run cgroups", "mount", cgroupMount)
 	}
 	sandboxOpts := sandbox.Options{Bwrap: f.bwrap, CgroupParent: f.cgroupParent, MoveToLeafCgroup: f.leafCgroup, CgroupMount: cgroupMount}
+	// Before anything else runs: the node-agent's own leaf cgroup and its
+	// hard memory limit, and the runs' cgroups beside it, fixed once.
+	sandboxOpts, placement, placeErr := sandbox.PlaceNodeAgent(sandboxOpts, memoryLimit)
+	if placeErr == nil {
+		logger.Info("cgroups placed", "placement", placement.String())
+		defer func() {
+			if err := placement.Release(); err != nil {
+				logger.Error(err, "leaving the node-agent's leaf cgroup")
+			}
+		}()
+	}
 	if f.requireSandbox {
 		c, err := client.New(cfg, client.Options{Scheme: scheme})
 		if err != nil {
 			return err
 		}
-		if err := refuseWithoutSandbox(ctx, c, f.nodeName, f.slots, sandboxOpts); err != nil {
+		if placeErr != nil {
+			err = refuse(ctx, c, f.nodeName, f.slots, nil, fmt.Sprintf("the node-agent refuses to run agents on node %s: it cannot place itself and its runs' cgroups (%v)%s", f.nodeName, placeErr, modeHint()))
+		} else {
+			err = refuseWithoutSandbox(ctx, c, f.nodeName, f.slots, sandboxOpts)
+		}
+		if err != nil {
 			logger.Error(nil, err.Error())
 			return err
 		}
+	} else if placeErr != nil {
+		logger.Error(placeErr, "the node-agent could not place itself and its runs' cgroups; without --require-sandbox it goes on, with no bound of its own")
 	}
 	_, err = nodeagent.Setup(ctx, mgr, nodeagent.SetupOptions{
 		NodeName: f.nodeName, LeaseNamespace: f.leaseNamespace, LeaseDuration: f.leaseDuration, Slots: f.slots,

@@ -39,8 +39,13 @@ func refuseWithoutSandbox(ctx context.Context, c client.Client, nodeName string,
 		}
 		reasons = append(reasons, fmt.Sprintf("%s: %s", av.Mode, av.Reason))
 	}
-	msg := fmt.Sprintf("the node-agent refuses to run agents on node %s: no sandbox works here (%s)%s",
-		nodeName, strings.Join(reasons, "; "), modeHint())
+	return refuse(ctx, c, nodeName, slots, modes, fmt.Sprintf("the node-agent refuses to run agents on node %s: no sandbox works here (%s)%s",
+		nodeName, strings.Join(reasons, "; "), modeHint()))
+}
+
+// refuse records msg as the HarnessNode's Ready=False condition and
+// returns it as the error the node-agent exits with.
+func refuse(ctx context.Context, c client.Client, nodeName string, slots int32, modes []harnessv1.SandboxModeInfo, msg string) error {
 	if err := recordRefusal(ctx, c, nodeName, slots, modes, msg); err != nil {
 		return fmt.Errorf("%s; recording it on HarnessNode %s failed too: %w", msg, nodeName, err)
 	}

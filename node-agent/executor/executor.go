@@ -168,7 +168,7 @@ func (e *Executor) RemoveLeftovers(ctx context.Context) error {
 	if n > 0 {
 		logger.Info("killed processes an earlier node-agent's runs left running", "count", n)
 	}
-	recovered, err := sandbox.RecoverAbandoned(e.opts.RunRoot)
+	recovered, err := sandbox.RecoverAbandoned(e.opts.Sandbox, e.opts.RunRoot)
 	if err != nil {
 		return fmt.Errorf("recovering abandoned sandboxes: %w", err)
 	}

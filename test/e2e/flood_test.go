@@ -2,25 +2,25 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/internal/testing/testenv"
+	"github.com/harnessfacts/harnessfacts/sandbox"
 )
-
-// floodBound is what the node-agent's resident memory may grow by while
-// agents flood every channel into it: the chart's nodeAgent.goMemLimit.
-const floodBound = 256 << 20
 
 // sink is a provider stand-in on the node's loopback that reads and drops
 // whatever body it is sent, and answers 200.
@@ -75,22 +75,39 @@ wait; echo flooded provider`
 )
 
 // Agents flooding every channel into the node-agent from inside real
-// sandboxes do not grow its memory past its bound, and another run on the
-// same node still passes.
+// sandboxes do not take it past its hard memory bound, and another run on
+// the same node still passes. The node-agent is a real process started as
+// the chart's DaemonSet starts it: in a cgroup of its own (its container's),
+// with the chart's nodeAgent.memoryLimit (--memory-limit) and goMemLimit
+// (GOMEMLIMIT). It moves into <its cgroup>/agent with that hard limit and
+// makes the runs' cgroups beside it; a run that uses more memory than the
+// node-agent's whole bound passes too, which it could not if its cgroup
+// were below the node-agent's.
 func TestFloodingTheNodeAgentLeavesItsMemoryBounded(t *testing.T) {
 	ns := newNamespace(t, "e2e-flood")
 	fixtureConfigMap(t, ns, "fixture-hello", filepath.Join(testenv.RepoRoot(), "fixtures", "hello"))
 	addr := sink(t)
 	provider := "http://" + addr + "/v1"
+	na := startBoundedNodeAgent(t, "flood-node", map[string]string{"harnessfacts.io/e2e": "flood"})
+	onFloodNode := map[string]string{"harnessfacts.io/e2e": "flood"}
+
+	// The node-agent is in its leaf, with the chart's limit.
+	self, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", na.pid))
+	if !strings.Contains(string(self), na.base+"/"+sandbox.AgentLeaf+"\n") {
+		t.Fatalf("the node-agent is not in %s/%s:\n%s", na.base, sandbox.AgentLeaf, self)
+	}
+	if got := na.leafLimit(t); got != na.limit {
+		t.Fatalf("the node-agent's leaf has memory limit %d, want the chart's nodeAgent.memoryLimit %d", got, na.limit)
+	}
 
 	var peak atomic.Int64
-	base := rssBytes()
+	base := na.rss()
 	stop := make(chan struct{})
 	sampled := make(chan struct{})
 	go func() {
 		defer close(sampled)
 		for {
-			if r := rssBytes(); r > peak.Load() {
+			if r := na.rss(); r > peak.Load() {
 				peak.Store(r)
 			}
 			select {
@@ -107,11 +124,10 @@ func TestFloodingTheNodeAgentLeavesItsMemoryBounded(t *testing.T) {
 			Spec: harnessv1.HarnessRunSpec{
 				Agent: harnessv1.AgentSpec{Adapter: harnessv1.AdapterExec, ProviderURL: provider,
 					Command: []string{"bash", "-c", "PROVIDER=" + provider + "\n" + script}},
-				Fixture: harnessv1.FixtureSource{Inline: &harnessv1.InlineFixture{Files: map[string]string{"fixture.yaml": "prompt: flood\n"}}},
-				MCP:     &harnessv1.MCPSpec{Transport: transport},
-				Limits:  harnessv1.Limits{EpisodeSeconds: 150, ProbeSeconds: 30},
-				// The node-agent whose memory is measured is this process's.
-				NodeSelector: onMainNode,
+				Fixture:      harnessv1.FixtureSource{Inline: &harnessv1.InlineFixture{Files: map[string]string{"fixture.yaml": "prompt: flood\n"}}},
+				MCP:          &harnessv1.MCPSpec{Transport: transport},
+				Limits:       harnessv1.Limits{EpisodeSeconds: 150, ProbeSeconds: 30},
+				NodeSelector: onFloodNode,
 			},
 		}
 		if err := k8s.Create(context.Background(), r); err != nil {
@@ -131,7 +147,7 @@ func TestFloodingTheNodeAgentLeavesItsMemoryBounded(t *testing.T) {
 		fr := flood(f.name, f.script, f.transport)
 		hello := helloRun(ns, harnessv1.MCPTransportHTTP)
 		hello.Name = "hello-beside-" + f.name
-		hello.Spec.NodeSelector = onMainNode
+		hello.Spec.NodeSelector = onFloodNode
 		if err := k8s.Create(context.Background(), hello); err != nil {
 			t.Fatal(err)
 		}
@@ -146,11 +162,59 @@ func TestFloodingTheNodeAgentLeavesItsMemoryBounded(t *testing.T) {
 	}
 	close(stop)
 	<-sampled
-	if grew := peak.Load() - base; grew > floodBound {
-		t.Errorf("the node-agent's RSS grew by %d MiB (from %d to %d MiB) under the flood, over its %d MiB bound",
-			grew>>20, base>>20, peak.Load()>>20, floodBound>>20)
-	} else {
-		t.Logf("RSS %d MiB before, peak %d MiB during the floods (+%d MiB, bound %d MiB)", base>>20, peak.Load()>>20, grew>>20, floodBound>>20)
+
+	// A run holding more memory than the node-agent's whole bound (its
+	// limit is 1.5 times that): its cgroup is beside the node-agent's leaf,
+	// so neither is charged for the other.
+	hold := na.limit + na.limit/8
+	const marker = "harnessfacts-e2e-flood-hold"
+	big := &harnessv1.HarnessRun{
+		ObjectMeta: metav1.ObjectMeta{Name: "hold-more-than-the-node-agent", Namespace: ns},
+		Spec: harnessv1.HarnessRunSpec{
+			Agent: harnessv1.AgentSpec{Adapter: harnessv1.AdapterExec,
+				Command: []string{"sh", "-c", fmt.Sprintf("head -c %d /dev/zero | tail -c %d | (sleep 4; cat >/dev/null); echo held; : %s", hold, hold, marker)}},
+			Fixture:      harnessv1.FixtureSource{Inline: &harnessv1.InlineFixture{Files: map[string]string{"fixture.yaml": "prompt: hold\n"}}},
+			Limits:       harnessv1.Limits{Memory: resource.NewQuantity(na.limit*3/2, resource.BinarySI), EpisodeSeconds: 120},
+			NodeSelector: onFloodNode,
+		},
 	}
-	waitNoRunDirs(t)
+	if err := k8s.Create(context.Background(), big); err != nil {
+		t.Fatal(err)
+	}
+	runPeak, runCgroup := int64(0), ""
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		for _, pid := range processesWith(marker) {
+			if cg, peakNow := cgroupMemoryPeak(pid); peakNow > runPeak {
+				runPeak, runCgroup = peakNow, cg
+			}
+		}
+		got := &harnessv1.HarnessRun{}
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(big), got); err == nil && got.Status.Phase.Terminal() {
+			break
+		}
+	}
+	got := waitTerminal(t, client.ObjectKeyFromObject(big))
+	if got.Status.Verdict != harnessv1.VerdictPass || got.Status.Agent == nil || got.Status.Agent.OOMKilled {
+		t.Errorf("a run holding %d MiB beside the node-agent (bound %d MiB): %s %s: %s; %+v", hold>>20, na.limit>>20, got.Status.Verdict, got.Status.Reason, got.Status.Message, got.Status.Agent)
+	}
+	if !strings.HasPrefix(runCgroup, na.base+"/harnessfacts/run-") || runPeak < hold {
+		t.Errorf("the holding run's cgroup %q peaked at %d MiB; want it in %s/harnessfacts, beside the node-agent, above %d MiB", runCgroup, runPeak>>20, na.base, hold>>20)
+	}
+
+	if err := na.alive(); err != nil {
+		t.Fatal(err)
+	}
+	if n := na.leafOOMKills(); n != 0 {
+		t.Errorf("the node-agent's leaf saw %d OOM kills", n)
+	}
+	if peak.Load() >= na.limit {
+		t.Errorf("the node-agent's RSS reached %d MiB (from %d MiB) under the flood, at or over its hard bound of %d MiB",
+			peak.Load()>>20, base>>20, na.limit>>20)
+	}
+	if grew := peak.Load() - base; grew > na.goMemLimit {
+		t.Errorf("the node-agent's RSS grew by %d MiB under the flood, more than its GOMEMLIMIT of %d MiB", grew>>20, na.goMemLimit>>20)
+	}
+	t.Logf("node-agent RSS %d MiB before, peak %d MiB during the floods; leaf peak %d MiB; hard bound %d MiB, GOMEMLIMIT %d MiB; a run beside it peaked at %d MiB",
+		base>>20, peak.Load()>>20, na.leafPeak()>>20, na.limit>>20, na.goMemLimit>>20, runPeak>>20)
+	na.waitNoRunDirs(t)
 }

@@ -247,10 +247,11 @@ func sampleUnderChartRBAC(t *testing.T, release, values string) {
 	}
 	ds := as[appsv1.DaemonSet](t, m.get(t, "DaemonSet", release+"-harnessfacts-node-agent"))
 	runRoot := filepath.Join(dir, "runs")
-	// The chart's arguments as they are, --move-to-leaf-cgroup (default on)
-	// included: on a cgroup v2 host it moves the processes of this test's
-	// cgroup into <cgroup>/agent, as it does with a node-agent container's;
-	// our machines and CI have cgroup v1, where it does nothing.
+	// The chart's arguments as they are, --memory-limit and
+	// --move-to-leaf-cgroup (default on) included: the node-agent moves into
+	// <this test's cgroup>/agent with the chart's memory limit, as it does
+	// in its container's cgroup (on cgroup v2 with every process of that
+	// cgroup), and leaves it again when it is interrupted.
 	agentOut := start("node-agent", withArgs(ds.Spec.Template.Spec.Containers[0].Args, map[string]string{
 		"--kubeconfig":                impersonatingKubeconfig(t, agentUser, agentGroups, map[string][]string{nodeClaim: {node}, podClaim: {hostname}}),
 		"--run-root":                  runRoot,

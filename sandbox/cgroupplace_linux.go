@@ -1,0 +1,317 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/containerd/cgroups/v3"
+	"github.com/containerd/cgroups/v3/cgroup1"
+	"github.com/containerd/cgroups/v3/cgroup2"
+	"github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+)
+
+func placeNodeAgent(opts Options, memoryLimit int64) (Options, Placement, error) {
+	if cgroups.Mode() == cgroups.Unified {
+		return placeV2(opts, cgroup2Mount(opts), memoryLimit)
+	}
+	return placeV1(opts, memoryLimit)
+}
+
+// placeV1 places the caller in <own>/agent of the memory and pids
+// hierarchies when memoryLimit is set, and fixes the runs' parent in each.
+// cgroup v1 has no no-internal-processes rule, so without a limit the
+// node-agent may stay where it is: its runs are then below it, unbounded
+// by anything of its own.
+func placeV1(opts Options, memoryLimit int64) (Options, Placement, error) {
+	subs, err := v1Hierarchy()
+	if err != nil {
+		return opts, Placement{}, err
+	}
+	own := map[cgroup1.Name]string{}
+	parents := map[string]string{}
+	p := Placement{Version: 1}
+	for _, s := range subs {
+		n := s.Name()
+		if own[n], err = ownCgroupV1(n); err != nil {
+			return opts, Placement{}, fmt.Errorf("cgroup v1: %w", err)
+		}
+		parents[string(n)] = own[n]
+		if opts.CgroupParent != "" {
+			parents[string(n)] = filepath.Join("/", opts.CgroupParent)
+		}
+		p.Runs = append(p.Runs, filepath.Join(v1Dir(s, parents[string(n)]), cgroupPrefix))
+	}
+	opts.runParents = parents
+	if memoryLimit == 0 {
+		return opts, p, nil
+	}
+	leaf := func(n cgroup1.Name) (string, error) {
+		o, ok := own[n]
+		if !ok {
+			return "", cgroup1.ErrControllerNotActive
+		}
+		return filepath.Join(o, AgentLeaf), nil
+	}
+	res := &specs.LinuxResources{Memory: &specs.LinuxMemory{Limit: &memoryLimit, Swap: &memoryLimit}}
+	cg, err := cgroup1.New(leaf, res, cgroup1.WithHierarchy(func() ([]cgroup1.Subsystem, error) { return subs, nil }))
+	if err != nil {
+		return opts, Placement{}, fmt.Errorf("cgroup v1: make the node-agent's leaf cgroup with its memory limit: %w", err)
+	}
+	if err := cg.AddProc(uint64(os.Getpid())); err != nil {
+		_ = cg.Delete()
+		return opts, Placement{}, fmt.Errorf("cgroup v1: move the node-agent into its leaf cgroup: %w", err)
+	}
+	for _, s := range subs {
+		p.Agent = append(p.Agent, v1Dir(s, filepath.Join(own[s.Name()], AgentLeaf)))
+	}
+	p.MemoryLimit = memoryLimit
+	p.release = func() error {
+		var errs []error
+		for _, s := range subs {
+			back := filepath.Join(v1Dir(s, own[s.Name()]), "cgroup.procs")
+			if err := os.WriteFile(back, []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
+				errs = append(errs, fmt.Errorf("cgroup v1: move the node-agent back to %s: %w", back, err))
+			}
+		}
+		if len(errs) == 0 {
+			if err := cg.Delete(); err != nil {
+				errs = append(errs, fmt.Errorf("cgroup v1: remove the node-agent's leaf: %w", err))
+			}
+		}
+		removeEmpty(p.Runs)
+		return errors.Join(errs...)
+	}
+	return opts, p, nil
+}
+
+// placeV2 moves the caller's cgroup's processes into <own>/agent when a
+// memory limit is asked or the runs' cgroups go below <own> (the
+// no-internal-processes rule), and fixes the runs' parent.
+func placeV2(opts Options, mount string, memoryLimit int64) (Options, Placement, error) {
+	own, err := ownCgroupV2(mount)
+	if err != nil {
+		return opts, Placement{}, fmt.Errorf("cgroup v2: %w", err)
+	}
+	parent := own
+	if opts.CgroupParent != "" {
+		parent = filepath.Join("/", opts.CgroupParent)
+	}
+	opts.runParents = map[string]string{"": parent}
+	p := Placement{Version: 2, Runs: []string{filepath.Join(mount, parent, cgroupPrefix)}}
+	// "/" is the host's root cgroup, exempt from the rule, unless it is the
+	// root of a cgroup namespace (a pod's own cgroup).
+	exempt := own == "/" && !isNamespaceRoot(mount)
+	leafWanted := memoryLimit > 0 || opts.MoveToLeafCgroup && opts.CgroupParent == "" && !exempt
+	if !leafWanted {
+		return opts, p, nil
+	}
+	dir := filepath.Join(mount, own)
+	leaf := filepath.Join(dir, AgentLeaf)
+	if err := os.MkdirAll(leaf, 0o755); err != nil {
+		return opts, Placement{}, fmt.Errorf("cgroup v2: make the node-agent's leaf %s: %w", leaf, err)
+	}
+	if err := os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
+		return opts, Placement{}, fmt.Errorf("cgroup v2: move the node-agent into %s: %w", leaf, err)
+	}
+	if !exempt {
+		// Whatever else runs in the container goes with it, so that
+		// controllers can be enabled below <own>.
+		if err := evacuateToLeaf(dir, AgentLeaf); err != nil {
+			return opts, Placement{}, err
+		}
+	}
+	if memoryLimit > 0 {
+		_, err := cgroup2.NewManager(mount, filepath.Join(own, AgentLeaf), &cgroup2.Resources{Memory: &cgroup2.Memory{Max: &memoryLimit}})
+		if err != nil {
+			return opts, Placement{}, fmt.Errorf("cgroup v2: set the node-agent's memory limit on %s (the memory controller must be available in %s): %w", leaf, filepath.Join(dir, "cgroup.controllers"), err)
+		}
+		if err := os.WriteFile(filepath.Join(leaf, "memory.swap.max"), []byte("0"), 0); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return opts, Placement{}, fmt.Errorf("cgroup v2: set memory.swap.max of %s: %w", leaf, err)
+		}
+		p.MemoryLimit = memoryLimit
+	}
+	p.Agent = []string{leaf}
+	p.release = func() error {
+		err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0)
+		if errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EOPNOTSUPP) {
+			// The rule again: controllers are on below <own>. The leaf
+			// goes with <own> (the container's cgroup).
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("cgroup v2: move the node-agent back to %s: %w", dir, err)
+		}
+		removeEmpty(p.Runs)
+		if err := os.Remove(leaf); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("cgroup v2: remove the node-agent's leaf: %w", err)
+		}
+		return nil
+	}
+	return opts, p, nil
+}
+
+// removeEmpty removes each directory when it is an empty cgroup.
+func removeEmpty(dirs []string) {
+	for _, d := range dirs {
+		_ = os.Remove(d)
+	}
+}
+
+// v1Dir is the directory of cgroup path (relative to the hierarchy's mount)
+// in subsystem s.
+func v1Dir(s cgroup1.Subsystem, path string) string {
+	if p, ok := s.(interface{ Path(string) string }); ok {
+		return p.Path(path)
+	}
+	return filepath.Join("/sys/fs/cgroup", string(s.Name()), path)
+}
+
+// ownCgroupV1 is the caller's cgroup in the v1 hierarchy of controller n,
+// relative to where that hierarchy is mounted here. Inside a container the
+// runtime mounts the container's own cgroup as the root of each hierarchy,
+// while /proc/self/cgroup still names the full path from the host's root;
+// the mount's root is cut off. (containerd's cgroup1.NestedPath returns the
+// full path when the caller sits exactly at the mount's root, which nested
+// every run's cgroup below a copy of the container's path.)
+func ownCgroupV1(n cgroup1.Name) (string, error) {
+	paths, _, err := cgroups.ParseCgroupFileUnified("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	path, ok := paths[string(n)]
+	if !ok {
+		return "", fmt.Errorf("/proc/self/cgroup has no %s hierarchy", n)
+	}
+	root, _, err := cgroupMount(func(fstype, superOpts, _ string) bool {
+		if fstype != "cgroup" {
+			return false
+		}
+		for _, o := range strings.Split(superOpts, ",") {
+			if o == string(n) {
+				return true
+			}
+		}
+		return false
+	})
+	if err != nil {
+		return "", fmt.Errorf("the %s hierarchy: %w", n, err)
+	}
+	return relativeCgroup(root, path)
+}
+
+// ownCgroupV2 is the caller's cgroup in the unified hierarchy, relative to
+// the cgroup2 mount at mount.
+func ownCgroupV2(mount string) (string, error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	path := ""
+	for _, line := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			path = p
+		}
+	}
+	if path == "" {
+		return "", errors.New("no unified hierarchy entry in /proc/self/cgroup")
+	}
+	mount = filepath.Clean(mount)
+	root, _, err := cgroupMount(func(fstype, _, mountPoint string) bool {
+		return fstype == "cgroup2" && mountPoint == mount
+	})
+	if err != nil {
+		return "", fmt.Errorf("the cgroup2 mount at %s: %w", mount, err)
+	}
+	return relativeCgroup(root, path)
+}
+
+// cgroupMount returns the root (the cgroup it shows as its top) and the
+// mount point of the last mount in /proc/self/mountinfo that match accepts.
+func cgroupMount(match func(fstype, superOpts, mountPoint string) bool) (root, mountPoint string, err error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "", "", err
+	}
+	found := false
+	for _, line := range strings.Split(string(b), "\n") {
+		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [TAGS...] - FSTYPE SOURCE SUPEROPTS
+		pre, post, ok := strings.Cut(line, " - ")
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(f) < 5 || len(g) < 3 {
+			continue
+		}
+		if match(g[0], g[2], filepath.Clean(f[4])) {
+			root, mountPoint, found = f[3], f[4], true
+		}
+	}
+	if !found {
+		return "", "", errors.New("not mounted here")
+	}
+	return root, mountPoint, nil
+}
+
+// relativeCgroup is path (from /proc/self/cgroup) relative to a mount whose
+// root is root, as an absolute path ("/" when it is the root itself).
+func relativeCgroup(root, path string) (string, error) {
+	rel, err := filepath.Rel(filepath.Join("/", root), filepath.Join("/", path))
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", fmt.Errorf("this process's cgroup %s is outside the mounted part %s of its hierarchy", path, root)
+	}
+	return filepath.Join("/", rel), nil
+}
+
+// runParentDirs are the directories below which this host's per-run cgroups
+// are made ("<parent>/harnessfacts" of each hierarchy in use).
+func runParentDirs(opts Options) ([]string, error) {
+	if cgroups.Mode() == cgroups.Unified {
+		mount := cgroup2Mount(opts)
+		parent, err := runParentV2(opts, mount)
+		if err != nil {
+			return nil, err
+		}
+		return []string{filepath.Join(mount, parent, cgroupPrefix)}, nil
+	}
+	subs, err := v1Hierarchy()
+	if err != nil {
+		return nil, err
+	}
+	var dirs []string
+	for _, s := range subs {
+		parent, err := runParentV1(opts, s.Name())
+		if err != nil {
+			return nil, err
+		}
+		dirs = append(dirs, filepath.Join(v1Dir(s, parent), cgroupPrefix))
+	}
+	return dirs, nil
+}
+
+// RecoverAbandoned removes the per-run cgroups a killed node-agent left
+// below the runs' parent (see PlaceNodeAgent) of every hierarchy. There is
+// no profile or grant to recover on Linux. A cgroup that still holds a
+// process is not removed (the kernel refuses); the node-agent kills such
+// leftovers first. Call it before any run starts: a run's cgroup is empty
+// for a moment between its creation and the start of its process.
+func RecoverAbandoned(opts Options, _ string) ([]string, error) {
+	dirs, err := runParentDirs(opts)
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	for _, d := range dirs {
+		runs, _ := filepath.Glob(filepath.Join(d, "run-*"))
+		for _, r := range runs {
+			if err := os.Remove(r); err == nil {
+				removed = append(removed, r)
+			} else if !errors.Is(err, unix.EBUSY) && !errors.Is(err, os.ErrNotExist) {
+				return removed, fmt.Errorf("remove the abandoned cgroup %s: %w", r, err)
+			}
+		}
+	}
+	return removed, nil
+}

@@ -1,0 +1,420 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/containerd/cgroups/v3"
+)
+
+// placeHelperEnv makes the test binary play a node-agent that starts in a
+// container's cgroup (base) and places itself with PlaceNodeAgent; the
+// test, like a container runtime, made base and looks at what it did.
+const placeHelperEnv = "HARNESSFACTS_TEST_PLACE_HELPER"
+
+// placeConfig tells the helper what to do.
+type placeConfig struct {
+	// Version 1 uses the v1 memory and pids hierarchies; 2 the cgroup2
+	// mount at Mount.
+	Version int
+	Mount   string
+	// Base lists the cgroup (relative to each hierarchy's root) the helper
+	// starts in, one per hierarchy directory in BaseDirs.
+	Base     string
+	BaseDirs []string
+	Limit    int64
+	// RunAlloc, when set, is what a process in a run's cgroup allocates
+	// (v1; the run's limit is 512 MiB).
+	RunAlloc int64
+	// Alloc, when set, is what the helper itself then allocates.
+	Alloc int64
+}
+
+// placeReport is what the helper saw.
+type placeReport struct {
+	Placement  Placement
+	Err        string
+	Self       string // /proc/self/cgroup after the placement
+	LeafLimit  string // the leaf's memory limit file
+	Runs       []string
+	RunExit    string
+	RunPeak    int64
+	RunOOM     bool
+	Released   bool
+	ReleaseErr string
+}
+
+func runPlaceHelper(t *testing.T, cfg placeConfig) (placeReport, error) {
+	t.Helper()
+	b, _ := json.Marshal(cfg)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), placeHelperEnv+"="+string(b))
+	out, err := cmd.Output()
+	var rep placeReport
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if jerr := json.Unmarshal([]byte(lines[len(lines)-1]), &rep); jerr != nil && err == nil {
+		t.Fatalf("helper output %q: %v", out, jerr)
+	}
+	return rep, err
+}
+
+// placeHelper runs in the helper process. It reports after each step (the
+// last line counts), since an allocation may end it.
+func placeHelper(raw string) int {
+	var cfg placeConfig
+	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+		fmt.Println(err)
+		return 2
+	}
+	var rep placeReport
+	report := func() {
+		b, _ := json.Marshal(rep)
+		fmt.Println(string(b))
+	}
+	// The container runtime's part: start in base.
+	for _, d := range cfg.BaseDirs {
+		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
+			rep.Err = "entering base: " + err.Error()
+			report()
+			return 1
+		}
+	}
+	var opts Options
+	var err error
+	if cfg.Version == 2 {
+		opts = Options{CgroupMount: cfg.Mount, MoveToLeafCgroup: true}
+		opts, rep.Placement, err = placeV2(opts, cfg.Mount, cfg.Limit)
+	} else {
+		opts, rep.Placement, err = placeV1(Options{}, cfg.Limit)
+	}
+	if err != nil {
+		rep.Err = err.Error()
+		report()
+		return 0
+	}
+	self, _ := os.ReadFile("/proc/self/cgroup")
+	rep.Self = string(self)
+	if len(rep.Placement.Agent) > 0 {
+		f := "memory.limit_in_bytes"
+		if cfg.Version == 2 {
+			f = "memory.max"
+		}
+		for _, a := range rep.Placement.Agent {
+			if l, err := os.ReadFile(filepath.Join(a, f)); err == nil {
+				rep.LeafLimit = strings.TrimSpace(string(l))
+			}
+		}
+	}
+	report()
+	// Two runs, one after the other: neither nests below the leaf (the v2
+	// placement once read its own cgroup again, then <own>/agent).
+	for range 2 {
+		name := filepath.Join(cgroupPrefix, newRunName())
+		var cg runCgroup
+		if cfg.Version == 2 {
+			parent, perr := runParentV2(opts, cfg.Mount)
+			if perr != nil {
+				rep.Err = perr.Error()
+				report()
+				return 0
+			}
+			var c *v2Cgroup
+			c, err = newV2Cgroup(cfg.Mount, parent, name, Limits{}.WithDefaults(), cfg.Limit > 0)
+			if err == nil {
+				rep.Runs = append(rep.Runs, c.dir)
+				cg = c
+			}
+		} else {
+			var c *v1Cgroup
+			c, err = newV1Cgroup(opts, name, Limits{MemoryBytes: 512 << 20}.WithDefaults())
+			if err == nil {
+				for _, p := range c.paths {
+					rep.Runs = append(rep.Runs, p)
+				}
+				cg = c
+			}
+		}
+		if err != nil {
+			rep.Err = "run cgroup: " + err.Error()
+			report()
+			return 0
+		}
+		if cfg.RunAlloc > 0 && cfg.Version == 1 {
+			// Moved into the run's cgroup before it forks what allocates.
+			n := strconv.FormatInt(cfg.RunAlloc, 10)
+			cmd := exec.Command("sh", "-c", "read go; head -c "+n+" /dev/zero | tail -c "+n+" >/dev/null")
+			in, _ := cmd.StdinPipe()
+			if err := cmd.Start(); err != nil {
+				rep.Err = err.Error()
+				report()
+				return 0
+			}
+			if err := cg.add(cmd.Process.Pid); err != nil {
+				rep.Err = err.Error()
+			}
+			_, _ = in.Write([]byte("go\n"))
+			_ = in.Close()
+			err := cmd.Wait()
+			rep.RunExit = fmt.Sprint(err)
+			rep.RunOOM, rep.RunPeak = cg.stats()
+			cfg.RunAlloc = 0
+		}
+		_ = cg.killAll()
+		if err := cg.remove(); err != nil {
+			rep.Err = err.Error()
+		}
+	}
+	report()
+	if cfg.Alloc > 0 {
+		b := make([]byte, cfg.Alloc)
+		for i := 0; i < len(b); i += 4096 {
+			b[i] = 1
+		}
+		fmt.Println("allocated", len(b))
+	}
+	if err := rep.Placement.Release(); err != nil {
+		rep.ReleaseErr = err.Error()
+	}
+	rep.Released = true
+	report()
+	return 0
+}
+
+// v1Base makes base in the memory and pids hierarchies and removes it (and
+// what the helper left in it) when the test ends.
+func v1Base(t *testing.T, name string) (string, []string) {
+	t.Helper()
+	base := filepath.Join("/", testCgroupParent, name)
+	var dirs []string
+	for _, h := range []string{"memory", "pids"} {
+		d := filepath.Join("/sys/fs/cgroup", h, base)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, d)
+	}
+	t.Cleanup(func() { removeCgroupTree(dirs) })
+	return base, dirs
+}
+
+// removeCgroupTree removes cgroup directories and everything below them,
+// leaves first.
+func removeCgroupTree(dirs []string) {
+	for _, d := range dirs {
+		var all []string
+		_ = filepath.WalkDir(d, func(p string, e os.DirEntry, err error) error {
+			if err == nil && e.IsDir() {
+				all = append(all, p)
+			}
+			return nil
+		})
+		for i := len(all) - 1; i >= 0; i-- {
+			_ = os.Remove(all[i])
+		}
+	}
+}
+
+func requireV1(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("these tests need root: they create cgroups (run `go test` as root, as CI does)")
+	}
+	if cgroups.Mode() == cgroups.Unified {
+		t.Skip("a unified (cgroup v2) host: TestPlaceNodeAgentV2 covers it")
+	}
+}
+
+// On cgroup v1: the node-agent moves into <base>/agent of the memory and
+// pids hierarchies with its hard limit; runs' cgroups are made in
+// <base>/harnessfacts, beside it, so a run may use more memory than the
+// node-agent's whole bound; Release leaves no cgroup of its own.
+func TestPlaceNodeAgentV1LeafBesideRuns(t *testing.T) {
+	requireV1(t)
+	base, dirs := v1Base(t, "place-beside")
+	const limit = 64 << 20
+	rep, err := runPlaceHelper(t, placeConfig{Version: 1, Base: base, BaseDirs: dirs, Limit: limit, RunAlloc: 160 << 20})
+	if err != nil || rep.Err != "" {
+		t.Fatalf("helper: %v %s", err, rep.Err)
+	}
+	p := rep.Placement
+	wantAgent := []string{filepath.Join(dirs[0], AgentLeaf), filepath.Join(dirs[1], AgentLeaf)}
+	if sortedJoin(p.Agent) != sortedJoin(wantAgent) || p.MemoryLimit != limit || p.Version != 1 {
+		t.Errorf("placement %+v, want the node-agent in %v with limit %d", p, wantAgent, limit)
+	}
+	if !strings.Contains(rep.Self, ":memory:"+filepath.Join(base, AgentLeaf)+"\n") || !strings.Contains(rep.Self, ":pids:"+filepath.Join(base, AgentLeaf)+"\n") {
+		t.Errorf("the helper is not in its leaf: /proc/self/cgroup\n%s", rep.Self)
+	}
+	if rep.LeafLimit != strconv.Itoa(limit) {
+		t.Errorf("the leaf's memory.limit_in_bytes is %q, want %d", rep.LeafLimit, limit)
+	}
+	if len(rep.Runs) != 4 {
+		t.Fatalf("runs' cgroups %v, want two runs in two hierarchies", rep.Runs)
+	}
+	for _, r := range rep.Runs {
+		parent := filepath.Dir(r)
+		if filepath.Base(parent) != cgroupPrefix || (filepath.Dir(parent) != dirs[0] && filepath.Dir(parent) != dirs[1]) {
+			t.Errorf("run cgroup %s is not beside the leaf (in <base>/%s)", r, cgroupPrefix)
+		}
+	}
+	// 160 MiB in a run, over the node-agent's 64 MiB: not counted there.
+	if rep.RunExit != "<nil>" || rep.RunOOM || rep.RunPeak < 160<<20 {
+		t.Errorf("a run using more than the node-agent's bound: exit %s, OOM %v, peak %d MiB", rep.RunExit, rep.RunOOM, rep.RunPeak>>20)
+	}
+	if !rep.Released || rep.ReleaseErr != "" {
+		t.Errorf("release: %v %s", rep.Released, rep.ReleaseErr)
+	}
+	for _, d := range dirs {
+		for _, left := range []string{AgentLeaf, cgroupPrefix} {
+			if _, err := os.Stat(filepath.Join(d, left)); err == nil {
+				t.Errorf("%s left after Release", filepath.Join(d, left))
+			}
+		}
+	}
+}
+
+// The node-agent's bound is hard: allocating past it, the node-agent (and
+// nothing outside its leaf) is OOM-killed.
+func TestPlaceNodeAgentV1BoundIsHard(t *testing.T) {
+	requireV1(t)
+	base, dirs := v1Base(t, "place-hard")
+	const limit = 64 << 20
+	rep, err := runPlaceHelper(t, placeConfig{Version: 1, Base: base, BaseDirs: dirs, Limit: limit, Alloc: 256 << 20})
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("allocating 256 MiB over a 64 MiB bound: %v, report %+v; want killed", err, rep)
+	}
+	oc, _ := os.ReadFile(filepath.Join(dirs[0], AgentLeaf, "memory.oom_control"))
+	if readKVString(string(oc))["oom_kill"] < 1 {
+		t.Errorf("the leaf's memory.oom_control shows no OOM kill:\n%s", oc)
+	}
+	if rep.Released {
+		t.Error("the helper went on past its allocation")
+	}
+}
+
+// Without a limit on cgroup v1 the node-agent stays where it started; runs
+// go below that cgroup (as the mounted hierarchy shows it, not a copy of
+// the full path below it).
+func TestPlaceNodeAgentV1NoLimitStays(t *testing.T) {
+	requireV1(t)
+	base, dirs := v1Base(t, "place-none")
+	rep, err := runPlaceHelper(t, placeConfig{Version: 1, Base: base, BaseDirs: dirs})
+	if err != nil || rep.Err != "" {
+		t.Fatalf("helper: %v %s", err, rep.Err)
+	}
+	if len(rep.Placement.Agent) != 0 || !strings.Contains(rep.Self, ":memory:"+base+"\n") {
+		t.Errorf("placement %+v, self %s: want the node-agent left in %s", rep.Placement, rep.Self, base)
+	}
+	want := []string{filepath.Join(dirs[0], cgroupPrefix), filepath.Join(dirs[1], cgroupPrefix)}
+	if sortedJoin(rep.Placement.Runs) != sortedJoin(want) {
+		t.Errorf("runs below %v, want %v", rep.Placement.Runs, want)
+	}
+}
+
+// The v2 code path. On a unified host it runs with the limit; on this
+// kind of hybrid host the cgroup2 at /sys/fs/cgroup/unified has no
+// controllers, so the placement runs without a limit (as
+// --move-to-leaf-cgroup does) and a limit is refused, saying why.
+func TestPlaceNodeAgentV2(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("these tests need root: they create cgroups (run `go test` as root, as CI does)")
+	}
+	mount := "/sys/fs/cgroup"
+	var limit int64 = 64 << 20
+	if cgroups.Mode() != cgroups.Unified {
+		mount = "/sys/fs/cgroup/unified"
+		limit = 0
+		if _, err := os.Stat(filepath.Join(mount, "cgroup.procs")); err != nil {
+			t.Fatalf("no cgroup2 at %s on this hybrid host", mount)
+		}
+	}
+	base := filepath.Join("/", testCgroupParent, "place-v2")
+	dir := filepath.Join(mount, base)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeCgroupTree([]string{dir}) })
+	rep, err := runPlaceHelper(t, placeConfig{Version: 2, Mount: mount, Base: base, BaseDirs: []string{dir}, Limit: limit})
+	if err != nil || rep.Err != "" {
+		t.Fatalf("helper: %v %s", err, rep.Err)
+	}
+	leaf := filepath.Join(dir, AgentLeaf)
+	if strings.Join(rep.Placement.Agent, " ") != leaf || !strings.Contains(rep.Self, "0::"+filepath.Join(base, AgentLeaf)+"\n") {
+		t.Errorf("placement %+v, self %s: want the node-agent in %s", rep.Placement, rep.Self, leaf)
+	}
+	if limit > 0 && rep.LeafLimit != strconv.FormatInt(limit, 10) {
+		t.Errorf("the leaf's memory.max is %q, want %d", rep.LeafLimit, limit)
+	}
+	if len(rep.Runs) != 2 {
+		t.Fatalf("runs' cgroups %v, want two", rep.Runs)
+	}
+	for _, r := range rep.Runs {
+		if filepath.Dir(r) != filepath.Join(dir, cgroupPrefix) {
+			t.Errorf("run cgroup %s: want it in %s, beside the leaf (never below %s)", r, filepath.Join(dir, cgroupPrefix), leaf)
+		}
+	}
+	if !rep.Released || rep.ReleaseErr != "" {
+		t.Errorf("release: %v %s", rep.Released, rep.ReleaseErr)
+	}
+	if limit == 0 {
+		// A limit needs the memory controller, which this cgroup2 lacks.
+		dir2 := filepath.Join(mount, testCgroupParent, "place-v2-limit")
+		if err := os.MkdirAll(dir2, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { removeCgroupTree([]string{dir2}) })
+		rep, err := runPlaceHelper(t, placeConfig{Version: 2, Mount: mount, BaseDirs: []string{dir2}, Limit: 64 << 20})
+		if err != nil || !strings.Contains(rep.Err, "memory controller must be available") {
+			t.Errorf("a limit without the memory controller: %v, %q", err, rep.Err)
+		}
+	}
+}
+
+func TestRelativeCgroup(t *testing.T) {
+	for _, c := range []struct{ root, path, want string }{
+		{"/", "/", "/"},
+		{"/", "/a/b", "/a/b"},
+		// A container: its own cgroup mounted as the hierarchy's root.
+		{"/kubepods/pod1/c1", "/kubepods/pod1/c1", "/"},
+		{"/kubepods/pod1/c1", "/kubepods/pod1/c1/agent", "/agent"},
+		{"/a/b", "/a", ""},
+		{"/a/b", "/a/bc", ""},
+	} {
+		got, err := relativeCgroup(c.root, c.path)
+		if c.want == "" {
+			if err == nil {
+				t.Errorf("relativeCgroup(%q, %q) = %q, want an error", c.root, c.path, got)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("relativeCgroup(%q, %q) = %q, %v; want %q", c.root, c.path, got, err, c.want)
+		}
+	}
+}
+
+func readKVString(s string) map[string]int64 {
+	out := map[string]int64{}
+	for _, l := range strings.Split(s, "\n") {
+		if f := strings.Fields(l); len(f) == 2 {
+			v, _ := strconv.ParseInt(f[1], 10, 64)
+			out[f[0]] = v
+		}
+	}
+	return out
+}
+
+func sortedJoin(l []string) string {
+	l = slices.Clone(l)
+	slices.Sort(l)
+	return strings.Join(l, " ")
+}
