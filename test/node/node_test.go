@@ -137,6 +137,28 @@ func TestPrivilegedNode(t *testing.T) {
 		requirePass(t, waitRun(t, "hello-exec", 3*time.Minute))
 	})
 
+	t.Run("the node-agent is in its own leaf cgroup with the chart's hard memory limit", func(t *testing.T) {
+		pid := processPID(t, "harnessfacts node-agent")
+		b, err := os.ReadFile("/proc/" + pid + "/cgroup")
+		if err != nil {
+			t.Fatal(err)
+		}
+		mem := ""
+		for _, l := range strings.Split(string(b), "\n") {
+			if p := strings.SplitN(l, ":", 3); len(p) == 3 && p[1] == "memory" {
+				mem = p[2]
+			}
+		}
+		if filepath.Base(mem) != "agent" || !strings.Contains(mem, "/kubepods/") {
+			t.Fatalf("the node-agent's memory cgroup is %q, want <its container's cgroup>/agent", mem)
+		}
+		limit, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/memory", mem, "memory.limit_in_bytes"))
+		if err != nil || strings.TrimSpace(string(limit)) != "536870912" {
+			t.Fatalf("the node-agent's leaf has memory.limit_in_bytes %q (%v), want the chart's nodeAgent.memoryLimit 512Mi", limit, err)
+		}
+		t.Logf("node-agent in %s, limit %s", mem, strings.TrimSpace(string(limit)))
+	})
+
 	t.Run("memory limit: the run is OOM-killed, the node-agent survives", func(t *testing.T) {
 		_, uidBefore := nodeAgentPod(t)
 		applyRun(t, `apiVersion: harnessfacts.io/v1alpha1
@@ -145,7 +167,7 @@ metadata: {name: oom, namespace: default}
 spec:
   agent:
     adapter: exec
-    command: [sh, -c, "head -c 400000000 /dev/zero | tr '\\0' a | (read -r x; echo $x) ; echo survived"]
+    command: [sh, -c, "tail /dev/zero; echo survived"]
   fixture:
     inline:
       files:
@@ -160,6 +182,16 @@ spec:
 		restarts := k(t, "get", "pods", "-n", ns, "-l", "app.kubernetes.io/component=node-agent", "-o", "jsonpath={.items[0].status.containerStatuses[0].restartCount}")
 		if uidAfter != uidBefore || restarts != "0" {
 			t.Fatalf("the node-agent did not survive the run's OOM: pod %s -> %s, restarts %s", uidBefore, uidAfter, restarts)
+		}
+		// The OOM kill was the run's cgroup's, not the node-agent's leaf's.
+		b, _ := os.ReadFile("/proc/" + processPID(t, "harnessfacts node-agent") + "/cgroup")
+		for _, l := range strings.Split(string(b), "\n") {
+			if p := strings.SplitN(l, ":", 3); len(p) == 3 && p[1] == "memory" {
+				oc, _ := os.ReadFile(filepath.Join("/sys/fs/cgroup/memory", p[2], "memory.oom_control"))
+				if !strings.Contains(string(oc), "oom_kill 0") {
+					t.Fatalf("the node-agent's leaf %s saw an OOM kill:\n%s", p[2], oc)
+				}
+			}
 		}
 		t.Logf("oom: %s (%s)", run.Status.Reason, run.Status.Message)
 	})
@@ -321,6 +353,20 @@ func boolString(b bool) string {
 		return "true"
 	}
 	return "false"
+}
+
+// processPID finds a host process by its command line and returns its pid.
+func processPID(t *testing.T, cmdline string) string {
+	t.Helper()
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err == nil && strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), cmdline) {
+			return filepath.Base(filepath.Dir(p))
+		}
+	}
+	t.Fatalf("no process %q on the host", cmdline)
+	return ""
 }
 
 // processUID finds a host process by its command line and returns its uid.
