@@ -225,6 +225,16 @@ type attempt struct {
 // returns. When the run must stop, ctx is cancelled with a *StopCause; the
 // agent's process tree is killed and the Outcome still says what is known.
 func (e *Executor) Execute(ctx context.Context, run *harnessv1.HarnessRun) *Outcome {
+	// An earlier node-agent that was still dying when this one started
+	// held its run dirs then (RemoveLeftovers skipped them); they are free
+	// now. Run dirs this process holds stay, as does any dir just made.
+	if removed, err := e.RemoveAbandoned(); err != nil {
+		log.FromContext(ctx).Error(err, "removing abandoned run dirs")
+	} else {
+		for _, d := range removed {
+			log.FromContext(ctx).Info("removed a run dir an earlier node-agent left behind", "dir", d)
+		}
+	}
 	// Until the fixture is read, the limits are resolved without it.
 	a := &attempt{e: e, run: run, started: time.Now().UTC(),
 		limits: harnessv1.ResolveLimits(run.Spec.Limits, nil, nil).Limits}
