@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
+)
+
+func newNodeCleanupCommand() *cobra.Command {
+	var runRoot string
+	var wait time.Duration
+	cmd := &cobra.Command{
+		Use:   "node-cleanup",
+		Short: "Remove what node-agents left on this node once they are gone: run dirs and the run root",
+		Long: `Remove what node-agents left on this node after they stopped for good (the
+chart runs it on every node as a post-delete hook of helm uninstall). It waits
+until no process holds a run dir under --run-root (a node-agent pod still
+terminating, at most --wait), removes every run dir, then the run root and its
+parent when they are empty: the folders the kubelet made for the node-agent's
+hostPath volume. Anything else in those folders is left, and said.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return cleanupNode(cmd.Context(), cmd.OutOrStdout(), runRoot, wait)
+		},
+	}
+	cmd.Flags().StringVar(&runRoot, "run-root", "/var/lib/harnessfacts/runs", "the node-agents' run root")
+	cmd.Flags().DurationVar(&wait, "wait", 2*time.Minute, "how long to wait for run dirs still held by a node-agent that is stopping")
+	return cmd
+}
+
+func cleanupNode(ctx context.Context, out io.Writer, runRoot string, wait time.Duration) error {
+	if !filepath.IsAbs(runRoot) || filepath.Clean(runRoot) == "/" {
+		return fmt.Errorf("--run-root %q: not an absolute path below /", runRoot)
+	}
+	runRoot = filepath.Clean(runRoot)
+	deadline := time.Now().Add(wait)
+	for {
+		removed, err := fixture.RemoveAbandoned(runRoot)
+		for _, d := range removed {
+			fmt.Fprintf(out, "removed run dir %s\n", d)
+		}
+		if err != nil {
+			return err
+		}
+		held, other, err := runRootContents(runRoot)
+		if err != nil {
+			return err
+		}
+		if len(held) == 0 {
+			if len(other) > 0 {
+				fmt.Fprintf(out, "left %s: it holds what is not a run dir: %s\n", runRoot, strings.Join(other, ", "))
+				return nil
+			}
+			for _, d := range []string{runRoot, filepath.Dir(runRoot)} {
+				err := os.Remove(d)
+				switch {
+				case err == nil:
+					fmt.Fprintf(out, "removed %s\n", d)
+				case errors.Is(err, fs.ErrNotExist):
+				default:
+					// Not empty (another use of the parent), or the
+					// mount point of this pod's own volume: stop here.
+					fmt.Fprintf(out, "left %s: %v\n", d, err)
+					return nil
+				}
+			}
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("run dirs under %s are still held after %s (is a node-agent still running on this node?): %s", runRoot, wait, strings.Join(held, ", "))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// runRootContents splits what is left in the run root into run dirs (which
+// RemoveAbandoned left: still held, or just made) and anything else.
+func runRootContents(runRoot string) (runDirs, other []string, err error) {
+	entries, err := os.ReadDir(runRoot)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, e := range entries {
+		// Run dirs, and run dirs being made (".harnessfacts-tmp-…").
+		if e.IsDir() && (strings.HasPrefix(e.Name(), fixture.RunDirPrefix) || strings.HasPrefix(e.Name(), "."+fixture.RunDirPrefix)) {
+			runDirs = append(runDirs, e.Name())
+		} else {
+			other = append(other, e.Name())
+		}
+	}
+	return runDirs, other, nil
+}
