@@ -127,7 +127,9 @@ func waitRollout(t *testing.T) {
 
 func uninstall(t *testing.T) {
 	t.Helper()
-	helmCmd(t, "uninstall", release, "-n", ns, "--wait", "--timeout", "3m")
+	// The post-delete hook waits for the node-agent pod to be gone (its
+	// grace period is 60 s) before it cleans the node.
+	helmCmd(t, "uninstall", release, "-n", ns, "--wait", "--timeout", "5m")
 	eventually(t, 2*time.Minute, "the release's pods gone", func() (bool, string) {
 		out, _ := kubectlErr("get", "pods", "-n", ns, "-o", "name")
 		return strings.TrimSpace(out) == "", out
@@ -227,7 +229,7 @@ func applyRun(t *testing.T, yaml string) {
 }
 
 // hostLeftovers lists what the node-agent may leave on the host: run dirs
-// under the run root, per-run cgroups (a "harnessfacts" cgroup below the
+// under the run root, per-run cgroups (harnessfacts/run-* below the
 // kubelet's pods in any hierarchy), and node-agent or agent processes.
 func hostLeftovers(t *testing.T) []string {
 	t.Helper()
@@ -240,10 +242,8 @@ func hostLeftovers(t *testing.T) []string {
 	hier, _ := filepath.Glob("/sys/fs/cgroup/*/harnessfacts-node")
 	for _, h := range hier {
 		_ = filepath.WalkDir(h, func(p string, d os.DirEntry, err error) error {
-			if err == nil && d.IsDir() && d.Name() == "harnessfacts" {
-				if sub, _ := os.ReadDir(p); len(sub) > 0 {
-					left = append(left, "cgroup "+p)
-				}
+			if err == nil && d.IsDir() && strings.HasPrefix(d.Name(), "run-") && filepath.Base(filepath.Dir(p)) == "harnessfacts" {
+				left = append(left, "cgroup "+p)
 			}
 			return nil
 		})

@@ -5,6 +5,7 @@ package node
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -217,9 +218,23 @@ spec:
 	})
 
 	t.Run("helm uninstall leaves nothing on the host", func(t *testing.T) {
+		// A run longer than the node-agent's shutdown grace is killed with it
+		// and leaves its run dir; the chart's post-delete hook removes it,
+		// and the run root and its parent, which the kubelet made.
+		applyRun(t, sleeperRun("uninstalled", "600", 0))
+		waitRunning(t, "uninstalled")
+		eventually(t, time.Minute, "the run's dir on the host", func() (bool, string) {
+			ents, _ := os.ReadDir(runRoot)
+			return len(ents) > 0, fmt.Sprint(ents)
+		})
 		uninstall(t)
 		eventually(t, time.Minute, "no node-agent leftovers on the host", func() (bool, string) {
 			left := hostLeftovers(t)
+			for _, d := range []string{runRoot, filepath.Dir(runRoot)} {
+				if _, err := os.Stat(d); err == nil {
+					left = append(left, "folder "+d)
+				}
+			}
 			return len(left) == 0, strings.Join(left, "; ")
 		})
 		// The CRDs and the runs stay (crds.keep): the record is not lost.
