@@ -76,7 +76,7 @@ func faultDeletePod(t *testing.T) {
 	// if it starts before the old pod's Lease expires, else the controller
 	// sees the Lease expire first (NodeLost).
 	node := nodeEnv["HARNESSFACTS_NODE_NAME"]
-	ev := k(t, "get", "events", "-n", "default", "--field-selector", "involvedObject.name=killed", "-o", "jsonpath={range .items[*]}{.reason}:{.action}:{.message}|{end}")
+	ev := k(t, "get", "events", "-n", "default", "--field-selector", "involvedObject.name=killed,involvedObject.uid="+string(run.UID), "-o", "jsonpath={range .items[*]}{.reason}:{.action}:{.message}|{end}")
 	restarted := strings.Contains(ev, "Retrying:Retry:the node-agent on "+node+" restarted during the attempt")
 	lost := strings.Contains(ev, "Retrying:Retry:node "+node+" was lost: its heartbeat Lease") && strings.Contains(ev, "expired")
 	if strings.Count(ev, ":Start:") != 2 || strings.Count(ev, "Retrying:Retry:") != 1 || restarted == lost {
