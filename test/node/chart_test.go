@@ -57,6 +57,16 @@ func values(t *testing.T, privileged bool, extra map[string]any) string {
 	if fi, err := os.Stat(filepath.Join(hostAgents, "bin")); err == nil && fi.IsDir() {
 		v["nodeAgent"].(map[string]any)["agentRuntimes"] = map[string]any{"hostPath": hostAgents}
 	}
+	// The run source: this cluster has no kube-proxy and no cluster DNS, so
+	// the node-agent reaches the controller's run source at the controller
+	// pod's IP, and checks its certificate against the Service's name (as
+	// docs/install.md tells such a cluster's operator to).
+	if controllerIP != "" {
+		v["nodeAgent"].(map[string]any)["extraArgs"] = []string{
+			"--controller-url=https://" + controllerIP + ":9443",
+			"--controller-server-name=" + release + "-run-source." + ns + ".svc",
+		}
+	}
 	for k, e := range extra {
 		v["nodeAgent"].(map[string]any)[k] = e
 	}
@@ -114,7 +124,23 @@ func install(t *testing.T, privileged bool, extra map[string]any) {
 	helmCmd(t, "upgrade", "--install", release, filepath.Join(root, "charts", "harnessfacts"), "-n", ns,
 		"-f", values(t, privileged, extra), "--wait", "--timeout", "5m")
 	waitRollout(t)
+	// A new controller pod (a first install) has a new IP: point the
+	// node-agent at it.
+	ip := strings.TrimSpace(k(t, "get", "pods", "-n", ns, "-l", "app.kubernetes.io/component=controller",
+		"--field-selector", "status.phase=Running", "-o", "jsonpath={.items[0].status.podIP}"))
+	if ip == "" {
+		t.Fatalf("the controller pod has no IP\n%s", podsState())
+	}
+	if ip != controllerIP {
+		controllerIP = ip
+		helmCmd(t, "upgrade", release, filepath.Join(root, "charts", "harnessfacts"), "-n", ns,
+			"-f", values(t, privileged, extra), "--wait", "--timeout", "5m")
+		waitRollout(t)
+	}
 }
+
+// controllerIP is the controller pod's IP the node-agent was last pointed at.
+var controllerIP string
 
 func waitRollout(t *testing.T) {
 	t.Helper()
