@@ -196,6 +196,7 @@ func (r *AppContainerRunner) Run(ctx context.Context, spec Spec) (res Result, er
 		return res, err
 	}
 	defer func() { _ = windows.CloseHandle(pi.Process) }()
+	spec.started()
 
 	stop := watch(runCtx, func() { _ = windows.TerminateJobObject(job, 1) })
 	_, werr := windows.WaitForSingleObject(pi.Process, windows.INFINITE)

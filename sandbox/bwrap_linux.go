@@ -417,6 +417,7 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 		blockW.Close()
 		releasePayload(releaseW)
 	}
+	spec.started()
 
 	stop := watch(runCtx, func() {
 		killErr = cg.killAll()

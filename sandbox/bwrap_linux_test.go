@@ -901,3 +901,22 @@ func TestBwrapStdinReachesTheCommand(t *testing.T) {
 		t.Fatalf("stdin: %+v %q, want %q", res, out, prompt)
 	}
 }
+
+// TestBwrapStartedIsCalledOnceBeforeTheEnd: Spec.Started hears of the start
+// once, while the command still runs (it waits for a file Started writes).
+func TestBwrapStartedIsCalledOnceBeforeTheEnd(t *testing.T) {
+	r := requireBwrapHost(t)
+	spec := runDir(t, testBase(t), "sh", "-c", `i=0; while [ ! -e go ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; [ -e go ] && echo saw-go`)
+	calls := 0
+	spec.Started = func() {
+		calls++
+		// The run dir belongs to the sandbox's uid; the file is only read.
+		if err := os.WriteFile(filepath.Join(spec.Dir, "go"), nil, 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+	res, out := run(t, r, spec)
+	if calls != 1 || res.ExitCode != 0 || out != "saw-go\n" {
+		t.Fatalf("Started called %d times; result %+v, output %q: want once, while the command ran", calls, res, out)
+	}
+}

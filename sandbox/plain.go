@@ -67,6 +67,7 @@ func (p *PlainRunner) Run(ctx context.Context, spec Spec) (Result, error) {
 	if err := cmd.Start(); err != nil {
 		return res, fmt.Errorf("sandbox: plain: start %s: %w", spec.Argv[0], err)
 	}
+	spec.started()
 	stop := watch(runCtx, func() { killPlainTree(cmd) })
 	waitErr := cmd.Wait()
 	killPlainTree(cmd) // nothing of the group outlives the run

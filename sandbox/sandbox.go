@@ -163,6 +163,18 @@ type Spec struct {
 	// UID and GID are the unprivileged host ids the command runs as; 0 means
 	// DefaultUID/DefaultGID. Host root cannot be requested.
 	UID, GID int
+	// Started, when set, is called once when the command has been started
+	// in the sandbox and let go (bwrap started and, where the runner holds
+	// it, placed in its cgroup and network and released; the AppContainer
+	// process resumed), before Run waits for it: for a start-latency metric
+	// and a live view. It must return quickly.
+	Started func()
+}
+
+func (s Spec) started() {
+	if s.Started != nil {
+		s.Started()
+	}
 }
 
 func (s Spec) validate() error {
