@@ -176,6 +176,7 @@ func (p *pass) fail(reason, message string, verdict harnessv1.Verdict, class har
 	st.Verdict = verdict
 	st.FailureClass = class
 	st.CompletionTime = p.now.DeepCopy()
+	st.LiveOutput = nil
 	p.setCondition(harnessv1.ConditionReady, metav1.ConditionFalse, reason, message)
 	p.event(corev1.EventTypeWarning, reason, "Fail", message, nil)
 }

@@ -2,8 +2,9 @@
 # `make demo`: a real HarnessRun end to end on this machine, with no cluster
 # and no credentials. It starts `harnessfacts dev` (a local kube-apiserver and
 # etcd, the controller and a node-agent for this machine), applies the hello
-# fixture (a ConfigMap made by kustomize) and its run with kubectl, waits for
-# the verdict (harnessfacts wait, the Finished condition), shows the runs, the nodes and the evidence, verifies the
+# fixture (a ConfigMap made by kustomize) and its run with kubectl, follows the
+# agent's output live (harnessfacts logs -f), waits for the verdict
+# (harnessfacts wait, the Finished condition), shows the runs, the nodes and the evidence, verifies the
 # evidence; then, when an agent CLI is installed, runs the same fixture with
 # the real CLI against `harnessfacts fake-provider`; and stops everything.
 set -euo pipefail
@@ -45,6 +46,11 @@ show apply -k fixtures/hello
 show apply -f fixtures/hello/run.yaml
 
 hf() { bin/harnessfacts "$@" --kubeconfig "$kubeconfig" -n default; }
+# The agent's output as it runs: from the node-agent's live-output server,
+# which asks the API server who the caller is and whether it may get
+# harnessruns/log (once the run has ended, the stored output.log).
+printf '\n$ harnessfacts logs hello -f\n'
+hf logs hello -f --timeout=2m || fail "harnessfacts logs -f failed"
 printf '\n$ harnessfacts wait hello --for=condition=Finished --timeout=2m\n'
 hf wait hello --for=condition=Finished --timeout=2m || fail "the run did not finish in 2 minutes"
 
@@ -100,6 +106,8 @@ spec:
 YAML
 printf '\n$ kubectl apply -f - <<EOF\n%s\nEOF\n' "$(cat "$work/run-cli.yaml")"
 k apply -f "$work/run-cli.yaml"
+printf '\n$ harnessfacts logs %s -f\n' "$run"
+hf logs "$run" -f --timeout=3m || fail "harnessfacts logs -f $run failed"
 printf '\n$ harnessfacts wait %s --timeout=3m\n' "$run"
 hf wait "$run" --timeout=3m || fail "the $run run did not finish in 3 minutes"
 show get harnessruns

@@ -62,6 +62,17 @@ type Options struct {
 	Executor Executor
 	// Clock tells time; the real clock when nil.
 	Clock clock.WithTicker
+	// LiveEndpoint, when set, is recorded in each claimed run's
+	// status.liveOutput.
+	LiveEndpoint *LiveEndpoint
+}
+
+// LiveEndpoint is the node-agent's log server (package livelog).
+type LiveEndpoint struct {
+	// BaseURL is https://HOST:PORT, reachable by those who follow runs.
+	BaseURL string
+	// CertificateSHA256 is the hex SHA-256 of the server certificate's DER.
+	CertificateSHA256 string
 }
 
 // Agent is the node-agent of one node.

@@ -15,6 +15,7 @@ import (
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/node-agent/executor"
+	"github.com/harnessfacts/harnessfacts/node-agent/livelog"
 )
 
 // running is an attempt this process claimed and is carrying out.
@@ -144,6 +145,9 @@ func (a *Agent) claim(ctx context.Context, run *harnessv1.HarnessRun) (reconcile
 	st.Phase, st.StartTime, st.Reason = harnessv1.RunRunning, &now, harnessv1.ReasonRunning
 	st.Message = fmt.Sprintf("the node-agent on %s started attempt %d", a.opts.NodeName, st.Attempt)
 	st.ObservedGeneration = run.Generation
+	if ep := a.opts.LiveEndpoint; ep != nil {
+		st.LiveOutput = &harnessv1.LiveOutput{URL: ep.BaseURL + livelog.Path(run.Namespace, run.Name), CertificateSHA256: ep.CertificateSHA256}
+	}
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: harnessv1.ConditionReady, Status: metav1.ConditionFalse,
 		Reason: harnessv1.ReasonRunning, Message: st.Message, ObservedGeneration: run.Generation, LastTransitionTime: now})
 	if err := a.client.Status().Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {

@@ -44,6 +44,13 @@ type SetupOptions struct {
 	// RefuseFallback refuses the plain fallback on this node, whatever a
 	// run's isolation policy asks (--refuse-fallback).
 	RefuseFallback bool
+	// Observer hears of each attempt's steps and agent start (the
+	// node-agent's metrics).
+	Observer executor.Observer
+	// Live receives each attempt's redacted output as it is produced (the
+	// log server's livelog.Hub); LiveEndpoint says where it is served.
+	Live         executor.LiveOutput
+	LiveEndpoint *LiveEndpoint
 }
 
 // Setup prepares a node-agent on mgr: it makes the executor, removes what an
@@ -80,6 +87,8 @@ func Setup(ctx context.Context, mgr manager.Manager, opts SetupOptions) (*Agent,
 		// status.limits as soon as the fixture is read: the controller's
 		// deadline follows the episode it resolved.
 		LimitsSettled: recordLimits(mgr.GetClient()),
+		Observer:      opts.Observer,
+		Live:          opts.Live,
 	})
 	if err != nil {
 		return nil, err
@@ -97,6 +106,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts SetupOptions) (*Agent,
 		Adapters:       exec.Adapters(ctx),
 		Executor:       exec,
 		ExtraLabels:    opts.ExtraLabels,
+		LiveEndpoint:   opts.LiveEndpoint,
 	})
 }
 

@@ -585,6 +585,30 @@ type HarnessRunStatus struct {
 	// default above one gives way to it.
 	// +optional
 	LimitCeilings *LimitCeilings `json:"limitCeilings,omitempty"`
+	// liveOutput is where the node-agent running the attempt serves the
+	// agent's redacted output while it runs (`harnessfacts logs -f`). It is
+	// set by the claim and removed when the attempt ends.
+	// +optional
+	LiveOutput *LiveOutput `json:"liveOutput,omitempty"`
+}
+
+// LiveOutput is a node-agent's HTTPS endpoint of one run's live output. It
+// authenticates callers with the API server (TokenReview, or a client
+// certificate of the cluster's client CA) and serves only those allowed get
+// on harnessruns/log of the run (SubjectAccessReview).
+type LiveOutput struct {
+	// url is the https URL of the run's output on its node-agent.
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^https://`
+	// +required
+	URL string `json:"url"`
+
+	// certificateSHA256 is the hex SHA-256 of the DER of the node-agent's
+	// serving certificate, which a client pins: the node-agent makes a new
+	// key at each start, signed by no CA a client could know.
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{64}$`
+	// +required
+	CertificateSHA256 string `json:"certificateSHA256"`
 }
 
 // SandboxStatus is the isolation a run really used.

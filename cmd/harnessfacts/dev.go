@@ -148,10 +148,16 @@ func runDev(ctx context.Context, f devFlags) error {
 	if err != nil {
 		return err
 	}
+	// The live output (harnessfacts logs -f) on this machine's loopback.
+	live, endpoint, err := serveLiveOutput(ctx, nmgr, "127.0.0.1:0", "127.0.0.1")
+	if err != nil {
+		return err
+	}
 	if _, err := nodeagent.Setup(ctx, nmgr, nodeagent.SetupOptions{
 		NodeName: f.node, LeaseNamespace: leaseNS, LeaseDuration: 20 * time.Second, Slots: f.slots,
 		RunRoot: f.runRoot, Hidden: defaultHidden, Adapters: adapters.New(adapters.Config{CLIDir: f.agentCLIs}),
 		Controller: controller,
+		Live:       live, LiveEndpoint: endpoint,
 	}); err != nil {
 		return err
 	}

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
@@ -21,63 +23,136 @@ func newLogsCommand() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "logs RUN [-f]",
-		Short: "Print a finished run's redacted output (output.log of its evidence); -f waits for a running one to finish",
-		Long: `Print the agent's output of a finished run: output.log of its evidence
-ConfigMap, redacted before it was stored (credentials, token formats) and
-bounded by limits.maxOutputBytes. It is read with your own credentials, so
-RBAC decides (get on the run and on ConfigMaps of its namespace). Terminal
-control sequences in it are shown inert.
+		Short: "Print a run's redacted output: live from its node-agent while it runs (-f follows), stored in its evidence once it ended",
+		Long: `Print the agent's output of a run, redacted (the run's credentials and
+common token formats are removed before anything is served or stored).
+Terminal control sequences in it are shown inert.
 
-With -f on a run that has not finished, the command waits until it has
-(the Finished condition) and then prints its output. The output is not yet
-streamed while the agent runs: the node-agent does not serve live output.`,
+While the run is Running, the output comes from the node-agent running it
+(status.liveOutput): what it kept so far (the last 64 KiB), and with -f
+everything the agent prints until it ends. The node-agent serves it only to
+callers the API server authenticates and who may get harnessruns/log of the
+run (a SubjectAccessReview, as kubectl logs needs pods/log). Your own
+credentials authenticate you: a client certificate of your kubeconfig, or
+else its bearer token, which is then sent to the node-agent over TLS to the
+certificate the run's status pins.
+
+Once the run has ended, the command prints output.log of its evidence
+ConfigMap (bounded by limits.maxOutputBytes), read with your credentials
+(get on the run and on ConfigMaps of its namespace). With -f on a run that
+has not started yet, it waits for it to start.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, ns, err := k.client()
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			run := &harnessv1.HarnessRun{}
-			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: args[0]}, run); err != nil {
-				return describeErr(err, ns, args[0])
-			}
-			if !run.Status.Phase.Terminal() {
-				if !follow {
-					return fmt.Errorf("HarnessRun %s/%s has not finished (phase %s): its output is stored when it ends; -f waits for that", ns, run.Name, orDash(string(run.Status.Phase)))
-				}
-				cmd.PrintErrf("HarnessRun %s/%s is %s; live output is not served yet: waiting for it to finish\n", ns, run.Name, orDash(string(run.Status.Phase)))
-				dc, err := k.dynamic()
-				if err != nil {
-					return err
-				}
-				wctx := ctx
-				if timeout > 0 {
-					var cancel context.CancelFunc
-					wctx, cancel = context.WithTimeout(ctx, timeout)
-					defer cancel()
-				}
-				if _, err := waitRun(wctx, dc, ns, run.Name, waitFor{condition: harnessv1.ConditionFinished, status: "True"}); err != nil {
-					return err
-				}
-			}
-			run, cm, err := runEvidence(ctx, c, ns, args[0])
+			cfg, err := k.restConfig()
 			if err != nil {
 				return err
 			}
-			b, err := evidence.FromConfigMap(cm.Data, cm.BinaryData)
-			if err != nil {
-				return fmt.Errorf("the evidence of HarnessRun %s/%s: %w", ns, run.Name, err)
+			ctx := cmd.Context()
+			if timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, timeout)
+				defer cancel()
 			}
 			w := termsafe.NewWriter(cmd.OutOrStdout())
-			if _, err := w.Write(b.Output); err != nil {
+			defer func() { _ = w.Flush() }()
+			run, err := liveOrWait(ctx, cmd, c, cfg, ns, args[0], follow, w)
+			if err != nil {
 				return err
 			}
-			return w.Flush()
+			if run == nil {
+				return nil // printed live
+			}
+			return printStored(ctx, c, ns, run.Name, w)
 		},
 	}
 	k = newKube(cmd)
-	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "wait for a run that has not finished, then print its output")
-	cmd.Flags().DurationVar(&timeout, "timeout", 0, "with -f, how long to wait; 0 waits forever")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "follow a running run's output until the agent ends (waiting for a run that has not started)")
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long; 0 waits forever")
 	return cmd
+}
+
+// liveOrWait prints a running run's live output and returns nil, or returns
+// the run once it has ended (or when it has not started and follow is off,
+// an error), for its stored output to be printed.
+func liveOrWait(ctx context.Context, cmd *cobra.Command, c client.Client, cfg *rest.Config, ns, name string, follow bool, w *termsafe.Writer) (*harnessv1.HarnessRun, error) {
+	said := ""
+	for {
+		run := &harnessv1.HarnessRun{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, run); err != nil {
+			return nil, describeErr(err, ns, name)
+		}
+		st := &run.Status
+		if st.Phase.Terminal() {
+			return run, nil
+		}
+		if st.Phase == harnessv1.RunRunning && st.LiveOutput != nil {
+			err := readLive(ctx, cfg, st.LiveOutput, follow, w)
+			switch {
+			case err == nil && !follow:
+				cmd.PrintErrf("(HarnessRun %s/%s is still running: -f follows its output)\n", ns, name)
+				return nil, nil
+			case err == nil:
+				return nil, finished(ctx, cmd, c, ns, name)
+			case !errors.Is(err, errNotServed):
+				return nil, err
+			}
+			// Not served (yet, or any more): look at the run again.
+		} else if !follow {
+			if st.Phase == harnessv1.RunRunning {
+				return nil, fmt.Errorf("HarnessRun %s/%s is running, but its node-agent serves no live output (status.liveOutput is empty: the node-agent runs with --logs-bind-address=0 or is older); its output is stored when it ends", ns, name)
+			}
+			return nil, fmt.Errorf("HarnessRun %s/%s has not started (phase %s): -f waits for it", ns, name, orDash(string(st.Phase)))
+		}
+		if now := string(st.Phase); now != said {
+			said = now
+			if st.Phase == harnessv1.RunRunning && st.LiveOutput == nil {
+				cmd.PrintErrf("HarnessRun %s/%s is running, but its node-agent serves no live output: waiting for it to finish\n", ns, name)
+			} else if st.Phase != harnessv1.RunRunning {
+				cmd.PrintErrf("HarnessRun %s/%s is %s: waiting for it to start\n", ns, name, orDash(now))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("HarnessRun %s/%s: %w", ns, name, ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// finished waits, after the live stream ended, for the run to be Finished
+// and says how it ended, on stderr.
+func finished(ctx context.Context, cmd *cobra.Command, c client.Client, ns, name string) error {
+	for {
+		run := &harnessv1.HarnessRun{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, run); err != nil {
+			return describeErr(err, ns, name)
+		}
+		if run.Status.Phase.Terminal() {
+			cmd.PrintErrf("HarnessRun %s/%s ended: phase %s, verdict %s\n", ns, name, run.Status.Phase, orDash(string(run.Status.Verdict)))
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("HarnessRun %s/%s: the agent's output ended, the run did not: %w", ns, name, ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// printStored prints output.log of a finished run's evidence.
+func printStored(ctx context.Context, c client.Client, ns, name string, w *termsafe.Writer) error {
+	run, cm, err := runEvidence(ctx, c, ns, name)
+	if err != nil {
+		return err
+	}
+	b, err := evidence.FromConfigMap(cm.Data, cm.BinaryData)
+	if err != nil {
+		return fmt.Errorf("the evidence of HarnessRun %s/%s: %w", ns, run.Name, err)
+	}
+	_, err = w.Write(b.Output)
+	return err
 }

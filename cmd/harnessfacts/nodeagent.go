@@ -14,10 +14,13 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	nodeagent "github.com/harnessfacts/harnessfacts/node-agent"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
+	"github.com/harnessfacts/harnessfacts/node-agent/executor"
+	"github.com/harnessfacts/harnessfacts/node-agent/livelog"
 	"github.com/harnessfacts/harnessfacts/node-agent/nodemetrics"
 	"github.com/harnessfacts/harnessfacts/runsource"
 	"github.com/harnessfacts/harnessfacts/sandbox"
@@ -54,6 +57,8 @@ type nodeAgentFlags struct {
 	metrics        metricsFlags
 	probeAddr      string
 	log            logFlags
+	logsAddr       string
+	logsHost       string
 }
 
 // defaultHidden are the host directories no agent may see: node secrets
@@ -133,6 +138,8 @@ behind and ends the runs that process had claimed (reason NodeAgentRestarted).`,
 	f.metrics.add(fl, ":8082")
 	fl.StringVar(&f.probeAddr, "health-probe-bind-address", ":8083", "address of the /healthz and /readyz endpoints")
 	f.log.add(fl)
+	fl.StringVar(&f.logsAddr, "logs-bind-address", ":8084", "address of the HTTPS live-output server (harnessfacts logs -f), which authenticates callers with TokenReview or the cluster's client CA and authorizes get on harnessruns/log; \"0\" turns it off")
+	fl.StringVar(&f.logsHost, "logs-advertise-host", os.Getenv("POD_IP"), "the IP or DNS name by which followers reach the live-output server (default $POD_IP); it goes into its certificate and each run's status.liveOutput")
 	return cmd
 }
 
@@ -227,7 +234,12 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
-	if _, err := nodemetrics.Setup(ctx, mgr.GetCache(), ctrlmetrics.Registry); err != nil {
+	metrics, err := nodemetrics.Setup(ctx, mgr.GetCache(), ctrlmetrics.Registry)
+	if err != nil {
+		return err
+	}
+	live, endpoint, err := serveLiveOutput(ctx, mgr, f.logsAddr, f.logsHost)
+	if err != nil {
 		return err
 	}
 	// In a pod the runtime mounts /sys/fs/cgroup read-only: per-run cgroups
@@ -274,6 +286,7 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 		Sandbox:  sandboxOpts,
 		Adapters: adapters.New(adapters.Config{CLIDir: f.agentCLIs}), ExtraLabels: f.labels,
 		Controller: controller, RefuseFallback: f.refuseFallback,
+		Observer: metrics, Live: live, LiveEndpoint: endpoint,
 	})
 	if err != nil {
 		return err
@@ -286,4 +299,28 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 	}
 	logger.Info("starting the node-agent", "node", f.nodeName, "slots", f.slots, "runRoot", f.runRoot)
 	return mgr.Start(ctx)
+}
+
+// serveLiveOutput adds the live-output server (package livelog) to mgr,
+// bound to addr and reached at host; addr "0" turns it off (nil, nil).
+func serveLiveOutput(ctx context.Context, mgr manager.Manager, addr, host string) (executor.LiveOutput, *nodeagent.LiveEndpoint, error) {
+	if addr == "0" {
+		return nil, nil, nil
+	}
+	if host == "" {
+		// Outside a pod (no $POD_IP) nobody can be told where to connect.
+		ctrl.Log.WithName("live-output").Info("WARNING not serving the runs' live output: --logs-advertise-host is empty (the chart sets $POD_IP); `harnessfacts logs -f` on this node's runs waits for their end instead. Give the address by which users reach this node-agent, or --logs-bind-address=0 to silence this")
+		return nil, nil, nil
+	}
+	hub := livelog.NewHub()
+	l, err := livelog.Listen(ctx, hub, livelog.Config{BindAddress: addr, AdvertiseHost: host, Reviews: mgr.GetClient(),
+		CAReader: mgr.GetAPIReader(), Log: ctrl.Log.WithName("live-output")})
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return l.Server.Serve(ctx, l.Listener) })); err != nil {
+		return nil, nil, err
+	}
+	ctrl.Log.WithName("live-output").Info("serving the runs' live output", "url", l.BaseURL, "certificateSHA256", l.CertificateSHA256)
+	return hub, &nodeagent.LiveEndpoint{BaseURL: l.BaseURL, CertificateSHA256: l.CertificateSHA256}, nil
 }

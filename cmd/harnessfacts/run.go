@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/termsafe"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
 	"github.com/harnessfacts/harnessfacts/node-agent/executor"
 	"github.com/harnessfacts/harnessfacts/node-agent/localrun"
@@ -30,6 +33,8 @@ type runFlags struct {
 	hidden      []string
 	uid, gid    int
 	bwrap       string
+	follow      bool
+	quiet       bool
 }
 
 func newRunCommand() *cobra.Command {
@@ -45,6 +50,11 @@ API server would. spec.fixture.configMapRef NAME is read from the folder
 fixture.yaml); secretKeyRef NAME/KEY from the file --secrets/NAME/KEY.
 At start it removes the run dirs of earlier local runs that were killed
 (those whose owner lock no process holds) from --run-root.
+
+While it runs, each phase and step is said on stderr as it begins (-q
+turns that off); with --follow the agent's output is shown there too, as it
+is produced, redacted as output.log is and with terminal control sequences
+inert. (-f names the run file, as in kubectl apply -f.)
 
 The final status is printed as YAML and the evidence is written to a new
 folder evidence/<run name>/<UTC time> (the link evidence/<run name>/latest
@@ -70,6 +80,8 @@ is 0 for verdict Pass, 1 otherwise.`,
 	fl.IntVar(&f.uid, "run-as-uid", sandbox.DefaultUID, "unprivileged uid the agent runs as")
 	fl.IntVar(&f.gid, "run-as-gid", sandbox.DefaultGID, "unprivileged gid the agent runs as")
 	fl.StringVar(&f.bwrap, "bwrap", "", "bubblewrap binary (default: bwrap on PATH)")
+	fl.BoolVar(&f.follow, "follow", false, "show the agent's redacted output on stderr as it is produced")
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "do not say the phases and steps on stderr")
 	_ = cmd.MarkFlagRequired("file")
 	return cmd
 }
@@ -101,10 +113,16 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 			sources.FixtureDir = dir
 		}
 	}
-	exec, err := executor.New(executor.Options{
+	progress := &localProgress{w: cmd.ErrOrStderr(), quiet: f.quiet, start: time.Now()}
+	opts := executor.Options{
 		Sources: sources, RunRoot: f.runRoot, Hidden: hidden, UID: f.uid, GID: f.gid,
 		Sandbox: sandbox.Options{Bwrap: f.bwrap}, Adapters: adapters.New(adapters.Config{CLIDir: f.agentCLIs}),
-	})
+		Observer: progress,
+	}
+	if f.follow {
+		opts.Live = progress
+	}
+	exec, err := executor.New(opts)
 	if err != nil {
 		return err
 	}
@@ -119,7 +137,9 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	if err != nil {
 		cmd.PrintErrf("WARNING could not remove every abandoned run dir in %s: %v\n", f.runRoot, err)
 	}
+	progress.say("HarnessRun %s: Running", run.Name)
 	final, res := localrun.Run(ctx, exec, run, "")
+	progress.say("HarnessRun %s: %s, verdict %s (%s)", run.Name, final.Status.Phase, orDash(string(final.Status.Verdict)), orDash(final.Status.Reason))
 	evidenceDir := f.evidenceDir
 	if res.Evidence != nil {
 		if evidenceDir == "" {
@@ -208,5 +228,86 @@ func pointLatest(runDir, target string) error {
 		_ = os.Remove(tmp)
 		return err
 	}
+	return nil
+}
+
+// localProgress says on stderr what a local run does as it does it, and
+// (--follow) shows the agent's output there: the executor's Observer and
+// LiveOutput.
+type localProgress struct {
+	mu    sync.Mutex
+	w     io.Writer
+	quiet bool
+	start time.Time
+	live  *liveTerminal
+}
+
+func (p *localProgress) say(format string, args ...any) {
+	if p.quiet {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if l := p.live; l != nil {
+		// The agent's output ended before the next step began.
+		l.endLocked()
+	}
+	fmt.Fprintf(p.w, "[%5.1fs] %s\n", time.Since(p.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// Step implements executor.Observer.
+func (p *localProgress) Step(run *harnessv1.HarnessRun, step string) {
+	p.say("HarnessRun %s: %s", run.Name, step)
+}
+
+// AgentStarted implements executor.Observer.
+func (p *localProgress) AgentStarted(run *harnessv1.HarnessRun, mode sandbox.Mode, latency time.Duration) {
+	p.say("HarnessRun %s: the agent started in %s, %.2fs after the attempt began", run.Name, mode, latency.Seconds())
+}
+
+// Open implements executor.LiveOutput: the agent's redacted output goes to
+// stderr, made inert, between lines that mark it.
+func (p *localProgress) Open(run *harnessv1.HarnessRun) io.WriteCloser {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.live = &liveTerminal{p: p, run: run.Name, w: termsafe.NewWriter(p.w)}
+	return p.live
+}
+
+type liveTerminal struct {
+	p      *localProgress
+	run    string
+	w      *termsafe.Writer
+	opened bool
+	ended  bool
+}
+
+func (l *liveTerminal) Write(b []byte) (int, error) {
+	l.p.mu.Lock()
+	defer l.p.mu.Unlock()
+	if l.ended {
+		return len(b), nil
+	}
+	if !l.opened {
+		l.opened = true
+		fmt.Fprintf(l.p.w, "----- %s: the agent's output (redacted) -----\n", l.run)
+	}
+	return l.w.Write(b)
+}
+
+// endLocked closes the frame of the agent's output, once it was opened.
+func (l *liveTerminal) endLocked() {
+	if !l.opened || l.ended {
+		return
+	}
+	l.ended = true
+	_ = l.w.Flush()
+	fmt.Fprintf(l.p.w, "----- %s: end of the agent's output -----\n", l.run)
+}
+
+func (l *liveTerminal) Close() error {
+	l.p.mu.Lock()
+	defer l.p.mu.Unlock()
+	l.endLocked()
 	return nil
 }

@@ -107,7 +107,15 @@ func (a *attempt) runAgent(ctx context.Context) (*ran, error) {
 		return nil, fail(harnessv1.ReasonRunDirFailed, fmt.Errorf("the agent's output cannot be kept: %w", err))
 	}
 	a.deferCleanup(out.release)
+	if a.live != nil {
+		out.startLive(a.redactor, a.live)
+	}
+	defer out.close() // stops the live view's flusher whatever happens
 	spec.Stdout, spec.Stderr = out.writer(), out.writer()
+	if o := a.e.opts.Observer; o != nil {
+		mode := a.runner.Mode()
+		spec.Started = func() { o.AgentStarted(a.run, mode, time.Since(a.started)) }
+	}
 	res, runErr := a.runner.Run(ctx, spec)
 	out.close()
 	r := &ran{agent: res, agentErr: runErr, out: out, stop: stopCauseOf(ctx)}

@@ -14,6 +14,7 @@ import (
 // evidence seals the attempt's receipt, redacted log and artifacts. The
 // receipt records what status says, so the digest vouches for both.
 func (a *attempt) evidence(in *ran, st *harnessv1.HarnessRunStatus) (*Evidence, *harnessv1.EvidenceStatus, error) {
+	a.step(StepEvidence)
 	run := a.run
 	specDigest := SpecDigest(run.Spec)
 	r := evidence.Receipt{

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -68,6 +69,12 @@ type Options struct {
 	// that the controller's deadline follows the episode the fixture set.
 	// A failure is the callee's to report; the attempt goes on.
 	LimitsSettled func(ctx context.Context, run *harnessv1.HarnessRun, limits harnessv1.ResolvedLimits)
+	// Observer, when set, hears of each attempt's steps and of its agent's
+	// start.
+	Observer Observer
+	// Live, when set, receives each attempt's agent output, redacted, as it
+	// is produced.
+	Live LiveOutput
 }
 
 // Executor carries out attempts, for the node-agent and `harnessfacts run`.
@@ -215,6 +222,10 @@ type attempt struct {
 	// diskNote says why limits.disk was not enforced ("" when it was).
 	diskNote string
 
+	// live receives the agent's redacted output as it is produced; nil
+	// without Options.Live.
+	live io.WriteCloser
+
 	// cleanups run in reverse order when the attempt ends.
 	cleanups []func()
 }
@@ -239,6 +250,12 @@ func (e *Executor) Execute(ctx context.Context, run *harnessv1.HarnessRun) *Outc
 	a := &attempt{e: e, run: run, started: time.Now().UTC(),
 		limits: harnessv1.ResolveLimits(run.Spec.Limits, nil, nil).Limits}
 	defer a.cleanup()
+	if e.opts.Live != nil {
+		// Open from the start, so a follower may wait for the first byte;
+		// closed last, after the agent's output was flushed into it.
+		a.live = e.opts.Live.Open(run)
+		a.deferCleanup(func() { _ = a.live.Close() })
+	}
 	out := a.do(ctx)
 	if out.Status.Phase == "" {
 		out.Status.Phase = harnessv1.RunFailed
@@ -253,30 +270,39 @@ func (e *Executor) Execute(ctx context.Context, run *harnessv1.HarnessRun) *Outc
 // do takes the steps in order; a step that fails ends the attempt as an
 // infrastructure failure with the step's reason.
 func (a *attempt) do(ctx context.Context) *Outcome {
-	steps := []func(context.Context) error{
-		a.readFixture,
-		a.takeID,
-		a.makeRunDir,
-		a.readCredentials,
-		a.chooseSandbox,
-		a.startMCP,
-		a.buildRedactor,
-		a.prepareAgent,
-		a.startEgress,
-		a.writeAgentFiles,
+	steps := []struct {
+		name string // for an Observer; "" continues the step before
+		do   func(context.Context) error
+	}{
+		{StepFixture, a.readFixture},
+		{StepRunDir, a.takeID},
+		{"", a.makeRunDir},
+		{StepCredentials, a.readCredentials},
+		{"", a.chooseSandbox},
+		{StepMCP, a.startMCP},
+		{"", a.buildRedactor},
+		{"", a.prepareAgent},
+		{StepEgress, a.startEgress},
+		{"", a.writeAgentFiles},
 	}
-	for _, step := range steps {
-		if err := step(ctx); err != nil {
+	for _, st := range steps {
+		if st.name != "" {
+			a.step(st.name)
+		}
+		if err := st.do(ctx); err != nil {
 			return failed(err)
 		}
 	}
+	a.step(StepAgent)
 	res, err := a.runAgent(ctx)
 	if err != nil {
 		return failed(err)
 	}
 	if res.stop == nil && !res.agent.TimedOut {
+		a.step(StepChecks)
 		res.checks = a.runChecks(ctx)
 	}
+	a.step(StepArtifacts)
 	var artifactsSeen bool
 	res.artifacts, artifactsSeen = a.collectArtifacts()
 	res.mcp = a.mcp.summary()

@@ -3,6 +3,7 @@ package executor
 import (
 	"io"
 	"sync"
+	"time"
 
 	"github.com/harnessfacts/harnessfacts/node-agent/evidence"
 	"github.com/harnessfacts/harnessfacts/node-agent/mcp"
@@ -30,7 +31,19 @@ type output struct {
 	spool   *spool.Spool     // the agent's
 	closed  bool
 	raw     int64
+
+	// live is the live view's own redacting writer (nil without one): see
+	// startLive.
+	live     *redact.Writer
+	liveHeld bool // live holds bytes since its last flush
+	liveNL   bool // the last write ended a line
+	liveStop chan struct{}
+	liveDone chan struct{}
 }
+
+// livePeriod is how often the live view passes on finished lines the
+// redactor holds.
+const livePeriod = 250 * time.Millisecond
 
 // newOutput keeps up to limit bytes in memory: for a check's output.
 func newOutput(red *redact.Redactor, token string, limit int64) *output {
@@ -57,6 +70,38 @@ func newSpooledOutput(red *redact.Redactor, token string, limit int64, dir strin
 	return o, nil
 }
 
+// startLive also sends the output, redacted by the same redactor through
+// its own writer, to live. A redacting writer holds back its last Window()
+// bytes (8 KiB with the token rules) until more comes or the stream ends,
+// so that a secret split across writes is still seen whole: that is what
+// output.log gets. The live view would then show a quiet agent's last
+// lines only at its end; so, when the agent's last write ended a line, the
+// live writer is flushed (every livePeriod). A single-line secret is thus
+// never split in the live view; only a multi-line one (a PEM key) written
+// line by line could be. output.log never flushes early.
+func (o *output) startLive(red *redact.Redactor, live io.Writer) {
+	o.live = red.NewWriter(live)
+	o.liveStop, o.liveDone = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(o.liveDone)
+		t := time.NewTicker(livePeriod)
+		defer t.Stop()
+		for {
+			select {
+			case <-o.liveStop:
+				return
+			case <-t.C:
+				o.mu.Lock()
+				if o.liveHeld && o.liveNL && !o.closed {
+					_ = o.live.Flush()
+					o.liveHeld = false
+				}
+				o.mu.Unlock()
+			}
+		}
+	}()
+}
+
 // writer returns the io.Writer to give the sandbox for stdout or stderr.
 func (o *output) writer() io.Writer { return lockedWriter{o} }
 
@@ -73,17 +118,29 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 		_, _ = w.o.watcher.Write(p)
 	}
 	_, _ = w.o.redact.Write(p)
+	if w.o.live != nil && len(p) > 0 {
+		_, _ = w.o.live.Write(p)
+		w.o.liveHeld, w.o.liveNL = true, p[len(p)-1] == '\n'
+	}
 	// Output is never refused: a failing log must not kill the agent.
 	return len(p), nil
 }
 
-// close flushes what the redactor holds back.
+// close flushes what the redactors hold back.
 func (o *output) close() {
+	if o.liveStop != nil {
+		close(o.liveStop)
+		<-o.liveDone
+		o.liveStop = nil
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if !o.closed {
 		o.closed = true
 		_ = o.redact.Close()
+		if o.live != nil {
+			_ = o.live.Close()
+		}
 	}
 }
 

@@ -1,19 +1,23 @@
 // Package nodemetrics counts, for an SRE's alerts, what the node-agent's runs
 // did on its node: runs in flight, and, as each run ends, OOM kills, egress
 // denials, disk-limit stops and MCP calls. It reads the runs the node-agent's
-// cache already holds (only its own node's), so it adds no API traffic and
-// needs no hook in the executor.
+// cache already holds (only its own node's), so it adds no API traffic. The
+// one figure status cannot tell to the millisecond, the sandbox's start
+// latency, it hears from the executor as an executor.Observer.
 package nodemetrics
 
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/node-agent/executor"
+	"github.com/harnessfacts/harnessfacts/sandbox"
 )
 
 // The series, each documented in docs/metrics.md.
@@ -25,6 +29,7 @@ const (
 	DiskLimitStops  = "harnessfacts_node_disk_limit_stops_total"
 	MCPCalls        = "harnessfacts_node_mcp_calls_total"
 	SandboxFallback = "harnessfacts_node_sandbox_fallbacks_total"
+	SandboxStart    = "harnessfacts_node_sandbox_start_seconds"
 )
 
 // Metrics are the node-agent's run metrics.
@@ -36,6 +41,18 @@ type Metrics struct {
 	diskStops prometheus.Counter
 	mcpCalls  *prometheus.CounterVec
 	fallbacks prometheus.Counter
+	start     *prometheus.HistogramVec
+}
+
+var _ executor.Observer = (*Metrics)(nil)
+
+// Step implements executor.Observer; steps are not counted.
+func (m *Metrics) Step(*harnessv1.HarnessRun, string) {}
+
+// AgentStarted implements executor.Observer: the start latency, by sandbox
+// mode.
+func (m *Metrics) AgentStarted(_ *harnessv1.HarnessRun, mode sandbox.Mode, latency time.Duration) {
+	m.start.WithLabelValues(string(mode)).Observe(latency.Seconds())
 }
 
 // New registers the metrics with reg (controller-runtime's registry in the
@@ -56,8 +73,11 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "MCP get_token calls the runs' token servers answered, by transport."}, []string{"transport"}),
 		fallbacks: prometheus.NewCounter(prometheus.CounterOpts{Name: SandboxFallback,
 			Help: "Runs whose agent ran unsandboxed because their isolation policy allowed a fallback."}),
+		start: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: SandboxStart,
+			Help:    "Time from the node-agent's start of an attempt (right after its claim) to the agent's command started in its sandbox: fixture, run dir, credentials, MCP server, egress proxy and the sandbox's own start, by sandbox mode.",
+			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120}}, []string{"mode"}),
 	}
-	for _, c := range []prometheus.Collector{m.inFlight, m.ended, m.oom, m.denials, m.diskStops, m.mcpCalls, m.fallbacks} {
+	for _, c := range []prometheus.Collector{m.inFlight, m.ended, m.oom, m.denials, m.diskStops, m.mcpCalls, m.fallbacks, m.start} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering the node-agent's run metrics: %w", err)
 		}

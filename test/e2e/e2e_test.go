@@ -26,6 +26,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
@@ -37,6 +38,7 @@ import (
 	nodeagent "github.com/harnessfacts/harnessfacts/node-agent"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
+	"github.com/harnessfacts/harnessfacts/node-agent/livelog"
 )
 
 const (
@@ -145,10 +147,22 @@ func startStack(ctx context.Context) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
+	// The node-agent's live-output server, as `harnessfacts node-agent`
+	// runs it, on loopback.
+	hub := livelog.NewHub()
+	live, err := livelog.Listen(ctx, hub, livelog.Config{BindAddress: "127.0.0.1:0", AdvertiseHost: "127.0.0.1",
+		Reviews: nmgr.GetClient(), CAReader: nmgr.GetAPIReader(), Log: ctrl.Log.WithName("live-output")})
+	if err != nil {
+		return nil, err
+	}
+	if err := nmgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return live.Server.Serve(ctx, live.Listener) })); err != nil {
+		return nil, err
+	}
 	if _, err := nodeagent.Setup(ctx, nmgr, nodeagent.SetupOptions{
 		NodeName: nodeName, LeaseNamespace: leaseNS, LeaseDuration: 8 * time.Second, Slots: 2,
 		RunRoot: runRoot, InitBinary: binary, Adapters: adapters.Default(),
 		ExtraLabels: map[string]string{mainNodeLabel: "main"}, Controller: controller,
+		Live: hub, LiveEndpoint: &nodeagent.LiveEndpoint{BaseURL: live.BaseURL, CertificateSHA256: live.CertificateSHA256},
 	}); err != nil {
 		return nil, err
 	}

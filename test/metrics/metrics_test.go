@@ -197,7 +197,8 @@ func TestMetricsEndpoints(t *testing.T) {
 		"--metrics-bind-address", ctlAddr, "--health-probe-bind-address", "0"}, secretPath.ControllerArgs()...)...)
 	start(t, binary, append([]string{"node-agent", "--kubeconfig", kubeconfig, "--node-name", "metrics-node", "--lease-namespace", system,
 		"--run-root", filepath.Join(tmp, "runs"), "--cgroup-mount", filepath.Join(tmp, "cgroup"), "--slots", "2",
-		"--metrics-bind-address", nodeAddr, "--health-probe-bind-address", "0"}, controllerFlags...)...)
+		"--metrics-bind-address", nodeAddr, "--health-probe-bind-address", "0",
+		"--logs-bind-address", "127.0.0.1:0", "--logs-advertise-host", "127.0.0.1"}, controllerFlags...)...)
 
 	// Prometheus' service account, bound to the chart's metrics-reader
 	// rule, and one that is not.

@@ -1,0 +1,240 @@
+package livelog
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+)
+
+// The resource a follower must be allowed: verb get on harnessruns/log in
+// the run's namespace, as `kubectl logs` needs get on pods/log.
+const (
+	Verb        = "get"
+	Resource    = "harnessruns"
+	Subresource = "log"
+)
+
+// MaxConnections bounds the streams one node-agent serves at once.
+const MaxConnections = 64
+
+// Path is the URL path of a run's output: /runs/NAMESPACE/NAME/log;
+// ?follow=true streams it until the agent ends.
+func Path(namespace, name string) string {
+	return "/runs/" + namespace + "/" + name + "/log"
+}
+
+// Server serves a Hub's streams over HTTPS to callers the API server
+// authenticates (a bearer token through a TokenReview, or a client
+// certificate signed by the cluster's client CA) and authorizes (a
+// SubjectAccessReview for get on harnessruns/log of the run), as the kubelet
+// does for its own API. Only redacted bytes are ever in a Hub.
+type Server struct {
+	// Hub holds the streams.
+	Hub *Hub
+	// Reviews creates TokenReviews and SubjectAccessReviews.
+	Reviews client.Client
+	// ClientCAs verify client certificates; nil accepts bearer tokens only.
+	ClientCAs *x509.CertPool
+	// Certificate is the server's certificate.
+	Certificate tls.Certificate
+	// Log records refusals and errors.
+	Log logr.Logger
+
+	slots chan struct{}
+}
+
+// TLSConfig is the server's TLS configuration: its certificate, TLS 1.2 or
+// later, and client certificates verified against ClientCAs when given.
+func (s *Server) TLSConfig() *tls.Config {
+	cfg := &tls.Config{Certificates: []tls.Certificate{s.Certificate}, MinVersion: tls.VersionTLS12, ClientAuth: tls.NoClientCert}
+	if s.ClientCAs != nil {
+		cfg.ClientAuth, cfg.ClientCAs = tls.VerifyClientCertIfGiven, s.ClientCAs
+	}
+	return cfg
+}
+
+// Handler is the HTTP handler of the log endpoint.
+func (s *Server) Handler() http.Handler {
+	if s.slots == nil {
+		s.slots = make(chan struct{}, MaxConnections)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /runs/{namespace}/{name}/log", s.serveLog)
+	return mux
+}
+
+// Serve serves on l until ctx ends.
+func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	srv := &http.Server{Handler: s.Handler(), TLSConfig: s.TLSConfig(), ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ServeTLS(l, "", "") }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shut, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shut)
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// caller is who the API server says the caller is.
+type caller struct {
+	name   string
+	uid    string
+	groups []string
+	extra  map[string]authorizationv1.ExtraValue
+}
+
+func (s *Server) serveLog(w http.ResponseWriter, r *http.Request) {
+	select {
+	case s.slots <- struct{}{}:
+		defer func() { <-s.slots }()
+	default:
+		http.Error(w, "the node-agent serves too many log streams; try again later", http.StatusServiceUnavailable)
+		return
+	}
+	ns, name := r.PathValue("namespace"), r.PathValue("name")
+	who, status, err := s.authenticate(r)
+	if err != nil {
+		s.Log.Info("refused a log request", "run", ns+"/"+name, "status", status, "reason", err.Error(), "remote", r.RemoteAddr)
+		if status == http.StatusUnauthorized {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="harnessfacts node-agent"`)
+		}
+		http.Error(w, err.Error(), status)
+		return
+	}
+	if status, err := s.authorize(r.Context(), who, ns, name); err != nil {
+		s.Log.Info("refused a log request", "run", ns+"/"+name, "user", who.name, "status", status, "reason", err.Error())
+		http.Error(w, err.Error(), status)
+		return
+	}
+	stream, ok := s.Hub.Lookup(ns, name)
+	if !ok {
+		http.Error(w, fmt.Sprintf("HarnessRun %s/%s is not running on this node: it has not started or has ended (a finished run's output is in its evidence: harnessfacts logs %s)", ns, name, name), http.StatusNotFound)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-HarnessFacts-Run-UID", string(stream.UID))
+	h.Set("X-HarnessFacts-Attempt", fmt.Sprint(stream.Attempt))
+	if r.URL.Query().Get("follow") != "true" {
+		_, _ = w.Write(stream.Snapshot())
+		return
+	}
+	f, err := stream.Follow()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusTooManyRequests)
+		return
+	}
+	defer f.Close()
+	rc := http.NewResponseController(w)
+	w.WriteHeader(http.StatusOK)
+	_ = rc.Flush()
+	for {
+		b, done, err := f.Next(r.Context())
+		if err != nil || done {
+			return
+		}
+		if _, err := w.Write(b); err != nil {
+			return
+		}
+		if err := rc.Flush(); err != nil {
+			return
+		}
+	}
+}
+
+// authenticate finds the caller: a client certificate the TLS handshake
+// verified against the cluster's client CA, else a bearer token the API
+// server's TokenReview accepts.
+func (s *Server) authenticate(r *http.Request) (caller, int, error) {
+	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
+		leaf := r.TLS.VerifiedChains[0][0]
+		if leaf.Subject.CommonName == "" {
+			return caller{}, http.StatusUnauthorized, errors.New("the client certificate names no user")
+		}
+		return caller{name: leaf.Subject.CommonName, groups: append([]string{"system:authenticated"}, leaf.Subject.Organization...)}, 0, nil
+	}
+	auth := r.Header.Get("Authorization")
+	token, ok := strings.CutPrefix(auth, "Bearer ")
+	if !ok || strings.TrimSpace(token) == "" {
+		return caller{}, http.StatusUnauthorized, errors.New("no credentials: send a bearer token the cluster accepts, or a client certificate of the cluster's client CA")
+	}
+	tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: strings.TrimSpace(token)}}
+	if err := s.Reviews.Create(r.Context(), tr); err != nil {
+		return caller{}, http.StatusServiceUnavailable, fmt.Errorf("the token could not be reviewed: %w", err)
+	}
+	if !tr.Status.Authenticated {
+		return caller{}, http.StatusUnauthorized, errors.New("the API server did not accept the token")
+	}
+	u := tr.Status.User
+	c := caller{name: u.Username, uid: u.UID, groups: u.Groups, extra: map[string]authorizationv1.ExtraValue{}}
+	for k, v := range u.Extra {
+		c.extra[k] = authorizationv1.ExtraValue(v)
+	}
+	return c, 0, nil
+}
+
+// authorize asks the API server whether who may get harnessruns/log of the
+// run.
+func (s *Server) authorize(ctx context.Context, who caller, ns, name string) (int, error) {
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: who.name, UID: who.uid, Groups: who.groups, Extra: who.extra,
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: Verb, Group: harnessv1.GroupVersion.Group,
+			Resource: Resource, Subresource: Subresource, Name: name},
+	}}
+	if err := s.Reviews.Create(ctx, sar); err != nil {
+		return http.StatusServiceUnavailable, fmt.Errorf("the access could not be reviewed: %w", err)
+	}
+	if !sar.Status.Allowed {
+		msg := fmt.Sprintf("user %q may not %s %s/%s of HarnessRun %s/%s", who.name, Verb, Resource, Subresource, ns, name)
+		if sar.Status.Reason != "" {
+			msg += ": " + sar.Status.Reason
+		}
+		return http.StatusForbidden, errors.New(msg)
+	}
+	return 0, nil
+}
+
+// ClusterClientCA reads the cluster's client CA from the ConfigMap
+// kube-system/extension-apiserver-authentication (key client-ca-file), which
+// the API server publishes for servers that authenticate its users, as
+// aggregated API servers and metrics-server do.
+func ClusterClientCA(ctx context.Context, r client.Reader) (*x509.CertPool, error) {
+	cm := &corev1.ConfigMap{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: "kube-system", Name: "extension-apiserver-authentication"}, cm); err != nil {
+		return nil, err
+	}
+	pem := cm.Data["client-ca-file"]
+	if pem == "" {
+		return nil, errors.New("kube-system/extension-apiserver-authentication has no client-ca-file")
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM([]byte(pem)) {
+		return nil, errors.New("kube-system/extension-apiserver-authentication: client-ca-file holds no certificate")
+	}
+	return pool, nil
+}
