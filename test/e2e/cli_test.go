@@ -192,9 +192,10 @@ func TestCLICancel(t *testing.T) {
 	if out := cli(t, ns, true, "wait", "sleeper", "--timeout=2s"); !strings.Contains(out, "timed out after 2s waiting for condition Finished=True") {
 		t.Errorf("a wait that times out:\n%s", out)
 	}
-	// Without -f, logs of a running run says it has not finished; with -f
-	// it waits for the end and prints the output (not live yet).
-	if out := cli(t, ns, true, "logs", "sleeper"); !strings.Contains(out, "has not finished") {
+	// Without -f, logs of a running run prints what its node-agent kept so
+	// far and says it still runs; with -f it follows the output live until
+	// the agent ends (here: cancelled), then says how the run ended.
+	if out := cli(t, ns, false, "logs", "sleeper"); !strings.Contains(out, "started\n") || !strings.Contains(out, "is still running: -f follows its output") {
 		t.Errorf("harnessfacts logs of a running run:\n%s", out)
 	}
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
@@ -222,7 +223,7 @@ func TestCLICancel(t *testing.T) {
 	if c := meta.FindStatusCondition(run.Status.Conditions, harnessv1.ConditionFinished); c == nil || c.Reason != "Error" || run.Status.Reason != harnessv1.ReasonCancelled {
 		t.Errorf("cancelled run: reason %q, Finished %+v; want reason Cancelled, Finished for verdict Error", run.Status.Reason, c)
 	}
-	if err := follow.Wait(); err != nil || !strings.Contains(followOut.String(), "started") {
+	if err := follow.Wait(); err != nil || !strings.Contains(followOut.String(), "started\n") || !strings.Contains(followOut.String(), "ended: phase Failed, verdict Error") {
 		t.Errorf("harnessfacts logs -f of the cancelled run: %v\n%s", err, followOut.String())
 	}
 	if out := cli(t, ns, false, "cancel", "sleeper"); !strings.Contains(out, "already finished") {
