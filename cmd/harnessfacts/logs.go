@@ -66,7 +66,14 @@ has not started yet, it waits for it to start.`,
 			if run == nil {
 				return nil // printed live
 			}
-			return printStored(ctx, c, ns, run.Name, w)
+			if err := printStored(ctx, c, ns, run.Name, w); err != nil {
+				return err
+			}
+			if follow {
+				// As after a followed stream: how the run ended.
+				cmd.PrintErrf("HarnessRun %s/%s ended: phase %s, verdict %s\n", ns, run.Name, run.Status.Phase, orDash(string(run.Status.Verdict)))
+			}
+			return nil
 		},
 	}
 	k = newKube(cmd)
