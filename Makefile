@@ -29,7 +29,7 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: demo
-demo: ## The main job: a real HarnessRun end to end on this machine (harnessfacts dev, kubectl, harnessfacts wait, evidence verify; then a real agent CLI against fake-provider when one is installed).
+demo: ## The main job: a real HarnessRun end to end on this machine (harnessfacts dev, kubectl, harnessfacts logs -f and wait, evidence verify; then a real agent CLI against fake-provider when one is installed).
 	@hack/demo.sh
 
 .PHONY: build
