@@ -335,7 +335,24 @@ func chartPodAsProbe(t *testing.T) string {
 	c := &spec.Containers[0]
 	c.Command, c.Args = []string{"/bin/sleep", "infinity"}, nil
 	c.LivenessProbe, c.ReadinessProbe, c.StartupProbe = nil, nil, nil
-	// The probe needs no API access: no service account token.
+	// The probe needs no API access: no service account token, and not
+	// the run source's CA and token (made by a release it does not have).
+	var vols []corev1.Volume
+	for _, v := range spec.Volumes {
+		if v.ConfigMap == nil && v.Projected == nil && v.Secret == nil {
+			vols = append(vols, v)
+		}
+	}
+	spec.Volumes = vols
+	var mounts []corev1.VolumeMount
+	for _, m := range spec.Containers[0].VolumeMounts {
+		for _, v := range vols {
+			if v.Name == m.Name {
+				mounts = append(mounts, m)
+			}
+		}
+	}
+	spec.Containers[0].VolumeMounts = mounts
 	spec.ServiceAccountName = ""
 	no := false
 	spec.AutomountServiceAccountToken = &no
