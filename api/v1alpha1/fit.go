@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"strings"
 	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -74,6 +75,13 @@ func (s *HarnessRunStatus) Fit() {
 		sb.Mode = Truncate(sb.Mode, 64)
 		sb.FallbackReason = Truncate(sb.FallbackReason, MaxMessageLength)
 		sb.Seccomp = Truncate(sb.Seccomp, 512)
+	}
+	// The live-output endpoint is the node-agent's own (its pod IP and its
+	// certificate): one that does not meet the schema is dropped rather
+	// than cut, since a shortened URL or digest is of no use; `logs` then
+	// prints the stored output.
+	if l := s.LiveOutput; l != nil && (len(l.URL) > 512 || !strings.HasPrefix(l.URL, "https://") || !isHexSHA256(l.CertificateSHA256)) {
+		s.LiveOutput = nil
 	}
 	if a := s.Agent; a != nil {
 		a.CLIVersion = Truncate(a.CLIVersion, 128)
@@ -160,4 +168,17 @@ func truncateHead(s string, n int) string {
 		cut++
 	}
 	return s[cut:]
+}
+
+// isHexSHA256 reports whether s is 64 lower-case hex digits.
+func isHexSHA256(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
