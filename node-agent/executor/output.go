@@ -76,9 +76,10 @@ func newSpooledOutput(red *redact.Redactor, token string, limit int64, dir strin
 // so that a secret split across writes is still seen whole: that is what
 // output.log gets. The live view would then show a quiet agent's last
 // lines only at its end; so, when the agent's last write ended a line, the
-// live writer is flushed (every livePeriod). A single-line secret is thus
-// never split in the live view; only a multi-line one (a PEM key) written
-// line by line could be. output.log never flushes early.
+// live writer is flushed (every livePeriod) with FlushLive, which still
+// holds a tail that could be the start of one of the run's secrets: a
+// multi-line one (a PEM key) printed line by line shows only when whole,
+// and redacted. output.log never flushes early.
 func (o *output) startLive(red *redact.Redactor, live io.Writer) {
 	o.live = red.NewWriter(live)
 	o.liveStop, o.liveDone = make(chan struct{}), make(chan struct{})
@@ -93,7 +94,7 @@ func (o *output) startLive(red *redact.Redactor, live io.Writer) {
 			case <-t.C:
 				o.mu.Lock()
 				if o.liveHeld && o.liveNL && !o.closed {
-					_ = o.live.Flush()
+					_ = o.live.FlushLive()
 					o.liveHeld = false
 				}
 				o.mu.Unlock()

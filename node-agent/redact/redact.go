@@ -138,6 +138,22 @@ func New(opts Options) (*Redactor, error) {
 // rule match it must see whole.
 func (r *Redactor) Window() int { return r.window }
 
+// partialStart is the index of the longest tail of p that is a proper
+// prefix of a secret's form (len(p) when none is): where a secret may have
+// begun without having ended yet.
+func (r *Redactor) partialStart(p []byte) int {
+	start := len(p)
+	for _, n := range r.needles {
+		for i := max(0, len(p)-len(n)+1); i < start; i++ {
+			if bytes.HasPrefix(n, p[i:]) {
+				start = i
+				break
+			}
+		}
+	}
+	return start
+}
+
 // Forms returns the ways a value may appear in output: raw first, then
 // JSON-escaped, URL-quoted and base64 forms (deduplicated).
 func Forms(s string) []string {

@@ -200,3 +200,45 @@ func TestTokensAnywhereInALongStreamAreRedacted(t *testing.T) {
 		}
 	}
 }
+
+// TestFlushLiveHoldsTheStartOfASecret: a live view flushes a quiet stream's
+// finished lines, but a multi-line secret printed line by line is never
+// shown in part: its first lines stay held until it is whole and redacted.
+// Flush, which a live view used before, shows them.
+func TestFlushLiveHoldsTheStartOfASecret(t *testing.T) {
+	key := "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----"
+	r, err := New(Options{Secrets: []string{key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(key, "\n")
+	for _, tc := range []struct {
+		name  string
+		flush func(*Writer) error
+		leaks bool
+	}{{"FlushLive", (*Writer).FlushLive, false}, {"Flush", (*Writer).Flush, true}} {
+		var out bytes.Buffer
+		w := r.NewWriter(&out)
+		_, _ = w.Write([]byte("working\n" + lines[0]))
+		if err := tc.flush(w); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(out.String(), "working\n") {
+			t.Errorf("%s: the finished line before the secret was not shown: %q", tc.name, out.String())
+		}
+		_, _ = w.Write([]byte(lines[1]))
+		if err := tc.flush(w); err != nil {
+			t.Fatal(err)
+		}
+		_, _ = w.Write([]byte(lines[2] + "\ndone\n"))
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if leaked := strings.Contains(out.String(), "BEGIN PRIVATE KEY"); leaked != tc.leaks {
+			t.Errorf("%s: leaked %t, want %t: %q", tc.name, leaked, tc.leaks, out.String())
+		}
+		if !strings.HasSuffix(out.String(), "done\n") {
+			t.Errorf("%s: the stream's end is missing: %q", tc.name, out.String())
+		}
+	}
+}

@@ -66,6 +66,18 @@ func (w *Writer) Flush() error {
 	return w.process(true)
 }
 
+// FlushLive writes out what is held, except a tail that could be the start
+// of one of the run's secrets: for a live view, which must show a quiet
+// stream's last lines now, but never the first lines of a multi-line secret
+// (a PEM key printed line by line) that output.log redacts whole. The tail
+// stays held until more comes, a later FlushLive or Close.
+func (w *Writer) FlushLive() error {
+	if w.err != nil {
+		return w.err
+	}
+	return w.processTo(true, w.ctx+w.r.partialStart(w.buf[w.ctx:]))
+}
+
 // Close flushes. It does not close the destination.
 func (w *Writer) Close() error { return w.Flush() }
 
@@ -75,11 +87,15 @@ func (w *Writer) Redactions() int64 { return w.n }
 // process redacts the pending bytes up to the emit limit (all of them when
 // final) and writes them out.
 func (w *Writer) process(final bool) error {
-	n := len(w.buf)
-	limit := n
+	limit := len(w.buf)
 	if !final {
-		limit = n - w.r.window
+		limit -= w.r.window
 	}
+	return w.processTo(final, limit)
+}
+
+// processTo redacts the pending bytes and writes out those before limit.
+func (w *Writer) processTo(final bool, limit int) error {
 	if limit <= w.ctx {
 		return nil
 	}
