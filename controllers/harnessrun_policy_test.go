@@ -82,19 +82,21 @@ func TestFairShareQueuesANamespace(t *testing.T) {
 		t.Fatalf("the node held %d runs of the namespace at once, the policy allows 2", got)
 	}
 
-	// Finishing one lets exactly one more go.
+	// Finishing one lets exactly one more go. A bound run may still be
+	// Scheduled (the node has not claimed it yet); only a Running one can
+	// finish.
 	list := &harnessv1.HarnessRunList{}
-	if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range list.Items {
-		if r.Status.NodeName != "" {
-			if err := node.Finish(ctx, client.ObjectKeyFromObject(&r), fakenode.Pass); err != nil {
-				t.Fatal(err)
-			}
-			break
+	eventually(t, wait, func() error {
+		if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return err
 		}
-	}
+		for _, r := range list.Items {
+			if r.Status.NodeName != "" && r.Status.Phase == harnessv1.RunRunning {
+				return node.Finish(ctx, client.ObjectKeyFromObject(&r), fakenode.Pass)
+			}
+		}
+		return fmt.Errorf("no run of %s is Running on the node yet", ns)
+	})
 	eventually(t, wait, func() error {
 		if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
 			return err
