@@ -101,6 +101,18 @@ func (s *HarnessRunStatus) Fit() {
 			n.DeniedHosts[i] = Truncate(n.DeniedHosts[i], 261)
 		}
 	}
+	if u := s.Usage; u != nil {
+		// Figures that name no source claim none.
+		if u.Source == "" {
+			u.Source = UsageNone
+		}
+		u.ModelRequested = Truncate(u.ModelRequested, 256)
+		u.Models = u.Models[:min(len(u.Models), 8)]
+		for i := range u.Models {
+			u.Models[i] = Truncate(u.Models[i], 256)
+		}
+		u.EstimatedCost = Truncate(u.EstimatedCost, 64)
+	}
 	s.Checks = s.Checks[:min(len(s.Checks), 64)]
 	for i := range s.Checks {
 		c := &s.Checks[i]

@@ -585,6 +585,11 @@ type HarnessRunStatus struct {
 	// default above one gives way to it.
 	// +optional
 	LimitCeilings *LimitCeilings `json:"limitCeilings,omitempty"`
+	// usage is what the model provider served the attempt: requests, tokens
+	// and the models that answered, and where the figures came from.
+	// +optional
+	Usage *UsageStatus `json:"usage,omitempty"`
+
 	// liveOutput is where the node-agent running the attempt serves the
 	// agent's redacted output while it runs (`harnessfacts logs -f`). It is
 	// set by the claim and removed when the attempt ends.
@@ -609,6 +614,89 @@ type LiveOutput struct {
 	// +kubebuilder:validation:Pattern=`^[0-9a-f]{64}$`
 	// +required
 	CertificateSHA256 string `json:"certificateSHA256"`
+}
+
+// UsageSource says where a run's usage figures came from.
+// +kubebuilder:validation:Enum=Gateway;AgentOutput;None
+type UsageSource string
+
+const (
+	// UsageFromGateway: counted by the node-agent's model gateway from the
+	// provider's own responses (streamed or not); the agent cannot change
+	// these figures.
+	UsageFromGateway UsageSource = "Gateway"
+	// UsageFromAgentOutput: read from the CLI's own JSON output, for runs the
+	// gateway does not serve (OAuth logins, the gateway off). The agent
+	// wrote these figures; they are as trustworthy as the agent.
+	UsageFromAgentOutput UsageSource = "AgentOutput"
+	// UsageNone: nothing reported usage (exec, aider, antigravity without
+	// the gateway).
+	UsageNone UsageSource = "None"
+)
+
+// UsageStatus is what the model provider served one attempt. The one source
+// of truth is the model gateway where it is on; the CLI's JSON output is the
+// fallback. Receipts, suite summaries and HarnessPolicy spend rules read
+// these figures.
+type UsageStatus struct {
+	// source says where the figures came from.
+	// +required
+	Source UsageSource `json:"source"`
+
+	// modelRequested is the model the run asked for: spec.agent.model, else
+	// the adapter's default; empty when neither names one.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	ModelRequested string `json:"modelRequested,omitempty"`
+
+	// models are the models the provider said answered, in order of first
+	// answer.
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=256
+	// +listType=atomic
+	// +optional
+	Models []string `json:"models,omitempty"`
+
+	// requests counts the model requests (gateway only).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Requests int64 `json:"requests,omitempty"`
+
+	// inputTokens counts the prompt tokens the provider billed, cache reads
+	// and writes excluded.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	InputTokens int64 `json:"inputTokens,omitempty"`
+
+	// outputTokens counts the completion tokens.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	OutputTokens int64 `json:"outputTokens,omitempty"`
+
+	// cacheReadTokens counts prompt tokens served from the provider's cache.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	CacheReadTokens int64 `json:"cacheReadTokens,omitempty"`
+
+	// cacheWriteTokens counts prompt tokens written to the provider's cache.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	CacheWriteTokens int64 `json:"cacheWriteTokens,omitempty"`
+
+	// estimatedCost is the cost the operator's price table gives these
+	// figures, as a decimal and a currency ("0.0123 USD"); empty without a
+	// price for the model.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	EstimatedCost string `json:"estimatedCost,omitempty"`
+}
+
+// TotalTokens is every token of the usage: input, output and cache.
+func (u *UsageStatus) TotalTokens() int64 {
+	if u == nil {
+		return 0
+	}
+	return u.InputTokens + u.OutputTokens + u.CacheReadTokens + u.CacheWriteTokens
 }
 
 // SandboxStatus is the isolation a run really used.
