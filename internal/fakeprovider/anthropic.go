@@ -139,7 +139,7 @@ func serveAnthropic(x *exchange) {
 		b, _ := json.Marshal(map[string]any{
 			"id": id, "type": "message", "role": "assistant", "model": req.Model,
 			"content": content, "stop_reason": stop, "stop_sequence": nil,
-			"usage": map[string]int{"input_tokens": 1, "output_tokens": 1},
+			"usage": anthropicUsage(x.usage, x.usage.Output),
 		})
 		x.writeBody("application/json", b)
 		return
@@ -153,7 +153,7 @@ func serveAnthropic(x *exchange) {
 	event("message_start", map[string]any{"message": map[string]any{
 		"id": id, "type": "message", "role": "assistant", "model": req.Model,
 		"content": []any{}, "stop_reason": nil, "stop_sequence": nil,
-		"usage": map[string]int{"input_tokens": 1, "output_tokens": 1},
+		"usage": anthropicUsage(x.usage, 1),
 	}})
 	for i, b := range content {
 		switch b.Type {
@@ -169,7 +169,7 @@ func serveAnthropic(x *exchange) {
 		event("content_block_stop", map[string]any{"index": i})
 	}
 	event("message_delta", map[string]any{"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil},
-		"usage": map[string]int{"output_tokens": 1}})
+		"usage": map[string]int64{"output_tokens": x.usage.Output}})
 	event("message_stop", map[string]any{})
 	x.writeBody("text/event-stream", s.Bytes())
 }
@@ -215,4 +215,11 @@ func anthropicReply(req *anthropicRequest, t Turn, a Action, n int) ([]anthropic
 	default:
 		return []anthropicBlock{{Type: "text", Text: a.Text}}, "end_turn"
 	}
+}
+
+// anthropicUsage is a Message's usage with output tokens so far (a
+// stream's message_start says 1; its message_delta gives the total).
+func anthropicUsage(u Usage, output int64) map[string]int64 {
+	return map[string]int64{"input_tokens": u.Input, "output_tokens": output,
+		"cache_read_input_tokens": u.CacheRead, "cache_creation_input_tokens": u.CacheWrite}
 }

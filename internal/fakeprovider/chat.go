@@ -112,10 +112,10 @@ func serveChat(x *exchange) {
 		}
 	}
 	if req.Stream {
-		x.writeBody("text/event-stream", chatStream(req.Model, text, calls))
+		x.writeBody("text/event-stream", chatStream(req.Model, text, calls, x.usage))
 		return
 	}
-	x.writeBody("application/json", chatJSON(req.Model, text, calls))
+	x.writeBody("application/json", chatJSON(req.Model, text, calls, x.usage))
 }
 
 // chatCall turns a tool action into an offered tool and its JSON
@@ -264,11 +264,16 @@ func chatFinish(calls []chatToolCall) string {
 	return "stop"
 }
 
-var chatUsage = map[string]int{"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+// chatUsage is u as Chat Completions says it: the prompt includes the
+// cached tokens.
+func chatUsage(u Usage) map[string]any {
+	return map[string]any{"prompt_tokens": u.Input + u.CacheRead, "completion_tokens": u.Output,
+		"total_tokens": u.Input + u.CacheRead + u.Output, "prompt_tokens_details": map[string]int64{"cached_tokens": u.CacheRead}}
+}
 
 // chatStream is the reply as chat.completion.chunk events: the role, the
 // text or the tool calls, the finish reason, the usage, then [DONE].
-func chatStream(model, text string, calls []chatToolCall) []byte {
+func chatStream(model, text string, calls []chatToolCall, u Usage) []byte {
 	var sse SSE
 	chunk := func(delta map[string]any, finish any, usage any) {
 		choices := []map[string]any{}
@@ -290,13 +295,13 @@ func chatStream(model, text string, calls []chatToolCall) []byte {
 		chunk(map[string]any{"tool_calls": calls}, nil, nil)
 	}
 	chunk(map[string]any{}, chatFinish(calls), nil)
-	chunk(nil, nil, chatUsage)
+	chunk(nil, nil, chatUsage(u))
 	sse.Event("", []byte("[DONE]"))
 	return sse.Bytes()
 }
 
 // chatJSON is the reply as one chat.completion object.
-func chatJSON(model, text string, calls []chatToolCall) []byte {
+func chatJSON(model, text string, calls []chatToolCall, u Usage) []byte {
 	msg := map[string]any{"role": "assistant", "content": text}
 	if len(calls) > 0 {
 		msg["content"] = nil
@@ -311,7 +316,7 @@ func chatJSON(model, text string, calls []chatToolCall) []byte {
 	b, _ := json.Marshal(map[string]any{
 		"id": chatID, "object": "chat.completion", "created": 0, "model": model,
 		"choices": []map[string]any{{"index": 0, "message": msg, "finish_reason": chatFinish(calls)}},
-		"usage":   chatUsage,
+		"usage":   chatUsage(u),
 	})
 	return b
 }

@@ -93,7 +93,7 @@ func serveGemini(x *exchange) {
 	if part.FunctionCall != nil {
 		x.rec.Tool = part.FunctionCall.Name
 	}
-	chunk, err := json.Marshal(geminiResponse(model, part))
+	chunk, err := json.Marshal(geminiResponse(model, part, x.usage))
 	if err != nil {
 		x.fail(http.StatusInternalServerError, err)
 		return
@@ -138,17 +138,18 @@ func geminiReply(a Action, offered []string) (geminiPart, error) {
 	return geminiPart{}, errors.New("unknown action " + string(a.Kind))
 }
 
-// geminiResponse is one GenerateContentResponse holding part. The usage
-// numbers are small and made up: Gemini CLI totals them in its stats.
-func geminiResponse(model string, part geminiPart) map[string]any {
+// geminiResponse is one GenerateContentResponse holding part, with u as
+// Gemini says it (the prompt count includes the cached tokens).
+func geminiResponse(model string, part geminiPart, u Usage) map[string]any {
 	return map[string]any{
 		"candidates": []any{map[string]any{
 			"content":      geminiContent{Role: "model", Parts: []geminiPart{part}},
 			"finishReason": "STOP",
 			"index":        0,
 		}},
-		"usageMetadata": map[string]int{"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15},
-		"modelVersion":  model,
+		"usageMetadata": map[string]int64{"promptTokenCount": u.Input + u.CacheRead, "candidatesTokenCount": u.Output,
+			"cachedContentTokenCount": u.CacheRead, "totalTokenCount": u.Input + u.CacheRead + u.Output},
+		"modelVersion": model,
 	}
 }
 

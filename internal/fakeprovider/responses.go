@@ -116,7 +116,7 @@ func serveResponses(x *exchange) {
 		x.rec.Action, x.rec.Tool = ActMCP, "tool_search"
 		item = map[string]any{"type": "tool_search_call", "call_id": fmt.Sprintf("call_hf_search_%d", len(results)),
 			"execution": "client", "status": "completed", "arguments": map[string]any{"query": st.Server + " " + st.Tool, "limit": 8}}
-		x.writeBody("text/event-stream", responsesStream(fmt.Sprintf("resp_hf_search_%d", len(results)), req.Model, item))
+		x.writeBody("text/event-stream", responsesStream(fmt.Sprintf("resp_hf_search_%d", len(results)), req.Model, item, x.usage))
 		return
 	}
 	if _, ok := Find(offered, responsesShell...); !ok && names["exec"] == [2]string{"", "exec"} && custom["exec"] {
@@ -165,11 +165,11 @@ func serveResponses(x *exchange) {
 	id := fmt.Sprintf("resp_hf_%d", a.Step)
 	if req.Stream != nil && !*req.Stream {
 		// A plain request gets the response object alone.
-		b, _ := json.Marshal(responsesObject(id, req.Model, item))
+		b, _ := json.Marshal(responsesObject(id, req.Model, item, x.usage))
 		x.writeBody("application/json", b)
 		return
 	}
-	x.writeBody("text/event-stream", responsesStream(id, req.Model, item))
+	x.writeBody("text/event-stream", responsesStream(id, req.Model, item, x.usage))
 }
 
 // responsesDeferredMCP returns the script's next step when it calls an MCP tool
@@ -187,15 +187,15 @@ func responsesDeferredMCP(s *Script, results, offered []string, search bool) (*M
 }
 
 // responsesObject is a completed response holding item.
-func responsesObject(id, model string, item map[string]any) map[string]any {
+func responsesObject(id, model string, item map[string]any, u Usage) map[string]any {
 	return map[string]any{"id": id, "object": "response", "status": "completed", "model": model, "output": []any{item},
-		"usage": map[string]any{"input_tokens": 0, "output_tokens": 0, "total_tokens": 0,
-			"input_tokens_details": map[string]any{"cached_tokens": 0}, "output_tokens_details": map[string]any{"reasoning_tokens": 0}}}
+		"usage": map[string]any{"input_tokens": u.Input + u.CacheRead, "output_tokens": u.Output, "total_tokens": u.Input + u.CacheRead + u.Output,
+			"input_tokens_details": map[string]any{"cached_tokens": u.CacheRead}, "output_tokens_details": map[string]any{"reasoning_tokens": 0}}}
 }
 
 // responsesStream is the minimal stream Codex accepts: response.created,
 // one response.output_item.done per output item, response.completed.
-func responsesStream(id, model string, item map[string]any) []byte {
+func responsesStream(id, model string, item map[string]any, u Usage) []byte {
 	var s SSE
 	event := func(name string, v map[string]any) {
 		v["type"] = name
@@ -204,7 +204,7 @@ func responsesStream(id, model string, item map[string]any) []byte {
 	}
 	event("response.created", map[string]any{"response": map[string]any{"id": id, "object": "response", "status": "in_progress", "model": model}})
 	event("response.output_item.done", map[string]any{"output_index": 0, "item": item})
-	event("response.completed", map[string]any{"response": responsesObject(id, model, item)})
+	event("response.completed", map[string]any{"response": responsesObject(id, model, item, u)})
 	return s.Bytes()
 }
 
@@ -331,5 +331,5 @@ func serveResponsesCodeMode(x *exchange, req *responsesRequest, offered, results
 		item = map[string]any{"type": "custom_tool_call", "id": fmt.Sprintf("ctc_hf_%d", a.Step), "call_id": fmt.Sprintf("call_hf_%d", a.Step),
 			"name": "exec", "input": js, "status": "completed"}
 	}
-	x.writeBody("text/event-stream", responsesStream(fmt.Sprintf("resp_hf_%d", a.Step), req.Model, item))
+	x.writeBody("text/event-stream", responsesStream(fmt.Sprintf("resp_hf_%d", a.Step), req.Model, item, x.usage))
 }

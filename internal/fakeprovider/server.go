@@ -35,9 +35,10 @@ type Options struct {
 
 // Provider serves the scripted dialects over HTTP.
 type Provider struct {
-	opts Options
-	mu   sync.Mutex
-	recs []Record
+	opts    Options
+	mu      sync.Mutex
+	recs    []Record
+	replies int
 }
 
 // Record is what the provider remembers of one request: enough for a test
@@ -68,6 +69,34 @@ type Record struct {
 	// why the script could not be followed.
 	Status int
 	Error  string
+	// Usage is what the reply said it served (zero for a failed request):
+	// a test sums these to check a run's counted usage.
+	Usage Usage
+}
+
+// Usage is a reply's token figures as the API's UsageStatus counts them:
+// input without the cache, output, cache reads and writes. Each reply of a
+// provider gets its own figures (see nextUsage), so that a test's sums catch
+// a reply counted twice, missed or read into the wrong field.
+type Usage struct {
+	Input, Output, CacheRead, CacheWrite int64
+	// Model is the model the reply said answered.
+	Model string
+}
+
+// nextUsage is the figures of the provider's n-th reply: distinct per
+// reply, non-trivial, and different from one field to the next. Only
+// Anthropic reports cache writes.
+func (p *Provider) nextUsage(dialect string) Usage {
+	p.mu.Lock()
+	p.replies++
+	n := int64(p.replies)
+	p.mu.Unlock()
+	u := Usage{Input: 1000 + 37*n, Output: 40 + 13*n, CacheRead: 300 + 11*n}
+	if dialect == anthropicDialect.name {
+		u.CacheWrite = 20 + 7*n
+	}
+	return u
 }
 
 // New returns a provider for opts.
@@ -119,7 +148,7 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		rec.Script = name
 	}
-	d.serve(&exchange{w: w, r: r, path: path, body: body, script: script, rec: &rec})
+	d.serve(&exchange{w: w, r: r, path: path, body: body, script: script, rec: &rec, usage: p.nextUsage(d.name)})
 }
 
 func (p *Provider) record(rec Record) {
@@ -228,6 +257,8 @@ type exchange struct {
 	body   []byte
 	script *Script
 	rec    *Record
+	// usage is what the reply reports, once it is sent.
+	usage Usage
 }
 
 // next runs the script for t and records the outcome.
@@ -251,6 +282,8 @@ func (x *exchange) fail(status int, err error) {
 // a whole SSE stream sent at once, and nothing is left half-written.
 func (x *exchange) writeBody(contentType string, body []byte) {
 	x.rec.Status = http.StatusOK
+	x.rec.Usage = x.usage
+	x.rec.Usage.Model = x.rec.Model
 	x.w.Header().Set("Content-Type", contentType)
 	x.w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	x.w.WriteHeader(http.StatusOK)

@@ -33,6 +33,7 @@ type ran struct {
 	mcp       mcp.Summary
 	tokenSeen bool
 	activity  adapters.Activity
+	usage     *harnessv1.UsageStatus
 	// diskFull is the run dir's usage when it was full as the agent ended.
 	diskFull *fixture.DiskUsage
 }

@@ -307,9 +307,11 @@ func (a *attempt) do(ctx context.Context) *Outcome {
 	res.artifacts, artifactsSeen = a.collectArtifacts()
 	res.mcp = a.mcp.summary()
 	res.tokenSeen = a.mcp.token != "" && (res.out.tokenSeen() || artifactsSeen)
+	log := res.out.activityLog()
 	if r, ok := a.adapter.(adapters.ActivityReader); ok {
-		res.activity = r.Activity(res.out.activityLog())
+		res.activity = r.Activity(log)
 	}
+	res.usage = a.usageStatus(log)
 	return a.verdict(res)
 }
 

@@ -79,6 +79,7 @@ func (o *Outcome) Apply(run *harnessv1.HarnessRun, now time.Time) {
 	st.Sandbox, st.Agent, st.MCP, st.Network = out.Sandbox, out.Agent, out.MCP, out.Network
 	st.Checks, st.Artifacts, st.Evidence = out.Checks, out.Artifacts, out.Evidence
 	st.Limits, st.LimitSources = out.Limits, out.LimitSources
+	st.Usage = out.Usage
 	st.LiveOutput = nil // the live stream ended with the attempt
 	for _, c := range out.Conditions {
 		c.ObservedGeneration = run.Generation

@@ -82,6 +82,7 @@ func (a *attempt) verdict(in *ran) *Outcome {
 		ag.ExitCode = &code
 	}
 	st.Agent = ag
+	st.Usage = in.usage
 
 	// MCP.
 	st.MCP = &harnessv1.MCPStatus{Transport: a.transport, Calls: int32(in.mcp.Calls), TokenIssued: in.mcp.TokenIssued, TokenSeen: in.tokenSeen}

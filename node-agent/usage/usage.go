@@ -1,0 +1,440 @@
+// Package usage reads what a model provider says it served: the tokens
+// (input, output, cache reads and writes) and the model that answered, from
+// the provider's own response formats (Anthropic Messages, OpenAI Responses
+// and Chat Completions, Gemini), whole JSON bodies and server-sent event
+// streams alike. A Parser is fed the body as it passes (an io.Writer), so a
+// stream is never held whole; a Tally sums a run's responses into the
+// API's UsageStatus.
+//
+// Every figure is normalised to the API's meaning: inputTokens exclude the
+// cache (OpenAI and Gemini count cached tokens inside their prompt figure;
+// Anthropic does not), outputTokens include reasoning ("thoughts").
+package usage
+
+import (
+	"bytes"
+	"encoding/json"
+	"mime"
+	"slices"
+	"strings"
+	"sync"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+)
+
+// Dialect is a provider's wire format.
+type Dialect string
+
+// The dialects the CLIs speak.
+const (
+	Anthropic Dialect = "anthropic"
+	Responses Dialect = "responses"
+	Chat      Dialect = "chat"
+	Gemini    Dialect = "gemini"
+)
+
+// DialectOf names the dialect of a request path ("" when it is none of
+// them): the last path segments decide, so a base URL's own prefix (a
+// gateway's, a fake provider's /s/NAME) does not matter.
+func DialectOf(path string) Dialect {
+	switch {
+	case strings.HasSuffix(path, "/v1/messages"):
+		return Anthropic
+	case strings.HasSuffix(path, "/responses"):
+		return Responses
+	case strings.HasSuffix(path, "/chat/completions"):
+		return Chat
+	case strings.Contains(path, "/models/") &&
+		(strings.HasSuffix(path, ":generateContent") || strings.HasSuffix(path, ":streamGenerateContent")):
+		return Gemini
+	}
+	return ""
+}
+
+// Counts are token figures.
+type Counts struct {
+	Input, Output, CacheRead, CacheWrite int64
+}
+
+// Add adds o to c.
+func (c *Counts) Add(o Counts) {
+	c.Input += o.Input
+	c.Output += o.Output
+	c.CacheRead += o.CacheRead
+	c.CacheWrite += o.CacheWrite
+}
+
+// Total is every token of c.
+func (c Counts) Total() int64 { return c.Input + c.Output + c.CacheRead + c.CacheWrite }
+
+// Reply is what one response said it served.
+type Reply struct {
+	Counts
+	// Model is the model the provider said answered ("" when it did not say).
+	Model string
+	// Found: the response carried usage figures.
+	Found bool
+}
+
+// maxJSONBody bounds a whole (not streamed) body the parser keeps to decode;
+// a larger one is passed on, uncounted. maxEventBytes bounds one SSE event.
+const (
+	maxJSONBody   = 16 << 20
+	maxEventBytes = 4 << 20
+)
+
+// Parser reads one response body as it is written to it. It never fails a
+// write: a body it cannot read is passed on all the same and counts nothing.
+type Parser struct {
+	d     Dialect
+	sse   bool
+	reply Reply
+
+	// whole JSON: the body so far; over maxJSONBody it is dropped.
+	body     bytes.Buffer
+	overflow bool
+
+	// SSE: the line being read and the current event's data.
+	line      []byte
+	data      []byte
+	skipEvent bool
+}
+
+// NewParser returns a parser for a response of dialect d with the given
+// Content-Type: text/event-stream is read as events, anything else as one
+// JSON document (an object, or an array of them as Gemini's plain stream is).
+func NewParser(d Dialect, contentType string) *Parser {
+	mt, _, _ := mime.ParseMediaType(contentType)
+	return &Parser{d: d, sse: mt == "text/event-stream"}
+}
+
+// Write feeds the next bytes of the body.
+func (p *Parser) Write(b []byte) (int, error) {
+	n := len(b)
+	if !p.sse {
+		if !p.overflow {
+			if p.body.Len()+len(b) > maxJSONBody {
+				p.overflow = true
+				p.body = bytes.Buffer{}
+			} else {
+				p.body.Write(b)
+			}
+		}
+		return n, nil
+	}
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			p.appendLine(b)
+			break
+		}
+		p.appendLine(b[:i])
+		p.endLine()
+		b = b[i+1:]
+	}
+	return n, nil
+}
+
+func (p *Parser) appendLine(b []byte) {
+	if len(p.line)+len(b) > maxEventBytes {
+		p.skipEvent = true
+		p.line = p.line[:0]
+		return
+	}
+	p.line = append(p.line, b...)
+}
+
+// endLine takes one SSE line: "data:" lines join into the event's data, an
+// empty line ends the event; other fields (event:, id:, comments) are not
+// needed, since every dialect names its event type in the data too.
+func (p *Parser) endLine() {
+	line := bytes.TrimSuffix(p.line, []byte("\r"))
+	defer func() { p.line = p.line[:0] }()
+	if len(line) == 0 {
+		p.dispatch()
+		return
+	}
+	if v, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+		v = bytes.TrimPrefix(v, []byte(" "))
+		if len(p.data)+len(v)+1 > maxEventBytes {
+			p.skipEvent = true
+			return
+		}
+		if len(p.data) > 0 {
+			p.data = append(p.data, '\n')
+		}
+		p.data = append(p.data, v...)
+	}
+}
+
+func (p *Parser) dispatch() {
+	data, skip := p.data, p.skipEvent
+	p.data, p.skipEvent = p.data[:0], false
+	if skip || len(data) == 0 || data[0] != '{' {
+		return // [DONE], a cut event, a keep-alive
+	}
+	// Only events that can carry usage or the model are decoded: a long
+	// stream is mostly text deltas.
+	if !bytes.Contains(data, []byte(`usage`)) && (p.reply.Model != "" || !bytes.Contains(data, []byte(`"model`))) {
+		return
+	}
+	p.event(data)
+}
+
+// Result is what the body said, once it has been written whole (or as much
+// of it as arrived: a cut stream counts the events that arrived).
+func (p *Parser) Result() Reply {
+	if !p.sse && !p.overflow && p.body.Len() > 0 {
+		b := bytes.TrimSpace(p.body.Bytes())
+		p.body = bytes.Buffer{}
+		if len(b) > 0 && b[0] == '[' {
+			var arr []json.RawMessage
+			if json.Unmarshal(b, &arr) == nil {
+				for _, e := range arr {
+					p.event(e)
+				}
+			}
+		} else {
+			p.event(b)
+		}
+	}
+	if p.sse && len(p.line) > 0 {
+		p.endLine()
+	}
+	if p.sse && len(p.data) > 0 {
+		p.dispatch()
+	}
+	return p.reply
+}
+
+// event reads one JSON object: a whole response or one streamed event. Each
+// dialect's figures are cumulative within a response, so a later event's
+// replace an earlier one's.
+func (p *Parser) event(data []byte) {
+	switch p.d {
+	case Anthropic:
+		p.anthropic(data)
+	case Responses:
+		p.responses(data)
+	case Chat:
+		p.chat(data)
+	case Gemini:
+		p.gemini(data)
+	}
+}
+
+type anthropicUsage struct {
+	InputTokens              *int64 `json:"input_tokens"`
+	OutputTokens             *int64 `json:"output_tokens"`
+	CacheReadInputTokens     *int64 `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
+}
+
+// set takes the figures u has; message_delta carries only some of them.
+func (u *anthropicUsage) setInto(r *Reply) {
+	if u == nil {
+		return
+	}
+	r.Found = true
+	for _, f := range []struct {
+		v   *int64
+		dst *int64
+	}{{u.InputTokens, &r.Input}, {u.OutputTokens, &r.Output}, {u.CacheReadInputTokens, &r.CacheRead}, {u.CacheCreationInputTokens, &r.CacheWrite}} {
+		if f.v != nil {
+			*f.dst = *f.v
+		}
+	}
+}
+
+// anthropic: a Message object (type "message"), or the stream's
+// message_start (the message with its usage so far) and message_delta
+// (cumulative usage: output, and in newer streams input and cache too).
+func (p *Parser) anthropic(data []byte) {
+	var ev struct {
+		Type    string          `json:"type"`
+		Model   string          `json:"model"`
+		Usage   *anthropicUsage `json:"usage"`
+		Message *struct {
+			Model string          `json:"model"`
+			Usage *anthropicUsage `json:"usage"`
+		} `json:"message"`
+	}
+	if json.Unmarshal(data, &ev) != nil {
+		return
+	}
+	switch ev.Type {
+	case "message":
+		p.setModel(ev.Model)
+		ev.Usage.setInto(&p.reply)
+	case "message_start":
+		if ev.Message != nil {
+			p.setModel(ev.Message.Model)
+			ev.Message.Usage.setInto(&p.reply)
+		}
+	case "message_delta":
+		ev.Usage.setInto(&p.reply)
+	}
+}
+
+type openAIUsage struct {
+	// Responses
+	InputTokens        int64 `json:"input_tokens"`
+	OutputTokens       int64 `json:"output_tokens"`
+	InputTokensDetails *struct {
+		CachedTokens int64 `json:"cached_tokens"`
+	} `json:"input_tokens_details"`
+	// Chat Completions
+	PromptTokens        int64 `json:"prompt_tokens"`
+	CompletionTokens    int64 `json:"completion_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens int64 `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+}
+
+// responses: a Response object, or the stream's terminal events
+// (response.completed, .incomplete, .failed) holding it.
+func (p *Parser) responses(data []byte) {
+	type response struct {
+		Object string       `json:"object"`
+		Model  string       `json:"model"`
+		Usage  *openAIUsage `json:"usage"`
+	}
+	var ev struct {
+		response
+		Type     string    `json:"type"`
+		Response *response `json:"response"`
+	}
+	if json.Unmarshal(data, &ev) != nil {
+		return
+	}
+	r := &ev.response
+	if ev.Response != nil {
+		r = ev.Response
+	}
+	p.setModel(r.Model)
+	if u := r.Usage; u != nil {
+		cached := int64(0)
+		if u.InputTokensDetails != nil {
+			cached = u.InputTokensDetails.CachedTokens
+		}
+		p.reply.Found = true
+		p.reply.Counts = Counts{Input: nonNegative(u.InputTokens - cached), Output: u.OutputTokens, CacheRead: cached}
+	}
+}
+
+// chat: a chat.completion object, or the stream's chunks, the last of which
+// carries the usage (stream_options.include_usage).
+func (p *Parser) chat(data []byte) {
+	var ev struct {
+		Model string       `json:"model"`
+		Usage *openAIUsage `json:"usage"`
+	}
+	if json.Unmarshal(data, &ev) != nil {
+		return
+	}
+	p.setModel(ev.Model)
+	if u := ev.Usage; u != nil {
+		cached := int64(0)
+		if u.PromptTokensDetails != nil {
+			cached = u.PromptTokensDetails.CachedTokens
+		}
+		p.reply.Found = true
+		p.reply.Counts = Counts{Input: nonNegative(u.PromptTokens - cached), Output: u.CompletionTokens, CacheRead: cached}
+	}
+}
+
+// gemini: a GenerateContentResponse, whole or one chunk of a stream; each
+// chunk's usageMetadata is the total so far.
+func (p *Parser) gemini(data []byte) {
+	var ev struct {
+		ModelVersion  string `json:"modelVersion"`
+		UsageMetadata *struct {
+			PromptTokenCount        int64 `json:"promptTokenCount"`
+			CandidatesTokenCount    int64 `json:"candidatesTokenCount"`
+			CachedContentTokenCount int64 `json:"cachedContentTokenCount"`
+			ThoughtsTokenCount      int64 `json:"thoughtsTokenCount"`
+			ToolUsePromptTokenCount int64 `json:"toolUsePromptTokenCount"`
+		} `json:"usageMetadata"`
+	}
+	if json.Unmarshal(data, &ev) != nil {
+		return
+	}
+	p.setModel(ev.ModelVersion)
+	if u := ev.UsageMetadata; u != nil {
+		p.reply.Found = true
+		p.reply.Counts = Counts{
+			Input:     nonNegative(u.PromptTokenCount + u.ToolUsePromptTokenCount - u.CachedContentTokenCount),
+			Output:    u.CandidatesTokenCount + u.ThoughtsTokenCount,
+			CacheRead: u.CachedContentTokenCount,
+		}
+	}
+}
+
+func (p *Parser) setModel(m string) {
+	if m != "" && p.reply.Model == "" {
+		p.reply.Model = m
+	}
+}
+
+func nonNegative(v int64) int64 { return max(v, 0) }
+
+// maxModels is UsageStatus.models' bound.
+const maxModels = 8
+
+// Tally sums a run's replies; it is safe for concurrent use.
+type Tally struct {
+	mu       sync.Mutex
+	requests int64
+	counts   Counts
+	models   []string
+}
+
+// Request counts one request to the provider.
+func (t *Tally) Request() {
+	t.mu.Lock()
+	t.requests++
+	t.mu.Unlock()
+}
+
+// Add adds one reply's figures and model.
+func (t *Tally) Add(r Reply) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.counts.Add(r.Counts)
+	if m := r.Model; m != "" && len(t.models) < maxModels && !slices.Contains(t.models, m) {
+		t.models = append(t.models, truncate(m, 256))
+	}
+}
+
+// Requests is the number of requests so far.
+func (t *Tally) Requests() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.requests
+}
+
+// Counts are the figures so far.
+func (t *Tally) Counts() Counts {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.counts
+}
+
+// Status is the tally as the API's UsageStatus, from source, for a run that
+// asked for modelRequested.
+func (t *Tally) Status(source harnessv1.UsageSource, modelRequested string) *harnessv1.UsageStatus {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return &harnessv1.UsageStatus{
+		Source: source, ModelRequested: truncate(modelRequested, 256), Models: slices.Clone(t.models),
+		Requests: t.requests, InputTokens: t.counts.Input, OutputTokens: t.counts.Output,
+		CacheReadTokens: t.counts.CacheRead, CacheWriteTokens: t.counts.CacheWrite,
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "")
+}

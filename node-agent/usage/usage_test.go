@@ -1,0 +1,186 @@
+package usage
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+)
+
+// The bodies are the providers' documented shapes, with every figure
+// distinct so that a field read into the wrong place shows.
+var cases = []struct {
+	name        string
+	dialect     Dialect
+	contentType string
+	body        string
+	want        Reply
+}{
+	{
+		name: "anthropic message", dialect: Anthropic, contentType: "application/json",
+		body: `{"id":"msg_1","type":"message","role":"assistant","model":"claude-opus-4-8-20261001","content":[{"type":"text","text":"usage: none"}],` +
+			`"usage":{"input_tokens":1203,"cache_creation_input_tokens":41,"cache_read_input_tokens":377,"output_tokens":88}}`,
+		want: Reply{Counts: Counts{Input: 1203, Output: 88, CacheRead: 377, CacheWrite: 41}, Model: "claude-opus-4-8-20261001", Found: true},
+	},
+	{
+		// message_start has the input side and a first output figure;
+		// message_delta's output is cumulative and replaces it.
+		name: "anthropic stream", dialect: Anthropic, contentType: "text/event-stream; charset=utf-8",
+		body: "event: message_start\r\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"model\":\"claude-x-1\",\"usage\":{\"input_tokens\":1203,\"cache_creation_input_tokens\":41,\"cache_read_input_tokens\":377,\"output_tokens\":1}}}\r\n\r\n" +
+			"event: ping\ndata: {\"type\":\"ping\"}\n\n" +
+			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"the model's usage is \\\"usage\\\"\"}}\n\n" +
+			": a comment\n\n" +
+			"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":88}}\n\n" +
+			"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+		want: Reply{Counts: Counts{Input: 1203, Output: 88, CacheRead: 377, CacheWrite: 41}, Model: "claude-x-1", Found: true},
+	},
+	{
+		name: "responses object", dialect: Responses, contentType: "application/json",
+		body: `{"id":"resp_1","object":"response","status":"completed","model":"gpt-6.2-sol-2026","output":[],` +
+			`"usage":{"input_tokens":1580,"input_tokens_details":{"cached_tokens":377},"output_tokens":88,"output_tokens_details":{"reasoning_tokens":20},"total_tokens":1668}}`,
+		want: Reply{Counts: Counts{Input: 1203, Output: 88, CacheRead: 377}, Model: "gpt-6.2-sol-2026", Found: true},
+	},
+	{
+		name: "responses stream", dialect: Responses, contentType: "text/event-stream",
+		body: "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"r\",\"object\":\"response\",\"status\":\"in_progress\",\"model\":\"gpt-a\"}}\n\n" +
+			"event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\",\"item\":{\"type\":\"message\"}}\n\n" +
+			"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"r\",\"object\":\"response\",\"model\":\"gpt-a\",\"usage\":{\"input_tokens\":1580,\"input_tokens_details\":{\"cached_tokens\":377},\"output_tokens\":88}}}\n\n",
+		want: Reply{Counts: Counts{Input: 1203, Output: 88, CacheRead: 377}, Model: "gpt-a", Found: true},
+	},
+	{
+		name: "chat completion", dialect: Chat, contentType: "application/json",
+		body: `{"id":"c","object":"chat.completion","model":"gpt-c","choices":[],"usage":{"prompt_tokens":1580,"completion_tokens":88,"total_tokens":1668,"prompt_tokens_details":{"cached_tokens":377}}}`,
+		want: Reply{Counts: Counts{Input: 1203, Output: 88, CacheRead: 377}, Model: "gpt-c", Found: true},
+	},
+	{
+		name: "chat stream", dialect: Chat, contentType: "text/event-stream",
+		body: "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"gpt-c\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\"}}],\"usage\":null}\n\n" +
+			"data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"gpt-c\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n" +
+			"data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"gpt-c\",\"choices\":[],\"usage\":{\"prompt_tokens\":1580,\"completion_tokens\":88,\"prompt_tokens_details\":{\"cached_tokens\":377}}}\n\n" +
+			"data: [DONE]\n\n",
+		want: Reply{Counts: Counts{Input: 1203, Output: 88, CacheRead: 377}, Model: "gpt-c", Found: true},
+	},
+	{
+		name: "gemini response", dialect: Gemini, contentType: "application/json; charset=UTF-8",
+		body: `{"candidates":[{"content":{"role":"model","parts":[{"text":"hi"}]}}],"usageMetadata":{"promptTokenCount":1580,"candidatesTokenCount":68,"thoughtsTokenCount":20,"cachedContentTokenCount":377,"totalTokenCount":1668},"modelVersion":"gemini-2.5-pro-002"}`,
+		want: Reply{Counts: Counts{Input: 1203, Output: 88, CacheRead: 377}, Model: "gemini-2.5-pro-002", Found: true},
+	},
+	{
+		// Each chunk's usageMetadata is the total so far: the last wins.
+		name: "gemini sse stream", dialect: Gemini, contentType: "text/event-stream",
+		body: "data: {\"candidates\":[],\"usageMetadata\":{\"promptTokenCount\":1580,\"candidatesTokenCount\":3,\"cachedContentTokenCount\":377},\"modelVersion\":\"gemini-q\"}\r\n\r\n" +
+			"data: {\"candidates\":[],\"usageMetadata\":{\"promptTokenCount\":1580,\"candidatesTokenCount\":88,\"cachedContentTokenCount\":377},\"modelVersion\":\"gemini-q\"}\r\n\r\n",
+		want: Reply{Counts: Counts{Input: 1203, Output: 88, CacheRead: 377}, Model: "gemini-q", Found: true},
+	},
+	{
+		name: "gemini json array stream", dialect: Gemini, contentType: "application/json",
+		body: `[{"usageMetadata":{"promptTokenCount":1580,"candidatesTokenCount":3,"cachedContentTokenCount":377},"modelVersion":"gemini-q"},` +
+			`{"usageMetadata":{"promptTokenCount":1580,"candidatesTokenCount":88,"cachedContentTokenCount":377}}]`,
+		want: Reply{Counts: Counts{Input: 1203, Output: 88, CacheRead: 377}, Model: "gemini-q", Found: true},
+	},
+	{
+		name: "an error body counts nothing", dialect: Anthropic, contentType: "application/json",
+		body: `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`,
+	},
+	{
+		name: "not JSON counts nothing", dialect: Chat, contentType: "text/plain",
+		body: "upstream connect error",
+	},
+	{
+		// A stream cut after message_start still counts what arrived.
+		name: "anthropic stream cut", dialect: Anthropic, contentType: "text/event-stream",
+		body: "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-x\",\"usage\":{\"input_tokens\":1203,\"output_tokens\":1}}}\n\n" +
+			"event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_to",
+		want: Reply{Counts: Counts{Input: 1203, Output: 1}, Model: "claude-x", Found: true},
+	},
+}
+
+// TestParserReadsEveryDialect feeds each body whole, byte by byte and in
+// odd chunks: a stream arrives split anywhere, CRLF pairs and multi-byte
+// characters included.
+func TestParserReadsEveryDialect(t *testing.T) {
+	for _, c := range cases {
+		for _, chunk := range []int{len(c.body), 1, 7, 64} {
+			p := NewParser(c.dialect, c.contentType)
+			for b := []byte(c.body); len(b) > 0; {
+				n := min(chunk, len(b))
+				if w, err := p.Write(b[:n]); w != n || err != nil {
+					t.Fatalf("%s: Write = %d, %v", c.name, w, err)
+				}
+				b = b[n:]
+			}
+			if diff := cmp.Diff(c.want, p.Result()); diff != "" {
+				t.Errorf("%s in chunks of %d (-want +got):\n%s", c.name, chunk, diff)
+			}
+		}
+	}
+}
+
+func TestDialectOf(t *testing.T) {
+	for path, want := range map[string]Dialect{
+		"/v1/messages":         Anthropic,
+		"/s/hello/v1/messages": Anthropic,
+		"/v1/responses":        Responses,
+		"/v1/chat/completions": Chat,
+		"/v1beta/models/gemini-2.5-pro:streamGenerateContent": Gemini,
+		"/v1beta/models/g:generateContent":                    Gemini,
+		"/v1beta/models/g:countTokens":                        "",
+		"/v1/messages/count_tokens":                           "",
+		"/v1/models":                                          "",
+	} {
+		if got := DialectOf(path); got != want {
+			t.Errorf("DialectOf(%q) = %q, want %q", path, got, want)
+		}
+	}
+}
+
+func TestOversizedBodiesAreNotHeld(t *testing.T) {
+	p := NewParser(Chat, "application/json")
+	big := strings.Repeat("x", 1<<20)
+	for range 17 {
+		_, _ = p.Write([]byte(big))
+	}
+	if p.body.Len() != 0 || !p.overflow {
+		t.Fatalf("a whole body over %d bytes is held (%d bytes)", maxJSONBody, p.body.Len())
+	}
+	if got := p.Result(); got.Found {
+		t.Errorf("an oversized body counted %+v", got)
+	}
+	s := NewParser(Anthropic, "text/event-stream")
+	_, _ = s.Write([]byte("data: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":5},\"x\":\""))
+	for range 5 {
+		_, _ = s.Write([]byte(big))
+	}
+	if len(s.line) > maxEventBytes {
+		t.Fatalf("an SSE line of over %d bytes is held (%d)", maxEventBytes, len(s.line))
+	}
+	_, _ = s.Write([]byte("\"}\n\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":9}}\n\n"))
+	if got := s.Result(); got.Output != 9 {
+		t.Errorf("after an oversized event the stream reads %+v, want output 9", got)
+	}
+}
+
+func TestTallySumsReplies(t *testing.T) {
+	var tl Tally
+	for i, r := range []Reply{
+		{Counts: Counts{Input: 1203, Output: 88, CacheRead: 377, CacheWrite: 41}, Model: "m-1", Found: true},
+		{Counts: Counts{Input: 11, Output: 7, CacheRead: 5, CacheWrite: 3}, Model: "m-2", Found: true},
+		{Counts: Counts{Input: 2}, Model: "m-1", Found: true},
+		{},
+	} {
+		tl.Request()
+		tl.Add(r)
+		_ = i
+	}
+	got := tl.Status(harnessv1.UsageFromGateway, "m")
+	want := &harnessv1.UsageStatus{Source: harnessv1.UsageFromGateway, ModelRequested: "m", Models: []string{"m-1", "m-2"},
+		Requests: 4, InputTokens: 1216, OutputTokens: 95, CacheReadTokens: 382, CacheWriteTokens: 44}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if got.TotalTokens() != 1216+95+382+44 {
+		t.Errorf("TotalTokens %d", got.TotalTokens())
+	}
+}
