@@ -34,9 +34,13 @@ func (r *HarnessRunReconciler) infrastructureFailure(ctx context.Context, p *pas
 		}
 	}
 	if run.Status.Phase == harnessv1.RunRunning {
-		if c := meta.FindStatusCondition(run.Status.Conditions, harnessv1.ConditionReady); c != nil &&
-			c.Status == metav1.ConditionFalse && c.Reason == harnessv1.ReasonNodeAgentRestarted {
-			return harnessv1.ReasonNodeAgentRestarted, fmt.Sprintf("the node-agent on %s restarted during the attempt: %s", node, c.Message)
+		if c := meta.FindStatusCondition(run.Status.Conditions, harnessv1.ConditionReady); c != nil && c.Status == metav1.ConditionFalse {
+			switch c.Reason {
+			case harnessv1.ReasonNodeAgentRestarted:
+				return harnessv1.ReasonNodeAgentRestarted, fmt.Sprintf("the node-agent on %s restarted during the attempt: %s", node, c.Message)
+			case harnessv1.ReasonHandedBack:
+				return harnessv1.ReasonHandedBack, c.Message
+			}
 		}
 	}
 	return "", ""
@@ -45,7 +49,10 @@ func (r *HarnessRunReconciler) infrastructureFailure(ctx context.Context, p *pas
 // reconcileNodeLoss ends or retries the runs of a lost node. Only this
 // infrastructure failure is retried (spec.retries): an agent's own failure,
 // a timeout or a failed check never comes here, and a run being cancelled or
-// deleted is not started again.
+// deleted is not started again. An attempt handed back by a node-agent that
+// was shutting down (reason HandedBack) is scheduled again without using a
+// retry, MaxHandBacks times at most; status.handedBack counts them, and the
+// retries used are the attempts so far less those.
 func (r *HarnessRunReconciler) reconcileNodeLoss(ctx context.Context, p *pass) error {
 	run := p.run
 	if run.Status.NodeName == "" || (run.Status.Phase != harnessv1.RunScheduled && run.Status.Phase != harnessv1.RunRunning) {
@@ -56,24 +63,41 @@ func (r *HarnessRunReconciler) reconcileNodeLoss(ctx context.Context, p *pass) e
 		return nil
 	}
 	attempt := max(run.Status.Attempt, 1)
-	if stopReason(run) != "" || attempt > run.Spec.Retries {
+	handedBack := min(run.Status.HandedBack, attempt-1)
+	if reason == harnessv1.ReasonHandedBack && stopReason(run) == "" && run.Status.HandedBack < harnessv1.MaxHandBacks {
+		msg = fmt.Sprintf("%s; scheduling it again as attempt %d, without using a retry (hand-back %d of at most %d)",
+			msg, attempt+1, run.Status.HandedBack+1, harnessv1.MaxHandBacks)
+		p.run.Status.HandedBack = run.Status.HandedBack + 1
+		r.reschedule(p, attempt+1, harnessv1.ReasonHandedBack, msg)
+		p.event(corev1.EventTypeNormal, harnessv1.ReasonHandedBack, "Reschedule", msg, nil)
+		return nil
+	}
+	// The attempts that count against spec.retries, this one included.
+	counted := attempt - handedBack
+	if stopReason(run) != "" || counted > run.Spec.Retries {
 		if run.Spec.Retries > 0 && stopReason(run) == "" {
-			msg = fmt.Sprintf("%s; no retries left (attempt %d of %d)", msg, attempt, run.Spec.Retries+1)
+			msg = fmt.Sprintf("%s; no retries left (attempt %d of %d)", msg, counted, run.Spec.Retries+1)
 		}
 		p.fail(reason, msg, harnessv1.VerdictError, harnessv1.FailureInfrastructure)
 		return nil
 	}
-	st := &p.run.Status
-	msg = fmt.Sprintf("%s; retrying (attempt %d of %d)", msg, attempt+1, run.Spec.Retries+1)
-	st.Phase = harnessv1.RunPending
-	st.NodeName = ""
-	st.Attempt = attempt + 1
-	st.ScheduledTime = nil
-	st.StartTime = nil
-	st.Reason = harnessv1.ReasonRetrying
-	st.Message = msg
-	p.setCondition(harnessv1.ConditionScheduled, metav1.ConditionFalse, harnessv1.ReasonRetrying, msg)
-	p.setCondition(harnessv1.ConditionReady, metav1.ConditionFalse, harnessv1.ReasonRetrying, msg)
+	msg = fmt.Sprintf("%s; retrying (attempt %d of %d)", msg, counted+1, run.Spec.Retries+1)
+	r.reschedule(p, attempt+1, harnessv1.ReasonRetrying, msg)
 	p.event(corev1.EventTypeWarning, harnessv1.ReasonRetrying, "Retry", msg, nil)
 	return nil
+}
+
+// reschedule sends the run back to Pending for attempt, unbound.
+func (r *HarnessRunReconciler) reschedule(p *pass, attempt int32, reason, msg string) {
+	st := &p.run.Status
+	st.Phase = harnessv1.RunPending
+	st.NodeName = ""
+	st.Attempt = attempt
+	st.ScheduledTime = nil
+	st.StartTime = nil
+	st.LiveOutput = nil // the old attempt's stream ended with it
+	st.Reason = reason
+	st.Message = msg
+	p.setCondition(harnessv1.ConditionScheduled, metav1.ConditionFalse, reason, msg)
+	p.setCondition(harnessv1.ConditionReady, metav1.ConditionFalse, reason, msg)
 }

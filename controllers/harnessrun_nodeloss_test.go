@@ -140,6 +140,86 @@ func TestNodeAgentRestartIsRetried(t *testing.T) {
 	}
 }
 
+// TestHandedBackAttemptsUseNoRetry: an attempt handed back by a node-agent
+// that was shutting down is scheduled again without using a retry (the run
+// has none), status.handedBack counts it, and after MaxHandBacks of them a
+// further hand-back is an infrastructure failure like any other, which
+// then ends the run that has no retries left.
+func TestHandedBackAttemptsUseNoRetry(t *testing.T) {
+	ns := newNamespace(t)
+	node := startNode(t, ns, fakenode.Options{Name: "draining", Slots: 1, Adapters: codexOnly, RunFor: -1})
+	startController(t, ns, controllers.Options{}, nil)
+	create(t, hftesting.MakeHarnessRun("handed", ns).Obj()) // spec.retries 0
+	key := types.NamespacedName{Namespace: ns, Name: "handed"}
+	for i := int32(1); i <= harnessv1.MaxHandBacks; i++ {
+		waitRun(t, ns, "handed", wait, fmt.Sprintf("Running, attempt %d", i), func(r *harnessv1.HarnessRun) bool {
+			return r.Status.Phase == harnessv1.RunRunning && r.Status.Attempt == i
+		})
+		if err := node.MarkHandedBack(context.Background(), key); err != nil {
+			t.Fatal(err)
+		}
+		run := waitRun(t, ns, "handed", wait, fmt.Sprintf("attempt %d handed back", i), func(r *harnessv1.HarnessRun) bool {
+			return r.Status.HandedBack == i
+		})
+		if run.Status.Phase.Terminal() || run.Status.Attempt != i+1 || run.Status.Verdict != "" {
+			t.Fatalf("after hand-back %d: phase %s attempt %d verdict %q reason %s: %s", i, run.Status.Phase, run.Status.Attempt,
+				run.Status.Verdict, run.Status.Reason, run.Status.Message)
+		}
+	}
+	waitRun(t, ns, "handed", wait, "Running again", func(r *harnessv1.HarnessRun) bool {
+		return r.Status.Phase == harnessv1.RunRunning && r.Status.Attempt == harnessv1.MaxHandBacks+1
+	})
+	eventually(t, wait, func() error {
+		var reasons []string
+		for _, e := range runEvents(t, ns, "handed") {
+			reasons = append(reasons, e.Reason)
+		}
+		if slices.Contains(reasons, harnessv1.ReasonRetrying) {
+			return fmt.Errorf("events %v: a hand-back used a retry", reasons)
+		}
+		if n := strings.Count(strings.Join(reasons, ","), harnessv1.ReasonHandedBack); n != int(harnessv1.MaxHandBacks) {
+			return fmt.Errorf("events %v: want %d HandedBack", reasons, harnessv1.MaxHandBacks)
+		}
+		return nil
+	})
+	if err := node.MarkHandedBack(context.Background(), key); err != nil {
+		t.Fatal(err)
+	}
+	run := waitRun(t, ns, "handed", wait, "Failed", phaseIs(harnessv1.RunFailed))
+	if run.Status.Reason != harnessv1.ReasonHandedBack || run.Status.FailureClass != harnessv1.FailureInfrastructure ||
+		run.Status.HandedBack != harnessv1.MaxHandBacks {
+		t.Errorf("a hand-back beyond MaxHandBacks with no retries: reason %q class %q handedBack %d; want HandedBack, Infrastructure, %d",
+			run.Status.Reason, run.Status.FailureClass, run.Status.HandedBack, harnessv1.MaxHandBacks)
+	}
+}
+
+// TestHandedBackThenRetried: hand-backs do not hide the retries used. A run
+// with one retry, handed back once and then orphaned by a restarted
+// node-agent, is retried (its one retry), and the next restart ends it.
+func TestHandedBackThenRetried(t *testing.T) {
+	ns := newNamespace(t)
+	node := startNode(t, ns, fakenode.Options{Name: "mixed", Slots: 1, Adapters: codexOnly, RunFor: -1})
+	startController(t, ns, controllers.Options{}, nil)
+	create(t, hftesting.MakeHarnessRun("mixed", ns).Retries(1).Obj())
+	key := types.NamespacedName{Namespace: ns, Name: "mixed"}
+	mark := []func(context.Context, types.NamespacedName) error{node.MarkHandedBack, node.MarkRestarted, node.MarkRestarted}
+	for i, m := range mark {
+		attempt := int32(i + 1)
+		waitRun(t, ns, "mixed", wait, fmt.Sprintf("Running, attempt %d", attempt), func(r *harnessv1.HarnessRun) bool {
+			return r.Status.Phase == harnessv1.RunRunning && r.Status.Attempt == attempt
+		})
+		if err := m(context.Background(), key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := waitRun(t, ns, "mixed", wait, "Failed", phaseIs(harnessv1.RunFailed))
+	if run.Status.Reason != harnessv1.ReasonNodeAgentRestarted || run.Status.Attempt != 3 || run.Status.HandedBack != 1 ||
+		!strings.Contains(run.Status.Message, "no retries left (attempt 2 of 2)") {
+		t.Errorf("reason %q attempt %d handedBack %d message %q; want NodeAgentRestarted, 3, 1, no retries left (attempt 2 of 2)",
+			run.Status.Reason, run.Status.Attempt, run.Status.HandedBack, run.Status.Message)
+	}
+}
+
 // TestClaimTimeoutRetriesThenFails: a live node-agent that never claims its
 // run does not keep it Scheduled forever: after the claim timeout the
 // attempt is taken back and retried, and the last attempt fails with reason

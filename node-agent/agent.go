@@ -65,6 +65,14 @@ type Options struct {
 	// LiveEndpoint, when set, is recorded in each claimed run's
 	// status.liveOutput.
 	LiveEndpoint *LiveEndpoint
+	// HandBackAfter is how long, once the Agent is stopping (its manager's
+	// context ended: SIGTERM, its pod replaced or deleted), the attempts it
+	// runs may still finish. Those still running then are stopped and
+	// handed back (reason HandedBack), to be scheduled again without using
+	// a retry. Keep it below the manager's graceful shutdown timeout by the
+	// time a stopped agent's cleanup and a status write take; zero hands
+	// them back at once.
+	HandBackAfter time.Duration
 }
 
 // LiveEndpoint is the node-agent's log server (package livelog).
@@ -84,6 +92,11 @@ type Agent struct {
 
 	mu      sync.Mutex
 	running map[types.UID]*running
+	// claims is held (read) by each claim from its check of draining
+	// until its attempt is counted in wg, and (write) by drain to set
+	// draining: no attempt starts once the drain waits for them.
+	claims   sync.RWMutex
+	draining bool
 	// swept is closed once runs left Running by an earlier process were ended.
 	swept chan struct{}
 	wg    sync.WaitGroup
@@ -151,7 +164,14 @@ func (a *Agent) start(ctx context.Context) error {
 		return err
 	}
 	close(a.swept)
-	err := a.heartbeat(ctx)
-	a.wg.Wait()
-	return err
+	// The heartbeat outlives ctx until the attempts are drained: a Lease
+	// left to expire meanwhile would have the controller judge the node
+	// lost and retry the attempts it is still running.
+	beatCtx, stopBeat := context.WithCancel(context.WithoutCancel(ctx))
+	beat := make(chan error, 1)
+	go func() { beat <- a.heartbeat(beatCtx) }()
+	<-ctx.Done()
+	a.drain(beatCtx)
+	stopBeat()
+	return <-beat
 }

@@ -100,7 +100,7 @@ func (s *scripted) Execute(ctx context.Context, run *harnessv1.HarnessRun) *exec
 }
 
 // startAgent runs a node-agent for node with exec in its own manager.
-func startAgent(t *testing.T, node string, exec nodeagent.Executor) context.CancelFunc {
+func startAgent(t *testing.T, node string, exec nodeagent.Executor, tune ...func(*nodeagent.Options)) context.CancelFunc {
 	t.Helper()
 	cacheOpts, clientOpts := nodeagent.ManagerOptions(node)
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
@@ -112,12 +112,16 @@ func startAgent(t *testing.T, node string, exec nodeagent.Executor) context.Canc
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := nodeagent.New(mgr, nodeagent.Options{
+	opts := nodeagent.Options{
 		NodeName: node, LeaseNamespace: leaseNS, LeaseDuration: 4 * time.Second, Slots: 2,
 		Adapters:     []harnessv1.AdapterInfo{{Name: harnessv1.AdapterExec, Version: "builtin"}},
 		SandboxModes: []harnessv1.SandboxModeInfo{{Mode: "bwrap", Available: true}},
 		Executor:     exec,
-	}); err != nil {
+	}
+	for _, f := range tune {
+		f(&opts)
+	}
+	if _, err := nodeagent.New(mgr, opts); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -330,5 +334,116 @@ func TestClaimRechecksThePolicy(t *testing.T) {
 	}
 	if n := exec.calls.Load(); n != 0 {
 		t.Errorf("the agent of a refused run was executed %d times", n)
+	}
+}
+
+// draining is an Executor whose attempts take the time its runs' names
+// say: "quick-*" a moment, others until they are stopped. A stopped attempt
+// still reports Pass with evidence, as an agent that printed its answer
+// just before it was killed might: the node-agent must not believe it.
+type draining struct {
+	mu     sync.Mutex
+	causes map[string]error
+	calls  map[string]int
+}
+
+func (d *draining) Execute(ctx context.Context, run *harnessv1.HarnessRun) *executor.Outcome {
+	d.mu.Lock()
+	d.calls[run.Name]++
+	d.mu.Unlock()
+	if strings.HasPrefix(run.Name, "quick-") {
+		select {
+		case <-time.After(300 * time.Millisecond):
+		case <-ctx.Done():
+		}
+	} else {
+		<-ctx.Done()
+	}
+	d.mu.Lock()
+	d.causes[run.Name] = context.Cause(ctx)
+	d.mu.Unlock()
+	return &executor.Outcome{
+		Status: harnessv1.HarnessRunStatus{Phase: harnessv1.RunSucceeded, Verdict: harnessv1.VerdictPass,
+			Reason: harnessv1.ReasonCompleted, Message: "done", Evidence: &harnessv1.EvidenceStatus{Digest: "sha256:00"}},
+		Evidence: &executor.Evidence{Data: map[string]string{"receipt.json": "{}"}},
+	}
+}
+
+// TestDrainHandsBackWhatCannotFinish: a stopping node-agent says Draining on
+// its HarnessNode and claims no new run; an attempt that finishes within
+// HandBackAfter is written as usual; one still running then is stopped and
+// handed back (Ready=False, reason HandedBack, phase Running, no verdict,
+// no evidence), whatever its stopped agent reported.
+func TestDrainHandsBackWhatCannotFinish(t *testing.T) {
+	exec := &draining{causes: map[string]error{}, calls: map[string]int{}}
+	const node = "node-drain"
+	// The quick run ends well within HandBackAfter; the other never ends
+	// by itself.
+	stop := startAgent(t, node, exec, func(o *nodeagent.Options) { o.HandBackAfter = 5 * time.Second })
+	boundRun(t, "long-drained", node, harnessv1.RunScheduled)
+	waitFor(t, "the long run to start", func() bool { return getRun(t, "long-drained").Status.Phase == harnessv1.RunRunning })
+
+	stopped := make(chan struct{})
+	go func() {
+		stop()
+		close(stopped)
+	}()
+	ctx := context.Background()
+	hn := &harnessv1.HarnessNode{}
+	waitFor(t, "the HarnessNode to say Draining", func() bool {
+		if err := k8s.Get(ctx, types.NamespacedName{Name: node}, hn); err != nil {
+			t.Fatal(err)
+		}
+		c := meta.FindStatusCondition(hn.Status.Conditions, harnessv1.ConditionNodeReady)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == harnessv1.ReasonDraining
+	})
+	// Bound while the node-agent drains (a controller that had not seen
+	// Draining yet): not claimed.
+	boundRun(t, "quick-late", node, harnessv1.RunScheduled)
+	<-stopped
+
+	long := getRun(t, "long-drained")
+	ready := meta.FindStatusCondition(long.Status.Conditions, harnessv1.ConditionReady)
+	if long.Status.Phase != harnessv1.RunRunning || ready == nil || ready.Reason != harnessv1.ReasonHandedBack ||
+		long.Status.Verdict != "" || long.Status.Evidence != nil || long.Status.LiveOutput != nil || long.Status.Attempt != 1 {
+		t.Errorf("the long run after the drain: phase %s verdict %q evidence %+v ready %+v; want Running, no verdict, no evidence, Ready=False HandedBack",
+			long.Status.Phase, long.Status.Verdict, long.Status.Evidence, ready)
+	}
+	var sc *executor.StopCause
+	if !errors.As(exec.causes["long-drained"], &sc) || sc.Reason != harnessv1.ReasonHandedBack {
+		t.Errorf("the long run's agent was stopped by %v, want a StopCause HandedBack", exec.causes["long-drained"])
+	}
+	cm := &corev1.ConfigMap{}
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: "default", Name: nodeagent.EvidenceName(long)}, cm); err == nil {
+		t.Errorf("the handed-back attempt has evidence %s", cm.Name)
+	}
+	if late := getRun(t, "quick-late"); late.Status.Phase != harnessv1.RunScheduled {
+		t.Errorf("a run bound while the node-agent drained was claimed: %s", late.Status.Phase)
+	}
+	exec.mu.Lock()
+	defer exec.mu.Unlock()
+	if exec.calls["quick-late"] != 0 || exec.calls["long-drained"] != 1 {
+		t.Errorf("executions %v, want long-drained once and quick-late never", exec.calls)
+	}
+}
+
+// TestDrainLetsAnAttemptFinish: an attempt that ends within HandBackAfter
+// of the node-agent's stop is judged and written as usual; the stop waits
+// for it.
+func TestDrainLetsAnAttemptFinish(t *testing.T) {
+	exec := &draining{causes: map[string]error{}, calls: map[string]int{}}
+	const node = "node-drain-finish"
+	stop := startAgent(t, node, exec, func(o *nodeagent.Options) { o.HandBackAfter = 30 * time.Second })
+	boundRun(t, "quick-finishes", node, harnessv1.RunScheduled)
+	waitFor(t, "the run to start", func() bool { return getRun(t, "quick-finishes").Status.Phase == harnessv1.RunRunning })
+	stop()
+	run := getRun(t, "quick-finishes")
+	if run.Status.Phase != harnessv1.RunSucceeded || run.Status.Verdict != harnessv1.VerdictPass {
+		t.Errorf("a run that finished within the grace: %s %q %s: %s", run.Status.Phase, run.Status.Verdict, run.Status.Reason, run.Status.Message)
+	}
+	exec.mu.Lock()
+	defer exec.mu.Unlock()
+	if c := exec.causes["quick-finishes"]; c != nil {
+		t.Errorf("the run that could finish was stopped: %v", c)
 	}
 }

@@ -27,11 +27,20 @@ func (a *Agent) runAttempt(ctx context.Context, run *harnessv1.HarnessRun, r *ru
 	out := a.outcome(ctx, run)
 	a.mu.Lock()
 	r.finishing = true
+	handedBack := r.handedBack
 	a.mu.Unlock()
 	// The outcome must be written even when the run was cancelled; give it
 	// its own bounded context.
 	writeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
+	if handedBack {
+		// Stopped by the drain: whatever the agent did before it was
+		// killed is not judged, and no evidence is written for it.
+		if err := a.handBack(writeCtx, run); err != nil {
+			logger.Error(err, "handing back the attempt failed; the next node-agent reports it as orphaned")
+		}
+		return
+	}
 	if err := a.finish(writeCtx, run, out); err != nil {
 		logger.Error(err, "writing the outcome failed")
 	}

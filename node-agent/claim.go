@@ -22,7 +22,13 @@ import (
 type running struct {
 	key     types.NamespacedName
 	attempt int32
-	cancel  context.CancelCauseFunc
+	// ctx is the attempt's context, cancelled with a StopCause when it
+	// must stop.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	// handedBack is set, while the agent still runs, by a drain that stops
+	// the attempt to hand it back: its outcome is not judged.
+	handedBack bool
 	// finishing is set once the agent is done and its outcome is being
 	// written: the slot is free (the controller may already bind the next
 	// run), but the run is still this process's, never an orphan.
@@ -53,6 +59,11 @@ func (a *Agent) reconcile(ctx context.Context, req reconcile.Request) (reconcile
 	select {
 	case <-a.swept:
 	case <-ctx.Done():
+		return reconcile.Result{}, nil
+	}
+	if a.isDraining() {
+		// Stopping: no new claim, and a run Running under another attempt
+		// may be the next node-agent's, already started on this node.
 		return reconcile.Result{}, nil
 	}
 	run := &harnessv1.HarnessRun{}
@@ -125,6 +136,13 @@ func (a *Agent) stopByKey(key types.NamespacedName, cause *executor.StopCause) {
 // claim starts the bound attempt: phase Running with startTime, written only
 // if nobody changed the run since this agent read it.
 func (a *Agent) claim(ctx context.Context, run *harnessv1.HarnessRun) (reconcile.Result, error) {
+	// Held until the attempt is counted in wg, so that a drain that begins
+	// meanwhile waits for it (see drain).
+	a.claims.RLock()
+	defer a.claims.RUnlock()
+	if a.draining {
+		return reconcile.Result{}, nil
+	}
 	if a.slotsBusy() >= int(a.opts.Slots) {
 		// The controller never binds more runs than slots; this only
 		// happens while a finished run's status is on its way.
@@ -159,7 +177,7 @@ func (a *Agent) claim(ctx context.Context, run *harnessv1.HarnessRun) (reconcile
 	a.recorder.Eventf(run, nil, corev1.EventTypeNormal, string(harnessv1.RunRunning), "Start", "%s", st.Message)
 
 	attemptCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	r := &running{key: client.ObjectKeyFromObject(run), attempt: st.Attempt, cancel: cancel}
+	r := &running{key: client.ObjectKeyFromObject(run), attempt: st.Attempt, ctx: attemptCtx, cancel: cancel}
 	a.mu.Lock()
 	a.running[run.UID] = r
 	a.mu.Unlock()

@@ -51,6 +51,10 @@ type SetupOptions struct {
 	// log server's livelog.Hub); LiveEndpoint says where it is served.
 	Live         executor.LiveOutput
 	LiveEndpoint *LiveEndpoint
+	// HandBackAfter is how long, once the node-agent is stopping, its
+	// running attempts may still finish; those left are then handed back
+	// (Options.HandBackAfter).
+	HandBackAfter time.Duration
 }
 
 // Setup prepares a node-agent on mgr: it makes the executor, removes what an
@@ -107,6 +111,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts SetupOptions) (*Agent,
 		Executor:       exec,
 		ExtraLabels:    opts.ExtraLabels,
 		LiveEndpoint:   opts.LiveEndpoint,
+		HandBackAfter:  opts.HandBackAfter,
 	})
 }
 

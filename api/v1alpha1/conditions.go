@@ -97,6 +97,20 @@ const (
 	// whose phase it leaves Running; the controller then ends the run (Failed,
 	// class Infrastructure) or retries it while spec.retries allows.
 	ReasonNodeAgentRestarted = "NodeAgentRestarted"
+	// ReasonHandedBack: a node-agent that was shutting down (its pod
+	// replaced by a helm upgrade, or deleted) stopped an attempt that could
+	// not finish within its shutdown grace, removed its run dir, and handed
+	// it back: it sets Ready=False with this reason on the run, whose phase
+	// it leaves Running, and writes no verdict. The controller then sends
+	// the run back to Pending for a new attempt (status.handedBack + 1),
+	// which does not count against spec.retries (up to MaxHandBacks), with
+	// this reason.
+	ReasonHandedBack = "HandedBack"
+	// ReasonDraining: on a HarnessNode, Ready=False with this reason says
+	// its node-agent is shutting down: it claims no new run, lets its
+	// attempts finish within its shutdown grace and hands back the others.
+	// The node-agent that starts next on the node sets Ready again.
+	ReasonDraining = "Draining"
 	// ReasonRetrying: an infrastructure failure sent the run back to Pending
 	// for another attempt (spec.retries).
 	ReasonRetrying = "Retrying"

@@ -139,6 +139,8 @@ type HarnessRunSpec struct {
 	// retries is how many times the run goes back to Pending after an
 	// infrastructure failure (its node lost, its node-agent restarted).
 	// An agent's own failure, a timeout or a failed check is never retried.
+	// An attempt handed back by a node-agent that was shutting down (status.handedBack)
+	// is scheduled again without using a retry.
 	// +kubebuilder:default=0
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=10
@@ -487,6 +489,16 @@ type HarnessRunStatus struct {
 	// attempt counts the attempts, starting at 1 when the first is bound.
 	// +optional
 	Attempt int32 `json:"attempt,omitempty"`
+
+	// handedBack counts the attempts a shutting-down node-agent handed back
+	// (reason HandedBack): its pod was replaced or deleted before the
+	// attempt could finish, so it stopped the agent, removed the run dir
+	// and gave the run back to be scheduled again. The first
+	// MaxHandBacks of them do not count against spec.retries; the retries
+	// used are attempt - 1 - handedBack.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	HandedBack int32 `json:"handedBack,omitempty"`
 
 	// scheduledTime is when the current attempt was bound to a node.
 	// +optional
@@ -948,3 +960,9 @@ type HarnessRunList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []HarnessRun `json:"items"`
 }
+
+// MaxHandBacks is how many hand-backs (status.handedBack) a run gets without
+// using spec.retries: a node-agent that is shut down again and again (a
+// liveness probe failing under load) must not send a run round for ever.
+// A later hand-back uses a retry like any infrastructure failure.
+const MaxHandBacks = 5

@@ -125,7 +125,7 @@ behind and ends the runs that process had claimed (reason NodeAgentRestarted).`,
 	fl.StringVar(&f.bwrap, "bwrap", "", "bubblewrap binary (default: bwrap on PATH)")
 	fl.StringVar(&f.cgroupMount, "cgroup-mount", "/run/harnessfacts/cgroup", "on cgroup v2, where to mount a writable cgroup2 when /sys/fs/cgroup is read-only (in a pod); needs CAP_SYS_ADMIN")
 	fl.StringVar(&f.cgroupParent, "cgroup-parent", "", "cgroup under which per-run cgroups are made (default: the node-agent's own)")
-	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", 50*time.Second, "on SIGTERM (a pod replaced or deleted), how long running attempts may finish and write their outcome before the node-agent exits; keep it below the pod's terminationGracePeriodSeconds (the chart's is 60)")
+	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", 50*time.Second, "on SIGTERM (a pod replaced or deleted), how long the node-agent takes to stop: it claims no new run, lets running attempts finish until a reserve of a third of this (at most 15s) is left, then stops those left and hands them back to be scheduled again without using a retry; keep it below the pod's terminationGracePeriodSeconds (the chart's is 60)")
 	fl.BoolVar(&f.requireSandbox, "require-sandbox", true, "refuse to start when no sandbox mode passes preflight, saying why in the HarnessNode's Ready condition (reason SandboxUnavailable); false registers a node that can run agents only unsandboxed")
 	fl.BoolVar(&f.refuseFallback, "refuse-fallback", false, "never run an agent in the plain fallback on this node, whatever a run's isolation.policy asks: an AllowFallback run runs sandboxed, or fails with SandboxUnavailable where no sandbox works")
 	fl.StringToStringVar(&f.labels, "node-labels", nil, "labels added to those mirrored from the Node (key=value,...), for spec.nodeSelector")
@@ -287,6 +287,7 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 		Adapters: adapters.New(adapters.Config{CLIDir: f.agentCLIs}), ExtraLabels: f.labels,
 		Controller: controller, RefuseFallback: f.refuseFallback,
 		Observer: metrics, Live: live, LiveEndpoint: endpoint,
+		HandBackAfter: handBackAfter(f.shutdownGrace),
 	})
 	if err != nil {
 		return err
@@ -323,4 +324,12 @@ func serveLiveOutput(ctx context.Context, mgr manager.Manager, addr, host string
 	}
 	ctrl.Log.WithName("live-output").Info("serving the runs' live output", "url", l.BaseURL, "certificateSHA256", l.CertificateSHA256)
 	return hub, &nodeagent.LiveEndpoint{BaseURL: l.BaseURL, CertificateSHA256: l.CertificateSHA256}, nil
+}
+
+// handBackAfter is how long a stopping node-agent lets its attempts finish
+// before it hands back those left: the shutdown grace less a reserve for
+// stopping their agents, removing their run dirs and writing the
+// hand-backs (a third of the grace, at most 15s).
+func handBackAfter(grace time.Duration) time.Duration {
+	return grace - min(grace/3, 15*time.Second)
 }

@@ -193,13 +193,25 @@ func (n *Node) MaxActive() int {
 // restarted during the attempt: Ready=False with reason NodeAgentRestarted,
 // phase left Running for the controller to retry or end.
 func (n *Node) MarkRestarted(ctx context.Context, key types.NamespacedName) error {
+	return n.markReady(ctx, key, harnessv1.ReasonNodeAgentRestarted, "the node-agent restarted and lost the agent's process")
+}
+
+// MarkHandedBack reports, for a run this node is running, that its
+// node-agent, shutting down, stopped the attempt and handed it back:
+// Ready=False with reason HandedBack, phase left Running for the controller
+// to schedule again.
+func (n *Node) MarkHandedBack(ctx context.Context, key types.NamespacedName) error {
+	return n.markReady(ctx, key, harnessv1.ReasonHandedBack, "the node-agent was shutting down and handed the attempt back")
+}
+
+func (n *Node) markReady(ctx context.Context, key types.NamespacedName, reason, message string) error {
 	run := &harnessv1.HarnessRun{}
 	if err := n.client.Get(ctx, key, run); err != nil {
 		return err
 	}
 	base := run.DeepCopy()
 	meta.SetStatusCondition(&run.Status.Conditions, metav1.Condition{Type: harnessv1.ConditionReady, Status: metav1.ConditionFalse,
-		Reason: harnessv1.ReasonNodeAgentRestarted, Message: "the node-agent restarted and lost the agent's process",
+		Reason: reason, Message: message,
 		ObservedGeneration: run.Generation, LastTransitionTime: metav1.NewTime(n.opts.Clock.Now())})
 	n.forget(key)
 	return n.client.Status().Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))

@@ -1,0 +1,148 @@
+package nodeagent
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/node-agent/executor"
+)
+
+// The drain: a node-agent that is stopping (SIGTERM: its pod replaced by a
+// helm upgrade, or deleted) claims no new run and says so on its
+// HarnessNode (Ready=False, reason Draining), so that the controller binds
+// nothing more to it. Its attempts get Options.HandBackAfter to finish and
+// write their outcome as usual. Those still running then are handed back:
+// the agent is stopped through the attempt's context, and once the
+// executor has returned (the agent's process tree killed, the run dir and
+// the credential copies in it removed) the run gets Ready=False with reason
+// HandedBack, phase left Running and no verdict; whatever the stopped agent
+// produced is not judged. The controller then schedules the run again as a
+// new attempt that does not count against spec.retries. The hand-back is
+// written only if the run is still this node's attempt, so a run is never
+// carried out twice at once; a node-agent killed before it could write it
+// leaves the attempt to the next one's sweep (NodeAgentRestarted), so no
+// run is lost either.
+
+// drain stops claiming, waits for the attempts until HandBackAfter, and
+// hands back those left. ctx lives until the drain is done.
+func (a *Agent) drain(ctx context.Context) {
+	logger := log.FromContext(ctx)
+	a.claims.Lock()
+	a.draining = true
+	a.claims.Unlock()
+	if err := a.markDraining(ctx); err != nil {
+		logger.Error(err, "saying on the HarnessNode that the node-agent drains")
+	}
+	done := make(chan struct{})
+	go func() {
+		a.wg.Wait()
+		close(done)
+	}()
+	if n := a.runningCount(); n > 0 {
+		logger.Info("stopping: no new run is claimed; running attempts may finish, then those left are handed back",
+			"attempts", n, "handBackAfter", a.opts.HandBackAfter)
+	}
+	timer := a.opts.Clock.NewTimer(a.opts.HandBackAfter)
+	defer timer.Stop()
+	select {
+	case <-done:
+		return
+	case <-timer.C():
+	}
+	a.handBackAll(logger)
+	<-done
+}
+
+// isDraining says whether the Agent stopped claiming.
+func (a *Agent) isDraining() bool {
+	a.claims.RLock()
+	defer a.claims.RUnlock()
+	return a.draining
+}
+
+// handBackAll stops every attempt whose agent is still running and that was
+// not stopped already (a cancel or a delete keeps its own outcome), marking
+// it to be handed back instead of judged.
+func (a *Agent) handBackAll(logger interface {
+	Info(string, ...any)
+}) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, r := range a.running {
+		if r.finishing || r.ctx.Err() != nil {
+			continue
+		}
+		r.handedBack = true
+		r.cancel(&executor.StopCause{Reason: harnessv1.ReasonHandedBack,
+			Message: fmt.Sprintf("the node-agent on %s is shutting down and hands the attempt back", a.opts.NodeName)})
+		logger.Info("handing back an attempt that did not finish within the shutdown grace", "run", r.key, "attempt", r.attempt)
+	}
+}
+
+// markDraining sets the HarnessNode's Ready condition to False, reason
+// Draining: the controller binds no more runs to this node until the next
+// node-agent registers it again.
+func (a *Agent) markDraining(ctx context.Context) error {
+	now := metav1.NewTime(a.opts.Clock.Now())
+	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		node := &harnessv1.HarnessNode{}
+		if err := a.apiReader.Get(ctx, types.NamespacedName{Name: a.opts.NodeName}, node); err != nil {
+			return err
+		}
+		meta.SetStatusCondition(&node.Status.Conditions, metav1.Condition{Type: harnessv1.ConditionNodeReady,
+			Status: metav1.ConditionFalse, Reason: harnessv1.ReasonDraining, LastTransitionTime: now, ObservedGeneration: node.Generation,
+			Message: "the node-agent is shutting down (its pod is being replaced or deleted): it claims no new run; its running attempts finish or are handed back"})
+		return a.client.Status().Update(ctx, node)
+	})
+}
+
+// handBack reports the stopped attempt as handed back: Ready=False, reason
+// HandedBack, phase left Running, written only while the run is still this
+// node's attempt. Its executor has returned: the agent is gone and its run
+// dir removed.
+func (a *Agent) handBack(ctx context.Context, run *harnessv1.HarnessRun) error {
+	key := client.ObjectKeyFromObject(run)
+	msg := fmt.Sprintf("the node-agent on %s was shut down (its pod replaced or deleted) before attempt %d finished within its shutdown grace; it stopped the agent, removed the run dir and handed the attempt back",
+		a.opts.NodeName, run.Status.Attempt)
+	var written *harnessv1.HarnessRun
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		cur := &harnessv1.HarnessRun{}
+		if err := a.apiReader.Get(ctx, key, cur); err != nil {
+			return err
+		}
+		if cur.UID != run.UID || cur.Status.Attempt != run.Status.Attempt || cur.Status.Phase != harnessv1.RunRunning ||
+			cur.Status.NodeName != a.opts.NodeName {
+			return nil // the controller already ended or rebound this attempt
+		}
+		base := cur.DeepCopy()
+		meta.SetStatusCondition(&cur.Status.Conditions, metav1.Condition{Type: harnessv1.ConditionReady, Status: metav1.ConditionFalse,
+			Reason: harnessv1.ReasonHandedBack, Message: msg, ObservedGeneration: cur.Generation,
+			LastTransitionTime: metav1.NewTime(a.opts.Clock.Now())})
+		cur.Status.LiveOutput = nil // the stream ended with the attempt
+		if err := a.client.Status().Patch(ctx, cur, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+			return err
+		}
+		written = cur
+		return nil
+	})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("handing back %s: %w", key, err)
+	}
+	if written != nil {
+		a.recorder.Eventf(written, nil, corev1.EventTypeNormal, harnessv1.ReasonHandedBack, "HandBack", "%s", msg)
+	}
+	return nil
+}
