@@ -78,3 +78,29 @@ func (a *Agent) refuse(ctx context.Context, run *harnessv1.HarnessRun, violation
 	a.recorder.Eventf(run, nil, corev1.EventTypeWarning, harnessv1.ReasonPolicyViolation, "Claim", "%s", st.Message)
 	return reconcile.Result{}, nil
 }
+
+// gatewayLimits reads a run's model gateway limits from the HarnessPolicies
+// over its namespace, as they are when its gateway starts.
+func gatewayLimits(r client.Reader) func(ctx context.Context, run *harnessv1.HarnessRun) (harnessv1.GatewayLimits, error) {
+	return func(ctx context.Context, run *harnessv1.HarnessRun) (harnessv1.GatewayLimits, error) {
+		policies := &harnessv1.HarnessPolicyList{}
+		if err := r.List(ctx, policies); err != nil {
+			return harnessv1.GatewayLimits{}, fmt.Errorf("listing HarnessPolicies: %w", err)
+		}
+		if len(policies.Items) == 0 {
+			return harnessv1.GatewayLimits{}, nil
+		}
+		ns := &corev1.Namespace{}
+		if err := r.Get(ctx, types.NamespacedName{Name: run.Namespace}, ns); err != nil {
+			return harnessv1.GatewayLimits{}, fmt.Errorf("reading namespace %s for its HarnessPolicies: %w", run.Namespace, err)
+		}
+		sort.Slice(policies.Items, func(i, j int) bool { return policies.Items[i].Name < policies.Items[j].Name })
+		var selecting []harnessv1.HarnessPolicy
+		for _, p := range policies.Items {
+			if ok, err := p.Selects(ns.Labels); err == nil && ok {
+				selecting = append(selecting, p)
+			}
+		}
+		return harnessv1.GatewayLimitsOf(selecting), nil
+	}
+}

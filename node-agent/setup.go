@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"time"
@@ -44,6 +45,9 @@ type SetupOptions struct {
 	// RefuseFallback refuses the plain fallback on this node, whatever a
 	// run's isolation policy asks (--refuse-fallback).
 	RefuseFallback bool
+	// ProviderCAs verify model providers' certificates in the model
+	// gateway (--provider-ca-file; nil: the system's roots).
+	ProviderCAs *x509.CertPool
 	// Observer hears of each attempt's steps and agent start (the
 	// node-agent's metrics).
 	Observer executor.Observer
@@ -88,6 +92,8 @@ func Setup(ctx context.Context, mgr manager.Manager, opts SetupOptions) (*Agent,
 		NodeName:   opts.NodeName,
 
 		RefuseFallback: opts.RefuseFallback,
+		ProviderCAs:    opts.ProviderCAs,
+		GatewayLimits:  gatewayLimits(mgr.GetAPIReader()),
 		// status.limits as soon as the fixture is read: the controller's
 		// deadline follows the episode it resolved.
 		LimitsSettled: recordLimits(mgr.GetClient()),

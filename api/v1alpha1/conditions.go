@@ -150,6 +150,23 @@ const (
 	// ReasonEgressProxyFailed: the run's egress proxy could not start or its
 	// allow list is invalid.
 	ReasonEgressProxyFailed = "EgressProxyFailed"
+	// ReasonGatewayRequestLimit: the agent's model requests through the run's
+	// model gateway reached HarnessPolicy gateway.maxRequestsPerRun; the agent
+	// was killed (verdict Fail, class Agent).
+	ReasonGatewayRequestLimit = "GatewayRequestLimit"
+	// ReasonGatewayTokenLimit: the tokens the provider served through the
+	// run's model gateway reached HarnessPolicy gateway.maxTokensPerRun; the
+	// agent was killed (verdict Fail, class Agent).
+	ReasonGatewayTokenLimit = "GatewayTokenLimit"
+	// ReasonProviderCertificateInvalid: the model provider's TLS certificate
+	// did not verify in the run's model gateway; the agent was killed and
+	// no request reached the provider over that connection (class
+	// Infrastructure).
+	ReasonProviderCertificateInvalid = "ProviderCertificateInvalid"
+	// ReasonProviderUnavailable: the model provider still answered 429 or
+	// 5xx (or could not be reached) after the gateway's retries; the run is
+	// an infrastructure failure, retried while spec.retries allows.
+	ReasonProviderUnavailable = "ProviderUnavailable"
 	// ReasonRunDirFailed: the run dir could not be prepared on the node.
 	ReasonRunDirFailed = "RunDirFailed"
 	// ReasonMCPServerFailed: the run's MCP token server could not start.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"path"
 	"slices"
 	"sort"
 	"strings"
@@ -72,6 +73,9 @@ func (p *HarnessPolicy) Violations(spec *HarnessRunSpec) []PolicyViolation {
 			}
 		}
 	}
+	if g := ps.Gateway; g != nil && len(g.AllowedProviders) > 0 && spec.Agent.ProviderURL != "" && !ProviderAllowed(g.AllowedProviders, spec.Agent.ProviderURL) {
+		add("gateway.allowedProviders", "agent.providerURL %s is not at or below any of %s", spec.Agent.ProviderURL, strings.Join(g.AllowedProviders, ", "))
+	}
 	if len(ps.Adapters) > 0 && !slices.Contains(ps.Adapters, spec.Agent.Adapter) {
 		names := make([]string, len(ps.Adapters))
 		for i, a := range ps.Adapters {
@@ -136,4 +140,73 @@ func urlListed(list []string, raw string) bool {
 		}
 	}
 	return slices.Contains(list, u.Hostname()) || slices.Contains(list, net.JoinHostPort(u.Hostname(), port))
+}
+
+// ProviderAllowed says whether raw is at or below one of the allowed base
+// URLs: the same scheme, host and port (the scheme's when none), and a path
+// equal to the entry's or below it by whole segments. Paths are compared
+// cleaned and unescaped once, so "/v1/../admin" is not below "/v1", and
+// neither a user part nor a query is accepted.
+func ProviderAllowed(allowed []string, raw string) bool {
+	u, ok := providerBase(raw)
+	if !ok {
+		return false
+	}
+	for _, a := range allowed {
+		b, ok := providerBase(a)
+		if !ok || u.Scheme != b.Scheme || u.Host != b.Host {
+			continue
+		}
+		if b.Path == "/" || u.Path == b.Path || strings.HasPrefix(u.Path, b.Path+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// providerBase is raw with a lower-case scheme and host, an explicit port
+// and a clean path without a trailing slash ("/" for none).
+func providerBase(raw string) (*url.URL, bool) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.RawPath != "" {
+		return nil, false
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+	p := path.Clean("/" + u.Path)
+	if strings.Contains(u.Path, "..") && p != u.Path {
+		return nil, false
+	}
+	return &url.URL{Scheme: u.Scheme, Host: net.JoinHostPort(host, port), Path: p}, true
+}
+
+// GatewayLimits are the model gateway's limits for one run (0: none).
+type GatewayLimits struct {
+	MaxRequests, MaxTokens int64
+	// Sources name the policy rule each came from.
+	Sources []string
+}
+
+// GatewayLimitsOf is the smallest of the gateway limits of the policies
+// given (those that select the run's namespace).
+func GatewayLimitsOf(policies []HarnessPolicy) GatewayLimits {
+	var out GatewayLimits
+	for i := range policies {
+		g := policies[i].Spec.Gateway
+		if g == nil {
+			continue
+		}
+		if v := g.MaxRequestsPerRun; v != nil && (out.MaxRequests == 0 || *v < out.MaxRequests) {
+			out.MaxRequests = *v
+			out.Sources = append(out.Sources, "HarnessPolicy "+policies[i].Name+" gateway.maxRequestsPerRun")
+		}
+		if v := g.MaxTokensPerRun; v != nil && (out.MaxTokens == 0 || *v < out.MaxTokens) {
+			out.MaxTokens = *v
+			out.Sources = append(out.Sources, "HarnessPolicy "+policies[i].Name+" gateway.maxTokensPerRun")
+		}
+	}
+	return out
 }

@@ -59,6 +59,44 @@ type HarnessPolicySpec struct {
 	// "Multi-tenant clusters").
 	// +optional
 	Spend *PolicySpend `json:"spend,omitempty"`
+
+	// gateway bounds what each run's model gateway forwards (the
+	// node-agent's per-run proxy that holds the API key outside the
+	// sandbox): requests and tokens per run, and the provider base URLs a
+	// run may name.
+	// +optional
+	Gateway *PolicyGateway `json:"gateway,omitempty"`
+}
+
+// PolicyGateway are the model gateway's rules. Where several policies
+// select a namespace, the smallest limit applies and a provider URL must be
+// allowed by each that lists providers.
+type PolicyGateway struct {
+	// maxRequestsPerRun is the most model requests one run may send through
+	// its gateway; the request beyond it ends the run (reason
+	// GatewayRequestLimit, verdict Fail, class Agent).
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxRequestsPerRun *int64 `json:"maxRequestsPerRun,omitempty"`
+
+	// maxTokensPerRun is the most tokens (input, output and cache) the
+	// provider may serve one run through its gateway; reaching it ends the
+	// run (reason GatewayTokenLimit, verdict Fail, class Agent).
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxTokensPerRun *int64 `json:"maxTokensPerRun,omitempty"`
+
+	// allowedProviders are the provider base URLs spec.agent.providerURL
+	// may name: the same scheme, host and port, and a path at or below the
+	// entry's ("https://llm.example.com/v1" allows
+	// "https://llm.example.com/v1/team-a", not "https://llm.example.com").
+	// Empty: any. A run without a providerURL uses its adapter's own
+	// provider.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=512
+	// +listType=atomic
+	// +optional
+	AllowedProviders []string `json:"allowedProviders,omitempty"`
 }
 
 // PolicyIsolation are the isolation rules of a HarnessPolicy.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
@@ -51,6 +52,7 @@ type nodeAgentFlags struct {
 	memoryLimit    string
 	requireSandbox bool
 	refuseFallback bool
+	providerCA     string
 	shutdownGrace  time.Duration
 	labels         map[string]string
 	controller     controllerLink
@@ -128,6 +130,7 @@ behind and ends the runs that process had claimed (reason NodeAgentRestarted).`,
 	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", 50*time.Second, "on SIGTERM (a pod replaced or deleted), how long the node-agent takes to stop: it claims no new run, lets running attempts finish until a reserve of a third of this (at most 15s) is left, then stops those left and hands them back to be scheduled again without using a retry; keep it below the pod's terminationGracePeriodSeconds (the chart's is 60)")
 	fl.BoolVar(&f.requireSandbox, "require-sandbox", true, "refuse to start when no sandbox mode passes preflight, saying why in the HarnessNode's Ready condition (reason SandboxUnavailable); false registers a node that can run agents only unsandboxed")
 	fl.BoolVar(&f.refuseFallback, "refuse-fallback", false, "never run an agent in the plain fallback on this node, whatever a run's isolation.policy asks: an AllowFallback run runs sandboxed, or fails with SandboxUnavailable where no sandbox works")
+	fl.StringVar(&f.providerCA, "provider-ca-file", "", "PEM bundle of the CAs that model providers' certificates must chain to in the runs' model gateway, instead of the system's (a private provider, a test CA)")
 	fl.StringToStringVar(&f.labels, "node-labels", nil, "labels added to those mirrored from the Node (key=value,...), for spec.nodeSelector")
 	fl.StringVar(&f.controller.url, "controller-url", "", "https URL of the controller's run source, where the node-agent reads the Secret keys and fixture ConfigMaps of the runs it claimed (it has no right to read them itself)")
 	fl.StringVar(&f.controller.serverName, "controller-server-name", "", "the name the run source's certificate must carry when --controller-url is an address it does not name (a pod IP where Services do not route); default: --controller-url's host")
@@ -280,12 +283,16 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 	} else if placeErr != nil {
 		logger.Error(placeErr, "the node-agent could not place itself and its runs' cgroups; without --require-sandbox it goes on, with no bound of its own")
 	}
+	providerCAs, err := loadCAs(f.providerCA)
+	if err != nil {
+		return fmt.Errorf("--provider-ca-file: %w", err)
+	}
 	_, err = nodeagent.Setup(ctx, mgr, nodeagent.SetupOptions{
 		NodeName: f.nodeName, LeaseNamespace: f.leaseNamespace, LeaseDuration: f.leaseDuration, Slots: f.slots,
 		RunRoot: f.runRoot, Hidden: hidden, IDs: ids,
 		Sandbox:  sandboxOpts,
 		Adapters: adapters.New(adapters.Config{CLIDir: f.agentCLIs}), ExtraLabels: f.labels,
-		Controller: controller, RefuseFallback: f.refuseFallback,
+		Controller: controller, RefuseFallback: f.refuseFallback, ProviderCAs: providerCAs,
 		Observer: metrics, Live: live, LiveEndpoint: endpoint,
 		HandBackAfter: handBackAfter(f.shutdownGrace),
 	})
@@ -332,4 +339,20 @@ func serveLiveOutput(ctx context.Context, mgr manager.Manager, addr, host string
 // hand-backs (a third of the grace, at most 15s).
 func handBackAfter(grace time.Duration) time.Duration {
 	return grace - min(grace/3, 15*time.Second)
+}
+
+// loadCAs reads a PEM CA bundle; "" is nil, the system's roots.
+func loadCAs(file string) (*x509.CertPool, error) {
+	if file == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", file)
+	}
+	return pool, nil
 }

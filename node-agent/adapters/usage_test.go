@@ -37,7 +37,7 @@ func TestUsageFromAgentOutput(t *testing.T) {
 			`{"type":"turn.completed","usage":{"input_tokens":1396,"cached_input_tokens":322,"output_tokens":66}}` + "\n",
 			want: AgentUsage{Counts: usage.Counts{Input: 2111, Output: 119, CacheRead: 633}}},
 		{name: "gemini result stats", r: Gemini{}, found: true,
-			log: `{"type":"result","status":"success","stats":{"total_tokens":2863,"input_tokens":2744,"output_tokens":119,"cached":633,"input":2111,"duration_ms":5,"tool_calls":1,"models":{"gemini-b":{},"gemini-a":{}}}}` + "\n",
+			log:  `{"type":"result","status":"success","stats":{"total_tokens":2863,"input_tokens":2744,"output_tokens":119,"cached":633,"input":2111,"duration_ms":5,"tool_calls":1,"models":{"gemini-b":{},"gemini-a":{}}}}` + "\n",
 			want: AgentUsage{Counts: usage.Counts{Input: 2111, Output: 119, CacheRead: 633}, Models: []string{"gemini-a", "gemini-b"}}},
 		{name: "opencode steps", r: OpenCode{}, found: true, log: `{"type":"step_start","part":{}}` + "\n" +
 			`{"type":"step_finish","part":{"type":"step-finish","tokens":{"input":1037,"output":50,"reasoning":3,"cache":{"read":311,"write":27}},"cost":0}}` + "\n" +

@@ -14,6 +14,7 @@ import (
 	"github.com/harnessfacts/harnessfacts/node-agent/artifacts"
 	"github.com/harnessfacts/harnessfacts/node-agent/egress"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
+	"github.com/harnessfacts/harnessfacts/node-agent/gateway"
 	"github.com/harnessfacts/harnessfacts/node-agent/mcp"
 	"github.com/harnessfacts/harnessfacts/node-agent/sandboxinit"
 	"github.com/harnessfacts/harnessfacts/sandbox"
@@ -27,6 +28,8 @@ type ran struct {
 	stop        *StopCause
 	out         *output
 	egressStats *egress.Stats // nil when the run had no egress proxy
+	// gatewayStop is why the model gateway ended the run (nil if it did not).
+	gatewayStop *gateway.Stop
 
 	checks    []harnessv1.CheckResult
 	artifacts []artifacts.Result
@@ -56,12 +59,22 @@ func (a *attempt) prepareAgent(context.Context) error {
 	if a.useProxy() {
 		proxyURL = fmt.Sprintf("http://127.0.0.1:%d", SandboxEgressPort)
 	}
+	// Through the model gateway, the CLI gets the gateway's URL in the
+	// sandbox and a placeholder for each model key.
+	agent := run.Spec.Agent
+	creds, gatewayNote := a.routeModel()
+	if a.route != nil {
+		agent.ProviderURL = gatewayURL
+	}
 	inv, err := adapter.Prepare(adapters.Input{
-		Agent: run.Spec.Agent, Prompt: prompt, Workspace: a.dir.Workspace(), Home: a.dir.Home(),
-		MCP: a.mcp.endpoint, MaxDecisions: a.limits.MaxDecisions, Credentials: a.creds, ProxyURL: proxyURL,
+		Agent: agent, Prompt: prompt, Workspace: a.dir.Workspace(), Home: a.dir.Home(),
+		MCP: a.mcp.endpoint, MaxDecisions: a.limits.MaxDecisions, Credentials: creds, ProxyURL: proxyURL,
 	})
 	if err != nil {
 		return fail(harnessv1.ReasonAdapterFailed, fmt.Errorf("the adapter could not prepare the run: %w", err))
+	}
+	if gatewayNote != "" {
+		inv.Notes = append(inv.Notes, gatewayNote)
 	}
 	a.inv = inv
 	return nil
@@ -82,7 +95,7 @@ func (a *attempt) writeAgentFiles(ctx context.Context) error {
 func (a *attempt) runAgent(ctx context.Context) (*ran, error) {
 	e := a.e
 	spec := a.baseSpec(a.egress)
-	argv, initEnv, err := e.wrap(a.inv.Argv, a.mcp, a.transport, a.proxy, a.bridge)
+	argv, initEnv, err := e.wrap(a.inv.Argv, a.mcp, a.transport, a.proxy, a.bridge, a.gw)
 	if err != nil {
 		return nil, fail(harnessv1.ReasonSandboxUnavailable, fmt.Errorf("sandbox-init's bridges: %w", err))
 	}
@@ -117,9 +130,25 @@ func (a *attempt) runAgent(ctx context.Context) (*ran, error) {
 		mode := a.runner.Mode()
 		spec.Started = func() { o.AgentStarted(a.run, mode, time.Since(a.started)) }
 	}
-	res, runErr := a.runner.Run(ctx, spec)
+	// The model gateway ends the run (a limit reached, a provider that
+	// cannot be verified or keeps failing) by killing the agent.
+	agentCtx, cancelAgent := context.WithCancel(ctx)
+	defer cancelAgent()
+	if a.gw != nil {
+		go func() {
+			select {
+			case <-a.gw.stopped:
+				cancelAgent()
+			case <-agentCtx.Done():
+			}
+		}()
+	}
+	res, runErr := a.runner.Run(agentCtx, spec)
 	out.close()
 	r := &ran{agent: res, agentErr: runErr, out: out, stop: stopCauseOf(ctx)}
+	if a.gw != nil {
+		r.gatewayStop = a.gw.g.Stopped()
+	}
 	// A full run dir, looked at when the agent's tree is gone: the agent
 	// may have ignored ENOSPC and exited 0.
 	if u, ok, err := a.dir.DiskUsage(); err == nil && ok && u.Full {
@@ -129,7 +158,7 @@ func (a *attempt) runAgent(ctx context.Context) (*ran, error) {
 		st := a.proxy.proxy.Stats()
 		r.egressStats = &st
 	}
-	if runErr != nil && r.stop == nil && !res.TimedOut {
+	if runErr != nil && r.stop == nil && r.gatewayStop == nil && !res.TimedOut {
 		return nil, fail(harnessv1.ReasonSandboxUnavailable, fmt.Errorf("the sandbox could not run the agent: %w", runErr))
 	}
 	return r, nil
@@ -179,13 +208,16 @@ func (a *attempt) baseSpec(egress harnessv1.Egress) sandbox.Spec {
 // name the run's sockets, so they go to sandbox-init in its environment
 // (sandboxinit.ConfigEnv, carried to bwrap in its sealed --args memfd), never
 // on a command line, which every user of the node can read.
-func (e *Executor) wrap(argv []string, srv *mcpServer, transport harnessv1.MCPTransport, px *egressProxy, bridge *providerBridge) ([]string, []string, error) {
+func (e *Executor) wrap(argv []string, srv *mcpServer, transport harnessv1.MCPTransport, px *egressProxy, bridge *providerBridge, gw *modelGateway) ([]string, []string, error) {
 	var cfg sandboxinit.Config
 	if transport == harnessv1.MCPTransportHTTP && srv.httpSocket != "" {
 		cfg.Forwards = append(cfg.Forwards, sandboxinit.Forward{Listen: fmt.Sprintf("127.0.0.1:%d", SandboxMCPPort), Socket: srv.httpSocket})
 	}
 	if bridge != nil {
 		cfg.Forwards = append(cfg.Forwards, sandboxinit.Forward{Listen: bridge.listen, Socket: bridge.socket})
+	}
+	if gw != nil {
+		cfg.Forwards = append(cfg.Forwards, sandboxinit.Forward{Listen: gatewayListen(), Socket: gw.socket})
 	}
 	if px != nil {
 		cfg.Proxy = &sandboxinit.Forward{Listen: fmt.Sprintf("127.0.0.1:%d", SandboxEgressPort), Socket: px.socket}

@@ -34,7 +34,7 @@ func (a *attempt) startEgress(ctx context.Context) error {
 	if !a.useProxy() {
 		return nil
 	}
-	allow, err := allowList(a.run, a.inv)
+	allow, err := allowList(a.run, a.inv, a.route == nil)
 	if err != nil {
 		return fail(harnessv1.ReasonEgressProxyFailed, fmt.Errorf("the egress allow list cannot be built: %w", err))
 	}
@@ -46,6 +46,11 @@ func (a *attempt) startEgress(ctx context.Context) error {
 	a.deferCleanup(px.stop)
 	log.FromContext(ctx).V(1).Info("egress proxy", "allowed", allow.Entries())
 
+	if a.route != nil {
+		// The model path is the gateway's: the agent reaches no provider
+		// itself.
+		return a.startGateway(ctx)
+	}
 	bridge, err := startProviderBridge(a.dir.Socket(fixture.SocketProvider), a.run.Spec.Agent.ProviderURL, a.runIDs())
 	if err != nil {
 		return fail(harnessv1.ReasonEgressProxyFailed, fmt.Errorf("the provider on this node's loopback cannot be bridged into the sandbox: %w", err))
@@ -68,7 +73,9 @@ func effectiveEgress(m harnessv1.Egress) harnessv1.Egress {
 
 // allowList is what a ProviderOnly run may reach: the adapter's provider
 // hosts, spec.network.allowHosts and the host of spec.agent.providerURL.
-func allowList(run *harnessv1.HarnessRun, inv *adapters.Invocation) (*egress.AllowList, error) {
+// With the model gateway (withProvider false) the provider is not on it:
+// the agent's model path is the gateway, which holds the key.
+func allowList(run *harnessv1.HarnessRun, inv *adapters.Invocation, withProvider bool) (*egress.AllowList, error) {
 	allow, err := egress.NewAllowList(inv.ProviderHosts...)
 	if err != nil {
 		return nil, fmt.Errorf("the adapter's provider hosts: %w", err)
@@ -78,7 +85,7 @@ func allowList(run *harnessv1.HarnessRun, inv *adapters.Invocation) (*egress.All
 			return nil, fmt.Errorf("spec.network.allowHosts: %w", err)
 		}
 	}
-	if u := run.Spec.Agent.ProviderURL; u != "" {
+	if u := run.Spec.Agent.ProviderURL; u != "" && withProvider {
 		if err := allow.AddURL(u); err != nil {
 			return nil, fmt.Errorf("spec.agent.providerURL: %w", err)
 		}

@@ -21,7 +21,7 @@ func TestAllowListOfARun(t *testing.T) {
 		Network: harnessv1.NetworkSpec{AllowHosts: []string{"pypi.example.org", "10.0.0.7:8080"}},
 	}}
 	inv := &adapters.Invocation{ProviderHosts: []string{"api.example.com:443"}}
-	allow, err := allowList(run, inv)
+	allow, err := allowList(run, inv, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func TestAllowListOfARun(t *testing.T) {
 	}
 
 	run.Spec.Network.AllowHosts = []string{"bad host"}
-	if _, err := allowList(run, inv); err == nil || !strings.Contains(err.Error(), "spec.network.allowHosts") {
+	if _, err := allowList(run, inv, true); err == nil || !strings.Contains(err.Error(), "spec.network.allowHosts") {
 		t.Errorf("a bad allowHosts entry: %v, want an error naming the field", err)
 	}
 }
@@ -57,7 +57,7 @@ func TestWrapBridgesMCPAndProxy(t *testing.T) {
 			&sandboxinit.Config{Forwards: []sandboxinit.Forward{mcpFwd, {Listen: "127.0.0.1:8089", Socket: "/run/x/sockets/provider.sock"}}, Proxy: proxyFwd}},
 	}
 	for _, tc := range cases {
-		argv, env, err := e.wrap([]string{"agent", "-x"}, srv, tc.transport, tc.px, tc.bridge)
+		argv, env, err := e.wrap([]string{"agent", "-x"}, srv, tc.transport, tc.px, tc.bridge, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

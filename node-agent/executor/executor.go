@@ -11,6 +11,7 @@ package executor
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -63,6 +64,12 @@ type Options struct {
 	// asks: a run with isolation.policy AllowFallback runs sandboxed, or
 	// fails with SandboxUnavailable when no sandbox works here.
 	RefuseFallback bool
+	// ProviderCAs verify model providers' certificates in each run's model
+	// gateway; nil is the system's roots.
+	ProviderCAs *x509.CertPool
+	// GatewayLimits, when set, gives a run's model gateway limits (the
+	// HarnessPolicies over its namespace, as they are when the run starts).
+	GatewayLimits func(ctx context.Context, run *harnessv1.HarnessRun) (harnessv1.GatewayLimits, error)
 	// LimitsSettled, when set, is told the attempt's limits as soon as they
 	// are settled (the fixture read, no HarnessPolicy ceiling broken),
 	// before the agent starts. The node-agent records them in status, so
@@ -216,7 +223,11 @@ type attempt struct {
 	egress      harnessv1.Egress
 	proxy       *egressProxy
 	bridge      *providerBridge
-	cliVersion  string
+	// route is how the run's model requests go through the model gateway
+	// (nil when they do not); gw serves them.
+	route      *adapters.ModelRoute
+	gw         *modelGateway
+	cliVersion string
 	// uid and gid the attempt's commands run as.
 	uid, gid int
 	// diskNote says why limits.disk was not enforced ("" when it was).
@@ -298,7 +309,7 @@ func (a *attempt) do(ctx context.Context) *Outcome {
 	if err != nil {
 		return failed(err)
 	}
-	if res.stop == nil && !res.agent.TimedOut {
+	if res.stop == nil && !res.agent.TimedOut && res.gatewayStop == nil {
 		a.step(StepChecks)
 		res.checks = a.runChecks(ctx)
 	}

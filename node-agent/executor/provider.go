@@ -44,8 +44,8 @@ func startProviderBridge(socket, rawURL string, owner socketOwner) (*providerBri
 	if port == "" {
 		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 	}
-	if port == fmt.Sprint(SandboxMCPPort) || port == fmt.Sprint(SandboxEgressPort) {
-		return nil, fmt.Errorf("spec.agent.providerURL %q: port %s is taken in the sandbox by the run's own MCP and egress bridges", rawURL, port)
+	if port == fmt.Sprint(SandboxMCPPort) || port == fmt.Sprint(SandboxEgressPort) || port == fmt.Sprint(SandboxGatewayPort) {
+		return nil, fmt.Errorf("spec.agent.providerURL %q: port %s is taken in the sandbox by the run's own MCP, egress and model gateway bridges", rawURL, port)
 	}
 	// The agent dials the address it was given; sandbox-init listens on
 	// 127.0.0.1 in the sandbox whichever loopback name the URL uses.

@@ -10,6 +10,9 @@ import (
 // went through it, else what the CLI's own output says, else source None.
 func (a *attempt) usageStatus(log []byte) *harnessv1.UsageStatus {
 	requested := adapters.RequestedModel(a.run.Spec.Agent.Adapter, a.run.Spec.Agent.Model)
+	if a.gw != nil {
+		return a.gw.g.Tally().Status(harnessv1.UsageFromGateway, requested)
+	}
 	if r, ok := a.adapter.(adapters.UsageReader); ok && log != nil {
 		if u, found := r.Usage(log); found {
 			var t usage.Tally

@@ -8,6 +8,7 @@ import (
 	"github.com/harnessfacts/harnessfacts/internal/termsafe"
 	"github.com/harnessfacts/harnessfacts/node-agent/egress"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
+	"github.com/harnessfacts/harnessfacts/node-agent/gateway"
 	"github.com/harnessfacts/harnessfacts/node-agent/redact"
 	"github.com/harnessfacts/harnessfacts/sandbox"
 )
@@ -115,7 +116,7 @@ func (a *attempt) verdict(in *ran) *Outcome {
 
 	// Verdict: a pure function of what the attempt found.
 	j := judgement{
-		Stop: in.stop, TimedOut: in.agent.TimedOut, OOMKilled: ag.OOMKilled, Signal: ag.Signal,
+		Stop: in.stop, Gateway: in.gatewayStop, TimedOut: in.agent.TimedOut, OOMKilled: ag.OOMKilled, Signal: ag.Signal,
 		Exited: ag.ExitCode != nil, ExitCode: in.agent.ExitCode,
 		MCPUnsupported: a.inv != nil && a.inv.MCPUnsupported, WantMCP: wantMCP, TokenSeen: in.tokenSeen,
 		MCPMessage: st.MCP.Message, Checks: in.checks,
@@ -175,6 +176,8 @@ func validUTF8(b []byte) string { return strings.ToValidUTF8(string(b), "\uFFFD"
 type judgement struct {
 	// Stop is why the run was stopped (cancelled, deleted); nil if not.
 	Stop *StopCause
+	// Gateway is why the model gateway ended the run; nil if it did not.
+	Gateway *gateway.Stop
 	// TimedOut, OOMKilled and Signal say how the agent ended, when it did
 	// not exit by itself; Exited says it did, with ExitCode.
 	TimedOut  bool
@@ -223,6 +226,15 @@ func judge(j judgement) verdict {
 		// Stopping is nobody's failure: no failure class, never retried.
 		v = verdict{Phase: harnessv1.RunFailed, Verdict: harnessv1.VerdictError,
 			Reason: j.Stop.Reason, Message: j.Stop.Message + "; the agent's process tree was killed"}
+	case j.Gateway != nil && j.Gateway.Infrastructure:
+		// The provider failed, or could not be verified: nobody's answer
+		// was judged, and a retry of the run may pass.
+		v = verdict{Phase: harnessv1.RunFailed, Verdict: harnessv1.VerdictError, FailureClass: harnessv1.FailureInfrastructure,
+			Reason: j.Gateway.Reason, Message: j.Gateway.Message + "; the agent's process tree was killed"}
+	case j.Gateway != nil:
+		// A request or token limit: the agent used what the run allows.
+		v = verdict{Phase: harnessv1.RunSucceeded, Verdict: harnessv1.VerdictFail, FailureClass: harnessv1.FailureAgent,
+			Reason: j.Gateway.Reason, Message: j.Gateway.Message + "; the agent's process tree was killed"}
 	case j.TimedOut:
 		v = verdict{Phase: harnessv1.RunFailed, Verdict: harnessv1.VerdictError, FailureClass: harnessv1.FailureTimeout,
 			Reason:  harnessv1.ReasonDeadlineExceeded,

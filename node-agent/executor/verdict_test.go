@@ -8,6 +8,7 @@ import (
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
+	"github.com/harnessfacts/harnessfacts/node-agent/gateway"
 )
 
 // TestJudgementOrder covers the whole judgement order: each failure class,
@@ -39,6 +40,21 @@ func TestJudgementOrder(t *testing.T) {
 			j.Stop, j.TimedOut, j.OOMKilled, j.ExitCode, j.Checks, j.TokenSeen = stop, true, true, 137, failing, false
 		}), harnessv1.RunFailed, harnessv1.VerdictError, "", harnessv1.ReasonCancelled,
 			"=spec.cancel stopped the run; the agent's process tree was killed"},
+		{"a stop before the gateway's", with(func(j *judgement) {
+			j.Stop, j.Gateway = stop, &gateway.Stop{Reason: harnessv1.ReasonProviderUnavailable, Message: "down", Infrastructure: true}
+		}), harnessv1.RunFailed, harnessv1.VerdictError, "", harnessv1.ReasonCancelled, "spec.cancel"},
+		{"a provider failing to the end before a timeout and the agent's failure", with(func(j *judgement) {
+			j.Gateway = &gateway.Stop{Reason: harnessv1.ReasonProviderUnavailable, Message: "the provider still failed", Infrastructure: true}
+			j.TimedOut, j.Exited, j.Signal = true, false, "signal 9"
+		}), harnessv1.RunFailed, harnessv1.VerdictError, harnessv1.FailureInfrastructure, harnessv1.ReasonProviderUnavailable,
+			"=the provider still failed; the agent's process tree was killed"},
+		{"a certificate that does not verify", with(func(j *judgement) {
+			j.Gateway = &gateway.Stop{Reason: harnessv1.ReasonProviderCertificateInvalid, Message: "x509", Infrastructure: true}
+		}), harnessv1.RunFailed, harnessv1.VerdictError, harnessv1.FailureInfrastructure, harnessv1.ReasonProviderCertificateInvalid, "x509"},
+		{"a gateway limit is the agent's", with(func(j *judgement) {
+			j.Gateway = &gateway.Stop{Reason: harnessv1.ReasonGatewayTokenLimit, Message: "tokens"}
+			j.Exited, j.Signal = false, "signal 9"
+		}), harnessv1.RunSucceeded, harnessv1.VerdictFail, harnessv1.FailureAgent, harnessv1.ReasonGatewayTokenLimit, "tokens"},
 		{"a timeout before the agent's failure", with(func(j *judgement) {
 			j.TimedOut, j.Exited, j.Signal, j.Checks = true, false, "signal 9", failing
 		}), harnessv1.RunFailed, harnessv1.VerdictError, harnessv1.FailureTimeout, harnessv1.ReasonDeadlineExceeded,

@@ -21,6 +21,7 @@ func TestAiderEdit(t *testing.T) {
 	RequireArtifact(t, o, "greeting.txt", "hello, harness\n")
 	RequireClean(t, o, aiderKey)
 	RequireKeyArrived(t, o, aiderKey)
+	RequireUsage(t, o, aiderKey)
 	aiderRequireStatus(t, o)
 	if len(o.Requests) == 0 || o.Requests[0].Dialect != "chat" || o.Requests[0].Tool != "aider-whole-file" {
 		t.Errorf("the provider did not answer Aider's whole-file format:\n%s", requests(o))
@@ -39,6 +40,7 @@ func TestAiderAnthropicKeyAtProviderURL(t *testing.T) {
 	RequirePass(t, o)
 	RequireClean(t, o, aiderKey)
 	RequireKeyArrived(t, o, aiderKey)
+	RequireUsage(t, o, aiderKey)
 }
 
 // TestAiderMCPUnsupported: hello asks for MCP over HTTP. Aider runs without

@@ -30,6 +30,7 @@ func TestClaudeCodeMCPOverHTTP(t *testing.T) {
 		Transport: harnessv1.MCPTransportHTTP, Creds: []Cred{{Env: "ANTHROPIC_API_KEY", Value: key}}})
 	requireClaudeHello(t, o, harnessv1.MCPTransportHTTP)
 	RequireKeyArrived(t, o, key)
+	RequireUsage(t, o, key)
 	RequireClean(t, o, key)
 	for _, r := range o.Requests {
 		if r.AuthHeader != "x-api-key" {
@@ -46,6 +47,7 @@ func TestClaudeCodeMCPOverStdioWithTheCredentialsFile(t *testing.T) {
 	requireClaudeHello(t, o, harnessv1.MCPTransportStdio)
 	// The file's access token is what reaches the provider, as a bearer token.
 	RequireKeyArrived(t, o, access)
+	RequireUsage(t, o, access)
 	RequireClean(t, o, file, access, refresh)
 	for _, r := range o.Requests {
 		if r.AuthHeader != "authorization" {
@@ -78,6 +80,7 @@ func TestClaudeCodeStopsAtMaxDecisions(t *testing.T) {
 	}
 	RequireArtifact(t, o, "greeting.txt", "hello, harness\n")
 	RequireKeyArrived(t, o, token)
+	RequireUsage(t, o, token)
 	RequireClean(t, o, token)
 }
 

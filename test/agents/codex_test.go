@@ -29,6 +29,7 @@ func TestCodexHTTP(t *testing.T) {
 	requireCodexHello(t, o, harnessv1.MCPTransportHTTP, adapters.CodexDefaultModel)
 	RequireClean(t, o, codexKey)
 	RequireKeyArrived(t, o, codexKey)
+	RequireUsage(t, o, codexKey)
 }
 
 // TestCodexStdio: the same with the MCP server on the CLI's stdio, a model
@@ -41,6 +42,7 @@ func TestCodexStdio(t *testing.T) {
 	requireCodexHello(t, o, harnessv1.MCPTransportStdio, "gpt-5.5")
 	RequireClean(t, o, codexAltKey)
 	RequireKeyArrived(t, o, codexAltKey)
+	RequireUsage(t, o, codexAltKey)
 }
 
 // TestCodexAuthFile: the key comes in Codex's own login file (CodexAuth),
@@ -52,6 +54,7 @@ func TestCodexAuthFile(t *testing.T) {
 	requireCodexHello(t, o, harnessv1.MCPTransportHTTP, adapters.CodexDefaultModel)
 	RequireClean(t, o, codexFileKey, auth)
 	RequireKeyArrived(t, o, codexFileKey)
+	RequireUsage(t, o, codexFileKey)
 }
 
 // TestCodexWithoutCredentials: against a providerURL, Codex needs no key

@@ -30,6 +30,7 @@ func TestGeminiHTTP(t *testing.T) {
 	requireGeminiHello(t, o, harnessv1.MCPTransportHTTP)
 	RequireClean(t, o, geminiKey)
 	RequireKeyArrived(t, o, geminiKey)
+	RequireUsage(t, o, geminiKey)
 }
 
 // TestGeminiStdio: the same with the MCP server on the CLI's stdio, and no
@@ -68,6 +69,7 @@ func TestGeminiTurnLimit(t *testing.T) {
 	}
 	RequireClean(t, o, geminiTurnsKey)
 	RequireKeyArrived(t, o, geminiTurnsKey)
+	RequireUsage(t, o, geminiTurnsKey)
 }
 
 // TestGeminiCredentialFileRefused: Gemini CLI has no login file a run can

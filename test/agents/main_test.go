@@ -12,14 +12,17 @@ package agents
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -57,10 +60,15 @@ var (
 	runRoot  string
 	cliDir   string // the agent CLIs' bin folder
 	provider *fakeprovider.Provider
-	// providerURL is the fake provider's root; a fixture's script is at
-	// providerURL + "/s/" + fixture folder name.
-	providerURL string
-	registry    adapters.Registry
+	// providerURL is the fake provider's root over plain HTTP; a fixture's
+	// script is at providerURL + "/s/" + fixture folder name. A run whose
+	// model requests go through the model gateway names providerTLSURL, the
+	// same provider over TLS with a test certificate that only the
+	// node-agent's gateway trusts (providerCAs).
+	providerURL    string
+	providerTLSURL string
+	providerCAs    *x509.CertPool
+	registry       adapters.Registry
 )
 
 func TestMain(m *testing.M) {
@@ -127,6 +135,13 @@ func run(m *testing.M) int {
 	go func() { _ = psrv.Serve(ln) }()
 	defer func() { _ = psrv.Close() }()
 	providerURL = "http://" + ln.Addr().String()
+	tlsSrv := httptest.NewUnstartedServer(provider)
+	tlsSrv.Config.ReadHeaderTimeout = 10 * time.Second
+	tlsSrv.StartTLS()
+	defer tlsSrv.Close()
+	providerTLSURL = tlsSrv.URL
+	providerCAs = x509.NewCertPool()
+	providerCAs.AddCert(tlsSrv.Certificate())
 
 	env, err = testenv.Start()
 	if err != nil {
@@ -183,7 +198,7 @@ func startStack(ctx context.Context) (func(), error) {
 	// Two slots: the CLIs are heavy and this machine has two cores.
 	if _, err := nodeagent.Setup(ctx, nmgr, nodeagent.SetupOptions{
 		NodeName: nodeName, LeaseNamespace: leaseNS, LeaseDuration: 10 * time.Second, Slots: 2,
-		RunRoot: runRoot, InitBinary: binary, Adapters: registry, Controller: controller,
+		RunRoot: runRoot, InitBinary: binary, Adapters: registry, Controller: controller, ProviderCAs: providerCAs,
 	}); err != nil {
 		return nil, err
 	}
@@ -214,6 +229,19 @@ type Case struct {
 	Creds     []Cred
 	// MaxDecisions, when set, is the run's limits.maxDecisions.
 	MaxDecisions int32
+	// ProviderURL, when set, replaces the fake provider's.
+	ProviderURL string
+}
+
+// throughGateway says whether the run's model requests go through the
+// model gateway: an adapter with a model key it knows, and no login file.
+func throughGateway(c Case) bool {
+	var creds []adapters.Credential
+	for _, cr := range c.Creds {
+		creds = append(creds, adapters.Credential{Env: cr.Env, File: cr.File, Value: []byte(cr.Value)})
+	}
+	r, _ := adapters.GatewayRoute(harnessv1.AgentSpec{Adapter: c.Adapter, ProviderURL: providerTLSURL}, creds)
+	return r != nil
 }
 
 // Outcome is what a run left behind, for the tests' assertions.
@@ -228,6 +256,12 @@ type Outcome struct {
 	// Processes are the command lines and environments of every process
 	// seen on the machine while the run was active, joined.
 	Processes []string
+	// Leaks say where a planted credential was seen in the sandbox while
+	// the run was active: the environment or an open file of a process in
+	// a run's cgroup, or a file of a run dir's home, workspace or temp dir.
+	Leaks []string
+	// Gateway: the run's model requests went through the model gateway.
+	Gateway bool
 }
 
 // Unselected is a credential value every run's namespace also holds, in a
@@ -260,11 +294,20 @@ func Run(t *testing.T, c Case) *Outcome {
 			t.Fatal(err)
 		}
 	}
+	gw := throughGateway(c)
+	purl := providerURL
+	if gw {
+		purl = providerTLSURL
+	}
+	purl += "/s/" + c.Fixture
+	if c.ProviderURL != "" {
+		purl = c.ProviderURL
+	}
 	run := &harnessv1.HarnessRun{
 		ObjectMeta: metav1.ObjectMeta{Name: c.Name, Namespace: ns},
 		Spec: harnessv1.HarnessRunSpec{
 			Agent: harnessv1.AgentSpec{Adapter: c.Adapter, Model: c.Model, ExtraArgs: c.ExtraArgs,
-				ProviderURL: providerURL + "/s/" + c.Fixture, Credentials: creds},
+				ProviderURL: purl, Credentials: creds},
 			Fixture: harnessv1.FixtureSource{ConfigMapRef: &harnessv1.ConfigMapFixture{Name: "fixture-" + c.Fixture}},
 			Network: harnessv1.NetworkSpec{Egress: harnessv1.EgressProviderOnly},
 		},
@@ -276,12 +319,17 @@ func Run(t *testing.T, c Case) *Outcome {
 		run.Spec.Limits.MaxDecisions = c.MaxDecisions
 	}
 	before := len(provider.Requests())
-	watch := watchProcesses()
+	var planted []string
+	for _, cr := range c.Creds {
+		planted = append(planted, cr.Value)
+	}
+	watch := watchProcesses(planted)
 	if err := k8s.Create(ctx, run); err != nil {
 		t.Fatal(err)
 	}
 	got := waitTerminal(t, client.ObjectKeyFromObject(run))
-	out := &Outcome{Run: got, Processes: watch()}
+	out := &Outcome{Run: got, Gateway: gw}
+	out.Processes, out.Leaks = watch()
 	requireCommandLinesClean(t, c, out)
 	for _, r := range provider.Requests()[before:] {
 		if r.Script == c.Fixture {
@@ -448,14 +496,68 @@ const ProcSep = "\n\x01environ\x01\n"
 
 // watchProcesses samples every process's command line and environment
 // until the returned function is called, which returns what it saw, one
-// entry per distinct process as cmdline + ProcSep + environ (each NUL-separated, as in /proc).
-func watchProcesses() func() []string {
+// entry per distinct process as cmdline + ProcSep + environ (each NUL-separated, as in /proc),
+// and where a planted value was seen in a sandbox (see Outcome.Leaks).
+func watchProcesses(planted []string) func() ([]string, []string) {
 	var (
-		mu   sync.Mutex
-		seen = map[string]bool{}
-		done = make(chan struct{})
-		wg   sync.WaitGroup
+		mu    sync.Mutex
+		seen  = map[string]bool{}
+		leaks = map[string]bool{}
+		done  = make(chan struct{})
+		wg    sync.WaitGroup
 	)
+	leak := func(where string, b []byte) {
+		for _, v := range planted {
+			if v != "" && strings.Contains(string(b), v) {
+				mu.Lock()
+				leaks[where] = true
+				mu.Unlock()
+			}
+		}
+	}
+	// scanRuns reads, in every process of a run's cgroup, its environment
+	// and its open regular files, and every file of the run dirs' home,
+	// workspace and temp dir.
+	scanRuns := func() {
+		entries, _ := os.ReadDir("/proc")
+		for _, e := range entries {
+			if e.Name()[0] < '0' || e.Name()[0] > '9' {
+				continue
+			}
+			cg, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cgroup"))
+			if !strings.Contains(string(cg), "/run-") {
+				continue
+			}
+			environ, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+			leak("the environment of a sandboxed process", environ)
+			fds, _ := os.ReadDir(filepath.Join("/proc", e.Name(), "fd"))
+			for _, fd := range fds {
+				target, err := os.Readlink(filepath.Join("/proc", e.Name(), "fd", fd.Name()))
+				if err != nil || !strings.HasPrefix(target, "/") {
+					continue
+				}
+				if fi, err := os.Stat(target); err == nil && fi.Mode().IsRegular() && fi.Size() < 8<<20 {
+					b, _ := os.ReadFile(target)
+					leak("the open file "+target+" of a sandboxed process", b)
+				}
+			}
+		}
+		dirs, _ := filepath.Glob(filepath.Join(runRoot, "harnessfacts-*"))
+		for _, d := range dirs {
+			for _, sub := range []string{fixture.RunHomeDir, fixture.RunWorkspaceDir, fixture.RunTmpDir} {
+				_ = filepath.WalkDir(filepath.Join(d, sub), func(p string, de os.DirEntry, err error) error {
+					if err != nil || !de.Type().IsRegular() {
+						return nil
+					}
+					if fi, err := de.Info(); err == nil && fi.Size() < 8<<20 {
+						b, _ := os.ReadFile(p)
+						leak("the run's file "+strings.TrimPrefix(p, d+"/"), b)
+					}
+					return nil
+				})
+			}
+		}
+	}
 	sample := func() {
 		entries, _ := os.ReadDir("/proc")
 		for _, e := range entries {
@@ -478,8 +580,11 @@ func watchProcesses() func() []string {
 		defer wg.Done()
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
-		for {
+		for n := 0; ; n++ {
 			sample()
+			if len(planted) > 0 && n%10 == 0 {
+				scanRuns()
+			}
 			select {
 			case <-done:
 				return
@@ -487,7 +592,7 @@ func watchProcesses() func() []string {
 			}
 		}
 	}()
-	return func() []string {
+	return func() ([]string, []string) {
 		close(done)
 		wg.Wait()
 		mu.Lock()
@@ -496,7 +601,11 @@ func watchProcesses() func() []string {
 		for k := range seen {
 			out = append(out, k)
 		}
-		return out
+		var where []string
+		for k := range leaks {
+			where = append(where, k)
+		}
+		return out, where
 	}
 }
 
@@ -536,4 +645,56 @@ func tailOf(st harnessv1.HarnessRunStatus) string {
 		return "(no agent status)"
 	}
 	return st.Agent.OutputTail
+}
+
+// RequireUsage fails the test unless status.usage is what fake-provider
+// reported to the requests that carried key: counted by the model gateway
+// where the run went through it, else read from the CLI's own output. A
+// run through the gateway must also have kept key out of the sandbox: no
+// process's environment or open file and no file of a run dir held it
+// while the run was active. A run not through it says why in its notes.
+func RequireUsage(t *testing.T, o *Outcome, key string) {
+	t.Helper()
+	var want harnessv1.UsageStatus
+	var n int64
+	for _, r := range o.Requests {
+		if r.KeySHA256 != fakeprovider.KeyDigest(key) {
+			continue
+		}
+		n++
+		want.InputTokens += r.Usage.Input
+		want.OutputTokens += r.Usage.Output
+		want.CacheReadTokens += r.Usage.CacheRead
+		want.CacheWriteTokens += r.Usage.CacheWrite
+	}
+	u := o.Run.Status.Usage
+	if u == nil || n == 0 || want.TotalTokens() == 0 {
+		t.Fatalf("usage %+v, %d requests with the key", u, n)
+	}
+	wantSource := harnessv1.UsageFromAgentOutput
+	if o.Gateway {
+		wantSource = harnessv1.UsageFromGateway
+		if u.Requests < n {
+			t.Errorf("the gateway counted %d requests, the provider served %d with the run's key", u.Requests, n)
+		}
+	}
+	got := harnessv1.UsageStatus{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CacheReadTokens: u.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens}
+	if u.Source != wantSource || !reflect.DeepEqual(got, want) {
+		t.Errorf("usage %+v, want source %s and the provider's figures %+v", u, wantSource, want)
+	}
+	if !o.Gateway {
+		if ag := o.Run.Status.Agent; ag == nil || !strings.Contains(strings.Join(ag.Notes, "\n"), "model gateway is off") {
+			t.Errorf("a run outside the model gateway does not say so in its notes: %+v", ag)
+		}
+		return
+	}
+	for _, l := range o.Leaks {
+		t.Errorf("the run's key was in the sandbox: %s", l)
+	}
+	for _, p := range o.Processes {
+		cmdline, environ, _ := strings.Cut(p, ProcSep)
+		if strings.Contains(environ, key) {
+			t.Errorf("the run's key is in the environment of %q", strings.ReplaceAll(cmdline, "\x00", " "))
+		}
+	}
 }

@@ -28,6 +28,7 @@ func TestOpenCodeHTTP(t *testing.T) {
 	openCodeRequireActivity(t, o, 3)
 	RequireClean(t, o, openCodeEnvKey)
 	RequireKeyArrived(t, o, openCodeEnvKey)
+	RequireUsage(t, o, openCodeEnvKey)
 	openCodeRequireTools(t, o, "harnessfacts_get_token")
 }
 
@@ -43,6 +44,7 @@ func TestOpenCodeStdio(t *testing.T) {
 	openCodeRequireActivity(t, o, 3)
 	RequireClean(t, o, openCodeFileKey, auth)
 	RequireKeyArrived(t, o, openCodeFileKey)
+	RequireUsage(t, o, openCodeFileKey)
 	openCodeRequireTools(t, o, "harnessfacts_get_token")
 }
 

@@ -1,0 +1,98 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
+	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
+	"github.com/harnessfacts/harnessfacts/node-agent/gateway"
+)
+
+// SandboxGatewayPort is the loopback port inside the sandbox on which
+// sandbox-init exposes the run's model gateway.
+const SandboxGatewayPort = 7702
+
+// gatewayURL is the model gateway's base URL as the agent's CLI sees it.
+var gatewayURL = fmt.Sprintf("http://127.0.0.1:%d", SandboxGatewayPort)
+
+// gatewayChannel bounds the gateway's socket like the provider relay's: a
+// model may think for minutes before it answers.
+var gatewayChannel = providerChannel
+
+// modelGateway is the run's model gateway as the executor runs it: served
+// on a unix socket in the run's sockets/ folder, which only this run's
+// sandbox sees, so no run can reach another's gateway.
+type modelGateway struct {
+	g       *gateway.Gateway
+	socket  string
+	srv     *gateway.Server
+	stopped chan struct{} // closed when the gateway ends the run
+}
+
+// routeModel decides whether the run's model requests go through the
+// model gateway: every adapter and API key that can, in a sandbox with
+// egress ProviderOnly. Where one cannot, status.agent.notes says why, and
+// the credential is delivered as before.
+func (a *attempt) routeModel() (creds []adapters.Credential, note string) {
+	route, why := adapters.GatewayRoute(a.run.Spec.Agent, a.creds)
+	if route == nil {
+		return a.creds, why
+	}
+	if !a.useProxy() {
+		if route.Key == nil {
+			return a.creds, ""
+		}
+		return a.creds, fmt.Sprintf("the model gateway is off for this run (egress %s%s): the API key is delivered into the sandbox, where the agent can read it",
+			a.egress, map[bool]string{true: ", no sandbox", false: ""}[a.runner.Mode() == "plain"])
+	}
+	a.route = route
+	return route.Credentials, ""
+}
+
+// startGateway serves the run's model gateway on sockets/gateway.sock; the
+// agent's CLI reaches it at gatewayURL through sandbox-init's bridge.
+func (a *attempt) startGateway(ctx context.Context) error {
+	if a.route == nil {
+		return nil
+	}
+	var lim harnessv1.GatewayLimits
+	if f := a.e.opts.GatewayLimits; f != nil {
+		var err error
+		if lim, err = f(ctx, a.run); err != nil {
+			return fail(harnessv1.ReasonEgressProxyFailed, fmt.Errorf("the model gateway's limits could not be read: %w", err))
+		}
+		if len(lim.Sources) > 0 {
+			log.FromContext(ctx).V(1).Info("model gateway limits", "maxRequests", lim.MaxRequests, "maxTokens", lim.MaxTokens, "from", lim.Sources)
+		}
+	}
+	mg := &modelGateway{socket: a.dir.Socket(fixture.SocketGateway), stopped: make(chan struct{})}
+	g, err := gateway.New(gateway.Options{
+		Upstream: a.route.Upstream, Header: a.route.Header, Key: a.route.Key,
+		RootCAs:     a.e.opts.ProviderCAs,
+		MaxRequests: lim.MaxRequests, MaxTokens: lim.MaxTokens,
+		// The episode has not begun yet: a retry waits no longer than it.
+		Deadline: time.Now().Add(time.Duration(a.limits.EpisodeSeconds) * time.Second),
+		OnStop:   func(*gateway.Stop) { close(mg.stopped) },
+	})
+	if err != nil {
+		return fail(harnessv1.ReasonEgressProxyFailed, fmt.Errorf("the model gateway could not start: %w", err))
+	}
+	mg.g = g
+	ln, err := listenBounded(mg.socket, gatewayChannel, a.runIDs())
+	if err != nil {
+		return fail(harnessv1.ReasonEgressProxyFailed, fmt.Errorf("the model gateway could not listen: %w", err))
+	}
+	mg.srv = gateway.Serve(g, ln)
+	a.gw = mg
+	a.deferCleanup(mg.srv.Close)
+	return nil
+}
+
+// gatewayListen is where sandbox-init listens for the gateway.
+func gatewayListen() string { return net.JoinHostPort("127.0.0.1", fmt.Sprint(SandboxGatewayPort)) }

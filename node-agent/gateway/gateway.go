@@ -1,0 +1,483 @@
+// Package gateway is a run's model gateway: an HTTP reverse proxy, outside
+// the sandbox, between the agent's CLI and its model provider. The CLI is
+// given a plain-HTTP base URL in the sandbox and a placeholder key; the
+// gateway drops every credential the request carries, sets the run's real
+// key in the header the provider expects, and forwards the request over TLS
+// (verifying the provider's certificate) to the one provider the run names.
+// The key never enters the sandbox.
+//
+// On the way back it streams the response through as it arrives and counts
+// what the provider says it served (package usage). It ends the run (Stop)
+// when a limit of requests or tokens is reached, when the provider's
+// certificate does not verify, and when the provider still fails after its
+// retries.
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/node-agent/usage"
+)
+
+// KeyHeader is how a provider takes its API key.
+type KeyHeader string
+
+// The providers' key headers.
+const (
+	// XAPIKey is Anthropic's API-key header.
+	XAPIKey KeyHeader = "X-Api-Key"
+	// Bearer is "Authorization: Bearer KEY": OpenAI, and Anthropic's auth
+	// and OAuth tokens.
+	Bearer KeyHeader = "Authorization"
+	// XGoogAPIKey is Gemini's API-key header.
+	XGoogAPIKey KeyHeader = "X-Goog-Api-Key"
+)
+
+// credentialHeaders are dropped from every request, whatever the agent put
+// there: the only credential that reaches the provider is the run's.
+var credentialHeaders = []string{
+	"Authorization", "Proxy-Authorization", "X-Api-Key", "X-Goog-Api-Key", "Api-Key",
+	"Cookie", "Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto",
+}
+
+// MaxRequestBytes bounds a request body: the gateway holds it to retry.
+const MaxRequestBytes = 32 << 20
+
+// Reasons a gateway ends a run (Stop.Reason), documented with the API's.
+const (
+	ReasonRequestLimit        = harnessv1.ReasonGatewayRequestLimit
+	ReasonTokenLimit          = harnessv1.ReasonGatewayTokenLimit
+	ReasonProviderCertificate = harnessv1.ReasonProviderCertificateInvalid
+	ReasonProviderUnavailable = harnessv1.ReasonProviderUnavailable
+)
+
+// Stop is why the gateway ended the run.
+type Stop struct {
+	Reason  string
+	Message string
+	// Infrastructure: the provider or its configuration failed, not the
+	// agent (a retry of the run may pass).
+	Infrastructure bool
+}
+
+func (s *Stop) Error() string { return s.Message }
+
+// Retry says how a 429 or 5xx answer, or a connection that could not be
+// made, is retried.
+type Retry struct {
+	// Attempts is the number of tries of one request (1: no retry).
+	Attempts int
+	// Base is the first backoff, doubled at each retry (with jitter) up to
+	// Max; a Retry-After the provider sends is honoured up to Max.
+	Base, Max time.Duration
+}
+
+// DefaultRetry is four tries, 0.5 s, 1 s, 2 s apart (or as the provider's
+// Retry-After says, up to 8 s).
+var DefaultRetry = Retry{Attempts: 4, Base: 500 * time.Millisecond, Max: 8 * time.Second}
+
+// Options configure a gateway.
+type Options struct {
+	// Upstream is the provider's base URL: https, or http only on the
+	// node's loopback (a local model server). A request's path is joined
+	// to it.
+	Upstream string
+	// Header is where the key goes, and Key is the run's key.
+	Header KeyHeader
+	Key    []byte
+	// RootCAs verify the provider's certificate; nil is the system's pool.
+	RootCAs *x509.CertPool
+	// MaxRequests and MaxTokens end the run when reached (0: no limit).
+	MaxRequests, MaxTokens int64
+	// Deadline is the end of the run's episode: no retry waits past it.
+	Deadline time.Time
+	// Retry is the retry policy (zero: DefaultRetry).
+	Retry Retry
+	// OnStop is called once, when the gateway ends the run.
+	OnStop func(*Stop)
+}
+
+// Gateway serves one run's model requests.
+type Gateway struct {
+	opts     Options
+	upstream *url.URL
+	proxy    *httputil.ReverseProxy
+	tally    usage.Tally
+	requests atomic.Int64
+
+	stopOnce sync.Once
+	stopped  atomic.Pointer[Stop]
+}
+
+// CheckUpstream refuses a provider URL the gateway would not send a key to:
+// not http(s), a user or a query in it, or plain http beyond the node's
+// loopback (the key would cross the network in clear).
+func CheckUpstream(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("provider URL %q: %w", raw, err)
+	}
+	if u.Scheme != "https" && u.Scheme != "http" || u.Host == "" {
+		return nil, fmt.Errorf("provider URL %q: not an http(s) URL", raw)
+	}
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("provider URL %q: the model gateway takes a base URL without a user, query or fragment", raw)
+	}
+	if u.Scheme == "http" && !isLoopback(u.Hostname()) {
+		return nil, fmt.Errorf("provider URL %q: the model gateway sends the run's key only over https, or plain http on this node's loopback", raw)
+	}
+	return u, nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// New returns the gateway of one run.
+func New(opts Options) (*Gateway, error) {
+	up, err := CheckUpstream(opts.Upstream)
+	if err != nil {
+		return nil, err
+	}
+	if len(opts.Key) == 0 {
+		return nil, errors.New("the model gateway has no key")
+	}
+	switch opts.Header {
+	case XAPIKey, Bearer, XGoogAPIKey:
+	default:
+		return nil, fmt.Errorf("unknown key header %q", opts.Header)
+	}
+	if opts.Retry.Attempts == 0 {
+		opts.Retry = DefaultRetry
+	}
+	g := &Gateway{opts: opts, upstream: up}
+	base := &http.Transport{
+		// The provider directly: never the node's own proxy settings.
+		Proxy:                 nil,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:       &tls.Config{RootCAs: opts.RootCAs, MinVersion: tls.VersionTLS12},
+		TLSHandshakeTimeout:   10 * time.Second,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          16,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: 10 * time.Minute,
+	}
+	g.proxy = &httputil.ReverseProxy{
+		Rewrite:        g.rewrite,
+		Transport:      &retrier{g: g, base: base},
+		FlushInterval:  -1,
+		ModifyResponse: g.count,
+		ErrorHandler:   g.fail,
+	}
+	return g, nil
+}
+
+// Tally is the run's usage so far.
+func (g *Gateway) Tally() *usage.Tally { return &g.tally }
+
+// Stopped is why the gateway ended the run, nil while it has not.
+func (g *Gateway) Stopped() *Stop { return g.stopped.Load() }
+
+func (g *Gateway) stop(s *Stop) {
+	g.stopOnce.Do(func() {
+		g.stopped.Store(s)
+		if g.opts.OnStop != nil {
+			g.opts.OnStop(s)
+		}
+	})
+}
+
+// allowedPath says whether p is a model API path: the gateway carries the
+// run's key to nothing else of the provider's API (files, batches, keys,
+// fine-tuning, admin).
+func allowedPath(p string) bool {
+	for _, exact := range []string{"/v1/messages", "/v1/messages/count_tokens", "/v1/responses", "/v1/responses/compact",
+		"/v1/chat/completions", "/v1/models", "/v1beta/models"} {
+		if p == exact {
+			return true
+		}
+	}
+	for _, prefix := range []string{"/v1/models/", "/v1beta/models/"} {
+		if rest, ok := strings.CutPrefix(p, prefix); ok && rest != "" && !strings.Contains(rest, "/") {
+			return true
+		}
+	}
+	return false
+}
+
+// ServeHTTP forwards one request of the agent's CLI.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s := g.Stopped(); s != nil {
+		http.Error(w, "the model gateway ended this run: "+s.Message, http.StatusTooManyRequests)
+		return
+	}
+	if r.Method != http.MethodPost && r.Method != http.MethodGet {
+		http.Error(w, "the model gateway forwards only GET and POST", http.StatusMethodNotAllowed)
+		return
+	}
+	// The path as sent, unescaped once and clean: no "..", no encoded
+	// slash, so what is checked is what the provider gets.
+	p := r.URL.Path
+	if r.URL.RawPath != "" || path.Clean(p) != p || !allowedPath(p) {
+		http.Error(w, fmt.Sprintf("the model gateway forwards only the model API (messages, responses, chat completions, models), not %q", p), http.StatusForbidden)
+		return
+	}
+	if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		// Codex tries a WebSocket first; a 404 makes it use plain HTTP.
+		http.NotFound(w, r)
+		return
+	}
+	if n := g.requests.Add(1); g.opts.MaxRequests > 0 && n > g.opts.MaxRequests {
+		g.stop(&Stop{Reason: ReasonRequestLimit, Message: fmt.Sprintf("the agent's model requests reached the run's limit of %d (HarnessPolicy gateway.maxRequestsPerRun)", g.opts.MaxRequests)})
+		http.Error(w, "the model gateway's request limit for this run is reached", http.StatusTooManyRequests)
+		return
+	}
+	if g.opts.MaxTokens > 0 && g.tally.Counts().Total() >= g.opts.MaxTokens {
+		g.stop(g.tokenStop())
+		http.Error(w, "the model gateway's token limit for this run is reached", http.StatusTooManyRequests)
+		return
+	}
+	// The body is held (bounded) so that a retry can send it again.
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
+	if err != nil {
+		http.Error(w, "reading the request: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if len(body) > MaxRequestBytes {
+		http.Error(w, fmt.Sprintf("the model gateway takes request bodies of at most %d bytes", MaxRequestBytes), http.StatusRequestEntityTooLarge)
+		return
+	}
+	r.Body = http.NoBody
+	if len(body) > 0 {
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	r.ContentLength = int64(len(body))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	g.tally.Request()
+	g.proxy.ServeHTTP(w, r)
+}
+
+func (g *Gateway) tokenStop() *Stop {
+	return &Stop{Reason: ReasonTokenLimit, Message: fmt.Sprintf("the tokens the provider served reached the run's limit of %d (HarnessPolicy gateway.maxTokensPerRun): %d counted",
+		g.opts.MaxTokens, g.tally.Counts().Total())}
+}
+
+// rewrite points the request at the run's provider, whatever its Host
+// header or absolute URL said, and swaps the credentials.
+func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
+	pr.SetURL(g.upstream) // also sets Out.Host to the upstream's
+	out := pr.Out
+	q := out.URL.Query()
+	if q.Has("key") {
+		// Gemini also takes a key as ?key=.
+		q.Del("key")
+		out.URL.RawQuery = q.Encode()
+	}
+	for _, h := range credentialHeaders {
+		out.Header.Del(h)
+	}
+	// The transport asks for gzip itself and hands back the plain body,
+	// which the usage count reads; the CLI gets it uncompressed.
+	out.Header.Del("Accept-Encoding")
+	if g.opts.Header == Bearer {
+		out.Header.Set("Authorization", "Bearer "+string(g.opts.Key))
+	} else {
+		out.Header.Set(string(g.opts.Header), string(g.opts.Key))
+	}
+}
+
+// count tees the response body into a usage parser as it streams by.
+func (g *Gateway) count(resp *http.Response) error {
+	d := usage.DialectOf(resp.Request.URL.Path)
+	if d == "" || resp.StatusCode/100 != 2 {
+		return nil
+	}
+	resp.Body = &countingBody{rc: resp.Body, p: usage.NewParser(d, resp.Header.Get("Content-Type")), done: g.counted}
+	return nil
+}
+
+func (g *Gateway) counted(r usage.Reply) {
+	g.tally.Add(r)
+	if g.opts.MaxTokens > 0 && g.tally.Counts().Total() >= g.opts.MaxTokens {
+		g.stop(g.tokenStop())
+	}
+}
+
+// countingBody feeds what is read through it to a parser, and reports the
+// reply once, at the end of the body or when it is closed early.
+type countingBody struct {
+	rc   io.ReadCloser
+	p    *usage.Parser
+	once sync.Once
+	done func(usage.Reply)
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if n > 0 {
+		_, _ = b.p.Write(p[:n])
+	}
+	if err != nil {
+		b.finish()
+	}
+	return n, err
+}
+
+func (b *countingBody) Close() error {
+	b.finish()
+	return b.rc.Close()
+}
+
+func (b *countingBody) finish() { b.once.Do(func() { b.done(b.p.Result()) }) }
+
+// fail answers a request the provider could not be asked; a certificate
+// that does not verify ends the run.
+func (g *Gateway) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var cert *tls.CertificateVerificationError
+	var unknown x509.UnknownAuthorityError
+	var host x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	if errors.As(err, &cert) || errors.As(err, &unknown) || errors.As(err, &host) || errors.As(err, &invalid) {
+		g.stop(&Stop{Reason: ReasonProviderCertificate, Infrastructure: true,
+			Message: fmt.Sprintf("the provider %s presented a TLS certificate that does not verify: %v", g.upstream.Redacted(), err)})
+		http.Error(w, "the model gateway could not verify the provider's certificate", http.StatusBadGateway)
+		return
+	}
+	var s *Stop
+	if errors.As(err, &s) {
+		http.Error(w, s.Message, http.StatusBadGateway)
+		return
+	}
+	if r.Context().Err() != nil {
+		return // the CLI went away
+	}
+	http.Error(w, "the model gateway could not reach the provider: "+err.Error(), http.StatusBadGateway)
+}
+
+// retrier retries a request the provider answered 429 or 5xx, or whose
+// connection could not be made, with backoff, within the run's deadline.
+// Only then: the provider did no work (an error status carries no model
+// output; a failed dial sent nothing), so a second try is no second answer.
+// A request still failing after the last try ends the run as an
+// infrastructure failure, and its last answer goes to the CLI.
+type retrier struct {
+	g    *Gateway
+	base http.RoundTripper
+}
+
+func (t *retrier) RoundTrip(req *http.Request) (*http.Response, error) {
+	pol := t.g.opts.Retry
+	for attempt := 1; ; attempt++ {
+		r := req
+		if attempt > 1 {
+			r = req.Clone(req.Context())
+			r.Body = nil
+			if req.ContentLength > 0 {
+				body, err := req.GetBody()
+				if err != nil {
+					return nil, err
+				}
+				r.Body = body
+			}
+		}
+		resp, err := t.base.RoundTrip(r)
+		retriable := err == nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500) || err != nil && isDialError(err)
+		if !retriable {
+			return resp, err
+		}
+		wait := backoff(pol, attempt, resp)
+		last := attempt >= pol.Attempts
+		if !last && !t.g.opts.Deadline.IsZero() && time.Now().Add(wait).After(t.g.opts.Deadline) {
+			last = true
+		}
+		if last {
+			what := ""
+			if err != nil {
+				what = err.Error()
+			} else {
+				what = "HTTP " + resp.Status
+			}
+			t.g.stop(&Stop{Reason: ReasonProviderUnavailable, Infrastructure: true,
+				Message: fmt.Sprintf("the provider %s still failed after %d tries: %s", t.g.upstream.Redacted(), attempt, what)})
+			return resp, err
+		}
+		if resp != nil {
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+			_ = resp.Body.Close()
+		}
+		select {
+		case <-time.After(wait):
+		case <-req.Context().Done():
+			return nil, req.Context().Err()
+		}
+	}
+}
+
+// isDialError: the connection was never made, so the request was not sent.
+// A certificate that does not verify is not retried.
+func isDialError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// backoff is the wait before the next try: the provider's Retry-After (in
+// seconds) when it gave one, else Base doubled per try with jitter, at most
+// Max.
+func backoff(pol Retry, attempt int, resp *http.Response) time.Duration {
+	if resp != nil {
+		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {
+			return min(time.Duration(s)*time.Second, pol.Max)
+		}
+	}
+	d := pol.Base << (attempt - 1)
+	d += time.Duration(rand.Int64N(int64(d)/4 + 1))
+	return min(d, pol.Max)
+}
+
+// Serve serves the gateway on ln until Close.
+type Server struct {
+	srv  *http.Server
+	done chan struct{}
+}
+
+// Serve starts serving g on ln.
+func Serve(g *Gateway, ln net.Listener) *Server {
+	s := &Server{srv: &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		_ = s.srv.Serve(ln)
+	}()
+	return s
+}
+
+// Close stops serving and waits for the server's loop to end.
+func (s *Server) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if s.srv.Shutdown(ctx) != nil {
+		_ = s.srv.Close()
+	}
+	<-s.done
+}

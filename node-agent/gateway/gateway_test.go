@@ -1,0 +1,381 @@
+package gateway
+
+import (
+	"bufio"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/harnessfacts/harnessfacts/internal/fakeprovider"
+	"github.com/harnessfacts/harnessfacts/node-agent/usage"
+)
+
+const realKey = "sk-real-5f1c0a9e7d3b2c41"
+
+// upstream is fake-provider serving TLS on loopback, with every request's
+// headers, host and URL recorded as they arrived.
+type upstream struct {
+	srv      *httptest.Server
+	provider *fakeprovider.Provider
+	pool     *x509.CertPool
+	mu       sync.Mutex
+	seen     []*http.Request
+	// fail, when set, answers instead of the provider (nil: the provider).
+	fail func(w http.ResponseWriter, n int) bool
+	hits atomic.Int64
+}
+
+func startUpstream(t *testing.T) *upstream {
+	t.Helper()
+	s, err := fakeprovider.ParseScript([]byte("steps:\n- answer: done\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &upstream{provider: fakeprovider.New(fakeprovider.Options{Script: s})}
+	u.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := int(u.hits.Add(1))
+		u.mu.Lock()
+		u.seen = append(u.seen, r.Clone(r.Context()))
+		u.mu.Unlock()
+		if u.fail != nil && u.fail(w, n) {
+			return
+		}
+		u.provider.ServeHTTP(w, r)
+	}))
+	t.Cleanup(u.srv.Close)
+	u.pool = x509.NewCertPool()
+	u.pool.AddCert(u.srv.Certificate())
+	return u
+}
+
+func (u *upstream) requests() []*http.Request {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]*http.Request(nil), u.seen...)
+}
+
+// serve runs a gateway on a loopback listener, as the executor runs it on
+// the run's unix socket, and returns its base URL.
+func serve(t *testing.T, opts Options) (*Gateway, string) {
+	t.Helper()
+	g, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Serve(g, ln)
+	t.Cleanup(s.Close)
+	return g, "http://" + ln.Addr().String()
+}
+
+func post(t *testing.T, url, body string, header map[string]string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, string(b)
+}
+
+// The requests of each dialect a CLI sends, streamed and not.
+var dialectRequests = []struct {
+	name, path, body string
+	header           KeyHeader
+	forged           map[string]string
+}{
+	{"anthropic stream", "/v1/messages?beta=true", `{"model":"claude-m","stream":true,"max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`, XAPIKey,
+		map[string]string{"X-Api-Key": "placeholder", "Authorization": "Bearer forged-auth"}},
+	{"anthropic whole", "/v1/messages", `{"model":"claude-m","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`, XAPIKey,
+		map[string]string{"X-Api-Key": "forged-x"}},
+	{"responses stream", "/v1/responses", `{"model":"gpt-m","stream":true,"input":"hi"}`, Bearer,
+		map[string]string{"Authorization": "Bearer forged", "X-Goog-Api-Key": "forged-goog"}},
+	{"responses whole", "/v1/responses", `{"model":"gpt-m","stream":false,"input":"hi"}`, Bearer, nil},
+	{"chat stream", "/v1/chat/completions", `{"model":"gpt-c","stream":true,"messages":[{"role":"user","content":"hi"}]}`, Bearer,
+		map[string]string{"Authorization": "Bearer forged", "Cookie": "s=forged-cookie"}},
+	{"chat whole", "/v1/chat/completions", `{"model":"gpt-c","messages":[{"role":"user","content":"hi"}]}`, Bearer, nil},
+	{"gemini stream", "/v1beta/models/gemini-m:streamGenerateContent?alt=sse&key=forged-query", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`, XGoogAPIKey,
+		map[string]string{"X-Goog-Api-Key": "forged-goog"}},
+	{"gemini whole", "/v1beta/models/gemini-m:generateContent", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`, XGoogAPIKey, nil},
+}
+
+// TestGatewayForwardsWithTheRunsKeyAndCountsUsage: each dialect, streamed
+// and not, reaches fake-provider over verified TLS with the run's key in
+// the provider's header and no credential the agent sent (a forged key in
+// any header, a cookie, ?key=), and the counted usage is exactly what
+// fake-provider reported.
+func TestGatewayForwardsWithTheRunsKeyAndCountsUsage(t *testing.T) {
+	up := startUpstream(t)
+	for _, c := range dialectRequests {
+		t.Run(c.name, func(t *testing.T) {
+			before := len(up.provider.Requests())
+			g, base := serve(t, Options{Upstream: up.srv.URL, Header: c.header, Key: []byte(realKey), RootCAs: up.pool})
+			resp, body := post(t, base+c.path, c.body, c.forged)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d: %s", resp.StatusCode, body)
+			}
+			recs := up.provider.Requests()[before:]
+			if len(recs) != 1 {
+				t.Fatalf("provider saw %d requests", len(recs))
+			}
+			rec := recs[0]
+			if rec.KeySHA256 != fakeprovider.KeyDigest(realKey) || rec.AuthHeader != strings.ToLower(string(c.header)) {
+				t.Errorf("the provider got key digest %s in %q, want the run's key (%s) in %q", rec.KeySHA256, rec.AuthHeader, fakeprovider.KeyDigest(realKey), c.header)
+			}
+			seen := up.requests()[len(up.requests())-1]
+			for name, vals := range seen.Header {
+				for _, v := range vals {
+					if strings.Contains(v, "forged") || strings.Contains(v, "placeholder") {
+						t.Errorf("header %s: %q was forwarded", name, v)
+					}
+				}
+			}
+			if strings.Contains(seen.URL.RawQuery, "forged") {
+				t.Errorf("query %q was forwarded", seen.URL.RawQuery)
+			}
+			want := usage.Counts{Input: rec.Usage.Input, Output: rec.Usage.Output, CacheRead: rec.Usage.CacheRead, CacheWrite: rec.Usage.CacheWrite}
+			if want.Total() == 0 {
+				t.Fatal("fake-provider reported no usage")
+			}
+			st := g.Tally().Status("Gateway", "")
+			got := usage.Counts{Input: st.InputTokens, Output: st.OutputTokens, CacheRead: st.CacheReadTokens, CacheWrite: st.CacheWriteTokens}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("counted usage (-fake-provider +gateway):\n%s", diff)
+			}
+			if st.Requests != 1 || len(st.Models) != 1 || st.Models[0] != rec.Model {
+				t.Errorf("requests %d models %v, want 1 and [%s]", st.Requests, st.Models, rec.Model)
+			}
+		})
+	}
+}
+
+// TestGatewayIgnoresHostAndAbsoluteURLs: a request naming another host in
+// its Host header or as an absolute URL still goes to the run's provider,
+// and nowhere else.
+func TestGatewayIgnoresHostAndAbsoluteURLs(t *testing.T) {
+	up := startUpstream(t)
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		t.Error("a request reached the other host")
+	}))
+	defer elsewhere.Close()
+	_, base := serve(t, Options{Upstream: up.srv.URL, Header: XAPIKey, Key: []byte(realKey), RootCAs: up.pool})
+	addr := strings.TrimPrefix(base, "http://")
+	other := strings.TrimPrefix(elsewhere.URL, "http://")
+	body := `{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`
+	for _, reqLine := range []string{
+		"POST http://" + other + "/v1/messages HTTP/1.1\r\nHost: " + other,
+		"POST /v1/messages HTTP/1.1\r\nHost: " + other,
+	} {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(conn, "%s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", reqLine, len(body), body)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		_ = conn.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("%q: status %d", reqLine, resp.StatusCode)
+		}
+	}
+	for _, r := range up.requests() {
+		if r.Host != strings.TrimPrefix(up.srv.URL, "https://") {
+			t.Errorf("the provider got Host %q", r.Host)
+		}
+	}
+	if n := up.hits.Load(); n != 2 {
+		t.Errorf("the provider got %d requests, want 2", n)
+	}
+}
+
+// TestGatewayRefusesWhatIsNotTheModelAPI: other paths of the provider's API
+// (files, keys, admin), escapes out of the model paths and other methods
+// never reach the provider with the run's key.
+func TestGatewayRefusesWhatIsNotTheModelAPI(t *testing.T) {
+	up := startUpstream(t)
+	_, base := serve(t, Options{Upstream: up.srv.URL, Header: Bearer, Key: []byte(realKey), RootCAs: up.pool})
+	addr := strings.TrimPrefix(base, "http://")
+	for _, target := range []string{
+		"POST /v1/files", "POST /v1/organization/api_keys", "POST /v1/messages/../files",
+		"POST /v1/models/..%2Ffiles", "POST /v1beta/models/x/../../v1/files", "DELETE /v1/models/m",
+		"CONNECT evil.example:443", "POST //evil.example/v1/messages", "POST /v1/messages/batches",
+	} {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		method, uri, _ := strings.Cut(target, " ")
+		fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}", method, uri)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", target, err)
+		}
+		_ = resp.Body.Close()
+		_ = conn.Close()
+		if resp.StatusCode/100 == 2 {
+			t.Errorf("%s: status %d", target, resp.StatusCode)
+		}
+	}
+	if n := up.hits.Load(); n != 0 {
+		t.Errorf("%d refused requests reached the provider", n)
+	}
+}
+
+// TestGatewayStopsOnACertificateThatDoesNotVerify: the gateway does not
+// trust the provider's test CA, so the run ends with its reason, and no
+// request reached the provider with the key.
+func TestGatewayStopsOnACertificateThatDoesNotVerify(t *testing.T) {
+	up := startUpstream(t)
+	var stops []*Stop
+	g, base := serve(t, Options{Upstream: up.srv.URL, Header: XAPIKey, Key: []byte(realKey), RootCAs: x509.NewCertPool(),
+		OnStop: func(s *Stop) { stops = append(stops, s) }})
+	resp, _ := post(t, base+"/v1/messages", `{"model":"m","messages":[]}`, nil)
+	if resp.StatusCode != http.StatusBadGateway {
+		t.Errorf("status %d, want 502", resp.StatusCode)
+	}
+	s := g.Stopped()
+	if s == nil || s.Reason != ReasonProviderCertificate || !s.Infrastructure || !strings.Contains(s.Message, "certificate") || len(stops) != 1 {
+		t.Fatalf("stop %+v (%d calls), want %s", s, len(stops), ReasonProviderCertificate)
+	}
+	if len(up.provider.Requests()) != 0 {
+		t.Error("the provider served a request over a connection the gateway could not verify")
+	}
+	// Afterwards nothing more is forwarded.
+	if resp, _ := post(t, base+"/v1/messages", `{}`, nil); resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("after the stop: status %d", resp.StatusCode)
+	}
+}
+
+func TestGatewayLimits(t *testing.T) {
+	up := startUpstream(t)
+	body := `{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`
+
+	var stopped *Stop
+	g, base := serve(t, Options{Upstream: up.srv.URL, Header: XAPIKey, Key: []byte(realKey), RootCAs: up.pool, MaxRequests: 2,
+		OnStop: func(s *Stop) { stopped = s }})
+	for i := range 3 {
+		resp, _ := post(t, base+"/v1/messages", body, nil)
+		if want := map[bool]int{true: 200, false: 429}[i < 2]; resp.StatusCode != want {
+			t.Errorf("request %d: status %d, want %d", i+1, resp.StatusCode, want)
+		}
+	}
+	if stopped == nil || stopped.Reason != ReasonRequestLimit || stopped.Infrastructure || g.Tally().Requests() != 2 {
+		t.Errorf("stop %+v after %d requests, want %s after 2", stopped, g.Tally().Requests(), ReasonRequestLimit)
+	}
+
+	// The first reply alone is over 1000 tokens.
+	g, base = serve(t, Options{Upstream: up.srv.URL, Header: XAPIKey, Key: []byte(realKey), RootCAs: up.pool, MaxTokens: 1000})
+	if resp, _ := post(t, base+"/v1/messages", body, nil); resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	if s := g.Stopped(); s == nil || s.Reason != ReasonTokenLimit {
+		t.Errorf("stop %+v, want %s", s, ReasonTokenLimit)
+	}
+	if resp, _ := post(t, base+"/v1/messages", body, nil); resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("after the token limit: status %d", resp.StatusCode)
+	}
+}
+
+func TestGatewayRetries(t *testing.T) {
+	up := startUpstream(t)
+	fast := Retry{Attempts: 3, Base: time.Millisecond, Max: 5 * time.Millisecond}
+	body := `{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`
+
+	// 429 then 503, then the provider answers: the CLI sees one answer.
+	up.fail = func(w http.ResponseWriter, n int) bool {
+		switch n {
+		case 1:
+			w.Header().Set("Retry-After", "0")
+			http.Error(w, "slow down", http.StatusTooManyRequests)
+		case 2:
+			http.Error(w, "overloaded", http.StatusServiceUnavailable)
+		default:
+			return false
+		}
+		return true
+	}
+	g, base := serve(t, Options{Upstream: up.srv.URL, Header: XAPIKey, Key: []byte(realKey), RootCAs: up.pool, Retry: fast})
+	if resp, b := post(t, base+"/v1/messages", body, nil); resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	}
+	if up.hits.Load() != 3 || g.Stopped() != nil || g.Tally().Requests() != 1 {
+		t.Errorf("provider hits %d, stop %+v, requests %d: want 3 tries, no stop, one request", up.hits.Load(), g.Stopped(), g.Tally().Requests())
+	}
+	// Each try carried the whole body.
+	for _, r := range up.requests() {
+		if r.ContentLength != int64(len(body)) {
+			t.Errorf("a try had Content-Length %d", r.ContentLength)
+		}
+	}
+
+	// Failing to the end: the CLI gets the last answer, the run ends as
+	// an infrastructure failure.
+	up.hits.Store(0)
+	up.fail = func(w http.ResponseWriter, _ int) bool {
+		http.Error(w, "down", http.StatusBadGateway)
+		return true
+	}
+	g, base = serve(t, Options{Upstream: up.srv.URL, Header: XAPIKey, Key: []byte(realKey), RootCAs: up.pool, Retry: fast})
+	if resp, _ := post(t, base+"/v1/messages", body, nil); resp.StatusCode != http.StatusBadGateway {
+		t.Errorf("status %d, want the provider's 502", resp.StatusCode)
+	}
+	if s := g.Stopped(); s == nil || s.Reason != ReasonProviderUnavailable || !s.Infrastructure || up.hits.Load() != 3 {
+		t.Errorf("stop %+v after %d tries, want %s after 3", s, up.hits.Load(), ReasonProviderUnavailable)
+	}
+
+	// No retry would end before the deadline: one try only.
+	up.hits.Store(0)
+	g, base = serve(t, Options{Upstream: up.srv.URL, Header: XAPIKey, Key: []byte(realKey), RootCAs: up.pool,
+		Retry: Retry{Attempts: 5, Base: time.Hour, Max: time.Hour}, Deadline: time.Now().Add(time.Minute)})
+	post(t, base+"/v1/messages", body, nil)
+	if s := g.Stopped(); s == nil || s.Reason != ReasonProviderUnavailable || up.hits.Load() != 1 {
+		t.Errorf("stop %+v after %d tries, want %s after 1", s, up.hits.Load(), ReasonProviderUnavailable)
+	}
+}
+
+func TestCheckUpstream(t *testing.T) {
+	for raw, ok := range map[string]bool{
+		"https://api.anthropic.com":     true,
+		"https://127.0.0.1:8443/s/x":    true,
+		"http://127.0.0.1:8080/s/hello": true,
+		"http://localhost:1234":         true,
+		"http://api.openai.com":         false,
+		"http://10.0.0.1:80":            false,
+		"https://user:pw@example.com":   false,
+		"https://example.com/?key=x":    false,
+		"ftp://example.com":             false,
+		"example.com":                   false,
+	} {
+		if _, err := CheckUpstream(raw); (err == nil) != ok {
+			t.Errorf("CheckUpstream(%q) = %v, want ok=%v", raw, err, ok)
+		}
+	}
+}
