@@ -73,6 +73,9 @@ type Options struct {
 	// time a stopped agent's cleanup and a status write take; zero hands
 	// them back at once.
 	HandBackAfter time.Duration
+	// EvidenceKey, when set, is the public part of the receipt signing
+	// key, published in HarnessNode status.
+	EvidenceKey *harnessv1.EvidenceKey
 }
 
 // LiveEndpoint is the node-agent's log server (package livelog).

@@ -52,6 +52,7 @@ func (a *Agent) register(ctx context.Context) error {
 		st.SandboxModes = a.opts.SandboxModes
 		st.Labels = labels
 		st.LeaseNamespace = a.opts.LeaseNamespace
+		st.EvidenceKey = a.opts.EvidenceKey
 		st.SlotsInUse = int32(a.runningCount())
 		st.ObservedGeneration = node.Generation
 		ready := metav1.Condition{Type: harnessv1.ConditionNodeReady, Status: metav1.ConditionTrue,

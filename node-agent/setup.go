@@ -17,6 +17,7 @@ import (
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
+	"github.com/harnessfacts/harnessfacts/node-agent/evidence"
 	"github.com/harnessfacts/harnessfacts/node-agent/executor"
 	"github.com/harnessfacts/harnessfacts/runsource"
 	"github.com/harnessfacts/harnessfacts/sandbox"
@@ -59,6 +60,9 @@ type SetupOptions struct {
 	// running attempts may still finish; those left are then handed back
 	// (Options.HandBackAfter).
 	HandBackAfter time.Duration
+	// EvidenceKey is the file of the node's receipt signing key (made on
+	// first start, kept across restarts); empty: receipts are not signed.
+	EvidenceKey string
 }
 
 // Setup prepares a node-agent on mgr: it makes the executor, removes what an
@@ -81,6 +85,13 @@ func Setup(ctx context.Context, mgr manager.Manager, opts SetupOptions) (*Agent,
 	if opts.IDs.Range().Count < int(opts.Slots) {
 		return nil, fmt.Errorf("node-agent: the uid range %s has %d ids for %d slots: each running run needs its own", opts.IDs.Range(), opts.IDs.Range().Count, opts.Slots)
 	}
+	var key *evidence.Key
+	if opts.EvidenceKey != "" {
+		var err error
+		if key, err = evidence.LoadOrCreateKey(opts.EvidenceKey); err != nil {
+			return nil, fmt.Errorf("node-agent: %w", err)
+		}
+	}
 	exec, err := executor.New(executor.Options{
 		Sources:    ClusterSources{Controller: opts.Controller},
 		RunRoot:    opts.RunRoot,
@@ -90,6 +101,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts SetupOptions) (*Agent,
 		InitBinary: opts.InitBinary,
 		Adapters:   opts.Adapters,
 		NodeName:   opts.NodeName,
+		SigningKey: key,
 
 		RefuseFallback: opts.RefuseFallback,
 		ProviderCAs:    opts.ProviderCAs,
@@ -118,6 +130,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts SetupOptions) (*Agent,
 		ExtraLabels:    opts.ExtraLabels,
 		LiveEndpoint:   opts.LiveEndpoint,
 		HandBackAfter:  opts.HandBackAfter,
+		EvidenceKey:    evidenceKeyInfo(key),
 	})
 }
 
@@ -138,4 +151,12 @@ func ManagerOptions(nodeName string) (cache.Options, client.Options) {
 			DisableFor: []client.Object{&harnessv1.HarnessNode{}, &coordinationv1.Lease{}, &corev1.ConfigMap{},
 				&corev1.Secret{}, &corev1.Node{}},
 		}}
+}
+
+// evidenceKeyInfo is what HarnessNode status publishes of the key.
+func evidenceKeyInfo(k *evidence.Key) *harnessv1.EvidenceKey {
+	if k == nil {
+		return nil
+	}
+	return &harnessv1.EvidenceKey{KeyID: k.Public().ID, Algorithm: evidence.Algorithm, PublicKey: k.Public().PEM}
 }

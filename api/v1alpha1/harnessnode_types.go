@@ -94,6 +94,12 @@ type HarnessNodeStatus struct {
 	// +optional
 	SlotsInUse int32 `json:"slotsInUse,omitempty"`
 
+	// evidenceKey is the public part of the key the node-agent signs
+	// receipts with. Whether it is trusted is the operator's decision
+	// (docs/evidence.md), not this field's.
+	// +optional
+	EvidenceKey *EvidenceKey `json:"evidenceKey,omitempty"`
+
 	// leaseNamespace is the namespace of the node-agent's heartbeat Lease,
 	// which has the HarnessNode's name.
 	// +kubebuilder:validation:MaxLength=63
@@ -106,6 +112,25 @@ type HarnessNodeStatus struct {
 	// +kubebuilder:validation:MaxItems=8
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// EvidenceKey is a public key that verifies signed receipts.
+type EvidenceKey struct {
+	// keyID is "sha256:<hex>" of the key's DER SubjectPublicKeyInfo, the
+	// keyid of its DSSE signatures.
+	// +kubebuilder:validation:MaxLength=71
+	// +required
+	KeyID string `json:"keyID"`
+
+	// algorithm is the signature scheme: ECDSA-P256-SHA256.
+	// +kubebuilder:validation:MaxLength=32
+	// +required
+	Algorithm string `json:"algorithm"`
+
+	// publicKey is the PEM "PUBLIC KEY" block.
+	// +kubebuilder:validation:MaxLength=1024
+	// +required
+	PublicKey string `json:"publicKey"`
 }
 
 // HarnessNode is one node-agent's view of its node: the agent CLIs and

@@ -916,6 +916,12 @@ type EvidenceStatus struct {
 	// +kubebuilder:validation:MaxLength=71
 	// +optional
 	SpecDigest string `json:"specDigest,omitempty"`
+
+	// signedBy is the ID of the node key that signed the receipt (a DSSE
+	// envelope in the evidence, docs/evidence.md); empty when unsigned.
+	// +kubebuilder:validation:MaxLength=71
+	// +optional
+	SignedBy string `json:"signedBy,omitempty"`
 }
 
 // HarnessRun is one coding agent run against one fixture, executed on a node

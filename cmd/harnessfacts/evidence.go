@@ -23,6 +23,7 @@ func newEvidenceCommand() *cobra.Command {
 
 func newEvidenceVerifyCommand() *cobra.Command {
 	var k *kube
+	var keyFile, trustedFile string
 	cmd := &cobra.Command{
 		Use:   "verify RUN|DIR",
 		Short: "Recompute a run's evidence digest from what is stored and say which part differs",
@@ -33,12 +34,23 @@ the receipt's digest with the run's status.evidence.digest.
 DIR is an evidence folder written by 'harnessfacts run' or 'harnessfacts
 evidence export': one run's folder (evidence/NAME/<time>), its 'latest'
 link, or the run's folder evidence/NAME (its latest run is verified). RUN is
-the name of a HarnessRun on the cluster; its evidence ConfigMap is read.`,
+the name of a HarnessRun on the cluster; its evidence ConfigMap is read.
+
+With --key (one PEM public key) or --trusted-keys (a file of PEM public
+keys, the operator's list of trusted node keys), the receipt must also be
+signed: receipt.dsse.json, a DSSE envelope of an in-toto statement, must
+carry a signature by one of those keys over a statement whose predicate is
+the receipt and whose subjects are the stored parts. This needs no cluster:
+a third party verifies an exported folder offline (docs/evidence.md).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			keys, err := verifyKeys(keyFile, trustedFile)
+			if err != nil {
+				return err
+			}
 			if fi, err := os.Stat(args[0]); err == nil && fi.IsDir() {
 				dir := resolveEvidenceDir(args[0])
-				report, err := evidence.VerifyDir(dir, "")
+				report, err := evidence.VerifyDir(dir, "", keys...)
 				if err != nil {
 					return err
 				}
@@ -52,12 +64,34 @@ the name of a HarnessRun on the cluster; its evidence ConfigMap is read.`,
 			if err != nil {
 				return err
 			}
-			report := evidence.VerifyConfigMap(cm.Data, cm.BinaryData, run.Status.Evidence.Digest)
+			report := evidence.VerifyConfigMap(cm.Data, cm.BinaryData, run.Status.Evidence.Digest, keys...)
 			return printReport(cmd, fmt.Sprintf("HarnessRun %s/%s (ConfigMap %s)", ns, run.Name, cm.Name), report)
 		},
 	}
 	k = newKube(cmd)
+	cmd.Flags().StringVar(&keyFile, "key", "", "PEM public key the receipt must be signed with (a HarnessNode's status.evidenceKey.publicKey)")
+	cmd.Flags().StringVar(&trustedFile, "trusted-keys", "", "file of PEM public keys, one of which must have signed the receipt")
 	return cmd
+}
+
+// verifyKeys reads --key and --trusted-keys; none: signatures are not
+// checked against any key.
+func verifyKeys(keyFile, trustedFile string) ([]*evidence.PublicKey, error) {
+	var keys []*evidence.PublicKey
+	for flag, path := range map[string]string{"--key": keyFile, "--trusted-keys": trustedFile} {
+		if path == "" {
+			continue
+		}
+		k, err := evidence.ReadPublicKeys(path)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", flag, err)
+		}
+		if flag == "--key" && len(k) != 1 {
+			return nil, fmt.Errorf("--key %s: %d public keys, want one (use --trusted-keys for a list)", path, len(k))
+		}
+		keys = append(keys, k...)
+	}
+	return keys, nil
 }
 
 func newEvidenceExportCommand() *cobra.Command {
@@ -146,5 +180,13 @@ func printReport(cmd *cobra.Command, what string, r *evidence.Report) error {
 		}
 	}
 	cmd.Printf("verified %s: %s (receipt, output.log and %d artifacts match)\n", what, r.Digest, parts-1)
+	switch {
+	case r.SignedBy != "":
+		cmd.Printf("signature: good, by trusted key %s\n", r.SignedBy)
+	case r.Signed:
+		cmd.Printf("signature: present but NOT checked; give --key or --trusted-keys to check it\n")
+	default:
+		cmd.Printf("signature: none (the evidence is unsigned); only its internal consistency was checked\n")
+	}
 	return nil
 }

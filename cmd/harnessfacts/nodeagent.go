@@ -61,6 +61,7 @@ type nodeAgentFlags struct {
 	log            logFlags
 	logsAddr       string
 	logsHost       string
+	evidenceKey    string
 }
 
 // defaultHidden are the host directories no agent may see: node secrets
@@ -143,6 +144,7 @@ behind and ends the runs that process had claimed (reason NodeAgentRestarted).`,
 	f.log.add(fl)
 	fl.StringVar(&f.logsAddr, "logs-bind-address", ":8084", "address of the HTTPS live-output server (harnessfacts logs -f), which authenticates callers with TokenReview or the cluster's client CA and authorizes get on harnessruns/log; \"0\" turns it off")
 	fl.StringVar(&f.logsHost, "logs-advertise-host", os.Getenv("POD_IP"), "the IP or DNS name by which followers reach the live-output server (default $POD_IP); it goes into its certificate and each run's status.liveOutput")
+	fl.StringVar(&f.evidenceKey, "evidence-key", "/var/lib/harnessfacts/keys/evidence-key.pem", "PEM ECDSA P-256 private key that signs every receipt (made, mode 0600, when absent; a host path, so a restarted node-agent keeps it; its folder is masked in every sandbox); its public part is published in the HarnessNode's status.evidenceKey; \"\" leaves receipts unsigned")
 	return cmd
 }
 
@@ -206,7 +208,12 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 	if f.nodeName == "" {
 		return errors.New("the node name is not known: set --node-name or $NODE_NAME (the downward API's spec.nodeName)")
 	}
-	hidden, err := hiddenPaths(f.hidden)
+	extraHidden := f.hidden
+	if f.evidenceKey != "" {
+		// Whatever --hide says, no agent sees the signing key's folder.
+		extraHidden = append(append([]string(nil), f.hidden...), filepath.Dir(f.evidenceKey))
+	}
+	hidden, err := hiddenPaths(extraHidden)
 	if err != nil {
 		return err
 	}
@@ -295,6 +302,7 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 		Controller: controller, RefuseFallback: f.refuseFallback, ProviderCAs: providerCAs,
 		Observer: metrics, Live: live, LiveEndpoint: endpoint,
 		HandBackAfter: handBackAfter(f.shutdownGrace),
+		EvidenceKey:   f.evidenceKey,
 	})
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package evidence
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
@@ -43,6 +44,11 @@ type Bundle struct {
 	Output []byte
 	// Artifacts holds the stored contents by path.
 	Artifacts map[string][]byte
+	// Statement is the in-toto statement of the receipt (sign.go), and
+	// Envelope its signed DSSE envelope once Sign was called (nil before:
+	// the evidence is then unsigned).
+	Statement []byte
+	Envelope  []byte
 }
 
 // Log is an output log Seal digests and shortens without holding it whole
@@ -123,12 +129,18 @@ func SealLog(r Receipt, output Log, arts []artifacts.Result, maxBytes int) (*Bun
 		if err != nil {
 			return nil, err
 		}
-		size := len(raw) + len(b.Output) + len(DigestName) + 71
+		stmt, err := statement(&r, raw)
+		if err != nil {
+			return nil, err
+		}
+		// Room for the signed envelope is kept whether or not it is signed.
+		size := len(raw) + len(b.Output) + len(DigestName) + 71 +
+			len(EnvelopeName) + base64.StdEncoding.EncodedLen(len(stmt)) + envelopeRoom
 		for _, d := range b.Artifacts {
 			size += len(d)
 		}
 		if size <= maxBytes {
-			b.Receipt, b.ReceiptJSON, b.Digest = r, raw, Sum(raw)
+			b.Receipt, b.ReceiptJSON, b.Digest, b.Statement = r, raw, Sum(raw), stmt
 			return b, nil
 		}
 		over := size - maxBytes + 256 // room for the note about it
@@ -217,7 +229,7 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // WriteDir writes the evidence as a folder: receipt.json, receipt.sha256,
-// output.log and artifacts/<path>. dir must not exist yet or be empty; no
+// receipt.dsse.json when signed, output.log and artifacts/<path>. dir must not exist yet or be empty; no
 // existing file is ever overwritten.
 func (b *Bundle) WriteDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -249,6 +261,11 @@ func (b *Bundle) WriteDir(dir string) error {
 	if err := write(OutputName, b.Output); err != nil {
 		return err
 	}
+	if b.Envelope != nil {
+		if err := write(EnvelopeName, b.Envelope); err != nil {
+			return err
+		}
+	}
 	for _, a := range b.Receipt.Artifacts {
 		if !a.Stored {
 			continue
@@ -264,7 +281,8 @@ func (b *Bundle) WriteDir(dir string) error {
 }
 
 // ConfigMapData is the evidence as a ConfigMap's data and binaryData:
-// receipt.json and receipt.sha256, output.log, and artifact-NN for the
+// receipt.json and receipt.sha256, receipt.dsse.json when signed,
+// output.log, and artifact-NN for the
 // stored artifacts (NN: the index in receipt.artifacts). Content that is
 // not valid UTF-8 goes to binaryData.
 func (b *Bundle) ConfigMapData() (data map[string]string, binaryData map[string][]byte) {
@@ -278,6 +296,9 @@ func (b *Bundle) ConfigMapData() (data map[string]string, binaryData map[string]
 		}
 	}
 	put(OutputName, b.Output)
+	if b.Envelope != nil {
+		data[EnvelopeName] = string(b.Envelope)
+	}
 	for i, a := range b.Receipt.Artifacts {
 		if a.Stored {
 			put(artifactKey(i), b.Artifacts[a.Path])

@@ -29,6 +29,9 @@ func FromConfigMap(data map[string]string, binaryData map[string][]byte) (*Bundl
 	output, _ := get(OutputName)
 	b := &Bundle{Receipt: *r, ReceiptJSON: receiptJSON, Digest: strings.TrimSpace(string(digest)), Output: output,
 		Artifacts: map[string][]byte{}}
+	if env, ok := get(EnvelopeName); ok {
+		b.Envelope = env
+	}
 	for i, a := range r.Artifacts {
 		if !a.Stored {
 			continue

@@ -1,6 +1,7 @@
 package evidence
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -28,6 +29,12 @@ type Report struct {
 	Receipt *Receipt
 	// Problems is empty when every digest matches.
 	Problems []Problem
+	// Signed is true when the evidence has a DSSE envelope.
+	Signed bool
+	// SignatureChecked is true when keys were given to check it against,
+	// and SignedBy the ID of the trusted key whose signature verified.
+	SignatureChecked bool
+	SignedBy         string
 }
 
 // OK reports whether every part matched.
@@ -59,8 +66,10 @@ type store interface {
 
 // VerifyDir verifies an evidence folder. wantDigest, when not empty, is the
 // digest the receipt must have (status.evidence.digest); receipt.sha256 is
-// always checked too.
-func VerifyDir(dir, wantDigest string) (*Report, error) {
+// always checked too. With keys, the evidence must be signed by one of
+// them (receipt.dsse.json); without, a signature present is checked for
+// consistency with the receipt but not against any key.
+func VerifyDir(dir, wantDigest string, keys ...*PublicKey) (*Report, error) {
 	if info, err := os.Stat(dir); err != nil {
 		return nil, err
 	} else if !info.IsDir() {
@@ -71,17 +80,18 @@ func VerifyDir(dir, wantDigest string) (*Report, error) {
 		return nil, err
 	}
 	defer root.Close()
-	return verify(dirStore{root}, wantDigest), nil
+	return verify(dirStore{root}, wantDigest, keys), nil
 }
 
-// VerifyConfigMap verifies the data and binaryData of an evidence ConfigMap.
-func VerifyConfigMap(data map[string]string, binaryData map[string][]byte, wantDigest string) *Report {
-	return verify(cmStore{data, binaryData}, wantDigest)
+// VerifyConfigMap verifies the data and binaryData of an evidence ConfigMap,
+// as VerifyDir a folder.
+func VerifyConfigMap(data map[string]string, binaryData map[string][]byte, wantDigest string, keys ...*PublicKey) *Report {
+	return verify(cmStore{data, binaryData}, wantDigest, keys)
 }
 
-func verify(s store, wantDigest string) *Report {
+func verify(s store, wantDigest string, keys []*PublicKey) *Report {
 	rep := &Report{}
-	seen := map[string]bool{ReceiptName: true, DigestName: true, OutputName: true}
+	seen := map[string]bool{ReceiptName: true, DigestName: true, OutputName: true, EnvelopeName: true}
 	raw, ok, err := s.get(ReceiptName)
 	if err != nil {
 		rep.add(ReceiptName, "%v", err)
@@ -106,6 +116,7 @@ func verify(s store, wantDigest string) *Report {
 		return rep
 	}
 	rep.Receipt = r
+	checkEnvelope(context.Background(), rep, s, r, raw, keys)
 	if out, ok, err := s.get(OutputName); err != nil {
 		rep.add(OutputName, "%v", err)
 	} else if !ok {

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -46,9 +47,17 @@ func (a *attempt) evidence(in *ran, st *harnessv1.HarnessRunStatus) (*Evidence, 
 	if err != nil {
 		return nil, nil, err
 	}
+	status := &harnessv1.EvidenceStatus{Digest: b.Digest, FixtureDigest: a.fix.Digest, SpecDigest: specDigest}
+	if key := a.e.opts.SigningKey; key != nil {
+		// The key never leaves this process: the agent's sandbox is over,
+		// and the statement holds only what the node-agent measured.
+		if err := b.Sign(context.Background(), key); err != nil {
+			return nil, nil, err
+		}
+		status.SignedBy = key.Public().ID
+	}
 	data, binary := b.ConfigMapData()
-	return &Evidence{Data: data, BinaryData: binary, bundle: b},
-		&harnessv1.EvidenceStatus{Digest: b.Digest, FixtureDigest: a.fix.Digest, SpecDigest: specDigest}, nil
+	return &Evidence{Data: data, BinaryData: binary, bundle: b}, status, nil
 }
 
 // digest is "sha256:<hex>" of data.

@@ -25,6 +25,7 @@ import (
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
+	"github.com/harnessfacts/harnessfacts/node-agent/evidence"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
 	"github.com/harnessfacts/harnessfacts/node-agent/redact"
 	"github.com/harnessfacts/harnessfacts/sandbox"
@@ -60,6 +61,10 @@ type Options struct {
 	Adapters adapters.Registry
 	// NodeName is recorded in the receipt.
 	NodeName string
+	// SigningKey, when set, signs every receipt (a DSSE envelope of an
+	// in-toto statement in the evidence); without it the evidence is
+	// hashed but unsigned.
+	SigningKey *evidence.Key
 	// RefuseFallback refuses the plain fallback on this node whatever a run
 	// asks: a run with isolation.policy AllowFallback runs sandboxed, or
 	// fails with SandboxUnavailable when no sandbox works here.

@@ -54,6 +54,8 @@ var (
 	k8s     client.Client
 	binary  string // the harnessfacts binary built from this tree
 	runRoot string
+	// evidenceKeyFile is this node-agent's receipt signing key.
+	evidenceKeyFile string
 	// secretPath is the controller's run source, where node-agents read
 	// runs' Secret keys and fixture ConfigMaps.
 	secretPath *runsourcetest.Path
@@ -93,6 +95,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	runRoot = filepath.Join(tmp, "runs")
+	evidenceKeyFile = filepath.Join(tmp, "keys", "evidence-key.pem")
 
 	env, err = testenv.Start()
 	if err != nil {
@@ -163,6 +166,7 @@ func startStack(ctx context.Context) (func(), error) {
 		RunRoot: runRoot, InitBinary: binary, Adapters: adapters.Default(),
 		ExtraLabels: map[string]string{mainNodeLabel: "main"}, Controller: controller,
 		Live: hub, LiveEndpoint: &nodeagent.LiveEndpoint{BaseURL: live.BaseURL, CertificateSHA256: live.CertificateSHA256},
+		EvidenceKey: evidenceKeyFile,
 	}); err != nil {
 		return nil, err
 	}

@@ -287,7 +287,7 @@ func TestDefaults(t *testing.T) {
 			t.Errorf("PATH = %q, want the agent CLIs first", envValue(c, "PATH"))
 		}
 		for _, arg := range []string{"node-agent", "--slots=2", "--run-root=/var/lib/harnessfacts/runs", "--run-uids=60000-60127", "--memory-limit=512Mi", "--cgroup-mount=/run/harnessfacts/cgroup",
-			"--refuse-fallback=false", "--controller-url=https://harnessfacts-run-source." + ns + ".svc:9443"} {
+			"--refuse-fallback=false", "--evidence-key=/var/lib/harnessfacts/keys/evidence-key.pem", "--controller-url=https://harnessfacts-run-source." + ns + ".svc:9443"} {
 			if !slices.Contains(c.Args, arg) {
 				t.Errorf("node-agent args %q lack %q", c.Args, arg)
 			}
@@ -315,6 +315,13 @@ func TestDefaults(t *testing.T) {
 		ca := as[corev1.ConfigMap](t, m.get(t, "ConfigMap", "harnessfacts-run-source-ca"))
 		if !strings.Contains(ca.Data["ca.crt"], "BEGIN CERTIFICATE") || strings.Contains(ca.Data["ca.crt"], "PRIVATE KEY") {
 			t.Errorf("the run source's CA ConfigMap = %q", ca.Data["ca.crt"])
+		}
+		// The signing key lives on the host, so a replaced pod keeps it.
+		if keys := volume(t, spec, "evidence-key"); keys.HostPath == nil || keys.HostPath.Path != "/var/lib/harnessfacts/keys" {
+			t.Errorf("evidence-key volume = %+v, want the host path /var/lib/harnessfacts/keys", keys.VolumeSource)
+		}
+		if mp := mountPath(t, c, "evidence-key"); mp.MountPath != "/var/lib/harnessfacts/keys" {
+			t.Errorf("evidence-key is mounted at %s", mp.MountPath)
 		}
 		runs := volume(t, spec, "run-root")
 		if runs.HostPath == nil || runs.HostPath.Path != "/var/lib/harnessfacts/runs" || runs.HostPath.Type == nil || *runs.HostPath.Type != corev1.HostPathDirectoryOrCreate {
