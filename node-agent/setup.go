@@ -63,6 +63,8 @@ type SetupOptions struct {
 	// EvidenceKey is the file of the node's receipt signing key (made on
 	// first start, kept across restarts); empty: receipts are not signed.
 	EvidenceKey string
+	// Image is the node-agent's container image, recorded in receipts.
+	Image string
 }
 
 // Setup prepares a node-agent on mgr: it makes the executor, removes what an
@@ -102,6 +104,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts SetupOptions) (*Agent,
 		Adapters:   opts.Adapters,
 		NodeName:   opts.NodeName,
 		SigningKey: key,
+		Image:      opts.Image,
 
 		RefuseFallback: opts.RefuseFallback,
 		ProviderCAs:    opts.ProviderCAs,

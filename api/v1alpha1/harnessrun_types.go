@@ -742,6 +742,12 @@ type AgentStatus struct {
 	// +optional
 	CLIVersion string `json:"cliVersion,omitempty"`
 
+	// cliDigest is the sha256 ("sha256:<hex>") of the command the sandbox
+	// started (for a script, of the script); the receipt names its path.
+	// +kubebuilder:validation:MaxLength=71
+	// +optional
+	CLIDigest string `json:"cliDigest,omitempty"`
+
 	// exitCode is the agent's exit code, when it exited.
 	// +optional
 	ExitCode *int32 `json:"exitCode,omitempty"`

@@ -40,8 +40,18 @@ type Receipt struct {
 	FixtureDigest string `json:"fixtureDigest"`
 	// HarnessVersion is the node-agent's version.
 	HarnessVersion string `json:"harnessVersion,omitempty"`
-	// Agent is the adapter and the CLI version it reported.
+	// HarnessImage is the node-agent's container image as its pod spec
+	// names it (repository@sha256:... when the chart pins a digest); empty
+	// outside a pod.
+	HarnessImage string `json:"harnessImage,omitempty"`
+	// Agent is the adapter, the CLI version it reported and the CLI's
+	// binary by digest.
 	Agent Agent `json:"agent"`
+	// Provider is the model endpoint the run used (never a credential).
+	Provider *Provider `json:"provider,omitempty"`
+	// Usage is the run's status.usage: the model asked for, the models
+	// that answered, tokens, and where the figures came from.
+	Usage *v1alpha1.UsageStatus `json:"usage,omitempty"`
 	// Node is the node that ran the attempt.
 	Node string `json:"node"`
 	// Sandbox is the isolation really used.
@@ -80,6 +90,22 @@ type RunRef struct {
 type Agent struct {
 	Adapter    v1alpha1.Adapter `json:"adapter"`
 	CLIVersion string           `json:"cliVersion,omitempty"`
+	// CLIPath is the command the sandbox started (symbolic links
+	// resolved), and CLIDigest the sha256 of that file: for a CLI that is
+	// a script, of its entry script only.
+	CLIPath   string `json:"cliPath,omitempty"`
+	CLIDigest string `json:"cliDigest,omitempty"`
+}
+
+// Provider is where the run's model requests went.
+type Provider struct {
+	// URL is the provider's base URL, without user info, query or
+	// fragment: spec.agent.providerURL, else the adapter's provider when
+	// the model gateway knew it; empty when the CLI chose alone.
+	URL string `json:"url,omitempty"`
+	// Gateway is true when the node-agent's model gateway carried the
+	// requests (and counted usage).
+	Gateway bool `json:"gateway,omitempty"`
 }
 
 // Timings of the attempt, in UTC.

@@ -87,6 +87,9 @@ func (a *attempt) writeAgentFiles(ctx context.Context) error {
 		return fail(harnessv1.ReasonAdapterFailed, fmt.Errorf("writing the adapter's config files: %w", err))
 	}
 	a.cliVersion = a.e.cliVersion(ctx, a.adapter)
+	if len(a.inv.Argv) > 0 {
+		a.cliPath, a.cliDigest = a.e.cliBinary(a.inv.Argv[0], a.inv.PathDirs)
+	}
 	return nil
 }
 

@@ -23,9 +23,11 @@ func (a *attempt) evidence(in *ran, st *harnessv1.HarnessRunStatus) (*Evidence, 
 		SpecDigest:     specDigest,
 		FixtureDigest:  a.fix.Digest,
 		HarnessVersion: version.String(),
-		Agent:          evidence.Agent{Adapter: run.Spec.Agent.Adapter, CLIVersion: a.cliVersion},
-		Node:           run.Status.NodeName,
-		Limits:         a.limits,
+		HarnessImage:   a.e.opts.Image,
+		Agent: evidence.Agent{Adapter: run.Spec.Agent.Adapter, CLIVersion: a.cliVersion,
+			CLIPath: a.cliPath, CLIDigest: a.cliDigest},
+		Node:   run.Status.NodeName,
+		Limits: a.limits,
 		Timings: evidence.Timings{Started: a.started, Finished: time.Now(),
 			AgentMilliseconds: in.agent.Duration.Milliseconds()},
 		Exit:   evidence.Exit{TimedOut: in.agent.TimedOut, OOMKilled: in.agent.OOMKilled},
@@ -35,6 +37,16 @@ func (a *attempt) evidence(in *ran, st *harnessv1.HarnessRunStatus) (*Evidence, 
 	}
 	if st.Sandbox != nil {
 		r.Sandbox = *st.Sandbox
+	}
+	if st.Usage != nil {
+		u := *st.Usage
+		r.Usage = &u
+	}
+	switch {
+	case a.route != nil:
+		r.Provider = &evidence.Provider{URL: a.redactor.String(endpoint(a.route.Upstream)), Gateway: true}
+	case run.Spec.Agent.ProviderURL != "":
+		r.Provider = &evidence.Provider{URL: a.redactor.String(endpoint(run.Spec.Agent.ProviderURL))}
 	}
 	if st.Network != nil {
 		n := *st.Network

@@ -65,6 +65,9 @@ type Options struct {
 	// in-toto statement in the evidence); without it the evidence is
 	// hashed but unsigned.
 	SigningKey *evidence.Key
+	// Image is the node-agent's container image, for the receipt (the
+	// chart passes its pod spec's image; empty outside a pod).
+	Image string
 	// RefuseFallback refuses the plain fallback on this node whatever a run
 	// asks: a run with isolation.policy AllowFallback runs sandboxed, or
 	// fails with SandboxUnavailable when no sandbox works here.
@@ -104,6 +107,8 @@ type Executor struct {
 	// start (seconds for some CLIs), and the installed CLI does not change
 	// under a running node-agent.
 	versions sync.Map // harnessv1.Adapter → string
+	// digests caches CLI binaries' sha256 (cliBinary).
+	digests sync.Map
 }
 
 // New checks opts and returns an executor.
@@ -233,6 +238,8 @@ type attempt struct {
 	route      *adapters.ModelRoute
 	gw         *modelGateway
 	cliVersion string
+	// cliPath and cliDigest pin the CLI binary that ran.
+	cliPath, cliDigest string
 	// uid and gid the attempt's commands run as.
 	uid, gid int
 	// diskNote says why limits.disk was not enforced ("" when it was).

@@ -45,6 +45,7 @@ import (
 	"github.com/harnessfacts/harnessfacts/internal/testing/testenv"
 	nodeagent "github.com/harnessfacts/harnessfacts/node-agent"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
+	"github.com/harnessfacts/harnessfacts/node-agent/evidence"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
 )
 
@@ -681,6 +682,12 @@ func RequireUsage(t *testing.T, o *Outcome, key string) {
 	got := harnessv1.UsageStatus{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CacheReadTokens: u.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens}
 	if u.Source != wantSource || !reflect.DeepEqual(got, want) {
 		t.Errorf("usage %+v, want source %s and the provider's figures %+v", u, wantSource, want)
+	}
+	// The signed receipt carries the same usage (the model asked for and
+	// those that answered among it).
+	var receipt evidence.Receipt
+	if err := json.Unmarshal([]byte(o.Evidence[evidence.ReceiptName]), &receipt); err != nil || receipt.Usage == nil || !reflect.DeepEqual(*receipt.Usage, *u) {
+		t.Errorf("the receipt's usage %+v (%v), status.usage %+v", receipt.Usage, err, u)
 	}
 	if !o.Gateway {
 		if ag := o.Run.Status.Agent; ag == nil || !strings.Contains(strings.Join(ag.Notes, "\n"), "model gateway is off") {

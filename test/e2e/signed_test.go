@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -89,6 +90,7 @@ func TestSignedReceiptVerifiesAndTamperingFails(t *testing.T) {
 	if out, err := hf("evidence", "export", "--kubeconfig", kubeconfig, "-n", ns, run.Name, exported); err != nil {
 		t.Fatalf("evidence export: %v\n%s", err, out)
 	}
+	requirePins(t, exported, st)
 	for _, flags := range [][]string{{"--key", pub}, {"--trusted-keys", trusted}} {
 		if out, err := hf(append([]string{"evidence", "verify", exported}, flags...)...); err != nil || !strings.Contains(out, "signature: good") {
 			t.Fatalf("evidence verify %v of the export: %v\n%s", flags, err, out)
@@ -163,6 +165,43 @@ func TestSignedReceiptVerifiesAndTamperingFails(t *testing.T) {
 	if out, err := hf("evidence", "verify", "--kubeconfig", kubeconfig, "-n", ns, run.Name, "--key", pub); err == nil ||
 		!strings.Contains(out, "DIFFERS artifact-00: sha256") {
 		t.Fatalf("a forged artifact on the cluster: %v\n%s", err, out)
+	}
+}
+
+// requirePins checks the reproducibility pins of the signed receipt: the
+// CLI binary by path and digest (sh here: the exec adapter's command), the
+// spec and fixture digests and the sandbox in force, as status says, and
+// status.usage.
+func requirePins(t *testing.T, dir string, st harnessv1.HarnessRunStatus) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, evidence.ReceiptName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r evidence.Receipt
+	if err := json.Unmarshal(raw, &r); err != nil {
+		t.Fatal(err)
+	}
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sh, err = filepath.EvalSymlinks(sh); err != nil {
+		t.Fatal(err)
+	}
+	content, err := os.ReadFile(sh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Agent.CLIPath != sh || r.Agent.CLIDigest != evidence.Sum(content) || st.Agent == nil || st.Agent.CLIDigest != r.Agent.CLIDigest {
+		t.Errorf("CLI pinned as %s %s (status %+v), want %s %s", r.Agent.CLIPath, r.Agent.CLIDigest, st.Agent, sh, evidence.Sum(content))
+	}
+	if r.SpecDigest != st.Evidence.SpecDigest || r.FixtureDigest != st.Evidence.FixtureDigest || r.Sandbox.Mode != "bwrap" ||
+		r.Sandbox.Seccomp == "" || r.Node != nodeName || r.HarnessVersion == "" {
+		t.Errorf("receipt pins spec %s fixture %s sandbox %+v node %s version %q; status %+v", r.SpecDigest, r.FixtureDigest, r.Sandbox, r.Node, r.HarnessVersion, st.Evidence)
+	}
+	if r.Usage == nil || st.Usage == nil || !reflect.DeepEqual(*r.Usage, *st.Usage) {
+		t.Errorf("receipt usage %+v, status usage %+v", r.Usage, st.Usage)
 	}
 }
 
