@@ -94,6 +94,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="has(self.nodeSelector) == has(oldSelf.nodeSelector) && (!has(self.nodeSelector) || self.nodeSelector == oldSelf.nodeSelector)",message="spec.nodeSelector is immutable: create a new HarnessRun instead"
 // +kubebuilder:validation:XValidation:rule="has(self.retries) == has(oldSelf.retries) && (!has(self.retries) || self.retries == oldSelf.retries)",message="spec.retries is immutable: create a new HarnessRun instead"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.cancel) || !oldSelf.cancel || (has(self.cancel) && self.cancel)",message="spec.cancel cannot be set back to false once a run is cancelled"
+// +kubebuilder:validation:XValidation:rule="has(self.environment) == has(oldSelf.environment) && (!has(self.environment) || self.environment == oldSelf.environment)",message="spec.environment is immutable: create a new HarnessRun instead"
 type HarnessRunSpec struct {
 	// agent is the coding agent to run and the credentials it may use.
 	// +required
@@ -107,6 +108,14 @@ type HarnessRunSpec struct {
 	// omitted, the fixture's choice applies.
 	// +optional
 	MCP *MCPSpec `json:"mcp,omitempty"`
+
+	// environment is the OCI image whose file system becomes the sandbox's
+	// root for the agent and the checks (a Terminal-Bench task's image),
+	// with a throwaway writable layer over it. When omitted, the fixture's
+	// fixture.yaml environment: applies; when neither names one, the agent
+	// runs over the node's own root file system, read-only, as before.
+	// +optional
+	Environment *EnvironmentSpec `json:"environment,omitempty"`
 
 	// network says what the agent may reach.
 	// +kubebuilder:default={}
@@ -305,6 +314,42 @@ type InlineFixture struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(p, size(p) <= 512 && !p.startsWith('/') && !p.endsWith('/') && !p.split('/').exists(s, s == '..' || s == '.' || s == ''))",message="fixture.inline.files keys must be relative paths of at most 512 characters without '.', '..' or empty segments"
 	// +required
 	Files map[string]string `json:"files"`
+}
+
+// EnvironmentImagePattern is what spec.environment.image must look like: a
+// reference pinned by digest (repository@sha256:<64 hex>), with an optional
+// tag before the digest that only documents it. A tag alone can change under
+// a run; a digest cannot.
+const EnvironmentImagePattern = `^[a-z0-9]+([._:/-][a-zA-Z0-9_.-]+)*@sha256:[a-f0-9]{64}$`
+
+// EnvironmentSpec is a run's environment image.
+type EnvironmentSpec struct {
+	// image is the image, pinned by digest:
+	// registry/repository[:tag]@sha256:<64 hex digits>. The node-agent pulls
+	// it, checks the digest, and unpacks it once into its node cache.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]+([._:/-][a-zA-Z0-9_.-]+)*@sha256:[a-f0-9]{64}$')",message="environment.image must be pinned by digest (registry/repository[:tag]@sha256:<64 hex digits>): a tag alone can change under a run"
+	// +required
+	Image string `json:"image"`
+
+	// imagePullSecrets name Secrets of type kubernetes.io/dockerconfigjson
+	// in the run's namespace, as a Pod's do. The node-agent reads their
+	// .dockerconfigjson key through the controller's run source while the
+	// run is active; it holds no right to read Secrets itself.
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=atomic
+	// +optional
+	ImagePullSecrets []LocalObjectReference `json:"imagePullSecrets,omitempty"`
+}
+
+// LocalObjectReference names an object in the run's namespace.
+type LocalObjectReference struct {
+	// name is the object's name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
 }
 
 // MCPSpec overrides the fixture's MCP settings.
@@ -541,6 +586,11 @@ type HarnessRunStatus struct {
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
+	// environment is the image the run's sandbox root came from, when it
+	// had one: the reference asked for and the digests really used.
+	// +optional
+	Environment *EnvironmentStatus `json:"environment,omitempty"`
+
 	// sandbox is the isolation the agent really ran under.
 	// +optional
 	Sandbox *SandboxStatus `json:"sandbox,omitempty"`
@@ -709,6 +759,31 @@ func (u *UsageStatus) TotalTokens() int64 {
 		return 0
 	}
 	return u.InputTokens + u.OutputTokens + u.CacheReadTokens + u.CacheWriteTokens
+}
+
+// EnvironmentStatus is the environment image a run ran in.
+type EnvironmentStatus struct {
+	// image is the reference the run or its fixture named.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// digest is the image manifest's digest the node-agent pulled and
+	// checked ("sha256:<hex>").
+	// +kubebuilder:validation:MaxLength=71
+	// +optional
+	Digest string `json:"digest,omitempty"`
+
+	// configDigest is the digest of the image's config (its entrypoint,
+	// environment and history).
+	// +kubebuilder:validation:MaxLength=71
+	// +optional
+	ConfigDigest string `json:"configDigest,omitempty"`
+
+	// source says where the reference came from: Run or Fixture.
+	// +kubebuilder:validation:MaxLength=16
+	// +optional
+	Source string `json:"source,omitempty"`
 }
 
 // SandboxStatus is the isolation a run really used.

@@ -234,6 +234,17 @@ func TestRejectsBadRuns(t *testing.T) {
 			"agent.providerURL must be an absolute http or https URL"},
 		{"relative provider URL", func(o map[string]any) { set(o, "spec.agent.providerURL", "localhost:8080") },
 			"agent.providerURL must be an absolute http or https URL"},
+		{"environment image by tag only", func(o map[string]any) { set(o, "spec.environment.image", "registry.test/task/env:latest") },
+			"environment.image must be pinned by digest"},
+		{"environment image with a short digest", func(o map[string]any) {
+			set(o, "spec.environment.image", "registry.test/task/env@sha256:abc")
+		}, "environment.image must be pinned by digest"},
+		{"environment image with a digest of another algorithm", func(o map[string]any) {
+			set(o, "spec.environment.image", "registry.test/task/env@md5:"+strings.Repeat("a", 32))
+		}, "environment.image must be pinned by digest"},
+		{"environment image with an upper-case digest", func(o map[string]any) {
+			set(o, "spec.environment.image", "registry.test/task/env@sha256:"+strings.Repeat("A", 64))
+		}, "environment.image must be pinned by digest"},
 	}
 	if len(cases) < 15 {
 		t.Fatalf("the table must hold at least 15 bad runs, has %d", len(cases))
@@ -259,6 +270,22 @@ func TestRejectsBadRuns(t *testing.T) {
 // leaves unset must stay visible as unset, so that its fixture's applies
 // (harnessv1.ResolveLimits). Filling them here was the bug that made every
 // fixture's limits dead letters.
+// An environment image pinned by digest is accepted, with or without a tag
+// before the digest and with a registry port.
+func TestAcceptsAnEnvironmentPinnedByDigest(t *testing.T) {
+	digest := "@sha256:" + strings.Repeat("0f", 32)
+	for i, ref := range []string{"registry.test/task/env" + digest, "127.0.0.1:5000/tasks/hello:v1" + digest, "debian" + digest} {
+		obj := run(t, fmt.Sprintf("env-ok-%d", i), func(o map[string]any) {
+			set(o, "spec.environment.image", ref)
+			set(o, "spec.environment.imagePullSecrets", []any{map[string]any{"name": "regcred"}})
+		})
+		if err := k8s.Create(context.Background(), obj); err != nil {
+			t.Fatalf("%s: %v", ref, err)
+		}
+		_ = k8s.Delete(context.Background(), obj)
+	}
+}
+
 func TestDefaultsAreFilledInButNoLimit(t *testing.T) {
 	ctx := context.Background()
 	obj := run(t, "defaults", nil)
