@@ -31,6 +31,9 @@ type SetupOptions struct {
 	Slots          int32
 	RunRoot        string
 	Hidden         []string
+	// ImageCacheBytes bounds the cache of environment images (RunRoot's
+	// .images); 0 means envimage.DefaultMaxBytes.
+	ImageCacheBytes int64
 	// IDs gives each run its own uid and gid (the --run-uids range;
 	// sandbox.DefaultIDRange when nil).
 	IDs      *sandbox.IDPool
@@ -95,16 +98,17 @@ func Setup(ctx context.Context, mgr manager.Manager, opts SetupOptions) (*Agent,
 		}
 	}
 	exec, err := executor.New(executor.Options{
-		Sources:    ClusterSources{Controller: opts.Controller},
-		RunRoot:    opts.RunRoot,
-		Sandbox:    opts.Sandbox,
-		Hidden:     opts.Hidden,
-		IDs:        opts.IDs,
-		InitBinary: opts.InitBinary,
-		Adapters:   opts.Adapters,
-		NodeName:   opts.NodeName,
-		SigningKey: key,
-		Image:      opts.Image,
+		Sources:         ClusterSources{Controller: opts.Controller},
+		RunRoot:         opts.RunRoot,
+		ImageCacheBytes: opts.ImageCacheBytes,
+		Sandbox:         opts.Sandbox,
+		Hidden:          opts.Hidden,
+		IDs:             opts.IDs,
+		InitBinary:      opts.InitBinary,
+		Adapters:        opts.Adapters,
+		NodeName:        opts.NodeName,
+		SigningKey:      key,
+		Image:           opts.Image,
 
 		RefuseFallback: opts.RefuseFallback,
 		ProviderCAs:    opts.ProviderCAs,

@@ -168,8 +168,8 @@ func (s *Server) secretKey(w http.ResponseWriter, r *http.Request) {
 	}
 	if !slices.ContainsFunc(run.Spec.Agent.Credentials, func(c harnessv1.Credential) bool {
 		return c.SecretKeyRef.Name == req.Secret && c.SecretKeyRef.Key == req.Key
-	}) {
-		s.refuse(r.Context(), w, who, req.Run, &refusal{msg: fmt.Sprintf("run %s/%s does not select Secret %s key %s (spec.agent.credentials)", run.Namespace, run.Name, req.Secret, req.Key)})
+	}) && !pullSecret(run, req.Secret, req.Key) {
+		s.refuse(r.Context(), w, who, req.Run, &refusal{msg: fmt.Sprintf("run %s/%s does not select Secret %s key %s (spec.agent.credentials, or the %s of spec.environment.imagePullSecrets)", run.Namespace, run.Name, req.Secret, req.Key, DockerConfigKey)})
 		return
 	}
 	sec := &corev1.Secret{}
@@ -337,4 +337,18 @@ type logWriter struct{ logger logr.Logger }
 func (w logWriter) Write(p []byte) (int, error) {
 	w.logger.V(1).Info(strings.TrimSpace(string(p)))
 	return len(p), nil
+}
+
+// DockerConfigKey is the one key of an image pull secret the run source
+// serves.
+const DockerConfigKey = ".dockerconfigjson"
+
+// pullSecret reports whether the run names secret among its environment's
+// imagePullSecrets and key is the pull secret's document.
+func pullSecret(run *harnessv1.HarnessRun, secret, key string) bool {
+	e := run.Spec.Environment
+	if e == nil || key != DockerConfigKey {
+		return false
+	}
+	return slices.ContainsFunc(e.ImagePullSecrets, func(r harnessv1.LocalObjectReference) bool { return r.Name == secret })
 }

@@ -149,6 +149,8 @@ func setup(t *testing.T) map[string]*corev1.Pod {
 		mustCreate(t,
 			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secret}, Data: map[string][]byte{"key": []byte(value)}},
 			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "unselected"}, Data: map[string][]byte{"key": []byte("not-yours")}},
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "regcred"}, Data: map[string][]byte{
+				runsource.DockerConfigKey: []byte(`{"auths":{"registry.test":{"auth":"dTpw"}}}`), "other": []byte("not-a-pull-key")}},
 			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fx"}, Data: map[string]string{"fixture.yaml": "prompt: hi\n"}},
 		)
 	}
@@ -248,6 +250,22 @@ func TestServedOnlyToTheBoundNodeWhileActive(t *testing.T) {
 	t.Run("a Secret the run does not select is refused", func(t *testing.T) {
 		_, err := onA.SecretKey(ctx, ref(run), "unselected", "key")
 		refused(t, err, 403, "does not select Secret unselected key key")
+	})
+	t.Run("an image pull secret: only its .dockerconfigjson, only for a run that names it", func(t *testing.T) {
+		r := hftesting.MakeHarnessRun("pulls", team).Obj()
+		r.Spec.Fixture = harnessv1.FixtureSource{ConfigMapRef: &harnessv1.ConfigMapFixture{Name: "fx"}}
+		r.Spec.Environment = &harnessv1.EnvironmentSpec{Image: "registry.test/env@sha256:" + strings.Repeat("0", 64),
+			ImagePullSecrets: []harnessv1.LocalObjectReference{{Name: "regcred"}}}
+		mustCreate(t, r)
+		setStatus(t, r, "node-a", harnessv1.RunRunning, 1)
+		if v, err := onA.SecretKey(ctx, ref(r), "regcred", runsource.DockerConfigKey); err != nil || !strings.Contains(string(v), "registry.test") {
+			t.Fatalf("SecretKey(regcred) = %q, %v; want the pull secret", v, err)
+		}
+		_, err := onA.SecretKey(ctx, ref(r), "regcred", "other")
+		refused(t, err, 403, "does not select Secret regcred key other")
+		// A run without that pull secret cannot read it.
+		_, err = onA.SecretKey(ctx, ref(run), "regcred", runsource.DockerConfigKey)
+		refused(t, err, 403, "does not select Secret regcred key .dockerconfigjson")
 	})
 	t.Run("a stale uid or attempt is refused", func(t *testing.T) {
 		r := ref(run)

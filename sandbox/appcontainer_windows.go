@@ -43,6 +43,9 @@ const statusNoMemory = 0xC0000017
 // Run runs spec in an AppContainer. See Runner.
 func (r *AppContainerRunner) Run(ctx context.Context, spec Spec) (res Result, err error) {
 	res = Result{Mode: ModeAppContainer, ExitCode: -1}
+	if spec.Root != "" {
+		return res, errRootNeedsBwrap
+	}
 	if err := spec.validate(); err != nil {
 		return res, err
 	}

@@ -79,20 +79,29 @@ func bwrapArgs(spec Spec, v1Sync, seccomp bool) []string {
 		"--die-with-parent",
 		"--new-session", // setsid: no controlling terminal, so no TIOCSTI
 		"--cap-drop", "ALL",
-		"--ro-bind", "/", "/",
+	}
+	if spec.Root != "" {
+		// An image's overlay: none of the host's root, so none of its
+		// sockets or secrets to mask; root inside, the run's uid outside.
+		a = append(a, "--uid", "0", "--gid", "0", "--bind", spec.Root, "/")
+	} else {
+		a = append(a, "--ro-bind", "/", "/")
+	}
+	a = append(a,
 		"--dev", "/dev",
 		"--proc", "/proc",
 		"--tmpfs", "/tmp",
+	)
+	if spec.Root == "" {
+		// Masks go before the binds, so that a run dir inside a hidden
+		// directory (the node-agent's state) is still bound; a hidden path
+		// inside a bound one is masked again after the binds, or the bind
+		// would uncover it. The host's socket directories come first: the
+		// read-only root does not stop connect(), so every daemon socket
+		// must be out of sight.
+		a = append(a, socketMounts()...)
+		a = append(a, hiddenMounts(outside(spec.Hidden, SocketDirs))...)
 	}
-	// Masks go before the binds, so that a run dir inside a hidden directory
-	// (the node-agent's state) is still bound; a hidden path inside a bound
-	// one is masked again after the binds, or the bind would uncover it.
-	// The host's socket directories come first: the read-only root does not
-	// stop connect(), so every daemon socket must be out of sight.
-	sockets := socketMounts()
-	a = append(a, sockets...)
-	masks := hiddenMounts(outside(spec.Hidden, SocketDirs))
-	a = append(a, masks...)
 	for _, p := range spec.ReadOnly {
 		a = append(a, "--ro-bind-try", p, p)
 	}
@@ -118,7 +127,11 @@ func bwrapArgs(spec Spec, v1Sync, seccomp bool) []string {
 	case NetworkShared:
 		a = append(a, "--share-net")
 	case NetworkUserMode:
-		a = append(a, "--ro-bind-data", fmt.Sprint(fdResolv), resolvConfPath())
+		resolv := resolvConfPath()
+		if spec.Root != "" {
+			resolv = "/etc/resolv.conf" // the image's, whatever the host's is
+		}
+		a = append(a, "--ro-bind-data", fmt.Sprint(fdResolv), resolv)
 	}
 	a = append(a, "--chdir", spec.Dir)
 	if seccomp {
@@ -268,7 +281,11 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 	if cred == nil && os.Getuid() == 0 {
 		return res, errors.New("sandbox: refusing to run bwrap as host root")
 	}
-	for _, p := range append(append([]string{spec.Dir}, spec.ReadWrite...), spec.ReadOnly...) {
+	reach := append(append([]string{spec.Dir}, spec.ReadWrite...), spec.ReadOnly...)
+	if spec.Root != "" {
+		reach = append(reach, spec.Root)
+	}
+	for _, p := range reach {
 		if err := Reachable(p, uid, gid); err != nil {
 			return res, err
 		}

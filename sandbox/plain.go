@@ -34,6 +34,9 @@ func (p *PlainRunner) Run(ctx context.Context, spec Spec) (Result, error) {
 	if p.Reason != "" {
 		res.Warning += " (no sandbox: " + p.Reason + ")"
 	}
+	if spec.Root != "" {
+		return res, errRootNeedsBwrap
+	}
 	if err := spec.validate(); err != nil {
 		return res, err
 	}

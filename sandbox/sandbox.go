@@ -163,6 +163,15 @@ type Spec struct {
 	// UID and GID are the unprivileged host ids the command runs as; 0 means
 	// DefaultUID/DefaultGID. Host root cannot be requested.
 	UID, GID int
+	// Root, when set, is the sandbox's root file system instead of the
+	// host's read-only root: an environment image's writable overlay
+	// (envimage.Mount), bound read-write at /. The command runs as uid and
+	// gid 0 inside, mapped to UID/GID on the host, so it may write anywhere
+	// in that root and is nobody outside. Nothing of the host is visible
+	// but /dev (bwrap's minimal one), a fresh /proc and /tmp, and the paths
+	// of ReadOnly and ReadWrite, bound at their host paths. Linux (bwrap)
+	// only; the other runners refuse it.
+	Root string
 	// Started, when set, is called once when the command has been started
 	// in the sandbox and let go (bwrap started and, where the runner holds
 	// it, placed in its cgroup and network and released; the AppContainer
@@ -188,6 +197,9 @@ func (s Spec) validate() error {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
 			return fmt.Errorf("sandbox: environment entry without KEY=: %q", redactedKey(kv))
 		}
+	}
+	if s.Root != "" && !isAbs(s.Root) {
+		return fmt.Errorf("sandbox: root %q is not absolute", s.Root)
 	}
 	for _, group := range [][]string{s.ReadWrite, s.ReadOnly, s.Hidden} {
 		for _, p := range group {
@@ -378,6 +390,9 @@ func choose(policy Policy, opts Options, avail []Availability) (Runner, []Availa
 	}
 	return nil, avail, fmt.Errorf("sandbox: unknown policy %q", policy)
 }
+
+// errRootNeedsBwrap is what runners other than bwrap say to a Spec.Root.
+var errRootNeedsBwrap = errors.New("sandbox: an environment image as the root needs the bwrap sandbox; this runner cannot change the root")
 
 func isAbs(p string) bool {
 	if p == "" {

@@ -116,6 +116,11 @@ const (
 	ReasonRetrying = "Retrying"
 	// ReasonBadFixture: the fixture is missing, malformed or unsafe.
 	ReasonBadFixture = "BadFixture"
+	// ReasonEnvironmentUnavailable: the run's environment image could not be
+	// pulled (a wrong digest, an unknown image, refused credentials), was
+	// refused (too large, an entry leaving its root) or could not be
+	// mounted on the node.
+	ReasonEnvironmentUnavailable = "EnvironmentUnavailable"
 	// ReasonCredentialsUnavailable: a selected Secret key could not be read.
 	ReasonCredentialsUnavailable = "CredentialsUnavailable"
 	// ReasonSandboxUnavailable: no sandbox works on the node and the run's

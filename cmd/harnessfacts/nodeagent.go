@@ -42,6 +42,7 @@ type nodeAgentFlags struct {
 	leaseDuration  time.Duration
 	slots          int32
 	runRoot        string
+	imageCache     string
 	agentCLIs      string
 	hidden         []string
 	runUIDs        string
@@ -122,6 +123,7 @@ behind and ends the runs that process had claimed (reason NodeAgentRestarted).`,
 	fl.DurationVar(&f.leaseDuration, "lease-duration", 40*time.Second, "how long the heartbeat Lease stays fresh; renewed every quarter of it")
 	fl.Int32Var(&f.slots, "slots", 2, "runs executed at once")
 	fl.StringVar(&f.runRoot, "run-root", "/var/lib/harnessfacts/runs", "folder of the run dirs; never a source checkout")
+	fl.StringVar(&f.imageCache, "image-cache-size", "20Gi", "bound of the node's cache of unpacked environment images (below the run root, in .images); the least recently used image no run uses is evicted first")
 	fl.StringVar(&f.agentCLIs, "agent-clis", "", "folder of the agent CLIs' commands (hack/install-agent-clis.sh PREFIX/bin; /opt/harnessfacts/agents/bin in the image); empty: PATH")
 	fl.StringSliceVar(&f.hidden, "hide", nil, hideUsage)
 	fl.StringVar(&f.runUIDs, "run-uids", sandbox.DefaultIDRange, "host ids FIRST-LAST the agents run as, one per run at a time as uid and gid (at least --slots of them; in a user-namespaced pod inside its mapped 0-65535)")
@@ -294,9 +296,14 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 	if err != nil {
 		return fmt.Errorf("--provider-ca-file: %w", err)
 	}
+	cacheQty, err := resource.ParseQuantity(f.imageCache)
+	if err != nil || cacheQty.Value() <= 0 {
+		return fmt.Errorf("--image-cache-size %q: want a positive size such as 20Gi", f.imageCache)
+	}
+	imageCacheBytes := cacheQty.Value()
 	_, err = nodeagent.Setup(ctx, mgr, nodeagent.SetupOptions{
 		NodeName: f.nodeName, LeaseNamespace: f.leaseNamespace, LeaseDuration: f.leaseDuration, Slots: f.slots,
-		RunRoot: f.runRoot, Hidden: hidden, IDs: ids,
+		RunRoot: f.runRoot, Hidden: hidden, IDs: ids, ImageCacheBytes: imageCacheBytes,
 		Sandbox:  sandboxOpts,
 		Adapters: adapters.New(adapters.Config{CLIDir: f.agentCLIs}), ExtraLabels: f.labels,
 		Controller: controller, RefuseFallback: f.refuseFallback, ProviderCAs: providerCAs,

@@ -56,6 +56,10 @@ type Receipt struct {
 	Node string `json:"node"`
 	// Sandbox is the isolation really used.
 	Sandbox v1alpha1.SandboxStatus `json:"sandbox"`
+	// Environment is the image the sandbox's root came from: the
+	// reference, the manifest digest pulled and checked, and the config's
+	// digest (absent without an environment image).
+	Environment *v1alpha1.EnvironmentStatus `json:"environment,omitempty"`
 	// Limits are the limits in force.
 	Limits v1alpha1.Limits `json:"limits"`
 	// Timings say when things happened.

@@ -110,7 +110,7 @@ func (a *attempt) runAgent(ctx context.Context) (*ran, error) {
 	}
 	spec.ReadOnly = append(spec.ReadOnly, a.inv.ReadOnly...)
 	if len(a.inv.PathDirs) > 0 {
-		spec.Env = setEnv(spec.Env, "PATH", strings.Join(a.inv.PathDirs, ":")+":"+e.opts.Path)
+		spec.Env = setEnv(spec.Env, "PATH", strings.Join(a.inv.PathDirs, ":")+":"+envValue(spec.Env, "PATH", e.opts.Path))
 	}
 	spec.Limits = sandbox.Limits{
 		MemoryBytes:  a.limits.Memory.Value(),
@@ -181,7 +181,7 @@ func (a *attempt) baseSpec(egress harnessv1.Egress) sandbox.Spec {
 		network = sandbox.NetworkUserMode
 	}
 	xdg := dir.XDG()
-	return sandbox.Spec{
+	spec := sandbox.Spec{
 		Dir: dir.Workspace(),
 		Env: []string{
 			"PATH=" + e.opts.Path,
@@ -204,6 +204,11 @@ func (a *attempt) baseSpec(egress harnessv1.Egress) sandbox.Spec {
 		UID:       a.uid,
 		GID:       a.gid,
 	}
+	if a.env != nil {
+		spec.Root = a.env.overlay.Root
+		spec.Env = a.environmentEnv(spec.Env)
+	}
+	return spec
 }
 
 // wrap puts sandbox-init in front of the agent when the MCP server or the
@@ -288,4 +293,14 @@ func setEnv(env []string, key, value string) []string {
 		}
 	}
 	return append(env, key+"="+value)
+}
+
+// envValue is key's value in env, else def.
+func envValue(env []string, key, def string) string {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, key+"="); ok {
+			return v
+		}
+	}
+	return def
 }

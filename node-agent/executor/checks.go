@@ -137,6 +137,10 @@ func (a *attempt) checkSpec(i int, tests string) (sandbox.Spec, error) {
 	for _, x := range xdg {
 		spec.Env = append(spec.Env, x[0]+"="+x[1])
 	}
+	// In an environment image the checks run in it, over the same overlay
+	// the agent left (Harbor's tests see what the agent installed), with
+	// the image's own environment.
+	spec.Env = a.environmentEnv(spec.Env)
 	spec.ReadWrite = []string{a.dir.Workspace(), home, tmp}
 	spec.ReadOnly = []string{a.dir.FixtureDir()}
 	return spec, nil

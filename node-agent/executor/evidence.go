@@ -38,6 +38,10 @@ func (a *attempt) evidence(in *ran, st *harnessv1.HarnessRunStatus) (*Evidence, 
 	if st.Sandbox != nil {
 		r.Sandbox = *st.Sandbox
 	}
+	if st.Environment != nil {
+		env := *st.Environment
+		r.Environment = &env
+	}
 	if st.Usage != nil {
 		u := *st.Usage
 		r.Usage = &u

@@ -25,6 +25,7 @@ import (
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
+	"github.com/harnessfacts/harnessfacts/node-agent/envimage"
 	"github.com/harnessfacts/harnessfacts/node-agent/evidence"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
 	"github.com/harnessfacts/harnessfacts/node-agent/redact"
@@ -90,6 +91,11 @@ type Options struct {
 	// Live, when set, receives each attempt's agent output, redacted, as it
 	// is produced.
 	Live LiveOutput
+	// Images is the node's cache of environment images; when nil, New
+	// makes one in RunRoot/.images bounded by ImageCacheBytes (0:
+	// envimage.DefaultMaxBytes).
+	Images          *envimage.Cache
+	ImageCacheBytes int64
 }
 
 // Executor carries out attempts, for the node-agent and `harnessfacts run`.
@@ -158,6 +164,12 @@ func New(opts Options) (*Executor, error) {
 	// The run dirs are root's children: root itself must be searchable.
 	for _, p := range []string{filepath.Join(root, "run"), opts.InitBinary} {
 		if err := sandbox.Reachable(p, uid, gid); err != nil {
+			return nil, fmt.Errorf("executor: %w", err)
+		}
+	}
+	if opts.Images == nil {
+		// In the run root, which every sandbox hides; 0700, the node-agent's.
+		if opts.Images, err = envimage.NewCache(filepath.Join(root, ".images"), opts.ImageCacheBytes); err != nil {
 			return nil, fmt.Errorf("executor: %w", err)
 		}
 	}
@@ -244,6 +256,8 @@ type attempt struct {
 	uid, gid int
 	// diskNote says why limits.disk was not enforced ("" when it was).
 	diskNote string
+	// env is the run's environment image and overlay; nil without one.
+	env *environment
 
 	// live receives the agent's redacted output as it is produced; nil
 	// without Options.Live.
@@ -302,6 +316,7 @@ func (a *attempt) do(ctx context.Context) *Outcome {
 		{"", a.makeRunDir},
 		{StepCredentials, a.readCredentials},
 		{"", a.chooseSandbox},
+		{StepEnvironment, a.prepareEnvironment},
 		{StepMCP, a.startMCP},
 		{"", a.buildRedactor},
 		{"", a.prepareAgent},

@@ -27,6 +27,7 @@ const (
 	StepFixture     = "fixture"
 	StepRunDir      = "run dir"
 	StepCredentials = "credentials"
+	StepEnvironment = "environment"
 	StepMCP         = "MCP server"
 	StepEgress      = "egress"
 	StepAgent       = "agent"

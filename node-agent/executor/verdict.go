@@ -24,6 +24,10 @@ func (a *attempt) verdict(in *ran) *Outcome {
 
 	// Sandbox.
 	st.Sandbox = &harnessv1.SandboxStatus{Mode: string(a.runner.Mode()), Seccomp: in.agent.Seccomp}
+	if a.env != nil {
+		envStatus := a.env.status
+		st.Environment = &envStatus
+	}
 	if a.diskNote != "" {
 		res.Warnings = append(res.Warnings, Warning{Reason: harnessv1.ReasonRunDirFailed, Message: a.diskNote})
 	}

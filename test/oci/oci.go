@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -49,12 +50,21 @@ type File struct {
 	Uid  int
 	Gid  int
 	// Exactly one of: Content (a regular file), Source (a regular file
-	// copied from the host), Link (a symbolic link's target), Dir (a
-	// directory).
-	Content []byte
-	Source  string
-	Link    string
-	Dir     bool
+	// copied from the host), Link (a symbolic link's target), Hardlink (a
+	// hard link's target, as written), Dir (a directory), CharDevice (a
+	// character device node 1,3), Fifo.
+	Content    []byte
+	Source     string
+	Link       string
+	Hardlink   string
+	Dir        bool
+	CharDevice bool
+	Fifo       bool
+	// RawName writes Path into the tar as it is (a leading "/" and ".."
+	// kept): for hostile layers.
+	RawName bool
+	// SetUID sets the setuid bit.
+	SetUID bool
 }
 
 // LayerFromFiles builds a layer from the given entries, in order.
@@ -74,9 +84,17 @@ func LayerFromFiles(dir string, files []File) (v1.Layer, error) {
 }
 
 func writeFile(tw *tar.Writer, f File) error {
+	name := strings.TrimPrefix(filepath.ToSlash(f.Path), "/")
+	if f.RawName {
+		name = f.Path
+	}
+	mode := int64(f.Mode.Perm())
+	if f.SetUID {
+		mode |= 0o4000
+	}
 	hdr := &tar.Header{
-		Name:    strings.TrimPrefix(filepath.ToSlash(f.Path), "/"),
-		Mode:    int64(f.Mode.Perm()),
+		Name:    name,
+		Mode:    mode,
 		Uid:     f.Uid,
 		Gid:     f.Gid,
 		ModTime: epoch,
@@ -90,6 +108,17 @@ func writeFile(tw *tar.Writer, f File) error {
 	case f.Link != "":
 		hdr.Typeflag = tar.TypeSymlink
 		hdr.Linkname = f.Link
+		return tw.WriteHeader(hdr)
+	case f.Hardlink != "":
+		hdr.Typeflag = tar.TypeLink
+		hdr.Linkname = f.Hardlink
+		return tw.WriteHeader(hdr)
+	case f.CharDevice:
+		hdr.Typeflag = tar.TypeChar
+		hdr.Devmajor, hdr.Devminor = 1, 3
+		return tw.WriteHeader(hdr)
+	case f.Fifo:
+		hdr.Typeflag = tar.TypeFifo
 		return tw.WriteHeader(hdr)
 	case f.Source != "":
 		src, err := os.Open(f.Source)
@@ -119,6 +148,73 @@ func writeFile(tw *tar.Writer, f File) error {
 	}
 }
 
+// HostBinaries are the files of a small image made of this host's
+// programs: each binary and the shared libraries ldd says it loads (with
+// the dynamic loader), at their host paths, and /bin linked to usr/bin as
+// on a merged-/usr host. Enough for a static-busybox-like image when the host
+// has no busybox: `sh`, `cat`, `grep` and friends, with a foreign
+// /etc/os-release added by the caller.
+func HostBinaries(bins ...string) ([]File, error) {
+	seen := map[string]bool{}
+	var files []File
+	add := func(p string) error {
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			return err
+		}
+		if seen[p] {
+			return nil
+		}
+		seen[p] = true
+		st, err := os.Stat(real)
+		if err != nil {
+			return err
+		}
+		files = append(files, File{Path: p, Source: real, Mode: st.Mode().Perm()})
+		return nil
+	}
+	for _, b := range bins {
+		p, err := exec.LookPath(b)
+		if err != nil {
+			return nil, err
+		}
+		if p, err = filepath.Abs(p); err != nil {
+			return nil, err
+		}
+		if err := add(p); err != nil {
+			return nil, err
+		}
+		out, err := exec.Command("ldd", p).Output()
+		if err != nil {
+			continue // static
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			for _, f := range strings.Fields(line) {
+				if strings.HasPrefix(f, "/") {
+					if err := add(f); err != nil {
+						return nil, err
+					}
+				}
+			}
+		}
+	}
+	dirs := map[string]bool{}
+	for _, f := range files {
+		for d := filepath.Dir(f.Path); d != "/" && !dirs[d]; d = filepath.Dir(d) {
+			dirs[d] = true
+		}
+	}
+	var out []File
+	for _, d := range Sorted(dirs) {
+		out = append(out, File{Path: d, Dir: true, Mode: 0o755})
+	}
+	out = append(out, files...)
+	if !dirs["/bin"] && dirs["/usr/bin"] {
+		out = append(out, File{Path: "/bin", Link: "usr/bin"}) // /bin/sh, as on a merged-/usr system
+	}
+	return out, nil
+}
+
 // LayerFromDir builds a layer holding the tree under root as the image's
 // root (see WriteDirTar); the tar is written once to a new file under dir.
 func LayerFromDir(dir, root string) (v1.Layer, error) {
@@ -142,13 +238,19 @@ func LayerFromTar(path string) (v1.Layer, error) { return layerFromFile(path) }
 // nodes, sockets and pipes are left out, since the runtime provides /dev.
 // Modification times are zeroed, so the same tree gives the same digest.
 func WriteDirTar(path, root string) error {
+	return WriteDirTarSkipping(path, root, nil)
+}
+
+// WriteDirTarSkipping is WriteDirTar leaving out the paths (relative to
+// root, slash-separated) for which skip says true, and what is below them.
+func WriteDirTarSkipping(path, root string, skip func(rel string) bool) error {
 	tmp := path + ".tmp"
 	f, err := os.Create(tmp)
 	if err != nil {
 		return err
 	}
 	tw := tar.NewWriter(f)
-	err = walkInto(tw, root)
+	err = walkInto(tw, root, skip)
 	if err == nil {
 		err = tw.Close()
 	}
@@ -164,7 +266,7 @@ func WriteDirTar(path, root string) error {
 	return err
 }
 
-func walkInto(tw *tar.Writer, root string) error {
+func walkInto(tw *tar.Writer, root string, skip func(string) bool) error {
 	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -172,6 +274,12 @@ func walkInto(tw *tar.Writer, root string) error {
 		rel, err := filepath.Rel(root, p)
 		if err != nil || rel == "." {
 			return err
+		}
+		if skip != nil && skip(filepath.ToSlash(rel)) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
 		}
 		info, err := d.Info()
 		if err != nil {
@@ -311,6 +419,9 @@ type Registry struct {
 	Host string
 	srv  *http.Server
 	done chan error
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // StartRegistry serves a registry on ip (e.g. "127.0.0.1") at a free port.
@@ -345,15 +456,18 @@ func (r *Registry) Push(ctx context.Context, img v1.Image, repo, tag string) (st
 	return r.Host + "/" + repo + ":" + tag + "@" + d.String(), nil
 }
 
-// Close stops the registry.
+// Close stops the registry; later calls return the first one's error.
 func (r *Registry) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err := r.srv.Shutdown(ctx)
-	if serr := <-r.done; !errors.Is(serr, http.ErrServerClosed) && err == nil {
-		err = serr
-	}
-	return err
+	r.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		err := r.srv.Shutdown(ctx)
+		if serr := <-r.done; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+			err = serr
+		}
+		r.closeErr = err
+	})
+	return r.closeErr
 }
 
 // ContainerdHosts writes containerd's hosts.toml for this registry under

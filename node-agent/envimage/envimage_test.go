@@ -1,0 +1,296 @@
+package envimage
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/harnessfacts/harnessfacts/test/oci"
+)
+
+// push builds an image of the layers' files and pushes it to reg.
+func push(t *testing.T, reg *oci.Registry, repo string, layers ...[]oci.File) (string, v1.Image) {
+	t.Helper()
+	var ls []v1.Layer
+	for _, files := range layers {
+		l, err := oci.LayerFromFiles(t.TempDir(), files)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+	}
+	img, err := oci.Build(ls, oci.Config{Env: []string{"PATH=/usr/bin:/bin", "IMAGE_VAR=from-the-image"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := reg.Push(context.Background(), img, repo, "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ref, img
+}
+
+func startRegistry(t *testing.T) *oci.Registry {
+	t.Helper()
+	reg, err := oci.StartRegistry("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Close() })
+	return reg
+}
+
+// An image is pulled by digest, unpacked with its whiteouts applied, its
+// device nodes left out and its setuid bits cleared, recorded with the
+// manifest's and the config's digests, and served from the cache once the
+// registry is gone.
+func TestPullUnpackAndCache(t *testing.T) {
+	reg := startRegistry(t)
+	ref, img := push(t, reg, "tasks/base",
+		[]oci.File{
+			{Path: "/etc", Dir: true, Mode: 0o755},
+			{Path: "/etc/os-release", Content: []byte("ID=envimage-test\n"), Mode: 0o644},
+			{Path: "/etc/gone", Content: []byte("removed by the next layer"), Mode: 0o644},
+			{Path: "/opaque", Dir: true, Mode: 0o755},
+			{Path: "/opaque/old", Content: []byte("hidden by an opaque whiteout"), Mode: 0o644},
+			{Path: "/usr/bin", Dir: true, Mode: 0o755},
+			{Path: "/usr/bin/su", Content: []byte("#!/bin/sh\n"), Mode: 0o755, SetUID: true},
+			{Path: "/bin", Link: "usr/bin"},
+			{Path: "/dev", Dir: true, Mode: 0o755},
+			{Path: "/dev/null-ish", CharDevice: true, Mode: 0o666},
+			{Path: "/pipe", Fifo: true, Mode: 0o644},
+			{Path: "/usr/bin/su-link", Hardlink: "usr/bin/su"},
+			{Path: "/tmp", Dir: true, Mode: 0o777},
+		},
+		[]oci.File{
+			{Path: "/etc/.wh.gone", Content: nil, Mode: 0o644},
+			{Path: "/opaque/.wh..wh..opq", Content: nil, Mode: 0o644},
+			{Path: "/opaque/new", Content: []byte("new"), Mode: 0o644},
+		})
+	cache, err := NewCache(t.TempDir(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, release, err := cache.Get(context.Background(), ref, PullOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	wantDigest, _ := img.Digest()
+	wantConfig, _ := img.ConfigName()
+	if got.Digest != wantDigest.String() || got.ConfigDigest != wantConfig.String() {
+		t.Fatalf("digests %s, %s; want %s, %s", got.Digest, got.ConfigDigest, wantDigest, wantConfig)
+	}
+	if !strings.Contains(strings.Join(got.Config.Env, " "), "IMAGE_VAR=from-the-image") {
+		t.Fatalf("config env %v", got.Config.Env)
+	}
+	read := func(p string) string {
+		b, err := os.ReadFile(filepath.Join(got.Root, p))
+		if err != nil {
+			return "<" + err.Error() + ">"
+		}
+		return string(b)
+	}
+	if s := read("etc/os-release"); s != "ID=envimage-test\n" {
+		t.Fatalf("os-release: %q", s)
+	}
+	for _, gone := range []string{"etc/gone", "opaque/old", "dev/null-ish", "pipe"} {
+		if _, err := os.Lstat(filepath.Join(got.Root, gone)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s is in the unpacked image (%v)", gone, err)
+		}
+	}
+	if s := read("opaque/new"); s != "new" {
+		t.Errorf("opaque/new: %q", s)
+	}
+	fi, err := os.Stat(filepath.Join(got.Root, "usr/bin/su"))
+	if err != nil || fi.Mode()&os.ModeSetuid != 0 || fi.Mode().Perm() != 0o755 {
+		t.Errorf("usr/bin/su: %v %v, want 0755 without setuid", fi.Mode(), err)
+	}
+	if s := read("bin/su-link"); s != "#!/bin/sh\n" {
+		t.Errorf("the hard link through the bin symlink: %q", s)
+	}
+
+	// The registry is gone: the cache serves the same image.
+	if err := reg.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again, release2, err := cache.Get(context.Background(), ref, PullOptions{})
+	if err != nil {
+		t.Fatalf("a cached image needed the registry: %v", err)
+	}
+	release2()
+	if again.Root != got.Root || again.Digest != got.Digest {
+		t.Fatalf("cached %+v, first %+v", again, got)
+	}
+}
+
+// A reference without a digest, or with a digest the registry does not
+// have, is refused with a reason that says so.
+func TestWrongOrMissingDigestIsRefused(t *testing.T) {
+	reg := startRegistry(t)
+	ref, _ := push(t, reg, "tasks/pinned", []oci.File{{Path: "/etc/os-release", Content: []byte("ID=x\n"), Mode: 0o644}})
+	cache, err := NewCache(t.TempDir(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo, _, _ := strings.Cut(ref, "@")
+	_, _, err = cache.Get(context.Background(), repo, PullOptions{})
+	if !errors.Is(err, ErrNotPinned) {
+		t.Fatalf("a tag-only reference: %v, want ErrNotPinned", err)
+	}
+	wrong := repo + "@sha256:" + strings.Repeat("ab", 32)
+	_, _, err = cache.Get(context.Background(), wrong, PullOptions{})
+	if err == nil || !strings.Contains(err.Error(), "pulling the environment image "+strings.TrimSuffix(wrong, "")) ||
+		!strings.Contains(err.Error(), "MANIFEST_UNKNOWN") {
+		t.Fatalf("a digest the registry does not have: %v", err)
+	}
+	if n := len(cache.Cached()); n != 0 {
+		t.Fatalf("the cache holds %d images after refusals", n)
+	}
+	t.Logf("refused: %v", err)
+}
+
+// Hostile layers: each entry that would write outside the image's root
+// fails the unpack with ErrUnsafeEntry, and nothing appears outside.
+func TestHostileLayersStayInTheirRoot(t *testing.T) {
+	reg := startRegistry(t)
+	cases := []struct {
+		name  string
+		files []oci.File
+	}{
+		{"dot-dot name", []oci.File{{Path: "../../escaped", RawName: true, Content: []byte("x"), Mode: 0o644}}},
+		{"dot-dot inside a name", []oci.File{{Path: "etc/../../escaped", RawName: true, Content: []byte("x"), Mode: 0o644}}},
+		{"absolute symlink then a file through it", []oci.File{
+			{Path: "/evil", Link: "OUTSIDE"},
+			{Path: "/evil/escaped", Content: []byte("x"), Mode: 0o644}}},
+		{"relative symlink climbing out then a file through it", []oci.File{
+			{Path: "/up", Link: "../../../../../../../../OUTSIDE"},
+			{Path: "/up/escaped", Content: []byte("x"), Mode: 0o644}}},
+		{"hard link to a file outside", []oci.File{{Path: "/passwd", Hardlink: "../../../../etc/passwd"}}},
+		{"hard link through a symlink out", []oci.File{
+			{Path: "/hostetc", Link: "/etc"},
+			{Path: "/stolen", Hardlink: "hostetc/passwd"}}},
+		{"symlinked folder then a folder through it", []oci.File{
+			{Path: "/evildir", Link: "OUTSIDE"},
+			{Path: "/evildir/sub", Dir: true, Mode: 0o755}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			outside := t.TempDir()
+			for i := range tc.files {
+				tc.files[i].Link = strings.ReplaceAll(tc.files[i].Link, "OUTSIDE", outside)
+			}
+			ref, _ := push(t, reg, "tasks/hostile", tc.files)
+			cache, err := NewCache(filepath.Join(t.TempDir(), "cache"), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _, err = cache.Get(context.Background(), ref, PullOptions{})
+			if !errors.Is(err, ErrUnsafeEntry) {
+				t.Errorf("unpacked without ErrUnsafeEntry: %v", err)
+			} else {
+				t.Logf("refused: %v", err)
+			}
+			ents, _ := os.ReadDir(outside)
+			if len(ents) != 0 {
+				t.Errorf("the layer wrote outside its root: %v", ents)
+			}
+			parent := filepath.Dir(cache.Dir())
+			if _, err := os.Lstat(filepath.Join(parent, "escaped")); err == nil {
+				t.Errorf("escaped beside the cache")
+			}
+			if n := len(cache.Cached()); n != 0 {
+				t.Errorf("a refused image is cached")
+			}
+		})
+	}
+}
+
+// An image larger than the cache's bound is refused, whether its layers
+// say so (compressed) or only its unpacked files do.
+func TestSizeBound(t *testing.T) {
+	reg := startRegistry(t)
+	zeros := make([]byte, 3<<20) // compresses to a few KiB
+	ref, _ := push(t, reg, "tasks/huge", []oci.File{{Path: "/big", Content: zeros, Mode: 0o644}})
+	cache, err := NewCache(t.TempDir(), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = cache.Get(context.Background(), ref, PullOptions{})
+	if !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("a 3 MiB image in a 1 MiB cache: %v", err)
+	}
+	t.Logf("refused: %v", err)
+	if ents, _ := os.ReadDir(cache.Dir()); len(ents) != 0 {
+		t.Fatalf("left behind: %v", ents)
+	}
+}
+
+// The cache evicts the least recently used image that no run uses.
+func TestEvictionSparesImagesInUse(t *testing.T) {
+	reg := startRegistry(t)
+	mk := func(name string) string {
+		ref, _ := push(t, reg, "tasks/"+name, []oci.File{{Path: "/f", Content: []byte(strings.Repeat(name, 300<<10/len(name))), Mode: 0o644}})
+		return ref
+	}
+	a, b, c := mk("a"), mk("bb"), mk("ccc")
+	cache, err := NewCache(t.TempDir(), 700<<10) // two of them fit
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(ref string) (*Image, func()) {
+		img, rel, err := cache.Get(context.Background(), ref, PullOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return img, rel
+	}
+	imgA, relA := get(a)
+	relA()
+	imgB, relB := get(b) // in use from here on
+	imgC, relC := get(c)
+	relC()
+	has := func(img *Image) bool { _, err := os.Stat(img.Root); return err == nil }
+	if has(imgA) || !has(imgB) || !has(imgC) {
+		t.Fatalf("after a, b, c in a cache of two: a %v b %v c %v; want a evicted", has(imgA), has(imgB), has(imgC))
+	}
+	// b is in use: a new image evicts c, not b.
+	imgA, relA = get(a)
+	relA()
+	if !has(imgB) || has(imgC) || !has(imgA) {
+		t.Fatalf("b in use: a %v b %v c %v; want c evicted", has(imgA), has(imgB), has(imgC))
+	}
+	relB()
+}
+
+// A whiteout in an upper layer, through a lower layer's symbolic link out
+// of the root, must not remove the host's file it points at.
+func TestWhiteoutThroughASymlinkRemovesNothingOutside(t *testing.T) {
+	reg := startRegistry(t)
+	outside := t.TempDir()
+	victim := filepath.Join(outside, "victim")
+	if err := os.WriteFile(victim, []byte("keep me"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, link := range []string{outside, "../../../../../../../../" + outside} {
+		ref, _ := push(t, reg, "tasks/whiteout",
+			[]oci.File{{Path: "/evil", Link: link}},
+			[]oci.File{{Path: "/evil/.wh.victim", Mode: 0o644}, {Path: "/evil/.wh..wh..opq", Mode: 0o644}})
+		cache, err := NewCache(t.TempDir(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = cache.Get(context.Background(), ref, PullOptions{})
+		if !errors.Is(err, ErrUnsafeEntry) {
+			t.Errorf("link %s: %v, want ErrUnsafeEntry", link, err)
+		}
+		if b, err := os.ReadFile(victim); err != nil || string(b) != "keep me" {
+			t.Fatalf("the host's file behind the link: %q, %v", b, err)
+		}
+	}
+}

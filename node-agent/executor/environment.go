@@ -1,0 +1,128 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/node-agent/envimage"
+	"github.com/harnessfacts/harnessfacts/sandbox"
+)
+
+// DockerConfigKey is the key of a kubernetes.io/dockerconfigjson Secret,
+// the only key of an imagePullSecret the node-agent reads.
+const DockerConfigKey = ".dockerconfigjson"
+
+// environment is the attempt's environment image, when it has one.
+type environment struct {
+	status  harnessv1.EnvironmentStatus
+	image   *envimage.Image
+	overlay *envimage.Overlay
+}
+
+// environmentRef is the image the run names, else its fixture's, and where
+// it came from; "" when neither names one.
+func (a *attempt) environmentRef() (ref, source string) {
+	if e := a.run.Spec.Environment; e != nil && e.Image != "" {
+		return e.Image, "Run"
+	}
+	if e := a.fix.Manifest.Environment; e != nil && e.Image != "" {
+		return e.Image, "Fixture"
+	}
+	return "", ""
+}
+
+// prepareEnvironment pulls (or finds in the node's cache) the run's
+// environment image and mounts the run's writable overlay over it, which
+// becomes the root of the agent's and the checks' sandboxes. Without an
+// environment it does nothing: the sandbox shows the node's own root.
+func (a *attempt) prepareEnvironment(ctx context.Context) error {
+	ref, source := a.environmentRef()
+	if ref == "" {
+		return nil
+	}
+	bad := func(err error) error { return fail(harnessv1.ReasonEnvironmentUnavailable, err) }
+	if a.e.opts.Images == nil {
+		return bad(errors.New("this node-agent has no image cache, so it cannot run an environment image"))
+	}
+	if a.runner.Mode() != sandbox.ModeBwrap {
+		return bad(fmt.Errorf("an environment image needs the bwrap sandbox; this run would use %s", a.runner.Mode()))
+	}
+	kc, err := a.pullKeychain(ctx)
+	if err != nil {
+		return err
+	}
+	img, release, err := a.e.opts.Images.Get(ctx, ref, envimage.PullOptions{Keychain: kc})
+	if err != nil {
+		return bad(err)
+	}
+	a.deferCleanup(release)
+	uid, gid := a.runIDs().uid, a.runIDs().gid
+	ov, err := envimage.Mount(img.Root, filepath.Join(a.dir.Path, "env"), uid, gid)
+	if err != nil {
+		return bad(fmt.Errorf("the environment image %s: %w", ref, err))
+	}
+	// Registered after the run dir's removal, so it runs before it.
+	a.deferCleanup(func() { _ = ov.Unmount() })
+	a.env = &environment{image: img, overlay: ov, status: harnessv1.EnvironmentStatus{
+		Image: ref, Digest: img.Digest, ConfigDigest: img.ConfigDigest, Source: source}}
+	return nil
+}
+
+// pullKeychain reads the run's imagePullSecrets through the run's Sources
+// (the controller's run source on a cluster: the node-agent has no right
+// to read Secrets) and makes a keychain of their registries.
+func (a *attempt) pullKeychain(ctx context.Context) (authn.Keychain, error) {
+	e := a.run.Spec.Environment
+	if e == nil || len(e.ImagePullSecrets) == 0 {
+		return nil, nil
+	}
+	var configs [][]byte
+	for _, s := range e.ImagePullSecrets {
+		b, err := a.e.opts.Sources.SecretKey(ctx, a.run, harnessv1.SecretKeySelector{Name: s.Name, Key: DockerConfigKey})
+		if err != nil {
+			return nil, fail(harnessv1.ReasonCredentialsUnavailable, fmt.Errorf("the image pull secret %q (key %s): %w", s.Name, DockerConfigKey, err))
+		}
+		configs = append(configs, b)
+	}
+	kc, err := envimage.DockerConfigKeychain(configs...)
+	if err != nil {
+		return nil, fail(harnessv1.ReasonCredentialsUnavailable, err)
+	}
+	return kc, nil
+}
+
+// environmentEnv is the image's own environment (its config's Env) that
+// the sandbox keeps: what the harness sets itself (HOME, TMPDIR, the XDG
+// folders, the run's variables) wins, and the image's PATH replaces the
+// node's.
+func (a *attempt) environmentEnv(env []string) []string {
+	if a.env == nil {
+		return env
+	}
+	set := map[string]bool{}
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		set[k] = true
+	}
+	out := append([]string(nil), env...)
+	for _, kv := range a.env.image.Config.Env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			continue
+		}
+		if k == "PATH" {
+			out = setEnv(out, "PATH", v)
+			continue
+		}
+		if !set[k] && !strings.HasPrefix(k, "HARNESSFACTS_") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
