@@ -232,6 +232,13 @@ type Case struct {
 	MaxDecisions int32
 	// ProviderURL, when set, replaces the fake provider's.
 	ProviderURL string
+	// FixtureDir, when set, is the fixture's folder instead of
+	// fixtures/<Fixture> (whose provider script still applies).
+	FixtureDir string
+	// Environment, when set, is the run's spec.environment.image.
+	Environment string
+	// Command is the exec adapter's command.
+	Command []string
 }
 
 // throughGateway says whether the run's model requests go through the
@@ -277,7 +284,11 @@ func Run(t *testing.T, c Case) *Outcome {
 	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
-	fixtureConfigMap(t, ns, "fixture-"+c.Fixture, filepath.Join(testenv.RepoRoot(), "fixtures", c.Fixture))
+	fixtureDir := c.FixtureDir
+	if fixtureDir == "" {
+		fixtureDir = filepath.Join(testenv.RepoRoot(), "fixtures", c.Fixture)
+	}
+	fixtureConfigMap(t, ns, "fixture-"+c.Fixture, fixtureDir)
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: ns}, StringData: map[string]string{}}
 	other := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: ns},
 		StringData: map[string]string{"OPENAI_API_KEY": Unselected, "ANTHROPIC_API_KEY": Unselected, "GEMINI_API_KEY": Unselected}}
@@ -318,6 +329,12 @@ func Run(t *testing.T, c Case) *Outcome {
 	}
 	if c.MaxDecisions != 0 {
 		run.Spec.Limits.MaxDecisions = c.MaxDecisions
+	}
+	if c.Environment != "" {
+		run.Spec.Environment = &harnessv1.EnvironmentSpec{Image: c.Environment}
+	}
+	if len(c.Command) > 0 {
+		run.Spec.Agent.Command = c.Command
 	}
 	before := len(provider.Requests())
 	var planted []string
