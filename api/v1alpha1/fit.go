@@ -76,6 +76,15 @@ func (s *HarnessRunStatus) Fit() {
 		sb.FallbackReason = Truncate(sb.FallbackReason, MaxMessageLength)
 		sb.Seccomp = Truncate(sb.Seccomp, 512)
 	}
+	if e := s.Environment; e != nil {
+		// The reference was the run's or fixture's (at most 512 by their
+		// own checks) and the digests go-containerregistry's (71): only a
+		// corrupted status needs these.
+		e.Image = Truncate(e.Image, 512)
+		e.Digest = Truncate(e.Digest, 71)
+		e.ConfigDigest = Truncate(e.ConfigDigest, 71)
+		e.Source = Truncate(e.Source, 16)
+	}
 	// The live-output endpoint is the node-agent's own (its pod IP and its
 	// certificate): one that does not meet the schema is dropped rather
 	// than cut, since a shortened URL or digest is of no use; `logs` then
