@@ -21,7 +21,7 @@ func TestGatewayRoute(t *testing.T) {
 		note     string // a part of the note when there is no route
 	}{
 		{name: "claude api key", agent: harnessv1.AgentSpec{Adapter: harnessv1.AdapterClaudeCode},
-			creds: []Credential{{Env: "ANTHROPIC_API_KEY", Value: []byte(key)}, {Env: "GITHUB_TOKEN", Value: []byte("gh")}},
+			creds:    []Credential{{Env: "ANTHROPIC_API_KEY", Value: []byte(key)}, {Env: "GITHUB_TOKEN", Value: []byte("gh")}},
 			upstream: "https://api.anthropic.com", header: gateway.XAPIKey},
 		{name: "claude oauth token by env", agent: harnessv1.AgentSpec{Adapter: harnessv1.AdapterClaudeCode, ProviderURL: "https://p.example/x"},
 			creds: []Credential{{Env: "CLAUDE_CODE_OAUTH_TOKEN", Value: []byte(key)}}, upstream: "https://p.example/x", header: gateway.Bearer},

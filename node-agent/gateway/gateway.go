@@ -58,8 +58,14 @@ var credentialHeaders = []string{
 	"Cookie", "Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto",
 }
 
-// MaxRequestBytes bounds a request body: the gateway holds it to retry.
-const MaxRequestBytes = 32 << 20
+// MaxRequestBytes bounds a request body, which the gateway holds to retry
+// it; at most maxHeldBodies are held at once per run (more requests wait),
+// so one run's agent holds at most 64 MiB of the node-agent's memory this
+// way, whatever it sends (a whole long conversation is a few MiB).
+const (
+	MaxRequestBytes = 16 << 20
+	maxHeldBodies   = 4
+)
 
 // Reasons a gateway ends a run (Stop.Reason), documented with the API's.
 const (
@@ -100,7 +106,8 @@ type Options struct {
 	// node's loopback (a local model server). A request's path is joined
 	// to it.
 	Upstream string
-	// Header is where the key goes, and Key is the run's key.
+	// Header is where the key goes, and Key is the run's key; both empty
+	// for a provider that takes none.
 	Header KeyHeader
 	Key    []byte
 	// RootCAs verify the provider's certificate; nil is the system's pool.
@@ -125,7 +132,13 @@ type Gateway struct {
 
 	stopOnce sync.Once
 	stopped  atomic.Pointer[Stop]
+	// held are the slots of request bodies held at once.
+	held chan struct{}
 }
+
+// releaseKey carries a request's release of its held body to the
+// retrier, which lets it go once the provider has answered.
+type releaseKey struct{}
 
 // CheckUpstream refuses a provider URL the gateway would not send a key to:
 // not http(s), a user or a query in it, or plain http beyond the node's
@@ -161,18 +174,19 @@ func New(opts Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(opts.Key) == 0 {
-		return nil, errors.New("the model gateway has no key")
-	}
-	switch opts.Header {
-	case XAPIKey, Bearer, XGoogAPIKey:
-	default:
+	switch {
+	case len(opts.Key) == 0 && opts.Header != "":
+		return nil, fmt.Errorf("the model gateway has no key for header %s", opts.Header)
+	case len(opts.Key) == 0:
+		// A provider that needs no key (a local model server): the
+		// gateway still counts, bounds and strips what the agent sends.
+	case opts.Header != XAPIKey && opts.Header != Bearer && opts.Header != XGoogAPIKey:
 		return nil, fmt.Errorf("unknown key header %q", opts.Header)
 	}
 	if opts.Retry.Attempts == 0 {
 		opts.Retry = DefaultRetry
 	}
-	g := &Gateway{opts: opts, upstream: up}
+	g := &Gateway{opts: opts, upstream: up, held: make(chan struct{}, maxHeldBodies)}
 	base := &http.Transport{
 		// The provider directly: never the node's own proxy settings.
 		Proxy:                 nil,
@@ -260,6 +274,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The body is held (bounded) so that a retry can send it again.
+	select {
+	case g.held <- struct{}{}:
+	case <-r.Context().Done():
+		return
+	}
+	var once sync.Once
+	release := func() { once.Do(func() { <-g.held }) }
+	defer release()
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
 	if err != nil {
 		http.Error(w, "reading the request: "+err.Error(), http.StatusBadRequest)
@@ -276,7 +298,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.ContentLength = int64(len(body))
 	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	g.tally.Request()
-	g.proxy.ServeHTTP(w, r)
+	g.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), releaseKey{}, release)))
 }
 
 func (g *Gateway) tokenStop() *Stop {
@@ -301,9 +323,11 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	// The transport asks for gzip itself and hands back the plain body,
 	// which the usage count reads; the CLI gets it uncompressed.
 	out.Header.Del("Accept-Encoding")
-	if g.opts.Header == Bearer {
+	switch {
+	case len(g.opts.Key) == 0:
+	case g.opts.Header == Bearer:
 		out.Header.Set("Authorization", "Bearer "+string(g.opts.Key))
-	} else {
+	default:
 		out.Header.Set(string(g.opts.Header), string(g.opts.Key))
 	}
 }
@@ -388,6 +412,10 @@ type retrier struct {
 }
 
 func (t *retrier) RoundTrip(req *http.Request) (*http.Response, error) {
+	// The body is no longer needed once the provider has answered.
+	if release, ok := req.Context().Value(releaseKey{}).(func()); ok {
+		defer release()
+	}
 	pol := t.g.opts.Retry
 	for attempt := 1; ; attempt++ {
 		r := req

@@ -379,3 +379,26 @@ func TestCheckUpstream(t *testing.T) {
 		}
 	}
 }
+
+// TestGatewayWithoutAKey: a provider that takes no key (a local model
+// server) still gets nothing the agent sent as a credential, and the run's
+// usage is counted.
+func TestGatewayWithoutAKey(t *testing.T) {
+	up := startUpstream(t)
+	g, base := serve(t, Options{Upstream: up.srv.URL, RootCAs: up.pool})
+	resp, body := post(t, base+"/v1/messages", `{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`,
+		map[string]string{"X-Api-Key": "forged", "Authorization": "Bearer forged"})
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	r := up.requests()[0]
+	if r.Header.Get("X-Api-Key") != "" || r.Header.Get("Authorization") != "" {
+		t.Errorf("a credential was forwarded: %v", r.Header)
+	}
+	if g.Tally().Counts().Total() == 0 {
+		t.Error("no usage counted")
+	}
+	if _, err := New(Options{Upstream: up.srv.URL, Header: XAPIKey}); err == nil {
+		t.Error("a key header without a key was accepted")
+	}
+}

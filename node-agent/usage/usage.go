@@ -79,7 +79,7 @@ type Reply struct {
 // maxJSONBody bounds a whole (not streamed) body the parser keeps to decode;
 // a larger one is passed on, uncounted. maxEventBytes bounds one SSE event.
 const (
-	maxJSONBody   = 16 << 20
+	maxJSONBody   = 4 << 20
 	maxEventBytes = 4 << 20
 )
 

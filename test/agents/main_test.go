@@ -12,10 +12,16 @@ package agents
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -69,7 +75,10 @@ var (
 	providerURL    string
 	providerTLSURL string
 	providerCAs    *x509.CertPool
-	registry       adapters.Registry
+	// untrustedURL serves the provider with a certificate of its own,
+	// signed by no CA the node-agent trusts.
+	untrustedURL string
+	registry     adapters.Registry
 )
 
 func TestMain(m *testing.M) {
@@ -123,6 +132,12 @@ func run(m *testing.M) int {
 	if err != nil {
 		return fail(err)
 	}
+	// This suite's own fixtures (testdata/NAME), served like the project's.
+	own, err := fakeprovider.LoadFixtureScripts("testdata")
+	if err != nil {
+		return fail(err)
+	}
+	maps.Copy(scripts, own)
 	plog := io.Discard
 	if os.Getenv("HARNESSFACTS_TEST_LOG") != "" {
 		plog = os.Stderr
@@ -143,6 +158,13 @@ func run(m *testing.M) int {
 	providerTLSURL = tlsSrv.URL
 	providerCAs = x509.NewCertPool()
 	providerCAs.AddCert(tlsSrv.Certificate())
+	// The same provider behind a certificate nobody trusts.
+	untrusted, err := untrustedTLS(provider)
+	if err != nil {
+		return fail(err)
+	}
+	defer untrusted.Close()
+	untrustedURL = untrusted.URL
 
 	env, err = testenv.Start()
 	if err != nil {
@@ -284,11 +306,11 @@ func Run(t *testing.T, c Case) *Outcome {
 	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
-	fixtureDir := c.FixtureDir
-	if fixtureDir == "" {
-		fixtureDir = filepath.Join(testenv.RepoRoot(), "fixtures", c.Fixture)
+	fixtureFolder := c.FixtureDir
+	if fixtureFolder == "" {
+		fixtureFolder = fixtureDir(c.Fixture)
 	}
-	fixtureConfigMap(t, ns, "fixture-"+c.Fixture, fixtureDir)
+	fixtureConfigMap(t, ns, "fixture-"+c.Fixture, fixtureFolder)
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: ns}, StringData: map[string]string{}}
 	other := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: ns},
 		StringData: map[string]string{"OPENAI_API_KEY": Unselected, "ANTHROPIC_API_KEY": Unselected, "GEMINI_API_KEY": Unselected}}
@@ -460,7 +482,7 @@ func RequireClean(t *testing.T, o *Outcome, planted ...string) {
 // takes the prompt only as -p PROMPT: its status note says so instead.
 func requireCommandLinesClean(t *testing.T, c Case, o *Outcome) {
 	t.Helper()
-	fix, err := fixture.FromDir(filepath.Join(testenv.RepoRoot(), "fixtures", c.Fixture), fixture.Limits{})
+	fix, err := fixture.FromDir(fixtureDir(c.Fixture), fixture.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -721,4 +743,34 @@ func RequireUsage(t *testing.T, o *Outcome, key string) {
 			t.Errorf("the run's key is in the environment of %q", strings.ReplaceAll(cmdline, "\x00", " "))
 		}
 	}
+}
+
+// fixtureDir is the folder of fixture name: this suite's testdata/NAME, else
+// the project's fixtures/NAME.
+func fixtureDir(name string) string {
+	if dir, err := filepath.Abs(filepath.Join("testdata", name)); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, "fixture.yaml")); err == nil {
+			return dir
+		}
+	}
+	return filepath.Join(testenv.RepoRoot(), "fixtures", name)
+}
+
+// untrustedTLS serves h over TLS on loopback with a fresh self-signed
+// certificate for 127.0.0.1.
+func untrustedTLS(h http.Handler) (*httptest.Server, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(7), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, err
+	}
+	srv := httptest.NewUnstartedServer(h)
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS12}
+	srv.StartTLS()
+	return srv, nil
 }

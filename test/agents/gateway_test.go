@@ -1,0 +1,59 @@
+package agents
+
+import (
+	"strings"
+	"testing"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/fakeprovider"
+)
+
+// The model gateway with a real CLI in bwrap: the adapters' API-key runs
+// pass through it in every test of this suite (RequireUsage); these are its
+// adversarial cases.
+
+// TestGatewayReplacesAForgedKey: the agent's own shell (Claude Code's Bash
+// tool) sends a model request to the gateway with a forged key in every key
+// header. The provider gets the run's key, never the forged one.
+func TestGatewayReplacesAForgedKey(t *testing.T) {
+	const key, forged = "sk-ant-api03-planted-gateway-forge-2b7e90", "sk-ant-forged-in-sandbox-61d0"
+	o := Run(t, Case{Name: "gateway-forge", Adapter: harnessv1.AdapterClaudeCode, Fixture: "gateway-forge",
+		Creds: []Cred{{Env: "ANTHROPIC_API_KEY", Value: key}}})
+	RequirePass(t, o)
+	var sawForgedRequest bool
+	for _, r := range o.Requests {
+		if r.KeySHA256 == fakeprovider.KeyDigest(forged) {
+			t.Errorf("the forged key reached the provider: %+v", r)
+		}
+		if r.Model == "forged-request" {
+			sawForgedRequest = true
+			if r.KeySHA256 != fakeprovider.KeyDigest(key) || r.AuthHeader != "x-api-key" {
+				t.Errorf("the agent's own request reached the provider with %s in %q, want the run's key in x-api-key", r.KeySHA256, r.AuthHeader)
+			}
+		}
+	}
+	if !sawForgedRequest {
+		t.Fatalf("the agent's forged request never reached the provider:\n%s\n%s", requests(o), tailOf(o.Run.Status))
+	}
+	RequireUsage(t, o, key)
+	RequireClean(t, o, key)
+}
+
+// TestGatewayRefusesAnUnverifiedProvider: the provider's certificate is
+// signed by no CA the node-agent trusts. The run ends at once, Failed, class
+// Infrastructure, with its own reason, and no request reached the provider.
+func TestGatewayRefusesAnUnverifiedProvider(t *testing.T) {
+	const key = "sk-ant-api03-planted-gateway-badcert-913c"
+	o := Run(t, Case{Name: "gateway-badcert", Adapter: harnessv1.AdapterClaudeCode, Fixture: "hello",
+		Transport: harnessv1.MCPTransportHTTP, Creds: []Cred{{Env: "ANTHROPIC_API_KEY", Value: key}},
+		ProviderURL: untrustedURL + "/s/hello"})
+	st := o.Run.Status
+	if st.Phase != harnessv1.RunFailed || st.Reason != harnessv1.ReasonProviderCertificateInvalid ||
+		st.FailureClass != harnessv1.FailureInfrastructure || !strings.Contains(st.Message, "certificate") {
+		t.Errorf("phase %s class %s reason %s: %s; want Failed, Infrastructure, %s", st.Phase, st.FailureClass, st.Reason, st.Message, harnessv1.ReasonProviderCertificateInvalid)
+	}
+	for _, r := range o.Requests {
+		t.Errorf("a request reached the provider: %+v", r)
+	}
+	RequireClean(t, o, key)
+}
