@@ -1,8 +1,12 @@
 package agents
 
 import (
+	"context"
 	"strings"
 	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/internal/fakeprovider"
@@ -54,6 +58,32 @@ func TestGatewayRefusesAnUnverifiedProvider(t *testing.T) {
 	}
 	for _, r := range o.Requests {
 		t.Errorf("a request reached the provider: %+v", r)
+	}
+	RequireClean(t, o, key)
+}
+
+// TestGatewayRequestLimit: a HarnessPolicy over the run's namespace allows
+// two model requests a run; Claude Code's hello needs four. The third is
+// refused and the run ends with its own reason, the agent's failure.
+func TestGatewayRequestLimit(t *testing.T) {
+	const key = "sk-ant-api03-planted-gateway-limit-5a2c"
+	policy := &harnessv1.HarnessPolicy{ObjectMeta: metav1.ObjectMeta{Name: "gateway-limit"}, Spec: harnessv1.HarnessPolicySpec{
+		NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "agents-gateway-limit"}},
+		Gateway:           &harnessv1.PolicyGateway{MaxRequestsPerRun: ptr.To[int64](2)},
+	}}
+	if err := k8s.Create(context.Background(), policy); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), policy) })
+	o := Run(t, Case{Name: "gateway-limit", Adapter: harnessv1.AdapterClaudeCode, Fixture: "hello",
+		Transport: harnessv1.MCPTransportHTTP, Creds: []Cred{{Env: "ANTHROPIC_API_KEY", Value: key}}})
+	st := o.Run.Status
+	if st.Reason != harnessv1.ReasonGatewayRequestLimit || st.Verdict != harnessv1.VerdictFail || st.FailureClass != harnessv1.FailureAgent ||
+		!strings.Contains(st.Message, "limit of 2") {
+		t.Errorf("phase %s verdict %s class %s reason %s: %s; want Fail, Agent, %s", st.Phase, st.Verdict, st.FailureClass, st.Reason, st.Message, harnessv1.ReasonGatewayRequestLimit)
+	}
+	if u := st.Usage; u == nil || u.Source != harnessv1.UsageFromGateway || u.Requests != 2 || len(o.Requests) != 2 {
+		t.Errorf("usage %+v after %d provider requests, want 2 through the gateway", u, len(o.Requests))
 	}
 	RequireClean(t, o, key)
 }

@@ -732,6 +732,11 @@ func RequireUsage(t *testing.T, o *Outcome, key string) {
 		if ag := o.Run.Status.Agent; ag == nil || !strings.Contains(strings.Join(ag.Notes, "\n"), "model gateway is off") {
 			t.Errorf("a run outside the model gateway does not say so in its notes: %+v", ag)
 		}
+		// The key was delivered into the sandbox: the scan that must
+		// find nothing in a gateway run must find it here, or it is blind.
+		if len(o.Leaks) == 0 {
+			t.Error("the sandbox scan did not see the credential this run delivered into the sandbox")
+		}
 		return
 	}
 	for _, l := range o.Leaks {
