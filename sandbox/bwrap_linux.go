@@ -108,6 +108,9 @@ func bwrapArgs(spec Spec, v1Sync, seccomp bool) []string {
 	for _, p := range spec.ReadWrite {
 		a = append(a, "--bind", p, p)
 	}
+	for _, b := range spec.BindAt {
+		a = append(a, "--bind", b.Source, b.Target)
+	}
 	var inner []string
 	for _, h := range spec.Hidden {
 		for _, b := range append(append([]string{}, spec.ReadOnly...), spec.ReadWrite...) {

@@ -172,12 +172,22 @@ type Spec struct {
 	// of ReadOnly and ReadWrite, bound at their host paths. Linux (bwrap)
 	// only; the other runners refuse it.
 	Root string
+	// BindAt are folders bound read-write at another path inside a Root
+	// (the checks' /logs/verifier): the target is made in the root's
+	// writable overlay, and what the root held there is hidden. Only with
+	// Root.
+	BindAt []BindAt
 	// Started, when set, is called once when the command has been started
 	// in the sandbox and let go (bwrap started and, where the runner holds
 	// it, placed in its cgroup and network and released; the AppContainer
 	// process resumed), before Run waits for it: for a start-latency metric
 	// and a live view. It must return quickly.
 	Started func()
+}
+
+// BindAt binds Source (a host folder) at Target inside the sandbox.
+type BindAt struct {
+	Source, Target string
 }
 
 func (s Spec) started() {
@@ -200,6 +210,14 @@ func (s Spec) validate() error {
 	}
 	if s.Root != "" && !isAbs(s.Root) {
 		return fmt.Errorf("sandbox: root %q is not absolute", s.Root)
+	}
+	for _, b := range s.BindAt {
+		if s.Root == "" {
+			return errors.New("sandbox: a bind at another path needs a Root")
+		}
+		if !isAbs(b.Source) || !isAbs(b.Target) {
+			return fmt.Errorf("sandbox: bind %q at %q: paths must be absolute", b.Source, b.Target)
+		}
 	}
 	for _, group := range [][]string{s.ReadWrite, s.ReadOnly, s.Hidden} {
 		for _, p := range group {

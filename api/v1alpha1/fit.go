@@ -123,8 +123,11 @@ func (s *HarnessRunStatus) Fit() {
 		u.EstimatedCost = Truncate(u.EstimatedCost, 64)
 	}
 	s.Checks = s.Checks[:min(len(s.Checks), 64)]
+	s.Reward = Truncate(s.Reward, 32)
 	for i := range s.Checks {
 		c := &s.Checks[i]
+		c.Reward = Truncate(c.Reward, 32)
+		c.RewardError = Truncate(c.RewardError, 256)
 		c.Name = Truncate(c.Name, 128)
 		c.Message = Truncate(c.Message, MaxShortMessageLength)
 	}

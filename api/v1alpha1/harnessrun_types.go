@@ -652,6 +652,14 @@ type HarnessRunStatus struct {
 	// +optional
 	Usage *UsageStatus `json:"usage,omitempty"`
 
+	// reward is the run's reward: the mean of the rewards its checks
+	// reported (a Harbor task has one verifier, so one), as a decimal
+	// string; empty when no check reported one. It does not change the
+	// verdict, which follows the checks' exit codes.
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	Reward string `json:"reward,omitempty"`
+
 	// liveOutput is where the node-agent running the attempt serves the
 	// agent's redacted output while it runs (`harnessfacts logs -f`). It is
 	// set by the claim and removed when the attempt ends.
@@ -951,6 +959,21 @@ type CheckResult struct {
 	// durationMilliseconds is the check's wall time.
 	// +optional
 	DurationMilliseconds int64 `json:"durationMilliseconds,omitempty"`
+
+	// reward is the number the check wrote as Harbor's verifiers do
+	// (reward.txt holding a number, or reward.json {"reward": <number>},
+	// in /logs/verifier inside an environment image, else in
+	// $HARNESSFACTS_REWARD_DIR), as a decimal string; empty when it wrote
+	// none. rewardError says why a reward file was refused.
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	Reward string `json:"reward,omitempty"`
+
+	// rewardError says why the check's reward file was not taken (not a
+	// number, not finite, too large, not a regular file).
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	RewardError string `json:"rewardError,omitempty"`
 }
 
 // ArtifactResult is one requested artifact.

@@ -73,6 +73,9 @@ type Receipt struct {
 	// Network is the egress mode used and what the run's egress proxy
 	// counted (absent in receipts written before it was recorded).
 	Network *v1alpha1.NetworkStatus `json:"network,omitempty"`
+	// Reward is the run's reward, the mean of its checks' (absent when no
+	// check reported one); each check's is in Checks.
+	Reward string `json:"reward,omitempty"`
 	// Checks are the fixture's checks and their results.
 	Checks []v1alpha1.CheckResult `json:"checks,omitempty"`
 	// Artifacts are the requested files, collected or rejected.

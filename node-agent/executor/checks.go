@@ -47,6 +47,7 @@ func (a *attempt) runChecks(ctx context.Context) []harnessv1.CheckResult {
 			MaxProcesses: int64(a.limits.MaxProcesses),
 			Timeout:      time.Duration(a.limits.ProbeSeconds) * time.Second,
 		}
+		rewardDir := a.dir.Join(fmt.Sprintf("check-%d", i), "verifier")
 		out := newOutput(a.redactor, "", checkOutputBytes)
 		spec.Stdout, spec.Stderr = out.writer(), out.writer()
 		res, err := a.runner.Run(ctx, spec)
@@ -72,6 +73,10 @@ func (a *attempt) runChecks(ctx context.Context) []harnessv1.CheckResult {
 			r.Message += tail
 		}
 		r.Message = truncate(r.Message, 1024)
+		if err == nil || res.TimedOut {
+			r.Reward, r.RewardError = readReward(rewardDir)
+			r.RewardError = truncate(r.RewardError, 256)
+		}
 		results = append(results, r)
 		if ctx.Err() != nil {
 			break
@@ -106,7 +111,10 @@ func (a *attempt) checkSpec(i int, tests string) (sandbox.Spec, error) {
 		{"XDG_STATE_HOME", filepath.Join(home, ".local", "state")},
 		{"XDG_CACHE_HOME", filepath.Join(home, ".cache")},
 	}
-	dirs := []string{home, tmp}
+	// The reward folder (Harbor's /logs/verifier) is the check's own and
+	// starts empty: the agent cannot plant a reward in it.
+	reward := filepath.Join(root, "verifier")
+	dirs := []string{home, tmp, reward}
 	for _, x := range xdg {
 		dirs = append(dirs, x[1])
 	}
@@ -133,6 +141,7 @@ func (a *attempt) checkSpec(i int, tests string) (sandbox.Spec, error) {
 		"HARNESSFACTS_RUN=" + a.dir.Path,
 		"HARNESSFACTS_FIXTURE=" + a.dir.FixtureDir(),
 		"HARNESSFACTS_TESTS=" + tests,
+		"HARNESSFACTS_REWARD_DIR=" + reward,
 	}, checkGitConfig...)
 	for _, x := range xdg {
 		spec.Env = append(spec.Env, x[0]+"="+x[1])
@@ -141,7 +150,10 @@ func (a *attempt) checkSpec(i int, tests string) (sandbox.Spec, error) {
 	// the agent left (Harbor's tests see what the agent installed), with
 	// the image's own environment.
 	spec.Env = a.environmentEnv(spec.Env)
-	spec.ReadWrite = []string{a.dir.Workspace(), home, tmp}
+	spec.ReadWrite = []string{a.dir.Workspace(), home, tmp, reward}
+	if spec.Root != "" {
+		spec.BindAt = []sandbox.BindAt{{Source: reward, Target: HarborVerifierDir}}
+	}
 	spec.ReadOnly = []string{a.dir.FixtureDir()}
 	return spec, nil
 }

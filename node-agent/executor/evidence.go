@@ -38,6 +38,7 @@ func (a *attempt) evidence(in *ran, st *harnessv1.HarnessRunStatus) (*Evidence, 
 	if st.Sandbox != nil {
 		r.Sandbox = *st.Sandbox
 	}
+	r.Reward = st.Reward
 	if st.Environment != nil {
 		env := *st.Environment
 		r.Environment = &env

@@ -107,6 +107,7 @@ func (a *attempt) verdict(in *ran) *Outcome {
 
 	// Checks and artifacts.
 	st.Checks = in.checks
+	st.Reward = meanReward(in.checks)
 	if len(in.checks) > 0 {
 		if allPassed(in.checks) {
 			setCondition(st, harnessv1.ConditionChecksPassed, true, harnessv1.ReasonChecksPassed, fmt.Sprintf("%d checks passed", len(in.checks)))

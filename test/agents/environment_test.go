@@ -87,7 +87,11 @@ func helloInTheEnvironment(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := strings.Replace(string(b), "checks:\n", "checks:\n- name: in-the-environment\n  shell: grep -qx 'ID="+envOSID+"' /etc/os-release && test \"$ENV_IMAGE_MARK\" = set-by-the-image\n", 1)
+	// The check also writes a reward where Harbor's verifiers do, into a
+	// /logs/verifier it finds empty whatever the agent left there.
+	check := "grep -qx 'ID=" + envOSID + "' /etc/os-release && test \"$ENV_IMAGE_MARK\" = set-by-the-image" +
+		` && test -z "$(ls -A /logs/verifier)" && echo 0.5 > /logs/verifier/reward.txt`
+	s := strings.Replace(string(b), "checks:\n", "checks:\n- name: in-the-environment\n  shell: '"+strings.ReplaceAll(check, "'", "''")+"'\n", 1)
 	if s == string(b) {
 		t.Fatal("fixtures/hello has no checks: list to extend")
 	}
@@ -111,11 +115,14 @@ func requireEnvironment(t *testing.T, o *Outcome, ref string) {
 	var found bool
 	for _, c := range o.Run.Status.Checks {
 		if c.Name == "in-the-environment" {
-			found = c.Passed
+			found = c.Passed && c.Reward == "0.5"
 		}
 	}
-	if !found {
-		t.Fatalf("the check in the environment did not pass: %+v", o.Run.Status.Checks)
+	if !found || o.Run.Status.Reward != "0.5" {
+		t.Fatalf("the check in the environment did not pass with its reward 0.5 (run reward %q): %+v", o.Run.Status.Reward, o.Run.Status.Checks)
+	}
+	if !strings.Contains(receipt, `"reward":"0.5"`) {
+		t.Fatalf("the receipt does not record the reward: %s", receipt)
 	}
 }
 
@@ -126,7 +133,9 @@ func TestExecInAnEnvironmentImage(t *testing.T) {
 	ref := environmentImage(t)
 	o := Run(t, Case{Name: "exec-env", Adapter: harnessv1.AdapterExec, Fixture: "hello", FixtureDir: helloInTheEnvironment(t),
 		Transport: harnessv1.MCPTransportStdio, Environment: ref,
-		Command: []string{"sh", "-c", `. /etc/os-release; echo "os-release ID inside: $ID, uid $(id -u)"; exec sh ../fixture/agent.sh`}})
+		// The agent, root in the image, plants a reward where the verifier
+		// will write its own: the check must not see it.
+		Command: []string{"sh", "-c", `. /etc/os-release; echo "os-release ID inside: $ID, uid $(id -u)"; mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt && exec sh ../fixture/agent.sh`}})
 	requireEnvironment(t, o, ref)
 	if log := o.Evidence["output.log"]; !strings.Contains(log, "os-release ID inside: "+envOSID+", uid 0") {
 		t.Fatalf("the agent did not run as root inside the image: %s", log)
