@@ -200,6 +200,10 @@ func (r *HarnessRunReconciler) reconcileDispatch(ctx context.Context, p *pass) e
 	// the defaults against the ceilings of now; the attempt's limits are
 	// its own to record.
 	st.LimitCeilings = harnessv1.Ceilings(policies)
+	// Likewise the names its egress may reach at inside addresses: the
+	// policies' of now, where the node-agent reads them and the run's
+	// author cannot write.
+	st.InsideHosts = harnessv1.InsideHosts(policies)
 	st.Limits, st.LimitSources = nil, nil
 	st.Reason = harnessv1.ReasonBound
 	msg := fmt.Sprintf("bound to node %s (attempt %d)", chosen.name, st.Attempt)

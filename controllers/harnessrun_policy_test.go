@@ -190,7 +190,8 @@ func TestPolicyRecheckedBeforeBinding(t *testing.T) {
 // TestBindingRecordsTheLimitCeilings: the controller records the strictest
 // HarnessPolicy ceiling of each limit, and the policy that sets it, when it
 // binds a run (status.limitCeilings): the node-agent judges the limits it
-// resolves from the fixture against them. A run that sets no limit is not
+// resolves from the fixture against them. So too the names every policy
+// allows at inside addresses (status.insideHosts), for its egress proxy. A run that sets no limit is not
 // refused here: only its node knows its fixture's.
 func TestBindingRecordsTheLimitCeilings(t *testing.T) {
 	ctx := context.Background()
@@ -207,10 +208,12 @@ func TestBindingRecordsTheLimitCeilings(t *testing.T) {
 	loose := &harnessv1.HarnessPolicy{ObjectMeta: metav1.ObjectMeta{Name: "loose-" + ns}, Spec: harnessv1.HarnessPolicySpec{
 		NamespaceSelector: metav1.LabelSelector{MatchLabels: label},
 		Limits:            &harnessv1.PolicyLimits{MaxEpisodeSeconds: ptr.To[int32](600), MaxDisk: ptr.To(resource.MustParse("512Mi"))},
+		Network:           &harnessv1.PolicyNetwork{InsideHosts: []string{"gateway.corp", "Mirror.Corp", "lab.corp"}},
 	}}
 	strict := &harnessv1.HarnessPolicy{ObjectMeta: metav1.ObjectMeta{Name: "strict-" + ns}, Spec: harnessv1.HarnessPolicySpec{
 		NamespaceSelector: metav1.LabelSelector{MatchLabels: label},
 		Limits:            &harnessv1.PolicyLimits{MaxEpisodeSeconds: ptr.To[int32](60), MaxDecisions: ptr.To[int32](10)},
+		Network:           &harnessv1.PolicyNetwork{InsideHosts: []string{"mirror.corp", "gateway.corp"}},
 	}}
 	create(t, loose, strict)
 	t.Cleanup(func() { _ = k8s.Delete(ctx, loose); _ = k8s.Delete(ctx, strict) })
@@ -226,6 +229,10 @@ func TestBindingRecordsTheLimitCeilings(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, run.Status.LimitCeilings); diff != "" {
 		t.Errorf("status.limitCeilings (-want +got):\n%s", diff)
+	}
+	// The names both policies allow inside, for the node-agent's egress.
+	if diff := cmp.Diff([]string{"gateway.corp", "mirror.corp"}, run.Status.InsideHosts); diff != "" {
+		t.Errorf("status.insideHosts (-want +got):\n%s", diff)
 	}
 	if run.Status.Reason == harnessv1.ReasonPolicyViolation {
 		t.Errorf("a run that sets no limit was refused before its node read its fixture: %s", run.Status.Message)

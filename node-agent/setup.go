@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -52,6 +53,9 @@ type SetupOptions struct {
 	// ProviderCAs verify model providers' certificates in the model
 	// gateway (--provider-ca-file; nil: the system's roots).
 	ProviderCAs *x509.CertPool
+	// ClusterCIDRs are the cluster's Pod and Service ranges, which egress
+	// ProviderOnly refuses (--cluster-cidrs).
+	ClusterCIDRs []netip.Prefix
 	// Observer hears of each attempt's steps and agent start (the
 	// node-agent's metrics).
 	Observer executor.Observer
@@ -113,6 +117,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts SetupOptions) (*Agent,
 		RefuseFallback: opts.RefuseFallback,
 		ProviderCAs:    opts.ProviderCAs,
 		GatewayLimits:  gatewayLimits(mgr.GetAPIReader()),
+		ClusterCIDRs:   opts.ClusterCIDRs,
 		// status.limits as soon as the fixture is read: the controller's
 		// deadline follows the episode it resolved.
 		LimitsSettled: recordLimits(mgr.GetClient()),

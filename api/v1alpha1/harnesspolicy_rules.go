@@ -210,3 +210,32 @@ func GatewayLimitsOf(policies []HarnessPolicy) GatewayLimits {
 	}
 	return out
 }
+
+// InsideHosts are the names policies allow to resolve to inside addresses:
+// those every policy that sets network.insideHosts lists (the strictest
+// wins: a policy without the list allows nothing by it, and takes nothing
+// away), sorted. The controller records them in status.insideHosts when it
+// binds a run; the node-agent's egress proxy reads them there.
+func InsideHosts(policies []*HarnessPolicy) []string {
+	var out []string
+	first := true
+	for _, p := range policies {
+		if p.Spec.Network == nil || len(p.Spec.Network.InsideHosts) == 0 {
+			continue
+		}
+		var names []string
+		for _, h := range p.Spec.Network.InsideHosts {
+			names = append(names, strings.ToLower(strings.TrimSuffix(h, ".")))
+		}
+		if first {
+			out, first = names, false
+			continue
+		}
+		out = slices.DeleteFunc(out, func(h string) bool { return !slices.Contains(names, h) })
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}

@@ -114,3 +114,31 @@ func splitNonEmpty(s string) [][2]string {
 	}
 	return out
 }
+
+// TestInsideHosts: the names every policy that lists insideHosts lists, in
+// lower case; a policy without the list neither adds nor takes away.
+func TestInsideHosts(t *testing.T) {
+	pol := func(hosts ...string) *HarnessPolicy {
+		p := &HarnessPolicy{}
+		if hosts != nil {
+			p.Spec.Network = &PolicyNetwork{InsideHosts: hosts}
+		}
+		return p
+	}
+	cases := []struct {
+		policies []*HarnessPolicy
+		want     []string
+	}{
+		{nil, nil},
+		{[]*HarnessPolicy{pol()}, nil},
+		{[]*HarnessPolicy{pol("B.corp", "a.corp.")}, []string{"a.corp", "b.corp"}},
+		{[]*HarnessPolicy{pol(), pol("a.corp"), pol()}, []string{"a.corp"}},
+		{[]*HarnessPolicy{pol("a.corp", "b.corp"), pol("b.corp", "c.corp")}, []string{"b.corp"}},
+		{[]*HarnessPolicy{pol("a.corp"), pol("c.corp")}, nil},
+	}
+	for i, tc := range cases {
+		if diff := cmp.Diff(tc.want, InsideHosts(tc.policies)); diff != "" {
+			t.Errorf("case %d (-want +got):\n%s", i, diff)
+		}
+	}
+}

@@ -647,6 +647,19 @@ type HarnessRunStatus struct {
 	// default above one gives way to it.
 	// +optional
 	LimitCeilings *LimitCeilings `json:"limitCeilings,omitempty"`
+
+	// insideHosts are the names the namespace's HarnessPolicies allowed to
+	// resolve to inside addresses (network.insideHosts; a name every policy
+	// that lists insideHosts lists) when the controller bound the run. The
+	// node-agent's egress proxy lets these names, among those the run may
+	// reach at all, through to loopback, private, link-local, CGNAT,
+	// cluster and metadata addresses; every other name is refused there.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=253
+	// +listType=atomic
+	// +optional
+	InsideHosts []string `json:"insideHosts,omitempty"`
+
 	// usage is what the model provider served the attempt: requests, tokens
 	// and the models that answered, and where the figures came from.
 	// +optional

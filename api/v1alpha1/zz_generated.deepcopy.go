@@ -686,6 +686,11 @@ func (in *HarnessRunStatus) DeepCopyInto(out *HarnessRunStatus) {
 		*out = new(LimitCeilings)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.InsideHosts != nil {
+		in, out := &in.InsideHosts, &out.InsideHosts
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.Usage != nil {
 		in, out := &in.Usage, &out.Usage
 		*out = new(UsageStatus)

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,6 +53,7 @@ type nodeAgentFlags struct {
 	leafCgroup     bool
 	memoryLimit    string
 	requireSandbox bool
+	clusterCIDRs   []string
 	refuseFallback bool
 	providerCA     string
 	shutdownGrace  time.Duration
@@ -132,6 +134,7 @@ behind and ends the runs that process had claimed (reason NodeAgentRestarted).`,
 	fl.StringVar(&f.cgroupParent, "cgroup-parent", "", "cgroup under which per-run cgroups are made (default: the node-agent's own)")
 	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", 50*time.Second, "on SIGTERM (a pod replaced or deleted), how long the node-agent takes to stop: it claims no new run, lets running attempts finish until a reserve of a third of this (at most 15s) is left, then stops those left and hands them back to be scheduled again without using a retry; keep it below the pod's terminationGracePeriodSeconds (the chart's is 60)")
 	fl.BoolVar(&f.requireSandbox, "require-sandbox", true, "refuse to start when no sandbox mode passes preflight, saying why in the HarnessNode's Ready condition (reason SandboxUnavailable); false registers a node that can run agents only unsandboxed")
+	fl.StringSliceVar(&f.clusterCIDRs, "cluster-cidrs", nil, "the cluster's Pod and Service ranges (CIDR,...): egress ProviderOnly refuses them, as it refuses loopback, private, link-local, CGNAT and metadata addresses, unless a HarnessPolicy allows the name (network.insideHosts)")
 	fl.BoolVar(&f.refuseFallback, "refuse-fallback", false, "never run an agent in the plain fallback on this node, whatever a run's isolation.policy asks: an AllowFallback run runs sandboxed, or fails with SandboxUnavailable where no sandbox works")
 	fl.StringVar(&f.providerCA, "provider-ca-file", "", "PEM bundle of the CAs that model providers' certificates must chain to in the runs' model gateway, instead of the system's (a private provider, a test CA)")
 	fl.StringToStringVar(&f.labels, "node-labels", nil, "labels added to those mirrored from the Node (key=value,...), for spec.nodeSelector")
@@ -148,6 +151,32 @@ behind and ends the runs that process had claimed (reason NodeAgentRestarted).`,
 	fl.StringVar(&f.logsHost, "logs-advertise-host", os.Getenv("POD_IP"), "the IP or DNS name by which followers reach the live-output server (default $POD_IP); it goes into its certificate and each run's status.liveOutput")
 	fl.StringVar(&f.evidenceKey, "evidence-key", "/var/lib/harnessfacts/keys/evidence-key.pem", "PEM ECDSA P-256 private key that signs every receipt (made, mode 0600, when absent; a host path, so a restarted node-agent keeps it; its folder is masked in every sandbox); its public part is published in the HarnessNode's status.evidenceKey; \"\" leaves receipts unsigned")
 	return cmd
+}
+
+// parseCIDRs reads --cluster-cidrs; an address without a prefix length is
+// that one address.
+func parseCIDRs(list []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, c := range list {
+		c = strings.TrimSpace(c)
+		if c == "" {
+			continue
+		}
+		if !strings.Contains(c, "/") {
+			a, err := netip.ParseAddr(c)
+			if err != nil {
+				return nil, fmt.Errorf("%q is neither a CIDR nor an address", c)
+			}
+			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+			continue
+		}
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a CIDR: %w", c, err)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 // parseMemoryLimit reads --memory-limit: a Kubernetes quantity, as the
@@ -218,6 +247,10 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 	hidden, err := hiddenPaths(extraHidden)
 	if err != nil {
 		return err
+	}
+	clusterCIDRs, err := parseCIDRs(f.clusterCIDRs)
+	if err != nil {
+		return fmt.Errorf("--cluster-cidrs: %w", err)
 	}
 	controller, err := f.controller.client()
 	if err != nil {
@@ -306,7 +339,7 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 		RunRoot: f.runRoot, Hidden: hidden, IDs: ids, ImageCacheBytes: imageCacheBytes,
 		Sandbox:  sandboxOpts,
 		Adapters: adapters.New(adapters.Config{CLIDir: f.agentCLIs}), ExtraLabels: f.labels,
-		Controller: controller, RefuseFallback: f.refuseFallback, ProviderCAs: providerCAs,
+		Controller: controller, RefuseFallback: f.refuseFallback, ProviderCAs: providerCAs, ClusterCIDRs: clusterCIDRs,
 		Observer: metrics, Live: live, LiveEndpoint: endpoint,
 		HandBackAfter: handBackAfter(f.shutdownGrace),
 		EvidenceKey:   f.evidenceKey,

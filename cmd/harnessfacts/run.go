@@ -34,6 +34,7 @@ type runFlags struct {
 	uid, gid    int
 	bwrap       string
 	follow      bool
+	insideHosts []string
 	quiet       bool
 }
 
@@ -80,6 +81,7 @@ is 0 for verdict Pass, 1 otherwise.`,
 	fl.IntVar(&f.uid, "run-as-uid", sandbox.DefaultUID, "unprivileged uid the agent runs as")
 	fl.IntVar(&f.gid, "run-as-gid", sandbox.DefaultGID, "unprivileged gid the agent runs as")
 	fl.StringVar(&f.bwrap, "bwrap", "", "bubblewrap binary (default: bwrap on PATH)")
+	fl.StringSliceVar(&f.insideHosts, "inside-host", nil, "a name egress ProviderOnly may reach at an inside address (loopback, private, link-local, CGNAT, metadata), as a HarnessPolicy's network.insideHosts allows it on a cluster; the run must allow the name too (allowHosts, providerURL)")
 	fl.BoolVar(&f.follow, "follow", false, "show the agent's redacted output on stderr as it is produced")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "do not say the phases and steps on stderr")
 	_ = cmd.MarkFlagRequired("file")
@@ -117,7 +119,7 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	opts := executor.Options{
 		Sources: sources, RunRoot: f.runRoot, Hidden: hidden, UID: f.uid, GID: f.gid,
 		Sandbox: sandbox.Options{Bwrap: f.bwrap}, Adapters: adapters.New(adapters.Config{CLIDir: f.agentCLIs}),
-		Observer: progress,
+		Observer: progress, InsideHosts: f.insideHosts,
 	}
 	if f.follow {
 		opts.Live = progress

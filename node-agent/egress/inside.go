@@ -176,6 +176,18 @@ func (in Inside) Dialer(timeout time.Duration) func(ctx context.Context, network
 			return nil, fmt.Errorf("%s resolves to no address", host)
 		}
 		target := net.JoinHostPort(host, strconv.Itoa(port))
+		// A name whose answer holds one refused address is refused whole,
+		// before any dial: an answer that mixes a public and an inside
+		// address is a rebinding attempt or a misconfiguration, and
+		// dialling its public part first would make the outcome depend on
+		// which address answers.
+		for _, ip := range ips {
+			if err := in.check(host, target, netip.AddrPortFrom(ip, uint16(port)).String()); err != nil {
+				return nil, err
+			}
+		}
+		// The Control hook judges the address of the socket itself: what is
+		// dialled is what was judged, whatever resolves later.
 		d := &net.Dialer{Timeout: timeout, Control: func(_, address string, _ syscall.RawConn) error {
 			return in.check(host, target, address)
 		}}
@@ -193,6 +205,10 @@ func (in Inside) Dialer(timeout time.Duration) func(ctx context.Context, network
 		return nil, errors.Join(errs...)
 	}
 }
+
+// Canonical is host as an allow list or Inside.Hosts keeps it: a name in
+// lower case without a trailing dot, an IP literal in its canonical form.
+func Canonical(host string) (string, error) { return canonicalHost(host) }
 
 // check judges one dialled address (ip:port) for target host.
 func (in Inside) check(host, target, address string) error {

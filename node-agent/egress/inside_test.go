@@ -3,6 +3,7 @@ package egress
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,9 +13,13 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/net/dns/dnsmessage"
 )
 
 func TestClassify(t *testing.T) {
@@ -243,4 +248,214 @@ func fetchThrough(t *testing.T, client *http.Client, mode, host string, port int
 	defer inner.Body.Close()
 	b, _ := io.ReadAll(inner.Body)
 	return inner.StatusCode, string(b)
+}
+
+// libcResolver answers the numeric forms that getaddrinfo (inet_aton)
+// accepts as IPv4 addresses: decimal (2130706433), octal (0177.0.0.1), hex
+// (0x7f.1) and short forms, as a node-agent built with cgo would resolve
+// them. The allow list treats them as names; what they resolve to is judged.
+type libcResolver map[string]string
+
+func (m libcResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	if a, ok := m[host]; ok {
+		return []netip.Addr{netip.MustParseAddr(a)}, nil
+	}
+	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+}
+
+// TestProxyRefusesAdversarialTargets: the forms an agent would try to reach
+// the node's loopback through an allowed-looking target. Each is in the
+// allow list (as a run author could put it in allowHosts); none reaches the
+// loopback server, and the loopback provider's own port stays reachable.
+func TestProxyRefusesAdversarialTargets(t *testing.T) {
+	var hits atomic.Int64
+	target := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, _ *http.Request) { hits.Add(1) }))
+	defer target.Close()
+	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "provider") }))
+	defer provider.Close()
+	port := target.Listener.Addr().(*net.TCPAddr).Port
+	providerPort := provider.Listener.Addr().(*net.TCPAddr).Port
+
+	res := libcResolver{"2130706433": "127.0.0.1", "0177.0.0.1": "127.0.0.1", "0x7f.0.0.1": "127.0.0.1", "0x7f000001": "127.0.0.1",
+		"127.1": "127.0.0.1", "0": "0.0.0.0"}
+	cases := []struct{ host, want string }{
+		{"::ffff:127.0.0.1", "refusing to connect to 127.0.0.1"}, // IPv4-mapped IPv6, canonical form IPv4
+		{"::ffff:7f00:1", "refusing to connect to 127.0.0.1"},
+		{"2130706433", "2130706433 resolves to 127.0.0.1, a loopback address"},
+		{"0177.0.0.1", "0177.0.0.1 resolves to 127.0.0.1, a loopback address"},
+		{"0x7f.0.0.1", "0x7f.0.0.1 resolves to 127.0.0.1, a loopback address"},
+		{"0x7f000001", "0x7f000001 resolves to 127.0.0.1, a loopback address"},
+		{"127.1", "127.1 resolves to 127.0.0.1, a loopback address"},
+		{"0.0.0.0", "a unspecified address"}, // Linux connects 0.0.0.0 to this host
+		{"0", "0 resolves to 0.0.0.0, a unspecified address"},
+		{"::", "a unspecified address"},
+		{"::1", "a loopback address"},
+		{"127.0.0.1", "a loopback address"}, // the provider's address, another port
+	}
+	var entries []string
+	for _, c := range cases {
+		entries = append(entries, net.JoinHostPort(c.host, fmt.Sprint(port)))
+	}
+	entries = append(entries, net.JoinHostPort("127.0.0.1", fmt.Sprint(providerPort)))
+	allow, err := NewAllowList(entries...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := New(Options{Allow: allow, Inside: &Inside{Loopback: []string{net.JoinHostPort("127.0.0.1", fmt.Sprint(providerPort))}, Resolver: res}})
+	client := serveProxy(t, p)
+	for _, c := range cases {
+		for _, mode := range []string{"plain", "connect"} {
+			status, body := fetchThrough(t, client, mode, c.host, port)
+			if status != http.StatusForbidden || !strings.Contains(body, c.want) {
+				t.Errorf("%s %s: %d %q, want 403 with %q", mode, c.host, status, body, c.want)
+			}
+		}
+	}
+	// The loopback provider's exact port, also as its IPv4-mapped form.
+	for _, host := range []string{"127.0.0.1", "::ffff:127.0.0.1"} {
+		for _, mode := range []string{"plain", "connect"} {
+			if status, body := fetchThrough(t, client, mode, host, providerPort); status != http.StatusOK || body != "provider" {
+				t.Errorf("%s %s:%d (the loopback provider): %d %q", mode, host, providerPort, status, body)
+			}
+		}
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("the loopback server was reached %d times", n)
+	}
+}
+
+// TestInsideRefusesAMixedAnswerWhole: a name that resolves to a public and
+// a private address is refused before any dial, whichever comes first (a
+// dialler that skipped the private one would connect to the public one,
+// one that tried them in order would reach the private one when the public
+// one does not answer).
+func TestInsideRefusesAMixedAnswerWhole(t *testing.T) {
+	for _, tc := range []struct {
+		answer []string
+		inside string
+	}{
+		{[]string{"192.0.2.10", "10.1.2.3"}, "10.1.2.3"},
+		{[]string{"10.1.2.3", "192.0.2.10"}, "10.1.2.3"},
+		{[]string{"2001:4860::1", "::1"}, "::1"},
+	} {
+		in := Inside{Resolver: mapResolver{"mixed.test": tc.answer}}
+		c, err := in.Dialer(time.Second)(context.Background(), "tcp", "mixed.test:443")
+		if c != nil {
+			_ = c.Close()
+		}
+		// The refusal alone: no dial of the public address failed first.
+		if _, alone := err.(*insideError); !alone || !strings.Contains(err.Error(), "mixed.test resolves to "+tc.inside+",") {
+			t.Errorf("%v: %v, want only a refusal naming %s", tc.answer, err, tc.inside)
+		}
+	}
+}
+
+// dnsServer answers A queries on a loopback UDP port from answers, the nth
+// query for a name with the nth address (the last one after that), and
+// AAAA queries with nothing: a real resolver path, including an answer that
+// changes between queries (DNS rebinding).
+func dnsServer(t *testing.T, answers map[string][]string) (*net.Resolver, *atomic.Int64) {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pc.Close() })
+	var queries atomic.Int64
+	var mu sync.Mutex
+	asked := map[string]int{}
+	go func() {
+		buf := make([]byte, 512)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			var p dnsmessage.Parser
+			h, err := p.Start(buf[:n])
+			if err != nil {
+				continue
+			}
+			q, err := p.Question()
+			if err != nil {
+				continue
+			}
+			name := strings.TrimSuffix(q.Name.String(), ".")
+			b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: h.ID, Response: true, RecursionAvailable: true})
+			b.EnableCompression()
+			_ = b.StartQuestions()
+			_ = b.Question(q)
+			_ = b.StartAnswers()
+			if q.Type == dnsmessage.TypeA {
+				queries.Add(1)
+				mu.Lock()
+				list := answers[name]
+				i := min(asked[name], len(list)-1)
+				asked[name]++
+				mu.Unlock()
+				if len(list) > 0 {
+					a := netip.MustParseAddr(list[i]).As4()
+					_ = b.AResource(dnsmessage.ResourceHeader{Name: q.Name, Class: dnsmessage.ClassINET, TTL: 0}, dnsmessage.AResource{A: a})
+				}
+			}
+			msg, err := b.Finish()
+			if err == nil {
+				_, _ = pc.WriteTo(msg, from)
+			}
+		}
+	}()
+	addr := pc.LocalAddr().String()
+	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "udp", addr)
+	}}, &queries
+}
+
+// TestInsideWithARealResolver resolves through a DNS server on loopback:
+// names that resolve to loopback, private, metadata and CGNAT addresses
+// are refused, a name the policy allows reaches its server, and a name
+// that first resolves outside and then to loopback (rebinding) never
+// reaches the loopback server: the address dialled is the one resolved and
+// judged, once.
+func TestInsideWithARealResolver(t *testing.T) {
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { hits.Add(1); fmt.Fprint(w, "inside") }))
+	defer srv.Close()
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	res, queries := dnsServer(t, map[string][]string{
+		"loopback.test": {"127.0.0.1"}, "private.test": {"192.168.7.7"}, "metadata.test": {"169.254.169.254"},
+		"cgnat.test": {"100.100.1.1"}, "allowed.test": {"127.0.0.1"},
+		"rebind.test": {"192.0.2.1", "127.0.0.1"},
+	})
+	in := Inside{Resolver: res, Hosts: []string{"allowed.test"}}
+	dial := in.Dialer(300 * time.Millisecond)
+	for name, kind := range map[string]string{"loopback.test": KindLoopback, "private.test": KindPrivate, "metadata.test": KindMetadata, "cgnat.test": KindCGNAT} {
+		_, err := dial(context.Background(), "tcp", net.JoinHostPort(name, fmt.Sprint(port)))
+		if !errors.Is(err, ErrInside) || !strings.Contains(err.Error(), "a "+kind+" address") {
+			t.Errorf("%s: %v, want a refusal naming a %s address", name, err, kind)
+		}
+	}
+	c, err := dial(context.Background(), "tcp", net.JoinHostPort("allowed.test", fmt.Sprint(port)))
+	if err != nil {
+		t.Fatalf("allowed.test, allowed by name: %v", err)
+	}
+	_ = c.Close()
+	before, hitsBefore := queries.Load(), hits.Load()
+	// 192.0.2.1 (TEST-NET-1) is outside and answers nothing here: the dial
+	// fails, and no second resolution gives the loopback address a chance.
+	if c, err := dial(context.Background(), "tcp", net.JoinHostPort("rebind.test", fmt.Sprint(port))); err == nil {
+		_ = c.Close()
+		t.Errorf("rebind.test connected")
+	}
+	if n := queries.Load() - before; n != 1 {
+		t.Errorf("rebind.test was resolved %d times for one dial, want once", n)
+	}
+	if c, err := dial(context.Background(), "tcp", net.JoinHostPort("rebind.test", fmt.Sprint(port))); !errors.Is(err, ErrInside) {
+		if c != nil {
+			_ = c.Close()
+		}
+		t.Errorf("rebind.test, now resolving to loopback: %v, want a refusal", err)
+	}
+	if n := hits.Load() - hitsBefore; n != 0 {
+		t.Errorf("the loopback server was reached %d times through rebind.test", n)
+	}
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
+	"net/url"
+	"slices"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -29,7 +32,10 @@ func (a *attempt) useProxy() bool {
 // startEgress starts the run's egress proxy and, for a provider on the
 // node's loopback (harnessfacts fake-provider, a local model server), the
 // bridge that carries it to the same address in the sandbox's own
-// loopback, so the CLI uses the URL the run names.
+// loopback, so the CLI uses the URL the run names. Both dial through the
+// run's Inside: no inside address (loopback, private, link-local, CGNAT,
+// the cluster's ranges, metadata) unless the policy allows its name, and a
+// loopback providerURL on its exact port.
 func (a *attempt) startEgress(ctx context.Context) error {
 	if !a.useProxy() {
 		return nil
@@ -38,20 +44,24 @@ func (a *attempt) startEgress(ctx context.Context) error {
 	if err != nil {
 		return fail(harnessv1.ReasonEgressProxyFailed, fmt.Errorf("the egress allow list cannot be built: %w", err))
 	}
-	px, err := serveEgress(a.dir, allow, a.runIDs())
+	inside, err := a.e.inside(a.run)
+	if err != nil {
+		return fail(harnessv1.ReasonEgressProxyFailed, fmt.Errorf("what the run may reach of the inside cannot be settled: %w", err))
+	}
+	px, err := serveEgress(a.dir, allow, inside, a.runIDs())
 	if err != nil {
 		return fail(harnessv1.ReasonEgressProxyFailed, fmt.Errorf("the egress proxy could not start: %w", err))
 	}
 	a.proxy = px
 	a.deferCleanup(px.stop)
-	log.FromContext(ctx).V(1).Info("egress proxy", "allowed", allow.Entries())
+	log.FromContext(ctx).V(1).Info("egress proxy", "allowed", allow.Entries(), "insideHosts", inside.Hosts, "loopbackProvider", inside.Loopback)
 
 	if a.route != nil {
 		// The model path is the gateway's: the agent reaches no provider
 		// itself.
 		return a.startGateway(ctx)
 	}
-	bridge, err := startProviderBridge(a.dir.Socket(fixture.SocketProvider), a.run.Spec.Agent.ProviderURL, a.runIDs())
+	bridge, err := startProviderBridge(a.dir.Socket(fixture.SocketProvider), a.run.Spec.Agent.ProviderURL, inside, a.runIDs())
 	if err != nil {
 		return fail(harnessv1.ReasonEgressProxyFailed, fmt.Errorf("the provider on this node's loopback cannot be bridged into the sandbox: %w", err))
 	}
@@ -60,6 +70,55 @@ func (a *attempt) startEgress(ctx context.Context) error {
 		a.deferCleanup(bridge.stop)
 	}
 	return nil
+}
+
+// inside is what a ProviderOnly run may reach of the inside: the names the
+// namespace's HarnessPolicies allow (status.insideHosts, recorded by the
+// controller when it bound the run; a run author cannot write status) and
+// those of this executor's Options.InsideHosts, and its providerURL's own
+// host and port when that is on loopback.
+func (e *Executor) inside(run *harnessv1.HarnessRun) (*egress.Inside, error) {
+	in := &egress.Inside{ClusterCIDRs: e.opts.ClusterCIDRs, Resolver: e.opts.Resolver}
+	for _, h := range append(append([]string(nil), e.opts.InsideHosts...), run.Status.InsideHosts...) {
+		c, err := egress.Canonical(h)
+		if err != nil {
+			return nil, fmt.Errorf("inside host %q: %w", h, err)
+		}
+		if !slices.Contains(in.Hosts, c) {
+			in.Hosts = append(in.Hosts, c)
+		}
+	}
+	if target, ok := loopbackProvider(run.Spec.Agent.ProviderURL); ok {
+		in.Loopback = []string{target}
+	}
+	return in, nil
+}
+
+// loopbackProvider is rawURL's canonical "host:port" (the scheme's port
+// when it names none) when its host is a loopback address or localhost.
+func loopbackProvider(rawURL string) (string, bool) {
+	if rawURL == "" {
+		return "", false
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "", false
+	}
+	host, err := egress.Canonical(u.Hostname())
+	if err != nil {
+		return "", false
+	}
+	if ip, err := netip.ParseAddr(host); (err != nil || !ip.IsLoopback()) && host != "localhost" {
+		return "", false
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	if port == "" {
+		return "", false
+	}
+	return net.JoinHostPort(host, port), true
 }
 
 // effectiveEgress is the run's egress mode; a run read from a file was never
@@ -103,8 +162,8 @@ type egressProxy struct {
 	done   chan struct{}
 }
 
-func serveEgress(dir *fixture.RunDir, allow *egress.AllowList, owner socketOwner) (*egressProxy, error) {
-	px := &egressProxy{proxy: egress.New(egress.Options{Allow: allow}), socket: dir.Socket(fixture.SocketEgress), done: make(chan struct{})}
+func serveEgress(dir *fixture.RunDir, allow *egress.AllowList, inside *egress.Inside, owner socketOwner) (*egressProxy, error) {
+	px := &egressProxy{proxy: egress.New(egress.Options{Allow: allow, Inside: inside}), socket: dir.Socket(fixture.SocketEgress), done: make(chan struct{})}
 	ln, err := listenBounded(px.socket, egressChannel, owner)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,11 @@
 package executor
 
 import (
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -91,17 +96,17 @@ func TestWrapBridgesMCPAndProxy(t *testing.T) {
 func TestProviderBridgeOnlyForLoopback(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "provider.sock")
 	for _, u := range []string{"", "https://api.example.com/v1", "http://10.0.0.1:8080"} {
-		if b, err := startProviderBridge(sock, u, socketOwner{uid: 0, gid: 0}); b != nil || err != nil {
+		if b, err := startProviderBridge(sock, u, &egress.Inside{}, socketOwner{uid: 0, gid: 0}); b != nil || err != nil {
 			t.Errorf("%q: bridge %v, err %v; want none", u, b, err)
 		}
 	}
 	for _, u := range []string{"http://127.0.0.1:7700", "http://localhost:7701/v1", "http://[::1]:8080"} {
-		if b, err := startProviderBridge(sock, u, socketOwner{uid: 0, gid: 0}); err == nil {
+		if b, err := startProviderBridge(sock, u, &egress.Inside{}, socketOwner{uid: 0, gid: 0}); err == nil {
 			b.stop()
 			t.Errorf("%q: bridged, want an error", u)
 		}
 	}
-	b, err := startProviderBridge(sock, "http://localhost:8089/s/hello", socketOwner{uid: 0, gid: 0})
+	b, err := startProviderBridge(sock, "http://localhost:8089/s/hello", &egress.Inside{}, socketOwner{uid: 0, gid: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,3 +156,73 @@ func TestExecutorRefusesARunRootTooLongForSockets(t *testing.T) {
 
 // noSources has nothing to read: the executor refuses before it would.
 type noSources struct{ Sources }
+
+// TestInsideOfARun: what a ProviderOnly run may reach of the inside is the
+// names its status carries from the policies (canonical), the executor's
+// own, and its loopback providerURL's exact host and port, nothing else.
+func TestInsideOfARun(t *testing.T) {
+	cidrs := []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12")}
+	e := &Executor{opts: Options{ClusterCIDRs: cidrs, InsideHosts: []string{"Lab.Local."}}}
+	run := &harnessv1.HarnessRun{
+		Spec:   harnessv1.HarnessRunSpec{Agent: harnessv1.AgentSpec{ProviderURL: "http://LocalHost:8089/s/hello"}},
+		Status: harnessv1.HarnessRunStatus{InsideHosts: []string{"gateway.corp", "lab.local"}},
+	}
+	in, err := e.inside(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &egress.Inside{ClusterCIDRs: cidrs, Hosts: []string{"lab.local", "gateway.corp"}, Loopback: []string{"localhost:8089"}}
+	if diff := cmp.Diff(want, in, cmpopts.EquateComparable(netip.Prefix{})); diff != "" {
+		t.Errorf("inside (-want +got):\n%s", diff)
+	}
+	for url, want := range map[string]string{
+		"http://127.0.0.1:8089/v1": "127.0.0.1:8089", "https://127.0.0.2/v1": "127.0.0.2:443", "http://[::1]:9/": "[::1]:9",
+		"http://[::ffff:127.0.0.1]:7/": "127.0.0.1:7", "https://api.example.com/v1": "", "http://10.0.0.1:8080": "", "": "",
+		"http://0.0.0.0:80/": "", "http://2130706433:80/": "",
+	} {
+		if got, _ := loopbackProvider(url); got != want {
+			t.Errorf("loopbackProvider(%q) = %q, want %q", url, got, want)
+		}
+	}
+	run.Status.InsideHosts = []string{"bad host"}
+	if _, err := e.inside(run); err == nil {
+		t.Error("a bad inside host was taken")
+	}
+}
+
+// TestProviderBridgeReachesItsPort: the provider relay dials through the
+// run's Inside, which lets it reach loopback at the providerURL's port (the
+// URL names localhost, the relay dials 127.0.0.1).
+func TestProviderBridgeReachesItsPort(t *testing.T) {
+	provider, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer provider.Close()
+	go func() {
+		for {
+			c, err := provider.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte("provider"))
+			_ = c.Close()
+		}
+	}()
+	port := provider.Addr().(*net.TCPAddr).Port
+	sock := filepath.Join(t.TempDir(), "provider.sock")
+	b, err := startProviderBridge(sock, fmt.Sprintf("http://localhost:%d/v1", port), &egress.Inside{}, socketOwner{uid: os.Getuid(), gid: os.Getgid()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.stop()
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(c)
+	_ = c.Close()
+	if string(got) != "provider" {
+		t.Errorf("through the bridge: %q", got)
+	}
+}

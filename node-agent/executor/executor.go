@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,6 +26,7 @@ import (
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
+	"github.com/harnessfacts/harnessfacts/node-agent/egress"
 	"github.com/harnessfacts/harnessfacts/node-agent/envimage"
 	"github.com/harnessfacts/harnessfacts/node-agent/evidence"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
@@ -79,6 +81,18 @@ type Options struct {
 	// GatewayLimits, when set, gives a run's model gateway limits (the
 	// HarnessPolicies over its namespace, as they are when the run starts).
 	GatewayLimits func(ctx context.Context, run *harnessv1.HarnessRun) (harnessv1.GatewayLimits, error)
+	// ClusterCIDRs are the cluster's Pod and Service ranges: egress
+	// ProviderOnly refuses them like every other inside address
+	// (--cluster-cidrs).
+	ClusterCIDRs []netip.Prefix
+	// InsideHosts are names every ProviderOnly run of this executor may
+	// reach at inside addresses, besides those its status.insideHosts
+	// carries from the namespace's HarnessPolicies (`harnessfacts run
+	// --inside-host`; the node-agent sets none).
+	InsideHosts []string
+	// Resolver resolves the names the egress proxy dials; nil is the
+	// system's. Tests give their own.
+	Resolver egress.Resolver
 	// LimitsSettled, when set, is told the attempt's limits as soon as they
 	// are settled (the fixture read, no HarnessPolicy ceiling broken),
 	// before the agent starts. The node-agent records them in status, so

@@ -1,10 +1,12 @@
 package executor
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/url"
 
+	"github.com/harnessfacts/harnessfacts/node-agent/egress"
 	"github.com/harnessfacts/harnessfacts/node-agent/sandboxinit"
 )
 
@@ -22,7 +24,7 @@ type providerBridge struct {
 // startProviderBridge bridges rawURL's address through socket when it is
 // on the node's loopback; it returns nil for any other provider (the egress
 // proxy allows those) and for none.
-func startProviderBridge(socket, rawURL string, owner socketOwner) (*providerBridge, error) {
+func startProviderBridge(socket, rawURL string, inside *egress.Inside, owner socketOwner) (*providerBridge, error) {
 	if rawURL == "" {
 		return nil, nil
 	}
@@ -58,9 +60,17 @@ func startProviderBridge(socket, rawURL string, owner socketOwner) (*providerBri
 	if b.ln, err = listenBounded(b.socket, providerChannel, owner); err != nil {
 		return nil, err
 	}
+	// The relay dials through the run's Inside too: it reaches loopback
+	// only at the providerURL's exact port, judged on the socket dialled.
+	// The URL's own loopback name is the one Inside.Loopback allows.
+	in := *inside
+	if t, ok := loopbackProvider(rawURL); ok {
+		in.Loopback = []string{t, target}
+	}
+	dial := in.Dialer(egress.DefaultDialTimeout)
 	go func() {
 		defer close(b.done)
-		sandboxinit.Relay(b.ln, func() (net.Conn, error) { return net.Dial("tcp", target) })
+		sandboxinit.Relay(b.ln, func() (net.Conn, error) { return dial(context.Background(), "tcp", target) })
 	}()
 	return b, nil
 }

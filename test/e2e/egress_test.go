@@ -22,8 +22,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
@@ -159,6 +161,9 @@ r=$(curl -sS --max-time 10 --cacert ../fixture/ca.pem https://$PROVIDER_TLS/ 2>&
 code=$(curl -sS --max-time 10 -o "$TMPDIR/body" -w '%{http_code}' http://$ELSEWHERE/ 2>&1)
 [ "$code" = 403 ] && grep -q 'is not allowed for this run' "$TMPDIR/body" && pass denied-plain || fail denied-plain "$code $(cat "$TMPDIR/body")"
 r=$(curl -sS --max-time 10 -k https://$ELSEWHERE/ 2>&1) && fail denied-connect "$r" || case "$r" in *403*) pass denied-connect;; *) fail denied-connect "$r";; esac
+code=$(curl -sS --max-time 10 -o "$TMPDIR/body" -w '%{http_code}' http://$INSIDE/ 2>&1)
+[ "$code" = 403 ] && grep -q 'a loopback address' "$TMPDIR/body" && pass inside-refused || fail inside-refused "$code $(cat "$TMPDIR/body")"
+r=$(curl -sS --max-time 10 --noproxy '' http://localhost:$NAMED_PORT/ 2>&1); [ "$r" = named ] && pass inside-by-name || fail inside-by-name "$r"
 r=$(curl -sS --max-time 5 --noproxy '*' http://$PROVIDER/ 2>&1) && fail direct "reached $r" || pass direct "($r)"
 r=$(curl -sS --max-time 5 --noproxy '*' http://$HOST_HTTP/ 2>&1) && fail host-address-http "reached $r" || pass host-address-http "($r)"
 r=$(timeout 5 bash -c "exec 3<>/dev/tcp/${HOST_HTTP%:*}/${HOST_HTTP#*:}" 2>&1) && fail host-address-tcp "connected" || pass host-address-tcp "($r)"
@@ -174,13 +179,22 @@ echo done
 // TestProviderOnlyEgress runs an agent under egress ProviderOnly in real
 // bwrap: it reaches its provider through the run's proxy (plain HTTP and
 // CONNECT with TLS), nothing else; the refusals are counted in status and an
-// Event.
+// Event. Every stand-in listens on the host's loopback, an inside address:
+// the provider at the run's loopback providerURL passes on that exact port,
+// the TLS provider and a server named localhost because a HarnessPolicy
+// allows 127.0.0.2 and localhost (network.insideHosts, carried to the
+// node-agent in status.insideHosts), and a loopback allowHosts entry the
+// policy does not name is refused after resolution.
 func TestProviderOnlyEgress(t *testing.T) {
+	ctx := context.Background()
 	hostIP := hostAddress(t)
 	caPEM, cert := testCA(t, "127.0.0.2")
 	provider := serve(t, "127.0.0.2:0", "provider-plain", nil)
 	providerTLS := serve(t, "127.0.0.2:0", "provider-tls", cert)
 	elsewhere := serve(t, "127.0.0.3:0", "elsewhere", nil)
+	inside := serve(t, "127.0.0.3:0", "inside", nil)
+	named := serve(t, "127.0.0.1:0", "named", nil)
+	_, namedPort, _ := net.SplitHostPort(named.addr)
 	hostHTTP := serve(t, net.JoinHostPort(hostIP, "0"), "host", nil)
 	dns, dnsQueries := dnsStandIn(t, net.JoinHostPort(hostIP, "0"))
 
@@ -200,7 +214,24 @@ func TestProviderOnlyEgress(t *testing.T) {
 	hostHits, dnsBefore := hostHTTP.hits.Load(), dnsQueries.Load()
 
 	ns := newNamespace(t, "e2e-egress")
+	nsObj := &corev1.Namespace{}
+	if err := k8s.Get(ctx, types.NamespacedName{Name: ns}, nsObj); err != nil {
+		t.Fatal(err)
+	}
+	nsObj.Labels = map[string]string{"e2e-egress": "yes"}
+	if err := k8s.Update(ctx, nsObj); err != nil {
+		t.Fatal(err)
+	}
+	policy := &harnessv1.HarnessPolicy{ObjectMeta: metav1.ObjectMeta{Name: "e2e-egress-inside"}, Spec: harnessv1.HarnessPolicySpec{
+		NamespaceSelector: metav1.LabelSelector{MatchLabels: nsObj.Labels},
+		Network:           &harnessv1.PolicyNetwork{InsideHosts: []string{"127.0.0.2", "LocalHost"}},
+	}}
+	if err := k8s.Create(ctx, policy); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), policy) })
 	script := "PROVIDER=" + provider.addr + " PROVIDER_TLS=" + providerTLS.addr + " ELSEWHERE=" + elsewhere.addr +
+		" INSIDE=" + inside.addr + " NAMED_PORT=" + namedPort +
 		" HOST_HTTP=" + hostHTTP.addr + " DNS=" + dns + "\n" + egressProbe
 	run := &harnessv1.HarnessRun{
 		ObjectMeta: metav1.ObjectMeta{Name: "egress", Namespace: ns},
@@ -210,7 +241,7 @@ func TestProviderOnlyEgress(t *testing.T) {
 			// what it may reach.
 			Agent: harnessv1.AgentSpec{Adapter: harnessv1.AdapterExec, Command: []string{"bash", "../fixture/probe.sh"},
 				ProviderURL: "http://" + provider.addr + "/v1"},
-			Network: harnessv1.NetworkSpec{Egress: harnessv1.EgressProviderOnly, AllowHosts: []string{providerTLS.addr}},
+			Network: harnessv1.NetworkSpec{Egress: harnessv1.EgressProviderOnly, AllowHosts: []string{providerTLS.addr, inside.addr, "localhost:" + namedPort}},
 			MCP:     &harnessv1.MCPSpec{Transport: harnessv1.MCPTransportHTTP},
 			Fixture: harnessv1.FixtureSource{Inline: &harnessv1.InlineFixture{Files: map[string]string{
 				"fixture.yaml": "prompt: probe the network\n", "probe.sh": script, "ca.pem": string(caPEM)}}},
@@ -225,7 +256,11 @@ func TestProviderOnlyEgress(t *testing.T) {
 	if !strings.Contains(out, "done") {
 		t.Fatalf("the probe did not finish (%s): %s\n%s", st.Phase, st.Message, out)
 	}
-	for _, check := range []string{"env", "allowed-plain", "allowed-connect-tls", "denied-plain", "denied-connect", "direct",
+	if want := []string{"127.0.0.2", "localhost"}; strings.Join(st.InsideHosts, ",") != strings.Join(want, ",") {
+		t.Errorf("status.insideHosts %q, want %q", st.InsideHosts, want)
+	}
+	for _, check := range []string{"env", "allowed-plain", "allowed-connect-tls", "denied-plain", "denied-connect",
+		"inside-refused", "inside-by-name", "direct",
 		"host-address-http", "host-address-tcp", "dns-server-udp", "dns-lookup", "mcp-http"} {
 		if !strings.Contains(out, "PASS "+check+"\n") {
 			t.Errorf("check %s did not pass", check)
@@ -243,13 +278,16 @@ func TestProviderOnlyEgress(t *testing.T) {
 	if n := dnsQueries.Load() - dnsBefore; n != 0 {
 		t.Errorf("the DNS stand-in got %d queries from the sandbox", n)
 	}
-	if provider.hits.Load() != 1 || providerTLS.hits.Load() != 1 {
-		t.Errorf("provider hits: plain %d, TLS %d; want 1 each", provider.hits.Load(), providerTLS.hits.Load())
+	if n := inside.hits.Load(); n != 0 {
+		t.Errorf("the loopback allowHosts entry no policy names was reached %d times", n)
+	}
+	if provider.hits.Load() != 1 || providerTLS.hits.Load() != 1 || named.hits.Load() != 1 {
+		t.Errorf("provider hits: plain %d, TLS %d, named %d; want 1 each", provider.hits.Load(), providerTLS.hits.Load(), named.hits.Load())
 	}
 
-	want := harnessv1.NetworkStatus{Egress: harnessv1.EgressProviderOnly, Allowed: 2, Denied: 2, DeniedHosts: []string{elsewhere.addr}}
+	want := harnessv1.NetworkStatus{Egress: harnessv1.EgressProviderOnly, Allowed: 3, Denied: 3, DeniedHosts: []string{elsewhere.addr, inside.addr}}
 	if st.Network == nil || st.Network.Egress != want.Egress || st.Network.Allowed != want.Allowed || st.Network.Denied != want.Denied ||
-		strings.Join(st.Network.DeniedHosts, ",") != elsewhere.addr {
+		strings.Join(st.Network.DeniedHosts, ",") != strings.Join(want.DeniedHosts, ",") {
 		t.Errorf("status.network %+v, want %+v", st.Network, want)
 	}
 	if st.Verdict != harnessv1.VerdictFail || st.Reason != harnessv1.ReasonTokenNotSeen {
@@ -272,7 +310,7 @@ func TestProviderOnlyEgress(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if len(denied) != 1 || !strings.Contains(denied[0], elsewhere.addr) || !strings.Contains(denied[0], "refused 2") {
+	if len(denied) != 1 || !strings.Contains(denied[0], elsewhere.addr) || !strings.Contains(denied[0], "refused 3") {
 		t.Errorf("EgressDenied events %q, want one naming %s", denied, elsewhere.addr)
 	}
 
@@ -334,8 +372,11 @@ func TestEgressProxyIsPerRun(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "second", Namespace: ns},
 		Spec: harnessv1.HarnessRunSpec{
 			NodeSelector: onMainNode,
-			Agent:        harnessv1.AgentSpec{Adapter: harnessv1.AdapterExec, Command: []string{"bash", "../fixture/probe.sh"}},
-			Network:      network,
+			// The provider listens on the host's loopback: the run reaches
+			// it as its providerURL, on that exact port.
+			Agent: harnessv1.AgentSpec{Adapter: harnessv1.AdapterExec, Command: []string{"bash", "../fixture/probe.sh"},
+				ProviderURL: "http://" + provider.addr + "/v1"},
+			Network: network,
 			Fixture: inline(`set -u
 [ -e ` + firstSock + ` ] && echo "FAIL sees the first run's socket" || echo "PASS hidden"
 r=$(curl -sS --max-time 5 --unix-socket ` + firstSock + ` http://` + provider.addr + `/ 2>&1) && echo "FAIL reached: $r" || echo "PASS unreachable"

@@ -287,7 +287,7 @@ func TestDefaults(t *testing.T) {
 			t.Errorf("PATH = %q, want the agent CLIs first", envValue(c, "PATH"))
 		}
 		for _, arg := range []string{"node-agent", "--slots=2", "--run-root=/var/lib/harnessfacts/runs", "--run-uids=60000-60127", "--memory-limit=512Mi", "--cgroup-mount=/run/harnessfacts/cgroup",
-			"--refuse-fallback=false", "--evidence-key=/var/lib/harnessfacts/keys/evidence-key.pem", "--controller-url=https://harnessfacts-run-source." + ns + ".svc:9443"} {
+			"--refuse-fallback=false", "--cluster-cidrs=", "--evidence-key=/var/lib/harnessfacts/keys/evidence-key.pem", "--controller-url=https://harnessfacts-run-source." + ns + ".svc:9443"} {
 			if !slices.Contains(c.Args, arg) {
 				t.Errorf("node-agent args %q lack %q", c.Args, arg)
 			}
