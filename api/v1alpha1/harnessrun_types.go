@@ -704,15 +704,15 @@ type LiveOutput struct {
 type UsageSource string
 
 const (
-	// UsageFromGateway: counted by the node-agent's model gateway from the
+	// UsageFromGateway means the figures were counted by the node-agent's model gateway from the
 	// provider's own responses (streamed or not); the agent cannot change
 	// these figures.
 	UsageFromGateway UsageSource = "Gateway"
-	// UsageFromAgentOutput: read from the CLI's own JSON output, for runs the
+	// UsageFromAgentOutput means the figures were read from the CLI's own JSON output, for runs the
 	// gateway does not serve (OAuth logins, the gateway off). The agent
 	// wrote these figures; they are as trustworthy as the agent.
 	UsageFromAgentOutput UsageSource = "AgentOutput"
-	// UsageNone: nothing reported usage (exec, aider, antigravity without
+	// UsageNone means nothing reported usage (exec, aider, antigravity without
 	// the gateway).
 	UsageNone UsageSource = "None"
 )
