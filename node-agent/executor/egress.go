@@ -29,11 +29,11 @@ func (a *attempt) useProxy() bool {
 	return a.egress == harnessv1.EgressProviderOnly && a.runner.Mode() != sandbox.ModePlain
 }
 
-// startEgress starts the run's egress proxy and, for a provider on the
-// node's loopback (harnessfacts fake-provider, a local model server), the
-// bridge that carries it to the same address in the sandbox's own
-// loopback, so the CLI uses the URL the run names. Both dial through the
-// run's Inside: no inside address (loopback, private, link-local, CGNAT,
+// startEgress starts the run's egress proxy and the model gateway or, for a
+// provider on the node's loopback (harnessfacts fake-provider, a local
+// model server) without one, the bridge that carries it to the same
+// address in the sandbox's own loopback, so the CLI uses the URL the run
+// names. Each dials through the run's Inside: no inside address (loopback, private, link-local, CGNAT,
 // the cluster's ranges, metadata) unless the policy allows its name, and a
 // loopback providerURL on its exact port.
 func (a *attempt) startEgress(ctx context.Context) error {
@@ -48,6 +48,7 @@ func (a *attempt) startEgress(ctx context.Context) error {
 	if err != nil {
 		return fail(harnessv1.ReasonEgressProxyFailed, fmt.Errorf("what the run may reach of the inside cannot be settled: %w", err))
 	}
+	a.inside = inside
 	px, err := serveEgress(a.dir, allow, inside, a.runIDs())
 	if err != nil {
 		return fail(harnessv1.ReasonEgressProxyFailed, fmt.Errorf("the egress proxy could not start: %w", err))

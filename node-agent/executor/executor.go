@@ -258,7 +258,10 @@ type attempt struct {
 	inv         *adapters.Invocation
 	egress      harnessv1.Egress
 	proxy       *egressProxy
-	bridge      *providerBridge
+	// inside is what the run's egress may reach of the inside; the proxy,
+	// the provider relay and the model gateway all dial through it.
+	inside *egress.Inside
+	bridge *providerBridge
 	// route is how the run's model requests go through the model gateway
 	// (nil when they do not); gw serves them.
 	route      *adapters.ModelRoute

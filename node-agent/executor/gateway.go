@@ -79,6 +79,10 @@ func (a *attempt) startGateway(ctx context.Context) error {
 		// The episode has not begun yet: a retry waits no longer than it.
 		Deadline: time.Now().Add(time.Duration(a.limits.EpisodeSeconds) * time.Second),
 		OnStop:   func(*gateway.Stop) { close(mg.stopped) },
+		// The provider is reached as the egress proxy reaches a host: no
+		// inside address but a loopback providerURL's port and the names
+		// the policies allow.
+		Dial: a.inside.Dialer(10 * time.Second),
 	})
 	if err != nil {
 		return fail(harnessv1.ReasonEgressProxyFailed, fmt.Errorf("the model gateway could not start: %w", err))

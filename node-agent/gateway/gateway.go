@@ -34,6 +34,7 @@ import (
 	"time"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/node-agent/egress"
 	"github.com/harnessfacts/harnessfacts/node-agent/usage"
 )
 
@@ -120,6 +121,12 @@ type Options struct {
 	Retry Retry
 	// OnStop is called once, when the gateway ends the run.
 	OnStop func(*Stop)
+	// Dial connects to the provider; nil is a plain net.Dialer. The
+	// node-agent gives egress.Inside's, so that the gateway reaches no
+	// inside address (loopback but the providerURL's port, private,
+	// cluster, metadata) that the run's egress may not: a refusal there
+	// (egress.ErrInside) ends the run with PolicyViolation, unretried.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Gateway serves one run's model requests.
@@ -187,10 +194,14 @@ func New(opts Options) (*Gateway, error) {
 		opts.Retry = DefaultRetry
 	}
 	g := &Gateway{opts: opts, upstream: up, held: make(chan struct{}, maxHeldBodies)}
+	dial := opts.Dial
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	}
 	base := &http.Transport{
 		// The provider directly: never the node's own proxy settings.
 		Proxy:                 nil,
-		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:           dial,
 		TLSClientConfig:       &tls.Config{RootCAs: opts.RootCAs, MinVersion: tls.VersionTLS12},
 		TLSHandshakeTimeout:   10 * time.Second,
 		ForceAttemptHTTP2:     true,
@@ -431,6 +442,11 @@ func (t *retrier) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		}
 		resp, err := t.base.RoundTrip(r)
+		if errors.Is(err, egress.ErrInside) {
+			t.g.stop(&Stop{Reason: harnessv1.ReasonPolicyViolation,
+				Message: fmt.Sprintf("the model gateway did not connect to the provider %s: %v", t.g.upstream.Redacted(), err)})
+			return nil, err
+		}
 		retriable := err == nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500) || err != nil && isDialError(err)
 		if !retriable {
 			return resp, err

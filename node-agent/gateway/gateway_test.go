@@ -16,7 +16,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/internal/fakeprovider"
+	"github.com/harnessfacts/harnessfacts/node-agent/egress"
 	"github.com/harnessfacts/harnessfacts/node-agent/usage"
 )
 
@@ -400,5 +402,40 @@ func TestGatewayWithoutAKey(t *testing.T) {
 	}
 	if _, err := New(Options{Upstream: up.srv.URL, Header: XAPIKey}); err == nil {
 		t.Error("a key header without a key was accepted")
+	}
+}
+
+// TestGatewayDialsThroughInside: the node-agent gives the gateway the run's
+// egress.Inside dialer. A provider at an inside address the run may not
+// reach (here loopback on a port that is not the providerURL's) is never
+// connected to: the run ends with PolicyViolation, unretried; the
+// providerURL's own loopback port is reached.
+func TestGatewayDialsThroughInside(t *testing.T) {
+	up := startUpstream(t)
+	port := up.srv.Listener.Addr().(*net.TCPAddr).Port
+	var stops []*Stop
+	g, base := serve(t, Options{Upstream: up.srv.URL, Header: XAPIKey, Key: []byte(realKey), RootCAs: up.pool,
+		Retry:  Retry{Attempts: 4, Base: time.Millisecond, Max: time.Millisecond},
+		Dial:   (&egress.Inside{Loopback: []string{fmt.Sprintf("127.0.0.1:%d", port+1)}}).Dialer(time.Second),
+		OnStop: func(s *Stop) { stops = append(stops, s) }})
+	resp, _ := post(t, base+"/v1/messages", `{"model":"m","max_tokens":8,"messages":[]}`, nil)
+	if resp.StatusCode != http.StatusBadGateway {
+		t.Errorf("status %d, want 502", resp.StatusCode)
+	}
+	s := g.Stopped()
+	if s == nil || s.Reason != harnessv1.ReasonPolicyViolation || s.Infrastructure || !strings.Contains(s.Message, "a loopback address") || len(stops) != 1 {
+		t.Fatalf("stop %+v (%d calls), want %s naming a loopback address", s, len(stops), harnessv1.ReasonPolicyViolation)
+	}
+	if n := up.hits.Load(); n != 0 {
+		t.Errorf("the provider was reached %d times", n)
+	}
+
+	g, base = serve(t, Options{Upstream: up.srv.URL, Header: XAPIKey, Key: []byte(realKey), RootCAs: up.pool,
+		Dial: (&egress.Inside{Loopback: []string{fmt.Sprintf("127.0.0.1:%d", port)}}).Dialer(time.Second)})
+	if resp, body := post(t, base+"/v1/messages", `{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`, nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("the providerURL's own loopback port: %d %s", resp.StatusCode, body)
+	}
+	if g.Stopped() != nil {
+		t.Errorf("stopped: %+v", g.Stopped())
 	}
 }
