@@ -500,7 +500,7 @@ func backoff(pol Retry, attempt int, resp *http.Response) time.Duration {
 	return min(d, pol.Max)
 }
 
-// Serve serves the gateway on ln until Close.
+// Server serves the gateway on ln until Close.
 type Server struct {
 	srv  *http.Server
 	done chan struct{}
