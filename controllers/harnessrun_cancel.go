@@ -31,6 +31,12 @@ import (
 func (r *HarnessRunReconciler) reconcileFinalizer(ctx context.Context, p *pass) (bool, error) {
 	run := p.run
 	if run.Status.Phase.Terminal() {
+		// Its tokens are charged to the namespace's budgets first; the
+		// charge is recorded by this pass's status write, and the
+		// finalizer and TTL wait for the next pass.
+		if charged, err := r.chargeSpend(ctx, p); err != nil || charged {
+			return err != nil, err
+		}
 		if controllerutil.ContainsFinalizer(run, harnessv1.RunFinalizer) {
 			if err := r.patchFinalizer(ctx, p, false); err != nil {
 				return true, err

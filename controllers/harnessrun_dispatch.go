@@ -142,6 +142,10 @@ func (r *HarnessRunReconciler) reconcileDispatch(ctx context.Context, p *pass) e
 		p.fail(harnessv1.ReasonPolicyViolation, "refused by the namespace's HarnessPolicies before binding: "+strings.Join(v, "; "), "", "")
 		return nil
 	}
+	spent, err := r.spendExhausted(ctx, run, policies) // harnessrun_spend.go
+	if err != nil {
+		return err
+	}
 	views, err := r.nodes.read(ctx, r.nodeReader(), p.now.Time)
 	if err != nil {
 		return err
@@ -149,7 +153,11 @@ func (r *HarnessRunReconciler) reconcileDispatch(ctx context.Context, p *pass) e
 	fit, reason, message := filterNodes(run, views)
 	var chosen *nodeView
 	inUse, total := int32(0), int32(0)
-	if len(fit) > 0 {
+	if len(fit) > 0 && spent != "" {
+		// A budget used up is a queue, like fair share: the run goes when
+		// an operator raises the budget (or resets the count).
+		reason, message = PendingSpend, spent
+	} else if len(fit) > 0 {
 		limit, policy := fairShareLimit(policies)
 		var inFlight int32
 		chosen, inUse, total, inFlight = r.ledger.reserve(key, fit, limit)

@@ -8,7 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
@@ -80,7 +82,7 @@ func fairShareLimit(policies []*harnessv1.HarnessPolicy) (int32, string) {
 }
 
 // waitingOnPolicy queues every waiting run when a HarnessPolicy changes: a
-// raised or removed fairShare lets some of them go.
+// raised or removed fairShare or budget lets some of them go.
 func (r *HarnessRunReconciler) waitingOnPolicy(ctx context.Context, _ client.Object) []reconcile.Request {
 	runs := &harnessv1.HarnessRunList{}
 	if err := r.client.List(ctx, runs, client.MatchingFields{IndexRunPhase: string(harnessv1.RunPending)}, client.UnsafeDisableDeepCopy); err != nil {
@@ -92,4 +94,50 @@ func (r *HarnessRunReconciler) waitingOnPolicy(ctx context.Context, _ client.Obj
 		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&runs.Items[i])})
 	}
 	return out
+}
+
+// policyMayFree passes the HarnessPolicy changes that may let waiting runs
+// go: a changed spec (a raised or removed fairShare or budget), and a
+// spend count an operator lowered or removed. A charge only raises counts,
+// and comes at every run's end: it wakes nothing.
+var policyMayFree = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		oldP, ok1 := e.ObjectOld.(*harnessv1.HarnessPolicy)
+		newP, ok2 := e.ObjectNew.(*harnessv1.HarnessPolicy)
+		if !ok1 || !ok2 || oldP.Generation != newP.Generation {
+			return true
+		}
+		return spentLowered(&oldP.Status, &newP.Status)
+	},
+}
+
+// spentLowered says whether some count of before is lower, or gone, in
+// after.
+func spentLowered(before, after *harnessv1.HarnessPolicyStatus) bool {
+	for _, o := range before.Spent {
+		var n *harnessv1.NamespaceSpend
+		for i := range after.Spent {
+			if after.Spent[i].Namespace == o.Namespace {
+				n = &after.Spent[i]
+			}
+		}
+		if n == nil || n.Tokens < o.Tokens {
+			return true
+		}
+		for _, os := range o.Suites {
+			found := false
+			for _, ns := range n.Suites {
+				if ns.Suite == os.Suite {
+					found = true
+					if ns.Round == os.Round && ns.Tokens < os.Tokens {
+						return true
+					}
+				}
+			}
+			if !found {
+				return true
+			}
+		}
+	}
+	return false
 }

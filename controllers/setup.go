@@ -7,6 +7,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -38,8 +39,9 @@ func (r *HarnessRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("harnessrun").
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.opts.MaxConcurrentReconciles}).
 		WatchesRawSource(source.Kind(mgr.GetCache(), &harnessv1.HarnessRun{}, r.runEventHandler())).
-		// A changed HarnessPolicy may let waiting runs go (fairShare).
-		Watches(&harnessv1.HarnessPolicy{}, handler.EnqueueRequestsFromMapFunc(r.waitingOnPolicy)).
+		// A changed HarnessPolicy may let waiting runs go (fairShare,
+		// spend); a charge to its spend does not.
+		Watches(&harnessv1.HarnessPolicy{}, handler.EnqueueRequestsFromMapFunc(r.waitingOnPolicy), builder.WithPredicates(policyMayFree)).
 		// The node watcher feeds this controller's queue.
 		WatchesRawSource(nw.runSource()).
 		Complete(r)
@@ -71,6 +73,12 @@ func (r *HarnessRunReconciler) runEventHandler() handler.TypedEventHandler[*harn
 		},
 		DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[*harnessv1.HarnessRun], q runQueue) {
 			r.ledger.forget(client.ObjectKeyFromObject(e.Object))
+			if runTokens(e.Object) > 0 {
+				// Gone before it was charged (its author stripped the
+				// finalizer, or deleted it as it ended): charged now, from
+				// its last status. Off the event loop: it writes.
+				go r.chargeDeleted(e.Object.DeepCopy()) // harnessrun_spend.go
+			}
 			if st := e.Object.Status; st.NodeName != "" && !st.Phase.Terminal() {
 				enqueueWaitingFor(ctx, r.client, r.nodeReader(), r.clock.Now(), st.NodeName, q)
 			}

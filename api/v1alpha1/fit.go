@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -122,6 +123,12 @@ func (s *HarnessRunStatus) Fit() {
 		}
 		u.EstimatedCost = Truncate(u.EstimatedCost, 64)
 	}
+	// An inside host cut short would be another name: one too long is
+	// dropped (the controller takes them from policies, whose schema bounds
+	// them the same).
+	s.InsideHosts = slices.DeleteFunc(s.InsideHosts, func(h string) bool { return len(h) > 253 })
+	s.InsideHosts = s.InsideHosts[:min(len(s.InsideHosts), 64)]
+	s.ChargedTokens = max(0, s.ChargedTokens)
 	s.Checks = s.Checks[:min(len(s.Checks), 64)]
 	s.Reward = Truncate(s.Reward, 32)
 	for i := range s.Checks {

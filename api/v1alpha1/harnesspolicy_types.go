@@ -54,9 +54,12 @@ type HarnessPolicySpec struct {
 	// +optional
 	FairShare *PolicyFairShare `json:"fairShare,omitempty"`
 
-	// spend bounds the tokens a namespace or suite may use. Not enforced
-	// yet: no run records its token usage today (docs/install.md,
-	// "Multi-tenant clusters").
+	// spend bounds the tokens a namespace or a suite round may use (from
+	// each run's status.usage). When a budget is used up, new runs of the
+	// namespace (or round) wait in Pending (reason Spend, the message naming
+	// the policy and the rule); running runs go on. The controller charges
+	// a run's tokens to status.spent when the run ends, so deleting
+	// finished runs does not give a budget back.
 	// +optional
 	Spend *PolicySpend `json:"spend,omitempty"`
 
@@ -177,19 +180,72 @@ type PolicyFairShare struct {
 	MaxRunsInFlight *int32 `json:"maxRunsInFlight,omitempty"`
 }
 
-// PolicySpend are token budgets. They are declared here so that operators
-// and tools can set them; nothing enforces them until runs record their
-// token usage.
+// PolicySpend are token budgets. A namespace's (or round's) spending is
+// what status.spent charged it (runs that ended since the rule was set),
+// plus the tokens its runs present in the namespace report that were not
+// charged yet (runs in flight). A run is charged status.usage's total
+// (input, output and cache tokens) once, when it ends, and so is its
+// usage's later growth. Budgets are soft: runs already bound finish, and
+// may go past them.
 type PolicySpend struct {
 	// namespaceTokens is the most tokens the runs of one namespace may use.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	NamespaceTokens *int64 `json:"namespaceTokens,omitempty"`
 
-	// suiteTokens is the most tokens the runs of one suite round may use.
+	// suiteTokens is the most tokens the runs of one suite round may use
+	// (a new round, spec.revision changed, starts at 0).
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	SuiteTokens *int64 `json:"suiteTokens,omitempty"`
+}
+
+// HarnessPolicyStatus is what the controller counted against the policy.
+type HarnessPolicyStatus struct {
+	// spent are the tokens charged to this policy's spend rules, per
+	// namespace, by the runs that ended while the policy had a spend rule.
+	// Written by the controller only; an operator resets a namespace's
+	// count by removing its entry (kubectl edit --subresource=status), or
+	// by re-creating the policy.
+	// +listType=map
+	// +listMapKey=namespace
+	// +kubebuilder:validation:MaxItems=10000
+	// +optional
+	Spent []NamespaceSpend `json:"spent,omitempty"`
+}
+
+// NamespaceSpend are the tokens charged to one namespace.
+type NamespaceSpend struct {
+	// namespace is the namespace's name.
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Namespace string `json:"namespace"`
+	// tokens are the tokens its ended runs used.
+	// +kubebuilder:validation:Minimum=0
+	// +required
+	Tokens int64 `json:"tokens"`
+	// suites are the tokens of each suite's latest charged round.
+	// +listType=map
+	// +listMapKey=suite
+	// +kubebuilder:validation:MaxItems=1000
+	// +optional
+	Suites []SuiteSpend `json:"suites,omitempty"`
+}
+
+// SuiteSpend are the tokens charged to one round of a suite.
+type SuiteSpend struct {
+	// suite is the HarnessSuite's name.
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Suite string `json:"suite"`
+	// round is the round (the suite's status.round) the tokens are of.
+	// +kubebuilder:validation:Minimum=0
+	// +required
+	Round int32 `json:"round"`
+	// tokens are the tokens the round's ended runs used.
+	// +kubebuilder:validation:Minimum=0
+	// +required
+	Tokens int64 `json:"tokens"`
 }
 
 // HarnessPolicy is a cluster operator's rules for the runs of the namespaces
@@ -198,6 +254,7 @@ type PolicySpend struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,shortName=hfpolicy,categories=harnessfacts
+// +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type HarnessPolicy struct {
 	metav1.TypeMeta `json:",inline"`
@@ -207,6 +264,11 @@ type HarnessPolicy struct {
 	// spec is the policy's rules.
 	// +required
 	Spec HarnessPolicySpec `json:"spec"`
+
+	// status is what the controller counted against the policy's spend
+	// rules.
+	// +optional
+	Status HarnessPolicyStatus `json:"status,omitempty"`
 }
 
 // +kubebuilder:object:root=true

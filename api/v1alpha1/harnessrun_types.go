@@ -648,6 +648,14 @@ type HarnessRunStatus struct {
 	// +optional
 	LimitCeilings *LimitCeilings `json:"limitCeilings,omitempty"`
 
+	// chargedTokens are the tokens of status.usage the controller has
+	// charged to the spend of the namespace's HarnessPolicies (their
+	// status.spent), when the run ended. Until then the run's usage counts
+	// toward the budgets as it is.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	ChargedTokens int64 `json:"chargedTokens,omitempty"`
+
 	// insideHosts are the names the namespace's HarnessPolicies allowed to
 	// resolve to inside addresses (network.insideHosts; a name every policy
 	// that lists insideHosts lists) when the controller bound the run. The

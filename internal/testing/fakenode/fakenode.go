@@ -42,6 +42,9 @@ type Outcome struct {
 	Class   harnessv1.FailureClass
 	Reason  string
 	Message string
+	// Usage, when set, is written to status.usage with the outcome, as the
+	// node-agent writes what the model gateway counted.
+	Usage *harnessv1.UsageStatus
 }
 
 // The usual outcomes.
@@ -262,6 +265,21 @@ func (n *Node) Finish(ctx context.Context, key types.NamespacedName, outcome Out
 	return n.end(ctx, run, outcome, false)
 }
 
+// SetUsage writes status.usage of a run this node is running, as the
+// node-agent does while its model gateway counts.
+func (n *Node) SetUsage(ctx context.Context, key types.NamespacedName, usage harnessv1.UsageStatus) error {
+	run := &harnessv1.HarnessRun{}
+	if err := n.client.Get(ctx, key, run); err != nil {
+		return err
+	}
+	if run.Status.NodeName != n.opts.Name || run.Status.Phase != harnessv1.RunRunning {
+		return fmt.Errorf("fakenode %s: run %s is %s on %q, not Running here", n.opts.Name, key, run.Status.Phase, run.Status.NodeName)
+	}
+	base := run.DeepCopy()
+	run.Status.Usage = usage.DeepCopy()
+	return n.client.Status().Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+}
+
 func (n *Node) register(ctx context.Context) error {
 	now := n.opts.Clock.Now()
 	node := &harnessv1.HarnessNode{
@@ -435,6 +453,9 @@ func (n *Node) end(ctx context.Context, run *harnessv1.HarnessRun, o Outcome, st
 	base := run.DeepCopy()
 	st := &run.Status
 	st.Phase, st.Verdict, st.FailureClass, st.Reason, st.Message = o.Phase, o.Verdict, o.Class, o.Reason, o.Message
+	if o.Usage != nil {
+		st.Usage = o.Usage.DeepCopy()
+	}
 	st.CompletionTime = &now
 	ready := metav1.Condition{Type: harnessv1.ConditionReady, Status: metav1.ConditionFalse, Reason: o.Reason, Message: o.Message,
 		ObservedGeneration: run.Generation, LastTransitionTime: now}

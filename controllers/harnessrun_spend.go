@@ -1,0 +1,218 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+)
+
+// PendingSpend is the pending reason of a run whose namespace, or suite
+// round, has used a HarnessPolicy's token budget.
+const PendingSpend = "Spend"
+
+// Spend rules (HarnessPolicy spec.spend) are kept here:
+//
+//   - a run's tokens are status.usage's total (input, output, cache);
+//   - when a run has ended, its tokens (or what they grew by since) are
+//     charged to status.spent of every policy with a spend rule that selects
+//     its namespace, under the namespace and under the run's suite round, and
+//     status.chargedTokens of the run says how many were charged (written by
+//     the same pass; a charge whose run write then fails is charged again:
+//     a budget may count a run twice, never not at all);
+//   - before binding a run, a namespace's (round's) spending is what the
+//     policy charged it plus the uncharged tokens of its runs present now;
+//     at or over the budget, the run waits in Pending (reason Spend). A run
+//     author cannot write status, so cannot unmark a charge; deleting an
+//     ended, charged run gives nothing back;
+//   - a run deleted before it was charged (its author may strip the
+//     finalizer) is charged from its last status as the delete event shows
+//     it (chargeDeleted). What a controller that was down at that moment
+//     never saw is not charged.
+
+// runTokens are the tokens of a run not charged yet.
+func runTokens(run *harnessv1.HarnessRun) int64 {
+	return max(0, run.Status.Usage.TotalTokens()-run.Status.ChargedTokens)
+}
+
+// suiteRound is the run's suite and round, from its labels ("" when it
+// belongs to no suite).
+func suiteRound(run *harnessv1.HarnessRun) (string, int32) {
+	suite := run.Labels[harnessv1.LabelSuite]
+	if suite == "" {
+		return "", 0
+	}
+	round, err := strconv.ParseInt(run.Labels[harnessv1.LabelSuiteRound], 10, 32)
+	if err != nil {
+		return "", 0
+	}
+	return suite, int32(round)
+}
+
+// hasSpend says whether a policy has a spend rule.
+func hasSpend(p *harnessv1.HarnessPolicy) bool {
+	s := p.Spec.Spend
+	return s != nil && (s.NamespaceTokens != nil || s.SuiteTokens != nil)
+}
+
+// chargeSpend charges an ended run's uncharged tokens to the spend rules
+// of the policies over its namespace, and records the charge in the run's
+// status for the pass's status write. It reports whether it charged.
+func (r *HarnessRunReconciler) chargeSpend(ctx context.Context, p *pass) (bool, error) {
+	run := p.run
+	delta := runTokens(run)
+	if delta == 0 {
+		return false, nil
+	}
+	policies, err := r.namespacePolicies(ctx, run.Namespace)
+	if err != nil {
+		return false, err
+	}
+	charged := false
+	for _, pol := range policies {
+		if !hasSpend(pol) {
+			continue
+		}
+		if err := r.charge(ctx, pol.Name, run, delta); err != nil {
+			return false, err
+		}
+		charged = true
+	}
+	if !charged {
+		// No budget governs the namespace: nothing to charge, and the
+		// run's tokens count as uncharged should a rule come.
+		return false, nil
+	}
+	p.run.Status.ChargedTokens = run.Status.Usage.TotalTokens()
+	return true, nil
+}
+
+// chargeDeleted charges a deleted run's uncharged tokens, as its last
+// status says them, to the policies over its namespace. A failure is
+// logged: the run is gone, and nothing would retry it.
+func (r *HarnessRunReconciler) chargeDeleted(run *harnessv1.HarnessRun) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	logger := log.FromContext(ctx).WithValues("run", client.ObjectKeyFromObject(run))
+	policies, err := r.namespacePolicies(ctx, run.Namespace)
+	if err != nil {
+		logger.Error(err, "a deleted run's tokens could not be charged to its namespace's spend")
+		return
+	}
+	for _, pol := range policies {
+		if !hasSpend(pol) {
+			continue
+		}
+		if err := r.charge(ctx, pol.Name, run, runTokens(run)); err != nil {
+			logger.Error(err, "a deleted run's tokens could not be charged to its namespace's spend")
+		}
+	}
+}
+
+// charge adds delta tokens of run to policy name's status.spent.
+func (r *HarnessRunReconciler) charge(ctx context.Context, name string, run *harnessv1.HarnessRun, delta int64) error {
+	suite, round := suiteRound(run)
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		pol := &harnessv1.HarnessPolicy{}
+		if err := r.client.Get(ctx, types.NamespacedName{Name: name}, pol); err != nil {
+			return err
+		}
+		i := spentIndex(pol, run.Namespace)
+		if i < 0 {
+			pol.Status.Spent = append(pol.Status.Spent, harnessv1.NamespaceSpend{Namespace: run.Namespace})
+			i = len(pol.Status.Spent) - 1
+		}
+		ns := &pol.Status.Spent[i]
+		ns.Tokens += delta
+		if suite != "" {
+			j := -1
+			for k := range ns.Suites {
+				if ns.Suites[k].Suite == suite {
+					j = k
+				}
+			}
+			switch {
+			case j < 0:
+				ns.Suites = append(ns.Suites, harnessv1.SuiteSpend{Suite: suite, Round: round, Tokens: delta})
+			case ns.Suites[j].Round < round:
+				// A new round starts at 0: the earlier one's tokens stay
+				// in the namespace's.
+				ns.Suites[j] = harnessv1.SuiteSpend{Suite: suite, Round: round, Tokens: delta}
+			case ns.Suites[j].Round == round:
+				ns.Suites[j].Tokens += delta
+			}
+			// A run of an earlier round than the one counted is the
+			// namespace's only.
+		}
+		return r.client.Status().Update(ctx, pol)
+	})
+	if err != nil {
+		return fmt.Errorf("charging %d tokens of HarnessRun %s/%s to HarnessPolicy %s: %w", delta, run.Namespace, run.Name, name, err)
+	}
+	return nil
+}
+
+func spentIndex(pol *harnessv1.HarnessPolicy, namespace string) int {
+	for i := range pol.Status.Spent {
+		if pol.Status.Spent[i].Namespace == namespace {
+			return i
+		}
+	}
+	return -1
+}
+
+// spendExhausted says, when a spend rule of policies leaves the run no
+// budget, which one and how much was used, for the run's Pending message.
+func (r *HarnessRunReconciler) spendExhausted(ctx context.Context, run *harnessv1.HarnessRun, policies []*harnessv1.HarnessPolicy) (string, error) {
+	var governed []*harnessv1.HarnessPolicy
+	for _, pol := range policies {
+		if hasSpend(pol) {
+			governed = append(governed, pol)
+		}
+	}
+	if len(governed) == 0 {
+		return "", nil
+	}
+	suite, round := suiteRound(run)
+	// The uncharged tokens of the namespace's runs, and of the run's round.
+	runs := &harnessv1.HarnessRunList{}
+	if err := r.client.List(ctx, runs, client.InNamespace(run.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return "", fmt.Errorf("listing the runs of namespace %s for its spend: %w", run.Namespace, err)
+	}
+	var nsLive, roundLive int64
+	for i := range runs.Items {
+		t := runTokens(&runs.Items[i])
+		nsLive += t
+		if s, n := suiteRound(&runs.Items[i]); suite != "" && s == suite && n == round {
+			roundLive += t
+		}
+	}
+	for _, pol := range governed {
+		var nsCharged, roundCharged int64
+		if i := spentIndex(pol, run.Namespace); i >= 0 {
+			nsCharged = pol.Status.Spent[i].Tokens
+			for _, s := range pol.Status.Spent[i].Suites {
+				if s.Suite == suite && s.Round == round {
+					roundCharged = s.Tokens
+				}
+			}
+		}
+		sp := pol.Spec.Spend
+		if b := sp.NamespaceTokens; b != nil && nsCharged+nsLive >= *b {
+			return fmt.Sprintf("HarnessPolicy %s rule spend.namespaceTokens: namespace %s has used %d of its %d tokens (%d charged by ended runs, %d by runs present): the run waits until the budget is raised",
+				pol.Name, run.Namespace, nsCharged+nsLive, *b, nsCharged, nsLive), nil
+		}
+		if b := sp.SuiteTokens; b != nil && suite != "" && roundCharged+roundLive >= *b {
+			return fmt.Sprintf("HarnessPolicy %s rule spend.suiteTokens: round %d of suite %s has used %d of its %d tokens (%d charged by ended runs, %d by runs present): the run waits until the budget is raised",
+				pol.Name, round, suite, roundCharged+roundLive, *b, roundCharged, roundLive), nil
+		}
+	}
+	return "", nil
+}
