@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/harnessfacts/harnessfacts/internal/pid1"
 	nodeagent "github.com/harnessfacts/harnessfacts/node-agent"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
 	"github.com/harnessfacts/harnessfacts/node-agent/executor"
@@ -57,6 +59,7 @@ type nodeAgentFlags struct {
 	refuseFallback bool
 	providerCA     string
 	shutdownGrace  time.Duration
+	reapOrphans    bool
 	labels         map[string]string
 	controller     controllerLink
 	metrics        metricsFlags
@@ -115,6 +118,9 @@ evidence ConfigMap. At start it removes run dirs an earlier process left
 behind and ends the runs that process had claimed (reason NodeAgentRestarted).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.reapOrphans && pid1.IsPID1() {
+				return runAsInit()
+			}
 			return runNodeAgent(ctrl.SetupSignalHandler(), f)
 		},
 	}
@@ -133,6 +139,7 @@ behind and ends the runs that process had claimed (reason NodeAgentRestarted).`,
 	fl.StringVar(&f.cgroupMount, "cgroup-mount", "/run/harnessfacts/cgroup", "on cgroup v2, where to mount a writable cgroup2 when /sys/fs/cgroup is read-only (in a pod); needs CAP_SYS_ADMIN")
 	fl.StringVar(&f.cgroupParent, "cgroup-parent", "", "cgroup under which per-run cgroups are made (default: the node-agent's own)")
 	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", 50*time.Second, "on SIGTERM (a pod replaced or deleted), how long the node-agent takes to stop: it claims no new run, lets running attempts finish until a reserve of a third of this (at most 15s) is left, then stops those left and hands them back to be scheduled again without using a retry; keep it below the pod's terminationGracePeriodSeconds (the chart's is 60)")
+	fl.BoolVar(&f.reapOrphans, "reap-orphans", true, "when the node-agent is PID 1 of its container, run it as the child of a minimal init in this same binary that forwards signals to it and reaps the orphaned processes the kernel hands to PID 1 (a killed sandbox's inner bwrap, what a kubectl exec left behind), so that none stays a zombie")
 	fl.BoolVar(&f.requireSandbox, "require-sandbox", true, "refuse to start when no sandbox mode passes preflight, saying why in the HarnessNode's Ready condition (reason SandboxUnavailable); false registers a node that can run agents only unsandboxed")
 	fl.StringSliceVar(&f.clusterCIDRs, "cluster-cidrs", nil, "the cluster's Pod and Service ranges (CIDR,...): egress ProviderOnly refuses them, as it refuses loopback, private, link-local, CGNAT and metadata addresses, unless a HarnessPolicy allows the name (network.insideHosts)")
 	fl.BoolVar(&f.refuseFallback, "refuse-fallback", false, "never run an agent in the plain fallback on this node, whatever a run's isolation.policy asks: an AllowFallback run runs sandboxed, or fails with SandboxUnavailable where no sandbox works")
@@ -403,4 +410,20 @@ func loadCAs(file string) (*x509.CertPool, error) {
 		return nil, fmt.Errorf("%s holds no PEM certificate", file)
 	}
 	return pool, nil
+}
+
+// runAsInit makes this process, PID 1 of its container, a minimal init: it
+// runs the same command again as its child (which, not being PID 1, is the
+// node-agent), forwards signals to it, reaps every orphan, and exits with
+// the child's status (package pid1).
+func runAsInit() error {
+	line, _ := json.Marshal(map[string]string{"level": "info", "ts": time.Now().UTC().Format(time.RFC3339), "logger": "pid1",
+		"msg": "the node-agent is PID 1 of its container: it runs as the child of a minimal init that reaps orphaned processes (--reap-orphans)"})
+	fmt.Fprintln(os.Stderr, string(line))
+	code, err := pid1.Run("/proc/self/exe", os.Args, os.Environ())
+	if err != nil {
+		return err
+	}
+	os.Exit(code)
+	return nil
 }

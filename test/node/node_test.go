@@ -197,6 +197,61 @@ spec:
 		t.Logf("oom: %s (%s)", run.Status.Reason, run.Status.Message)
 	})
 
+	t.Run("no zombie: the node-agent's init reaps orphans", func(t *testing.T) {
+		// PID 1 of the container is the minimal init (--reap-orphans), the
+		// node-agent its child.
+		pids := nodeAgentProcesses()
+		ones := 0
+		for _, p := range pids {
+			if nsPID(p) == "1" {
+				ones++
+			}
+		}
+		if len(pids) != 2 || ones != 1 {
+			t.Fatalf("node-agent processes %v (pid 1 in the container: %d), want the init as PID 1 and the node-agent as its child", pids, ones)
+		}
+		// A sandbox payload that double-forks and exits, and one killed at
+		// its deadline with its children still running.
+		applyRun(t, `apiVersion: harnessfacts.io/v1alpha1
+kind: HarnessRun
+metadata: {name: double-fork, namespace: default}
+spec:
+  agent:
+    adapter: exec
+    command: [sh, -c, "(sleep 2 &); (setsid sleep 3 &); sleep 0.5 & echo ok > done.txt"]
+  fixture:
+    inline:
+      files:
+        fixture.yaml: "prompt: fork\nartifacts: [done.txt]\n"
+  limits: {episodeSeconds: 60, probeSeconds: 30}
+`)
+		applyRun(t, `apiVersion: harnessfacts.io/v1alpha1
+kind: HarnessRun
+metadata: {name: killed-forks, namespace: default}
+spec:
+  agent:
+    adapter: exec
+    command: [sh, -c, "(sleep 100 &); sleep 100 & sleep 100"]
+  fixture:
+    inline:
+      files:
+        fixture.yaml: "prompt: fork and hang\n"
+  limits: {episodeSeconds: 5, probeSeconds: 30}
+`)
+		requirePass(t, waitRun(t, "double-fork", 3*time.Minute))
+		if r := waitRun(t, "killed-forks", 3*time.Minute); r.Status.Reason != harnessv1.ReasonDeadlineExceeded {
+			t.Fatalf("killed-forks: %s %s: %s", r.Status.Phase, r.Status.Reason, r.Status.Message)
+		}
+		// What a kubectl exec leaves: its shell's parent is outside the
+		// container, so the orphan goes to the container's PID 1.
+		execNodeAgent(t, "sh", "-c", "sleep 1 & exit 0")
+		time.Sleep(2 * time.Second) // the orphans have exited by now
+		eventually(t, 30*time.Second, "no zombie below the node-agent's processes", func() (bool, string) {
+			z := zombiesBelow(nodeAgentProcesses()...)
+			return len(z) == 0, strings.Join(z, "; ")
+		})
+	})
+
 	t.Run("a real agent CLI passes hello against fake-provider from inside the pod", func(t *testing.T) {
 		realCLI(t)
 	})
@@ -388,17 +443,77 @@ func boolString(b bool) string {
 }
 
 // processPID finds a host process by its command line and returns its pid.
+// The node-agent's container has two with its command line: PID 1 of the
+// container, the minimal init (--reap-orphans), and its child, the
+// node-agent, which is the one returned.
 func processPID(t *testing.T, cmdline string) string {
 	t.Helper()
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	found := ""
 	for _, p := range procs {
 		b, err := os.ReadFile(p)
 		if err == nil && strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), cmdline) {
-			return filepath.Base(filepath.Dir(p))
+			pid := filepath.Base(filepath.Dir(p))
+			if found == "" || nsPID(pid) != "1" {
+				found = pid
+			}
 		}
 	}
-	t.Fatalf("no process %q on the host", cmdline)
+	if found == "" {
+		t.Fatalf("no process %q on the host", cmdline)
+	}
+	return found
+}
+
+// nsPID is the host process pid's pid in its own (innermost) pid namespace.
+func nsPID(pid string) string {
+	b, _ := os.ReadFile("/proc/" + pid + "/status")
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) > 1 && f[0] == "NSpid:" {
+			return f[len(f)-1]
+		}
+	}
 	return ""
+}
+
+// zombiesBelow lists the zombie processes whose parent is one of pids.
+func zombiesBelow(pids ...string) []string {
+	parent := map[string]bool{}
+	for _, p := range pids {
+		parent[p] = true
+	}
+	var z []string
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, p := range stats {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) > 1 && f[0] == "Z" && parent[f[1]] {
+			z = append(z, s[:i+1]+" parent "+f[1])
+		}
+	}
+	return z
+}
+
+// nodeAgentProcesses are the host pids of every process with the
+// node-agent's command line: its container's init and the node-agent.
+func nodeAgentProcesses() []string {
+	var pids []string
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err == nil && strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), "harnessfacts node-agent") {
+			pids = append(pids, filepath.Base(filepath.Dir(p)))
+		}
+	}
+	return pids
 }
 
 // processUID finds a host process by its command line and returns its uid.
