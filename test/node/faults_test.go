@@ -98,9 +98,12 @@ func faultDeletePod(t *testing.T) {
 }
 
 // A helm upgrade that changes the node-agent's pod template replaces the
-// pod while a run executes: the old pod stops claiming, lets the running
-// attempt finish (or hands it back) without using up a retry, and exits
-// within its grace period; the CRDs are upgraded in place, keeping every
+// pod while two runs execute, neither with a retry: the old pod stops
+// claiming, lets the 10-second run finish as attempt 1, hands back the one
+// longer than its shutdown grace (70 s; 50 s of grace) once the 35 s it may
+// run are up, and exits within its grace period; the controller schedules
+// the handed-back run again without using a retry, and it passes as
+// attempt 2 on the new pod. The CRDs are upgraded in place, keeping every
 // run.
 func faultUpgrade(t *testing.T) {
 	uids := map[string]types.UID{}
@@ -112,7 +115,9 @@ func faultUpgrade(t *testing.T) {
 		uids[n] = crd.UID
 	}
 	applyRun(t, sleeperRun("upgraded", "10", 0))
+	applyRun(t, sleeperRun("handed-back", "70", 0))
 	waitRunning(t, "upgraded")
+	waitRunning(t, "handed-back")
 	oldPod, _ := nodeAgentPod(t)
 	start := time.Now()
 	install(t, true, map[string]any{"podAnnotations": map[string]string{"harnessfacts.io/test-upgrade": time.Now().Format(time.RFC3339Nano)}})
@@ -124,6 +129,23 @@ func faultUpgrade(t *testing.T) {
 	run := waitRun(t, "upgraded", 3*time.Minute)
 	if run.Status.Verdict != harnessv1.VerdictPass || run.Status.Attempt != 1 {
 		t.Fatalf("upgraded: verdict %s attempt %d reason %s: %s", run.Status.Verdict, run.Status.Attempt, run.Status.Reason, run.Status.Message)
+	}
+	// The long run: handed back (once per node-agent pod replaced: once,
+	// unless the upgrade replaced it twice), each attempt started once,
+	// no retry used, and passed on the new pod.
+	long := waitRun(t, "handed-back", 5*time.Minute)
+	ev := k(t, "get", "events", "-n", "default", "--field-selector", "involvedObject.name=handed-back,involvedObject.uid="+string(long.UID),
+		"-o", "jsonpath={range .items[*]}{.reason}:{.action}:{.message}|{end}")
+	t.Logf("handed-back: attempt %d, handedBack %d: %s", long.Status.Attempt, long.Status.HandedBack, ev)
+	if long.Status.Verdict != harnessv1.VerdictPass || long.Status.HandedBack < 1 || long.Status.Attempt != long.Status.HandedBack+1 {
+		t.Fatalf("handed-back: verdict %s attempt %d handedBack %d reason %s: %s; want Pass on attempt handedBack+1",
+			long.Status.Verdict, long.Status.Attempt, long.Status.HandedBack, long.Status.Reason, long.Status.Message)
+	}
+	requirePass(t, long)
+	n := int(long.Status.HandedBack)
+	if strings.Count(ev, ":Start:") != n+1 || strings.Count(ev, "HandedBack:HandBack:") != n || strings.Count(ev, "HandedBack:Reschedule:") != n ||
+		strings.Contains(ev, "Retrying") || strings.Contains(ev, "NodeAgentRestarted") {
+		t.Fatalf("handed-back: events %q; want %d starts, %d hand-backs by the node-agent and %d reschedules by the controller, no retry", ev, n+1, n, n)
 	}
 	for n, uid := range uids {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
