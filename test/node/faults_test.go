@@ -142,10 +142,13 @@ func faultUpgrade(t *testing.T) {
 			long.Status.Verdict, long.Status.Attempt, long.Status.HandedBack, long.Status.Reason, long.Status.Message)
 	}
 	requirePass(t, long)
+	// The node-agent's own HandBack Event is sent as it exits and may be
+	// lost with it; the controller's Reschedule Event and the status are
+	// the record.
 	n := int(long.Status.HandedBack)
-	if strings.Count(ev, ":Start:") != n+1 || strings.Count(ev, "HandedBack:HandBack:") != n || strings.Count(ev, "HandedBack:Reschedule:") != n ||
+	if strings.Count(ev, ":Start:") != n+1 || strings.Count(ev, "HandedBack:Reschedule:") != n ||
 		strings.Contains(ev, "Retrying") || strings.Contains(ev, "NodeAgentRestarted") {
-		t.Fatalf("handed-back: events %q; want %d starts, %d hand-backs by the node-agent and %d reschedules by the controller, no retry", ev, n+1, n, n)
+		t.Fatalf("handed-back: events %q; want %d starts and %d reschedules by the controller after hand-backs, no retry", ev, n+1, n)
 	}
 	for n, uid := range uids {
 		crd := &apiextensionsv1.CustomResourceDefinition{}

@@ -236,7 +236,7 @@ spec:
     inline:
       files:
         fixture.yaml: "prompt: fork and hang\n"
-  limits: {episodeSeconds: 5, probeSeconds: 30}
+  limits: {episodeSeconds: 5, probeSeconds: 5}
 `)
 		requirePass(t, waitRun(t, "double-fork", 3*time.Minute))
 		if r := waitRun(t, "killed-forks", 3*time.Minute); r.Status.Reason != harnessv1.ReasonDeadlineExceeded {
