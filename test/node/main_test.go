@@ -60,11 +60,25 @@ func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
 
+// foreignInRunRootParent lists what the run root's parent held before the
+// tests began, other than the run root.
+var foreignInRunRootParent []string
+
 func run(m *testing.M) (code int) {
 	ctrllog.SetLogger(zap.New(zap.WriteTo(io.Discard)))
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "test/node needs root: it starts a kubelet, containerd and network devices (make test-node as root)")
 		return 1
+	}
+	// What the run root's parent holds before the chart is ever installed
+	// is not the chart's (on a shared machine, other tools' files): it
+	// may stay after helm uninstall, and keeps the parent with it.
+	if ents, err := os.ReadDir(filepath.Dir(runRoot)); err == nil {
+		for _, e := range ents {
+			if e.Name() != filepath.Base(runRoot) {
+				foreignInRunRootParent = append(foreignInRunRootParent, e.Name())
+			}
+		}
 	}
 	var err error
 	if helm, err = script("helm.sh"); err != nil {

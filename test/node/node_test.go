@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -285,9 +286,21 @@ spec:
 		uninstall(t)
 		eventually(t, time.Minute, "no node-agent leftovers on the host", func() (bool, string) {
 			left := hostLeftovers(t)
-			for _, d := range []string{runRoot, filepath.Dir(runRoot)} {
-				if _, err := os.Stat(d); err == nil {
-					left = append(left, "folder "+d)
+			if _, err := os.Stat(runRoot); err == nil {
+				left = append(left, "folder "+runRoot)
+			}
+			// The parent goes too, unless it held something else before
+			// the tests began (then that is all it may hold).
+			if ents, err := os.ReadDir(filepath.Dir(runRoot)); err == nil {
+				var names []string
+				for _, e := range ents {
+					names = append(names, e.Name())
+					if !slices.Contains(foreignInRunRootParent, e.Name()) {
+						left = append(left, "in "+filepath.Dir(runRoot)+": "+e.Name())
+					}
+				}
+				if len(names) == 0 || len(foreignInRunRootParent) == 0 {
+					left = append(left, "folder "+filepath.Dir(runRoot))
 				}
 			}
 			return len(left) == 0, strings.Join(left, "; ")
