@@ -9,7 +9,8 @@
 // and the wiring of the real executor), register.go and lease.go (the
 // HarnessNode and the heartbeat), claim.go (the reconciler: claim and stop),
 // attempt.go (one claimed attempt), writeback.go (status and evidence),
-// orphans.go (attempts an earlier process left), sources.go (fixtures and
+// orphans.go (attempts an earlier process left), drain.go (stopping: no new
+// claim, attempts finish or are handed back), sources.go (fixtures and
 // Secret keys from the API server).
 //
 // Status is written once per phase transition: Running when claimed, the
