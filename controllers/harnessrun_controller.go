@@ -52,6 +52,13 @@ type Options struct {
 	// outcome (a timeout, not a conflict) keeps its slot reserved while the
 	// cache has not shown it.
 	ReservationTTL time.Duration
+
+	// EvidenceRepository, when set, is an OCI repository (registry/path)
+	// where each finished run's evidence is pushed as an artifact, so that
+	// it outlives the run (harnessrun_evidence.go). EvidenceReader reads the
+	// evidence ConfigMaps, which the cache does not hold.
+	EvidenceRepository string
+	EvidenceReader     client.Reader
 }
 
 // Default fills the unset fields of o.
@@ -206,6 +213,12 @@ func (r *HarnessRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 			r.ledger.release(req.NamespacedName, p.reserved)
 		}
 	}()
+
+	// A finished run's evidence is stored beyond it first, in a pass of its
+	// own: the finalizer step below ends the passes of finished runs.
+	if stored, err := r.storeEvidence(ctx, p); stored || err != nil {
+		return r.result(p), err
+	}
 
 	// Deletion and the finalizer first: they decide whether anything else
 	// happens in this pass.

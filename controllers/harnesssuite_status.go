@@ -62,6 +62,9 @@ func (r *HarnessSuiteReconciler) reconcileRound(p *suitePass) {
 type cellTally struct {
 	passed, failed, errored, finished int32
 	hashes                            []string
+	// Usage of the finished runs: sums of those with figures.
+	input, output, cache int64
+	counted, uncounted   int32
 }
 
 // summarize sums the current round's runs up into the status: counts,
@@ -96,6 +99,14 @@ func (r *HarnessSuiteReconciler) summarize(p *suitePass, plan []plannedRun, fixt
 		case phase.Terminal():
 			counts.Finished++
 			t.finished++
+			if u := run.Status.Usage; u != nil && u.Source != harnessv1.UsageNone {
+				t.input += u.InputTokens
+				t.output += u.OutputTokens
+				t.cache += u.CacheReadTokens + u.CacheWriteTokens
+				t.counted++
+			} else {
+				t.uncounted++
+			}
 			switch run.Status.Verdict {
 			case harnessv1.VerdictPass:
 				counts.Passed++
@@ -130,7 +141,8 @@ func (r *HarnessSuiteReconciler) summarize(p *suitePass, plan []plannedRun, fixt
 			sort.Strings(t.hashes)
 			cells = append(cells, harnessv1.SuiteCell{Agent: a.Name, Fixture: f.name, N: t.passed + t.failed,
 				Passed: t.passed, Failed: t.failed, Errored: t.errored, Unfinished: repeats - t.finished,
-				PassRate: passRate(t.passed, t.failed), FixtureHashes: t.hashes})
+				PassRate: passRate(t.passed, t.failed), FixtureHashes: t.hashes,
+				InputTokens: t.input, OutputTokens: t.output, CacheTokens: t.cache, CountedRuns: t.counted, UncountedRuns: t.uncounted})
 		}
 	}
 	st.Counts = counts

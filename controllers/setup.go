@@ -99,6 +99,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, runs Options, suites SuiteOpti
 		return err
 	}
 	recorder := mgr.GetEventRecorder("harnessfacts-controller")
+	if runs.EvidenceRepository != "" && runs.EvidenceReader == nil {
+		runs.EvidenceReader = mgr.GetAPIReader()
+	}
 	r, err := NewHarnessRunReconciler(mgr.GetClient(), recorder, clock.RealClock{}, runs)
 	if err != nil {
 		return err

@@ -1047,6 +1047,13 @@ type EvidenceStatus struct {
 	// +kubebuilder:validation:MaxLength=71
 	// +optional
 	SignedBy string `json:"signedBy,omitempty"`
+
+	// storedRef is where the controller stored the evidence beyond the run
+	// (an OCI artifact, repository@sha256:...), when the operator set an
+	// evidence repository; `harnessfacts evidence verify` takes it.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	StoredRef string `json:"storedRef,omitempty"`
 }
 
 // HarnessRun is one coding agent run against one fixture, executed on a node

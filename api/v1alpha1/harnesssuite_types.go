@@ -227,6 +227,24 @@ type SuiteCell struct {
 	// +listType=atomic
 	// +optional
 	FixtureHashes []string `json:"fixtureHashes,omitempty"`
+	// inputTokens, outputTokens and cacheTokens (reads and writes) sum the
+	// status.usage of the cell's finished runs that had figures
+	// (countedRuns); uncountedRuns finished without any (usage source None).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	InputTokens int64 `json:"inputTokens,omitempty"`
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	OutputTokens int64 `json:"outputTokens,omitempty"`
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	CacheTokens int64 `json:"cacheTokens,omitempty"`
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	CountedRuns int32 `json:"countedRuns,omitempty"`
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	UncountedRuns int32 `json:"uncountedRuns,omitempty"`
 }
 
 // FixtureStatus is one fixture ConfigMap as the suite last saw it.

@@ -20,6 +20,7 @@ import (
 )
 
 type controllerFlags struct {
+	evidenceRepository      string
 	kubeconfig              string
 	metrics                 metricsFlags
 	probeAddr               string
@@ -70,6 +71,7 @@ unless --metrics-secure=false), health on --health-probe-bind-address
 	fl := cmd.Flags()
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster config or $KUBECONFIG when empty")
 	f.metrics.add(fl, ":8080")
+	fl.StringVar(&f.evidenceRepository, "evidence-repository", "", "OCI repository (registry/path) where each finished run's evidence is pushed as an artifact, kept beyond the run's TTL and suite revisions (status.evidence.storedRef; docs/evidence.md); credentials from the Docker config file at $DOCKER_CONFIG; empty: evidence lives only as long as its run")
 	fl.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
 	fl.BoolVar(&f.leaderElect, "leader-elect", true, "elect a leader so only one replica acts at a time")
 	fl.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease; the pod's namespace when empty")
@@ -167,6 +169,7 @@ func runController(cmd *cobra.Command, f controllerFlags) error {
 		ClaimTimeout:            f.claimTimeout,
 		DefaultLeaseDuration:    f.defaultLeaseDuration,
 		MaxConcurrentReconciles: f.workers,
+		EvidenceRepository:      f.evidenceRepository,
 	}, controllers.SuiteOptions{MaxConcurrentReconciles: f.suiteWorkers}); err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -25,7 +26,7 @@ func newEvidenceVerifyCommand() *cobra.Command {
 	var k *kube
 	var keyFile, trustedFile string
 	cmd := &cobra.Command{
-		Use:   "verify RUN|DIR",
+		Use:   "verify RUN|DIR|REFERENCE",
 		Short: "Recompute a run's evidence digest from what is stored and say which part differs",
 		Long: `Verify the evidence of a run: recompute the digest of every stored part (the
 receipt, output.log, each artifact) and compare them with the receipt, and
@@ -35,6 +36,9 @@ DIR is an evidence folder written by 'harnessfacts run' or 'harnessfacts
 evidence export': one run's folder (evidence/NAME/<time>), its 'latest'
 link, or the run's folder evidence/NAME (its latest run is verified). RUN is
 the name of a HarnessRun on the cluster; its evidence ConfigMap is read.
+REFERENCE is evidence stored in an OCI registry (status.evidence.storedRef,
+registry/repository@sha256:..., or oci://...): it is fetched and verified
+without the cluster (registry credentials from $DOCKER_CONFIG).
 
 With --key (one PEM public key) or --trusted-keys (a file of PEM public
 keys, the operator's list of trusted node keys), the receipt must also be
@@ -47,6 +51,16 @@ a third party verifies an exported folder offline (docs/evidence.md).`,
 			keys, err := verifyKeys(keyFile, trustedFile)
 			if err != nil {
 				return err
+			}
+			if fi, err := os.Stat(args[0]); err != nil || !fi.IsDir() {
+				if ref, ok := evidence.IsReference(args[0]); ok {
+					// Stored evidence: fetched from its registry, no cluster.
+					files, err := evidence.Pull(cmd.Context(), ref)
+					if err != nil {
+						return err
+					}
+					return printReport(cmd, ref, evidence.VerifyFiles(files, "", keys...))
+				}
 			}
 			if fi, err := os.Stat(args[0]); err == nil && fi.IsDir() {
 				dir := resolveEvidenceDir(args[0])
@@ -180,6 +194,12 @@ func printReport(cmd *cobra.Command, what string, r *evidence.Report) error {
 		}
 	}
 	cmd.Printf("verified %s: %s (receipt, output.log and %d artifacts match)\n", what, r.Digest, parts-1)
+	if rr := r.Receipt; rr != nil {
+		// What the evidence is about: a valid receipt of another run is
+		// still valid, so the reader must see whose it is.
+		cmd.Printf("receipt of HarnessRun %s/%s (uid %s, attempt %d) on node %s, finished %s\n", rr.Run.Namespace, rr.Run.Name,
+			rr.Run.UID, rr.Run.Attempt, rr.Node, rr.Timings.Finished.Format(time.RFC3339))
+	}
 	switch {
 	case r.SignedBy != "":
 		cmd.Printf("signature: good, by trusted key %s\n", r.SignedBy)

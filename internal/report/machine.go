@@ -35,14 +35,25 @@ type interval struct {
 }
 
 type jsonCell struct {
-	Agent      string    `json:"agent"`
-	Fixture    string    `json:"fixture"`
-	Passed     int       `json:"passed"`
-	Failed     int       `json:"failed"`
-	Errored    int       `json:"errored"`
-	Unfinished int       `json:"unfinished"`
-	PassRate   interval  `json:"passRate"`
-	Runs       []jsonRun `json:"runs"`
+	Agent      string   `json:"agent"`
+	Fixture    string   `json:"fixture"`
+	Passed     int      `json:"passed"`
+	Failed     int      `json:"failed"`
+	Errored    int      `json:"errored"`
+	Unfinished int      `json:"unfinished"`
+	PassRate   interval `json:"passRate"`
+	// Tokens sums the usage of the cell's finished runs that had figures.
+	Tokens jsonTokens `json:"tokens"`
+	Runs   []jsonRun  `json:"runs"`
+}
+
+type jsonTokens struct {
+	Input  int64 `json:"input"`
+	Output int64 `json:"output"`
+	Cache  int64 `json:"cache"`
+	// Counted runs had figures; Uncounted finished runs had none.
+	Counted   int `json:"countedRuns"`
+	Uncounted int `json:"uncountedRuns"`
 }
 
 type jsonRun struct {
@@ -58,6 +69,10 @@ type jsonRun struct {
 	EvidenceConfigMap string  `json:"evidenceConfigMap,omitempty"`
 	FixtureHash       string  `json:"fixtureHash,omitempty"`
 	FixtureDigest     string  `json:"fixtureDigest,omitempty"`
+	SignedBy          string  `json:"signedBy,omitempty"`
+	StoredEvidence    string  `json:"storedEvidence,omitempty"`
+
+	Usage *harnessv1.UsageStatus `json:"usage,omitempty"`
 }
 
 // JSON writes the report as JSON, for CI jobs and dashboards.
@@ -67,12 +82,14 @@ func (r *Report) JSON(w io.Writer) error {
 	judged := 0
 	for _, c := range r.Cells {
 		jc := jsonCell{Agent: c.Agent, Fixture: c.Fixture, Passed: c.Passed, Failed: c.Failed, Errored: c.Errored,
-			Unfinished: c.Unfinished, PassRate: interval{Rate: c.Rate, Low: c.Lo, High: c.Hi, N: c.N()}, Runs: []jsonRun{}}
+			Unfinished: c.Unfinished, PassRate: interval{Rate: c.Rate, Low: c.Lo, High: c.Hi, N: c.N()}, Runs: []jsonRun{},
+			Tokens: jsonTokens{Input: c.InputTokens, Output: c.OutputTokens, Cache: c.CacheTokens, Counted: c.Counted, Uncounted: c.Uncounted}}
 		judged += c.N()
 		for _, run := range c.Runs {
 			jc.Runs = append(jc.Runs, jsonRun{Name: run.Name, Repeat: run.Repeat, Phase: run.Phase, Verdict: run.Verdict,
 				FailureClass: run.Class, Reason: run.Reason, Node: run.Node, DurationSeconds: run.Duration.Seconds(),
-				EvidenceDigest: run.Digest, EvidenceConfigMap: run.EvidenceConfigMap, FixtureHash: run.FixtureHash, FixtureDigest: run.FixtureDigest})
+				EvidenceDigest: run.Digest, EvidenceConfigMap: run.EvidenceConfigMap, FixtureHash: run.FixtureHash, FixtureDigest: run.FixtureDigest,
+				SignedBy: run.SignedBy, StoredEvidence: run.StoredRef, Usage: run.Usage})
 		}
 		out.Cells = append(out.Cells, jc)
 	}

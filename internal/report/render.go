@@ -59,15 +59,15 @@ func (r *Report) Markdown(w io.Writer) error {
 	if c.Passed+c.Failed > 0 {
 		fmt.Fprintf(&b, " Pass rate **%s** (95%% CI %s–%s, n=%d).", percent(r.Rate), percent(r.Lo), percent(r.Hi), c.Passed+c.Failed)
 	}
-	b.WriteString("\n\n| Agent | Fixture | n | Passed | Failed | Errored | Unfinished | Pass rate | 95% CI |\n")
-	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---|\n")
+	b.WriteString("\n\n| Agent | Fixture | n | Passed | Failed | Errored | Unfinished | Pass rate | 95% CI | Tokens in / out / cache |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---|---:|\n")
 	for _, cell := range r.Cells {
 		rate, ci := "–", "–"
 		if cell.N() > 0 {
 			rate, ci = percent(cell.Rate), percent(cell.Lo)+"–"+percent(cell.Hi)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d | %d | %s | %s |\n", mdEscape(cell.Agent), mdEscape(cell.Fixture),
-			cell.N(), cell.Passed, cell.Failed, cell.Errored, cell.Unfinished, rate, ci)
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d | %d | %s | %s | %s |\n", mdEscape(cell.Agent), mdEscape(cell.Fixture),
+			cell.N(), cell.Passed, cell.Failed, cell.Errored, cell.Unfinished, rate, ci, cell.Tokens())
 	}
 	if len(r.Rounds) > 0 {
 		b.WriteString("\nEarlier rounds: ")
@@ -216,23 +216,24 @@ Errored runs (the harness could not judge the agent) are not in the pass rate.</
 
 <h2>Cells</h2>
 <table>
-<tr><th>Agent</th><th>Fixture</th><th>n</th><th>Passed</th><th>Failed</th><th>Errored</th><th>Unfinished</th><th>Pass rate</th><th>95% CI</th></tr>
+<tr><th>Agent</th><th>Fixture</th><th>n</th><th>Passed</th><th>Failed</th><th>Errored</th><th>Unfinished</th><th>Pass rate</th><th>95% CI</th><th>Tokens in / out / cache</th></tr>
 {{- range $i, $c := .Cells}}
 <tr><td><a href="#{{anchor $i}}">{{$c.Agent}}</a></td><td>{{$c.Fixture}}</td><td class="n">{{$c.N}}</td><td class="n">{{$c.Passed}}</td><td class="n">{{$c.Failed}}</td><td class="n">{{$c.Errored}}</td><td class="n">{{$c.Unfinished}}</td>
-{{- if $c.N}}<td class="n">{{percent $c.Rate}}</td><td>{{percent $c.Lo}}–{{percent $c.Hi}}</td>{{else}}<td class="n">–</td><td>–</td>{{end}}</tr>
+{{- if $c.N}}<td class="n">{{percent $c.Rate}}</td><td>{{percent $c.Lo}}–{{percent $c.Hi}}</td>{{else}}<td class="n">–</td><td>–</td>{{end}}<td class="n">{{$c.Tokens}}</td></tr>
 {{- end}}
 </table>
 
 <h2>Runs and their evidence</h2>
-<p class="meta">Check any run's evidence with <code>harnessfacts evidence verify RUN -n {{.Namespace}}</code>: it recomputes the digest from the stored evidence.</p>
+<p class="meta">Check any run's evidence with <code>harnessfacts evidence verify RUN -n {{.Namespace}} --key NODE.pub</code>, or stored evidence by its reference without the cluster: it recomputes every digest and checks the node's signature (docs/evidence.md).</p>
 {{- range $i, $c := .Cells}}
 <h3 id="{{anchor $i}}">{{$c.Agent}} × {{$c.Fixture}}</h3>
 {{- if $c.Runs}}
 <table>
-<tr><th>#</th><th>Run</th><th>Phase</th><th>Verdict</th><th>Node</th><th>Time</th><th>Evidence digest</th><th>Fixture hash (created with)</th></tr>
+<tr><th>#</th><th>Run</th><th>Phase</th><th>Verdict</th><th>Node</th><th>Time</th><th>Model and tokens</th><th>Evidence digest</th><th>Fixture hash (created with)</th></tr>
 {{- range $c.Runs}}
 <tr id="run-{{.Name}}"><td class="n">{{.Repeat}}</td><td><code>{{.Name}}</code></td><td>{{.Phase}}</td><td class="{{.Verdict}}">{{.Verdict}}{{if .Class}} ({{.Class}}){{end}}</td><td>{{.Node}}</td><td>{{dur .Duration}}</td>
-<td>{{if .Digest}}<code title="evidence ConfigMap {{.EvidenceConfigMap}}">{{.Digest}}</code>{{else}}–{{end}}</td><td><code title="{{.FixtureHash}}">{{short .FixtureHash}}</code></td></tr>
+<td>{{.UsageLine}}</td>
+<td>{{if .Digest}}<code title="evidence ConfigMap {{.EvidenceConfigMap}}">{{.Digest}}</code>{{if .SignedBy}}<br><span class="meta">signed by <code>{{.SignedBy}}</code></span>{{end}}{{if .StoredRef}}<br><span class="meta">stored as <code>{{.StoredRef}}</code></span>{{end}}{{else}}–{{end}}</td><td><code title="{{.FixtureHash}}">{{short .FixtureHash}}</code></td></tr>
 {{- end}}
 </table>
 {{- else}}

@@ -11,6 +11,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
@@ -56,6 +57,11 @@ type Run struct {
 	// FixtureDigest the tree hash of what the node-agent really ran.
 	FixtureHash   string
 	FixtureDigest string
+	// SignedBy is the node key that signed the receipt; StoredRef where the
+	// evidence is kept beyond the run.
+	SignedBy, StoredRef string
+	// Usage is status.usage (nil before the run ends).
+	Usage *harnessv1.UsageStatus
 }
 
 // Cell is one agent × fixture cell.
@@ -65,6 +71,12 @@ type Cell struct {
 	// Rate is Passed / N; Lo and Hi its Wilson 95% interval.
 	Rate, Lo, Hi float64
 	Runs         []Run
+	// InputTokens, OutputTokens and CacheTokens (reads and writes) sum the
+	// status.usage of the cell's finished runs; Counted is how many of
+	// them had figures (source Gateway or AgentOutput), Uncounted how many
+	// had none, so that a sum over part of the runs says so.
+	InputTokens, OutputTokens, CacheTokens int64
+	Counted, Uncounted                     int
 }
 
 // N is the number of judged runs: passed + failed. Errored runs (the harness
@@ -130,6 +142,14 @@ func Build(suite *harnessv1.HarnessSuite, runs []harnessv1.HarnessRun, now time.
 			continue
 		}
 		r.Counts.Finished++
+		if u := run.Status.Usage; u != nil && u.Source != harnessv1.UsageNone {
+			c.InputTokens += u.InputTokens
+			c.OutputTokens += u.OutputTokens
+			c.CacheTokens += u.CacheReadTokens + u.CacheWriteTokens
+			c.Counted++
+		} else {
+			c.Uncounted++
+		}
 		switch run.Status.Verdict {
 		case harnessv1.VerdictPass:
 			c.Passed++
@@ -179,6 +199,41 @@ func runOf(run *harnessv1.HarnessRun) Run {
 	}
 	if ev := st.Evidence; ev != nil {
 		rr.Digest, rr.EvidenceConfigMap, rr.FixtureDigest = ev.Digest, ev.ConfigMapName, ev.FixtureDigest
+		rr.SignedBy, rr.StoredRef = ev.SignedBy, ev.StoredRef
+	}
+	if st.Usage != nil {
+		rr.Usage = st.Usage.DeepCopy()
 	}
 	return rr
+}
+
+// Tokens says a cell's token sums for people: "in / out / cache", with how
+// many finished runs had none; "–" when none had figures.
+func (c Cell) Tokens() string {
+	if c.Counted == 0 {
+		return "–"
+	}
+	s := fmt.Sprintf("%d / %d / %d", c.InputTokens, c.OutputTokens, c.CacheTokens)
+	if c.Uncounted > 0 {
+		s += fmt.Sprintf(" (%d runs without figures)", c.Uncounted)
+	}
+	return s
+}
+
+// UsageLine says a run's usage for people: the models that answered (else
+// the one asked for) and its tokens, with their source.
+func (r Run) UsageLine() string {
+	u := r.Usage
+	if u == nil {
+		return "–"
+	}
+	model := u.ModelRequested
+	if len(u.Models) > 0 {
+		model = strings.Join(u.Models, ", ")
+	}
+	if u.Source == harnessv1.UsageNone {
+		return strings.TrimSpace(model + " (no usage figures)")
+	}
+	return strings.TrimSpace(fmt.Sprintf("%s %d in / %d out / %d cache (%s)", model, u.InputTokens, u.OutputTokens,
+		u.CacheReadTokens+u.CacheWriteTokens, u.Source))
 }

@@ -145,6 +145,11 @@ func TestMarkdown(t *testing.T) {
 		testRun("s-1", "co|dex", "hello", "0", harnessv1.RunSucceeded, harnessv1.VerdictPass, "sha256:1"),
 		testRun("s-2", "co|dex", "hello", "1", harnessv1.RunSucceeded, harnessv1.VerdictFail, "sha256:2"),
 	}
+	// Distinct figures, so a summing bug shows: 1200+30 in, 345+4 out,
+	// 67+8+1 cache.
+	runs[0].Status.Usage = &harnessv1.UsageStatus{Source: harnessv1.UsageFromGateway, Models: []string{"m-1"},
+		InputTokens: 1200, OutputTokens: 345, CacheReadTokens: 67, CacheWriteTokens: 8}
+	runs[1].Status.Usage = &harnessv1.UsageStatus{Source: harnessv1.UsageFromAgentOutput, InputTokens: 30, OutputTokens: 4, CacheReadTokens: 1}
 	s := testSuite()
 	s.Status.Cells = nil
 	s.Status.Rounds = []harnessv1.RoundSummary{{Round: 1, Revision: "old", PassRate: "40.0%"}}
@@ -156,9 +161,9 @@ func TestMarkdown(t *testing.T) {
 
 Progress **2/5**: 1 passed, 1 failed, 0 errored, 0 running, 0 pending. Pass rate **50.0%** (95% CI 9.5%–90.5%, n=2).
 
-| Agent | Fixture | n | Passed | Failed | Errored | Unfinished | Pass rate | 95% CI |
-|---|---|---:|---:|---:|---:|---:|---:|---|
-| co\|dex | hello | 2 | 1 | 1 | 0 | 0 | 50.0% | 9.5%–90.5% |
+| Agent | Fixture | n | Passed | Failed | Errored | Unfinished | Pass rate | 95% CI | Tokens in / out / cache |
+|---|---|---:|---:|---:|---:|---:|---:|---|---:|
+| co\|dex | hello | 2 | 1 | 1 | 0 | 0 | 50.0% | 9.5%–90.5% | 1230 / 349 / 76 |
 
 Earlier rounds: round 1 (revision old) 40.0%.
 `
@@ -196,5 +201,53 @@ func TestReportsNeutraliseTerminalSequences(t *testing.T) {
 	}
 	if r.Revision != s.Status.Revision {
 		t.Errorf("the report's data was changed: %q", r.Revision)
+	}
+}
+
+// The HTML report and the JSON show each run's model and tokens, the
+// cell's sums and how many runs had no figures, and each run's signer and
+// stored evidence.
+func TestUsageAndSignaturesInReports(t *testing.T) {
+	runs := []harnessv1.HarnessRun{
+		testRun("s-1", "codex", "hello", "0", harnessv1.RunSucceeded, harnessv1.VerdictPass, "sha256:1"),
+		testRun("s-2", "codex", "hello", "1", harnessv1.RunSucceeded, harnessv1.VerdictFail, "sha256:2"),
+		testRun("s-3", "codex", "hello", "2", harnessv1.RunFailed, harnessv1.VerdictError, ""),
+	}
+	runs[0].Status.Usage = &harnessv1.UsageStatus{Source: harnessv1.UsageFromGateway, ModelRequested: "gpt-x", Models: []string{"gpt-x-2026"},
+		Requests: 3, InputTokens: 1200, OutputTokens: 345, CacheReadTokens: 67, CacheWriteTokens: 8}
+	runs[0].Status.Evidence.SignedBy = "sha256:k1"
+	runs[0].Status.Evidence.StoredRef = "registry.example/ev@sha256:d1"
+	runs[1].Status.Usage = &harnessv1.UsageStatus{Source: harnessv1.UsageFromAgentOutput, InputTokens: 30, OutputTokens: 4, CacheReadTokens: 1}
+	runs[2].Status.Usage = &harnessv1.UsageStatus{Source: harnessv1.UsageNone, ModelRequested: "gpt-x"}
+	s := testSuite()
+	s.Status.Cells = nil
+	r := Build(s, runs, time.Unix(0, 0))
+	if c := r.Cells[0]; c.InputTokens != 1230 || c.OutputTokens != 349 || c.CacheTokens != 76 || c.Counted != 2 || c.Uncounted != 1 {
+		t.Fatalf("cell sums %+v", c)
+	}
+	var h bytes.Buffer
+	if err := r.HTML(&h); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"1230 / 349 / 76 (1 runs without figures)", "gpt-x-2026 1200 in / 345 out / 75 cache (Gateway)",
+		"gpt-x (no usage figures)", "signed by <code>sha256:k1</code>", "stored as <code>registry.example/ev@sha256:d1</code>"} {
+		if !strings.Contains(h.String(), want) {
+			t.Errorf("the HTML report lacks %q", want)
+		}
+	}
+	var j bytes.Buffer
+	if err := r.JSON(&j); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"tokens": {
+        "input": 1230,
+        "output": 349,
+        "cache": 76,
+        "countedRuns": 2,
+        "uncountedRuns": 1
+      }`, `"signedBy": "sha256:k1"`, `"storedEvidence": "registry.example/ev@sha256:d1"`, `"inputTokens": 1200`} {
+		if !strings.Contains(j.String(), want) {
+			t.Errorf("the JSON report lacks %s:\n%s", want, j.String())
+		}
 	}
 }

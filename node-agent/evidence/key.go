@@ -38,6 +38,9 @@ type PublicKey struct {
 	ID string
 	// PEM is the PKIX "PUBLIC KEY" PEM block.
 	PEM string
+	// Node, when the trusted-keys file says it (a "Node: NAME" header of
+	// the PEM block), is the one node this key may sign for.
+	Node string
 }
 
 // Public is the key's public part.
@@ -150,8 +153,9 @@ func publicKey(k *ecdsa.PublicKey) (*PublicKey, error) {
 }
 
 // ParsePublicKeys reads every PEM "PUBLIC KEY" block of b: one key (--key)
-// or a trusted-keys file of several. Other PEM blocks and text between
-// blocks (comments) are skipped; a key that is not ECDSA P-256 is an error,
+// or a trusted-keys file of several. A block's "Node: NAME" header binds
+// the key to that node: it then verifies only receipts of that node. Other
+// PEM blocks and text between blocks (comments) are skipped; a key that is not ECDSA P-256 is an error,
 // as is a file with no key at all.
 func ParsePublicKeys(b []byte) ([]*PublicKey, error) {
 	var keys []*PublicKey
@@ -176,6 +180,7 @@ func ParsePublicKeys(b []byte) ([]*PublicKey, error) {
 		if err != nil {
 			return nil, err
 		}
+		pk.Node = block.Headers["Node"]
 		keys = append(keys, pk)
 	}
 	if len(keys) == 0 {

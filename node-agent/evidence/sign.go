@@ -147,6 +147,11 @@ func checkEnvelope(ctx context.Context, rep *Report, s store, r *Receipt, raw []
 			one := env
 			one.Signatures = []dsse.Signature{sig}
 			if _, err := v.Verify(ctx, &one); err == nil {
+				if k.Node != "" && k.Node != r.Node {
+					// A trusted node's key, signing for another node.
+					rep.add(partSignature, "signed by key %s of node %s, but the receipt says node %s", k.ID, k.Node, r.Node)
+					return
+				}
 				rep.SignedBy = k.ID
 				return
 			}

@@ -261,3 +261,24 @@ func TestSignedConfigMapVerifies(t *testing.T) {
 		t.Fatal("unsigned evidence verified against a key")
 	}
 }
+
+// A trusted-keys entry bound to a node ("Node:" header) verifies only that
+// node's receipts: a trusted node cannot sign for another.
+func TestTrustedKeyBoundToItsNode(t *testing.T) {
+	dir, key := signedDir(t) // the receipt says node-1
+	bound := func(node string) *PublicKey {
+		pem := strings.Replace(key.Public().PEM, "-----BEGIN PUBLIC KEY-----\n", "-----BEGIN PUBLIC KEY-----\nNode: "+node+"\n\n", 1)
+		keys, err := ParsePublicKeys([]byte(pem))
+		if err != nil || keys[0].Node != node {
+			t.Fatalf("%v %v", keys, err)
+		}
+		return keys[0]
+	}
+	if rep := verifyDir(t, dir, bound("node-1")); !rep.OK() {
+		t.Fatalf("its own node: %v", rep.Err())
+	}
+	rep := verifyDir(t, dir, bound("node-2"))
+	if err := rep.Err(); err == nil || !strings.Contains(err.Error(), "signed by key "+key.Public().ID+" of node node-2, but the receipt says node node-1") {
+		t.Fatalf("another node's receipt: %v", err)
+	}
+}

@@ -39,6 +39,7 @@ import (
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
 	"github.com/harnessfacts/harnessfacts/node-agent/livelog"
+	"github.com/harnessfacts/harnessfacts/test/oci"
 )
 
 const (
@@ -56,6 +57,10 @@ var (
 	runRoot string
 	// evidenceKeyFile is this node-agent's receipt signing key.
 	evidenceKeyFile string
+	// evidenceRegistry is a real OCI registry on loopback, where the
+	// controller stores every finished run's evidence (evidenceRepository).
+	evidenceRegistry   *oci.Registry
+	evidenceRepository string
 	// secretPath is the controller's run source, where node-agents read
 	// runs' Secret keys and fixture ConfigMaps.
 	secretPath *runsourcetest.Path
@@ -97,6 +102,13 @@ func run(m *testing.M) int {
 	runRoot = filepath.Join(tmp, "runs")
 	evidenceKeyFile = filepath.Join(tmp, "keys", "evidence-key.pem")
 
+	if evidenceRegistry, err = oci.StartRegistry("127.0.0.1"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = evidenceRegistry.Close() }()
+	evidenceRepository = evidenceRegistry.Host + "/harnessfacts/evidence"
+
 	env, err = testenv.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -133,7 +145,7 @@ func startStack(ctx context.Context) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := controllers.Setup(ctx, cmgr, controllers.Options{DeadlineGrace: 30 * time.Second, DefaultLeaseDuration: 40 * time.Second, MaxConcurrentReconciles: 16}, controllers.SuiteOptions{}); err != nil {
+	if err := controllers.Setup(ctx, cmgr, controllers.Options{DeadlineGrace: 30 * time.Second, DefaultLeaseDuration: 40 * time.Second, MaxConcurrentReconciles: 16, EvidenceRepository: evidenceRepository}, controllers.SuiteOptions{}); err != nil {
 		return nil, err
 	}
 	if secretPath, err = runsourcetest.Add(ctx, cmgr, k8s, leaseNS); err != nil {
