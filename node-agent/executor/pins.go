@@ -34,30 +34,30 @@ func (e *Executor) cliBinary(argv0 string, pathDirs []string) (string, string) {
 			return argv0, ""
 		}
 	}
-	real, err := filepath.EvalSymlinks(p)
+	resolved, err := filepath.EvalSymlinks(p)
 	if err != nil {
 		return p, ""
 	}
-	info, err := os.Stat(real)
+	info, err := os.Stat(resolved)
 	if err != nil || !info.Mode().IsRegular() {
-		return real, ""
+		return resolved, ""
 	}
-	key := fmt.Sprintf("%s\x00%d\x00%d", real, info.Size(), info.ModTime().UnixNano())
+	key := fmt.Sprintf("%s\x00%d\x00%d", resolved, info.Size(), info.ModTime().UnixNano())
 	if d, ok := e.digests.Load(key); ok {
-		return real, d.(string)
+		return resolved, d.(string)
 	}
-	f, err := os.Open(real)
+	f, err := os.Open(resolved)
 	if err != nil {
-		return real, ""
+		return resolved, ""
 	}
 	defer func() { _ = f.Close() }()
 	h := sha256.New()
 	if _, err := io.Copy(h, f); err != nil {
-		return real, ""
+		return resolved, ""
 	}
 	d := "sha256:" + hex.EncodeToString(h.Sum(nil))
 	e.digests.Store(key, d)
-	return real, d
+	return resolved, d
 }
 
 // endpoint is a provider URL as the receipt may show it: no user info,
