@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -60,6 +61,7 @@ func (r *HarnessSuiteReconciler) reconcileRound(p *suitePass) {
 
 // cellTally counts one agent × fixture cell.
 type cellTally struct {
+	rewards                           []float64
 	passed, failed, errored, finished int32
 	hashes                            []string
 	// Usage of the finished runs: sums of those with figures.
@@ -99,6 +101,9 @@ func (r *HarnessSuiteReconciler) summarize(p *suitePass, plan []plannedRun, fixt
 		case phase.Terminal():
 			counts.Finished++
 			t.finished++
+			if v, err := strconv.ParseFloat(run.Status.Reward, 64); err == nil && !math.IsNaN(v) && !math.IsInf(v, 0) {
+				t.rewards = append(t.rewards, v)
+			}
 			if u := run.Status.Usage; u != nil && u.Source != harnessv1.UsageNone {
 				t.input += u.InputTokens
 				t.output += u.OutputTokens
@@ -139,10 +144,12 @@ func (r *HarnessSuiteReconciler) summarize(p *suitePass, plan []plannedRun, fixt
 				t = &cellTally{}
 			}
 			sort.Strings(t.hashes)
+			mean, interval := rewardSummary(t.rewards)
 			cells = append(cells, harnessv1.SuiteCell{Agent: a.Name, Fixture: f.name, N: t.passed + t.failed,
 				Passed: t.passed, Failed: t.failed, Errored: t.errored, Unfinished: repeats - t.finished,
 				PassRate: passRate(t.passed, t.failed), FixtureHashes: t.hashes,
-				InputTokens: t.input, OutputTokens: t.output, CacheTokens: t.cache, CountedRuns: t.counted, UncountedRuns: t.uncounted})
+				InputTokens: t.input, OutputTokens: t.output, CacheTokens: t.cache, CountedRuns: t.counted, UncountedRuns: t.uncounted,
+				RewardN: int32(len(t.rewards)), RewardMean: mean, RewardInterval: interval})
 		}
 	}
 	st.Counts = counts
@@ -291,4 +298,39 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// tQuantile975 are Student's t 0.975 quantiles for 1 to 30 degrees of
+// freedom; beyond, the normal's 1.96 is within 2%.
+var tQuantile975 = [...]float64{12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+	2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+	2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042}
+
+// rewardSummary is the mean of a cell's rewards and its 95% confidence
+// interval (Student's t), "" when there is none (no reward; one reward has
+// no interval).
+func rewardSummary(v []float64) (mean, interval string) {
+	n := len(v)
+	if n == 0 {
+		return "", ""
+	}
+	var sum float64
+	for _, x := range v {
+		sum += x
+	}
+	m := sum / float64(n)
+	mean = strconv.FormatFloat(m, 'g', 4, 64)
+	if n < 2 {
+		return mean, ""
+	}
+	var ss float64
+	for _, x := range v {
+		ss += (x - m) * (x - m)
+	}
+	t := 1.96
+	if n-1 <= len(tQuantile975) {
+		t = tQuantile975[n-2]
+	}
+	half := t * math.Sqrt(ss/float64(n-1)) / math.Sqrt(float64(n))
+	return mean, fmt.Sprintf("[%s, %s]", strconv.FormatFloat(m-half, 'g', 4, 64), strconv.FormatFloat(m+half, 'g', 4, 64))
 }

@@ -236,6 +236,7 @@ func byAgent(run *harnessv1.HarnessRun) fakenode.Outcome {
 		rep, _ := strconv.Atoi(run.Annotations[harnessv1.AnnotationSuiteRepeat])
 		o.Usage = &harnessv1.UsageStatus{Source: harnessv1.UsageFromGateway, InputTokens: int64(100 + rep),
 			OutputTokens: int64(10 * (rep + 1)), CacheReadTokens: 3, CacheWriteTokens: 1}
+		o.Reward = "0.75" // a Harbor-style verifier's reward
 		return o
 	}
 	return fakenode.AgentFailed
@@ -281,15 +282,15 @@ func TestSuiteRunsTheMatrix(t *testing.T) {
 	hashB := controllers.FixtureHash(fixtureCM(ns, "fixture-b", "do b"))
 	var cells []string
 	for _, c := range s.Status.Cells {
-		cells = append(cells, fmt.Sprintf("%s×%s n=%d passed=%d rate=%s unfinished=%d hashes=%v tokens=%d/%d/%d counted=%d uncounted=%d",
+		cells = append(cells, fmt.Sprintf("%s×%s n=%d passed=%d rate=%s unfinished=%d hashes=%v tokens=%d/%d/%d counted=%d uncounted=%d reward n=%d mean=%q interval=%q",
 			c.Agent, c.Fixture, c.N, c.Passed, c.PassRate, c.Unfinished, len(c.FixtureHashes),
-			c.InputTokens, c.OutputTokens, c.CacheTokens, c.CountedRuns, c.UncountedRuns))
+			c.InputTokens, c.OutputTokens, c.CacheTokens, c.CountedRuns, c.UncountedRuns, c.RewardN, c.RewardMean, c.RewardInterval))
 	}
 	wantCells := []string{
-		"good×fixture-a n=3 passed=3 rate=100.0% unfinished=0 hashes=1 tokens=303/60/12 counted=3 uncounted=0",
-		"good×fixture-b n=3 passed=3 rate=100.0% unfinished=0 hashes=1 tokens=303/60/12 counted=3 uncounted=0",
-		"bad×fixture-a n=3 passed=0 rate=0.0% unfinished=0 hashes=1 tokens=0/0/0 counted=0 uncounted=3",
-		"bad×fixture-b n=3 passed=0 rate=0.0% unfinished=0 hashes=1 tokens=0/0/0 counted=0 uncounted=3",
+		"good×fixture-a n=3 passed=3 rate=100.0% unfinished=0 hashes=1 tokens=303/60/12 counted=3 uncounted=0 reward n=3 mean=\"0.75\" interval=\"[0.75, 0.75]\"",
+		"good×fixture-b n=3 passed=3 rate=100.0% unfinished=0 hashes=1 tokens=303/60/12 counted=3 uncounted=0 reward n=3 mean=\"0.75\" interval=\"[0.75, 0.75]\"",
+		"bad×fixture-a n=3 passed=0 rate=0.0% unfinished=0 hashes=1 tokens=0/0/0 counted=0 uncounted=3 reward n=0 mean=\"\" interval=\"\"",
+		"bad×fixture-b n=3 passed=0 rate=0.0% unfinished=0 hashes=1 tokens=0/0/0 counted=0 uncounted=3 reward n=0 mean=\"\" interval=\"\"",
 	}
 	if diff := cmp.Diff(wantCells, cells); diff != "" {
 		t.Errorf("cells (-want +got):\n%s", diff)

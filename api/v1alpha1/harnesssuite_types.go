@@ -245,6 +245,19 @@ type SuiteCell struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	UncountedRuns int32 `json:"uncountedRuns,omitempty"`
+	// rewardN counts the cell's finished runs that reported a reward
+	// (status.reward, from a Harbor-style verifier).
+	// +optional
+	RewardN int32 `json:"rewardN,omitempty"`
+	// rewardMean is the mean of those rewards, empty while rewardN is 0.
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	RewardMean string `json:"rewardMean,omitempty"`
+	// rewardInterval is the 95% confidence interval of the mean
+	// ("[low, high]", Student's t), empty while rewardN is below 2.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	RewardInterval string `json:"rewardInterval,omitempty"`
 }
 
 // FixtureStatus is one fixture ConfigMap as the suite last saw it.

@@ -45,6 +45,8 @@ type Outcome struct {
 	// Usage, when set, is written to status.usage with the outcome, as the
 	// node-agent writes what the model gateway counted.
 	Usage *harnessv1.UsageStatus
+	// Reward is the run's status.reward (a check's Harbor reward).
+	Reward string
 }
 
 // The usual outcomes.
@@ -456,6 +458,7 @@ func (n *Node) end(ctx context.Context, run *harnessv1.HarnessRun, o Outcome, st
 	if o.Usage != nil {
 		st.Usage = o.Usage.DeepCopy()
 	}
+	st.Reward = o.Reward
 	st.CompletionTime = &now
 	ready := metav1.Condition{Type: harnessv1.ConditionReady, Status: metav1.ConditionFalse, Reason: o.Reason, Message: o.Message,
 		ObservedGeneration: run.Generation, LastTransitionTime: now}
