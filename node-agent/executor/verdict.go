@@ -231,6 +231,10 @@ func judge(j judgement) verdict {
 		// Stopping is nobody's failure: no failure class, never retried.
 		v = verdict{Phase: harnessv1.RunFailed, Verdict: harnessv1.VerdictError,
 			Reason: j.Stop.Reason, Message: j.Stop.Message + "; the agent's process tree was killed"}
+	case j.Gateway != nil && j.Gateway.Reason == harnessv1.ReasonPolicyViolation:
+		// The gateway refused the provider's address (egress.Inside): a
+		// refusal judges nobody, as when a policy refuses a run at claim.
+		v = verdict{Phase: harnessv1.RunFailed, Reason: j.Gateway.Reason, Message: j.Gateway.Message + "; the agent's process tree was killed"}
 	case j.Gateway != nil && j.Gateway.Infrastructure:
 		// The provider failed, or could not be verified: nobody's answer
 		// was judged, and a retry of the run may pass.

@@ -51,6 +51,10 @@ func TestJudgementOrder(t *testing.T) {
 		{"a certificate that does not verify", with(func(j *judgement) {
 			j.Gateway = &gateway.Stop{Reason: harnessv1.ReasonProviderCertificateInvalid, Message: "x509", Infrastructure: true}
 		}), harnessv1.RunFailed, harnessv1.VerdictError, harnessv1.FailureInfrastructure, harnessv1.ReasonProviderCertificateInvalid, "x509"},
+		{"a provider address the policy refuses judges nobody", with(func(j *judgement) {
+			j.Gateway = &gateway.Stop{Reason: harnessv1.ReasonPolicyViolation, Message: "inside address"}
+			j.Exited, j.Signal = false, "signal 9"
+		}), harnessv1.RunFailed, "", "", harnessv1.ReasonPolicyViolation, "inside address"},
 		{"a gateway limit is the agent's", with(func(j *judgement) {
 			j.Gateway = &gateway.Stop{Reason: harnessv1.ReasonGatewayTokenLimit, Message: "tokens"}
 			j.Exited, j.Signal = false, "signal 9"
