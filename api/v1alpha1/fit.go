@@ -170,6 +170,12 @@ func (s *HarnessNodeStatus) Fit() {
 		m.Mode = Truncate(m.Mode, 64)
 		m.Message = Truncate(m.Message, MaxShortMessageLength)
 	}
+	// A shortened key or key id verifies nothing: one beyond its bounds is
+	// dropped, and the node's receipts then name a key nobody can find,
+	// which a verifier refuses.
+	if k := s.EvidenceKey; k != nil && (len(k.KeyID) > 71 || len(k.Algorithm) > 32 || len(k.PublicKey) > 1024) {
+		s.EvidenceKey = nil
+	}
 	s.Conditions = fitConditions(s.Conditions, 8)
 }
 
