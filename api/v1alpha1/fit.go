@@ -95,6 +95,7 @@ func (s *HarnessRunStatus) Fit() {
 	}
 	if a := s.Agent; a != nil {
 		a.CLIVersion = Truncate(a.CLIVersion, 128)
+		a.CLIDigest = Truncate(a.CLIDigest, 71)
 		a.Signal = Truncate(a.Signal, 32)
 		a.OutputTail = truncateHead(a.OutputTail, MaxOutputTailLength)
 		a.Notes = a.Notes[:min(len(a.Notes), 8)]
@@ -150,6 +151,8 @@ func (s *HarnessRunStatus) Fit() {
 		e.Digest = Truncate(e.Digest, 71)
 		e.FixtureDigest = Truncate(e.FixtureDigest, 71)
 		e.SpecDigest = Truncate(e.SpecDigest, 71)
+		e.SignedBy = Truncate(e.SignedBy, 71)
+		e.StoredRef = Truncate(e.StoredRef, 512)
 	}
 }
 
