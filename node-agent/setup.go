@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -96,10 +97,15 @@ func Setup(ctx context.Context, mgr manager.Manager, opts SetupOptions) (*Agent,
 	}
 	var key *evidence.Key
 	if opts.EvidenceKey != "" {
-		var err error
-		if key, err = evidence.LoadOrCreateKey(opts.EvidenceKey); err != nil {
+		path, err := filepath.Abs(opts.EvidenceKey)
+		if err != nil {
+			return nil, fmt.Errorf("node-agent: the evidence key: %w", err)
+		}
+		if key, err = evidence.LoadOrCreateKey(path); err != nil {
 			return nil, fmt.Errorf("node-agent: %w", err)
 		}
+		// Whatever else is hidden, no agent sees the key's folder.
+		opts.Hidden = append(append([]string(nil), opts.Hidden...), filepath.Dir(path))
 	}
 	exec, err := executor.New(executor.Options{
 		Sources:         ClusterSources{Controller: opts.Controller},

@@ -246,12 +246,8 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 	if f.nodeName == "" {
 		return errors.New("the node name is not known: set --node-name or $NODE_NAME (the downward API's spec.nodeName)")
 	}
-	extraHidden := f.hidden
-	if f.evidenceKey != "" {
-		// Whatever --hide says, no agent sees the signing key's folder.
-		extraHidden = append(append([]string(nil), f.hidden...), filepath.Dir(f.evidenceKey))
-	}
-	hidden, err := hiddenPaths(extraHidden)
+	// (nodeagent.Setup adds the evidence key's folder.)
+	hidden, err := hiddenPaths(f.hidden)
 	if err != nil {
 		return err
 	}
