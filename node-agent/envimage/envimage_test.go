@@ -2,12 +2,14 @@ package envimage
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/harnessfacts/harnessfacts/test/oci"
@@ -292,5 +294,53 @@ func TestWhiteoutThroughASymlinkRemovesNothingOutside(t *testing.T) {
 		if b, err := os.ReadFile(victim); err != nil || string(b) != "keep me" {
 			t.Fatalf("the host's file behind the link: %q, %v", b, err)
 		}
+	}
+}
+
+// A registry that wants credentials: the image is pulled with the run's
+// .dockerconfigjson (as imagePullSecrets deliver it), refused without it
+// or with a wrong password, and the error never quotes the document.
+func TestPullWithAPullSecret(t *testing.T) {
+	const user, password = "puller", "pull-secret-6b1e0c"
+	reg, err := oci.StartRegistryWithAuth("127.0.0.1", user, password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Close() })
+	ref, _ := push(t, reg, "private/env", []oci.File{{Path: "/etc/os-release", Content: []byte("ID=private\n"), Mode: 0o644}})
+	doc := func(pw string) []byte {
+		auth := base64.StdEncoding.EncodeToString([]byte(user + ":" + pw))
+		return []byte(`{"auths":{"other.example":{"auth":"b3RoZXI6eA=="},"` + reg.Host + `":{"auth":"` + auth + `"}}}`)
+	}
+	get := func(kc authn.Keychain) error {
+		cache, err := NewCache(t.TempDir(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, release, err := cache.Get(context.Background(), ref, PullOptions{Keychain: kc})
+		if err == nil {
+			release()
+		}
+		return err
+	}
+	if err := get(nil); err == nil || !strings.Contains(err.Error(), "UNAUTHORIZED") {
+		t.Fatalf("anonymous: %v, want UNAUTHORIZED", err)
+	}
+	wrong, err := DockerConfigKeychain(doc("wrong"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := get(wrong); err == nil || strings.Contains(err.Error(), "wrong") {
+		t.Fatalf("a wrong password: %v", err)
+	}
+	right, err := DockerConfigKeychain([]byte(`{"auths":{}}`), doc(password))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := get(right); err != nil {
+		t.Fatalf("with the pull secret: %v", err)
+	}
+	if _, err := DockerConfigKeychain([]byte("not json " + password)); err == nil || strings.Contains(err.Error(), password) {
+		t.Fatalf("a bad document: %v", err)
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -422,6 +423,34 @@ type Registry struct {
 
 	closeOnce sync.Once
 	closeErr  error
+	// user and password, when set, are required of every request (HTTP
+	// basic authentication, as registries behind a pull secret ask).
+	user, password string
+}
+
+// StartRegistryWithAuth is StartRegistry answering only requests that carry
+// user and password (HTTP basic authentication); Push sends them.
+func StartRegistryWithAuth(ip, user, password string) (*Registry, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		return nil, err
+	}
+	inner := registry.New(registry.Logger(nopLogger()))
+	h := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if u, p, ok := req.BasicAuth(); !ok || u != user || p != password {
+			w.Header().Set("WWW-Authenticate", `Basic realm="harnessfacts-test"`)
+			http.Error(w, `{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`, http.StatusUnauthorized)
+			return
+		}
+		inner.ServeHTTP(w, req)
+	})
+	r := &Registry{
+		Host: ln.Addr().String(),
+		srv:  &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second},
+		done: make(chan error, 1), user: user, password: password,
+	}
+	go func() { r.done <- r.srv.Serve(ln) }()
+	return r, nil
 }
 
 // StartRegistry serves a registry on ip (e.g. "127.0.0.1") at a free port.
@@ -446,7 +475,11 @@ func (r *Registry) Push(ctx context.Context, img v1.Image, repo, tag string) (st
 	if err != nil {
 		return "", err
 	}
-	if err := remote.Write(ref, img, remote.WithContext(ctx)); err != nil {
+	opts := []remote.Option{remote.WithContext(ctx)}
+	if r.user != "" {
+		opts = append(opts, remote.WithAuth(&authn.Basic{Username: r.user, Password: r.password}))
+	}
+	if err := remote.Write(ref, img, opts...); err != nil {
 		return "", err
 	}
 	d, err := img.Digest()
@@ -462,6 +495,11 @@ func (r *Registry) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		err := r.srv.Shutdown(ctx)
+		if errors.Is(err, context.DeadlineExceeded) {
+			// A client still holds a connection it is not using (a busy
+			// machine's keep-alive): cut it, the registry is stopping.
+			err = r.srv.Close()
+		}
 		if serr := <-r.done; !errors.Is(serr, http.ErrServerClosed) && err == nil {
 			err = serr
 		}
