@@ -270,7 +270,7 @@ func mkdirAll(root *os.Root, name string) error {
 
 func unsafe(name string, err error) error {
 	if strings.Contains(err.Error(), "escapes") {
-		return fmt.Errorf("%w: %s: %v", ErrUnsafeEntry, name, err)
+		return fmt.Errorf("%w: %s: %w", ErrUnsafeEntry, name, err)
 	}
 	return fmt.Errorf("%s: %w", name, err)
 }

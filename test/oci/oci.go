@@ -159,7 +159,7 @@ func HostBinaries(bins ...string) ([]File, error) {
 	seen := map[string]bool{}
 	var files []File
 	add := func(p string) error {
-		real, err := filepath.EvalSymlinks(p)
+		target, err := filepath.EvalSymlinks(p)
 		if err != nil {
 			return err
 		}
@@ -167,11 +167,11 @@ func HostBinaries(bins ...string) ([]File, error) {
 			return nil
 		}
 		seen[p] = true
-		st, err := os.Stat(real)
+		st, err := os.Stat(target)
 		if err != nil {
 			return err
 		}
-		files = append(files, File{Path: p, Source: real, Mode: st.Mode().Perm()})
+		files = append(files, File{Path: p, Source: target, Mode: st.Mode().Perm()})
 		return nil
 	}
 	for _, b := range bins {
