@@ -2,7 +2,6 @@ package executor
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -47,8 +46,9 @@ func (a *attempt) prepareEnvironment(ctx context.Context) error {
 		return nil
 	}
 	bad := func(err error) error { return fail(harnessv1.ReasonEnvironmentUnavailable, err) }
-	if a.e.opts.Images == nil {
-		return bad(errors.New("this node-agent has no image cache, so it cannot run an environment image"))
+	cache, err := a.e.imageCache()
+	if err != nil {
+		return bad(fmt.Errorf("this node-agent has no image cache, so it cannot run an environment image: %w", err))
 	}
 	if a.runner.Mode() != sandbox.ModeBwrap {
 		return bad(fmt.Errorf("an environment image needs the bwrap sandbox; this run would use %s", a.runner.Mode()))
@@ -57,7 +57,7 @@ func (a *attempt) prepareEnvironment(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	img, release, err := a.e.opts.Images.Get(ctx, ref, envimage.PullOptions{Keychain: kc})
+	img, release, err := cache.Get(ctx, ref, envimage.PullOptions{Keychain: kc})
 	if err != nil {
 		return bad(err)
 	}

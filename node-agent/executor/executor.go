@@ -105,9 +105,10 @@ type Options struct {
 	// Live, when set, receives each attempt's agent output, redacted, as it
 	// is produced.
 	Live LiveOutput
-	// Images is the node's cache of environment images; when nil, New
-	// makes one in RunRoot/.images bounded by ImageCacheBytes (0:
-	// envimage.DefaultMaxBytes).
+	// Images is the node's cache of environment images; when nil, the
+	// first run that names an image makes one in RunRoot/.images bounded
+	// by ImageCacheBytes (0: envimage.DefaultMaxBytes). A node that never
+	// runs one has no such folder.
 	Images          *envimage.Cache
 	ImageCacheBytes int64
 }
@@ -129,6 +130,23 @@ type Executor struct {
 	versions sync.Map // harnessv1.Adapter → string
 	// digests caches CLI binaries' sha256 (cliBinary).
 	digests sync.Map
+
+	imagesOnce sync.Once
+	images     *envimage.Cache
+	imagesErr  error
+}
+
+// imageCache is the node's image cache, made on first use.
+func (e *Executor) imageCache() (*envimage.Cache, error) {
+	e.imagesOnce.Do(func() {
+		if e.opts.Images != nil {
+			e.images = e.opts.Images
+			return
+		}
+		// In the run root, which every sandbox hides; 0700, the node-agent's.
+		e.images, e.imagesErr = envimage.NewCache(filepath.Join(e.opts.RunRoot, ".images"), e.opts.ImageCacheBytes)
+	})
+	return e.images, e.imagesErr
 }
 
 // New checks opts and returns an executor.
@@ -178,12 +196,6 @@ func New(opts Options) (*Executor, error) {
 	// The run dirs are root's children: root itself must be searchable.
 	for _, p := range []string{filepath.Join(root, "run"), opts.InitBinary} {
 		if err := sandbox.Reachable(p, uid, gid); err != nil {
-			return nil, fmt.Errorf("executor: %w", err)
-		}
-	}
-	if opts.Images == nil {
-		// In the run root, which every sandbox hides; 0700, the node-agent's.
-		if opts.Images, err = envimage.NewCache(filepath.Join(root, ".images"), opts.ImageCacheBytes); err != nil {
 			return nil, fmt.Errorf("executor: %w", err)
 		}
 	}
