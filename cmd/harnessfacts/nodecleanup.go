@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,23 +18,33 @@ import (
 )
 
 func newNodeCleanupCommand() *cobra.Command {
-	var runRoot string
+	var runRoot, keyDir string
 	var wait time.Duration
 	cmd := &cobra.Command{
 		Use:   "node-cleanup",
-		Short: "Remove what node-agents left on this node once they are gone: run dirs and the run root",
+		Short: "Remove what node-agents left on this node once they are gone: run dirs, the image cache, the signing key, the run root",
 		Long: `Remove what node-agents left on this node after they stopped for good (the
 chart runs it on every node as a post-delete hook of helm uninstall). It waits
 until no process holds a run dir under --run-root (a node-agent pod still
-terminating, at most --wait), removes every run dir, then the run root and its
-parent when they are empty: the folders the kubelet made for the node-agent's
-hostPath volume. Anything else in those folders is left, and said.`,
+terminating, at most --wait), removes every run dir and the environment image
+cache (.images), then the run root and its parent when they are empty: the
+folders the kubelet made for the node-agent's hostPath volume. With
+--evidence-key-dir it first removes the node's receipt signing key there (a
+private key must not outlive the product on the host; receipts it signed stay
+verifiable with its public key), and the folder and its parent when empty.
+Anything else in those folders is left, and said.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if keyDir != "" {
+				if err := removeEvidenceKey(cmd.OutOrStdout(), keyDir); err != nil {
+					return err
+				}
+			}
 			return cleanupNode(cmd.Context(), cmd.OutOrStdout(), runRoot, wait)
 		},
 	}
 	cmd.Flags().StringVar(&runRoot, "run-root", "/var/lib/harnessfacts/runs", "the node-agents' run root")
+	cmd.Flags().StringVar(&keyDir, "evidence-key-dir", "", "the folder of the node-agents' receipt signing key (evidence-key.pem) to remove; empty keeps it")
 	cmd.Flags().DurationVar(&wait, "wait", 2*time.Minute, "how long to wait for run dirs still held by a node-agent that is stopping")
 	return cmd
 }
@@ -55,6 +66,15 @@ func cleanupNode(ctx context.Context, out io.Writer, runRoot string, wait time.D
 		held, other, err := runRootContents(runRoot)
 		if err != nil {
 			return err
+		}
+		if len(held) == 0 && slices.Contains(other, imageCache) {
+			// The node-agent's unpacked environment images: its own,
+			// and of no use once it is gone.
+			if err := os.RemoveAll(filepath.Join(runRoot, imageCache)); err != nil {
+				return fmt.Errorf("removing the image cache: %w", err)
+			}
+			fmt.Fprintf(out, "removed %s\n", filepath.Join(runRoot, imageCache))
+			other = slices.DeleteFunc(other, func(n string) bool { return n == imageCache })
 		}
 		if len(held) == 0 {
 			if len(other) > 0 {
@@ -106,4 +126,45 @@ func runRootContents(runRoot string) (runDirs, other []string, err error) {
 		}
 	}
 	return runDirs, other, nil
+}
+
+// imageCache is the node-agent's environment image cache in the run root
+// (node-agent/executor).
+const imageCache = ".images"
+
+// removeEvidenceKey removes the node's receipt signing key from dir (the
+// key and the temporary files of one being made), then dir and its parent
+// when they are empty. Anything else there is left, and said.
+func removeEvidenceKey(out io.Writer, dir string) error {
+	if !filepath.IsAbs(dir) || filepath.Clean(dir) == "/" {
+		return fmt.Errorf("--evidence-key-dir %q: not an absolute path below /", dir)
+	}
+	dir = filepath.Clean(dir)
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.Name() == "evidence-key.pem" || strings.HasPrefix(e.Name(), ".evidence-key-") {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+				return fmt.Errorf("removing the evidence signing key: %w", err)
+			}
+			fmt.Fprintf(out, "removed %s\n", filepath.Join(dir, e.Name()))
+		}
+	}
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		switch err := os.Remove(d); {
+		case err == nil:
+			fmt.Fprintf(out, "removed %s\n", d)
+		case errors.Is(err, fs.ErrNotExist):
+		default:
+			// Not empty: the run root's parent is removed after it.
+			fmt.Fprintf(out, "left %s: %v\n", d, err)
+			return nil
+		}
+	}
+	return nil
 }

@@ -83,3 +83,52 @@ func TestNodeCleanupWaitsForHeldRunDirsAndKeepsOthers(t *testing.T) {
 		t.Errorf("a file that is no run dir must stay, and be named: %v\n%s", err, out.String())
 	}
 }
+
+// The node-agent's image cache and the node's signing key go too: after
+// helm uninstall, nothing of it is on the host, a private key least of all.
+// A file the operator put beside the key stays, and keeps its folder.
+func TestNodeCleanupRemovesTheImageCacheAndTheSigningKey(t *testing.T) {
+	parent := filepath.Join(t.TempDir(), "harnessfacts")
+	root := filepath.Join(parent, "runs")
+	keys := filepath.Join(parent, "keys")
+	makeRunDir(t, root, fixture.RunDirPrefix+"killed-1-000000000000")
+	for _, f := range []string{filepath.Join(root, imageCache, "0123abcd", "rootfs", "etc", "os-release"),
+		filepath.Join(keys, "evidence-key.pem"), filepath.Join(keys, ".evidence-key-123")} {
+		if err := os.MkdirAll(filepath.Dir(f), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out bytes.Buffer
+	if err := removeEvidenceKey(&out, keys); err != nil {
+		t.Fatal(err)
+	}
+	if err := cleanupNode(context.Background(), &out, root, time.Second); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if _, err := os.Stat(parent); err == nil {
+		t.Fatalf("%s is left:\n%s", parent, out.String())
+	}
+
+	// An operator's own file beside the key is not the node-agent's.
+	if err := os.MkdirAll(keys, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"evidence-key.pem", "operator-backup.pem"} {
+		if err := os.WriteFile(filepath.Join(keys, f), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out.Reset()
+	if err := removeEvidenceKey(&out, keys); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(keys, "evidence-key.pem")); err == nil {
+		t.Errorf("the key is left:\n%s", out.String())
+	}
+	if _, err := os.Stat(filepath.Join(keys, "operator-backup.pem")); err != nil {
+		t.Errorf("the operator's file is gone: %v\n%s", err, out.String())
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -70,20 +71,24 @@ type Cache struct {
 	busy  map[string]*sync.Mutex // digest hex → held while pulling it
 }
 
-// NewCache makes (or reuses) the cache in dir, 0700: only the node-agent
-// reads the unpacked images; runs see them through their overlay.
-// maxBytes 0 means DefaultMaxBytes.
+// NewCache reuses the cache in dir, or makes it, 0700, at the first pull: a
+// node whose runs use no environment image gets no cache folder. Only the
+// node-agent reads the unpacked images; runs see them through their
+// overlay. maxBytes 0 means DefaultMaxBytes.
 func NewCache(dir string, maxBytes int64) (*Cache, error) {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxBytes
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("envimage: making the image cache: %w", err)
-	}
-	if err := os.Chmod(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("envimage: %w", err)
-	}
 	c := &Cache{dir: dir, maxBytes: maxBytes, maxEntries: DefaultMaxEntries, inUse: map[string]int{}, busy: map[string]*sync.Mutex{}}
+	switch _, err := os.Stat(dir); {
+	case errors.Is(err, fs.ErrNotExist):
+		return c, nil
+	case err != nil:
+		return nil, fmt.Errorf("envimage: the image cache: %w", err)
+	}
+	if err := c.makeDir(); err != nil {
+		return nil, err
+	}
 	// An unpack a killed node-agent left half done is of no use.
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
@@ -92,6 +97,18 @@ func NewCache(dir string, maxBytes int64) (*Cache, error) {
 		}
 	}
 	return c, nil
+}
+
+// makeDir makes the cache's folder, or makes sure an existing one is the
+// node-agent's alone.
+func (c *Cache) makeDir() error {
+	if err := os.MkdirAll(c.dir, 0o700); err != nil {
+		return fmt.Errorf("envimage: making the image cache: %w", err)
+	}
+	if err := os.Chmod(c.dir, 0o700); err != nil {
+		return fmt.Errorf("envimage: %w", err)
+	}
+	return nil
 }
 
 // Dir is the cache's folder.
@@ -263,6 +280,9 @@ func (c *Cache) pull(ctx context.Context, d name.Digest, opts PullOptions) (tmp 
 	}
 	if compressed > c.maxBytes {
 		return tmp, nil, fmt.Errorf("the environment image %s has %d bytes of layers, more than the node's image cache holds (%d bytes)", d.String(), compressed, c.maxBytes)
+	}
+	if err := c.makeDir(); err != nil {
+		return "", nil, err
 	}
 	if tmp, err = os.MkdirTemp(c.dir, ".tmp-"); err != nil {
 		return "", nil, fmt.Errorf("envimage: %w", err)

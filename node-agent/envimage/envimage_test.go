@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -210,6 +211,30 @@ func TestHostileLayersStayInTheirRoot(t *testing.T) {
 				t.Errorf("a refused image is cached")
 			}
 		})
+	}
+}
+
+// A node whose runs use no environment image has no cache folder (the run
+// root stays as the runs left it); the first pull makes it, 0700.
+func TestCacheFolderMadeAtFirstPull(t *testing.T) {
+	reg := startRegistry(t)
+	ref, _ := push(t, reg, "tasks/first", []oci.File{{Path: "/f", Content: []byte("x"), Mode: 0o644}})
+	dir := filepath.Join(t.TempDir(), ".images")
+	cache, err := NewCache(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("NewCache made %s before any pull: %v", dir, err)
+	}
+	_, release, err := cache.Get(context.Background(), ref, PullOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	fi, err := os.Stat(dir)
+	if err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("after the first pull: %v, %v", fi, err)
 	}
 }
 

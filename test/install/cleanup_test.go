@@ -55,8 +55,11 @@ func TestChartCleansNodesAfterUninstall(t *testing.T) {
 		t.Errorf("hook annotations %v", onLinux.Annotations)
 	}
 	c := onLinux.Spec.Containers[0]
-	if !slices.Equal(c.Args, []string{"node-cleanup", "--run-root=/var/lib/harnessfacts/runs", "--wait=2m"}) {
+	if !slices.Equal(c.Args, []string{"node-cleanup", "--run-root=/var/lib/harnessfacts/runs", "--wait=2m", "--evidence-key-dir=/var/lib/harnessfacts/keys"}) {
 		t.Errorf("args %q", c.Args)
+	}
+	if len(c.VolumeMounts) != 2 {
+		t.Errorf("mounts %+v: the default key folder is under /var/lib, which is mounted already", c.VolumeMounts)
 	}
 	v := onLinux.Spec.Volumes[1]
 	if v.HostPath == nil || v.HostPath.Path != "/var/lib" || c.VolumeMounts[0].MountPath != "/var/lib" {
@@ -65,6 +68,21 @@ func TestChartCleansNodesAfterUninstall(t *testing.T) {
 	if sc := c.SecurityContext; sc == nil || sc.Privileged != nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) ||
 		!slices.Equal(sc.Capabilities.Add, []corev1.Capability{"DAC_OVERRIDE", "FOWNER"}) {
 		t.Errorf("security context %+v", sc)
+	}
+	// A key folder outside the run root's grandparent is mounted of its own.
+	for _, o := range render("--set", "nodeAgent.evidenceKeyDir=/etc/harnessfacts/keys") {
+		p := as[corev1.Pod](t, o)
+		if p.Spec.NodeName != "cleanup-linux-a" {
+			continue
+		}
+		c := p.Spec.Containers[0]
+		found := false
+		for _, m := range c.VolumeMounts {
+			found = found || m.MountPath == "/etc/harnessfacts/keys"
+		}
+		if !found || !slices.Contains(c.Args, "--evidence-key-dir=/etc/harnessfacts/keys") {
+			t.Errorf("a key folder outside /var/lib: args %q, mounts %+v", c.Args, c.VolumeMounts)
+		}
 	}
 	if got := render("--set", "nodeAgent.cleanupOnUninstall=false"); len(got) != 0 {
 		t.Errorf("cleanupOnUninstall=false still renders %v", got.ids())
