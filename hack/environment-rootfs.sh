@@ -10,7 +10,7 @@
 set -euo pipefail
 
 suite=trixie
-mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+mirror=$("$(dirname "${BASH_SOURCE[0]}")/debian-mirror.sh") # apt's own, or DEBIAN_MIRROR
 root=${HARNESSFACTS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/harnessfacts}
 dir="$root/rootfs/environment-$suite-v1"
 if [ -f "$dir/.complete" ]; then

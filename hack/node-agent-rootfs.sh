@@ -21,7 +21,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 suite=trixie
-mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+mirror=$("$(dirname "${BASH_SOURCE[0]}")/debian-mirror.sh") # apt's own, or DEBIAN_MIRROR
 packages=bubblewrap,nodejs,npm,ca-certificates,git
 clis=${IMAGE_AGENT_CLIS:-gemini}
 root=${HARNESSFACTS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/harnessfacts}
