@@ -374,7 +374,14 @@ func (a *attempt) do(ctx context.Context) *Outcome {
 	res.artifacts, artifactsSeen = a.collectArtifacts()
 	res.mcp = a.mcp.summary()
 	res.tokenSeen = a.mcp.token != "" && (res.out.tokenSeen() || artifactsSeen)
-	log := res.out.activityLog()
+	// The log is read back (up to maxActivityLog, tens of MiB) only for an
+	// adapter that parses it: an exec agent's huge output is never held.
+	var log []byte
+	_, acts := a.adapter.(adapters.ActivityReader)
+	_, counts := a.adapter.(adapters.UsageReader)
+	if acts || counts && a.gw == nil {
+		log = res.out.activityLog()
+	}
 	if r, ok := a.adapter.(adapters.ActivityReader); ok {
 		res.activity = r.Activity(log)
 	}
