@@ -17,7 +17,7 @@ go build -o bin/harnessfacts ./cmd/harnessfacts
 work=$(mktemp -d /tmp/harnessfacts-demo-XXXXXX)
 chmod 755 "$work" # the sandboxed agent's user must pass through to its run dir
 kubeconfig="$work/kubeconfig"
-bin/harnessfacts dev --assets "$assets" --kubeconfig "$kubeconfig" --run-root "$work/runs" >"$work/dev.log" 2>&1 &
+bin/harnessfacts dev --assets "$assets" --kubeconfig "$kubeconfig" --run-root "$work/runs" --evidence-key "$work/keys/evidence-key.pem" >"$work/dev.log" 2>&1 &
 dev=$!
 cleanup() {
   kill -TERM "$dev" 2>/dev/null || true
@@ -59,8 +59,11 @@ printf '\n$ harnessfacts get -o wide\n'
 hf get -o wide
 printf '\n$ kubectl get harnessrun hello -o jsonpath=...\n'
 k get harnessrun hello -o jsonpath='verdict:       {.status.verdict}{"\n"}message:       {.status.message}{"\n"}sandbox:       {.status.sandbox.mode}{"\n"}MCP:           {.status.mcp.transport}, {.status.mcp.calls} call(s), token seen: {.status.mcp.tokenSeen}{"\n"}checks:        {range .status.checks[*]}{.name}={.passed} {end}{"\n"}artifacts:     {range .status.artifacts[*]}{.path} sha256:{.sha256} {end}{"\n"}evidence:      ConfigMap {.status.evidence.configMapName}, receipt {.status.evidence.digest}{"\n"}fixture:       {.status.evidence.fixtureDigest}{"\n"}'
-printf '\n$ harnessfacts evidence verify hello\n'
-hf evidence verify hello
+# The receipt is signed by the node's key, whose public part the HarnessNode
+# publishes; a third party would check it against a trusted-keys file.
+k get harnessnodes -o jsonpath='{.items[0].status.evidenceKey.publicKey}' >"$work/node-key.pem"
+printf '\n$ harnessfacts evidence verify hello --key node-key.pem\n'
+hf evidence verify hello --key "$work/node-key.pem" || fail "the hello run's evidence does not verify"
 
 verdict=$(k get harnessrun hello -o jsonpath='{.status.verdict}')
 [ "$verdict" = Pass ] || fail "the hello run's verdict is ${verdict:-none}, not Pass"
@@ -113,8 +116,8 @@ hf wait "$run" --timeout=3m || fail "the $run run did not finish in 3 minutes"
 show get harnessruns
 printf '\n$ kubectl get harnessrun %s -o jsonpath=...\n' "$run"
 k get harnessrun "$run" -o jsonpath='verdict:       {.status.verdict}{"\n"}message:       {.status.message}{"\n"}agent:         {.status.agent.adapter} {.status.agent.cliVersion}, {.status.agent.turns} turn(s), {.status.agent.toolCalls} tool call(s){"\n"}MCP:           {.status.mcp.transport}, {.status.mcp.calls} call(s), token seen: {.status.mcp.tokenSeen}{"\n"}network:       egress {.status.network.egress}{"\n"}evidence:      {.status.evidence.digest}{"\n"}'
-printf '\n$ harnessfacts evidence verify %s\n' "$run"
-hf evidence verify "$run"
+printf '\n$ harnessfacts evidence verify %s --key node-key.pem\n' "$run"
+hf evidence verify "$run" --key "$work/node-key.pem" || fail "the $run run's evidence does not verify"
 verdict=$(k get harnessrun "$run" -o jsonpath='{.status.verdict}')
 [ "$verdict" = Pass ] || fail "the $run run's verdict is ${verdict:-none}, not Pass (provider log: $(tail -n 20 "$work/provider.log"))"
 printf '\n==> %s passed against the scripted provider; stopping everything\n' "$cli"

@@ -42,6 +42,8 @@ type devFlags struct {
 	agentCLIs  string
 	slots      int32
 	node       string
+	// evidenceKey signs the receipts, as the node-agent's --evidence-key.
+	evidenceKey string
 }
 
 func newDevCommand() *cobra.Command {
@@ -65,6 +67,7 @@ Ctrl-C (or SIGTERM) stops everything and leaves no process behind.`,
 	fl.StringVar(&f.assets, "assets", os.Getenv("KUBEBUILDER_ASSETS"), "folder holding kube-apiserver, etcd and kubectl (default $KUBEBUILDER_ASSETS; `make control-plane` prints it)")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "harnessfacts-dev.kubeconfig", "where to write the kubeconfig of the local control plane")
 	fl.StringVar(&f.runRoot, "run-root", filepath.Join(os.TempDir(), "harnessfacts-dev-runs"), "folder of the run dirs")
+	fl.StringVar(&f.evidenceKey, "evidence-key", filepath.Join(os.TempDir(), "harnessfacts-dev-keys", "evidence-key.pem"), "PEM ECDSA P-256 key that signs the receipts (made, mode 0600, when absent; its folder is masked in every sandbox; the HarnessNode publishes its public part); \"\" leaves receipts unsigned")
 	fl.StringVar(&f.agentCLIs, "agent-clis", adapters.InstalledCLIDir(), "folder of the agent CLIs' commands (default: where make agent-clis installs them, when it has); empty: PATH")
 	fl.Int32Var(&f.slots, "slots", 2, "runs the local node-agent executes at once")
 	fl.StringVar(&f.node, "node-name", "", "the local node's name (default: the host name)")
@@ -156,8 +159,9 @@ func runDev(ctx context.Context, f devFlags) error {
 	if _, err := nodeagent.Setup(ctx, nmgr, nodeagent.SetupOptions{
 		NodeName: f.node, LeaseNamespace: leaseNS, LeaseDuration: 20 * time.Second, Slots: f.slots,
 		RunRoot: f.runRoot, Hidden: defaultHidden, Adapters: adapters.New(adapters.Config{CLIDir: f.agentCLIs}),
-		Controller: controller,
-		Live:       live, LiveEndpoint: endpoint,
+		EvidenceKey: f.evidenceKey,
+		Controller:  controller,
+		Live:        live, LiveEndpoint: endpoint,
 	}); err != nil {
 		return err
 	}
