@@ -169,6 +169,12 @@ func TestRunAuthorUsesOnlyWhatTheyCanRead(t *testing.T) {
 		{"alice creates a run that names no Secret", func() error { return alice.Create(ctx, run(nil, "")) }, ""},
 		{"alice creates a run with a Secret", func() error { return alice.Create(ctx, run([]string{"team-key"}, "")) },
 			"alice may not get Secret team-key in namespace " + ns + ", so this HarnessRun may not use it"},
+		{"alice pulls the run's image with a Secret", func() error {
+			r := run(nil, "")
+			r.Spec.Environment = &harnessv1.EnvironmentSpec{Image: "registry.example/task@sha256:" + strings.Repeat("a", 64),
+				ImagePullSecrets: []harnessv1.LocalObjectReference{{Name: "team-key"}}}
+			return alice.Create(ctx, r)
+		}, "alice may not get Secret team-key in namespace " + ns + ", so this HarnessRun may not use it"},
 		{"alice names a Secret that does not exist", func() error { return alice.Create(ctx, run([]string{"guessed"}, "")) },
 			"alice may not get Secret guessed"},
 		{"alice creates a run with a fixture ConfigMap", func() error { return alice.Create(ctx, run(nil, "carols-fixture")) },
