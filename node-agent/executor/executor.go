@@ -30,6 +30,7 @@ import (
 	"github.com/harnessfacts/harnessfacts/node-agent/envimage"
 	"github.com/harnessfacts/harnessfacts/node-agent/evidence"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
+	"github.com/harnessfacts/harnessfacts/node-agent/gateway"
 	"github.com/harnessfacts/harnessfacts/node-agent/redact"
 	"github.com/harnessfacts/harnessfacts/sandbox"
 )
@@ -131,6 +132,10 @@ type Executor struct {
 	// digests caches CLI binaries' sha256 (cliBinary).
 	digests sync.Map
 
+	// gatewayBodies bounds the request bodies every run's model gateway
+	// holds at once (nodeGatewayBodies).
+	gatewayBodies gateway.NodeBodies
+
 	imagesOnce sync.Once
 	images     *envimage.Cache
 	imagesErr  error
@@ -199,7 +204,7 @@ func New(opts Options) (*Executor, error) {
 			return nil, fmt.Errorf("executor: %w", err)
 		}
 	}
-	e := &Executor{opts: opts}
+	e := &Executor{opts: opts, gatewayBodies: gateway.NewNodeBodies(nodeGatewayBodies)}
 	ctx := context.Background()
 	e.required, _, e.requiredErr = sandbox.New(ctx, sandbox.PolicyRequired, opts.Sandbox)
 	var avail []sandbox.Availability

@@ -21,6 +21,12 @@ const SandboxGatewayPort = 7702
 // gatewayURL is the model gateway's base URL as the agent's CLI sees it.
 var gatewayURL = fmt.Sprintf("http://127.0.0.1:%d", SandboxGatewayPort)
 
+// nodeGatewayBodies bounds the request bodies the model gateways of all
+// the node's runs hold at once for retries (eight of 16 MiB): a quarter of
+// the chart's 512 MiB node-agent memory limit, whatever the slots and
+// however many agents send big bodies. A request beyond it waits.
+const nodeGatewayBodies = 128 << 20
+
 // gatewayChannel bounds the gateway's socket like the provider relay's: a
 // model may think for minutes before it answers.
 var gatewayChannel = providerChannel
@@ -77,8 +83,9 @@ func (a *attempt) startGateway(ctx context.Context) error {
 		RootCAs:     a.e.opts.ProviderCAs,
 		MaxRequests: lim.MaxRequests, MaxTokens: lim.MaxTokens,
 		// The episode has not begun yet: a retry waits no longer than it.
-		Deadline: time.Now().Add(time.Duration(a.limits.EpisodeSeconds) * time.Second),
-		OnStop:   func(*gateway.Stop) { close(mg.stopped) },
+		Deadline:   time.Now().Add(time.Duration(a.limits.EpisodeSeconds) * time.Second),
+		OnStop:     func(*gateway.Stop) { close(mg.stopped) },
+		NodeBodies: a.e.gatewayBodies,
 		// The provider is reached as the egress proxy reaches a host: no
 		// inside address but a loopback providerURL's port and the names
 		// the policies allow.

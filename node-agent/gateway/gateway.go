@@ -121,12 +121,26 @@ type Options struct {
 	Retry Retry
 	// OnStop is called once, when the gateway ends the run.
 	OnStop func(*Stop)
+	// NodeBodies, shared by every run's gateway on the node, bounds the
+	// request bodies held at once across runs (NewNodeBodies), so that
+	// many hostile agents together cannot grow the node-agent past its
+	// memory limit; nil bounds each run alone.
+	NodeBodies NodeBodies
 	// Dial connects to the provider; nil is a plain net.Dialer. The
 	// node-agent gives egress.Inside's, so that the gateway reaches no
 	// inside address (loopback but the providerURL's port, private,
 	// cluster, metadata) that the run's egress may not: a refusal there
 	// (egress.ErrInside) ends the run with PolicyViolation, unretried.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// NodeBodies are the node's slots of held request bodies.
+type NodeBodies chan struct{}
+
+// NewNodeBodies bounds the node's held request bodies to about maxBytes
+// (at least one run's worth), in slots of MaxRequestBytes.
+func NewNodeBodies(maxBytes int64) NodeBodies {
+	return make(NodeBodies, max(maxBytes/MaxRequestBytes, maxHeldBodies))
 }
 
 // Gateway serves one run's model requests.
@@ -284,14 +298,31 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the model gateway's token limit for this run is reached", http.StatusTooManyRequests)
 		return
 	}
-	// The body is held (bounded) so that a retry can send it again.
+	// The body is held (bounded, for the run and for the node) so that a
+	// retry can send it again.
 	select {
 	case g.held <- struct{}{}:
 	case <-r.Context().Done():
 		return
 	}
+	node := g.opts.NodeBodies
+	if node != nil {
+		select {
+		case node <- struct{}{}:
+		case <-r.Context().Done():
+			<-g.held
+			return
+		}
+	}
 	var once sync.Once
-	release := func() { once.Do(func() { <-g.held }) }
+	release := func() {
+		once.Do(func() {
+			if node != nil {
+				<-node
+			}
+			<-g.held
+		})
+	}
 	defer release()
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
 	if err != nil {

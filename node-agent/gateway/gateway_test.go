@@ -439,3 +439,64 @@ func TestGatewayDialsThroughInside(t *testing.T) {
 		t.Errorf("stopped: %+v", g.Stopped())
 	}
 }
+
+// TestNodeBodiesBoundEveryRunTogether: two runs' gateways share the node's
+// slots of held request bodies (four here). With the provider slow to
+// answer, eight requests from the two agents hold at most four bodies at
+// once (the provider sees four, the others wait, none is refused), and all
+// are answered once it answers.
+func TestNodeBodiesBoundEveryRunTogether(t *testing.T) {
+	u := startUpstream(t)
+	gate := make(chan struct{})
+	var closeGate sync.Once
+	release := func() { closeGate.Do(func() { close(gate) }) }
+	t.Cleanup(release) // a failure must not leave requests hanging
+	var inFlight atomic.Int64
+	u.fail = func(w http.ResponseWriter, _ int) bool {
+		inFlight.Add(1)
+		<-gate
+		return false
+	}
+	node := NewNodeBodies(0) // the least: one run's worth, four slots
+	if cap(node) != maxHeldBodies {
+		t.Fatalf("NewNodeBodies(0) has %d slots, want %d", cap(node), maxHeldBodies)
+	}
+	var urls []string
+	for range 2 {
+		_, url := serve(t, Options{Upstream: u.srv.URL, Header: XAPIKey, Key: []byte("k"), RootCAs: u.pool, NodeBodies: node})
+		urls = append(urls, url)
+	}
+	var wg sync.WaitGroup
+	codes := make(chan int, 8)
+	for i := range 8 {
+		wg.Go(func() {
+			req, _ := http.NewRequest(http.MethodPost, urls[i%2]+"/v1/messages", strings.NewReader(`{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+			codes <- resp.StatusCode
+		})
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for inFlight.Load() < 4 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // a fifth would have arrived by now
+	if got := inFlight.Load(); got != 4 {
+		release()
+		wg.Wait()
+		t.Fatalf("%d requests reached the provider at once from two runs sharing four slots, want 4", got)
+	}
+	release()
+	wg.Wait()
+	close(codes)
+	for c := range codes {
+		if c != http.StatusOK {
+			t.Errorf("a request got HTTP %d; waiting requests must be served, not refused", c)
+		}
+	}
+}
