@@ -384,6 +384,15 @@ func New(ctx context.Context, policy Policy, opts Options) (Runner, []Availabili
 	return choose(policy, opts, avail)
 }
 
+// Choose is New with the verdicts of a Preflight the caller already ran
+// with opts: a caller that needs the runner of more than one policy (the
+// executor needs both) pays for one preflight, which starts a sandbox,
+// not one per policy.
+func Choose(policy Policy, opts Options, avail []Availability) (Runner, error) {
+	r, _, err := choose(policy, opts, avail)
+	return r, err
+}
+
 func choose(policy Policy, opts Options, avail []Availability) (Runner, []Availability, error) {
 	var reasons []string
 	for _, a := range avail {

@@ -119,7 +119,8 @@ type Executor struct {
 	opts Options
 
 	// The runners for each isolation policy, chosen once by a preflight at
-	// start rather than per run.
+	// start rather than per run; avail is that preflight's verdicts.
+	avail       []sandbox.Availability
 	required    sandbox.Runner
 	requiredErr error
 	fallback    sandbox.Runner
@@ -205,15 +206,17 @@ func New(opts Options) (*Executor, error) {
 		}
 	}
 	e := &Executor{opts: opts, gatewayBodies: gateway.NewNodeBodies(nodeGatewayBodies)}
-	ctx := context.Background()
-	e.required, _, e.requiredErr = sandbox.New(ctx, sandbox.PolicyRequired, opts.Sandbox)
-	var avail []sandbox.Availability
-	e.fallback, avail, err = sandbox.New(ctx, sandbox.PolicyAllowFallback, opts.Sandbox)
+	// One preflight (a sandbox start) serves both policies and the
+	// HarnessNode's modes: it used to run once for each, two sandboxes
+	// before every local run's first.
+	e.avail = sandbox.Preflight(context.Background(), opts.Sandbox)
+	e.required, e.requiredErr = sandbox.Choose(sandbox.PolicyRequired, opts.Sandbox, e.avail)
+	e.fallback, err = sandbox.Choose(sandbox.PolicyAllowFallback, opts.Sandbox, e.avail)
 	if err != nil {
 		return nil, fmt.Errorf("executor: %w", err)
 	}
 	var why []string
-	for _, av := range avail {
+	for _, av := range e.avail {
 		if !av.Available {
 			why = append(why, fmt.Sprintf("%s: %s", av.Mode, av.Reason))
 		}

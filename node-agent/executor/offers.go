@@ -11,11 +11,16 @@ import (
 	"github.com/harnessfacts/harnessfacts/sandbox"
 )
 
-// SandboxModes runs the sandbox preflight and reports each mode, for the
-// node's HarnessNode.
+// SandboxModes reports each sandbox mode as the preflight New ran found it
+// (the runners chosen then are the ones runs get), for the node's
+// HarnessNode. An executor made without New runs the preflight now.
 func (e *Executor) SandboxModes(ctx context.Context) []harnessv1.SandboxModeInfo {
+	avail := e.avail
+	if avail == nil {
+		avail = sandbox.Preflight(ctx, e.opts.Sandbox)
+	}
 	var modes []harnessv1.SandboxModeInfo
-	for _, av := range sandbox.Preflight(ctx, e.opts.Sandbox) {
+	for _, av := range avail {
 		if av.Mode == sandbox.ModePlain && e.opts.RefuseFallback {
 			av.Available, av.Reason = false, "this node refuses the plain fallback (--refuse-fallback)"
 		}
