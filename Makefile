@@ -33,8 +33,8 @@ demo: ## The main job: a real HarnessRun end to end on this machine (harnessfact
 	@hack/demo.sh
 
 .PHONY: build
-build: ## Build bin/harnessfacts.
-	go build -o $(BIN)/harnessfacts ./cmd/harnessfacts
+build: ## Build bin/harnessfacts and bin/harnessfacts-sandbox-init (the small program each sandbox starts first).
+	go build -o $(BIN)/ ./cmd/harnessfacts ./cmd/harnessfacts-sandbox-init
 
 .PHONY: build-all
 build-all: ## Build every package for linux, windows and darwin.

@@ -18,6 +18,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -58,8 +59,9 @@ type Options struct {
 	// IDs, when set, gives each attempt its own id of a range as uid and
 	// gid for as long as it runs, so concurrent runs never share a uid.
 	IDs *sandbox.IDPool
-	// InitBinary is the harnessfacts binary, bound read-only into the
-	// sandbox for `sandbox-init` and `mcp-stdio` (os.Executable() when empty).
+	// InitBinary is the program bound read-only into the sandbox for
+	// `sandbox-init` and `mcp-stdio`: harnessfacts-sandbox-init or the
+	// harnessfacts binary (when empty, InitBinaryBeside(os.Executable())).
 	InitBinary string
 	// Adapters are the adapters this node offers.
 	Adapters adapters.Registry
@@ -155,6 +157,28 @@ func (e *Executor) imageCache() (*envimage.Cache, error) {
 	return e.images, e.imagesErr
 }
 
+// InitBinaryName is the small program every sandbox starts first
+// (cmd/harnessfacts-sandbox-init): the harnessfacts binary's `sandbox-init`
+// and `mcp-stdio` without its 100 MB and its package initialisation, which
+// cost tens of milliseconds at each sandboxed agent start.
+const InitBinaryName = "harnessfacts-sandbox-init"
+
+// InitBinaryBeside returns InitBinaryName in exe's folder when a regular
+// executable file is there (how the images and `make build` install it),
+// else exe itself: the harnessfacts binary has the same commands, only
+// slower to start (a `go install` of one command, a test binary).
+func InitBinaryBeside(exe string) string {
+	name := InitBinaryName
+	if runtime.GOOS == "windows" {
+		name += ".exe"
+	}
+	p := filepath.Join(filepath.Dir(exe), name)
+	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && (runtime.GOOS == "windows" || fi.Mode().Perm()&0o111 != 0) {
+		return p
+	}
+	return exe
+}
+
 // New checks opts and returns an executor.
 func New(opts Options) (*Executor, error) {
 	if opts.Sources == nil || opts.RunRoot == "" {
@@ -174,9 +198,11 @@ func New(opts Options) (*Executor, error) {
 		opts.Path = DefaultPath
 	}
 	if opts.InitBinary == "" {
-		if opts.InitBinary, err = os.Executable(); err != nil {
+		exe, err := os.Executable()
+		if err != nil {
 			return nil, fmt.Errorf("executor: locating the harnessfacts binary: %w", err)
 		}
+		opts.InitBinary = InitBinaryBeside(exe)
 	}
 	if opts.Adapters == nil {
 		opts.Adapters = adapters.Default()

@@ -52,6 +52,7 @@ import (
 	nodeagent "github.com/harnessfacts/harnessfacts/node-agent"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
 	"github.com/harnessfacts/harnessfacts/node-agent/evidence"
+	"github.com/harnessfacts/harnessfacts/node-agent/executor"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
 )
 
@@ -115,7 +116,9 @@ func run(m *testing.M) int {
 		return fail(err)
 	}
 	binary = filepath.Join(tmp, "harnessfacts")
-	build := exec.Command("go", "build", "-o", binary, "./cmd/harnessfacts")
+	// With the sandboxes' init program beside it, as make build and the
+	// images install them (executor.InitBinaryBeside finds it).
+	build := exec.Command("go", "build", "-o", tmp+"/", "./cmd/harnessfacts", "./cmd/harnessfacts-sandbox-init")
 	build.Dir = testenv.RepoRoot()
 	if out, err := build.CombinedOutput(); err != nil {
 		return fail(fmt.Errorf("building harnessfacts: %w\n%s", err, out))
@@ -221,7 +224,7 @@ func startStack(ctx context.Context) (func(), error) {
 	// Two slots: the CLIs are heavy and this machine has two cores.
 	if _, err := nodeagent.Setup(ctx, nmgr, nodeagent.SetupOptions{
 		NodeName: nodeName, LeaseNamespace: leaseNS, LeaseDuration: 10 * time.Second, Slots: 2,
-		RunRoot: runRoot, InitBinary: binary, Adapters: registry, Controller: controller, ProviderCAs: providerCAs,
+		RunRoot: runRoot, InitBinary: executor.InitBinaryBeside(binary), Adapters: registry, Controller: controller, ProviderCAs: providerCAs,
 	}); err != nil {
 		return nil, err
 	}

@@ -24,6 +24,7 @@ import (
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	nodeagent "github.com/harnessfacts/harnessfacts/node-agent"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
+	"github.com/harnessfacts/harnessfacts/node-agent/executor"
 )
 
 // BenchmarkNodeAgentThroughput pushes trivial runs (exec `true`, no MCP, an
@@ -55,7 +56,7 @@ func BenchmarkNodeAgentThroughput(b *testing.B) {
 	}
 	if _, err := nodeagent.Setup(ctx, mgr, nodeagent.SetupOptions{
 		NodeName: node, LeaseNamespace: leaseNS, LeaseDuration: 8 * time.Second, Slots: 8,
-		RunRoot: filepath.Join(root, "runs"), InitBinary: binary, Adapters: adapters.Default(),
+		RunRoot: filepath.Join(root, "runs"), InitBinary: executor.InitBinaryBeside(binary), Adapters: adapters.Default(),
 		ExtraLabels: map[string]string{"harnessfacts.io/bench": "true"}, Controller: controller,
 	}); err != nil {
 		b.Fatal(err)

@@ -37,6 +37,7 @@ import (
 	"github.com/harnessfacts/harnessfacts/internal/testing/testenv"
 	nodeagent "github.com/harnessfacts/harnessfacts/node-agent"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
+	"github.com/harnessfacts/harnessfacts/node-agent/executor"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
 	"github.com/harnessfacts/harnessfacts/node-agent/livelog"
 	"github.com/harnessfacts/harnessfacts/test/oci"
@@ -93,7 +94,9 @@ func run(m *testing.M) int {
 		return 1
 	}
 	binary = filepath.Join(tmp, "harnessfacts")
-	build := exec.Command("go", "build", "-o", binary, "./cmd/harnessfacts")
+	// With the sandboxes' init program beside it, as make build and the
+	// images install them (executor.InitBinaryBeside finds it).
+	build := exec.Command("go", "build", "-o", tmp+"/", "./cmd/harnessfacts", "./cmd/harnessfacts-sandbox-init")
 	build.Dir = testenv.RepoRoot()
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building harnessfacts: %v\n%s", err, out)
@@ -175,7 +178,7 @@ func startStack(ctx context.Context) (func(), error) {
 	}
 	if _, err := nodeagent.Setup(ctx, nmgr, nodeagent.SetupOptions{
 		NodeName: nodeName, LeaseNamespace: leaseNS, LeaseDuration: 8 * time.Second, Slots: 2,
-		RunRoot: runRoot, InitBinary: binary, Adapters: adapters.Default(),
+		RunRoot: runRoot, InitBinary: executor.InitBinaryBeside(binary), Adapters: adapters.Default(),
 		ExtraLabels: map[string]string{mainNodeLabel: "main"}, Controller: controller,
 		Live: hub, LiveEndpoint: &nodeagent.LiveEndpoint{BaseURL: live.BaseURL, CertificateSHA256: live.CertificateSHA256},
 		EvidenceKey: evidenceKeyFile,

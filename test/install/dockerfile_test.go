@@ -163,7 +163,8 @@ func dockerignored(patterns []string, p string) bool {
 	return false
 }
 
-// TestDockerBuildContext builds ./cmd/harnessfacts from a copy of the files
+// TestDockerBuildContext builds ./cmd/harnessfacts (and the sandboxes' init
+// program) from a copy of the files
 // the Docker build context holds, as the Dockerfile's build stage does: a
 // .dockerignore that leaves out something the build needs (an embedded file,
 // a package) fails here.
@@ -223,10 +224,10 @@ func TestDockerBuildContext(t *testing.T) {
 		}
 		n++
 	}
-	cmd := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(t.TempDir(), "harnessfacts"), "./cmd/harnessfacts")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", t.TempDir()+"/", "./cmd/harnessfacts", "./cmd/harnessfacts-sandbox-init")
 	cmd.Dir = ctx
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOFLAGS=-mod=readonly")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/harnessfacts in the Docker build context (%d files) failed: %v\n%s", n, err, out)
+		t.Fatalf("go build ./cmd/harnessfacts ./cmd/harnessfacts-sandbox-init in the Docker build context (%d files) failed: %v\n%s", n, err, out)
 	}
 }
