@@ -6,7 +6,7 @@ import (
 )
 
 // Adapter names the agent CLI a run drives.
-// +kubebuilder:validation:Enum=codex;claude-code;gemini;opencode;aider;antigravity;exec
+// +kubebuilder:validation:Enum=codex;claude-code;gemini;opencode;aider;antigravity;exec;oracle
 type Adapter string
 
 // The adapters a HarnessRun may name.
@@ -18,10 +18,15 @@ const (
 	AdapterAider       Adapter = "aider"
 	AdapterAntigravity Adapter = "antigravity"
 	AdapterExec        Adapter = "exec"
+	// AdapterOracle runs the fixture's own solution (fixture.yaml
+	// solution:, Harbor's solution/solve.sh) instead of an agent, in the
+	// same sandbox, to validate the fixture: its checks should pass. The
+	// solution is hidden from every run but an oracle's.
+	AdapterOracle Adapter = "oracle"
 )
 
 // Adapters lists every adapter, in the order documentation shows them.
-var Adapters = []Adapter{AdapterCodex, AdapterClaudeCode, AdapterGemini, AdapterOpenCode, AdapterAider, AdapterAntigravity, AdapterExec}
+var Adapters = []Adapter{AdapterCodex, AdapterClaudeCode, AdapterGemini, AdapterOpenCode, AdapterAider, AdapterAntigravity, AdapterExec, AdapterOracle}
 
 // CredentialFile names a credential file an adapter knows how to place.
 // +kubebuilder:validation:Enum=CodexAuth;ClaudeCredentials;OpenCodeAuth

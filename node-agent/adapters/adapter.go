@@ -1,7 +1,8 @@
 // Package adapters turns a HarnessRun's agent spec into the command line,
 // environment and config files of one agent CLI, inside the run's isolated
 // home. One file per CLI: Claude Code, Codex, Gemini CLI, OpenCode, Aider,
-// Antigravity, and exec, which runs any command (see Default).
+// Antigravity, exec, which runs any command, and oracle, which runs the
+// fixture's own solution (see Default).
 package adapters
 
 import (
@@ -32,6 +33,10 @@ type Input struct {
 	// Unrestricted). sandbox-init already sets HTTPS_PROXY, HTTP_PROXY and
 	// NO_PROXY; an adapter whose CLI ignores them sets the CLI's own setting.
 	ProxyURL string
+	// Solution is the path of the fixture's solution command in the run
+	// dir, and SolutionEnv its variables: set for an oracle's run only.
+	Solution    string
+	SolutionEnv map[string]string
 }
 
 // MCPEndpoint is the run's MCP token server as the agent sees it.
@@ -145,6 +150,7 @@ func New(cfg Config) Registry {
 	r := Registry{}
 	for _, a := range []Adapter{
 		Exec{},
+		Oracle{},
 		NewClaudeCode(cfg),
 		NewCodex(cfg),
 		NewGemini(cfg),

@@ -66,10 +66,18 @@ func (a *attempt) prepareAgent(context.Context) error {
 	if a.route != nil {
 		agent.ProviderURL = gatewayURL
 	}
-	inv, err := adapter.Prepare(adapters.Input{
+	in := adapters.Input{
 		Agent: agent, Prompt: prompt, Workspace: a.dir.Workspace(), Home: a.dir.Home(),
 		MCP: a.mcp.endpoint, MaxDecisions: a.limits.MaxDecisions, Credentials: creds, ProxyURL: proxyURL,
-	})
+	}
+	if run.Spec.Agent.Adapter == harnessv1.AdapterOracle {
+		// Only an oracle's run dir ever holds the fixture's solution.
+		if in.Solution, err = a.fix.MaterializeSolution(a.dir); err != nil {
+			return fail(harnessv1.ReasonBadFixture, fmt.Errorf("the oracle cannot run: %w", err))
+		}
+		in.SolutionEnv = a.fix.Manifest.Solution.Env
+	}
+	inv, err := adapter.Prepare(in)
 	if err != nil {
 		return fail(harnessv1.ReasonAdapterFailed, fmt.Errorf("the adapter could not prepare the run: %w", err))
 	}
