@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/report"
 )
 
 // maxRoundHistory bounds status.rounds.
@@ -300,37 +301,16 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// tQuantile975 are Student's t 0.975 quantiles for 1 to 30 degrees of
-// freedom; beyond, the normal's 1.96 is within 2%.
-var tQuantile975 = [...]float64{12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-	2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-	2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042}
-
 // rewardSummary is the mean of a cell's rewards and its 95% confidence
-// interval (Student's t), "" when there is none (no reward; one reward has
-// no interval).
+// interval (Student's t, report.MeanInterval95: the report computes the
+// same), "" when there is none (no reward; one reward has no interval).
 func rewardSummary(v []float64) (mean, interval string) {
-	n := len(v)
-	if n == 0 {
+	if len(v) == 0 {
 		return "", ""
 	}
-	var sum float64
-	for _, x := range v {
-		sum += x
+	m, lo, hi, ok := report.MeanInterval95(v)
+	if !ok {
+		return report.FormatReward(m), ""
 	}
-	m := sum / float64(n)
-	mean = strconv.FormatFloat(m, 'g', 4, 64)
-	if n < 2 {
-		return mean, ""
-	}
-	var ss float64
-	for _, x := range v {
-		ss += (x - m) * (x - m)
-	}
-	t := 1.96
-	if n-1 <= len(tQuantile975) {
-		t = tQuantile975[n-2]
-	}
-	half := t * math.Sqrt(ss/float64(n-1)) / math.Sqrt(float64(n))
-	return mean, fmt.Sprintf("[%s, %s]", strconv.FormatFloat(m-half, 'g', 4, 64), strconv.FormatFloat(m+half, 'g', 4, 64))
+	return report.FormatReward(m), fmt.Sprintf("[%s, %s]", report.FormatReward(lo), report.FormatReward(hi))
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	"strconv"
 	"time"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
@@ -44,7 +45,20 @@ type jsonCell struct {
 	PassRate   interval `json:"passRate"`
 	// Tokens sums the usage of the cell's finished runs that had figures.
 	Tokens jsonTokens `json:"tokens"`
-	Runs   []jsonRun  `json:"runs"`
+	// Reward summarizes the rewards of the cell's finished runs; absent
+	// when none had one.
+	Reward *jsonReward `json:"reward,omitempty"`
+	Runs   []jsonRun   `json:"runs"`
+}
+
+type jsonReward struct {
+	// N is the number of finished runs with a reward.
+	N    int     `json:"n"`
+	Mean float64 `json:"mean"`
+	// Low and High bound the Student's t 95% interval of the mean, from
+	// two rewards on.
+	Low  *float64 `json:"low,omitempty"`
+	High *float64 `json:"high,omitempty"`
 }
 
 type jsonTokens struct {
@@ -71,6 +85,8 @@ type jsonRun struct {
 	FixtureDigest     string  `json:"fixtureDigest,omitempty"`
 	SignedBy          string  `json:"signedBy,omitempty"`
 	StoredEvidence    string  `json:"storedEvidence,omitempty"`
+	// Reward is status.reward, as a number.
+	Reward *float64 `json:"reward,omitempty"`
 
 	Usage *harnessv1.UsageStatus `json:"usage,omitempty"`
 }
@@ -85,11 +101,22 @@ func (r *Report) JSON(w io.Writer) error {
 			Unfinished: c.Unfinished, PassRate: interval{Rate: c.Rate, Low: c.Lo, High: c.Hi, N: c.N()}, Runs: []jsonRun{},
 			Tokens: jsonTokens{Input: c.InputTokens, Output: c.OutputTokens, Cache: c.CacheTokens, Counted: c.Counted, Uncounted: c.Uncounted}}
 		judged += c.N()
+		if c.RewardN > 0 {
+			jc.Reward = &jsonReward{N: c.RewardN, Mean: c.RewardMean}
+			if c.HasRewardInterval() {
+				lo, hi := c.RewardLo, c.RewardHi
+				jc.Reward.Low, jc.Reward.High = &lo, &hi
+			}
+		}
 		for _, run := range c.Runs {
-			jc.Runs = append(jc.Runs, jsonRun{Name: run.Name, Repeat: run.Repeat, Phase: run.Phase, Verdict: run.Verdict,
+			jr := jsonRun{Name: run.Name, Repeat: run.Repeat, Phase: run.Phase, Verdict: run.Verdict,
 				FailureClass: run.Class, Reason: run.Reason, Node: run.Node, DurationSeconds: run.Duration.Seconds(),
 				EvidenceDigest: run.Digest, EvidenceConfigMap: run.EvidenceConfigMap, FixtureHash: run.FixtureHash, FixtureDigest: run.FixtureDigest,
-				SignedBy: run.SignedBy, StoredEvidence: run.StoredRef, Usage: run.Usage})
+				SignedBy: run.SignedBy, StoredEvidence: run.StoredRef, Usage: run.Usage}
+			if x, ok := run.rewardValue(); ok {
+				jr.Reward = &x
+			}
+			jc.Runs = append(jc.Runs, jr)
 		}
 		out.Cells = append(out.Cells, jc)
 	}
@@ -152,10 +179,20 @@ func (r *Report) JUnit(w io.Writer) error {
 	for _, c := range r.Cells {
 		s := junitSuite{Name: c.Agent + " × " + c.Fixture, Timestamp: r.Generated.UTC().Format(time.RFC3339),
 			Properties: []junitProperty{{Name: "agent", Value: c.Agent}, {Name: "fixture", Value: c.Fixture}}}
+		if c.RewardN > 0 {
+			s.Properties = append(s.Properties, junitProperty{Name: "rewardN", Value: strconv.Itoa(c.RewardN)},
+				junitProperty{Name: "rewardMean", Value: FormatReward(c.RewardMean)})
+			if c.HasRewardInterval() {
+				s.Properties = append(s.Properties, junitProperty{Name: "rewardInterval", Value: "[" + FormatReward(c.RewardLo) + ", " + FormatReward(c.RewardHi) + "]"})
+			}
+		}
 		for _, run := range c.Runs {
 			tc := junitCase{Name: run.Name, Classname: c.Agent + "." + c.Fixture, Time: run.Duration.Seconds()}
 			if run.Digest != "" {
 				tc.Properties = append(tc.Properties, junitProperty{Name: "evidence", Value: run.Digest})
+			}
+			if x, ok := run.rewardValue(); ok {
+				tc.Properties = append(tc.Properties, junitProperty{Name: "reward", Value: FormatReward(x)})
 			}
 			why := run.Reason
 			if run.Class != "" {

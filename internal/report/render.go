@@ -25,7 +25,7 @@ func (r *Report) shown() *Report {
 		runs := make([]Run, len(c.Runs))
 		for j, run := range c.Runs {
 			for _, f := range []*string{&run.Name, &run.Agent, &run.Fixture, &run.Phase, &run.Verdict, &run.Class,
-				&run.Reason, &run.Node, &run.Digest, &run.EvidenceConfigMap, &run.FixtureHash, &run.FixtureDigest} {
+				&run.Reason, &run.Node, &run.Digest, &run.EvidenceConfigMap, &run.FixtureHash, &run.FixtureDigest, &run.Reward} {
 				*f = termsafe.String(*f)
 			}
 			runs[j] = run
@@ -59,15 +59,35 @@ func (r *Report) Markdown(w io.Writer) error {
 	if c.Passed+c.Failed > 0 {
 		fmt.Fprintf(&b, " Pass rate **%s** (95%% CI %s–%s, n=%d).", percent(r.Rate), percent(r.Lo), percent(r.Hi), c.Passed+c.Failed)
 	}
-	b.WriteString("\n\n| Agent | Fixture | n | Passed | Failed | Errored | Unfinished | Pass rate | 95% CI | Tokens in / out / cache |\n")
-	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---|---:|\n")
+	b.WriteString("\n\n| Agent | Fixture | n | Passed | Failed | Errored | Unfinished | Pass rate | 95% CI | Reward [95% CI] (n) | Tokens in / out / cache |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|\n")
 	for _, cell := range r.Cells {
 		rate, ci := "–", "–"
 		if cell.N() > 0 {
 			rate, ci = percent(cell.Rate), percent(cell.Lo)+"–"+percent(cell.Hi)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d | %d | %s | %s | %s |\n", mdEscape(cell.Agent), mdEscape(cell.Fixture),
-			cell.N(), cell.Passed, cell.Failed, cell.Errored, cell.Unfinished, rate, ci, cell.Tokens())
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d | %d | %s | %s | %s | %s |\n", mdEscape(cell.Agent), mdEscape(cell.Fixture),
+			cell.N(), cell.Passed, cell.Failed, cell.Errored, cell.Unfinished, rate, ci, cell.RewardText(), cell.Tokens())
+	}
+	// Each run's reward, for the cells that have any (a Harbor-style
+	// verifier's): the summary's mean hides a run that scored 0.
+	var rewarded []string
+	for _, cell := range r.Cells {
+		var runs []string
+		for _, run := range cell.Runs {
+			if run.Reward != "" {
+				runs = append(runs, fmt.Sprintf("%s %s", mdEscape(run.Name), mdEscape(run.Reward)))
+			}
+		}
+		if len(runs) > 0 {
+			rewarded = append(rewarded, fmt.Sprintf("- %s × %s: %s\n", mdEscape(cell.Agent), mdEscape(cell.Fixture), strings.Join(runs, ", ")))
+		}
+	}
+	if len(rewarded) > 0 {
+		b.WriteString("\nRewards per run:\n\n")
+		for _, l := range rewarded {
+			b.WriteString(l)
+		}
 	}
 	if len(r.Rounds) > 0 {
 		b.WriteString("\nEarlier rounds: ")
@@ -193,7 +213,8 @@ svg text{font:12px system-ui,sans-serif;fill:#1b1f24}
 <p class="meta">Round {{.Round}}{{if .Revision}} (revision <code>{{.Revision}}</code>){{end}} · progress {{.Progress}} · generated {{.GeneratedText}}</p>
 <p>{{.Counts.Passed}} passed, {{.Counts.Failed}} failed, {{.Counts.Errored}} errored, {{.Counts.Running}} running, {{.Counts.Pending}} pending.
 {{- if or .Counts.Passed .Counts.Failed}} Pass rate <strong>{{percent .Rate}}</strong> (95% CI {{percent .Lo}}–{{percent .Hi}}).{{end}}
-Errored runs (the harness could not judge the agent) are not in the pass rate.</p>
+Errored runs (the harness could not judge the agent) are not in the pass rate.
+The reward is what a Harbor-style verifier wrote (reward.txt, reward.json): per cell its mean with Student's t 95% interval, per run its value; it does not change the verdict.</p>
 
 <h2>Pass rate per agent × fixture</h2>
 <p class="meta">Bars: pass rate; whiskers: Wilson 95% confidence interval.</p>
@@ -216,10 +237,10 @@ Errored runs (the harness could not judge the agent) are not in the pass rate.</
 
 <h2>Cells</h2>
 <table>
-<tr><th>Agent</th><th>Fixture</th><th>n</th><th>Passed</th><th>Failed</th><th>Errored</th><th>Unfinished</th><th>Pass rate</th><th>95% CI</th><th>Tokens in / out / cache</th></tr>
+<tr><th>Agent</th><th>Fixture</th><th>n</th><th>Passed</th><th>Failed</th><th>Errored</th><th>Unfinished</th><th>Pass rate</th><th>95% CI</th><th>Reward [95% CI] (n)</th><th>Tokens in / out / cache</th></tr>
 {{- range $i, $c := .Cells}}
 <tr><td><a href="#{{anchor $i}}">{{$c.Agent}}</a></td><td>{{$c.Fixture}}</td><td class="n">{{$c.N}}</td><td class="n">{{$c.Passed}}</td><td class="n">{{$c.Failed}}</td><td class="n">{{$c.Errored}}</td><td class="n">{{$c.Unfinished}}</td>
-{{- if $c.N}}<td class="n">{{percent $c.Rate}}</td><td>{{percent $c.Lo}}–{{percent $c.Hi}}</td>{{else}}<td class="n">–</td><td>–</td>{{end}}<td class="n">{{$c.Tokens}}</td></tr>
+{{- if $c.N}}<td class="n">{{percent $c.Rate}}</td><td>{{percent $c.Lo}}–{{percent $c.Hi}}</td>{{else}}<td class="n">–</td><td>–</td>{{end}}<td class="n">{{$c.RewardText}}</td><td class="n">{{$c.Tokens}}</td></tr>
 {{- end}}
 </table>
 
@@ -229,9 +250,9 @@ Errored runs (the harness could not judge the agent) are not in the pass rate.</
 <h3 id="{{anchor $i}}">{{$c.Agent}} × {{$c.Fixture}}</h3>
 {{- if $c.Runs}}
 <table>
-<tr><th>#</th><th>Run</th><th>Phase</th><th>Verdict</th><th>Node</th><th>Time</th><th>Model and tokens</th><th>Evidence digest</th><th>Fixture hash (created with)</th></tr>
+<tr><th>#</th><th>Run</th><th>Phase</th><th>Verdict</th><th>Reward</th><th>Node</th><th>Time</th><th>Model and tokens</th><th>Evidence digest</th><th>Fixture hash (created with)</th></tr>
 {{- range $c.Runs}}
-<tr id="run-{{.Name}}"><td class="n">{{.Repeat}}</td><td><code>{{.Name}}</code></td><td>{{.Phase}}</td><td class="{{.Verdict}}">{{.Verdict}}{{if .Class}} ({{.Class}}){{end}}</td><td>{{.Node}}</td><td>{{dur .Duration}}</td>
+<tr id="run-{{.Name}}"><td class="n">{{.Repeat}}</td><td><code>{{.Name}}</code></td><td>{{.Phase}}</td><td class="{{.Verdict}}">{{.Verdict}}{{if .Class}} ({{.Class}}){{end}}</td><td class="n">{{or .Reward "–"}}</td><td>{{.Node}}</td><td>{{dur .Duration}}</td>
 <td>{{.UsageLine}}</td>
 <td>{{if .Digest}}<code title="evidence ConfigMap {{.EvidenceConfigMap}}">{{.Digest}}</code>{{if .SignedBy}}<br><span class="meta">signed by <code>{{.SignedBy}}</code></span>{{end}}{{if .StoredRef}}<br><span class="meta">stored as <code>{{.StoredRef}}</code></span>{{end}}{{else}}–{{end}}</td><td><code title="{{.FixtureHash}}">{{short .FixtureHash}}</code></td></tr>
 {{- end}}

@@ -62,6 +62,9 @@ type Run struct {
 	SignedBy, StoredRef string
 	// Usage is status.usage (nil before the run ends).
 	Usage *harnessv1.UsageStatus
+	// Reward is status.reward as the node-agent wrote it (the mean of its
+	// checks' rewards, a Harbor-style verifier's), empty when it has none.
+	Reward string
 }
 
 // Cell is one agent × fixture cell.
@@ -77,6 +80,67 @@ type Cell struct {
 	// had none, so that a sum over part of the runs says so.
 	InputTokens, OutputTokens, CacheTokens int64
 	Counted, Uncounted                     int
+	// RewardN counts the cell's finished runs with a reward; RewardMean is
+	// their mean, RewardLo and RewardHi its Student's t 95% interval (only
+	// from two rewards on: HasRewardInterval).
+	RewardN                        int
+	RewardMean, RewardLo, RewardHi float64
+	rewards                        []float64
+}
+
+// HasRewardInterval says whether the cell has enough rewards (two) for an
+// interval.
+func (c Cell) HasRewardInterval() bool { return c.RewardN >= 2 }
+
+// tQuantile975 are Student's t 0.975 quantiles for 1 to 30 degrees of
+// freedom; beyond, the normal's 1.96 is within 2%.
+var tQuantile975 = [...]float64{12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+	2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+	2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042}
+
+// MeanInterval95 is the mean of v and its 95% confidence interval by
+// Student's t: rewards are few (a handful of repeats per cell), where the
+// normal approximation is too narrow. ok is false for fewer than two
+// values (no interval; lo = hi = mean), and for none (mean 0).
+func MeanInterval95(v []float64) (mean, lo, hi float64, ok bool) {
+	n := len(v)
+	if n == 0 {
+		return 0, 0, 0, false
+	}
+	var sum float64
+	for _, x := range v {
+		sum += x
+	}
+	mean = sum / float64(n)
+	if n < 2 {
+		return mean, mean, mean, false
+	}
+	var ss float64
+	for _, x := range v {
+		ss += (x - mean) * (x - mean)
+	}
+	t := 1.96
+	if n-1 <= len(tQuantile975) {
+		t = tQuantile975[n-2]
+	}
+	half := t * math.Sqrt(ss/float64(n-1)) / math.Sqrt(float64(n))
+	return mean, mean - half, mean + half, true
+}
+
+// FormatReward writes a reward as the suite's status does (4 significant
+// digits).
+func FormatReward(x float64) string { return strconv.FormatFloat(x, 'g', 4, 64) }
+
+// RewardText says a cell's reward for people: "–" without one, the mean
+// with n, and the interval from two rewards on.
+func (c Cell) RewardText() string {
+	switch {
+	case c.RewardN == 0:
+		return "–"
+	case !c.HasRewardInterval():
+		return fmt.Sprintf("%s (n=1)", FormatReward(c.RewardMean))
+	}
+	return fmt.Sprintf("%s [%s, %s] (n=%d)", FormatReward(c.RewardMean), FormatReward(c.RewardLo), FormatReward(c.RewardHi), c.RewardN)
 }
 
 // N is the number of judged runs: passed + failed. Errored runs (the harness
@@ -142,6 +206,9 @@ func Build(suite *harnessv1.HarnessSuite, runs []harnessv1.HarnessRun, now time.
 			continue
 		}
 		r.Counts.Finished++
+		if x, ok := rr.rewardValue(); ok {
+			c.rewards = append(c.rewards, x)
+		}
 		if u := run.Status.Usage; u != nil && u.Source != harnessv1.UsageNone {
 			c.InputTokens += u.InputTokens
 			c.OutputTokens += u.OutputTokens
@@ -169,6 +236,8 @@ func Build(suite *harnessv1.HarnessSuite, runs []harnessv1.HarnessRun, now time.
 			c.Rate = float64(c.Passed) / float64(n)
 		}
 		c.Lo, c.Hi = Wilson(c.Passed, c.N(), Z95)
+		c.RewardN = len(c.rewards)
+		c.RewardMean, c.RewardLo, c.RewardHi, _ = MeanInterval95(c.rewards)
 		passed += c.Passed
 		judged += c.N()
 	}
@@ -185,7 +254,7 @@ func runOf(run *harnessv1.HarnessRun) Run {
 	rr := Run{
 		Name: run.Name, Agent: run.Labels[harnessv1.LabelSuiteAgent], Phase: string(st.Phase),
 		Verdict: string(st.Verdict), Class: string(st.FailureClass), Reason: st.Reason, Node: st.NodeName,
-		FixtureHash: run.Annotations[harnessv1.AnnotationFixtureHash],
+		FixtureHash: run.Annotations[harnessv1.AnnotationFixtureHash], Reward: st.Reward,
 	}
 	if rr.Phase == "" {
 		rr.Phase = string(harnessv1.RunPending)
@@ -205,6 +274,15 @@ func runOf(run *harnessv1.HarnessRun) Run {
 		rr.Usage = st.Usage.DeepCopy()
 	}
 	return rr
+}
+
+// rewardValue is the run's reward as a number, when it has a finite one.
+func (r Run) rewardValue() (float64, bool) {
+	x, err := strconv.ParseFloat(r.Reward, 64)
+	if err != nil || math.IsInf(x, 0) || math.IsNaN(x) {
+		return 0, false
+	}
+	return x, true
 }
 
 // Tokens says a cell's token sums for people: "in / out / cache", with how

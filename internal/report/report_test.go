@@ -161,9 +161,9 @@ func TestMarkdown(t *testing.T) {
 
 Progress **2/5**: 1 passed, 1 failed, 0 errored, 0 running, 0 pending. Pass rate **50.0%** (95% CI 9.5%–90.5%, n=2).
 
-| Agent | Fixture | n | Passed | Failed | Errored | Unfinished | Pass rate | 95% CI | Tokens in / out / cache |
-|---|---|---:|---:|---:|---:|---:|---:|---|---:|
-| co\|dex | hello | 2 | 1 | 1 | 0 | 0 | 50.0% | 9.5%–90.5% | 1230 / 349 / 76 |
+| Agent | Fixture | n | Passed | Failed | Errored | Unfinished | Pass rate | 95% CI | Reward [95% CI] (n) | Tokens in / out / cache |
+|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|
+| co\|dex | hello | 2 | 1 | 1 | 0 | 0 | 50.0% | 9.5%–90.5% | – | 1230 / 349 / 76 |
 
 Earlier rounds: round 1 (revision old) 40.0%.
 `
@@ -249,5 +249,97 @@ func TestUsageAndSignaturesInReports(t *testing.T) {
 		if !strings.Contains(j.String(), want) {
 			t.Errorf("the JSON report lacks %s:\n%s", want, j.String())
 		}
+	}
+}
+
+func TestMeanInterval95(t *testing.T) {
+	// Reference: mean 0.5, sd 0.5773503 (n=4), t(3) 3.182446: half width
+	// 0.9187; as R's t.test(c(0, 0, 1, 1))$conf.int gives, to 3 decimals
+	// (the table rounds t to 4.303/3.182).
+	for _, tc := range []struct {
+		v            []float64
+		mean, lo, hi float64
+		ok           bool
+	}{
+		{nil, 0, 0, 0, false},
+		{[]float64{0.75}, 0.75, 0.75, 0.75, false},
+		{[]float64{0, 0, 1, 1}, 0.5, -0.4186, 1.4186, true},
+		{[]float64{1, 1, 1}, 1, 1, 1, true},
+	} {
+		mean, lo, hi, ok := MeanInterval95(tc.v)
+		if ok != tc.ok || math.Abs(mean-tc.mean) > 1e-9 || math.Abs(lo-tc.lo) > 1e-3 || math.Abs(hi-tc.hi) > 1e-3 {
+			t.Errorf("MeanInterval95(%v) = %v [%v, %v] %v, want %v [%v, %v] %v", tc.v, mean, lo, hi, ok, tc.mean, tc.lo, tc.hi, tc.ok)
+		}
+	}
+}
+
+// Rewards (Harbor-style verifiers') show per cell (mean, interval, n) and
+// per run in every form; runs without one, and an unfinished run's, do not
+// count; a reward is text from the cluster and is neutralised.
+func TestRewardsInEveryForm(t *testing.T) {
+	runs := []harnessv1.HarnessRun{
+		testRun("s-1", "codex", "hello", "0", harnessv1.RunSucceeded, harnessv1.VerdictPass, "sha256:1"),
+		testRun("s-2", "codex", "hello", "1", harnessv1.RunSucceeded, harnessv1.VerdictFail, "sha256:2"),
+		testRun("s-3", "codex", "hello", "2", harnessv1.RunSucceeded, harnessv1.VerdictPass, "sha256:3"),
+		testRun("s-4", "codex", "hello", "3", harnessv1.RunRunning, "", ""),
+		testRun("s-5", "oracle", "hello", "0", harnessv1.RunSucceeded, harnessv1.VerdictPass, "sha256:5"),
+		testRun("s-6", "lazy", "hello", "0", harnessv1.RunSucceeded, harnessv1.VerdictFail, "sha256:6"),
+	}
+	runs[0].Status.Reward = "1"
+	runs[1].Status.Reward = "0"
+	runs[2].Status.Reward = "0.5"
+	runs[3].Status.Reward = "1" // not finished: not counted
+	runs[4].Status.Reward = "1"
+	runs[5].Status.Reward = "0.25\x1b[2K" // not a number: shown neutralised, not counted
+	s := testSuite()
+	s.Status.Cells = nil
+	r := Build(s, runs, time.Unix(0, 0))
+	byAgent := map[string]Cell{}
+	for _, c := range r.Cells {
+		byAgent[c.Agent] = c
+	}
+	if c := byAgent["codex"]; c.RewardN != 3 || math.Abs(c.RewardMean-0.5) > 1e-9 || !c.HasRewardInterval() || math.Abs(c.RewardLo-(0.5-4.303*0.5/math.Sqrt(3))) > 1e-9 {
+		t.Errorf("codex cell rewards: n %d mean %v [%v, %v]", c.RewardN, c.RewardMean, c.RewardLo, c.RewardHi)
+	}
+	if c := byAgent["oracle"]; c.RewardN != 1 || c.RewardMean != 1 || c.HasRewardInterval() || c.RewardText() != "1 (n=1)" {
+		t.Errorf("oracle cell: %+v %q", c, c.RewardText())
+	}
+	if c := byAgent["lazy"]; c.RewardN != 0 || c.RewardText() != "–" {
+		t.Errorf("lazy cell: %+v", c)
+	}
+	var md, page, js, junit bytes.Buffer
+	for _, f := range []func() error{func() error { return r.Markdown(&md) }, func() error { return r.HTML(&page) }, func() error { return r.JSON(&js) }, func() error { return r.JUnit(&junit) }} {
+		if err := f(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	codex := byAgent["codex"].RewardText()
+	if codex != "0.5 [-0.7422, 1.742] (n=3)" {
+		t.Errorf("codex reward text %q", codex)
+	}
+	for name, tc := range map[string]struct {
+		out  string
+		want []string
+	}{
+		"markdown": {md.String(), []string{"| " + codex + " |", "| 1 (n=1) |", "- codex × hello: s-1 1, s-2 0, s-3 0.5, s-4 1", "- oracle × hello: s-5 1", "s-6 0.25^[[2K"}},
+		"html":     {page.String(), []string{"<td class=\"n\">" + codex + "</td>", "<td class=\"n\">0.5</td>", "0.25^[[2K"}},
+		"json": {js.String(), []string{`"reward": {
+        "n": 3,
+        "mean": 0.5,
+        "low": -0.742`, `"reward": 0.5`}},
+		"junit": {junit.String(), []string{`<property name="rewardN" value="3"></property>`, `<property name="rewardMean" value="0.5"></property>`,
+			`<property name="rewardInterval" value="[-0.7422, 1.742]"></property>`, `<property name="reward" value="0.5"></property>`}},
+	} {
+		for _, w := range tc.want {
+			if !strings.Contains(tc.out, w) {
+				t.Errorf("the %s report lacks %q:\n%s", name, w, tc.out)
+			}
+		}
+		if strings.ContainsAny(tc.out, "\x1b") {
+			t.Errorf("the %s report holds a raw ESC", name)
+		}
+	}
+	if strings.Contains(js.String(), `"reward": 0.25`) {
+		t.Error("a reward that is no number reached the JSON as one")
 	}
 }
