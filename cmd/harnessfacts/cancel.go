@@ -12,7 +12,10 @@ import (
 )
 
 func newCancelCommand() *cobra.Command {
-	var k *kube
+	var (
+		k *kube
+		o *output
+	)
 	cmd := &cobra.Command{
 		Use:   "cancel RUN...",
 		Short: "Stop runs: sets spec.cancel, and the run ends with reason Cancelled (its evidence is kept)",
@@ -20,12 +23,25 @@ func newCancelCommand() *cobra.Command {
 once; a running one is stopped by its node-agent, which kills the agent's
 process tree and still records what it knows (status, evidence). The run
 ends in phase Failed with reason Cancelled; 'harnessfacts wait RUN' returns
-then. A finished run is left as it is.`,
+then. A finished run is left as it is. With -o (name, yaml, json,
+jsonpath=...) each run is printed as the API server holds it after the
+command.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := o.printer()
+			if err != nil {
+				return err
+			}
 			c, ns, err := k.client()
 			if err != nil {
 				return err
+			}
+			say := func(run *harnessv1.HarnessRun, format string, a ...any) error {
+				if p != nil {
+					return p.PrintObj(run, cmd.OutOrStdout())
+				}
+				cmd.Printf(format, a...)
+				return nil
 			}
 			patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"cancel":true}}`))
 			for _, name := range args {
@@ -33,28 +49,35 @@ then. A finished run is left as it is.`,
 				if err := c.Get(cmd.Context(), client.ObjectKey{Namespace: ns, Name: name}, run); err != nil {
 					return describeErr(err, ns, name)
 				}
-				if run.Status.Phase.Terminal() {
-					cmd.Printf("harnessrun.harnessfacts.io/%s already finished (phase %s, verdict %s)\n", name, run.Status.Phase, orDash(string(run.Status.Verdict)))
-					continue
+				var err error
+				switch {
+				case run.Status.Phase.Terminal():
+					err = say(run, "harnessrun.harnessfacts.io/%s already finished (phase %s, verdict %s)\n", name, run.Status.Phase, orDash(string(run.Status.Verdict)))
+				case run.Spec.Cancel:
+					err = say(run, "harnessrun.harnessfacts.io/%s cancel already requested\n", name)
+				default:
+					if err := c.Patch(cmd.Context(), run, patch); err != nil {
+						return describeErr(err, ns, name)
+					}
+					err = say(run, "harnessrun.harnessfacts.io/%s cancel requested\n", name)
 				}
-				if run.Spec.Cancel {
-					cmd.Printf("harnessrun.harnessfacts.io/%s cancel already requested\n", name)
-					continue
+				if err != nil {
+					return err
 				}
-				if err := c.Patch(cmd.Context(), run, patch); err != nil {
-					return describeErr(err, ns, name)
-				}
-				cmd.Printf("harnessrun.harnessfacts.io/%s cancel requested\n", name)
 			}
 			return nil
 		},
 	}
 	k = newKube(cmd)
+	o = newOutput(cmd)
 	return cmd
 }
 
 func newRetryCommand() *cobra.Command {
-	var k *kube
+	var (
+		k *kube
+		o *output
+	)
 	cmd := &cobra.Command{
 		Use:   "retry RUN",
 		Short: "Create a new run with the same spec and a new name, labelled as a retry of RUN",
@@ -63,9 +86,14 @@ func newRetryCommand() *cobra.Command {
 harnessfacts.io/retry-of=RUN and the annotation harnessfacts.io/retry-of-uid,
 so 'kubectl get hfrun -l harnessfacts.io/retry-of=RUN' lists RUN's retries.
 RUN's labels are copied, except a suite's: the retry is not part of the
-suite's round. The new run's name is printed.`,
+suite's round. The new run's name is printed; -o name prints only that
+(NEW=$(harnessfacts retry RUN -o name)), -o yaml|json the new run.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := o.printer()
+			if err != nil {
+				return err
+			}
 			c, ns, err := k.client()
 			if err != nil {
 				return err
@@ -78,11 +106,15 @@ suite's round. The new run's name is printed.`,
 			if err := c.Create(cmd.Context(), run); err != nil {
 				return fmt.Errorf("creating a retry of HarnessRun %s/%s: %w", ns, old.Name, err)
 			}
+			if p != nil {
+				return p.PrintObj(run, cmd.OutOrStdout())
+			}
 			cmd.Printf("harnessrun.harnessfacts.io/%s created (a retry of %s)\n", run.Name, old.Name)
 			return nil
 		},
 	}
 	k = newKube(cmd)
+	o = newOutput(cmd)
 	return cmd
 }
 

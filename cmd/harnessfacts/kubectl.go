@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -136,4 +138,32 @@ func (k *kube) serverTable(ctx context.Context, namespace string, gvr schema.Gro
 		}
 	}
 	return table, nil
+}
+
+// output is kubectl's -o for a command that acts on runs (wait, cancel,
+// retry), as `kubectl wait`, `kubectl patch` and `kubectl create` have it:
+// name, yaml, json, jsonpath=..., go-template=... print each run the
+// command acted on; without -o the command says what it did in words.
+type output struct {
+	flags *genericclioptions.PrintFlags
+}
+
+// newOutput adds -o (and --template) to cmd.
+func newOutput(cmd *cobra.Command) *output {
+	scheme, _ := newScheme()
+	o := &output{flags: genericclioptions.NewPrintFlags("").WithTypeSetter(scheme)}
+	o.flags.AddFlags(cmd)
+	return o
+}
+
+// printer is the printer -o asks for, or nil without -o. Commands ask for it
+// before they change anything, so a wrong -o changes nothing.
+func (o *output) printer() (printers.ResourcePrinter, error) {
+	if o.flags.OutputFormat == nil || *o.flags.OutputFormat == "" {
+		return nil, nil
+	}
+	if *o.flags.OutputFormat == "wide" {
+		return nil, errors.New("output format -o wide is for tables; this command prints the runs it acted on: -o name|yaml|json|jsonpath=TEMPLATE|go-template=TEMPLATE")
+	}
+	return o.flags.ToPrinter()
 }

@@ -54,6 +54,7 @@ func parseWaitFor(s string) (waitFor, error) {
 func newWaitCommand() *cobra.Command {
 	var (
 		k       *kube
+		o       *output
 		forFlag string
 		timeout time.Duration
 	)
@@ -65,10 +66,16 @@ func newWaitCommand() *cobra.Command {
 run with its phase and verdict. Finished is True at the end of any run, so
 'harnessfacts wait RUN' returns once the run has ended; Ready is True only for
 verdict Pass. It fails when --timeout passes first or a run is deleted.
+With -o (name, yaml, json, jsonpath=...) each run is printed as it was
+when it met the condition, e.g. -o jsonpath='{.status.verdict}'.
 'kubectl wait --for=condition=Finished harnessrun/RUN' works the same way.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			w, err := parseWaitFor(forFlag)
+			if err != nil {
+				return err
+			}
+			p, err := o.printer()
 			if err != nil {
 				return err
 			}
@@ -94,6 +101,12 @@ verdict Pass. It fails when --timeout passes first or a run is deleted.
 					}
 					return err
 				}
+				if p != nil {
+					if err := p.PrintObj(run, cmd.OutOrStdout()); err != nil {
+						return err
+					}
+					continue
+				}
 				cmd.Printf("harnessrun.harnessfacts.io/%s condition met: %s=%s (phase %s, verdict %s)\n", name, w.condition, w.status,
 					run.Status.Phase, orDash(string(run.Status.Verdict)))
 			}
@@ -101,6 +114,7 @@ verdict Pass. It fails when --timeout passes first or a run is deleted.
 		},
 	}
 	k = newKube(cmd)
+	o = newOutput(cmd)
 	cmd.Flags().StringVar(&forFlag, "for", "condition="+harnessv1.ConditionFinished, "condition=TYPE[=STATUS] to wait for")
 	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Minute, "how long to wait; 0 waits forever")
 	return cmd

@@ -11,6 +11,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
@@ -269,4 +271,107 @@ func TestLocalRunTwiceKeepsBothEvidence(t *testing.T) {
 			t.Errorf("harnessfacts evidence verify %s: %v\n%s", dir, err, out)
 		}
 	}
+}
+
+// TestCLIAsAKubectlPlugin: linked as kubectl-harnessfacts on PATH, the
+// binary is a plugin of the project's kubectl (`kubectl plugin list` finds
+// it, `kubectl harnessfacts ...` runs it). cli-runtime's flags work as with
+// kubectl: $KUBECONFIG, --context picks a context other than the current
+// one (whose server does not answer) and the context's namespace stands in
+// for -n; -o name|yaml|json|jsonpath prints what wait, retry and cancel
+// acted on, so scripts need no parsing of sentences.
+func TestCLIAsAKubectlPlugin(t *testing.T) {
+	ns := newNamespace(t, "e2e-plugin")
+	fixtureConfigMap(t, ns, "fixture-hello", filepath.Join(testenv.RepoRoot(), "fixtures", "hello"))
+	ctx := context.Background()
+	if err := k8s.Create(ctx, execRun(ns, "quick", "sh", "../fixture/agent.sh")); err != nil {
+		t.Fatal(err)
+	}
+
+	// A kubeconfig whose current context names a server that does not
+	// answer, and a context "evals" for the test's API server and ns.
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := env.Kubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.LoadFromFile(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := cfg.Contexts[cfg.CurrentContext]
+	cfg.Clusters["nowhere"] = &clientcmdapi.Cluster{Server: "https://127.0.0.1:1"}
+	cfg.Contexts["nowhere"] = &clientcmdapi.Context{Cluster: "nowhere", AuthInfo: cur.AuthInfo, Namespace: ns}
+	cfg.Contexts["evals"] = &clientcmdapi.Context{Cluster: cur.Cluster, AuthInfo: cur.AuthInfo, Namespace: ns}
+	cfg.CurrentContext = "nowhere"
+	if err := clientcmd.WriteToFile(*cfg, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "bin")
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(binary, filepath.Join(bin, "kubectl-harnessfacts")); err != nil {
+		t.Fatal(err)
+	}
+	kubectl := func(wantErr bool, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(filepath.Join(env.Assets, "kubectl"), args...)
+		cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "KUBECONFIG="+kubeconfig)
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		if (err != nil) != wantErr {
+			t.Fatalf("kubectl %s: error %v (want error: %t)\nstdout: %s\nstderr: %s", strings.Join(args, " "), err, wantErr, stdout.String(), stderr.String())
+		}
+		return stdout.String() + stderr.String()
+	}
+
+	if out := kubectl(false, "plugin", "list"); !strings.Contains(out, filepath.Join(bin, "kubectl-harnessfacts")) {
+		t.Errorf("kubectl plugin list does not find the plugin:\n%s", out)
+	}
+	// The current context's server does not answer: --context matters.
+	if out := kubectl(true, "harnessfacts", "get", "quick"); !strings.Contains(out, "127.0.0.1:1") {
+		t.Errorf("harnessfacts get in the current context should fail on its server:\n%s", out)
+	}
+	if out := kubectl(false, "harnessfacts", "wait", "quick", "--context", "evals", "--timeout=3m", "-o", "name"); strings.TrimSpace(out) != "harnessrun.harnessfacts.io/quick" {
+		t.Errorf("kubectl harnessfacts wait -o name: %q", out)
+	}
+	if out := kubectl(false, "harnessfacts", "get", "quick", "--context", "evals", "-o", "jsonpath={.status.verdict}"); out != "Pass" {
+		t.Errorf("kubectl harnessfacts get -o jsonpath: %q", out)
+	}
+	// -n wins over the context's namespace, as with kubectl.
+	if out := kubectl(true, "harnessfacts", "get", "quick", "--context", "evals", "-n", "default"); !strings.Contains(out, "HarnessRun default/quick") || !strings.Contains(out, "could not find") {
+		t.Errorf("kubectl harnessfacts get -n default:\n%s", out)
+	}
+
+	// retry -o name prints only the new run's name; cancel and wait -o
+	// print what they acted on.
+	out := strings.TrimSpace(kubectl(false, "harnessfacts", "retry", "quick", "--context", "evals", "-o", "name"))
+	retry, ok := strings.CutPrefix(out, "harnessrun.harnessfacts.io/quick-")
+	if !ok || strings.Contains(out, "\n") {
+		t.Fatalf("kubectl harnessfacts retry -o name: %q", out)
+	}
+	retry = "quick-" + retry
+	if out := kubectl(false, "harnessfacts", "cancel", retry, "--context", "evals", "-o", "json"); !strings.Contains(out, `"cancel": true`) || !strings.Contains(out, `"name": "`+retry+`"`) {
+		t.Errorf("kubectl harnessfacts cancel -o json:\n%s", out)
+	}
+	if out := kubectl(false, "harnessfacts", "wait", retry, "--context", "evals", "--timeout=3m", "-o", "jsonpath={.status.reason}"); out != harnessv1.ReasonCancelled {
+		t.Errorf("kubectl harnessfacts wait -o jsonpath={.status.reason} of the cancelled retry: %q", out)
+	}
+	if out := kubectl(false, "harnessfacts", "wait", "quick", "--context", "evals", "-o", "yaml"); !strings.Contains(out, "kind: HarnessRun") || !strings.Contains(out, "verdict: Pass") {
+		t.Errorf("kubectl harnessfacts wait -o yaml:\n%s", out)
+	}
+	// A wrong -o changes nothing: no second retry is made.
+	if out := kubectl(true, "harnessfacts", "retry", "quick", "--context", "evals", "-o", "wide"); !strings.Contains(out, "-o wide") {
+		t.Errorf("kubectl harnessfacts retry -o wide:\n%s", out)
+	}
+	retries := &harnessv1.HarnessRunList{}
+	if err := k8s.List(ctx, retries, client.InNamespace(ns), client.MatchingLabels{harnessv1.LabelRetryOf: "quick"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(retries.Items) != 1 {
+		t.Errorf("%d retries of quick, want 1 (a refused -o must not create one)", len(retries.Items))
+	}
+	waitNoRunDirs(t)
 }
