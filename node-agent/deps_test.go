@@ -1,0 +1,41 @@
+package nodeagent_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestDaemonDoesNotLinkTheValidator: the node-agent daemon gets runs the API
+// server already admitted, so it must not link what `harnessfacts run` needs
+// to admit run.yaml itself: the CRD validator (internal/crdschema,
+// apiextensions-apiserver's validation and CEL), cel-go, or the local-run
+// package. Nor any test double or test suite. This is `go list -deps` of
+// the package, as docs/architecture.md shows it.
+func TestDaemonDoesNotLinkTheValidator(t *testing.T) {
+	const pkg = "github.com/harnessfacts/harnessfacts/node-agent"
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", pkg).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 100 || deps[len(deps)-1] != pkg {
+		t.Fatalf("go list -deps %s printed %d packages, the last %q: not a dependency list", pkg, len(deps), deps[len(deps)-1])
+	}
+	forbidden := []string{
+		"github.com/harnessfacts/harnessfacts/internal/crdschema",
+		"github.com/harnessfacts/harnessfacts/node-agent/localrun",
+		"github.com/harnessfacts/harnessfacts/internal/testing",
+		"github.com/harnessfacts/harnessfacts/test/",
+		"github.com/google/cel-go",
+		"k8s.io/apiserver/pkg/cel",
+		"k8s.io/apiextensions-apiserver/pkg/apiserver",
+	}
+	for _, d := range deps {
+		for _, f := range forbidden {
+			if d == f || strings.HasPrefix(d, strings.TrimSuffix(f, "/")+"/") {
+				t.Errorf("the node-agent daemon links %s", d)
+			}
+		}
+	}
+}
