@@ -80,8 +80,9 @@ func chartMemory(t *testing.T) (limit string, limitBytes, goMemLimit int64) {
 
 // startBoundedNodeAgent starts the node-agent binary for node name in a
 // fresh cgroup, with the chart's --memory-limit and GOMEMLIMIT, and waits
-// for its HarnessNode to be Ready. Everything is undone when the test ends.
-func startBoundedNodeAgent(t *testing.T, name string, labels map[string]string) *boundedNodeAgent {
+// for its HarnessNode to be Ready, with extra flags after the chart's.
+// Everything is undone when the test ends.
+func startBoundedNodeAgent(t *testing.T, name string, labels map[string]string, extra ...string) *boundedNodeAgent {
 	t.Helper()
 	limitArg, limit, goMemLimit := chartMemory(t)
 	na := &boundedNodeAgent{done: make(chan struct{}), limit: limit, goMemLimit: goMemLimit,
@@ -136,7 +137,7 @@ func startBoundedNodeAgent(t *testing.T, name string, labels map[string]string) 
 		binary, "node-agent", "--kubeconfig", kubeconfig, "--node-name", name,
 		"--lease-namespace", leaseNS, "--lease-duration", "8s", "--slots", "2", "--run-root", na.runs,
 		"--node-labels", strings.Join(pairs, ","), "--memory-limit", limitArg,
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, controllerFlags...)...)
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, append(controllerFlags, extra...)...)...)
 	cmd.Env = append(os.Environ(), "HF_TEST_CGROUPS="+strings.Join(na.dirs, " "), fmt.Sprintf("GOMEMLIMIT=%dMiB", goMemLimit>>20))
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs

@@ -72,7 +72,37 @@ for i in $(seq 100); do
   ( head -c 8388608 /dev/zero | curl -s -o /dev/null -p -x "$HTTPS_PROXY" -X POST -T - "$PROVIDER" ) &
 done
 wait; echo flooded provider`
+	// The model gateway: a hostile agent in the place of Claude Code's CLI
+	// sends 64 requests at once (as many as the gateway's socket serves)
+	// with 16 MiB bodies, the most the gateway holds to retry, and 8 with
+	// 64 MiB bodies, over it, to the model API path at the gateway's URL.
+	floodGateway = `set +e
+for i in $(seq 64); do
+  ( head -c 16777000 /dev/zero | tr '\0' 'a' | curl -s -o /dev/null --noproxy '*' -X POST -H 'Content-Type: application/json' -T - "$ANTHROPIC_BASE_URL/v1/messages" ) &
+done
+for i in $(seq 8); do
+  ( head -c 67108864 /dev/zero | curl -s -o /dev/null --noproxy '*' -X POST -H 'Content-Type: application/json' -T - "$ANTHROPIC_BASE_URL/v1/messages" ) &
+done
+wait; echo flooded gateway`
 )
+
+// hostileCLI makes a folder of agent CLIs (--agent-clis) whose claude
+// answers --version as Claude Code does and otherwise runs script: the
+// agent under test is the attacker, and the model gateway serves only the
+// adapters that speak a model API, not exec. The folder is readable by the
+// runs' uids, as an install is.
+func hostileCLI(t *testing.T, script string) string {
+	t.Helper()
+	bin := filepath.Join(openDir(t), "clis", "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cli := "#!/bin/bash\nif [ \"$1\" = --version ]; then echo '2.1.197 (Claude Code)'; exit 0; fi\n" + script + "\n"
+	if err := os.WriteFile(filepath.Join(bin, "claude"), []byte(cli), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
 
 // Agents flooding every channel into the node-agent from inside real
 // sandboxes do not take it past its hard memory bound, and another run on
@@ -88,7 +118,7 @@ func TestFloodingTheNodeAgentLeavesItsMemoryBounded(t *testing.T) {
 	fixtureConfigMap(t, ns, "fixture-hello", filepath.Join(testenv.RepoRoot(), "fixtures", "hello"))
 	addr := sink(t)
 	provider := "http://" + addr + "/v1"
-	na := startBoundedNodeAgent(t, "flood-node", map[string]string{"harnessfacts.io/e2e": "flood"})
+	na := startBoundedNodeAgent(t, "flood-node", map[string]string{"harnessfacts.io/e2e": "flood"}, "--agent-clis", hostileCLI(t, floodGateway))
 	onFloodNode := map[string]string{"harnessfacts.io/e2e": "flood"}
 
 	// The node-agent is in its leaf, with the chart's limit.
@@ -119,11 +149,17 @@ func TestFloodingTheNodeAgentLeavesItsMemoryBounded(t *testing.T) {
 	}()
 
 	flood := func(name, script string, transport harnessv1.MCPTransport) *harnessv1.HarnessRun {
+		agent := harnessv1.AgentSpec{Adapter: harnessv1.AdapterExec, ProviderURL: provider,
+			Command: []string{"bash", "-c", "PROVIDER=" + provider + "\n" + script}}
+		if script == "" {
+			// The hostile claude: its requests go through the run's model
+			// gateway to the provider.
+			agent = harnessv1.AgentSpec{Adapter: harnessv1.AdapterClaudeCode, ProviderURL: provider}
+		}
 		r := &harnessv1.HarnessRun{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 			Spec: harnessv1.HarnessRunSpec{
-				Agent: harnessv1.AgentSpec{Adapter: harnessv1.AdapterExec, ProviderURL: provider,
-					Command: []string{"bash", "-c", "PROVIDER=" + provider + "\n" + script}},
+				Agent:        agent,
 				Fixture:      harnessv1.FixtureSource{Inline: &harnessv1.InlineFixture{Files: map[string]string{"fixture.yaml": "prompt: flood\n"}}},
 				MCP:          &harnessv1.MCPSpec{Transport: transport},
 				Limits:       harnessv1.Limits{EpisodeSeconds: 150, ProbeSeconds: 30},
@@ -143,6 +179,7 @@ func TestFloodingTheNodeAgentLeavesItsMemoryBounded(t *testing.T) {
 		{"flood-stdio", floodStdio, harnessv1.MCPTransportStdio},
 		{"flood-http", floodHTTP, harnessv1.MCPTransportHTTP},
 		{"flood-provider", floodProvider, harnessv1.MCPTransportNone},
+		{"flood-gateway", "", harnessv1.MCPTransportNone},
 	} {
 		fr := flood(f.name, f.script, f.transport)
 		hello := helloRun(ns, harnessv1.MCPTransportHTTP)
@@ -158,6 +195,9 @@ func TestFloodingTheNodeAgentLeavesItsMemoryBounded(t *testing.T) {
 		fg := waitTerminal(t, client.ObjectKeyFromObject(fr))
 		if fg.Status.Agent == nil || !strings.Contains(fg.Status.Agent.OutputTail, "flooded") {
 			t.Errorf("%s did not flood to its end: %s %s; %+v", f.name, fg.Status.Reason, fg.Status.Message, fg.Status.Agent)
+		}
+		if f.script == "" && (fg.Status.Usage == nil || fg.Status.Usage.Source != harnessv1.UsageFromGateway || fg.Status.Usage.Requests == 0) {
+			t.Errorf("%s did not go through the model gateway: usage %+v", f.name, fg.Status.Usage)
 		}
 	}
 	close(stop)
@@ -184,7 +224,9 @@ func TestFloodingTheNodeAgentLeavesItsMemoryBounded(t *testing.T) {
 	runPeak, runCgroup := int64(0), ""
 	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		for _, pid := range processesWith(marker) {
-			if cg, peakNow := cgroupMemoryPeak(pid); peakNow > runPeak {
+			// Only cgroups under the node-agent's own: a process that
+			// exits between the two reads shows the root cgroup.
+			if cg, peakNow := cgroupMemoryPeak(pid); strings.HasPrefix(cg, na.base+"/") && peakNow > runPeak {
 				runPeak, runCgroup = peakNow, cg
 			}
 		}
