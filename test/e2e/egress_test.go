@@ -443,3 +443,131 @@ func exists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
 }
+
+// noneProbe is the agent of TestEgressNoneReachesWhatTheDocsSay.
+const noneProbe = `set -u
+pass() { echo "PASS $1"; }
+fail() { echo "FAIL $1: $2"; }
+[ -z "${HTTPS_PROXY:-}${https_proxy:-}${HTTP_PROXY:-}${http_proxy:-}" ] && pass no-proxy-env || fail no-proxy-env "$(env | grep -i _proxy)"
+devs=$(awk -F: 'NR>2 {gsub(/ /, "", $1); print $1}' /proc/net/dev | tr '\n' ' ')
+[ "$devs" = "lo " ] && pass only-loopback || fail only-loopback "$devs"
+r=$(curl -sS --max-time 5 --noproxy '*' http://$LOOP/ 2>&1) && fail node-loopback "reached $r" || pass node-loopback
+r=$(curl -sS --max-time 5 --noproxy '*' http://$HOST_HTTP/ 2>&1) && fail host-address "reached $r" || pass host-address
+r=$(timeout 5 bash -c "printf x >/dev/udp/${DNS%:*}/${DNS#*:}" 2>&1) && fail dns-server-udp "sent" || pass dns-server-udp
+r=$(getent hosts provider.harnessfacts.test 2>&1) && fail dns-lookup "resolved $r" || pass dns-lookup
+r=$(curl -sS --max-time 5 --unix-socket "$HOST_SOCK" http://x/ 2>&1) && fail host-socket "reached $r" || pass host-socket
+r=$(curl -sS --max-time 5 --abstract-unix-socket "$ABSTRACT" http://x/ 2>&1) && fail abstract-socket "reached $r" || pass abstract-socket
+r=$(curl -sS --max-time 10 -X POST "$HARNESSFACTS_MCP_URL" -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
+	-H 'MCP-Protocol-Version: 2025-06-18' \
+	--data '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"probe","version":"1"}}}' 2>&1)
+case "$r" in *protocolVersion*) pass mcp-http;; *) fail mcp-http "$r";; esac
+echo done
+`
+
+// serveUnix serves HTTP on the unix socket path (a name starting with @
+// is an abstract socket), mode 0666 when it is a file, and counts hits.
+func serveUnix(t *testing.T, path string) *atomic.Int64 {
+	t.Helper()
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(path, "@") {
+		if err := os.Chmod(path, 0o666); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var hits atomic.Int64
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		hits.Add(1)
+		_, _ = fmt.Fprint(w, "host socket")
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	c := http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", path)
+	}}}
+	// It works from the host, so a refusal in the sandbox is the sandbox's.
+	res, err := c.Get("http://x/")
+	if err != nil {
+		t.Fatalf("the socket %s does not answer from the host: %v", path, err)
+	}
+	_ = res.Body.Close()
+	hits.Store(0)
+	return &hits
+}
+
+// TestEgressNoneReachesWhatTheDocsSay: a run with egress None reaches what
+// docs/node-agent.md says it reaches (its MCP server through the bridge),
+// and none of what it says it does not: the node's 127.0.0.1, the node's
+// other addresses, DNS, a world-writable host unix socket under /run, an
+// abstract unix socket of the node, any network device but its loopback.
+// Each stand-in answers from the host first.
+func TestEgressNoneReachesWhatTheDocsSay(t *testing.T) {
+	hostIP := hostAddress(t)
+	loop := serve(t, "127.0.0.1:0", "node loopback", nil)
+	hostHTTP := serve(t, net.JoinHostPort(hostIP, "0"), "host", nil)
+	dns, dnsQueries := dnsStandIn(t, net.JoinHostPort(hostIP, "0"))
+	for _, s := range []*countingServer{loop, hostHTTP} {
+		if res, err := http.Get("http://" + s.addr); err != nil {
+			t.Fatal(err)
+		} else {
+			_ = res.Body.Close()
+		}
+		s.hits.Store(0)
+	}
+	sockDir, err := os.MkdirTemp("/run", "harnessfacts-e2e-none-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(sockDir) })
+	if err := os.Chmod(sockDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	hostSock := filepath.Join(sockDir, "daemon.sock")
+	sockHits := serveUnix(t, hostSock)
+	abstract := fmt.Sprintf("harnessfacts-e2e-none-%d", os.Getpid())
+	abstractHits := serveUnix(t, "@"+abstract)
+	dnsBefore := dnsQueries.Load()
+
+	ns := newNamespace(t, "e2e-egress-none")
+	script := "LOOP=" + loop.addr + " HOST_HTTP=" + hostHTTP.addr + " DNS=" + dns + " HOST_SOCK=" + hostSock + " ABSTRACT=" + abstract + "\n" + noneProbe
+	run := &harnessv1.HarnessRun{
+		ObjectMeta: metav1.ObjectMeta{Name: "none", Namespace: ns},
+		Spec: harnessv1.HarnessRunSpec{
+			NodeSelector: onMainNode,
+			Agent:        harnessv1.AgentSpec{Adapter: harnessv1.AdapterExec, Command: []string{"bash", "../fixture/probe.sh"}},
+			Network:      harnessv1.NetworkSpec{Egress: harnessv1.EgressNone},
+			MCP:          &harnessv1.MCPSpec{Transport: harnessv1.MCPTransportHTTP},
+			Fixture: harnessv1.FixtureSource{Inline: &harnessv1.InlineFixture{Files: map[string]string{
+				"fixture.yaml": "prompt: probe the network\n", "probe.sh": script}}},
+		},
+	}
+	if err := k8s.Create(context.Background(), run); err != nil {
+		t.Fatal(err)
+	}
+	st := waitTerminal(t, client.ObjectKeyFromObject(run)).Status
+	out := tailOf(st)
+	if !strings.Contains(out, "done") {
+		t.Fatalf("the probe did not finish (%s): %s\n%s", st.Phase, st.Message, out)
+	}
+	for _, check := range []string{"no-proxy-env", "only-loopback", "node-loopback", "host-address", "dns-server-udp", "dns-lookup",
+		"host-socket", "abstract-socket", "mcp-http"} {
+		if !strings.Contains(out, "PASS "+check+"\n") {
+			t.Errorf("check %s did not pass", check)
+		}
+	}
+	if strings.Contains(out, "FAIL") {
+		t.Errorf("probe output:\n%s", out)
+	}
+	for name, n := range map[string]int64{"the node's 127.0.0.1": loop.hits.Load(), "the node's address": hostHTTP.hits.Load(),
+		"the DNS stand-in": dnsQueries.Load() - dnsBefore, "the host socket under /run": sockHits.Load(), "the abstract socket": abstractHits.Load()} {
+		if n != 0 {
+			t.Errorf("%s was reached %d times from the sandbox", name, n)
+		}
+	}
+	if st.Sandbox == nil || st.Sandbox.Mode != "bwrap" || st.Network == nil || st.Network.Egress != harnessv1.EgressNone {
+		t.Errorf("sandbox %+v, network %+v: want bwrap, egress None", st.Sandbox, st.Network)
+	}
+	waitNoRunDirs(t)
+}
