@@ -409,6 +409,14 @@ func RequirePass(t *testing.T, o *Outcome) {
 	if st.Sandbox == nil || st.Sandbox.Mode != "bwrap" {
 		t.Errorf("sandbox %+v, want bwrap", st.Sandbox)
 	}
+	// Every CLI passes with the hardening on, as a node runs it: the
+	// seccomp filter and the run dir on a tmpfs of limits.disk.
+	if st.Sandbox == nil || !strings.Contains(st.Sandbox.Seccomp, "@sha256:") {
+		t.Errorf("status.sandbox.seccomp does not name the filter: %+v", st.Sandbox)
+	}
+	if st.Limits == nil || st.Limits.Disk == nil || st.Limits.Disk.IsZero() {
+		t.Errorf("status.limits has no disk limit: %+v", st.Limits)
+	}
 	if st.Evidence == nil || !strings.HasPrefix(st.Evidence.Digest, "sha256:") {
 		t.Errorf("evidence %+v", st.Evidence)
 	}
