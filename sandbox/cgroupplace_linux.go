@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"github.com/containerd/cgroups/v3"
 	"github.com/containerd/cgroups/v3/cgroup1"
 	"github.com/containerd/cgroups/v3/cgroup2"
+	"github.com/moby/sys/mountinfo"
 	"github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
@@ -187,11 +189,11 @@ func ownCgroupV1(n cgroup1.Name) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("/proc/self/cgroup has no %s hierarchy", n)
 	}
-	root, _, err := cgroupMount(func(fstype, superOpts, _ string) bool {
-		if fstype != "cgroup" {
+	root, err := cgroupMountRoot(func(m *mountinfo.Info) bool {
+		if m.FSType != "cgroup" {
 			return false
 		}
-		for _, o := range strings.Split(superOpts, ",") {
+		for _, o := range strings.Split(m.VFSOptions, ",") {
 			if o == string(n) {
 				return true
 			}
@@ -207,22 +209,16 @@ func ownCgroupV1(n cgroup1.Name) (string, error) {
 // ownCgroupV2 is the caller's cgroup in the unified hierarchy, relative to
 // the cgroup2 mount at mount.
 func ownCgroupV2(mount string) (string, error) {
-	b, err := os.ReadFile("/proc/self/cgroup")
+	_, path, err := cgroups.ParseCgroupFileUnified("/proc/self/cgroup")
 	if err != nil {
 		return "", err
-	}
-	path := ""
-	for _, line := range strings.Split(string(b), "\n") {
-		if p, ok := strings.CutPrefix(line, "0::"); ok {
-			path = p
-		}
 	}
 	if path == "" {
 		return "", errors.New("no unified hierarchy entry in /proc/self/cgroup")
 	}
 	mount = filepath.Clean(mount)
-	root, _, err := cgroupMount(func(fstype, _, mountPoint string) bool {
-		return fstype == "cgroup2" && mountPoint == mount
+	root, err := cgroupMountRoot(func(m *mountinfo.Info) bool {
+		return m.FSType == "cgroup2" && filepath.Clean(m.Mountpoint) == mount
 	})
 	if err != nil {
 		return "", fmt.Errorf("the cgroup2 mount at %s: %w", mount, err)
@@ -230,29 +226,32 @@ func ownCgroupV2(mount string) (string, error) {
 	return relativeCgroup(root, path)
 }
 
-// cgroupMount returns the root (the cgroup it shows as its top) and the
-// mount point of the last mount in /proc/self/mountinfo that match accepts.
-func cgroupMount(match func(fstype, superOpts, mountPoint string) bool) (root, mountPoint string, err error) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
+// cgroupMountRoot is the root (the cgroup it shows as its top) of the last
+// mount in /proc/self/mountinfo that match accepts.
+func cgroupMountRoot(match func(*mountinfo.Info) bool) (string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
-		return "", "", err
+		return "", err
 	}
-	found := false
-	for _, line := range strings.Split(string(b), "\n") {
-		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [TAGS...] - FSTYPE SOURCE SUPEROPTS
-		pre, post, ok := strings.Cut(line, " - ")
-		f, g := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(f) < 5 || len(g) < 3 {
-			continue
-		}
-		if match(g[0], g[2], filepath.Clean(f[4])) {
-			root, mountPoint, found = f[3], f[4], true
-		}
+	defer func() { _ = f.Close() }()
+	return lastMountRoot(f, match)
+}
+
+// lastMountRoot reads a mountinfo table with moby/sys/mountinfo, which
+// unescapes the octal escapes the kernel writes for spaces, tabs, newlines
+// and backslashes in paths, and returns the root of the last mount that
+// match accepts.
+func lastMountRoot(r io.Reader, match func(*mountinfo.Info) bool) (string, error) {
+	mounts, err := mountinfo.GetMountsFromReader(r, func(m *mountinfo.Info) (skip, stop bool) {
+		return !match(m), false
+	})
+	if err != nil {
+		return "", err
 	}
-	if !found {
-		return "", "", errors.New("not mounted here")
+	if len(mounts) == 0 {
+		return "", errors.New("not mounted here")
 	}
-	return root, mountPoint, nil
+	return mounts[len(mounts)-1].Root, nil
 }
 
 // relativeCgroup is path (from /proc/self/cgroup) relative to a mount whose

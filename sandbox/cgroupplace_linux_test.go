@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/containerd/cgroups/v3"
+	"github.com/moby/sys/mountinfo"
 )
 
 // placeHelperEnv makes the test binary play a node-agent that starts in a
@@ -399,6 +400,39 @@ func TestRelativeCgroup(t *testing.T) {
 		if err != nil || got != c.want {
 			t.Errorf("relativeCgroup(%q, %q) = %q, %v; want %q", c.root, c.path, got, err, c.want)
 		}
+	}
+}
+
+// TestLastMountRootUnescapes: the mountinfo table is read with
+// moby/sys/mountinfo, which undoes the kernel's octal escapes: a cgroup
+// mounted at a path with a space (a pod's cgroup named by a runtime, a
+// bind mount a node's tooling made) is found by its real path and its root
+// is the real cgroup path, not "\040" taken literally. The last match wins,
+// as a later mount hides an earlier one at the same place.
+func TestLastMountRootUnescapes(t *testing.T) {
+	table := `22 1 0:21 / /sys/fs/cgroup rw,nosuid shared:9 - cgroup2 cgroup2 rw,nsdelegate
+30 22 0:21 /kubepods/pod\0401/c1 /sys/fs/cgroup rw,nosuid shared:9 - cgroup2 cgroup2 rw,nsdelegate
+31 1 0:21 /a\011b /run/my\040cgroup rw,nosuid - cgroup2 cgroup2 rw
+32 1 0:22 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory
+`
+	v2At := func(mount string) func(*mountinfo.Info) bool {
+		return func(m *mountinfo.Info) bool { return m.FSType == "cgroup2" && filepath.Clean(m.Mountpoint) == mount }
+	}
+	for _, c := range []struct {
+		match func(*mountinfo.Info) bool
+		want  string
+	}{
+		{v2At("/sys/fs/cgroup"), "/kubepods/pod 1/c1"},
+		{v2At("/run/my cgroup"), "/a\tb"},
+		{func(m *mountinfo.Info) bool { return m.FSType == "cgroup" && strings.Contains(m.VFSOptions, "memory") }, "/"},
+	} {
+		got, err := lastMountRoot(strings.NewReader(table), c.match)
+		if err != nil || got != c.want {
+			t.Errorf("lastMountRoot = %q, %v; want %q", got, err, c.want)
+		}
+	}
+	if _, err := lastMountRoot(strings.NewReader(table), v2At("/nowhere")); err == nil {
+		t.Error("a mount that is not there was found")
 	}
 }
 
