@@ -113,6 +113,7 @@ func TestKustomizeMatchesChart(t *testing.T) {
 		{"defaults", "", nil},
 		{"windows", "nodeAgent: {windows: {enabled: true}}", []string{"config/node-agent/windows"}},
 		{"servicemonitor", "controller: {metrics: {serviceMonitor: {enabled: true}}}", []string{"config/controller/monitoring"}},
+		{"node-agent servicemonitor", "nodeAgent: {serviceMonitor: {enabled: true}}", []string{"config/node-agent/monitoring"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

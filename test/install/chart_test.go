@@ -11,8 +11,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 )
 
@@ -35,6 +37,13 @@ controller:
       enabled: true
       interval: 15s
       labels: {release: kube-prometheus-stack}
+nodeAgent:
+  serviceMonitor:
+    enabled: true
+    interval: 15s
+    labels: {release: kube-prometheus-stack}
+  windows:
+    enabled: true
 `,
 	"custom": `
 controller:
@@ -214,8 +223,13 @@ func TestDefaults(t *testing.T) {
 		if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 8080 || svc.Spec.Ports[0].TargetPort.String() != "metrics" {
 			t.Errorf("metrics Service ports = %+v, want 8080 -> metrics", svc.Spec.Ports)
 		}
-		if _, ok := m.find("ServiceMonitor", "harnessfacts-controller"); ok {
-			t.Error("a ServiceMonitor is rendered by default; it needs the Prometheus Operator and must be opt-in")
+		for _, name := range []string{"harnessfacts-controller", "harnessfacts-node-agent"} {
+			if _, ok := m.find("ServiceMonitor", name); ok {
+				t.Errorf("ServiceMonitor %s is rendered by default; it needs the Prometheus Operator and must be opt-in", name)
+			}
+		}
+		if _, ok := m.find("Service", "harnessfacts-node-agent-metrics"); ok {
+			t.Error("the node-agents' metrics Service is rendered by default; it is only for the opt-in ServiceMonitor")
 		}
 	})
 
@@ -455,6 +469,66 @@ func TestServiceMonitor(t *testing.T) {
 	if ep["port"] != svc.Spec.Ports[0].Name || ep["interval"] != "15s" || ep["path"] != "/metrics" {
 		t.Errorf("ServiceMonitor endpoint = %v, want port %s, /metrics every 15s", ep, svc.Spec.Ports[0].Name)
 	}
+}
+
+// TestNodeAgentServiceMonitor: with nodeAgent.serviceMonitor.enabled, a
+// headless Service per node-agent DaemonSet (Linux and Windows) selects its
+// pods' metrics port, and one ServiceMonitor selects both Services (and not
+// the controller's), scraping HTTPS with Prometheus' own token, each target
+// labelled with its node.
+func TestNodeAgentServiceMonitor(t *testing.T) {
+	m := mustRender(t, "harnessfacts", ns, valueSets["servicemonitor"])
+	sm := m.get(t, "ServiceMonitor", "harnessfacts-node-agent")
+	if sm.GetLabels()["release"] != "kube-prometheus-stack" {
+		t.Errorf("ServiceMonitor labels %v lack the one Prometheus selects by", sm.GetLabels())
+	}
+	rawSel, _, _ := unstructured.NestedMap(sm.Object, "spec", "selector")
+	sel := &metav1.LabelSelector{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(rawSel, sel); err != nil {
+		t.Fatal(err)
+	}
+	selector, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ds, port := range map[string]int32{"harnessfacts-node-agent": 8082, "harnessfacts-node-agent-windows": 8082} {
+		d := daemonSet(t, m, ds)
+		svc := as[corev1.Service](t, m.get(t, "Service", ds+"-metrics"))
+		if !selector.Matches(labels.Set(svc.Labels)) {
+			t.Errorf("the ServiceMonitor's selector %s does not select Service %s (labels %v)", selector, svc.Name, svc.Labels)
+		}
+		if !selects(svc.Spec.Selector, d.Spec.Template.Labels) || svc.Spec.ClusterIP != corev1.ClusterIPNone {
+			t.Errorf("Service %s: selector %v, clusterIP %q; want a headless Service selecting %s's pods %v", svc.Name, svc.Spec.Selector, svc.Spec.ClusterIP, ds, d.Spec.Template.Labels)
+		}
+		named := false
+		for _, p := range d.Spec.Template.Spec.Containers[0].Ports {
+			named = named || (p.Name == "metrics" && p.ContainerPort == port)
+		}
+		if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Name != "metrics" || svc.Spec.Ports[0].TargetPort.String() != "metrics" || !named {
+			t.Errorf("Service %s ports %+v; want metrics -> the container port named metrics (%d)", svc.Name, svc.Spec.Ports, port)
+		}
+	}
+	ctl := as[corev1.Service](t, m.get(t, "Service", "harnessfacts-controller-metrics"))
+	if selector.Matches(labels.Set(ctl.Labels)) {
+		t.Errorf("the node-agents' ServiceMonitor also selects the controller's metrics Service")
+	}
+	endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+	if len(endpoints) != 1 {
+		t.Fatalf("ServiceMonitor endpoints = %v", endpoints)
+	}
+	ep := endpoints[0].(map[string]any)
+	relabel, _ := ep["relabelings"].([]any)
+	if ep["port"] != "metrics" || ep["scheme"] != "https" || ep["interval"] != "15s" || ep["path"] != "/metrics" ||
+		ep["bearerTokenFile"] != "/var/run/secrets/kubernetes.io/serviceaccount/token" || len(relabel) != 1 {
+		t.Errorf("ServiceMonitor endpoint = %v, want HTTPS /metrics on port metrics every 15s with Prometheus' token and a node label", ep)
+	}
+	// Without Windows node-agents: only the Linux Service, and the
+	// ServiceMonitor names only it.
+	m = mustRender(t, "harnessfacts", ns, "nodeAgent: {serviceMonitor: {enabled: true}}")
+	if _, ok := m.find("Service", "harnessfacts-node-agent-windows-metrics"); ok {
+		t.Error("a Windows metrics Service without Windows node-agents")
+	}
+	m.get(t, "Service", "harnessfacts-node-agent-metrics")
 }
 
 func TestCustomValues(t *testing.T) {
