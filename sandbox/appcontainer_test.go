@@ -10,6 +10,8 @@ import (
 	"unicode/utf16"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
 )
 
 func TestAppContainerName(t *testing.T) {
@@ -115,22 +117,31 @@ func (f *fakeContainerOS) deleteProfile(profile string) error {
 	return nil
 }
 
-// executorRunDir lays out a run dir as the node-agent's executor does:
-// <run root>/harnessfacts-<run>-<attempt>-<random>/{workspace,home,tmp,...},
-// with the workspace as the first read-write path.
-func executorRunDir(t *testing.T, runsRoot, name string) Spec {
+// executorRunDir makes a run dir as the node-agent's executor does: the
+// fixture package's Materialize (harnessfacts-<run>-<attempt>-<random>
+// under the run root, holding its owner lock) and MakeAgentDirs, and the
+// agent's Spec with the paths the executor gives it (executor.baseSpec:
+// the workspace first, whose path names the profile). The run dir stays
+// locked, as by a live node-agent, until the test closes it.
+func executorRunDir(t *testing.T, runsRoot, name string) (Spec, *fixture.RunDir) {
 	t.Helper()
-	dir := filepath.Join(runsRoot, name)
-	for _, d := range []string{"workspace", "home", "tmp", "fixture", "sockets"} {
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
+	f, err := fixture.FromInline(map[string]string{"fixture.yaml": "prompt: p\n", "workspace/a": "x\n"}, fixture.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := f.Materialize(runsRoot, name, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dir.Remove() })
+	if err := dir.MakeAgentDirs(); err != nil {
+		t.Fatal(err)
 	}
 	return Spec{
-		Argv: []string{"agent"}, Dir: filepath.Join(dir, "workspace"),
-		ReadWrite: []string{filepath.Join(dir, "workspace"), filepath.Join(dir, "home"), filepath.Join(dir, "tmp")},
-		ReadOnly:  []string{filepath.Join(dir, "fixture"), filepath.Join(dir, "sockets"), `C:\harnessfacts\harnessfacts.exe`},
-	}
+		Argv: []string{"agent"}, Dir: dir.Workspace(),
+		ReadWrite: []string{dir.Workspace(), dir.Home(), dir.Tmp()},
+		ReadOnly:  []string{dir.FixtureDir(), dir.Sockets(), `C:\harnessfacts\harnessfacts.exe`},
+	}, dir
 }
 
 // writeRecord writes the record Run holds for spec, where Run puts it.
@@ -152,9 +163,9 @@ func writeRecord(t *testing.T, records string, spec Spec) (path string, rec cont
 // removed (the executor's RemoveAbandoned) and then RecoverAbandoned runs.
 // The record must survive the run dir, so it is not in it.
 func TestRecoverAfterTheRunDirIsGone(t *testing.T) {
-	runsRoot, records := t.TempDir(), t.TempDir()
-	dead := executorRunDir(t, runsRoot, "harnessfacts-dead-1-0a0b0c0d")
-	live := executorRunDir(t, runsRoot, "harnessfacts-live-1-01020304")
+	runsRoot, records := filepath.Join(t.TempDir(), "runs"), t.TempDir()
+	dead, deadDir := executorRunDir(t, runsRoot, "dead")
+	live, _ := executorRunDir(t, runsRoot, "live")
 	deadPath, deadRec := writeRecord(t, records, dead)
 	livePath, _ := writeRecord(t, records, live)
 	for _, p := range []string{deadPath, livePath} {
@@ -162,9 +173,15 @@ func TestRecoverAfterTheRunDirIsGone(t *testing.T) {
 			t.Fatalf("the record %s is inside the run root %s, which the node-agent deletes", p, runsRoot)
 		}
 	}
-	// The executor removes the dead run's dir before recovery runs.
-	if err := os.RemoveAll(filepath.Dir(dead.ReadWrite[0])); err != nil {
+	// The dead run's node-agent is gone (its lock with it); at the next
+	// start the executor's RemoveAbandoned removes its run dir, and only
+	// that one, before recovery runs (or after: the record is elsewhere).
+	if err := deadDir.Close(); err != nil {
 		t.Fatal(err)
+	}
+	removed, err := fixture.RemoveAbandoned(runsRoot)
+	if err != nil || len(removed) != 1 || removed[0] != deadDir.Path {
+		t.Fatalf("RemoveAbandoned removed %v (%v), want only %s", removed, err, deadDir.Path)
 	}
 	sys := &fakeContainerOS{held: map[string]bool{livePath: true}}
 	done, err := recoverRecords(records, sys)
@@ -197,7 +214,8 @@ func TestRecoverAfterTheRunDirIsGone(t *testing.T) {
 
 func TestRecoverKeepsRecordWhenCleanupFails(t *testing.T) {
 	records := t.TempDir()
-	path, _ := writeRecord(t, records, executorRunDir(t, t.TempDir(), "harnessfacts-r-1-00000000"))
+	spec, _ := executorRunDir(t, t.TempDir(), "r")
+	path, _ := writeRecord(t, records, spec)
 	sys := &fakeContainerOS{failOnce: true}
 	if ok, err := recoverRecord(path, sys); ok || err == nil {
 		t.Fatalf("a failed revoke reported success: %v %v", ok, err)
