@@ -264,7 +264,6 @@ func TestTasksHarnessFactsCannotRunAreRefused(t *testing.T) {
 		"no test.sh":       {with("tests/test.sh", ""), "tests/test.sh"},
 		"multi-step":       {with("task.toml", "[[steps]]\nname = \"one\"\n"), "multi-step"},
 		"windows":          {with("task.toml", "[environment]\nos = \"windows\"\n"), "Linux"},
-		"no environment":   {with("environment/Dockerfile", ""), "no environment/Dockerfile"},
 		"bad toml":         {with("task.toml", "[agent\n"), "task.toml line 1"},
 		"bad verifier env": {with("task.toml", "[verifier]\nenv = { \"A B\" = \"x\" }\n"), "not an environment variable name"},
 	} {
@@ -286,6 +285,16 @@ func TestTasksHarnessFactsCannotRunAreRefused(t *testing.T) {
 // The whole round: the written folder, rendered by kustomize as `kubectl
 // apply -k` does, read back by the node-agent's fixture package; tests/ and
 // solution/ are in no agent's run dir; the suite is a valid HarnessSuite.
+func TestATaskWithoutEnvironmentRunsOnTheNodesRoot(t *testing.T) {
+	task, err := Read(makeTask(t, "bare", map[string]string{"instruction.md": "x", "tests/test.sh": "exit 0"}), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if task.Manifest.Environment != nil || task.BuildContext != "" || !strings.Contains(strings.Join(task.Warnings, "\n"), "node's own root") {
+		t.Errorf("environment %+v, build %q, warnings %q", task.Manifest.Environment, task.BuildContext, task.Warnings)
+	}
+}
+
 func TestWrittenFixturesRoundTripThroughKustomize(t *testing.T) {
 	a, err := Read(fullTask(t), Options{})
 	if err != nil {
