@@ -137,7 +137,7 @@ func serveAnthropic(x *exchange) {
 	id := fmt.Sprintf("msg_hf_%d", len(req.Messages))
 	if !req.Stream {
 		b, _ := json.Marshal(map[string]any{
-			"id": id, "type": "message", "role": "assistant", "model": req.Model,
+			"id": id, "type": "message", "role": "assistant", "model": AnsweredModel(req.Model),
 			"content": content, "stop_reason": stop, "stop_sequence": nil,
 			"usage": anthropicUsage(x.usage, x.usage.Output),
 		})
@@ -151,7 +151,7 @@ func serveAnthropic(x *exchange) {
 		s.Event(name, b)
 	}
 	event("message_start", map[string]any{"message": map[string]any{
-		"id": id, "type": "message", "role": "assistant", "model": req.Model,
+		"id": id, "type": "message", "role": "assistant", "model": AnsweredModel(req.Model),
 		"content": []any{}, "stop_reason": nil, "stop_sequence": nil,
 		"usage": anthropicUsage(x.usage, 1),
 	}})

@@ -272,7 +272,7 @@ func TestAnthropicDrivesClaudeCodeThroughTheHelloScript(t *testing.T) {
 			t.Fatalf("%s: %d records", tc.name, len(recs))
 		}
 		r := recs[0]
-		if r.Dialect != "anthropic" || r.Path != "/v1/messages" || r.Model != "claude-opus-4-8" || r.Status != http.StatusOK ||
+		if r.Dialect != "anthropic" || r.Path != "/v1/messages" || r.Model != "claude-opus-4-8" || r.Usage.Model != "claude-opus-4-8-20261201" || r.Status != http.StatusOK ||
 			r.AuthHeader != "x-api-key" || r.KeySHA256 != KeyDigest("sk-ant-test") {
 			t.Errorf("%s: record %+v", tc.name, r)
 		}
@@ -322,7 +322,7 @@ func TestAnthropicAnswersWithoutStreamAsOneMessage(t *testing.T) {
 	if err := json.Unmarshal(body, &msg); err != nil {
 		t.Fatal(err)
 	}
-	if msg.Type != "message" || msg.Role != "assistant" || msg.Model != "claude-opus-4-8" || msg.StopReason != "tool_use" {
+	if msg.Type != "message" || msg.Role != "assistant" || msg.Model != "claude-opus-4-8-20261201" || msg.StopReason != "tool_use" {
 		t.Errorf("message %+v", msg)
 	}
 	if len(msg.Content) != 2 || msg.Content[1].Name != "Write" || msg.Content[1].ID == "" || msg.Content[0].ID == msg.Content[1].ID {

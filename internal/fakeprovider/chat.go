@@ -112,10 +112,10 @@ func serveChat(x *exchange) {
 		}
 	}
 	if req.Stream {
-		x.writeBody("text/event-stream", chatStream(req.Model, text, calls, x.usage))
+		x.writeBody("text/event-stream", chatStream(AnsweredModel(req.Model), text, calls, x.usage))
 		return
 	}
-	x.writeBody("application/json", chatJSON(req.Model, text, calls, x.usage))
+	x.writeBody("application/json", chatJSON(AnsweredModel(req.Model), text, calls, x.usage))
 }
 
 // chatCall turns a tool action into an offered tool and its JSON

@@ -93,7 +93,7 @@ func serveGemini(x *exchange) {
 	if part.FunctionCall != nil {
 		x.rec.Tool = part.FunctionCall.Name
 	}
-	chunk, err := json.Marshal(geminiResponse(model, part, x.usage))
+	chunk, err := json.Marshal(geminiResponse(AnsweredModel(model), part, x.usage))
 	if err != nil {
 		x.fail(http.StatusInternalServerError, err)
 		return

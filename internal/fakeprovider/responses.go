@@ -116,7 +116,7 @@ func serveResponses(x *exchange) {
 		x.rec.Action, x.rec.Tool = ActMCP, "tool_search"
 		item = map[string]any{"type": "tool_search_call", "call_id": fmt.Sprintf("call_hf_search_%d", len(results)),
 			"execution": "client", "status": "completed", "arguments": map[string]any{"query": st.Server + " " + st.Tool, "limit": 8}}
-		x.writeBody("text/event-stream", responsesStream(fmt.Sprintf("resp_hf_search_%d", len(results)), req.Model, item, x.usage))
+		x.writeBody("text/event-stream", responsesStream(fmt.Sprintf("resp_hf_search_%d", len(results)), AnsweredModel(req.Model), item, x.usage))
 		return
 	}
 	if _, ok := Find(offered, responsesShell...); !ok && names["exec"] == [2]string{"", "exec"} && custom["exec"] {
@@ -165,11 +165,11 @@ func serveResponses(x *exchange) {
 	id := fmt.Sprintf("resp_hf_%d", a.Step)
 	if req.Stream != nil && !*req.Stream {
 		// A plain request gets the response object alone.
-		b, _ := json.Marshal(responsesObject(id, req.Model, item, x.usage))
+		b, _ := json.Marshal(responsesObject(id, AnsweredModel(req.Model), item, x.usage))
 		x.writeBody("application/json", b)
 		return
 	}
-	x.writeBody("text/event-stream", responsesStream(id, req.Model, item, x.usage))
+	x.writeBody("text/event-stream", responsesStream(id, AnsweredModel(req.Model), item, x.usage))
 }
 
 // responsesDeferredMCP returns the script's next step when it calls an MCP tool
@@ -331,5 +331,5 @@ func serveResponsesCodeMode(x *exchange, req *responsesRequest, offered, results
 		item = map[string]any{"type": "custom_tool_call", "id": fmt.Sprintf("ctc_hf_%d", a.Step), "call_id": fmt.Sprintf("call_hf_%d", a.Step),
 			"name": "exec", "input": js, "status": "completed"}
 	}
-	x.writeBody("text/event-stream", responsesStream(fmt.Sprintf("resp_hf_%d", a.Step), req.Model, item, x.usage))
+	x.writeBody("text/event-stream", responsesStream(fmt.Sprintf("resp_hf_%d", a.Step), AnsweredModel(req.Model), item, x.usage))
 }

@@ -84,6 +84,21 @@ type Usage struct {
 	Model string
 }
 
+// AnsweredModel is the model the provider says answered a request for
+// requested: a dated snapshot of it, as real providers resolve an alias
+// ("claude-sonnet-4-5" answered by "claude-sonnet-4-5-20250929"). It differs
+// from what was asked, so that a test sees the answering model was read from
+// the reply, not copied from the request.
+func AnsweredModel(requested string) string {
+	if requested == "" {
+		requested = "fake-model"
+	}
+	return requested + AnsweredSuffix
+}
+
+// AnsweredSuffix is what AnsweredModel appends.
+const AnsweredSuffix = "-20261201"
+
 // nextUsage is the figures of the provider's n-th reply: distinct per
 // reply, non-trivial, and different from one field to the next. Only
 // Anthropic reports cache writes.
@@ -283,7 +298,7 @@ func (x *exchange) fail(status int, err error) {
 func (x *exchange) writeBody(contentType string, body []byte) {
 	x.rec.Status = http.StatusOK
 	x.rec.Usage = x.usage
-	x.rec.Usage.Model = x.rec.Model
+	x.rec.Usage.Model = AnsweredModel(x.rec.Model)
 	x.w.Header().Set("Content-Type", contentType)
 	x.w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	x.w.WriteHeader(http.StatusOK)

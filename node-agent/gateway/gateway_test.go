@@ -169,8 +169,9 @@ func TestGatewayForwardsWithTheRunsKeyAndCountsUsage(t *testing.T) {
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("counted usage (-fake-provider +gateway):\n%s", diff)
 			}
-			if st.Requests != 1 || len(st.Models) != 1 || st.Models[0] != rec.Model {
-				t.Errorf("requests %d models %v, want 1 and [%s]", st.Requests, st.Models, rec.Model)
+			// The model that answered, as the reply says (not the one asked for).
+			if st.Requests != 1 || len(st.Models) != 1 || st.Models[0] != rec.Usage.Model || rec.Usage.Model == rec.Model {
+				t.Errorf("requests %d models %v, want 1 and [%s] (asked for %s)", st.Requests, st.Models, rec.Usage.Model, rec.Model)
 			}
 		})
 	}
