@@ -18,6 +18,8 @@ const (
 	ReceiptName = "receipt.json"
 	DigestName  = "receipt.sha256"
 	OutputName  = "output.log"
+	// TrajectoryName is the run's conversation in ATIF.
+	TrajectoryName = "trajectory.json"
 	// ArtifactsDir holds the artifacts in a folder, under their paths.
 	ArtifactsDir = "artifacts"
 	// artifactKeyPrefix + the artifact's index in the receipt is its
@@ -42,6 +44,9 @@ type Bundle struct {
 	Digest      string
 	// Output is output.log as stored (possibly shortened).
 	Output []byte
+	// Trajectory is trajectory.json as stored (nil when there is none or
+	// it was left out to fit).
+	Trajectory []byte
 	// Artifacts holds the stored contents by path.
 	Artifacts map[string][]byte
 	// Statement is the in-toto statement of the receipt (sign.go), and
@@ -78,15 +83,35 @@ func (b BytesLog) Head(n int) ([]byte, error) { return b[:min(max(n, 0), len(b))
 // Tail returns the last n bytes.
 func (b BytesLog) Tail(n int) ([]byte, error) { return b[len(b)-min(max(n, 0), len(b)):], nil }
 
-// SealLog fills the receipt's output and artifact parts from the redacted
-// output and the collected artifacts, shortens what must be shortened so
-// the whole stays within maxBytes (MaxConfigMapBytes when 0) — first the
-// log (its head and tail are kept), then artifact contents, largest first,
-// keeping their digests — records that in Receipt.Dropped, and computes
-// the digest. r's other fields (run, digests, timings, ...) are the
-// caller's. Output must already be redacted; so must the artifacts. At
-// most maxBytes of the log is ever read into memory.
+// Parts are what a receipt vouches for besides itself.
+type Parts struct {
+	// Output is the redacted output log.
+	Output Log
+	// Trajectory is the sealed (bounded, redacted) trajectory.json with its
+	// format and step count; nil for none.
+	Trajectory       []byte
+	TrajectoryFormat string
+	TrajectorySteps  int
+	// Artifacts are the collected, redacted artifacts.
+	Artifacts []artifacts.Result
+}
+
+// SealLog is SealParts of an output log and artifacts.
 func SealLog(r Receipt, output Log, arts []artifacts.Result, maxBytes int) (*Bundle, error) {
+	return SealParts(r, Parts{Output: output, Artifacts: arts}, maxBytes)
+}
+
+// SealParts fills the receipt's output, trajectory and artifact parts from
+// the redacted output, trajectory and artifacts, shortens what must be
+// shortened so the whole stays within maxBytes (MaxConfigMapBytes when 0) —
+// first the log down to 64 KiB (its head and tail are kept), then the
+// trajectory, then artifact contents, largest first, keeping their digests
+// — records that in Receipt.Dropped, and computes the digest. r's other
+// fields (run, digests, timings, ...) are the caller's. Every part must
+// already be redacted. At most maxBytes of the log is ever read into
+// memory.
+func SealParts(r Receipt, parts Parts, maxBytes int) (*Bundle, error) {
+	output, arts := parts.Output, parts.Artifacts
 	if maxBytes <= 0 {
 		maxBytes = MaxConfigMapBytes
 	}
@@ -102,6 +127,12 @@ func SealLog(r Receipt, output Log, arts []artifacts.Result, maxBytes int) (*Bun
 	r.Artifacts = make([]Artifact, len(arts))
 	r.Dropped = nil
 	b := &Bundle{Artifacts: map[string][]byte{}}
+	r.Trajectory = nil
+	if parts.Trajectory != nil {
+		r.Trajectory = &Trajectory{Format: parts.TrajectoryFormat, Steps: parts.TrajectorySteps,
+			Size: int64(len(parts.Trajectory)), SHA256: hexSum(parts.Trajectory), Stored: true}
+		b.Trajectory = parts.Trajectory
+	}
 	if b.Output, err = shorten(output, maxBytes); err != nil {
 		return nil, err
 	}
@@ -139,6 +170,7 @@ func SealLog(r Receipt, output Log, arts []artifacts.Result, maxBytes int) (*Bun
 		for _, d := range b.Artifacts {
 			size += len(d)
 		}
+		size += len(b.Trajectory)
 		if size <= maxBytes {
 			b.Receipt, b.ReceiptJSON, b.Digest, b.Statement = r, raw, Sum(raw), stmt
 			return b, nil
@@ -151,6 +183,10 @@ func SealLog(r Receipt, output Log, arts []artifacts.Result, maxBytes int) (*Bun
 				return nil, err
 			}
 			r.Dropped = setNote(r.Dropped, "output.log: ", fmt.Sprintf("output.log: %d of %d bytes kept (head and tail)", len(b.Output), output.Size()))
+		case b.Trajectory != nil:
+			b.Trajectory = nil
+			r.Trajectory.Stored = false
+			r.Dropped = append(r.Dropped, TrajectoryName+": left out to fit, digest kept")
 		case len(b.Artifacts) > 0:
 			largest := ""
 			for _, p := range sortedKeys(b.Artifacts) {
@@ -229,7 +265,8 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // WriteDir writes the evidence as a folder: receipt.json, receipt.sha256,
-// receipt.dsse.json when signed, output.log and artifacts/<path>. dir must not exist yet or be empty; no
+// receipt.dsse.json when signed, output.log, trajectory.json when there
+// is one and artifacts/<path>. dir must not exist yet or be empty; no
 // existing file is ever overwritten.
 func (b *Bundle) WriteDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -266,6 +303,11 @@ func (b *Bundle) WriteDir(dir string) error {
 			return err
 		}
 	}
+	if b.Trajectory != nil {
+		if err := write(TrajectoryName, b.Trajectory); err != nil {
+			return err
+		}
+	}
 	for _, a := range b.Receipt.Artifacts {
 		if !a.Stored {
 			continue
@@ -296,6 +338,9 @@ func (b *Bundle) ConfigMapData() (data map[string]string, binaryData map[string]
 		}
 	}
 	put(OutputName, b.Output)
+	if b.Trajectory != nil {
+		put(TrajectoryName, b.Trajectory)
+	}
 	if b.Envelope != nil {
 		data[EnvelopeName] = string(b.Envelope)
 	}

@@ -32,6 +32,13 @@ func FromConfigMap(data map[string]string, binaryData map[string][]byte) (*Bundl
 	if env, ok := get(EnvelopeName); ok {
 		b.Envelope = env
 	}
+	if r.Trajectory != nil && r.Trajectory.Stored {
+		tr, ok := get(TrajectoryName)
+		if !ok {
+			return nil, fmt.Errorf("the evidence lacks %s", TrajectoryName)
+		}
+		b.Trajectory = tr
+	}
 	for i, a := range r.Artifacts {
 		if !a.Stored {
 			continue

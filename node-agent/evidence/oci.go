@@ -43,6 +43,9 @@ func (b *Bundle) Files() map[string][]byte {
 	if b.Envelope != nil {
 		files[EnvelopeName] = b.Envelope
 	}
+	if b.Trajectory != nil {
+		files[TrajectoryName] = b.Trajectory
+	}
 	for _, a := range b.Receipt.Artifacts {
 		if a.Stored {
 			files[ArtifactsDir+"/"+a.Path] = b.Artifacts[a.Path]

@@ -68,6 +68,10 @@ type Receipt struct {
 	Exit Exit `json:"exit"`
 	// Output describes the agent's redacted output and what of it is stored.
 	Output Output `json:"output"`
+	// Trajectory describes trajectory.json, the run's conversation in ATIF
+	// (absent when the adapter's CLI writes no event stream to build it
+	// from: Aider, Antigravity, exec).
+	Trajectory *Trajectory `json:"trajectory,omitempty"`
 	// MCP is what the token server recorded, and whether the token was seen.
 	MCP MCP `json:"mcp"`
 	// Network is the egress mode used and what the run's egress proxy
@@ -144,6 +148,21 @@ type Output struct {
 	// differ from Digest and Bytes when the log was shortened to fit.
 	StoredDigest string `json:"storedDigest"`
 	StoredBytes  int64  `json:"storedBytes"`
+}
+
+// Trajectory describes the stored trajectory.json.
+type Trajectory struct {
+	// Format is the trajectory's format and version ("ATIF-v1.4").
+	Format string `json:"format"`
+	// Steps counts its steps.
+	Steps int `json:"steps"`
+	// Size and SHA256 (hex) describe trajectory.json as built (bounded and
+	// redacted).
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+	// Stored is false when it was left out to fit (its digest still
+	// vouches for it).
+	Stored bool `json:"stored"`
 }
 
 // MCP is the token server's record.

@@ -30,11 +30,14 @@ const (
 	envelopeRoom = 512
 )
 
-// subjects are the statement's subjects: output.log and every stored
-// artifact, by the names they have in an evidence folder.
+// subjects are the statement's subjects: output.log, trajectory.json when
+// stored and every stored artifact, by the names they have in an evidence folder.
 func subjects(r *Receipt) []*ita1.ResourceDescriptor {
 	out := []*ita1.ResourceDescriptor{{Name: OutputName,
 		Digest: map[string]string{"sha256": strings.TrimPrefix(r.Output.StoredDigest, "sha256:")}}}
+	if t := r.Trajectory; t != nil && t.Stored {
+		out = append(out, &ita1.ResourceDescriptor{Name: TrajectoryName, Digest: map[string]string{"sha256": t.SHA256}})
+	}
 	for _, a := range r.Artifacts {
 		if a.Stored {
 			out = append(out, &ita1.ResourceDescriptor{Name: ArtifactsDir + "/" + a.Path,

@@ -124,6 +124,18 @@ func verify(s store, wantDigest string, keys []*PublicKey) *Report {
 	} else if got := Sum(out); got != r.Output.StoredDigest || int64(len(out)) != r.Output.StoredBytes {
 		rep.add(OutputName, "digest %s (%d bytes), the receipt says %s (%d bytes)", got, len(out), r.Output.StoredDigest, r.Output.StoredBytes)
 	}
+	if t := r.Trajectory; t != nil && t.Stored {
+		seen[TrajectoryName] = true
+		data, ok, err := s.get(TrajectoryName)
+		switch {
+		case err != nil:
+			rep.add(TrajectoryName, "%v", err)
+		case !ok:
+			rep.add(TrajectoryName, "missing, the receipt says it is stored")
+		case hexSum(data) != t.SHA256 || int64(len(data)) != t.Size:
+			rep.add(TrajectoryName, "sha256 %s (%d bytes), the receipt says %s (%d bytes)", hexSum(data), len(data), t.SHA256, t.Size)
+		}
+	}
 	if r.Output.StoredBytes == r.Output.Bytes && r.Output.StoredDigest != r.Output.Digest {
 		rep.add(ReceiptName, "output.log is said to be whole, but its digest differs from the output's")
 	}

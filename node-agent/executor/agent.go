@@ -37,6 +37,8 @@ type ran struct {
 	tokenSeen bool
 	activity  adapters.Activity
 	usage     *harnessv1.UsageStatus
+	// trajectory is the sealed trajectory.json (nil: none).
+	trajectory *sealedTrajectory
 	// diskFull is the run dir's usage when it was full as the agent ended.
 	diskFull *fixture.DiskUsage
 }
@@ -66,6 +68,7 @@ func (a *attempt) prepareAgent(context.Context) error {
 	if a.route != nil {
 		agent.ProviderURL = gatewayURL
 	}
+	a.prompt = prompt
 	in := adapters.Input{
 		Agent: agent, Prompt: prompt, Workspace: a.dir.Workspace(), Home: a.dir.Home(),
 		MCP: a.mcp.endpoint, MaxDecisions: a.limits.MaxDecisions, Credentials: creds, ProxyURL: proxyURL,

@@ -10,6 +10,7 @@ import (
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/internal/version"
 	"github.com/harnessfacts/harnessfacts/node-agent/evidence"
+	"github.com/harnessfacts/harnessfacts/node-agent/trajectory"
 )
 
 // evidence seals the attempt's receipt, redacted log and artifacts. The
@@ -60,7 +61,11 @@ func (a *attempt) evidence(in *ran, st *harnessv1.HarnessRunStatus) (*Evidence, 
 	if st.Agent != nil {
 		r.Exit.ExitCode, r.Exit.Signal = st.Agent.ExitCode, st.Agent.Signal
 	}
-	b, err := evidence.SealLog(r, in.out.log(), in.artifacts, 0)
+	parts := evidence.Parts{Output: in.out.log(), Artifacts: in.artifacts}
+	if t := in.trajectory; t != nil {
+		parts.Trajectory, parts.TrajectoryFormat, parts.TrajectorySteps = t.data, trajectory.SchemaVersion, t.steps
+	}
+	b, err := evidence.SealParts(r, parts, 0)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -313,6 +313,8 @@ type attempt struct {
 	route      *adapters.ModelRoute
 	gw         *modelGateway
 	cliVersion string
+	// prompt is the task given to the agent (the trajectory's first step).
+	prompt string
 	// cliPath and cliDigest pin the CLI binary that ran.
 	cliPath, cliDigest string
 	// uid and gid the attempt's commands run as.
@@ -413,13 +415,15 @@ func (a *attempt) do(ctx context.Context) *Outcome {
 	var log []byte
 	_, acts := a.adapter.(adapters.ActivityReader)
 	_, counts := a.adapter.(adapters.UsageReader)
-	if acts || counts && a.gw == nil {
+	_, traj := a.adapter.(adapters.TrajectoryReader)
+	if acts || traj || counts && a.gw == nil {
 		log = res.out.activityLog()
 	}
 	if r, ok := a.adapter.(adapters.ActivityReader); ok {
 		res.activity = r.Activity(log)
 	}
 	res.usage = a.usageStatus(log)
+	res.trajectory = a.trajectory(log, res.usage)
 	return a.verdict(res)
 }
 

@@ -23,6 +23,7 @@ func TestAiderEdit(t *testing.T) {
 	RequireKeyArrived(t, o, aiderKey)
 	RequireUsage(t, o, aiderKey)
 	aiderRequireStatus(t, o)
+	requireNoTrajectory(t, o)
 	if len(o.Requests) == 0 || o.Requests[0].Dialect != "chat" || o.Requests[0].Tool != "aider-whole-file" {
 		t.Errorf("the provider did not answer Aider's whole-file format:\n%s", requests(o))
 	}

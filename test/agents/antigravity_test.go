@@ -88,6 +88,10 @@ func TestAntigravityStandIn(t *testing.T) {
 		t.Errorf("environment %v: want the selected GEMINI_API_KEY and the provider URL", names)
 	}
 	RequireClean(t, o, key)
+	// agy reports no usage and writes no event stream to read a
+	// trajectory from (and the stand-in asks no model).
+	requireNoUsage(t, o)
+	requireNoTrajectory(t, o)
 
 	// Status says plainly that the real CLI was not exercised, and why the
 	// run did not pass (the stand-in never calls get_token).

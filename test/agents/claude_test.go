@@ -29,6 +29,7 @@ func TestClaudeCodeMCPOverHTTP(t *testing.T) {
 	o := Run(t, Case{Name: "claude-http", Adapter: harnessv1.AdapterClaudeCode, Fixture: "hello",
 		Transport: harnessv1.MCPTransportHTTP, Creds: []Cred{{Env: "ANTHROPIC_API_KEY", Value: key}}})
 	requireClaudeHello(t, o, harnessv1.MCPTransportHTTP)
+	RequireTrajectory(t, o, "mcp__harnessfacts__get_token")
 	RequireKeyArrived(t, o, key)
 	RequireUsage(t, o, key)
 	RequireClean(t, o, key)
@@ -45,6 +46,7 @@ func TestClaudeCodeMCPOverStdioWithTheCredentialsFile(t *testing.T) {
 	o := Run(t, Case{Name: "claude-stdio", Adapter: harnessv1.AdapterClaudeCode, Fixture: "hello",
 		Transport: harnessv1.MCPTransportStdio, Creds: []Cred{{File: harnessv1.CredentialFileClaudeCredentials, Value: file}}})
 	requireClaudeHello(t, o, harnessv1.MCPTransportStdio)
+	RequireTrajectory(t, o, "mcp__harnessfacts__get_token")
 	// The file's access token is what reaches the provider, as a bearer token.
 	RequireKeyArrived(t, o, access)
 	RequireUsage(t, o, access)

@@ -81,6 +81,7 @@ func requireCodexHello(t *testing.T, o *Outcome, transport harnessv1.MCPTranspor
 	RequirePass(t, o)
 	RequireToken(t, o, transport)
 	RequireArtifact(t, o, "greeting.txt", "hello, harness\n")
+	RequireTrajectory(t, o, "mcp__harnessfacts__get_token")
 	if rep := evidence.VerifyConfigMap(o.Evidence, nil, o.Run.Status.Evidence.Digest); !rep.OK() {
 		t.Errorf("evidence: %v", rep.Err())
 	}

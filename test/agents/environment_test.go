@@ -137,6 +137,10 @@ func TestExecInAnEnvironmentImage(t *testing.T) {
 		// will write its own: the check must not see it.
 		Command: []string{"sh", "-c", `. /etc/os-release; echo "os-release ID inside: $ID, uid $(id -u)"; mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt && exec sh ../fixture/agent.sh`}})
 	requireEnvironment(t, o, ref)
+	// An exec agent reports no usage and has no trajectory: output.log is
+	// its record.
+	requireNoUsage(t, o)
+	requireNoTrajectory(t, o)
 	if log := o.Evidence["output.log"]; !strings.Contains(log, "os-release ID inside: "+envOSID+", uid 0") {
 		t.Fatalf("the agent did not run as root inside the image: %s", log)
 	}
@@ -151,6 +155,8 @@ func TestClaudeCodeInAnEnvironmentImage(t *testing.T) {
 		Transport: harnessv1.MCPTransportHTTP, Environment: ref, Creds: []Cred{{Env: "ANTHROPIC_API_KEY", Value: key}}})
 	requireEnvironment(t, o, ref)
 	requireClaudeHello(t, o, harnessv1.MCPTransportHTTP)
+	RequireTrajectory(t, o, "mcp__harnessfacts__get_token")
+	RequireUsage(t, o, key)
 	RequireClean(t, o, key)
 }
 

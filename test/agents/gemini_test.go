@@ -41,6 +41,7 @@ func TestGeminiStdio(t *testing.T) {
 		Transport: harnessv1.MCPTransportStdio, Model: "gemini-2.5-flash"})
 	requireGeminiHello(t, o, harnessv1.MCPTransportStdio)
 	RequireClean(t, o)
+	requireModels(t, o, "")
 	for _, r := range geminiRequests(o) {
 		if r.Model != "gemini-2.5-flash" {
 			t.Errorf("request for model %q, want spec.agent.model gemini-2.5-flash: %+v", r.Model, r)
@@ -106,6 +107,7 @@ func requireGeminiHello(t *testing.T, o *Outcome, transport harnessv1.MCPTranspo
 	RequirePass(t, o)
 	RequireToken(t, o, transport)
 	RequireArtifact(t, o, "greeting.txt", "hello, harness\n")
+	RequireTrajectory(t, o, "mcp_harnessfacts_get_token")
 	if rep := evidence.VerifyConfigMap(o.Evidence, nil, o.Run.Status.Evidence.Digest); !rep.OK() {
 		t.Errorf("evidence: %v", rep.Err())
 	}

@@ -80,6 +80,8 @@ var (
 	// signed by no CA the node-agent trusts.
 	untrustedURL string
 	registry     adapters.Registry
+	// nodeKey is the public key the node-agent signs receipts with.
+	nodeKey *evidence.PublicKey
 )
 
 func TestMain(m *testing.M) {
@@ -124,6 +126,12 @@ func run(m *testing.M) int {
 		return fail(fmt.Errorf("building harnessfacts: %w\n%s", err, out))
 	}
 	runRoot = filepath.Join(tmp, "runs")
+	keyFile := filepath.Join(tmp, "keys", "evidence-key.pem")
+	key, err := evidence.LoadOrCreateKey(keyFile)
+	if err != nil {
+		return fail(err)
+	}
+	nodeKey = key.Public()
 	// Antigravity's CLI is not in the registries: a stand-in plays it.
 	standin, err := writeAntigravityStandIn(tmp)
 	if err != nil {
@@ -183,7 +191,7 @@ func run(m *testing.M) int {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stop, err := startStack(ctx)
+	stop, err := startStack(ctx, keyFile)
 	if err != nil {
 		return fail(err)
 	}
@@ -195,7 +203,7 @@ func run(m *testing.M) int {
 
 // startStack runs the controller and this node's node-agent, each in its
 // own manager, as the two Deployments of a cluster would.
-func startStack(ctx context.Context) (func(), error) {
+func startStack(ctx context.Context, keyFile string) (func(), error) {
 	copts := controllers.ManagerOptions(controllers.ManagerConfig{Scheme: env.Scheme})
 	copts.Metrics, copts.HealthProbeBindAddress = metricsserver.Options{BindAddress: "0"}, "0"
 	cmgr, err := ctrl.NewManager(env.Config, copts)
@@ -225,6 +233,7 @@ func startStack(ctx context.Context) (func(), error) {
 	if _, err := nodeagent.Setup(ctx, nmgr, nodeagent.SetupOptions{
 		NodeName: nodeName, LeaseNamespace: leaseNS, LeaseDuration: 10 * time.Second, Slots: 2,
 		RunRoot: runRoot, InitBinary: executor.InitBinaryBeside(binary), Adapters: registry, Controller: controller, ProviderCAs: providerCAs,
+		EvidenceKey: keyFile,
 	}); err != nil {
 		return nil, err
 	}
@@ -280,8 +289,10 @@ func throughGateway(c Case) bool {
 // Outcome is what a run left behind, for the tests' assertions.
 type Outcome struct {
 	Run *harnessv1.HarnessRun
-	// Evidence is the evidence ConfigMap's data.
-	Evidence map[string]string
+	// Evidence is the evidence ConfigMap's data, EvidenceBinary its
+	// binaryData.
+	Evidence       map[string]string
+	EvidenceBinary map[string][]byte
 	// Events are the messages and reasons of the run's Events.
 	Events []string
 	// Requests are the fake provider's records of this run's requests.
@@ -385,6 +396,7 @@ func Run(t *testing.T, c Case) *Outcome {
 			t.Fatal(err)
 		}
 		out.Evidence = cm.Data
+		out.EvidenceBinary = cm.BinaryData
 	}
 	var events eventsv1.EventList
 	if err := k8s.List(ctx, &events, client.InNamespace(ns)); err != nil {
@@ -733,6 +745,7 @@ func RequireUsage(t *testing.T, o *Outcome, key string) {
 	if u.Source != wantSource || !reflect.DeepEqual(got, want) {
 		t.Errorf("usage %+v, want source %s and the provider's figures %+v", u, wantSource, want)
 	}
+	requireModels(t, o, key)
 	// The signed receipt carries the same usage (the model asked for and
 	// those that answered among it).
 	var receipt evidence.Receipt

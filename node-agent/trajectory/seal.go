@@ -1,0 +1,228 @@
+package trajectory
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// MaxBytes bounds a stored trajectory: the evidence must fit a ConfigMap
+// beside the output log and the artifacts.
+const MaxBytes = 256 << 10
+
+// maxText is how much of one text (a message, a tool's arguments or
+// result) is kept at first; Seal lowers it until the whole fits.
+const (
+	maxText = 16 << 10
+	minText = 256
+)
+
+// Seal redacts every text of t with redact (the run's redactor, the one
+// output.log went through), bounds it to maxBytes (MaxBytes when 0) — long
+// texts are cut first, then steps in the middle are left out, each said in
+// notes — and returns its JSON, validated. The JSON is redacted once more
+// as a whole (a secret could be formed across fields); redact must return
+// its input when there is nothing to hide. steps is how many steps it
+// holds.
+func Seal(t *Trajectory, redact func([]byte) []byte, maxBytes int) (out []byte, steps int, err error) {
+	if maxBytes <= 0 {
+		maxBytes = MaxBytes
+	}
+	t.SchemaVersion = SchemaVersion
+	redactAll(t, func(s string) string { return string(redact([]byte(s))) })
+	for i := range t.Steps {
+		t.Steps[i].StepID = i + 1
+	}
+	total := len(t.Steps)
+	var notes []string
+	if t.Notes != "" {
+		notes = append(notes, t.Notes)
+	}
+	for limit, keep := maxText, len(t.Steps); ; {
+		c := cut(t, limit, keep)
+		n := append([]string(nil), notes...)
+		if limit < maxText {
+			n = append(n, fmt.Sprintf("texts longer than %d bytes are cut (marked where)", limit))
+		}
+		if keep < total {
+			n = append(n, fmt.Sprintf("%d of %d steps kept: the first %d and the last %d (step_id renumbered; extra.original_step_id is the step's place in the run)", keep, total, (keep+1)/2, keep/2))
+			if c.FinalMetrics == nil {
+				c.FinalMetrics = &FinalMetrics{}
+			}
+			c.FinalMetrics.TotalSteps = total
+		}
+		c.Notes = strings.Join(n, "; ")
+		b, err := c.Marshal()
+		if err != nil {
+			return nil, 0, err
+		}
+		if len(b) <= maxBytes {
+			out, steps = b, len(c.Steps)
+			break
+		}
+		switch {
+		case limit > minText:
+			limit /= 2
+		case keep > 2:
+			keep = keep * 3 / 4
+		default:
+			return nil, 0, fmt.Errorf("the trajectory does not fit %d bytes", maxBytes)
+		}
+	}
+	red := redact(out)
+	if !bytes.Equal(red, out) {
+		// Something formed across fields was hidden: what is stored is the
+		// redacted text, and it must still be a trajectory.
+		out = red
+	}
+	if _, err := Parse(out); err != nil {
+		return nil, 0, fmt.Errorf("the sealed trajectory does not validate: %w", err)
+	}
+	return out, steps, nil
+}
+
+// cut is a copy of t whose texts are at most limit bytes, keeping keep of
+// its steps (the first half and the last half).
+func cut(t *Trajectory, limit, keep int) *Trajectory {
+	c := *t
+	steps := t.Steps
+	if keep < len(steps) {
+		head, tail := (keep+1)/2, keep/2
+		steps = append(append([]Step(nil), steps[:head]...), steps[len(steps)-tail:]...)
+	}
+	c.Steps = make([]Step, len(steps))
+	for i, s := range steps {
+		orig := s.StepID
+		s.StepID = i + 1
+		if keep < len(t.Steps) {
+			s.Extra = withKey(s.Extra, "original_step_id", orig)
+		}
+		s.Message = clip(s.Message, limit)
+		s.ReasoningContent = clip(s.ReasoningContent, limit)
+		if len(s.ToolCalls) > 0 {
+			calls := make([]ToolCall, len(s.ToolCalls))
+			for j, tc := range s.ToolCalls {
+				if len(tc.Arguments) > limit {
+					tc.Arguments, _ = json.Marshal(map[string]string{"_cut": clip(string(tc.Arguments), limit)})
+				}
+				calls[j] = tc
+			}
+			s.ToolCalls = calls
+		}
+		if s.Observation != nil {
+			o := Observation{Results: make([]Result, len(s.Observation.Results))}
+			for j, r := range s.Observation.Results {
+				r.Content = clip(r.Content, limit)
+				o.Results[j] = r
+			}
+			s.Observation = &o
+		}
+		c.Steps[i] = s
+	}
+	return &c
+}
+
+func withKey(m map[string]any, k string, v any) map[string]any {
+	out := make(map[string]any, len(m)+1)
+	for a, b := range m {
+		out[a] = b
+	}
+	out[k] = v
+	return out
+}
+
+// clip keeps the head of s within n bytes (valid UTF-8), marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	marker := fmt.Sprintf(" [... %d bytes cut ...]", len(s)-n)
+	h := s[:n]
+	for len(h) > 0 && !utf8.ValidString(h) {
+		h = h[:len(h)-1]
+	}
+	return h + marker
+}
+
+// redactAll runs r over every text of t: ids, names, messages, arguments,
+// results and the values of extra objects.
+func redactAll(t *Trajectory, r func(string) string) {
+	t.SessionID = r(t.SessionID)
+	t.Notes = r(t.Notes)
+	t.Agent.Name, t.Agent.Version, t.Agent.ModelName = r(t.Agent.Name), r(t.Agent.Version), r(t.Agent.ModelName)
+	t.Agent.Extra = redactMap(t.Agent.Extra, r)
+	t.Extra = redactMap(t.Extra, r)
+	if t.FinalMetrics != nil {
+		t.FinalMetrics.Extra = redactMap(t.FinalMetrics.Extra, r)
+	}
+	for i := range t.Steps {
+		s := &t.Steps[i]
+		s.Message, s.ReasoningContent, s.ModelName, s.Timestamp = r(s.Message), r(s.ReasoningContent), r(s.ModelName), r(s.Timestamp)
+		s.Extra = redactMap(s.Extra, r)
+		for j := range s.ToolCalls {
+			tc := &s.ToolCalls[j]
+			tc.ToolCallID, tc.FunctionName = r(tc.ToolCallID), r(tc.FunctionName)
+			tc.Arguments = redactJSON(tc.Arguments, r)
+		}
+		if s.Observation != nil {
+			for j := range s.Observation.Results {
+				res := &s.Observation.Results[j]
+				res.SourceCallID, res.Content = r(res.SourceCallID), r(res.Content)
+			}
+		}
+		if s.Metrics != nil {
+			s.Metrics.Extra = redactMap(s.Metrics.Extra, r)
+		}
+	}
+}
+
+// redactJSON redacts the strings (keys and values) of a JSON object; what
+// is not an object becomes {} with the redacted text under "_text".
+func redactJSON(raw json.RawMessage, r func(string) string) json.RawMessage {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		v = map[string]any{"_text": string(raw)}
+	}
+	if _, ok := v.(map[string]any); !ok {
+		v = map[string]any{"_value": v}
+	}
+	v = redactValue(v, r)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return json.RawMessage(`{}`)
+	}
+	return json.RawMessage(bytes.TrimSuffix(b.Bytes(), []byte("\n")))
+}
+
+func redactMap(m map[string]any, r func(string) string) map[string]any {
+	if m == nil {
+		return nil
+	}
+	v, _ := redactValue(m, r).(map[string]any)
+	return v
+}
+
+func redactValue(v any, r func(string) string) any {
+	switch x := v.(type) {
+	case string:
+		return r(x)
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[r(k)] = redactValue(e, r)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = redactValue(e, r)
+		}
+		return out
+	default:
+		return v
+	}
+}
