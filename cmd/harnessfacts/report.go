@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -9,12 +10,15 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/internal/report"
+	"github.com/harnessfacts/harnessfacts/internal/termsafe"
+	"github.com/harnessfacts/harnessfacts/node-agent/evidence"
 )
 
 func newReportCommand() *cobra.Command {
@@ -31,7 +35,9 @@ pass rate per agent × fixture, with n and the Wilson 95% confidence interval)
 goes to standard output, for CI logs; --markdown writes it to a file as well.
 --html writes a self-contained page (inline CSS and SVG, nothing fetched)
 with a bar chart of the pass rates and their intervals, the table, and every
-run with its evidence digest. --json and --junit write machine-readable forms
+run with its evidence digest and, where its evidence holds one, its
+trajectory (the conversation, read from the evidence ConfigMap's
+trajectory.json after its digests are checked). --json and --junit write machine-readable forms
 (JUnit XML for CI systems).
 
 The pass rate is passed / (passed + failed): runs with verdict Error (the
@@ -113,6 +119,7 @@ func runReport(cmd *cobra.Command, k *kube, name string, files reportFiles) erro
 		}
 	}
 	if htmlFile != "" {
+		addTrajectories(ctx, c, namespace, r)
 		var page bytes.Buffer
 		if err := r.HTML(&page); err != nil {
 			return err
@@ -122,4 +129,37 @@ func runReport(cmd *cobra.Command, k *kube, name string, files reportFiles) erro
 		}
 	}
 	return nil
+}
+
+// addTrajectories reads each finished run's evidence ConfigMap, checks its
+// digests against the run's status, and gives the run its trajectory for
+// the HTML page; a run whose evidence cannot be read or does not verify
+// says so instead.
+func addTrajectories(ctx context.Context, c client.Client, namespace string, r *report.Report) {
+	for i := range r.Cells {
+		for j := range r.Cells[i].Runs {
+			run := &r.Cells[i].Runs[j]
+			if run.EvidenceConfigMap == "" || run.Digest == "" {
+				continue
+			}
+			cm := &corev1.ConfigMap{}
+			if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: run.EvidenceConfigMap}, cm); err != nil {
+				run.TrajectoryNote = "evidence not read: " + termsafe.String(err.Error())
+				continue
+			}
+			if _, ok := cm.Data[evidence.TrajectoryName]; !ok {
+				continue // an adapter without one (Aider, Antigravity, exec)
+			}
+			if rep := evidence.VerifyConfigMap(cm.Data, cm.BinaryData, run.Digest); !rep.OK() {
+				run.TrajectoryNote = "trajectory not shown: the evidence does not verify"
+				continue
+			}
+			t, err := report.TrajectoryOf([]byte(cm.Data[evidence.TrajectoryName]))
+			if err != nil {
+				run.TrajectoryNote = "trajectory not shown: " + termsafe.String(err.Error())
+				continue
+			}
+			run.Trajectory = t
+		}
+	}
 }

@@ -19,6 +19,8 @@ import (
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/internal/testing/testenv"
+	"github.com/harnessfacts/harnessfacts/node-agent/evidence"
+	"github.com/harnessfacts/harnessfacts/node-agent/trajectory"
 )
 
 // TestReportCommand runs `harnessfacts report` against a real API server
@@ -79,8 +81,37 @@ func TestReportCommand(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	mk("nightly-a", "2", harnessv1.VerdictPass, "sha256:aaaa")
-	mk("nightly-b", "2", harnessv1.VerdictPass, "sha256:bbbb")
+	// nightly-a's evidence holds a trajectory whose texts try to act on
+	// the page and the reader's terminal; nightly-b's was changed after
+	// it was sealed; nightly-c's ConfigMap is gone.
+	hostile := "<script>alert(1)</script> \x1b]52;c;cGF3bmVk\x07 \u202eevil"
+	tr := &trajectory.Trajectory{SessionID: "s", Agent: trajectory.Agent{Name: "codex", Version: "0.171.0"}, Steps: []trajectory.Step{
+		{Source: trajectory.SourceUser, Message: "Edit greeting.txt"},
+		{Source: trajectory.SourceAgent, ToolCalls: []trajectory.ToolCall{{ToolCallID: "c1", FunctionName: "mcp__harnessfacts__get_token", Arguments: json.RawMessage(`{}`)}}},
+		{Source: trajectory.SourceAgent, Message: hostile},
+	}}
+	tr.Steps[1].AddResult("c1", "hft_tokenvalue")
+	trJSON, steps, err := trajectory.Seal(tr, func(b []byte) []byte { return b }, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed := func(name string) *evidence.Bundle {
+		b, err := evidence.SealParts(evidence.Receipt{Run: evidence.RunRef{Namespace: ns, Name: name}},
+			evidence.Parts{Output: evidence.BytesLog("log\n"), Trajectory: trJSON, TrajectoryFormat: trajectory.SchemaVersion, TrajectorySteps: steps}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, bin := b.ConfigMapData()
+		if name == "nightly-b" {
+			data[evidence.TrajectoryName] = strings.Replace(data[evidence.TrajectoryName], "hft_tokenvalue", "hft_forgedvalue", 1)
+		}
+		if err := c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name + "-evidence", Namespace: ns}, Data: data, BinaryData: bin}); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	mk("nightly-a", "2", harnessv1.VerdictPass, sealed("nightly-a").Digest)
+	mk("nightly-b", "2", harnessv1.VerdictPass, sealed("nightly-b").Digest)
 	mk("nightly-c", "2", harnessv1.VerdictFail, "sha256:cccc")
 	mk("nightly-old", "1", harnessv1.VerdictFail, "sha256:0000")
 
@@ -109,9 +140,20 @@ func TestReportCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"sha256:aaaa", "sha256:bbbb", "sha256:cccc", `id="run-nightly-a"`, "<svg"} {
+	for _, want := range []string{"sha256:cccc", `id="run-nightly-a"`, "<svg",
+		// nightly-a links to its trajectory, shown with the MCP call and its
+		// result, every text escaped and inert.
+		`href="#trajectory-nightly-a"`, `id="trajectory-nightly-a"`, "mcp__harnessfacts__get_token", "hft_tokenvalue",
+		"&lt;script&gt;alert(1)&lt;/script&gt;", "^[]52;c;cGF3bmVk^G", "202E&gt;evil",
+		// nightly-b's changed trajectory is not shown; nightly-c's evidence is gone.
+		"trajectory not shown: the evidence does not verify", "evidence not read: "} {
 		if !bytes.Contains(page, []byte(want)) {
 			t.Errorf("the HTML lacks %q", want)
+		}
+	}
+	for _, bad := range []string{"<script>alert", "\x1b", "\u202e", "hft_forgedvalue", `id="trajectory-nightly-b"`} {
+		if bytes.Contains(page, []byte(bad)) {
+			t.Errorf("the HTML holds %q", bad)
 		}
 	}
 	if bytes.Contains(page, []byte("sha256:0000")) || strings.Contains(md, "nightly-old") {

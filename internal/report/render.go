@@ -206,6 +206,10 @@ code{font:12px ui-monospace,SFMono-Regular,Menlo,monospace;word-break:break-all}
 .Pass{color:#1a7f37;font-weight:600}.Fail{color:#cf222e;font-weight:600}.Error{color:#9a6700;font-weight:600}
 svg text{font:12px system-ui,sans-serif;fill:#1b1f24}
 .bar{fill:#54aeff}.ci{stroke:#0a3069;stroke-width:1.5}.axis{stroke:#8c959f}
+details.trajectory{margin:.6em 0;border:1px solid #d0d7de;border-radius:6px;padding:.4em .8em}
+details.trajectory pre{white-space:pre-wrap;word-break:break-word;margin:.2em 0;font:12px ui-monospace,SFMono-Regular,Menlo,monospace;background:#f6f8fa;padding:4px}
+details.trajectory pre.result{background:#eef6ee}details.trajectory pre.reasoning{color:#57606a}
+.src{font-weight:600;text-transform:uppercase;font-size:11px}
 </style>
 </head>
 <body>
@@ -254,9 +258,24 @@ The reward is what a Harbor-style verifier wrote (reward.txt, reward.json): per 
 {{- range $c.Runs}}
 <tr id="run-{{.Name}}"><td class="n">{{.Repeat}}</td><td><code>{{.Name}}</code></td><td>{{.Phase}}</td><td class="{{.Verdict}}">{{.Verdict}}{{if .Class}} ({{.Class}}){{end}}</td><td class="n">{{or .Reward "–"}}</td><td>{{.Node}}</td><td>{{dur .Duration}}</td>
 <td>{{.UsageLine}}</td>
-<td>{{if .Digest}}<code title="evidence ConfigMap {{.EvidenceConfigMap}}">{{.Digest}}</code>{{if .SignedBy}}<br><span class="meta">signed by <code>{{.SignedBy}}</code></span>{{end}}{{if .StoredRef}}<br><span class="meta">stored as <code>{{.StoredRef}}</code></span>{{end}}{{else}}–{{end}}</td><td><code title="{{.FixtureHash}}">{{short .FixtureHash}}</code></td></tr>
+<td>{{if .Digest}}<code title="evidence ConfigMap {{.EvidenceConfigMap}}">{{.Digest}}</code>{{if .SignedBy}}<br><span class="meta">signed by <code>{{.SignedBy}}</code></span>{{end}}{{if .StoredRef}}<br><span class="meta">stored as <code>{{.StoredRef}}</code></span>{{end}}{{else}}–{{end}}
+{{- if .Trajectory}}<br><a href="#trajectory-{{.Name}}">trajectory ({{len .Trajectory.Steps}} steps)</a>{{else if .TrajectoryNote}}<br><span class="meta">{{.TrajectoryNote}}</span>{{end}}</td><td><code title="{{.FixtureHash}}">{{short .FixtureHash}}</code></td></tr>
 {{- end}}
 </table>
+{{- range $c.Runs}}{{if .Trajectory}}
+<details class="trajectory" id="trajectory-{{.Name}}"><summary>Trajectory of <code>{{.Name}}</code>: {{len .Trajectory.Steps}} steps ({{.Trajectory.Format}}, from the evidence's trajectory.json)</summary>
+{{- if .Trajectory.Note}}<p class="meta">{{.Trajectory.Note}}</p>{{end}}
+<ol>
+{{- range .Trajectory.Steps}}
+<li class="step {{.Source}}"><span class="src">{{.Source}}</span>{{if .Model}} <span class="meta">{{.Model}}</span>{{end}}
+{{- if .Reasoning}}<pre class="reasoning">{{.Reasoning}}</pre>{{end}}
+{{- if .Message}}<pre>{{.Message}}</pre>{{end}}
+{{- range .Calls}}<div class="call">→ <code>{{.Name}}</code> <code>{{.Arguments}}</code>{{range .Results}}<pre class="result">{{.}}</pre>{{end}}</div>{{end}}
+{{- range .Results}}<pre class="result">{{.}}</pre>{{end}}</li>
+{{- end}}
+</ol>
+</details>
+{{- end}}{{end}}
 {{- else}}
 <p class="meta">No run yet.</p>
 {{- end}}

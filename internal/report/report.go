@@ -65,6 +65,10 @@ type Run struct {
 	// Reward is status.reward as the node-agent wrote it (the mean of its
 	// checks' rewards, a Harbor-style verifier's), empty when it has none.
 	Reward string
+	// Trajectory is the run's conversation from its evidence, for the HTML
+	// page (nil when not read); TrajectoryNote says why there is none.
+	Trajectory     *Trajectory
+	TrajectoryNote string
 }
 
 // Cell is one agent × fixture cell.
