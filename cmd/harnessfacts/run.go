@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -18,6 +20,7 @@ import (
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/internal/termsafe"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
+	"github.com/harnessfacts/harnessfacts/node-agent/evidence"
 	"github.com/harnessfacts/harnessfacts/node-agent/executor"
 	"github.com/harnessfacts/harnessfacts/node-agent/localrun"
 	"github.com/harnessfacts/harnessfacts/sandbox"
@@ -36,6 +39,7 @@ type runFlags struct {
 	follow      bool
 	insideHosts []string
 	quiet       bool
+	evidenceKey string
 }
 
 func newRunCommand() *cobra.Command {
@@ -61,8 +65,10 @@ The final status is printed as YAML and the evidence is written to a new
 folder evidence/<run name>/<UTC time> (the link evidence/<run name>/latest
 points at the newest; earlier runs' evidence is kept), or to --evidence.
 Verify it with 'harnessfacts evidence verify evidence/<run name>/latest'
-(or the run's folder, or the time's). The exit code
-is 0 for verdict Pass, 1 otherwise.`,
+(or the run's folder, or the time's). The receipt is signed, as on a
+cluster, with --evidence-key (by default a key of yours, made on the first
+run); add '--key' with its public part, evidence-key.pub beside it, to
+check the signature too. The exit code is 0 for verdict Pass, 1 otherwise.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -84,6 +90,7 @@ is 0 for verdict Pass, 1 otherwise.`,
 	fl.StringSliceVar(&f.insideHosts, "inside-host", nil, "a name egress ProviderOnly may reach at an inside address (loopback, private, link-local, CGNAT, metadata), as a HarnessPolicy's network.insideHosts allows it on a cluster; the run must allow the name too (allowHosts, providerURL)")
 	fl.BoolVar(&f.follow, "follow", false, "show the agent's redacted output on stderr as it is produced")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "do not say the phases and steps on stderr")
+	fl.StringVar(&f.evidenceKey, "evidence-key", defaultLocalKey(), "PEM ECDSA P-256 private key that signs the receipt, as a node-agent's does (made, mode 0600, when absent; its folder is masked in the sandbox; its public part is written beside it as evidence-key.pub); \"\" leaves the receipt unsigned")
 	_ = cmd.MarkFlagRequired("file")
 	return cmd
 }
@@ -116,10 +123,18 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 		}
 	}
 	progress := &localProgress{w: cmd.ErrOrStderr(), quiet: f.quiet, start: time.Now()}
+	key, pubFile, err := localSigningKey(f.evidenceKey)
+	if err != nil {
+		return err
+	}
+	if key != nil {
+		// Whatever --hide says, the agent never sees the key's folder.
+		hidden = append(hidden, filepath.Dir(pubFile))
+	}
 	opts := executor.Options{
 		Sources: sources, RunRoot: f.runRoot, Hidden: hidden, UID: f.uid, GID: f.gid,
 		Sandbox: sandbox.Options{Bwrap: f.bwrap}, Adapters: adapters.New(adapters.Config{CLIDir: f.agentCLIs}),
-		Observer: progress, InsideHosts: f.insideHosts,
+		Observer: progress, InsideHosts: f.insideHosts, SigningKey: key,
 	}
 	if f.follow {
 		opts.Live = progress
@@ -177,6 +192,9 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	}
 	if res.Evidence != nil {
 		cmd.PrintErrf("evidence written to %s\n", evidenceDir)
+		if key != nil {
+			cmd.PrintErrf("signed by key %s; verify with: harnessfacts evidence verify %s --key %s\n", key.Public().ID, evidenceDir, pubFile)
+		}
 	}
 	if final.Status.Verdict != harnessv1.VerdictPass {
 		return errNotPass
@@ -312,4 +330,40 @@ func (l *liveTerminal) Close() error {
 	defer l.p.mu.Unlock()
 	l.endLocked()
 	return nil
+}
+
+// defaultLocalKey is the local runs' signing key: the user's own, kept in
+// their config folder so that every run of theirs is signed by one key.
+// Windows has no 0600 for LoadOrCreateKey to check: there local receipts
+// are unsigned unless --evidence-key names a key.
+func defaultLocalKey() string {
+	dir, err := os.UserConfigDir()
+	if err != nil || runtime.GOOS == "windows" {
+		return ""
+	}
+	return filepath.Join(dir, "harnessfacts", "keys", "evidence-key.pem")
+}
+
+// localSigningKey loads (or makes) the key at path and writes its public
+// part beside it (evidence-key.pub), for `evidence verify --key`. An empty
+// path is no key.
+func localSigningKey(path string) (*evidence.Key, string, error) {
+	if path == "" {
+		return nil, "", nil
+	}
+	path, err := filepath.Abs(path)
+	if err != nil {
+		return nil, "", err
+	}
+	key, err := evidence.LoadOrCreateKey(path)
+	if err != nil {
+		return nil, "", fmt.Errorf("--evidence-key: %w", err)
+	}
+	pub := filepath.Join(filepath.Dir(path), strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))+".pub")
+	if b, err := os.ReadFile(pub); err != nil || string(b) != key.Public().PEM {
+		if err := os.WriteFile(pub, []byte(key.Public().PEM), 0o644); err != nil { //nolint:gosec // a public key, for anyone to verify with
+			return nil, "", fmt.Errorf("writing the public key %s: %w", pub, err)
+		}
+	}
+	return key, pub, nil
 }

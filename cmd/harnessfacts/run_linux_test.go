@@ -225,3 +225,74 @@ func TestHideAddsToTheDefaults(t *testing.T) {
 		t.Fatalf("unmasked control: %v %+v %q (the refusal above proves nothing)", err, res, out.String())
 	}
 }
+
+// A local run signs its receipt with --evidence-key (made when absent,
+// mode 0600, its public part written beside it), and `evidence verify
+// --key` checks the folder: it passes with that key, and fails on a byte
+// of an artifact, of the signature, and with another key.
+func TestLocalRunSignsItsEvidence(t *testing.T) {
+	bin := harnessfactsBinary(t)
+	base := openDir(t)
+	keyFile := filepath.Join(base, "keys", "evidence-key.pem")
+	pubFile := filepath.Join(base, "keys", "evidence-key.pub")
+	ev := filepath.Join(base, "ev")
+	run := exec.Command(bin, "run", "-f", filepath.Join(repoRoot(t), "fixtures", "hello", "run.yaml"), "--run-root", filepath.Join(base, "runs"),
+		"--evidence", ev, "--evidence-key", keyFile)
+	var stdout, stderr bytes.Buffer
+	run.Stdout, run.Stderr = &stdout, &stderr
+	if err := run.Run(); err != nil {
+		t.Fatalf("the run: %v\n%s\n%s", err, stdout.String(), stderr.String())
+	}
+	if info, err := os.Stat(keyFile); err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("key file %v (%v), want mode 0600", info, err)
+	}
+	pub, err := os.ReadFile(pubFile)
+	if err != nil || !strings.Contains(string(pub), "BEGIN PUBLIC KEY") {
+		t.Fatalf("public key %q: %v", pub, err)
+	}
+	if !strings.Contains(stdout.String(), "signedBy: sha256:") || !strings.Contains(stderr.String(), "--key "+pubFile) {
+		t.Errorf("the run does not say it signed, or with which key:\n%s\n%s", stdout.String(), stderr.String())
+	}
+	verify := func(dir string, args ...string) (string, error) {
+		out, err := exec.Command(bin, append([]string{"evidence", "verify", dir}, args...)...).CombinedOutput()
+		return string(out), err
+	}
+	if out, err := verify(ev, "--key", pubFile); err != nil || !strings.Contains(out, "signature: good") {
+		t.Fatalf("verify --key: %v\n%s", err, out)
+	}
+	// Another key: refused, saying which key signed.
+	otherKey := filepath.Join(base, "other", "k.pem")
+	if _, err := exec.Command(bin, "run", "-f", filepath.Join(repoRoot(t), "fixtures", "hello", "run.yaml"), "--run-root", filepath.Join(base, "runs"),
+		"--evidence", filepath.Join(base, "ev-other"), "--evidence-key", otherKey).CombinedOutput(); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := verify(ev, "--key", filepath.Join(base, "other", "k.pub")); err == nil || !strings.Contains(out, "not among the trusted keys") {
+		t.Errorf("verify with another key: %v\n%s", err, out)
+	}
+	flip := func(name string, at func([]byte) int) string {
+		dir := filepath.Join(base, "flip-"+strings.ReplaceAll(name, "/", "-"))
+		if err := exec.Command("cp", "-a", ev, dir).Run(); err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, name)
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b[at(b)] ^= 1
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := verify(dir, "--key", pubFile)
+		if err == nil {
+			t.Errorf("a flipped byte of %s verified:\n%s", name, out)
+		}
+		return out
+	}
+	if out := flip("artifacts/greeting.txt", func([]byte) int { return 0 }); !strings.Contains(out, "DIFFERS artifacts/greeting.txt") {
+		t.Errorf("artifact: %s", out)
+	}
+	if out := flip("receipt.dsse.json", func(b []byte) int { return bytes.LastIndex(b, []byte(`"sig":"`)) + 10 }); !strings.Contains(out, "(signature)") {
+		t.Errorf("signature: %s", out)
+	}
+}
