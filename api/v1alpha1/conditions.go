@@ -116,6 +116,12 @@ const (
 	ReasonRetrying = "Retrying"
 	// ReasonBadFixture: the fixture is missing, malformed or unsafe.
 	ReasonBadFixture = "BadFixture"
+	// ReasonFixtureUnavailable: the run's git or OCI fixture could not be
+	// fetched or was refused: an unknown repository, artifact or commit, a
+	// commit or digest that does not match the pin, refused credentials, a
+	// source that does not answer. A fixture that was fetched but is
+	// malformed or unsafe is BadFixture.
+	ReasonFixtureUnavailable = "FixtureUnavailable"
 	// ReasonEnvironmentUnavailable: the run's environment image could not be
 	// pulled (a wrong digest, an unknown image, refused credentials), was
 	// refused (too large, an entry leaving its root) or could not be

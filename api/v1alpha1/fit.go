@@ -77,6 +77,16 @@ func (s *HarnessRunStatus) Fit() {
 		sb.FallbackReason = Truncate(sb.FallbackReason, MaxMessageLength)
 		sb.Seccomp = Truncate(sb.Seccomp, 512)
 	}
+	if f := s.FixtureSource; f != nil {
+		// The run's own values (bounded by the spec's schema) and digests:
+		// only a corrupted status needs these.
+		f.Type = Truncate(f.Type, 16)
+		f.URL = Truncate(f.URL, 2048)
+		f.Commit = Truncate(f.Commit, 64)
+		f.Path = Truncate(f.Path, 512)
+		f.Ref = Truncate(f.Ref, 512)
+		f.Digest = Truncate(f.Digest, 71)
+	}
 	if e := s.Environment; e != nil {
 		// The reference was the run's or fixture's (at most 512 by their
 		// own checks) and the digests go-containerregistry's (71): only a

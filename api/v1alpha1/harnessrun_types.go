@@ -281,7 +281,7 @@ type SecretKeySelector struct {
 // is set. A fixture is a fixture.yaml (prompt, MCP transport, artifacts,
 // checks, limits) and a workspace/ folder the agent works in.
 //
-// +kubebuilder:validation:XValidation:rule="(has(self.configMapRef) ? 1 : 0) + (has(self.inline) ? 1 : 0) == 1",message="exactly one fixture source must be set: fixture.configMapRef or fixture.inline"
+// +kubebuilder:validation:XValidation:rule="(has(self.configMapRef) ? 1 : 0) + (has(self.inline) ? 1 : 0) + (has(self.git) ? 1 : 0) + (has(self.oci) ? 1 : 0) == 1",message="exactly one fixture source must be set: fixture.configMapRef, fixture.inline, fixture.git or fixture.oci"
 type FixtureSource struct {
 	// configMapRef names a ConfigMap in the run's namespace holding the
 	// fixture, as kustomize's configMapGenerator makes it from a fixture
@@ -292,6 +292,20 @@ type FixtureSource struct {
 	// inline holds the fixture's files in the run itself, for small fixtures.
 	// +optional
 	Inline *InlineFixture `json:"inline,omitempty"`
+
+	// git fetches the fixture from a git repository at a pinned commit: a
+	// fixture bigger than a ConfigMap, or a repository at a commit (a
+	// SWE-bench task). The node-agent fetches it, checks that the commit it
+	// reads is the one pinned, and keeps it in its node's cache by commit.
+	// +optional
+	Git *GitFixture `json:"git,omitempty"`
+
+	// oci pulls the fixture as an OCI artifact pinned by digest (one tar
+	// layer of media type FixtureLayerMediaType, see docs/fixtures.md and
+	// `harnessfacts fixture push`). The node-agent checks the digest and
+	// keeps it in its node's cache by digest.
+	// +optional
+	OCI *OCIFixture `json:"oci,omitempty"`
 
 	// prompt overrides the fixture's prompt.
 	// +kubebuilder:validation:MaxLength=65536
@@ -319,6 +333,108 @@ type InlineFixture struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(p, size(p) <= 512 && !p.startsWith('/') && !p.endsWith('/') && !p.split('/').exists(s, s == '..' || s == '.' || s == ''))",message="fixture.inline.files keys must be relative paths of at most 512 characters without '.', '..' or empty segments"
 	// +required
 	Files map[string]string `json:"files"`
+}
+
+// GitFixture is a fixture in a git repository, at a pinned commit.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.secretRef) || url(self.url).getScheme() == 'https' || url(self.url).getHostname() in ['localhost', '127.0.0.1', '::1']",message="fixture.git.secretRef needs an https URL: credentials are never sent over plain http (except to a loopback address)"
+type GitFixture struct {
+	// url is the repository's http or https URL. It carries no user name
+	// or password: credentials come from secretRef.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && (url(self).getScheme() == 'http' || url(self).getScheme() == 'https')",message="fixture.git.url must be an absolute http or https URL"
+	// +kubebuilder:validation:XValidation:rule="!self.contains('@')",message="fixture.git.url must not carry credentials (user@ or user:password@): use fixture.git.secretRef"
+	// +required
+	URL string `json:"url"`
+
+	// commit is the full SHA-1 of the commit to use, 40 lower-case hex
+	// digits. A branch or tag name is refused: it can move under a run.
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9a-f]{40}$')",message="fixture.git.commit must be a full commit SHA (40 lower-case hex digits), not a branch, tag or short SHA: those can change under a run"
+	// +required
+	Commit string `json:"commit"`
+
+	// path is the fixture's folder within the repository (where its
+	// fixture.yaml is); the repository's root when empty.
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.endsWith('/') && !self.split('/').exists(s, s == '..' || s == '.' || s == '')",message="fixture.git.path must be a relative path without '.', '..' or empty segments"
+	// +optional
+	Path string `json:"path,omitempty"`
+
+	// secretRef names a Secret in the run's namespace with the keys
+	// username and password (a kubernetes.io/basic-auth Secret) sent to
+	// the repository with HTTP basic authentication. For a token, put it
+	// in password and any non-empty user name (x-access-token, oauth2)
+	// in username. The node-agent reads the two keys through the
+	// controller's run source while the run is active.
+	// +optional
+	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
+}
+
+// OCIFixture is a fixture pushed as an OCI artifact.
+type OCIFixture struct {
+	// ref is the artifact, pinned by digest:
+	// registry/repository[:tag]@sha256:<64 hex digits>.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]+([._:/-][a-zA-Z0-9_.-]+)*@sha256:[a-f0-9]{64}$')",message="fixture.oci.ref must be pinned by digest (registry/repository[:tag]@sha256:<64 hex digits>): a tag alone can change under a run"
+	// +required
+	Ref string `json:"ref"`
+
+	// imagePullSecrets name Secrets of type kubernetes.io/dockerconfigjson
+	// in the run's namespace, as spec.environment.imagePullSecrets do.
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=atomic
+	// +optional
+	ImagePullSecrets []LocalObjectReference `json:"imagePullSecrets,omitempty"`
+}
+
+// The OCI artifact of a fixture: its manifest's artifactType, its config's
+// media type (the empty descriptor of the OCI image spec) and the media
+// type of its one layer, a tar of the fixture folder, gzip-compressed.
+const (
+	FixtureArtifactType   = "application/vnd.harnessfacts.fixture.v1"
+	FixtureLayerMediaType = "application/vnd.harnessfacts.fixture.v1.tar+gzip"
+)
+
+// FixtureSourceStatus says where an attempt's fixture came from.
+type FixtureSourceStatus struct {
+	// type is ConfigMap, Inline, Git or OCI.
+	// +kubebuilder:validation:MaxLength=16
+	// +optional
+	Type string `json:"type,omitempty"`
+
+	// url is the git repository's URL (Git).
+	// +kubebuilder:validation:MaxLength=2048
+	// +optional
+	URL string `json:"url,omitempty"`
+
+	// commit is the commit the node-agent read and checked (Git).
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Commit string `json:"commit,omitempty"`
+
+	// path is the fixture's folder in the repository (Git).
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Path string `json:"path,omitempty"`
+
+	// ref is the OCI artifact's reference (OCI).
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Ref string `json:"ref,omitempty"`
+
+	// digest is the artifact manifest's digest the node-agent pulled and
+	// checked (OCI).
+	// +kubebuilder:validation:MaxLength=71
+	// +optional
+	Digest string `json:"digest,omitempty"`
+
+	// cached is true when the node's fixture cache held the fixture
+	// already (the source was still asked, with the run's credentials,
+	// whether the run may read it).
+	// +optional
+	Cached bool `json:"cached,omitempty"`
 }
 
 // EnvironmentImagePattern is what spec.environment.image must look like: a
@@ -590,6 +706,12 @@ type HarnessRunStatus struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// fixtureSource is where the attempt's fixture came from: a git
+	// repository's URL and commit, or an OCI artifact's reference and
+	// digest. evidence.fixtureDigest is the tree hash of its files.
+	// +optional
+	FixtureSource *FixtureSourceStatus `json:"fixtureSource,omitempty"`
 
 	// environment is the image the run's sandbox root came from, when it
 	// had one: the reference asked for and the digests really used.

@@ -132,7 +132,54 @@ func TestRejectsBadRuns(t *testing.T) {
 		{"no agent", func(o map[string]any) { del(o, "spec.agent") },
 			"spec.agent: Required value"},
 		{"two fixture sources", func(o map[string]any) { set(o, "spec.fixture.configMapRef.name", "hello") },
-			"exactly one fixture source must be set: fixture.configMapRef or fixture.inline"},
+			"exactly one fixture source must be set: fixture.configMapRef, fixture.inline, fixture.git or fixture.oci"},
+		{"git and oci fixture sources", func(o map[string]any) {
+			del(o, "spec.fixture.inline")
+			set(o, "spec.fixture.git", map[string]any{"url": "https://git.test/tasks.git", "commit": strings.Repeat("a", 40)})
+			set(o, "spec.fixture.oci.ref", "registry.test/fixtures/hello@sha256:"+strings.Repeat("b", 64))
+		}, "exactly one fixture source must be set"},
+		{"git commit is a branch name", func(o map[string]any) {
+			del(o, "spec.fixture.inline")
+			set(o, "spec.fixture.git", map[string]any{"url": "https://git.test/tasks.git", "commit": "main"})
+		}, "fixture.git.commit must be a full commit SHA"},
+		{"git commit is not hex", func(o map[string]any) {
+			del(o, "spec.fixture.inline")
+			set(o, "spec.fixture.git", map[string]any{"url": "https://git.test/tasks.git", "commit": strings.Repeat("g", 40)})
+		}, "fixture.git.commit must be a full commit SHA"},
+		{"git commit is short", func(o map[string]any) {
+			del(o, "spec.fixture.inline")
+			set(o, "spec.fixture.git", map[string]any{"url": "https://git.test/tasks.git", "commit": "0123abc"})
+		}, "fixture.git.commit must be a full commit SHA"},
+		{"git commit in upper case", func(o map[string]any) {
+			del(o, "spec.fixture.inline")
+			set(o, "spec.fixture.git", map[string]any{"url": "https://git.test/tasks.git", "commit": strings.Repeat("A", 40)})
+		}, "fixture.git.commit must be a full commit SHA"},
+		{"git url of another scheme", func(o map[string]any) {
+			del(o, "spec.fixture.inline")
+			set(o, "spec.fixture.git", map[string]any{"url": "ssh://git.test/tasks.git", "commit": strings.Repeat("a", 40)})
+		}, "fixture.git.url must be an absolute http or https URL"},
+		{"git url with a password", func(o map[string]any) {
+			del(o, "spec.fixture.inline")
+			set(o, "spec.fixture.git", map[string]any{"url": "https://bob:hunter2@git.test/tasks.git", "commit": strings.Repeat("a", 40)})
+		}, "fixture.git.url must not carry credentials"},
+		{"git credentials over plain http", func(o map[string]any) {
+			del(o, "spec.fixture.inline")
+			set(o, "spec.fixture.git", map[string]any{"url": "http://git.test/tasks.git", "commit": strings.Repeat("a", 40),
+				"secretRef": map[string]any{"name": "git-cred"}})
+		}, "fixture.git.secretRef needs an https URL"},
+		{"git path escaping the repository", func(o map[string]any) {
+			del(o, "spec.fixture.inline")
+			set(o, "spec.fixture.git", map[string]any{"url": "https://git.test/tasks.git", "commit": strings.Repeat("a", 40),
+				"path": "tasks/../../etc"})
+		}, "fixture.git.path must be a relative path"},
+		{"oci fixture by tag only", func(o map[string]any) {
+			del(o, "spec.fixture.inline")
+			set(o, "spec.fixture.oci.ref", "registry.test/fixtures/hello:v1")
+		}, "fixture.oci.ref must be pinned by digest"},
+		{"oci fixture with a short digest", func(o map[string]any) {
+			del(o, "spec.fixture.inline")
+			set(o, "spec.fixture.oci.ref", "registry.test/fixtures/hello@sha256:abc")
+		}, "fixture.oci.ref must be pinned by digest"},
 		{"no fixture source", func(o map[string]any) { del(o, "spec.fixture.inline") },
 			"exactly one fixture source must be set"},
 		{"inline fixture without fixture.yaml", func(o map[string]any) {
@@ -281,6 +328,32 @@ func TestAcceptsAnEnvironmentPinnedByDigest(t *testing.T) {
 		})
 		if err := k8s.Create(context.Background(), obj); err != nil {
 			t.Fatalf("%s: %v", ref, err)
+		}
+		_ = k8s.Delete(context.Background(), obj)
+	}
+}
+
+// A git fixture at a full commit (with credentials over https or to a
+// loopback address, and a sub-path) and an OCI fixture pinned by digest are
+// accepted.
+func TestAcceptsGitAndOCIFixtures(t *testing.T) {
+	commit := strings.Repeat("0f", 20)
+	for i, src := range []map[string]any{
+		{"git": map[string]any{"url": "https://git.test/org/tasks.git", "commit": commit, "path": "tasks/hello",
+			"secretRef": map[string]any{"name": "git-cred"}}},
+		{"git": map[string]any{"url": "http://127.0.0.1:8080/tasks.git", "commit": commit, "secretRef": map[string]any{"name": "git-cred"}}},
+		{"git": map[string]any{"url": "http://git.test/public.git", "commit": commit}},
+		{"oci": map[string]any{"ref": "127.0.0.1:5000/fixtures/hello:v1@sha256:" + strings.Repeat("ab", 32),
+			"imagePullSecrets": []any{map[string]any{"name": "regcred"}}}},
+	} {
+		obj := run(t, fmt.Sprintf("fixture-src-ok-%d", i), func(o map[string]any) {
+			del(o, "spec.fixture.inline")
+			for k, v := range src {
+				set(o, "spec.fixture."+k, v)
+			}
+		})
+		if err := k8s.Create(context.Background(), obj); err != nil {
+			t.Fatalf("%v: %v", src, err)
 		}
 		_ = k8s.Delete(context.Background(), obj)
 	}
