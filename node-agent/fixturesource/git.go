@@ -1,0 +1,417 @@
+package fixturesource
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/format/packfile"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp/capability"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp/sideband"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+	"github.com/go-git/go-git/v5/storage/memory"
+
+	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
+)
+
+// Git names a fixture in a git repository.
+type Git struct {
+	// URL is the repository's http(s) URL, without credentials.
+	URL string
+	// Commit is the full SHA-1 of the commit, 40 lower-case hex digits.
+	Commit string
+	// Path is the fixture's folder in the repository ("" for its root).
+	Path string
+	// Username and Password are sent with HTTP basic authentication when
+	// Password is set.
+	Username, Password string
+}
+
+// Bounds of a git fetch, besides the fixture's own Limits: what the server
+// may send (the pack, compressed) and what its objects may hold once
+// inflated. The fetch is held in memory; these keep a hostile or simply
+// huge repository from taking the node-agent's.
+const (
+	DefaultMaxPackBytes     int64 = 256 << 20
+	DefaultMaxInflatedBytes int64 = 512 << 20
+	DefaultMaxObjects             = 500000
+)
+
+// commitPattern is a full SHA-1 in lower case (the schema's rule).
+func validCommit(c string) bool {
+	if len(c) != 40 {
+		return false
+	}
+	for _, r := range c {
+		if (r < '0' || r > '9') && (r < 'a' || r > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// gitRemote is one repository reached over HTTP with a run's credentials.
+type gitRemote struct {
+	src      Git
+	endpoint *transport.Endpoint
+	client   transport.Transport
+	auth     transport.AuthMethod
+	received *atomic.Int64
+	maxPack  int64
+}
+
+// newGitRemote checks src and prepares a client for it: one HTTP client
+// per fetch, whose responses are cut at maxPack bytes in all, which follows
+// no redirect to another scheme or host (credentials never go elsewhere),
+// and which trusts roots (nil: the system's).
+func newGitRemote(src Git, roots *x509.CertPool, maxPack int64) (*gitRemote, error) {
+	u, err := url.Parse(src.URL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return nil, unavailable("the git URL %q is not an absolute http or https URL", src.URL)
+	}
+	if u.User != nil {
+		return nil, unavailable("the git URL carries credentials: use the fixture's secretRef")
+	}
+	if src.Password != "" && u.Scheme != "https" && !loopbackHost(u.Hostname()) {
+		return nil, unavailable("credentials are sent only over https (or to a loopback address), not to %s", u.Redacted())
+	}
+	if !validCommit(src.Commit) {
+		return nil, unavailable("the commit %q is not a full commit SHA (40 lower-case hex digits)", src.Commit)
+	}
+	ep, err := transport.NewEndpoint(src.URL)
+	if err != nil {
+		return nil, unavailable("the git URL %q: %v", src.URL, err)
+	}
+	received := &atomic.Int64{}
+	tr := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:       &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
+		TLSHandshakeTimeout:   15 * time.Second,
+		ResponseHeaderTimeout: 2 * time.Minute,
+		MaxIdleConnsPerHost:   2,
+		IdleConnTimeout:       30 * time.Second,
+	}
+	hc := &http.Client{
+		Transport: &cappedTransport{next: tr, left: maxPack, used: received},
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) >= 5 {
+				return errors.New("too many redirects")
+			}
+			if req.URL.Scheme != via[0].URL.Scheme || req.URL.Host != via[0].URL.Host {
+				return fmt.Errorf("the repository redirects to %s://%s, another scheme or host: not followed", req.URL.Scheme, req.URL.Host)
+			}
+			return nil
+		},
+	}
+	r := &gitRemote{src: src, endpoint: ep, client: githttp.NewClient(hc), received: received, maxPack: maxPack}
+	if src.Password != "" {
+		r.auth = &githttp.BasicAuth{Username: src.Username, Password: src.Password}
+	}
+	return r, nil
+}
+
+func loopbackHost(h string) bool {
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// session opens an upload-pack session and reads the advertised
+// references: the check that the run's credentials reach the repository.
+func (r *gitRemote) session(ctx context.Context) (transport.UploadPackSession, *packp.AdvRefs, error) {
+	sess, err := r.client.NewUploadPackSession(r.endpoint, r.auth)
+	if err != nil {
+		return nil, nil, r.wrap(err)
+	}
+	ar, err := sess.AdvertisedReferencesContext(ctx)
+	if err != nil {
+		_ = sess.Close()
+		return nil, nil, r.wrap(err)
+	}
+	return sess, ar, nil
+}
+
+// wrap says what failed, in words that never quote a credential: the URL
+// holds none (refused above) and go-git's errors name the URL and status.
+func (r *gitRemote) wrap(err error) error {
+	switch {
+	case errors.Is(err, transport.ErrAuthenticationRequired) && r.auth != nil, errors.Is(err, transport.ErrAuthorizationFailed):
+		return unavailable("the repository %s refused the credentials of the fixture's secretRef", r.src.URL)
+	case errors.Is(err, transport.ErrAuthenticationRequired):
+		return unavailable("the repository %s asks for credentials: give the fixture a secretRef", r.src.URL)
+	case errors.Is(err, transport.ErrRepositoryNotFound):
+		return unavailable("the repository %s was not found (or the credentials may not read it)", r.src.URL)
+	case errors.Is(err, errPackTooLarge):
+		return unavailable("the repository %s sent more than the %d bytes a fixture fetch may receive", r.src.URL, r.maxPack)
+	}
+	return unavailable("fetching %s: %v", r.src.URL, err)
+}
+
+// fetchGit fetches src's commit and returns the fixture folder's files,
+// read straight from git's objects: nothing is checked out, so no hook,
+// filter, attribute or configuration of the repository ever applies, and
+// no link is ever made on the node's disk. The commit read is the one
+// asked for by construction: git objects are found by the hash of their
+// content (go-git hashes every object it receives, with SHA-1 collision
+// detection), so a server that sends another commit leaves this one
+// missing, and the fetch is refused.
+func fetchGit(ctx context.Context, src Git, o Options) (map[string][]byte, error) {
+	r, err := newGitRemote(src, o.RootCAs, o.maxPackBytes())
+	if err != nil {
+		return nil, err
+	}
+	sess, ar, err := r.session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = sess.Close() }()
+	want := plumbing.NewHash(src.Commit)
+	req := packp.NewUploadPackRequestFromCapabilities(ar.Capabilities)
+	// A thin pack refers to objects the receiver has; this one has none.
+	req.Capabilities.Delete(capability.ThinPack)
+	byHash := ar.Capabilities.Supports(capability.AllowReachableSHA1InWant) || advertises(ar, want)
+	if byHash {
+		// Only the commit, and only its tree: the cheapest fetch.
+		req.Wants = []plumbing.Hash{want}
+		if ar.Capabilities.Supports(capability.Shallow) {
+			req.Depth = packp.DepthCommits(1)
+			if err := req.Capabilities.Set(capability.Shallow); err != nil {
+				return nil, unavailable("fetching %s: %v", src.URL, err)
+			}
+		}
+	} else {
+		// A server that serves only its branches and tags: all of them,
+		// and the commit must be among what they reach.
+		req.Wants = advertisedHashes(ar)
+		if len(req.Wants) == 0 {
+			return nil, unavailable("the repository %s has no branches or tags", src.URL)
+		}
+	}
+	resp, err := sess.UploadPack(ctx, req)
+	if err != nil {
+		if byHash && strings.Contains(err.Error(), "not our ref") {
+			return nil, unavailable("commit %s is not in the repository %s (not reachable from its branches and tags)", src.Commit, src.URL)
+		}
+		return nil, r.wrap(err)
+	}
+	defer func() { _ = resp.Close() }()
+	var pack io.Reader = resp
+	switch {
+	case req.Capabilities.Supports(capability.Sideband64k):
+		pack = sideband.NewDemuxer(sideband.Sideband64k, resp)
+	case req.Capabilities.Supports(capability.Sideband):
+		pack = sideband.NewDemuxer(sideband.Sideband, resp)
+	}
+	st := memory.NewStorage()
+	bounds := &packBounds{maxObjects: o.maxObjects(), left: o.maxInflatedBytes()}
+	parser, err := packfile.NewParserWithStorage(packfile.NewScanner(pack), st, bounds)
+	if err != nil {
+		return nil, r.wrap(err)
+	}
+	if _, err := parser.Parse(); err != nil {
+		if bounds.err != nil {
+			return nil, unavailable("the repository %s: %v", src.URL, bounds.err)
+		}
+		if errors.Is(err, errPackTooLarge) || r.received.Load() > r.maxPack {
+			return nil, r.wrap(errPackTooLarge)
+		}
+		return nil, r.wrap(err)
+	}
+	commit, err := object.GetCommit(st, want)
+	if err != nil {
+		return nil, unavailable("the repository %s did not send commit %s: it is not in the repository, or not reachable from its branches and tags", src.URL, src.Commit)
+	}
+	if commit.Hash != want {
+		return nil, unavailable("the repository %s sent commit %s for %s", src.URL, commit.Hash, src.Commit)
+	}
+	return readTree(st, commit, src, o.limits())
+}
+
+// advertises reports whether h is a branch or tag the server advertised.
+func advertises(ar *packp.AdvRefs, h plumbing.Hash) bool {
+	for _, v := range ar.References {
+		if v == h {
+			return true
+		}
+	}
+	for _, v := range ar.Peeled {
+		if v == h {
+			return true
+		}
+	}
+	return ar.Head != nil && *ar.Head == h
+}
+
+func advertisedHashes(ar *packp.AdvRefs) []plumbing.Hash {
+	seen := map[plumbing.Hash]bool{}
+	var out []plumbing.Hash
+	add := func(h plumbing.Hash) {
+		if !h.IsZero() && !seen[h] {
+			seen[h] = true
+			out = append(out, h)
+		}
+	}
+	if ar.Head != nil {
+		add(*ar.Head)
+	}
+	for name, h := range ar.References {
+		if strings.HasPrefix(name, "refs/heads/") || strings.HasPrefix(name, "refs/tags/") {
+			add(h)
+		}
+	}
+	return out
+}
+
+// readTree reads the files under src.Path of the commit's tree. A symbolic
+// link or a submodule is refused, as an archive's link is: a fixture is
+// regular files (and a link could lead a check out of its folder).
+func readTree(st *memory.Storage, commit *object.Commit, src Git, lim fixture.Limits) (map[string][]byte, error) {
+	tree, err := commit.Tree()
+	if err != nil {
+		return nil, unavailable("commit %s: its tree: %v", src.Commit, err)
+	}
+	if src.Path != "" {
+		if tree, err = tree.Tree(src.Path); err != nil {
+			return nil, &fixture.Error{Kind: fixture.ErrMissingManifest, Path: src.Path,
+				Detail: fmt.Sprintf("commit %s of %s has no folder %q", src.Commit, src.URL, src.Path)}
+		}
+	}
+	lim = withDefaults(lim)
+	files := map[string][]byte{}
+	var total int64
+	entries := 0
+	w := object.NewTreeWalker(tree, true, nil)
+	defer w.Close()
+	for {
+		p, e, err := w.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, unavailable("commit %s: reading its tree: %v", src.Commit, err)
+		}
+		if entries++; entries > lim.MaxEntries {
+			return nil, &fixture.Error{Kind: fixture.ErrTooLarge, Detail: fmt.Sprintf("more than the %d entries (files, directories and others) allowed", lim.MaxEntries)}
+		}
+		switch e.Mode {
+		case filemode.Dir:
+			continue
+		case filemode.Regular, filemode.Executable, filemode.Deprecated:
+		case filemode.Symlink:
+			return nil, &fixture.Error{Kind: fixture.ErrNotRegular, Path: p, Detail: "is a symbolic link in the repository: a fixture holds regular files only"}
+		case filemode.Submodule:
+			return nil, &fixture.Error{Kind: fixture.ErrNotRegular, Path: p, Detail: "is a git submodule, which is not followed: put its files in the fixture"}
+		default:
+			return nil, &fixture.Error{Kind: fixture.ErrNotRegular, Path: p, Detail: fmt.Sprintf("has git mode %o, not a regular file", uint32(e.Mode))}
+		}
+		if fixture.BesideFixture(p) {
+			continue
+		}
+		blob, err := object.GetBlob(st, e.Hash)
+		if err != nil {
+			return nil, unavailable("commit %s: file %q: %v", src.Commit, p, err)
+		}
+		if blob.Size > lim.MaxFileBytes {
+			return nil, &fixture.Error{Kind: fixture.ErrTooLarge, Path: p, Detail: fmt.Sprintf("%d bytes, more than the %d allowed per file", blob.Size, lim.MaxFileBytes)}
+		}
+		if total += blob.Size; total > lim.MaxTotalBytes {
+			return nil, &fixture.Error{Kind: fixture.ErrTooLarge, Detail: fmt.Sprintf("more than the %d bytes allowed in all", lim.MaxTotalBytes)}
+		}
+		if len(files) >= lim.MaxFiles {
+			return nil, &fixture.Error{Kind: fixture.ErrTooLarge, Detail: fmt.Sprintf("more than the %d files allowed", lim.MaxFiles)}
+		}
+		rd, err := blob.Reader()
+		if err != nil {
+			return nil, unavailable("commit %s: file %q: %v", src.Commit, p, err)
+		}
+		data, err := io.ReadAll(io.LimitReader(rd, lim.MaxFileBytes+1))
+		_ = rd.Close()
+		if err != nil {
+			return nil, unavailable("commit %s: file %q: %v", src.Commit, p, err)
+		}
+		if int64(len(data)) != blob.Size {
+			return nil, unavailable("commit %s: file %q has %d bytes, not the %d its object says", src.Commit, p, len(data), blob.Size)
+		}
+		files[p] = data
+	}
+	return files, nil
+}
+
+// packBounds refuses a pack with too many objects or whose objects, as
+// their headers declare them, inflate to too much, before inflating them.
+type packBounds struct {
+	maxObjects uint32
+	left       int64
+	err        error
+}
+
+func (b *packBounds) OnHeader(count uint32) error {
+	if count > b.maxObjects {
+		b.err = fmt.Errorf("its pack holds %d objects, more than the %d a fixture fetch may", count, b.maxObjects)
+		return b.err
+	}
+	return nil
+}
+
+func (b *packBounds) OnInflatedObjectHeader(_ plumbing.ObjectType, size, _ int64) error {
+	if b.left -= size; size < 0 || b.left < 0 {
+		b.err = errors.New("its objects inflate to more than a fixture fetch may hold")
+		return b.err
+	}
+	return nil
+}
+
+func (b *packBounds) OnInflatedObjectContent(plumbing.Hash, int64, uint32, []byte) error { return nil }
+func (b *packBounds) OnFooter(plumbing.Hash) error                                       { return nil }
+
+// errPackTooLarge ends a response read past the fetch's bound.
+var errPackTooLarge = errors.New("the server sent more than a fixture fetch may receive")
+
+// cappedTransport cuts every response body once the fetch received max
+// bytes in all.
+type cappedTransport struct {
+	next http.RoundTripper
+	left int64
+	used *atomic.Int64
+}
+
+func (c *cappedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := c.next.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = &cappedBody{rc: resp.Body, t: c}
+	return resp, nil
+}
+
+type cappedBody struct {
+	rc io.ReadCloser
+	t  *cappedTransport
+}
+
+func (b *cappedBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if b.t.used.Add(int64(n)) > b.t.left {
+		return n, errPackTooLarge
+	}
+	return n, err
+}
+
+func (b *cappedBody) Close() error { return b.rc.Close() }

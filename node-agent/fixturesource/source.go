@@ -1,0 +1,110 @@
+// Package fixturesource fetches fixtures that live outside the cluster's
+// objects: a folder of a git repository at a pinned commit, or an OCI
+// artifact pinned by digest. It checks the pin (the commit read is the one
+// asked for, the manifest and layer have the digests asked for), reads the
+// files under the same rules and bounds as every fixture source (package
+// fixture), and keeps each fixture in a cache on the node, keyed by its
+// source and pin, bounded in bytes with least-recently-used eviction.
+//
+// Git. go-git, in process: the run's credentials stay in the node-agent's
+// memory (never on a command line or in a child's environment), and the
+// files are read from git's objects without a checkout, so no hook, filter,
+// attribute, submodule or configuration of the repository ever applies, and
+// no link is ever made on disk. A symbolic link or a submodule in the
+// fixture's folder is refused, as an archive's link is.
+//
+// OCI. A fixture artifact is an OCI image manifest with artifactType
+// FixtureArtifactType, the empty config, and one layer of media type
+// FixtureLayerMediaType: the fixture folder as a gzip-compressed tar
+// (Push makes one). go-containerregistry pulls it by digest.
+//
+// The cache never serves a fixture a run may not read: a cache entry is
+// keyed by the repository (or OCI repository) as well as the pin, and
+// before a cached fixture is used the source is asked again, with the
+// run's credentials, whether they reach it (git's reference advertisement,
+// a HEAD of the OCI manifest).
+package fixturesource
+
+import (
+	"crypto/x509"
+	"errors"
+	"fmt"
+
+	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
+)
+
+// ErrUnavailable marks a fixture source that could not be fetched or was
+// refused: an unknown repository, commit or artifact, a pin that does not
+// match, refused credentials, a server that does not answer or sends too
+// much. A fetched fixture that breaks a rule is a *fixture.Error instead.
+var ErrUnavailable = errors.New("fixture source unavailable")
+
+func unavailable(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrUnavailable, fmt.Sprintf(format, args...))
+}
+
+// DefaultLimits bound a git or OCI fixture: bigger than a ConfigMap's (the
+// point of these sources), still held in the node-agent's memory while the
+// run dir is written.
+var DefaultLimits = fixture.Limits{
+	MaxFileBytes:  32 << 20,
+	MaxTotalBytes: 256 << 20,
+	MaxFiles:      50000,
+	MaxEntries:    100000,
+}
+
+// Options say how to reach sources and what a fetch may take.
+type Options struct {
+	// RootCAs verify the sources' certificates; nil is the system's roots.
+	RootCAs *x509.CertPool
+	// Limits bound each fixture (DefaultLimits where zero).
+	Limits fixture.Limits
+	// MaxPackBytes bounds what a git server may send in one fetch
+	// (DefaultMaxPackBytes when 0).
+	MaxPackBytes int64
+	// MaxInflatedBytes bounds the git objects of one fetch, inflated
+	// (DefaultMaxInflatedBytes when 0).
+	MaxInflatedBytes int64
+	// MaxObjects bounds the git objects of one fetch (DefaultMaxObjects
+	// when 0).
+	MaxObjects uint32
+}
+
+func (o Options) limits() fixture.Limits { return withDefaults(o.Limits) }
+
+func withDefaults(l fixture.Limits) fixture.Limits {
+	if l.MaxFileBytes <= 0 {
+		l.MaxFileBytes = DefaultLimits.MaxFileBytes
+	}
+	if l.MaxTotalBytes <= 0 {
+		l.MaxTotalBytes = DefaultLimits.MaxTotalBytes
+	}
+	if l.MaxFiles <= 0 {
+		l.MaxFiles = DefaultLimits.MaxFiles
+	}
+	if l.MaxEntries <= 0 {
+		l.MaxEntries = DefaultLimits.MaxEntries
+	}
+	return l
+}
+
+func (o Options) maxPackBytes() int64 {
+	if o.MaxPackBytes > 0 {
+		return o.MaxPackBytes
+	}
+	return DefaultMaxPackBytes
+}
+
+func (o Options) maxInflatedBytes() int64 {
+	if o.MaxInflatedBytes > 0 {
+		return o.MaxInflatedBytes
+	}
+	return DefaultMaxInflatedBytes
+}
+
+func (o Options) maxObjects() uint32 {
+	if o.MaxObjects > 0 {
+		return o.MaxObjects
+	}
+	return DefaultMaxObjects
+}
