@@ -36,6 +36,12 @@ type SetupOptions struct {
 	// ImageCacheBytes bounds the cache of environment images (RunRoot's
 	// .images); 0 means envimage.DefaultMaxBytes.
 	ImageCacheBytes int64
+	// FixtureCacheBytes bounds the cache of git and OCI fixtures
+	// (RunRoot's .fixtures); 0 means fixturesource.DefaultCacheBytes.
+	FixtureCacheBytes int64
+	// FixtureSourceCAs verify git servers' and registries' certificates
+	// when fetching fixtures (--fixture-source-ca-file; nil: the system's).
+	FixtureSourceCAs *x509.CertPool
 	// IDs gives each run its own uid and gid (the --run-uids range;
 	// sandbox.DefaultIDRange when nil).
 	IDs      *sandbox.IDPool
@@ -108,17 +114,19 @@ func Setup(ctx context.Context, mgr manager.Manager, opts SetupOptions) (*Agent,
 		opts.Hidden = append(append([]string(nil), opts.Hidden...), filepath.Dir(path))
 	}
 	exec, err := executor.New(executor.Options{
-		Sources:         ClusterSources{Controller: opts.Controller},
-		RunRoot:         opts.RunRoot,
-		ImageCacheBytes: opts.ImageCacheBytes,
-		Sandbox:         opts.Sandbox,
-		Hidden:          opts.Hidden,
-		IDs:             opts.IDs,
-		InitBinary:      opts.InitBinary,
-		Adapters:        opts.Adapters,
-		NodeName:        opts.NodeName,
-		SigningKey:      key,
-		Image:           opts.Image,
+		Sources:           ClusterSources{Controller: opts.Controller},
+		RunRoot:           opts.RunRoot,
+		ImageCacheBytes:   opts.ImageCacheBytes,
+		FixtureCacheBytes: opts.FixtureCacheBytes,
+		FixtureSourceCAs:  opts.FixtureSourceCAs,
+		Sandbox:           opts.Sandbox,
+		Hidden:            opts.Hidden,
+		IDs:               opts.IDs,
+		InitBinary:        opts.InitBinary,
+		Adapters:          opts.Adapters,
+		NodeName:          opts.NodeName,
+		SigningKey:        key,
+		Image:             opts.Image,
 
 		RefuseFallback: opts.RefuseFallback,
 		ProviderCAs:    opts.ProviderCAs,

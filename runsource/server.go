@@ -168,8 +168,8 @@ func (s *Server) secretKey(w http.ResponseWriter, r *http.Request) {
 	}
 	if !slices.ContainsFunc(run.Spec.Agent.Credentials, func(c harnessv1.Credential) bool {
 		return c.SecretKeyRef.Name == req.Secret && c.SecretKeyRef.Key == req.Key
-	}) && !pullSecret(run, req.Secret, req.Key) {
-		s.refuse(r.Context(), w, who, req.Run, &refusal{msg: fmt.Sprintf("run %s/%s does not select Secret %s key %s (spec.agent.credentials, or the %s of spec.environment.imagePullSecrets)", run.Namespace, run.Name, req.Secret, req.Key, DockerConfigKey)})
+	}) && !pullSecret(run, req.Secret, req.Key) && !gitSecret(run, req.Secret, req.Key) {
+		s.refuse(r.Context(), w, who, req.Run, &refusal{msg: fmt.Sprintf("run %s/%s does not select Secret %s key %s (spec.agent.credentials, the %s of spec.environment.imagePullSecrets or spec.fixture.oci.imagePullSecrets, or the %s and %s of spec.fixture.git.secretRef)", run.Namespace, run.Name, req.Secret, req.Key, DockerConfigKey, GitUsernameKey, GitPasswordKey)})
 		return
 	}
 	sec := &corev1.Secret{}
@@ -344,11 +344,30 @@ func (w logWriter) Write(p []byte) (int, error) {
 const DockerConfigKey = ".dockerconfigjson"
 
 // pullSecret reports whether the run names secret among its environment's
-// imagePullSecrets and key is the pull secret's document.
+// or its OCI fixture's imagePullSecrets and key is the pull secret's
+// document.
 func pullSecret(run *harnessv1.HarnessRun, secret, key string) bool {
-	e := run.Spec.Environment
-	if e == nil || key != DockerConfigKey {
+	if key != DockerConfigKey {
 		return false
 	}
-	return slices.ContainsFunc(e.ImagePullSecrets, func(r harnessv1.LocalObjectReference) bool { return r.Name == secret })
+	named := func(r harnessv1.LocalObjectReference) bool { return r.Name == secret }
+	if e := run.Spec.Environment; e != nil && slices.ContainsFunc(e.ImagePullSecrets, named) {
+		return true
+	}
+	o := run.Spec.Fixture.OCI
+	return o != nil && slices.ContainsFunc(o.ImagePullSecrets, named)
+}
+
+// The keys of a git fixture's credentials Secret the run source serves (a
+// kubernetes.io/basic-auth Secret's).
+const (
+	GitUsernameKey = "username"
+	GitPasswordKey = "password"
+)
+
+// gitSecret reports whether secret is the run's git fixture's secretRef and
+// key one of its two keys.
+func gitSecret(run *harnessv1.HarnessRun, secret, key string) bool {
+	g := run.Spec.Fixture.Git
+	return g != nil && g.SecretRef != nil && g.SecretRef.Name == secret && (key == GitUsernameKey || key == GitPasswordKey)
 }

@@ -151,6 +151,8 @@ func setup(t *testing.T) map[string]*corev1.Pod {
 			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "unselected"}, Data: map[string][]byte{"key": []byte("not-yours")}},
 			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "regcred"}, Data: map[string][]byte{
 				runsource.DockerConfigKey: []byte(`{"auths":{"registry.test":{"auth":"dTpw"}}}`), "other": []byte("not-a-pull-key")}},
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gitcred"}, Type: corev1.SecretTypeBasicAuth, Data: map[string][]byte{
+				"username": []byte("x-access-token"), "password": []byte("git-token"), "other": []byte("not-a-git-key")}},
 			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fx"}, Data: map[string]string{"fixture.yaml": "prompt: hi\n"}},
 		)
 	}
@@ -266,6 +268,37 @@ func TestServedOnlyToTheBoundNodeWhileActive(t *testing.T) {
 		// A run without that pull secret cannot read it.
 		_, err = onA.SecretKey(ctx, ref(run), "regcred", runsource.DockerConfigKey)
 		refused(t, err, 403, "does not select Secret regcred key .dockerconfigjson")
+	})
+	t.Run("git credentials and an OCI fixture's pull secret: only their keys, only for a run that names them", func(t *testing.T) {
+		g := hftesting.MakeHarnessRun("gitfixture", team).Obj()
+		g.Spec.Fixture = harnessv1.FixtureSource{Git: &harnessv1.GitFixture{URL: "https://git.test/tasks.git",
+			Commit: strings.Repeat("a", 40), SecretRef: &harnessv1.LocalObjectReference{Name: "gitcred"}}}
+		mustCreate(t, g)
+		setStatus(t, g, "node-a", harnessv1.RunRunning, 1)
+		for key, want := range map[string]string{"username": "x-access-token", "password": "git-token"} {
+			if v, err := onA.SecretKey(ctx, ref(g), "gitcred", key); err != nil || string(v) != want {
+				t.Fatalf("SecretKey(gitcred, %s) = %q, %v", key, v, err)
+			}
+		}
+		_, err := onA.SecretKey(ctx, ref(g), "gitcred", "other")
+		refused(t, err, 403, "does not select Secret gitcred key other")
+		_, err = onA.SecretKey(ctx, ref(g), "regcred", runsource.DockerConfigKey)
+		refused(t, err, 403, "does not select Secret regcred")
+		_, err = onA.SecretKey(ctx, ref(run), "gitcred", "password")
+		refused(t, err, 403, "does not select Secret gitcred key password")
+
+		o := hftesting.MakeHarnessRun("ocifixture", team).Obj()
+		o.Spec.Fixture = harnessv1.FixtureSource{OCI: &harnessv1.OCIFixture{Ref: "registry.test/fx@sha256:" + strings.Repeat("0", 64),
+			ImagePullSecrets: []harnessv1.LocalObjectReference{{Name: "regcred"}}}}
+		mustCreate(t, o)
+		setStatus(t, o, "node-a", harnessv1.RunRunning, 1)
+		if v, err := onA.SecretKey(ctx, ref(o), "regcred", runsource.DockerConfigKey); err != nil || !strings.Contains(string(v), "registry.test") {
+			t.Fatalf("SecretKey(regcred) for an OCI fixture = %q, %v", v, err)
+		}
+		_, err = onA.SecretKey(ctx, ref(o), "gitcred", "password")
+		refused(t, err, 403, "does not select Secret gitcred")
+		_, err = onA.Fixture(ctx, ref(o))
+		refused(t, err, 403, "names no fixture ConfigMap")
 	})
 	t.Run("a stale uid or attempt is refused", func(t *testing.T) {
 		r := ref(run)

@@ -39,35 +39,37 @@ type controllerLink struct {
 }
 
 type nodeAgentFlags struct {
-	kubeconfig     string
-	nodeName       string
-	leaseNamespace string
-	leaseDuration  time.Duration
-	slots          int32
-	runRoot        string
-	imageCache     string
-	agentCLIs      string
-	hidden         []string
-	runUIDs        string
-	bwrap          string
-	cgroupParent   string
-	cgroupMount    string
-	leafCgroup     bool
-	memoryLimit    string
-	requireSandbox bool
-	clusterCIDRs   []string
-	refuseFallback bool
-	providerCA     string
-	shutdownGrace  time.Duration
-	reapOrphans    bool
-	labels         map[string]string
-	controller     controllerLink
-	metrics        metricsFlags
-	probeAddr      string
-	log            logFlags
-	logsAddr       string
-	logsHost       string
-	evidenceKey    string
+	kubeconfig      string
+	nodeName        string
+	leaseNamespace  string
+	leaseDuration   time.Duration
+	slots           int32
+	runRoot         string
+	imageCache      string
+	fixtureCache    string
+	fixtureSourceCA string
+	agentCLIs       string
+	hidden          []string
+	runUIDs         string
+	bwrap           string
+	cgroupParent    string
+	cgroupMount     string
+	leafCgroup      bool
+	memoryLimit     string
+	requireSandbox  bool
+	clusterCIDRs    []string
+	refuseFallback  bool
+	providerCA      string
+	shutdownGrace   time.Duration
+	reapOrphans     bool
+	labels          map[string]string
+	controller      controllerLink
+	metrics         metricsFlags
+	probeAddr       string
+	log             logFlags
+	logsAddr        string
+	logsHost        string
+	evidenceKey     string
 }
 
 // defaultHidden are the host directories no agent may see: node secrets
@@ -131,6 +133,8 @@ behind and ends the runs that process had claimed (reason NodeAgentRestarted).`,
 	fl.DurationVar(&f.leaseDuration, "lease-duration", 40*time.Second, "how long the heartbeat Lease stays fresh; renewed every quarter of it")
 	fl.Int32Var(&f.slots, "slots", 2, "runs executed at once")
 	fl.StringVar(&f.runRoot, "run-root", "/var/lib/harnessfacts/runs", "folder of the run dirs; never a source checkout")
+	fl.StringVar(&f.fixtureCache, "fixture-cache-size", "4Gi", "bound of the node's cache of git and OCI fixtures (below the run root, in .fixtures); the least recently used fixture is evicted first")
+	fl.StringVar(&f.fixtureSourceCA, "fixture-source-ca-file", "", "PEM bundle of the CAs that git servers' and registries' certificates must chain to when fetching git and OCI fixtures, instead of the system's (a private git server, a test CA)")
 	fl.StringVar(&f.imageCache, "image-cache-size", "20Gi", "bound of the node's cache of unpacked environment images (below the run root, in .images); the least recently used image no run uses is evicted first")
 	fl.StringVar(&f.agentCLIs, "agent-clis", "", "folder of the agent CLIs' commands (hack/install-agent-clis.sh PREFIX/bin; /opt/harnessfacts/agents/bin in the image); empty: PATH")
 	fl.StringSliceVar(&f.hidden, "hide", nil, hideUsage)
@@ -337,9 +341,18 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 		return fmt.Errorf("--image-cache-size %q: want a positive size such as 20Gi", f.imageCache)
 	}
 	imageCacheBytes := cacheQty.Value()
+	fixtureQty, err := resource.ParseQuantity(f.fixtureCache)
+	if err != nil || fixtureQty.Value() <= 0 {
+		return fmt.Errorf("--fixture-cache-size %q: want a positive size such as 4Gi", f.fixtureCache)
+	}
+	fixtureCAs, err := loadCAs(f.fixtureSourceCA)
+	if err != nil {
+		return fmt.Errorf("--fixture-source-ca-file: %w", err)
+	}
 	_, err = nodeagent.Setup(ctx, mgr, nodeagent.SetupOptions{
 		NodeName: f.nodeName, LeaseNamespace: f.leaseNamespace, LeaseDuration: f.leaseDuration, Slots: f.slots,
 		RunRoot: f.runRoot, Hidden: hidden, IDs: ids, ImageCacheBytes: imageCacheBytes,
+		FixtureCacheBytes: fixtureQty.Value(), FixtureSourceCAs: fixtureCAs,
 		Sandbox:  sandboxOpts,
 		Adapters: adapters.New(adapters.Config{CLIDir: f.agentCLIs}), ExtraLabels: f.labels,
 		Controller: controller, RefuseFallback: f.refuseFallback, ProviderCAs: providerCAs, ClusterCIDRs: clusterCIDRs,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/harnessfacts/harnessfacts/node-agent/executor"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
 )
 
@@ -26,8 +27,8 @@ func newNodeCleanupCommand() *cobra.Command {
 		Long: `Remove what node-agents left on this node after they stopped for good (the
 chart runs it on every node as a post-delete hook of helm uninstall). It waits
 until no process holds a run dir under --run-root (a node-agent pod still
-terminating, at most --wait), removes every run dir and the environment image
-cache (.images), then the run root and its parent when they are empty: the
+terminating, at most --wait), removes every run dir, the environment image
+cache (.images) and the git and OCI fixture cache (.fixtures), then the run root and its parent when they are empty: the
 folders the kubelet made for the node-agent's hostPath volume. With
 --evidence-key-dir it first removes the node's receipt signing key there (a
 private key must not outlive the product on the host; receipts it signed stay
@@ -67,14 +68,18 @@ func cleanupNode(ctx context.Context, out io.Writer, runRoot string, wait time.D
 		if err != nil {
 			return err
 		}
-		if len(held) == 0 && slices.Contains(other, imageCache) {
-			// The node-agent's unpacked environment images: its own,
-			// and of no use once it is gone.
-			if err := os.RemoveAll(filepath.Join(runRoot, imageCache)); err != nil {
-				return fmt.Errorf("removing the image cache: %w", err)
+		for _, cache := range []string{imageCache, executor.FixtureCacheDir} {
+			if len(held) > 0 || !slices.Contains(other, cache) {
+				continue
 			}
-			fmt.Fprintf(out, "removed %s\n", filepath.Join(runRoot, imageCache))
-			other = slices.DeleteFunc(other, func(n string) bool { return n == imageCache })
+			// The node-agent's unpacked environment images and its
+			// git and OCI fixtures: its own, and of no use once it is
+			// gone.
+			if err := os.RemoveAll(filepath.Join(runRoot, cache)); err != nil {
+				return fmt.Errorf("removing the cache %s: %w", cache, err)
+			}
+			fmt.Fprintf(out, "removed %s\n", filepath.Join(runRoot, cache))
+			other = slices.DeleteFunc(other, func(n string) bool { return n == cache })
 		}
 		if len(held) == 0 {
 			if len(other) > 0 {

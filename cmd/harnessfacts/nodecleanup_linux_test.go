@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/harnessfacts/harnessfacts/node-agent/executor"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
 )
 
@@ -93,6 +94,7 @@ func TestNodeCleanupRemovesTheImageCacheAndTheSigningKey(t *testing.T) {
 	keys := filepath.Join(parent, "keys")
 	makeRunDir(t, root, fixture.RunDirPrefix+"killed-1-000000000000")
 	for _, f := range []string{filepath.Join(root, imageCache, "0123abcd", "rootfs", "etc", "os-release"),
+		filepath.Join(root, executor.FixtureCacheDir, "89ef", "fixture.tar"),
 		filepath.Join(keys, "evidence-key.pem"), filepath.Join(keys, ".evidence-key-123")} {
 		if err := os.MkdirAll(filepath.Dir(f), 0o700); err != nil {
 			t.Fatal(err)

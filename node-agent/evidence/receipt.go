@@ -38,6 +38,10 @@ type Receipt struct {
 	SpecDigest string `json:"specDigest"`
 	// FixtureDigest is the fixture's tree hash.
 	FixtureDigest string `json:"fixtureDigest"`
+	// FixtureSource is where a git or OCI fixture came from: the
+	// repository's URL and the commit read, or the artifact's reference
+	// and the manifest digest pulled.
+	FixtureSource *v1alpha1.FixtureSourceStatus `json:"fixtureSource,omitempty"`
 	// HarnessVersion is the node-agent's version.
 	HarnessVersion string `json:"harnessVersion,omitempty"`
 	// HarnessImage is the node-agent's container image as its pod spec

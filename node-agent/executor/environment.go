@@ -79,11 +79,20 @@ func (a *attempt) prepareEnvironment(ctx context.Context) error {
 // to read Secrets) and makes a keychain of their registries.
 func (a *attempt) pullKeychain(ctx context.Context) (authn.Keychain, error) {
 	e := a.run.Spec.Environment
-	if e == nil || len(e.ImagePullSecrets) == 0 {
+	if e == nil {
+		return nil, nil
+	}
+	return a.keychain(ctx, e.ImagePullSecrets)
+}
+
+// keychain reads the .dockerconfigjson of the pull secrets through the
+// run's Sources and makes a keychain of their registries; nil for none.
+func (a *attempt) keychain(ctx context.Context, secrets []harnessv1.LocalObjectReference) (authn.Keychain, error) {
+	if len(secrets) == 0 {
 		return nil, nil
 	}
 	var configs [][]byte
-	for _, s := range e.ImagePullSecrets {
+	for _, s := range secrets {
 		b, err := a.e.opts.Sources.SecretKey(ctx, a.run, harnessv1.SecretKeySelector{Name: s.Name, Key: DockerConfigKey})
 		if err != nil {
 			return nil, fail(harnessv1.ReasonCredentialsUnavailable, fmt.Errorf("the image pull secret %q (key %s): %w", s.Name, DockerConfigKey, err))

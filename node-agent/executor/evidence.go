@@ -44,6 +44,10 @@ func (a *attempt) evidence(in *ran, st *harnessv1.HarnessRunStatus) (*Evidence, 
 		env := *st.Environment
 		r.Environment = &env
 	}
+	if a.fixtureSource != nil {
+		fs := *a.fixtureSource
+		r.FixtureSource = &fs
+	}
 	if st.Usage != nil {
 		u := *st.Usage
 		r.Usage = &u

@@ -31,6 +31,7 @@ import (
 	"github.com/harnessfacts/harnessfacts/node-agent/envimage"
 	"github.com/harnessfacts/harnessfacts/node-agent/evidence"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
+	"github.com/harnessfacts/harnessfacts/node-agent/fixturesource"
 	"github.com/harnessfacts/harnessfacts/node-agent/gateway"
 	"github.com/harnessfacts/harnessfacts/node-agent/redact"
 	"github.com/harnessfacts/harnessfacts/sandbox"
@@ -114,6 +115,13 @@ type Options struct {
 	// runs one has no such folder.
 	Images          *envimage.Cache
 	ImageCacheBytes int64
+	// Fixtures is the node's cache of git and OCI fixtures; when nil, the
+	// first run that names one makes one in RunRoot/.fixtures bounded by
+	// FixtureCacheBytes (0: fixturesource.DefaultCacheBytes), which
+	// reaches the sources with FixtureSourceCAs (nil: the system's roots).
+	Fixtures          *fixturesource.Cache
+	FixtureCacheBytes int64
+	FixtureSourceCAs  *x509.CertPool
 }
 
 // Executor carries out attempts, for the node-agent and `harnessfacts run`.
@@ -142,6 +150,25 @@ type Executor struct {
 	imagesOnce sync.Once
 	images     *envimage.Cache
 	imagesErr  error
+
+	fixturesOnce sync.Once
+	fixtures     *fixturesource.Cache
+}
+
+// FixtureCacheDir is the fixture cache's folder in the run root.
+const FixtureCacheDir = ".fixtures"
+
+// fixtureCache is the node's cache of git and OCI fixtures, made on first
+// use, in the run root, which every sandbox hides.
+func (e *Executor) fixtureCache() *fixturesource.Cache {
+	e.fixturesOnce.Do(func() {
+		e.fixtures = e.opts.Fixtures
+		if e.fixtures == nil {
+			e.fixtures = fixturesource.NewCache(filepath.Join(e.opts.RunRoot, FixtureCacheDir), e.opts.FixtureCacheBytes,
+				fixturesource.Options{RootCAs: e.opts.FixtureSourceCAs})
+		}
+	})
+	return e.fixtures
 }
 
 // imageCache is the node's image cache, made on first use.
@@ -291,10 +318,13 @@ type attempt struct {
 	limits   harnessv1.Limits
 	resolved *harnessv1.ResolvedLimits
 
-	fix    *fixture.Fixture
-	dir    *fixture.RunDir
-	creds  []adapters.Credential
-	runner sandbox.Runner
+	fix *fixture.Fixture
+	// fixtureSource says where a git or OCI fixture came from (status
+	// and receipt); nil for the other sources.
+	fixtureSource *harnessv1.FixtureSourceStatus
+	dir           *fixture.RunDir
+	creds         []adapters.Credential
+	runner        sandbox.Runner
 	// fallbackWhy says why the plain fallback was taken ("" when not).
 	fallbackWhy string
 	transport   harnessv1.MCPTransport
@@ -359,6 +389,7 @@ func (e *Executor) Execute(ctx context.Context, run *harnessv1.HarnessRun) *Outc
 		a.deferCleanup(func() { _ = a.live.Close() })
 	}
 	out := a.do(ctx)
+	out.Status.FixtureSource = a.fixtureSource
 	if out.Status.Phase == "" {
 		out.Status.Phase = harnessv1.RunFailed
 	}

@@ -77,7 +77,7 @@ func (o *Outcome) Apply(run *harnessv1.HarnessRun, now time.Time) {
 	st.CompletionTime = &t
 	st.ObservedGeneration = run.Generation
 	st.Sandbox, st.Agent, st.MCP, st.Network = out.Sandbox, out.Agent, out.MCP, out.Network
-	st.Environment, st.Reward = out.Environment, out.Reward
+	st.Environment, st.Reward, st.FixtureSource = out.Environment, out.Reward, out.FixtureSource
 	st.Checks, st.Artifacts, st.Evidence = out.Checks, out.Artifacts, out.Evidence
 	st.Limits, st.LimitSources = out.Limits, out.LimitSources
 	st.Usage = out.Usage

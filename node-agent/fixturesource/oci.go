@@ -156,7 +156,7 @@ type rawManifest struct {
 	mt  types.MediaType
 }
 
-func (r rawManifest) RawManifest() ([]byte, error)       { return r.raw, nil }
+func (r rawManifest) RawManifest() ([]byte, error)        { return r.raw, nil }
 func (r rawManifest) MediaType() (types.MediaType, error) { return r.mt, nil }
 
 // Push pushes fix as a fixture artifact to ref (registry/repository:tag)
