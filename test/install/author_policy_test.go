@@ -175,6 +175,35 @@ func TestRunAuthorUsesOnlyWhatTheyCanRead(t *testing.T) {
 				ImagePullSecrets: []harnessv1.LocalObjectReference{{Name: "team-key"}}}
 			return alice.Create(ctx, r)
 		}, "alice may not get Secret team-key in namespace " + ns + ", so this HarnessRun may not use it"},
+		{"alice fetches a git fixture with a Secret", func() error {
+			r := run(nil, "")
+			r.Spec.Fixture = harnessv1.FixtureSource{Git: &harnessv1.GitFixture{URL: "https://git.example/tasks.git",
+				Commit: strings.Repeat("a", 40), SecretRef: &harnessv1.LocalObjectReference{Name: "team-key"}}}
+			return alice.Create(ctx, r)
+		}, "alice may not get Secret team-key in namespace " + ns + ", so this HarnessRun may not use it"},
+		{"alice pulls an OCI fixture with a Secret", func() error {
+			r := run(nil, "")
+			r.Spec.Fixture = harnessv1.FixtureSource{OCI: &harnessv1.OCIFixture{Ref: "registry.example/fixtures/hello@sha256:" + strings.Repeat("b", 64),
+				ImagePullSecrets: []harnessv1.LocalObjectReference{{Name: "team-key"}}}}
+			return alice.Create(ctx, r)
+		}, "alice may not get Secret team-key in namespace " + ns + ", so this HarnessRun may not use it"},
+		{"alice fetches a public git fixture", func() error {
+			r := run(nil, "")
+			r.Spec.Fixture = harnessv1.FixtureSource{Git: &harnessv1.GitFixture{URL: "https://git.example/tasks.git", Commit: strings.Repeat("a", 40)}}
+			return alice.Create(ctx, r)
+		}, ""},
+		{"carol fetches a git fixture with her Secret", func() error {
+			r := run(nil, "")
+			r.Spec.Fixture = harnessv1.FixtureSource{Git: &harnessv1.GitFixture{URL: "https://git.example/tasks.git",
+				Commit: strings.Repeat("a", 40), SecretRef: &harnessv1.LocalObjectReference{Name: "carols-key"}}}
+			return carol.Create(ctx, r)
+		}, ""},
+		{"carol pulls an OCI fixture with another's Secret", func() error {
+			r := run([]string{"carols-key"}, "")
+			r.Spec.Fixture = harnessv1.FixtureSource{OCI: &harnessv1.OCIFixture{Ref: "registry.example/fixtures/hello@sha256:" + strings.Repeat("b", 64),
+				ImagePullSecrets: []harnessv1.LocalObjectReference{{Name: "team-key"}}}}
+			return carol.Create(ctx, r)
+		}, "carol may not get Secret team-key in namespace"},
 		{"alice names a Secret that does not exist", func() error { return alice.Create(ctx, run([]string{"guessed"}, "")) },
 			"alice may not get Secret guessed"},
 		{"alice creates a run with a fixture ConfigMap", func() error { return alice.Create(ctx, run(nil, "carols-fixture")) },
