@@ -182,9 +182,13 @@ func (c *Cache) read(k string) (*fixture.Fixture, *entry, error) {
 	}
 	defer f.Close()
 	fix, err := fixture.FromTar(f, c.opts.limits())
-	if err != nil || fix.Digest != e.Digest {
+	if err != nil {
 		c.drop(k)
-		return nil, nil, fmt.Errorf("the cached fixture %s does not read back: %v", k, err)
+		return nil, nil, fmt.Errorf("the cached fixture %s does not read back: %w", k, err)
+	}
+	if fix.Digest != e.Digest {
+		c.drop(k)
+		return nil, nil, fmt.Errorf("the cached fixture %s reads back as %s, not %s", k, fix.Digest, e.Digest)
 	}
 	now := time.Now()
 	_ = os.Chtimes(dir, now, now) // the LRU's clock

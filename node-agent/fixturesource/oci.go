@@ -34,8 +34,8 @@ type OCI struct {
 
 // The empty config of an artifact (the OCI image spec's empty descriptor).
 const (
-	emptyConfigMediaType types.MediaType = "application/vnd.oci.empty.v1+json"
-	emptyConfig                          = "{}"
+	emptyConfigMediaType = types.MediaType("application/vnd.oci.empty.v1+json")
+	emptyConfig          = "{}"
 )
 
 // tarEntryOverhead is what one tar entry may take beyond its content (see
