@@ -120,6 +120,21 @@ func waitHealth(t testing.TB, kind, ns, name string, want func(health) bool, wha
 	return h
 }
 
+// TestUnreconciledIsInProgress: a suite and a run that no controller has
+// looked at yet (none runs in this namespace) are InProgress for kstatus,
+// so a Flux health check right after the apply does not pass them, and
+// Progressing for Argo CD. The API server shows their status with
+// observedGeneration 0 (the CRDs' default) until the first status write.
+func TestUnreconciledIsInProgress(t *testing.T) {
+	ns := newNamespace(t)
+	create(t, makeSuite(ns, "unseen", []string{"good"}, 1, 1), hftesting.MakeHarnessRun("unseen", ns).Obj())
+	for _, kind := range []string{"HarnessSuite", "HarnessRun"} {
+		if h := judge(t, kind, ns, "unseen"); h.kstatus != status.InProgressStatus || h.argo != "Progressing" {
+			t.Errorf("a %s no controller has seen: %s, want kstatus InProgress and Argo CD Progressing", kind, h)
+		}
+	}
+}
+
 // TestSuiteHealthStalledOnMissingFixture: a suite whose fixture is missing is
 // Failed for kstatus (Stalled) and Degraded for Argo CD, not healthy; once
 // the fixture exists, the round runs and ends Current and Healthy.

@@ -1211,8 +1211,11 @@ type HarnessRun struct {
 	Spec HarnessRunSpec `json:"spec"`
 
 	// status is what really happened, written by the controller and the
-	// node-agent.
+	// node-agent. Until its first write the API server shows
+	// observedGeneration 0 (a default), so that kstatus sees a run no
+	// controller has looked at yet as InProgress, not Current.
 	// +optional
+	// +kubebuilder:default={observedGeneration: 0}
 	Status HarnessRunStatus `json:"status,omitempty"`
 }
 

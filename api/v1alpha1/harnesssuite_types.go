@@ -406,7 +406,11 @@ type HarnessSuite struct {
 	Spec HarnessSuiteSpec `json:"spec"`
 
 	// status is how the current round is going, written by the controller.
+	// Until its first write the API server shows observedGeneration 0 (a
+	// default), so that kstatus (Flux's health checks) sees a suite the
+	// controller has not reconciled yet as InProgress, not Current.
 	// +optional
+	// +kubebuilder:default={observedGeneration: 0}
 	Status HarnessSuiteStatus `json:"status,omitempty"`
 }
 
