@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"syscall"
 	"testing"
@@ -128,4 +129,97 @@ func BenchmarkSandboxStartCost(b *testing.B) {
 	b.ReportMetric((m["seccomp"]-m["bwrap"]).Seconds()*1e3, "seccomp-added-ms")
 	b.ReportMetric((m["disk"]-m["bwrap"]).Seconds()*1e3, "disk-added-ms")
 	b.ReportMetric((m["both"]-m["bwrap"]).Seconds()*1e3, "both-added-ms")
+}
+
+// BenchmarkSandboxStart is issue #18's sandbox start goal, measured side by
+// side in one run: each iteration runs `true`
+//
+//   - bare: bwrap itself, as the run's unprivileged uid, with exactly the
+//     runner's namespaces, mounts and seccomp filter on its command line;
+//   - sandbox: the runner as a run gets it: a run dir on its own
+//     size-limited tmpfs (the disk limit's file system; the fixture is one
+//     small file), the next uid of the slot pool, the per-run cgroup, the
+//     seccomp filter, then Run, and the run dir removed;
+//   - plain: a fork/exec of `true`, for scale.
+//
+// It reports each median and sandbox/bare, the goal being at most 1.25:
+//
+//	go test -run '^$' -bench SandboxStart -benchtime 100x ./sandbox/
+func BenchmarkSandboxStart(b *testing.B) {
+	r := requireBwrapHost(b)
+	truePath, err := exec.LookPath("true")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ids, err := ParseIDRange(DefaultIDRange)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pool, err := NewIDPool(ids)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fix, err := fixture.FromInline(map[string]string{"fixture.yaml": "prompt: p\n"}, fixture.Limits{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	root := testBase(b)
+	bareDir := filepath.Join(root, "bare")
+	if err := os.Mkdir(bareDir, 0o777); err != nil {
+		b.Fatal(err)
+	}
+	env := []string{"PATH=/usr/bin:/bin"}
+	var plain, sandboxed, bare []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		if err := exec.Command(truePath).Run(); err != nil {
+			b.Fatal(err)
+		}
+		plain = append(plain, time.Since(start))
+
+		id, release, err := pool.Acquire()
+		if err != nil {
+			b.Fatal(err)
+		}
+		start = time.Now()
+		dir, err := fix.MaterializeLimited(root, "bench", 1, 64<<20)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := os.Chmod(dir.Path, 0o711); err != nil {
+			b.Fatal(err)
+		}
+		res, err := r.Run(context.Background(), Spec{Argv: []string{"true"}, Dir: dir.Workspace(), ReadWrite: []string{dir.Workspace()},
+			Env: env, UID: id, GID: id, Limits: Limits{Timeout: time.Minute}})
+		if err != nil || res.ExitCode != 0 || res.Seccomp == "" {
+			b.Fatalf("sandbox true: %+v, %v", res, err)
+		}
+		if err := dir.Remove(); err != nil {
+			b.Fatal(err)
+		}
+		sandboxed = append(sandboxed, time.Since(start))
+
+		spec := Spec{Dir: bareDir, ReadWrite: []string{bareDir}, Env: env}
+		sf, _, err := seccompFile()
+		if err != nil {
+			b.Fatal(err)
+		}
+		cmd := exec.Command(r.bwrap, append(bwrapArgs(spec, false, true), "--", truePath)...)
+		cmd.Env = []string{}
+		cmd.ExtraFiles = []*os.File{nil, sf} // the filter on fd 4, as bwrapArgs says
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: runAs(id, id)}
+		start = time.Now()
+		out, err := cmd.CombinedOutput()
+		bare = append(bare, time.Since(start))
+		sf.Close()
+		release()
+		if err != nil {
+			b.Fatalf("bare bwrap: %v %s", err, out)
+		}
+	}
+	ms, mb := median(sandboxed), median(bare)
+	b.ReportMetric(ms.Seconds()*1e3, "sandbox-ms")
+	b.ReportMetric(mb.Seconds()*1e3, "bare-bwrap-ms")
+	b.ReportMetric(median(plain).Seconds()*1e3, "plain-ms")
+	b.ReportMetric(float64(ms)/float64(mb), "sandbox/bare(goal≤1.25)")
 }
