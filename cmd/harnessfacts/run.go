@@ -23,6 +23,7 @@ import (
 	"github.com/harnessfacts/harnessfacts/node-agent/evidence"
 	"github.com/harnessfacts/harnessfacts/node-agent/executor"
 	"github.com/harnessfacts/harnessfacts/node-agent/localrun"
+	"github.com/harnessfacts/harnessfacts/node-agent/redact"
 	"github.com/harnessfacts/harnessfacts/sandbox"
 )
 
@@ -99,6 +100,9 @@ check the signature too. The exit code is 0 for verdict Pass, 1 otherwise.`,
 var errNotPass = errors.New("the run did not pass")
 
 func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
+	// The redactor's rules, on the other core while the run is validated
+	// and the sandbox preflight runs: a local run needs them every time.
+	go redact.Preload()
 	userWarning, err := checkLocalRunUser(cmd.Flags().Changed("run-as-uid") || cmd.Flags().Changed("run-as-gid"))
 	if err != nil {
 		return err

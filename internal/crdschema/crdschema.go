@@ -32,17 +32,36 @@ type schema struct {
 	cel        *cel.Validator
 }
 
+// Compiling a kind's schema (above all its CEL rules) is most of what a
+// local run spends before its first sandbox, so only the kinds asked for
+// are compiled, each once: `harnessfacts run` compiles HarnessRun's alone.
 var (
-	loadOnce sync.Once
-	schemas  map[string]*schema // by "group/version, Kind=kind"
-	loadErr  error
+	indexOnce sync.Once
+	index     map[string]crdVersion // by "group/version, Kind=kind"
+	indexErr  error
+
+	mu      sync.Mutex
+	schemas = map[string]*compiled{}
 )
+
+// crdVersion is one version of a CRD, not compiled yet.
+type crdVersion struct {
+	file  string
+	props *apiextensionsv1.JSONSchemaProps
+}
+
+type compiled struct {
+	once sync.Once
+	s    *schema
+	err  error
+}
 
 func key(apiVersion, kind string) string { return apiVersion + ", Kind=" + kind }
 
-func load() {
-	schemas = map[string]*schema{}
-	loadErr = fs.WalkDir(crd.Bases, ".", func(p string, d fs.DirEntry, err error) error {
+// loadIndex reads every CRD of config/crd/bases (YAML only, no compiling).
+func loadIndex() {
+	index = map[string]crdVersion{}
+	indexErr = fs.WalkDir(crd.Bases, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".yaml") {
 			return err
 		}
@@ -58,40 +77,66 @@ func load() {
 			if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil {
 				continue
 			}
-			var internal apiextensions.JSONSchemaProps
-			if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(v.Schema.OpenAPIV3Schema, &internal, nil); err != nil {
-				return fmt.Errorf("%s: %w", p, err)
-			}
-			s, err := structuralschema.NewStructural(&internal)
-			if err != nil {
-				return fmt.Errorf("%s: %w", p, err)
-			}
-			validator, _, err := apiservervalidation.NewSchemaValidator(&internal)
-			if err != nil {
-				return fmt.Errorf("%s: %w", p, err)
-			}
-			schemas[key(def.Spec.Group+"/"+v.Name, def.Spec.Names.Kind)] = &schema{
-				structural: s,
-				validator:  validator,
-				cel:        cel.NewValidator(s, true, celconfig.PerCallLimit),
-			}
+			index[key(def.Spec.Group+"/"+v.Name, def.Spec.Names.Kind)] = crdVersion{file: p, props: v.Schema.OpenAPIV3Schema}
 		}
 		return nil
 	})
+}
+
+// compile makes the schema, validator and CEL rules of one CRD version.
+func compile(v crdVersion) (*schema, error) {
+	var internal apiextensions.JSONSchemaProps
+	if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(v.props, &internal, nil); err != nil {
+		return nil, fmt.Errorf("%s: %w", v.file, err)
+	}
+	s, err := structuralschema.NewStructural(&internal)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", v.file, err)
+	}
+	validator, _, err := apiservervalidation.NewSchemaValidator(&internal)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", v.file, err)
+	}
+	return &schema{structural: s, validator: validator, cel: cel.NewValidator(s, true, celconfig.PerCallLimit)}, nil
+}
+
+// lookup returns the compiled schema of apiVersion and kind, compiling it
+// on first use; nil, nil when no CRD defines them.
+func lookup(apiVersion, kind string) (*schema, error) {
+	indexOnce.Do(loadIndex)
+	if indexErr != nil {
+		return nil, fmt.Errorf("loading the CRDs: %w", indexErr)
+	}
+	k := key(apiVersion, kind)
+	v, ok := index[k]
+	if !ok {
+		return nil, nil
+	}
+	mu.Lock()
+	c := schemas[k]
+	if c == nil {
+		c = &compiled{}
+		schemas[k] = c
+	}
+	mu.Unlock()
+	c.once.Do(func() { c.s, c.err = compile(v) })
+	if c.err != nil {
+		return nil, fmt.Errorf("loading the CRDs: %w", c.err)
+	}
+	return c.s, nil
 }
 
 // DefaultAndValidate fills obj's defaults and validates it as a create would
 // be validated by the API server. obj is changed in place. The error lists
 // every problem, each with its field path.
 func DefaultAndValidate(ctx context.Context, obj map[string]any) error {
-	loadOnce.Do(load)
-	if loadErr != nil {
-		return fmt.Errorf("loading the CRDs: %w", loadErr)
-	}
 	apiVersion, _ := obj["apiVersion"].(string)
 	kind, _ := obj["kind"].(string)
-	s, ok := schemas[key(apiVersion, kind)]
-	if !ok {
+	s, err := lookup(apiVersion, kind)
+	if err != nil {
+		return err
+	}
+	if s == nil {
 		return fmt.Errorf("unknown apiVersion %q and kind %q: want apiVersion harnessfacts.io/v1alpha1", apiVersion, kind)
 	}
 	var errs field.ErrorList

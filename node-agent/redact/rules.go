@@ -62,6 +62,13 @@ var defaultRules = sync.OnceValues(func() (*ruleSet, error) {
 	return newRuleSet(cfg), nil
 })
 
+// Preload compiles gitleaks' rules now rather than at the first New. They
+// take a good part of a local run's CPU (a TOML parse and some 200
+// regexes), once per process: `harnessfacts run` preloads them in the
+// background while it validates the run and the sandbox preflight waits on
+// bwrap. The rules are the same either way.
+func Preload() { _, _ = defaultRules() }
+
 func newRuleSet(cfg config.Config) *ruleSet {
 	rs := &ruleSet{allowlist: usable(cfg.Allowlists)}
 	kwIndex := map[string]int{}

@@ -318,7 +318,7 @@ func TestHelloOverStdio(t *testing.T) {
 
 // openDir is a temporary folder the sandbox's unprivileged user can pass
 // through, as a node's run root must be.
-func openDir(t *testing.T) string {
+func openDir(t testing.TB) string {
 	t.Helper()
 	d, err := os.MkdirTemp("", "harnessfacts-e2e-")
 	if err == nil {
