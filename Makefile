@@ -19,6 +19,10 @@ AGENT_CLIS ?= $(if $(filter 0,$(shell id -u)),/opt/harnessfacts/agents,$(CACHE)/
 BIN ?= bin
 GO_TEST_FLAGS ?=
 FUZZTIME ?= 15s
+# make bench: how often each quick benchmark repeats (-count; read the medians).
+BENCH_COUNT ?= 3
+# The sandbox-runtime make bench compares with (issue #18 measured this one).
+SRT_VERSION ?= 0.0.83
 
 ##@ General
 
@@ -126,12 +130,18 @@ fuzz: ## A short run of each fuzz target (FUZZTIME each, default 15s).
 	go test -run '^$$' -fuzz '^FuzzRedact$$' -fuzztime $(FUZZTIME) ./node-agent/redact
 
 .PHONY: bench
-bench: deps ## Run the benchmarks (real API server, real bwrap); each but BenchmarkSuite2000 reports against a baseline from the same run.
+bench: deps ## Run issue #18's benchmarks (real API server, real bwrap), each goal's ratio against a baseline from the same run; `make bench-deps` first for the sandbox-runtime comparison.
 	@assets=$$(hack/control-plane.sh); \
-	KUBEBUILDER_ASSETS=$$assets go test -timeout 30m -run '^$$' -bench . -benchtime 1x ./controllers/ && \
-	go test -run '^$$' -bench BwrapOverhead -benchtime 200x ./sandbox/ && \
-	KUBEBUILDER_ASSETS=$$assets go test -run '^$$' -bench OutputPipeline -benchtime 2x ./node-agent/ && \
-	KUBEBUILDER_ASSETS=$$assets go test -run '^$$' -bench NodeAgentThroughput -benchtime 200x ./test/e2e/
+	go build -o /dev/null ./cmd/harnessfacts ./cmd/harnessfacts-sandbox-init && \
+	go test -run '^$$' -bench 'SandboxStart$$' -benchtime 100x -count $(BENCH_COUNT) ./sandbox/ && \
+	go test -run '^$$' -bench OutputPipeline -benchtime 3x -count $(BENCH_COUNT) ./node-agent/executor/ && \
+	KUBEBUILDER_ASSETS=$$assets go test -timeout 30m -run '^$$' -bench LocalRun -benchtime 20x -count $(BENCH_COUNT) ./test/e2e/ && \
+	KUBEBUILDER_ASSETS=$$assets go test -timeout 30m -run '^$$' -bench NodeAgentThroughput -benchtime 200x ./test/e2e/ && \
+	KUBEBUILDER_ASSETS=$$assets go test -timeout 30m -run '^$$' -bench . -benchtime 1x ./controllers/
+
+.PHONY: bench-deps
+bench-deps: ## Install what make bench compares with: sandbox-runtime (srt) $(SRT_VERSION) from npm into the cache, and the ripgrep and socat it needs.
+	@SRT_VERSION=$(SRT_VERSION) hack/bench-deps.sh
 
 ##@ Tools
 
