@@ -59,9 +59,10 @@ COPY hack/install-agent-clis.sh /usr/local/lib/harnessfacts/install-agent-clis.s
 RUN PYTHON=python3.12 /usr/local/lib/harnessfacts/install-agent-clis.sh /opt/harnessfacts/agents && \
     ln -s /opt/harnessfacts/agents/bin/* /usr/local/bin/ && \
     npm cache clean --force && rm -rf /root/.cache /root/.npm
-# harnessfacts-sandbox-init beside it: the small program each sandbox starts
-# first (the executor looks for it in the binary's folder).
-COPY --from=build /out/linux/harnessfacts /out/linux/harnessfacts-sandbox-init /usr/local/bin/
+COPY --from=build /out/linux/harnessfacts /usr/local/bin/harnessfacts
+# Beside it, the small program each sandbox starts first (the executor looks
+# for it in the binary's folder).
+COPY --from=build /out/linux/harnessfacts-sandbox-init /usr/local/bin/harnessfacts-sandbox-init
 ENV PATH=/opt/harnessfacts/agents/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 # Root in the pod's user namespace (see the chart's node-agent DaemonSet):
 # it manages cgroups and drops each agent to an unprivileged uid.
@@ -72,6 +73,7 @@ CMD ["node-agent"]
 # ---- node-agent-windows -----------------------------------------------------
 # HostProcess containers run on the host; the image only carries the binary.
 FROM mcr.microsoft.com/oss/kubernetes/windows-host-process-containers-base-image:v1.0.0 AS node-agent-windows
-COPY --from=build /out/windows/harnessfacts.exe /out/windows/harnessfacts-sandbox-init.exe /
+COPY --from=build /out/windows/harnessfacts.exe /harnessfacts.exe
+COPY --from=build /out/windows/harnessfacts-sandbox-init.exe /harnessfacts-sandbox-init.exe
 ENTRYPOINT ["harnessfacts.exe"]
 CMD ["node-agent"]

@@ -103,14 +103,18 @@ func execForm(s string) ([]string, error) {
 }
 
 // copyDest returns where the stage's COPY --from=build puts the binary.
-func (s *dockerStage) copyDest() (string, error) {
+func (s *dockerStage) copyDest() (string, error) { return s.copyDestOf("harnessfacts") }
+
+// copyDestOf returns where the stage's COPY --from=build puts the program
+// name (harnessfacts, harnessfacts-sandbox-init).
+func (s *dockerStage) copyDestOf(name string) (string, error) {
 	for _, l := range s.lines {
 		f := strings.Fields(l)
-		if len(f) == 4 && f[0] == "COPY" && f[1] == "--from=build" && strings.HasSuffix(f[2], "/linux/harnessfacts") {
+		if len(f) == 4 && f[0] == "COPY" && f[1] == "--from=build" && strings.HasSuffix(f[2], "/linux/"+name) {
 			return f[3], nil
 		}
 	}
-	return "", fmt.Errorf("no COPY --from=build .../linux/harnessfacts line")
+	return "", fmt.Errorf("no COPY --from=build .../linux/%s line", name)
 }
 
 // config is the stage's ENTRYPOINT, CMD, USER and ENV.
@@ -135,12 +139,13 @@ func (s *dockerStage) config() (oci.Config, error) {
 	return c, nil
 }
 
-// buildBinary builds cmd/harnessfacts as the Dockerfile's build stage does.
+// buildBinary builds cmd/harnessfacts, and harnessfacts-sandbox-init beside
+// it, as the Dockerfile's build stage does.
 func buildBinary(dir string) (string, error) {
 	out := filepath.Join(dir, "harnessfacts")
 	cmd := exec.Command("go", "build", "-trimpath",
 		"-ldflags", "-s -w -X github.com/harnessfacts/harnessfacts/internal/version.Version="+tag,
-		"-o", out, "./cmd/harnessfacts")
+		"-o", dir+"/", "./cmd/harnessfacts", "./cmd/harnessfacts-sandbox-init")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
 	if b, err := cmd.CombinedOutput(); err != nil {
@@ -221,7 +226,12 @@ func buildImages(dir string) (*images, error) {
 	if cfg, err = stages["node-agent"].config(); err != nil {
 		return nil, fmt.Errorf("node-agent stage: %w", err)
 	}
-	naBin, err := oci.LayerFromFiles(dir, []oci.File{{Path: dest, Mode: 0o755, Source: bin}})
+	initDest, err := stages["node-agent"].copyDestOf("harnessfacts-sandbox-init")
+	if err != nil {
+		return nil, fmt.Errorf("node-agent stage: %w", err)
+	}
+	naBin, err := oci.LayerFromFiles(dir, []oci.File{{Path: dest, Mode: 0o755, Source: bin},
+		{Path: initDest, Mode: 0o755, Source: filepath.Join(filepath.Dir(bin), "harnessfacts-sandbox-init")}})
 	if err != nil {
 		return nil, err
 	}
