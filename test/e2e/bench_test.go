@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -17,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -41,7 +44,23 @@ func BenchmarkNodeAgentThroughput(b *testing.B) {
 	defer cancel()
 	const node = "bench-node"
 	cacheOpts, clientOpts := nodeagent.ManagerOptions(node)
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Cache: cacheOpts, Client: clientOpts,
+	// Every request the node-agent's manager sends, counted by kind: the
+	// writes per run are part of the throughput goal.
+	var writes, reads atomic.Int64
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			if req.Method == http.MethodGet {
+				if req.URL.Query().Get("watch") != "true" {
+					reads.Add(1)
+				}
+			} else {
+				writes.Add(1)
+			}
+			return rt.RoundTrip(req)
+		})
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: env.Scheme, Cache: cacheOpts, Client: clientOpts,
 		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
 	if err != nil {
@@ -73,6 +92,7 @@ func BenchmarkNodeAgentThroughput(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
+	writes0, reads0 := writes.Load(), reads.Load()
 	start := time.Now()
 	for i := range b.N {
 		run := &harnessv1.HarnessRun{
@@ -113,6 +133,8 @@ func BenchmarkNodeAgentThroughput(b *testing.B) {
 	b.StopTimer()
 	reportStages(b, ns)
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "runs/s")
+	b.ReportMetric(float64(writes.Load()-writes0)/float64(b.N), "node-agent-writes/run")
+	b.ReportMetric(float64(reads.Load()-reads0)/float64(b.N), "node-agent-reads/run")
 	b.ReportMetric(float64(rssBytes())/(1<<20), "RSS-MiB")
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -257,6 +279,11 @@ func BenchmarkLocalRun(b *testing.B) {
 		b.ReportMetric(float64(mr)/float64(ms), "run/srt(goal≤0.25)")
 	}
 }
+
+// roundTripFunc is an http.RoundTripper of a function.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 func medianDuration(d []time.Duration) time.Duration {
 	s := append([]time.Duration(nil), d...)
