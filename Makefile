@@ -137,10 +137,15 @@ bench: deps ## Run issue #18's benchmarks (real API server, real bwrap), each go
 	go test -run '^$$' -bench OutputPipeline -benchtime 3x -count $(BENCH_COUNT) ./node-agent/executor/ && \
 	KUBEBUILDER_ASSETS=$$assets go test -timeout 30m -run '^$$' -bench LocalRun -benchtime 20x -count $(BENCH_COUNT) ./test/e2e/ && \
 	KUBEBUILDER_ASSETS=$$assets go test -timeout 30m -run '^$$' -bench NodeAgentThroughput -benchtime 200x ./test/e2e/ && \
-	KUBEBUILDER_ASSETS=$$assets go test -timeout 30m -run '^$$' -bench . -benchtime 1x ./controllers/
+	KUBEBUILDER_ASSETS=$$assets go test -timeout 30m -run '^$$' -bench CreateToScheduled -benchtime 1x ./controllers/
+
+.PHONY: bench-suite
+bench-suite: deps ## Run BenchmarkSuite2000 (a HarnessSuite of 2,000 runs over 20 fake nodes; minutes, kept out of make bench's 15).
+	@assets=$$(hack/control-plane.sh); \
+	KUBEBUILDER_ASSETS=$$assets go test -timeout 30m -run '^$$' -bench Suite2000 -benchtime 1x ./controllers/
 
 .PHONY: bench-deps
-bench-deps: ## Install what make bench compares with: sandbox-runtime (srt) $(SRT_VERSION) from npm into the cache, and the ripgrep and socat it needs.
+bench-deps: ## Install what make bench compares with: sandbox-runtime (srt, SRT_VERSION, default 0.0.83) from npm into the cache, and the ripgrep and socat it needs.
 	@SRT_VERSION=$(SRT_VERSION) hack/bench-deps.sh
 
 ##@ Tools
