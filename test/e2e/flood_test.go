@@ -86,19 +86,20 @@ done
 wait; echo flooded gateway`
 )
 
-// hostileCLI makes a folder of agent CLIs (--agent-clis) whose claude
-// answers --version as Claude Code does and otherwise runs script: the
-// agent under test is the attacker, and the model gateway serves only the
-// adapters that speak a model API, not exec. The folder is readable by the
-// runs' uids, as an install is.
-func hostileCLI(t *testing.T, script string) string {
+// hostileCLI makes a folder of agent CLIs (--agent-clis) holding one
+// command, name, that answers --version with version as the real CLI does
+// and otherwise runs script: the agent under test is the attacker, and
+// some channels (the model gateway, a CLI's login file) serve only the
+// adapters of real CLIs, not exec. The folder is readable by the runs'
+// uids, as an install is.
+func hostileCLI(t *testing.T, name, version, script string) string {
 	t.Helper()
 	bin := filepath.Join(openDir(t), "clis", "bin")
 	if err := os.MkdirAll(bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cli := "#!/bin/bash\nif [ \"$1\" = --version ]; then echo '2.1.197 (Claude Code)'; exit 0; fi\n" + script + "\n"
-	if err := os.WriteFile(filepath.Join(bin, "claude"), []byte(cli), 0o755); err != nil {
+	cli := "#!/bin/bash\nif [ \"$1\" = --version ]; then echo '" + version + "'; exit 0; fi\n" + script + "\n"
+	if err := os.WriteFile(filepath.Join(bin, name), []byte(cli), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	return bin
@@ -118,7 +119,7 @@ func TestFloodingTheNodeAgentLeavesItsMemoryBounded(t *testing.T) {
 	fixtureConfigMap(t, ns, "fixture-hello", filepath.Join(testenv.RepoRoot(), "fixtures", "hello"))
 	addr := sink(t)
 	provider := "http://" + addr + "/v1"
-	na := startBoundedNodeAgent(t, "flood-node", map[string]string{"harnessfacts.io/e2e": "flood"}, "--agent-clis", hostileCLI(t, floodGateway))
+	na := startBoundedNodeAgent(t, "flood-node", map[string]string{"harnessfacts.io/e2e": "flood"}, "--agent-clis", hostileCLI(t, "claude", "2.1.197 (Claude Code)", floodGateway))
 	onFloodNode := map[string]string{"harnessfacts.io/e2e": "flood"}
 
 	// The node-agent is in its leaf, with the chart's limit.
