@@ -83,24 +83,46 @@ func (a *Agent) refuse(ctx context.Context, run *harnessv1.HarnessRun, violation
 // over its namespace, as they are when its gateway starts.
 func gatewayLimits(r client.Reader) func(ctx context.Context, run *harnessv1.HarnessRun) (harnessv1.GatewayLimits, error) {
 	return func(ctx context.Context, run *harnessv1.HarnessRun) (harnessv1.GatewayLimits, error) {
-		policies := &harnessv1.HarnessPolicyList{}
-		if err := r.List(ctx, policies); err != nil {
-			return harnessv1.GatewayLimits{}, fmt.Errorf("listing HarnessPolicies: %w", err)
-		}
-		if len(policies.Items) == 0 {
-			return harnessv1.GatewayLimits{}, nil
-		}
-		ns := &corev1.Namespace{}
-		if err := r.Get(ctx, types.NamespacedName{Name: run.Namespace}, ns); err != nil {
-			return harnessv1.GatewayLimits{}, fmt.Errorf("reading namespace %s for its HarnessPolicies: %w", run.Namespace, err)
-		}
-		sort.Slice(policies.Items, func(i, j int) bool { return policies.Items[i].Name < policies.Items[j].Name })
-		var selecting []harnessv1.HarnessPolicy
-		for _, p := range policies.Items {
-			if ok, err := p.Selects(ns.Labels); err == nil && ok {
-				selecting = append(selecting, p)
-			}
+		selecting, err := policiesOver(ctx, r, run.Namespace)
+		if err != nil {
+			return harnessv1.GatewayLimits{}, err
 		}
 		return harnessv1.GatewayLimitsOf(selecting), nil
 	}
+}
+
+// pricing reads the price table of a run's namespace from the
+// HarnessPolicies over it, as they are when the run ends.
+func pricing(r client.Reader) func(ctx context.Context, run *harnessv1.HarnessRun) (*harnessv1.PolicyPricing, string, error) {
+	return func(ctx context.Context, run *harnessv1.HarnessRun) (*harnessv1.PolicyPricing, string, error) {
+		selecting, err := policiesOver(ctx, r, run.Namespace)
+		if err != nil {
+			return nil, "", err
+		}
+		p, name := harnessv1.PricingOf(selecting)
+		return p, name, nil
+	}
+}
+
+// policiesOver are the HarnessPolicies that select namespace, by name.
+func policiesOver(ctx context.Context, r client.Reader, namespace string) ([]harnessv1.HarnessPolicy, error) {
+	policies := &harnessv1.HarnessPolicyList{}
+	if err := r.List(ctx, policies); err != nil {
+		return nil, fmt.Errorf("listing HarnessPolicies: %w", err)
+	}
+	if len(policies.Items) == 0 {
+		return nil, nil
+	}
+	ns := &corev1.Namespace{}
+	if err := r.Get(ctx, types.NamespacedName{Name: namespace}, ns); err != nil {
+		return nil, fmt.Errorf("reading namespace %s for its HarnessPolicies: %w", namespace, err)
+	}
+	sort.Slice(policies.Items, func(i, j int) bool { return policies.Items[i].Name < policies.Items[j].Name })
+	var selecting []harnessv1.HarnessPolicy
+	for _, p := range policies.Items {
+		if ok, err := p.Selects(ns.Labels); err == nil && ok {
+			selecting = append(selecting, p)
+		}
+	}
+	return selecting, nil
 }

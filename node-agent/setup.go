@@ -131,6 +131,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts SetupOptions) (*Agent,
 		RefuseFallback: opts.RefuseFallback,
 		ProviderCAs:    opts.ProviderCAs,
 		GatewayLimits:  gatewayLimits(mgr.GetAPIReader()),
+		Pricing:        pricing(mgr.GetAPIReader()),
 		ClusterCIDRs:   opts.ClusterCIDRs,
 		// status.limits as soon as the fixture is read: the controller's
 		// deadline follows the episode it resolved.

@@ -69,6 +69,14 @@ type HarnessPolicySpec struct {
 	// run may name.
 	// +optional
 	Gateway *PolicyGateway `json:"gateway,omitempty"`
+
+	// pricing is the operator's price table: per model, the price of a
+	// million input, output and cache tokens. When a run over the
+	// namespace ends, its node-agent prices status.usage with it, before
+	// the receipt is signed, into status.usage.estimatedCost. When several
+	// policies over a namespace have one, the first by name is used.
+	// +optional
+	Pricing *PolicyPricing `json:"pricing,omitempty"`
 }
 
 // PolicyGateway are the model gateway's rules. Where several policies
@@ -100,6 +108,57 @@ type PolicyGateway struct {
 	// +listType=atomic
 	// +optional
 	AllowedProviders []string `json:"allowedProviders,omitempty"`
+}
+
+// PolicyPricing is a price table in one currency.
+type PolicyPricing struct {
+	// currency is the prices' ISO 4217 code (USD, EUR, ...).
+	// +kubebuilder:validation:Pattern=`^[A-Z]{3}$`
+	// +required
+	Currency string `json:"currency"`
+
+	// models are the prices, per model.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=256
+	// +listType=map
+	// +listMapKey=model
+	// +required
+	Models []ModelPrice `json:"models"`
+}
+
+// ModelPrice is the price of one model's tokens, per million, as decimals
+// ("3", "0.30").
+type ModelPrice struct {
+	// model is the model's name as the provider's replies name it
+	// (status.usage.models), or a prefix ending in "*" that covers its
+	// dated snapshots ("claude-sonnet-4-5*"). An exact name wins over a
+	// prefix, a longer prefix over a shorter one.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +required
+	Model string `json:"model"`
+
+	// input is the price of a million input tokens (cache excluded).
+	// +kubebuilder:validation:Pattern=`^[0-9]{1,9}(\.[0-9]{1,9})?$`
+	// +required
+	Input string `json:"input"`
+
+	// output is the price of a million output tokens.
+	// +kubebuilder:validation:Pattern=`^[0-9]{1,9}(\.[0-9]{1,9})?$`
+	// +required
+	Output string `json:"output"`
+
+	// cacheRead is the price of a million tokens read from the provider's
+	// cache; unset: the input price.
+	// +kubebuilder:validation:Pattern=`^[0-9]{1,9}(\.[0-9]{1,9})?$`
+	// +optional
+	CacheRead string `json:"cacheRead,omitempty"`
+
+	// cacheWrite is the price of a million tokens written to the
+	// provider's cache; unset: the input price.
+	// +kubebuilder:validation:Pattern=`^[0-9]{1,9}(\.[0-9]{1,9})?$`
+	// +optional
+	CacheWrite string `json:"cacheWrite,omitempty"`
 }
 
 // PolicyIsolation are the isolation rules of a HarnessPolicy.

@@ -85,6 +85,11 @@ type Options struct {
 	// GatewayLimits, when set, gives a run's model gateway limits (the
 	// HarnessPolicies over its namespace, as they are when the run starts).
 	GatewayLimits func(ctx context.Context, run *harnessv1.HarnessRun) (harnessv1.GatewayLimits, error)
+	// Pricing, when set, gives the price table of a run's namespace (the
+	// first HarnessPolicy over it by name with one) and that policy's name;
+	// nil when none has one. The run's usage is priced with it when the run
+	// ends, before its receipt is sealed.
+	Pricing func(ctx context.Context, run *harnessv1.HarnessRun) (*harnessv1.PolicyPricing, string, error)
 	// ClusterCIDRs are the cluster's Pod and Service ranges: egress
 	// ProviderOnly refuses them like every other inside address
 	// (--cluster-cidrs).
@@ -345,6 +350,9 @@ type attempt struct {
 	cliVersion string
 	// prompt is the task given to the agent (the trajectory's first step).
 	prompt string
+	// usageNote says why the run's usage has no estimated cost, when a
+	// price table was meant to give one.
+	usageNote string
 	// cliPath and cliDigest pin the CLI binary that ran.
 	cliPath, cliDigest string
 	// uid and gid the attempt's commands run as.
@@ -453,7 +461,7 @@ func (a *attempt) do(ctx context.Context) *Outcome {
 	if r, ok := a.adapter.(adapters.ActivityReader); ok {
 		res.activity = r.Activity(log)
 	}
-	res.usage = a.usageStatus(log)
+	res.usage = a.usageStatus(ctx, log)
 	res.trajectory = a.trajectory(log, res.usage)
 	return a.verdict(res)
 }

@@ -1,19 +1,32 @@
 package executor
 
 import (
+	"context"
+	"fmt"
+
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
 	"github.com/harnessfacts/harnessfacts/node-agent/usage"
 )
 
 // usageStatus is status.usage: the model gateway's count where the run
-// went through it, else what the CLI's own output says, else source None.
-func (a *attempt) usageStatus(log []byte) *harnessv1.UsageStatus {
+// went through it, else what the CLI's own output says, else source None;
+// priced with the operator's table when there is one (before the receipt
+// is sealed and signed, so the receipt carries the estimate).
+func (a *attempt) usageStatus(ctx context.Context, log []byte) *harnessv1.UsageStatus {
 	requested := adapters.RequestedModel(a.run.Spec.Agent.Adapter, a.run.Spec.Agent.Model)
-	if a.gw != nil {
-		return a.gw.g.Tally().Status(harnessv1.UsageFromGateway, requested)
-	}
-	if r, ok := a.adapter.(adapters.UsageReader); ok && log != nil {
+	var (
+		st    *harnessv1.UsageStatus
+		parts []harnessv1.ModelTokens
+	)
+	switch r, ok := a.adapter.(adapters.UsageReader); {
+	case a.gw != nil:
+		t := a.gw.g.Tally()
+		st = t.Status(harnessv1.UsageFromGateway, requested)
+		for _, m := range t.ByModel() {
+			parts = append(parts, modelTokens(m.Model, requested, m.Counts))
+		}
+	case ok && log != nil:
 		if u, found := r.Usage(log); found {
 			var t usage.Tally
 			t.Add(usage.Reply{Counts: u.Counts, Found: true})
@@ -21,8 +34,40 @@ func (a *attempt) usageStatus(log []byte) *harnessv1.UsageStatus {
 				t.Add(usage.Reply{Model: m})
 			}
 			// Requests are counted by the gateway only.
-			return t.Status(harnessv1.UsageFromAgentOutput, requested)
+			st = t.Status(harnessv1.UsageFromAgentOutput, requested)
+			if len(u.Models) <= 1 {
+				model := ""
+				if len(u.Models) == 1 {
+					model = u.Models[0]
+				}
+				parts = []harnessv1.ModelTokens{modelTokens(model, requested, u.Counts)}
+			} else {
+				a.usageNote = fmt.Sprintf("no estimated cost: the CLI's output names %d models but not the tokens of each", len(u.Models))
+			}
 		}
 	}
-	return &harnessv1.UsageStatus{Source: harnessv1.UsageNone, ModelRequested: requested}
+	if st == nil {
+		return &harnessv1.UsageStatus{Source: harnessv1.UsageNone, ModelRequested: requested}
+	}
+	if parts != nil && a.e.opts.Pricing != nil {
+		table, policy, err := a.e.opts.Pricing(ctx, a.run)
+		switch {
+		case err != nil:
+			a.usageNote = "no estimated cost: " + err.Error()
+		case table != nil:
+			if st.EstimatedCost, err = table.Cost(parts); err != nil {
+				a.usageNote = fmt.Sprintf("no estimated cost: %v (HarnessPolicy %s pricing)", err, policy)
+			}
+		}
+	}
+	return st
+}
+
+// modelTokens are counts served by model (the model asked for when the
+// reply named none).
+func modelTokens(model, requested string, c usage.Counts) harnessv1.ModelTokens {
+	if model == "" {
+		model = requested
+	}
+	return harnessv1.ModelTokens{Model: model, Input: c.Input, Output: c.Output, CacheRead: c.CacheRead, CacheWrite: c.CacheWrite}
 }

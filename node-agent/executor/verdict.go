@@ -80,6 +80,11 @@ func (a *attempt) verdict(in *ran) *Outcome {
 			res.Warnings = append(res.Warnings, Warning{Reason: harnessv1.ReasonAdapterNote, Message: n})
 		}
 	}
+	if n := a.usageNote; n != "" && len(ag.Notes) < 8 {
+		n = truncate(a.redactor.String(n), 1024)
+		ag.Notes = append(ag.Notes, n)
+		res.Warnings = append(res.Warnings, Warning{Reason: harnessv1.ReasonAdapterNote, Message: n})
+	}
 	if in.agent.Signal != 0 {
 		ag.Signal = fmt.Sprintf("signal %d", in.agent.Signal)
 	} else if in.agentErr == nil && in.stop == nil && !in.agent.TimedOut {

@@ -387,6 +387,9 @@ type Tally struct {
 	requests int64
 	counts   Counts
 	models   []string
+	// byModel splits counts by the model the reply named ("" for none),
+	// for pricing.
+	byModel map[string]Counts
 }
 
 // Request counts one request to the provider.
@@ -401,9 +404,36 @@ func (t *Tally) Add(r Reply) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.counts.Add(r.Counts)
+	if r.Counts != (Counts{}) {
+		if t.byModel == nil {
+			t.byModel = map[string]Counts{}
+		}
+		c := t.byModel[r.Model]
+		c.Add(r.Counts)
+		t.byModel[r.Model] = c
+	}
 	if m := r.Model; m != "" && len(t.models) < maxModels && !slices.Contains(t.models, m) {
 		t.models = append(t.models, truncate(m, 256))
 	}
+}
+
+// ByModel is the figures so far split by the model each reply named (""
+// for replies that named none), in order of the models' names.
+func (t *Tally) ByModel() []ModelCounts {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]ModelCounts, 0, len(t.byModel))
+	for m, c := range t.byModel {
+		out = append(out, ModelCounts{Model: m, Counts: c})
+	}
+	slices.SortFunc(out, func(a, b ModelCounts) int { return strings.Compare(a.Model, b.Model) })
+	return out
+}
+
+// ModelCounts are one model's figures.
+type ModelCounts struct {
+	Model string
+	Counts
 }
 
 // Requests is the number of requests so far.

@@ -183,4 +183,10 @@ func TestTallySumsReplies(t *testing.T) {
 	if got.TotalTokens() != 1216+95+382+44 {
 		t.Errorf("TotalTokens %d", got.TotalTokens())
 	}
+	// Split by model, for pricing.
+	wantBy := []ModelCounts{{Model: "m-1", Counts: Counts{Input: 1205, Output: 88, CacheRead: 377, CacheWrite: 41}},
+		{Model: "m-2", Counts: Counts{Input: 11, Output: 7, CacheRead: 5, CacheWrite: 3}}}
+	if diff := cmp.Diff(wantBy, tl.ByModel()); diff != "" {
+		t.Errorf("by model (-want +got):\n%s", diff)
+	}
 }

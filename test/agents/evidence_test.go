@@ -1,10 +1,14 @@
 package agents
 
 import (
+	"context"
 	"encoding/json"
+	"math/big"
 	"slices"
 	"strings"
 	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/internal/fakeprovider"
@@ -154,4 +158,59 @@ func keys(m map[string]string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestUsageIsPriced: a HarnessPolicy over the run's namespace holds a price
+// table; Claude Code's hello run through the model gateway ends with
+// status.usage.estimatedCost — the fake-provider's figures of each reply at
+// the price of the model that answered (a prefix entry covers the dated
+// snapshot) — and the signed receipt carries the same (RequireUsage
+// compares it whole). A second run, in a namespace whose table has no
+// price for that model, has no estimate and says why.
+func TestUsageIsPriced(t *testing.T) {
+	const key, key2 = "sk-ant-api03-planted-priced-7d1e", "sk-ant-api03-planted-unpriced-2b9f"
+	ctx := context.Background()
+	mk := func(name, ns string, models ...harnessv1.ModelPrice) {
+		p := &harnessv1.HarnessPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: harnessv1.HarnessPolicySpec{
+			NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
+			Pricing:           &harnessv1.PolicyPricing{Currency: "USD", Models: models},
+		}}
+		if err := k8s.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = k8s.Delete(ctx, p) })
+	}
+	mk("pricing-priced", "agents-priced",
+		harnessv1.ModelPrice{Model: "claude-opus-4-8*", Input: "15", Output: "75", CacheRead: "1.5", CacheWrite: "18.75"},
+		harnessv1.ModelPrice{Model: "claude-opus-4-8", Input: "999", Output: "999"}) // the model asked for: not what is priced
+	mk("pricing-unpriced", "agents-unpriced", harnessv1.ModelPrice{Model: "gpt-5.5", Input: "1", Output: "1"})
+
+	o := Run(t, Case{Name: "priced", Adapter: harnessv1.AdapterClaudeCode, Fixture: "hello",
+		Transport: harnessv1.MCPTransportHTTP, Creds: []Cred{{Env: "ANTHROPIC_API_KEY", Value: key}}})
+	RequirePass(t, o)
+	RequireUsage(t, o, key)
+	want := new(big.Rat)
+	for _, r := range o.Requests {
+		if r.KeySHA256 != fakeprovider.KeyDigest(key) {
+			continue
+		}
+		// Per million tokens: 15 input, 75 output, 1.5 cache read, 18.75 cache write.
+		want.Add(want, big.NewRat(r.Usage.Input*1500+r.Usage.Output*7500+r.Usage.CacheRead*150+r.Usage.CacheWrite*1875, 100_000_000))
+	}
+	if got := o.Run.Status.Usage.EstimatedCost; got != want.FloatString(6)+" USD" || want.Sign() == 0 {
+		t.Errorf("estimatedCost %q, want %s USD", got, want.FloatString(6))
+	}
+	RequireClean(t, o, key)
+
+	o = Run(t, Case{Name: "unpriced", Adapter: harnessv1.AdapterClaudeCode, Fixture: "hello",
+		Transport: harnessv1.MCPTransportHTTP, Creds: []Cred{{Env: "ANTHROPIC_API_KEY", Value: key2}}})
+	RequireUsage(t, o, key2)
+	if u := o.Run.Status.Usage; u.EstimatedCost != "" {
+		t.Errorf("estimatedCost %q without a price for the model", u.EstimatedCost)
+	}
+	if ag := o.Run.Status.Agent; ag == nil || !slices.ContainsFunc(ag.Notes, func(n string) bool {
+		return strings.Contains(n, `no estimated cost: the price table has no price for model "claude-opus-4-8`+fakeprovider.AnsweredSuffix+`"`) && strings.Contains(n, "pricing-unpriced")
+	}) {
+		t.Errorf("the run does not say why it has no estimate: %+v", o.Run.Status.Agent)
+	}
 }
