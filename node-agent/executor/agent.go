@@ -79,6 +79,7 @@ func (a *attempt) prepareAgent(context.Context) error {
 			return fail(harnessv1.ReasonBadFixture, fmt.Errorf("the oracle cannot run: %w", err))
 		}
 		in.SolutionEnv = a.fix.Manifest.Solution.Env
+		a.solutionDir = filepath.Join(a.dir.FixtureDir(), filepath.FromSlash(a.fix.Manifest.SolutionDir()))
 	}
 	inv, err := adapter.Prepare(in)
 	if err != nil {
@@ -120,6 +121,10 @@ func (a *attempt) runAgent(ctx context.Context) (*ran, error) {
 		spec.Stdin = bytes.NewReader(a.inv.Stdin)
 	}
 	spec.ReadOnly = append(spec.ReadOnly, a.inv.ReadOnly...)
+	if spec.Root != "" && a.solutionDir != "" {
+		// Where a Harbor solve.sh finds its own files.
+		spec.BindAt = append(spec.BindAt, sandbox.BindAt{Source: a.solutionDir, Target: HarborSolutionDir})
+	}
 	if len(a.inv.PathDirs) > 0 {
 		spec.Env = setEnv(spec.Env, "PATH", strings.Join(a.inv.PathDirs, ":")+":"+envValue(spec.Env, "PATH", e.opts.Path))
 	}

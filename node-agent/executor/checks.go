@@ -153,6 +153,9 @@ func (a *attempt) checkSpec(i int, tests string) (sandbox.Spec, error) {
 	spec.ReadWrite = []string{a.dir.Workspace(), home, tmp, reward}
 	if spec.Root != "" {
 		spec.BindAt = []sandbox.BindAt{{Source: reward, Target: HarborVerifierDir}}
+		if st, err := os.Stat(tests); err == nil && st.IsDir() {
+			spec.BindAt = append(spec.BindAt, sandbox.BindAt{Source: tests, Target: HarborTestsDir})
+		}
 	}
 	spec.ReadOnly = []string{a.dir.FixtureDir()}
 	return spec, nil

@@ -328,8 +328,11 @@ type attempt struct {
 	// and receipt); nil for the other sources.
 	fixtureSource *harnessv1.FixtureSourceStatus
 	dir           *fixture.RunDir
-	creds         []adapters.Credential
-	runner        sandbox.Runner
+	// solutionDir is the fixture's solution folder in the run dir, set for
+	// an oracle's run only (adapter oracle).
+	solutionDir string
+	creds       []adapters.Credential
+	runner      sandbox.Runner
 	// fallbackWhy says why the plain fallback was taken ("" when not).
 	fallbackWhy string
 	transport   harnessv1.MCPTransport

@@ -18,6 +18,17 @@ import (
 // every check also finds it as $HARNESSFACTS_REWARD_DIR.
 const HarborVerifierDir = "/logs/verifier"
 
+// HarborTestsDir and HarborSolutionDir are where Harbor puts a task's
+// tests/ (for the verifier) and solution/ (for its oracle) in the task's
+// container, and where their scripts name their files. In an environment
+// image the checks find the fixture's verifier part there too, and an
+// oracle's run its solution: bound over the image's overlay, never for
+// another run's agent.
+const (
+	HarborTestsDir    = "/tests"
+	HarborSolutionDir = "/solution"
+)
+
 // maxRewardFile bounds a reward file: a number, or a small JSON object.
 const maxRewardFile = 64 << 10
 

@@ -505,7 +505,11 @@ func RequireClean(t *testing.T, o *Outcome, planted ...string) {
 // takes the prompt only as -p PROMPT: its status note says so instead.
 func requireCommandLinesClean(t *testing.T, c Case, o *Outcome) {
 	t.Helper()
-	fix, err := fixture.FromDir(fixtureDir(c.Fixture), fixture.Limits{})
+	dir := c.FixtureDir
+	if dir == "" {
+		dir = fixtureDir(c.Fixture)
+	}
+	fix, err := fixture.FromDir(dir, fixture.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
