@@ -64,11 +64,15 @@ func (a *attempt) remoteFixture(ctx context.Context) (*fixture.Fixture, error) {
 		a.fixtureSource = &harnessv1.FixtureSourceStatus{Type: "Git", URL: g.URL, Commit: g.Commit, Path: g.Path}
 		fetch := fixturesource.Git{URL: g.URL, Commit: g.Commit, Path: g.Path}
 		if g.SecretRef != nil {
-			user, uerr := a.e.opts.Sources.SecretKey(ctx, a.run, harnessv1.SecretKeySelector{Name: g.SecretRef.Name, Key: GitUsernameKey})
-			pass, perr := a.e.opts.Sources.SecretKey(ctx, a.run, harnessv1.SecretKeySelector{Name: g.SecretRef.Name, Key: GitPasswordKey})
-			if err := errors.Join(uerr, perr); err != nil {
-				return nil, fail(harnessv1.ReasonCredentialsUnavailable, fmt.Errorf("the git credentials Secret %q (keys %s and %s): %w", g.SecretRef.Name, GitUsernameKey, GitPasswordKey, err))
+			var kv [2][]byte
+			for i, key := range []string{GitUsernameKey, GitPasswordKey} {
+				v, err := a.e.opts.Sources.SecretKey(ctx, a.run, harnessv1.SecretKeySelector{Name: g.SecretRef.Name, Key: key})
+				if err != nil {
+					return nil, fail(harnessv1.ReasonCredentialsUnavailable, fmt.Errorf("the git credentials Secret %q (key %s): %w", g.SecretRef.Name, key, err))
+				}
+				kv[i] = v
 			}
+			user, pass := kv[0], kv[1]
 			if len(pass) == 0 || len(user) == 0 {
 				return nil, fail(harnessv1.ReasonCredentialsUnavailable, fmt.Errorf("the git credentials Secret %q has an empty %s or %s", g.SecretRef.Name, GitUsernameKey, GitPasswordKey))
 			}
