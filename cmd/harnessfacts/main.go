@@ -33,7 +33,7 @@ and records what really happened as hashed evidence.`,
 	}
 	root.AddCommand(newVersionCommand())
 	root.AddCommand(newControllerCommand())
-	root.AddCommand(newReportCommand(), newImportCommand())
+	root.AddCommand(newReportCommand(), newImportCommand(), newFixtureCommand())
 	root.AddCommand(newGetCommand(), newDescribeCommand(), newWaitCommand(), newCancelCommand(), newRetryCommand(), newLogsCommand())
 	root.AddCommand(newNodeAgentCommand(), newNodeCleanupCommand(), newRunCommand(), newEvidenceCommand(), newDevCommand(), newSandboxInitCommand(), newMCPStdioCommand(), newFakeProviderCommand())
 	return root

@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,6 +18,7 @@ import (
 	"github.com/harnessfacts/harnessfacts/internal/testing/gitserver"
 	"github.com/harnessfacts/harnessfacts/internal/testing/testenv"
 	"github.com/harnessfacts/harnessfacts/node-agent/evidence"
+	"github.com/harnessfacts/harnessfacts/node-agent/executor"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixturesource"
 )
@@ -199,4 +202,67 @@ func TestGitAndOCIFixtures(t *testing.T) {
 		failedWith(t, "wrong digest", st, harnessv1.ReasonFixtureUnavailable, strings.Repeat("7", 64), "MANIFEST_UNKNOWN")
 	})
 	waitNoRunDirs(t)
+}
+
+// `harnessfacts fixture push` pushes fixtures/hello as an artifact, and
+// `harnessfacts run -f` runs it from the registry on this machine with no
+// cluster, as it runs a git fixture of a private repository with the
+// credentials of its --secrets folder.
+func TestLocalRunOfGitAndOCIFixtures(t *testing.T) {
+	helloDir := filepath.Join(testenv.RepoRoot(), "fixtures", "hello")
+	out, err := exec.Command(binary, "fixture", "push", helloDir, evidenceRegistry.Host+"/fixtures/hello-cli:v1").CombinedOutput()
+	if err != nil {
+		t.Fatalf("harnessfacts fixture push: %v\n%s", err, out)
+	}
+	ociRef := strings.TrimSpace(string(out))
+	digest, err := exec.Command(binary, "fixture", "digest", helloDir).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	private := gitserver.Start(t, "x-access-token", "local-git-token")
+	repo := private.Repo(t, "private", false)
+	commit := repo.Commit(helloFolder(t, "hello/"), "hello")
+	secrets := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(secrets, "git-cred"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{"username": "x-access-token", "password": "local-git-token"} {
+		if err := os.WriteFile(filepath.Join(secrets, "git-cred", k), []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	runs := filepath.Join(openDir(t), "runs")
+	for name, fixtureYAML := range map[string]string{
+		"oci": "    oci:\n      ref: " + ociRef + "\n",
+		"git": "    git:\n      url: " + repo.URL + "\n      commit: " + commit + "\n      path: hello\n      secretRef:\n        name: git-cred\n",
+	} {
+		runFile := filepath.Join(t.TempDir(), "run.yaml")
+		doc := "apiVersion: harnessfacts.io/v1alpha1\nkind: HarnessRun\nmetadata:\n  name: local-" + name + "\n  namespace: default\nspec:\n" +
+			"  agent:\n    adapter: exec\n    command: [sh, ../fixture/agent.sh]\n  fixture:\n" + fixtureYAML
+		if err := os.WriteFile(runFile, []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(binary, "run", "-f", runFile, "--secrets", secrets, "--evidence", filepath.Join(t.TempDir(), "evidence"), "--run-root", runs)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%s: harnessfacts run: %v\nstdout:\n%s\nstderr:\n%s", name, err, stdout.String(), stderr.String())
+		}
+		for _, want := range []string{"verdict: Pass", "fixtureDigest: " + strings.TrimSpace(string(digest))} {
+			if !strings.Contains(stdout.String(), want) {
+				t.Errorf("%s: the printed status lacks %q:\n%s", name, want, stdout.String())
+			}
+		}
+		if strings.Contains(stdout.String()+stderr.String(), "local-git-token") {
+			t.Errorf("%s: the git token was printed", name)
+		}
+	}
+	entries, _ := os.ReadDir(runs)
+	for _, e := range entries {
+		if e.Name() != executor.FixtureCacheDir {
+			t.Errorf("run dir left behind in %s: %s", runs, e.Name())
+		}
+	}
 }
