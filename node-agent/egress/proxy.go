@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/harnessfacts/harnessfacts/node-agent/bounded"
 )
 
 // Defaults of Options.
@@ -152,7 +154,9 @@ func New(opts Options) *Proxy {
 
 // Serve serves the proxy on l until Close. It returns nil after Close.
 func (p *Proxy) Serve(l net.Listener) error {
-	err := p.srv.Serve(&limitListener{Listener: l, sem: make(chan struct{}, p.opts.MaxConns), done: make(chan struct{})})
+	// At most MaxConns clients at once (more wait in the kernel's backlog),
+	// with connections that still half-close for the tunnels' relay.
+	err := p.srv.Serve(bounded.NewListener(l, bounded.Limits{MaxConns: p.opts.MaxConns}))
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
@@ -382,52 +386,6 @@ func splice(a, b net.Conn) {
 }
 
 // limitListener serves at most cap(sem) connections at once.
-type limitListener struct {
-	net.Listener
-	sem  chan struct{}
-	done chan struct{}
-	once sync.Once
-}
-
-func (l *limitListener) Accept() (net.Conn, error) {
-	select {
-	case l.sem <- struct{}{}:
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.sem
-		return nil, err
-	}
-	return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
-}
-
-func (l *limitListener) Close() error {
-	l.once.Do(func() { close(l.done) })
-	return l.Listener.Close()
-}
-
-type limitConn struct {
-	net.Conn
-	once    sync.Once
-	release func()
-}
-
-func (c *limitConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.release)
-	return err
-}
-
-// CloseWrite half-closes when the connection can.
-func (c *limitConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return errors.New("no half-close on this connection")
-}
-
 func containsString(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
@@ -234,5 +235,67 @@ func TestProxyCloseEndsTunnels(t *testing.T) {
 	}
 	if _, err := br.ReadString('\n'); err == nil {
 		t.Error("the tunnel outlived the proxy")
+	}
+}
+
+// TestProxyServesAtMostMaxConns: with MaxConns 1, a second client gets no
+// answer while the first holds its connection open; once the first closes,
+// the second is served.
+func TestProxyServesAtMostMaxConns(t *testing.T) {
+	allow, err := NewAllowList("api.example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := New(Options{Allow: allow, MaxConns: 1})
+	sock := filepath.Join(t.TempDir(), "egress.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Serve(ln) }()
+	defer func() {
+		_ = p.Close()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	refused := func(c net.Conn) <-chan int {
+		codes := make(chan int, 1)
+		go func() {
+			defer close(codes)
+			fmt.Fprint(c, "CONNECT elsewhere.example.com:443 HTTP/1.1\r\nHost: x\r\n\r\n")
+			if res, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil {
+				codes <- res.StatusCode
+			}
+		}()
+		return codes
+	}
+	first, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := <-refused(first); code != http.StatusForbidden {
+		t.Fatalf("the first client: %d, want 403", code)
+	}
+	second, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	answer := refused(second)
+	select {
+	case code := <-answer:
+		t.Fatalf("the second client was answered (%d) while the first held the only connection", code)
+	case <-time.After(200 * time.Millisecond):
+	}
+	_ = first.Close()
+	select {
+	case code := <-answer:
+		if code != http.StatusForbidden {
+			t.Errorf("the second client: %d, want 403", code)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("closing the first connection did not let the second in")
 	}
 }
