@@ -194,6 +194,7 @@ func TestGitHostileRepositories(t *testing.T) {
 	}{
 		{"a link out of the fixture", map[string]string{"fixture.yaml": "prompt: p\n", "workspace/passwd": "symlink:/etc/passwd"}, "", fixturesource.Options{}, fixture.ErrNotRegular},
 		{"a link inside the fixture", map[string]string{"fixture.yaml": "prompt: p\n", "workspace/a": "x", "workspace/b": "symlink:a"}, "", fixturesource.Options{}, fixture.ErrNotRegular},
+		{"a submodule", map[string]string{"fixture.yaml": "prompt: p\n", "workspace/vendor/lib": "gitlink:" + strings.Repeat("1", 40)}, "", fixturesource.Options{}, fixture.ErrNotRegular},
 		{"a file too large", map[string]string{"fixture.yaml": "prompt: p\n", "workspace/big": strings.Repeat("x", 4096)}, "",
 			fixturesource.Options{Limits: fixture.Limits{MaxFileBytes: 1024}}, fixture.ErrTooLarge},
 		{"too many files", map[string]string{"fixture.yaml": "prompt: p\n", "workspace/a": "a", "workspace/b": "b", "workspace/c": "c"}, "",

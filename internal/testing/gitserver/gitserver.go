@@ -102,7 +102,8 @@ func (s *Server) Repo(t testing.TB, name string, bySHA bool) *Repo {
 }
 
 // Commit replaces the repository's tree with files (path → content; a
-// content starting with "symlink:" makes a symbolic link to the rest),
+// content starting with "symlink:" makes a symbolic link to the rest, one
+// starting with "gitlink:" a submodule entry at that commit),
 // commits it on main, pushes it and returns the commit's SHA.
 func (r *Repo) Commit(files map[string]string, msg string) string {
 	r.t.Helper()
@@ -117,7 +118,12 @@ func (r *Repo) Commit(files map[string]string, msg string) string {
 		paths = append(paths, p)
 	}
 	sort.Strings(paths)
+	var gitlinks []string
 	for _, p := range paths {
+		if sha, ok := strings.CutPrefix(files[p], "gitlink:"); ok {
+			gitlinks = append(gitlinks, "160000,"+sha+","+p)
+			continue
+		}
 		full := filepath.Join(r.work, filepath.FromSlash(p))
 		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
 			r.t.Fatal(err)
@@ -133,6 +139,9 @@ func (r *Repo) Commit(files map[string]string, msg string) string {
 		}
 	}
 	run(r.t, r.work, "add", "-A")
+	for _, g := range gitlinks {
+		run(r.t, r.work, "update-index", "--add", "--cacheinfo", g)
+	}
 	run(r.t, r.work, "commit", "-q", "--allow-empty", "-m", msg)
 	run(r.t, r.work, "push", "-q", "-f", r.dir, "main")
 	return strings.TrimSpace(run(r.t, r.work, "rev-parse", "HEAD"))
