@@ -405,6 +405,14 @@ func (t *Task) verifier(cfg *taskConfig) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", t.Dir, err)
 	}
+	for _, k := range sortedKeys(cfg.Verifier.Env) {
+		if strings.Contains(cfg.Verifier.Env[k], "${") {
+			t.Warnings = append(t.Warnings, fmt.Sprintf("verifier.env %s names a variable of the host's environment; a check gets no host environment and no credential: the value is set as written", k))
+		}
+	}
+	if len(cfg.Verifier.Env) > 0 {
+		t.warn("verifier.env values are written into the fixture (a ConfigMap) and the check's script: they must hold no secret")
+	}
 	t.Manifest.Checks = []fixture.Check{{Name: CheckName, Shell: script + `exec "$HARNESSFACTS_TESTS/test.sh"`}}
 	return nil
 }
@@ -465,6 +473,10 @@ func (t *Task) addFolder(name string) error {
 		if err != nil {
 			return err
 		}
+		if info.Size() > maxConfigMapBytes {
+			// Said before anything is read: a task's data set can be large.
+			return fmt.Errorf("%s: %s is %d bytes: a fixture ConfigMap holds at most %d in all", t.Dir, rel, info.Size(), maxConfigMapBytes)
+		}
 		data, err := os.ReadFile(p)
 		if err != nil {
 			return err
@@ -480,19 +492,28 @@ func (t *Task) addFolder(name string) error {
 // exportLines are shell lines that export env, keys sorted, values single-
 // quoted (nothing in them is expanded).
 func exportLines(field string, env map[string]string) (string, error) {
-	keys := make([]string, 0, len(env))
 	for k := range env {
 		if !envName.MatchString(k) {
 			return "", fmt.Errorf("%s has %q, which is not an environment variable name", field, k)
 		}
-		keys = append(keys, k)
+		if strings.HasPrefix(k, "HARNESSFACTS_") {
+			return "", fmt.Errorf("%s sets %s, a variable of the harness's own", field, k)
+		}
 	}
-	sort.Strings(keys)
 	var b strings.Builder
-	for _, k := range keys {
+	for _, k := range sortedKeys(env) {
 		fmt.Fprintf(&b, "export %s=%s\n", k, shellQuote(env[k]))
 	}
 	return b.String(), nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

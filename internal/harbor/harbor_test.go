@@ -114,13 +114,13 @@ func TestReadMapsEveryDocumentedField(t *testing.T) {
 	}
 	// The fields with no HarnessFacts counterpart are each named.
 	joined := strings.Join(task.Warnings, "\n")
-	for _, w := range []string{"environment.build_timeout_sec", "environment.cpus = 2"} {
+	for _, w := range []string{"environment.build_timeout_sec", "environment.cpus = 2", "must hold no secret"} {
 		if !strings.Contains(joined, w) {
 			t.Errorf("no warning about %s in:\n%s", w, joined)
 		}
 	}
-	if len(task.Warnings) != 2 {
-		t.Errorf("%d warnings, want 2:\n%s", len(task.Warnings), joined)
+	if len(task.Warnings) != 3 {
+		t.Errorf("%d warnings, want 3:\n%s", len(task.Warnings), joined)
 	}
 	if d := cmp.Diff([]string{"tests/helper.sh", "tests/test.sh", "tests/test_outputs.py", "solution/solve.sh"}, keys(task.Files), sortStrings); d != "" {
 		t.Errorf("files (-want +got):\n%s", d)
@@ -266,6 +266,7 @@ func TestTasksHarnessFactsCannotRunAreRefused(t *testing.T) {
 		"windows":          {with("task.toml", "[environment]\nos = \"windows\"\n"), "Linux"},
 		"bad toml":         {with("task.toml", "[agent\n"), "task.toml line 1"},
 		"bad verifier env": {with("task.toml", "[verifier]\nenv = { \"A B\" = \"x\" }\n"), "not an environment variable name"},
+		"harness variable": {with("task.toml", "[verifier]\nenv = { HARNESSFACTS_TESTS = \"/x\" }\n"), "harness's own"},
 	} {
 		dir := makeTask(t, "task", tc.files)
 		if _, err := Read(dir, Options{}); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -408,7 +409,12 @@ func TestWriteRefusesWhatCannotBeApplied(t *testing.T) {
 			t.Errorf("%s: %v, want %q", name, err, tc.want)
 		}
 	}
-	big := makeTask(t, "big", map[string]string{"instruction.md": "x", "tests/test.sh": "exit 0", "environment/Dockerfile": "FROM scratch", "tests/blob": strings.Repeat("x", 1100<<10)})
+	huge := makeTask(t, "huge", map[string]string{"instruction.md": "x", "tests/test.sh": "exit 0", "environment/Dockerfile": "FROM scratch", "tests/blob": strings.Repeat("x", 1100<<10)})
+	if _, err := Read(huge, Options{}); err == nil || !strings.Contains(err.Error(), "tests/blob is 1126400 bytes") {
+		t.Errorf("a file too big for a ConfigMap: %v", err)
+	}
+	big := makeTask(t, "big", map[string]string{"instruction.md": "x", "tests/test.sh": "exit 0", "environment/Dockerfile": "FROM scratch",
+		"tests/blob1": strings.Repeat("x", 600<<10), "solution/solve.sh": "true", "solution/blob2": strings.Repeat("y", 600<<10)})
 	task, err := Read(big, Options{})
 	if err != nil {
 		t.Fatal(err)

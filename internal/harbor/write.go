@@ -183,7 +183,7 @@ func writeTask(out string, t *Task, suite string) ([]string, error) {
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, err
 	}
-	manifest, err := yaml.Marshal(t.Manifest)
+	manifest, err := manifestYAML(t.Manifest)
 	if err != nil {
 		return nil, err
 	}
@@ -296,6 +296,23 @@ func writeFile(dir, rel string, data []byte, w *Written) error {
 	}
 	w.Files = append(w.Files, rel)
 	return nil
+}
+
+// manifestYAML is fixture.yaml without the empty mcp: a Harbor task has
+// no MCP setting of its own.
+func manifestYAML(m fixture.Manifest) ([]byte, error) {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(b, &obj); err != nil {
+		return nil, err
+	}
+	if mcp, ok := obj["mcp"].(map[string]any); ok && len(mcp) == 0 {
+		delete(obj, "mcp")
+	}
+	return yaml.Marshal(obj)
 }
 
 // canonicalJSON is v as JSON with sorted keys (encoding/json sorts map
