@@ -125,6 +125,7 @@ func (a *Agent) handBack(ctx context.Context, run *harnessv1.HarnessRun) error {
 			return nil // the controller already ended or rebound this attempt
 		}
 		base := cur.DeepCopy()
+		cur.Status.ObservedGeneration = cur.Generation
 		meta.SetStatusCondition(&cur.Status.Conditions, metav1.Condition{Type: harnessv1.ConditionReady, Status: metav1.ConditionFalse,
 			Reason: harnessv1.ReasonHandedBack, Message: msg, ObservedGeneration: cur.Generation,
 			LastTransitionTime: metav1.NewTime(a.opts.Clock.Now())})

@@ -46,6 +46,7 @@ func (a *Agent) markOrphaned(ctx context.Context, run *harnessv1.HarnessRun) err
 	base := run.DeepCopy()
 	msg := fmt.Sprintf("the node-agent on %s restarted during attempt %d; the attempt's agent was killed with it and its run dir removed",
 		a.opts.NodeName, run.Status.Attempt)
+	run.Status.ObservedGeneration = run.Generation
 	meta.SetStatusCondition(&run.Status.Conditions, metav1.Condition{Type: harnessv1.ConditionReady, Status: metav1.ConditionFalse,
 		Reason: harnessv1.ReasonNodeAgentRestarted, Message: msg, ObservedGeneration: run.Generation,
 		LastTransitionTime: metav1.NewTime(a.opts.Clock.Now())})

@@ -225,6 +225,10 @@ func TestCLICancel(t *testing.T) {
 	if c := meta.FindStatusCondition(run.Status.Conditions, harnessv1.ConditionFinished); c == nil || c.Reason != "Error" || run.Status.Reason != harnessv1.ReasonCancelled {
 		t.Errorf("cancelled run: reason %q, Finished %+v; want reason Cancelled, Finished for verdict Error", run.Status.Reason, c)
 	}
+	// spec.cancel made a new generation; the terminal write observed it.
+	if run.Generation < 2 || run.Status.ObservedGeneration != run.Generation {
+		t.Errorf("cancelled run: generation %d, status.observedGeneration %d; want the cancel's generation observed", run.Generation, run.Status.ObservedGeneration)
+	}
 	if err := follow.Wait(); err != nil || !strings.Contains(followOut.String(), "started\n") || !strings.Contains(followOut.String(), "ended: phase Failed, verdict Error") {
 		t.Errorf("harnessfacts logs -f of the cancelled run: %v\n%s", err, followOut.String())
 	}
