@@ -32,6 +32,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/harnessfacts/harnessfacts/node-agent/egress"
 )
 
 // DefaultMaxBytes bounds the cache (the unpacked images together) when the
@@ -247,7 +249,10 @@ func (c *Cache) pull(ctx context.Context, d name.Digest, opts PullOptions) (tmp 
 	if opts.Platform != nil {
 		plat = *opts.Platform
 	}
-	rimg, err := remote.Image(d, remote.WithContext(ctx), remote.WithAuthFromKeychain(kc), remote.WithPlatform(plat))
+	// Metadata and link-local addresses are refused at connect: the run
+	// author names the registry and the node-agent dials it from the node.
+	rimg, err := remote.Image(d, remote.WithContext(ctx), remote.WithAuthFromKeychain(kc), remote.WithPlatform(plat),
+		remote.WithTransport(egress.FetchTransport(nil)))
 	if err != nil {
 		return tmp, nil, fmt.Errorf("pulling the environment image %s: %w", d.String(), err)
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -367,5 +368,22 @@ func TestPullWithAPullSecret(t *testing.T) {
 	}
 	if _, err := DockerConfigKeychain([]byte("not json " + password)); err == nil || strings.Contains(err.Error(), password) {
 		t.Fatalf("a bad document: %v", err)
+	}
+}
+
+// A run author names the image and the node-agent pulls it from the node:
+// the instance metadata service is refused at connect.
+func TestPullRefusesTheMetadataService(t *testing.T) {
+	t.Setenv("HTTP_PROXY", "")
+	t.Setenv("HTTPS_PROXY", "")
+	cache, err := NewCache(t.TempDir(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, _, err = cache.Get(ctx, "169.254.169.254/images/x@sha256:"+strings.Repeat("ab", 32), PullOptions{})
+	if err == nil || !strings.Contains(err.Error(), "refusing to connect") {
+		t.Fatalf("pulling from the metadata address: %v, want the refusal", err)
 	}
 }

@@ -2,7 +2,6 @@ package fixturesource
 
 import (
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -25,6 +24,7 @@ import (
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	"github.com/go-git/go-git/v5/storage/memory"
 
+	"github.com/harnessfacts/harnessfacts/node-agent/egress"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
 )
 
@@ -97,15 +97,11 @@ func newGitRemote(src Git, roots *x509.CertPool, maxPack int64) (*gitRemote, err
 		return nil, unavailable("the git URL %q: %v", src.URL, err)
 	}
 	received := &atomic.Int64{}
-	tr := &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		TLSClientConfig:       &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
-		TLSHandshakeTimeout:   15 * time.Second,
-		ResponseHeaderTimeout: 2 * time.Minute,
-		MaxIdleConnsPerHost:   2,
-		IdleConnTimeout:       30 * time.Second,
-	}
+	// Metadata and link-local addresses are refused at connect: the run
+	// author names this URL and the node-agent dials it from the node.
+	tr := egress.FetchTransport(roots)
+	tr.MaxIdleConnsPerHost = 2
+	tr.IdleConnTimeout = 30 * time.Second
 	hc := &http.Client{
 		Transport: &cappedTransport{next: tr, left: maxPack, used: received},
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/harnessfacts/harnessfacts/internal/testing/gitserver"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
@@ -258,5 +259,30 @@ func TestCacheEvictsTheLeastRecentlyUsed(t *testing.T) {
 	res, err = cache.Git(ctx, fixturesource.Git{URL: repo.URL, Commit: commits[0]})
 	if err != nil || res.Cached {
 		t.Errorf("the oldest fixture is still cached (err %v)", err)
+	}
+}
+
+// A run author names the fixture's URL and the node-agent dials it from the
+// node: the instance metadata service and link-local addresses are refused
+// at connect, for git and for OCI fixtures.
+func TestFetchesRefuseTheMetadataService(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	t.Setenv("HTTP_PROXY", "")
+	t.Setenv("HTTPS_PROXY", "")
+	cache := fixturesource.NewCache(t.TempDir(), 0, fixturesource.Options{})
+	commit := strings.Repeat("ab", 20)
+	for _, u := range []string{"http://169.254.169.254/latest/x.git", "https://169.254.10.1/x.git"} {
+		_, err := cache.Git(ctx, fixturesource.Git{URL: u, Commit: commit})
+		if !errors.Is(err, fixturesource.ErrUnavailable) || !strings.Contains(err.Error(), "refusing to connect") {
+			t.Errorf("git %s: %v, want ErrUnavailable with the refusal", u, err)
+		}
+	}
+	_, err := cache.OCI(ctx, fixturesource.OCI{Ref: "169.254.169.254/fixtures/x@sha256:" + strings.Repeat("0", 64)})
+	if !errors.Is(err, fixturesource.ErrUnavailable) || !strings.Contains(err.Error(), "refusing to connect") {
+		t.Errorf("oci: %v, want ErrUnavailable with the refusal", err)
+	}
+	if len(cache.Cached()) != 0 {
+		t.Error("a refused fetch left a cache entry")
 	}
 }

@@ -5,12 +5,10 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
-	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -20,6 +18,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/node-agent/egress"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
 )
 
@@ -55,13 +54,10 @@ func (o Options) remoteOptions(ctx context.Context, kc authn.Keychain) []remote.
 	if kc == nil {
 		kc = authn.NewMultiKeychain() // anonymous
 	}
-	opts := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(kc)}
-	if o.RootCAs != nil {
-		tr := remote.DefaultTransport.(*http.Transport).Clone()
-		tr.TLSClientConfig = &tls.Config{RootCAs: o.RootCAs, MinVersion: tls.VersionTLS12}
-		opts = append(opts, remote.WithTransport(tr))
-	}
-	return opts
+	// Metadata and link-local addresses are refused at connect: the run
+	// author names the registry and the node-agent dials it from the node.
+	return []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(kc),
+		remote.WithTransport(egress.FetchTransport(o.RootCAs))}
 }
 
 // checkAccess asks the registry, with the run's credentials, for the

@@ -1,0 +1,59 @@
+package egress
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"syscall"
+	"time"
+)
+
+// FetchControl is the socket Control hook of every fetch the node-agent
+// makes for a run author: git fixtures, OCI fixtures and environment
+// images. A run author names those URLs, and the node-agent dials them from
+// the node's network with its own identity, so without a check a run author
+// could make it request the cloud's instance metadata service (credentials
+// of the node) or other link-local services. Those addresses, and the
+// unspecified, multicast and reserved ranges, never hold a git server or a
+// registry, so they are refused whoever asks. Loopback, private and cluster
+// addresses stay allowed: in-cluster registries and git servers live there,
+// as do registries on a developer's loopback (docs/fixtures.md says so).
+//
+// The hook judges the socket's own address, after resolution: a name that
+// resolves (or re-resolves) to a refused address is refused all the same.
+// Behind an HTTP proxy (HTTPS_PROXY in the node-agent's environment) it
+// judges the proxy's address; the proxy is the operator's.
+func FetchControl(_, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return fmt.Errorf("refusing to connect to %s: %w", address, err)
+	}
+	switch kind := Classify(ap.Addr(), nil); kind {
+	case KindMetadata, KindLinkLocal, KindUnspecified, KindMulticast, KindReserved:
+		return &insideError{target: address, msg: fmt.Sprintf(
+			"refusing to connect to %s, a %s address: a fixture source or an environment image is never fetched from there", address, kind)}
+	}
+	return nil
+}
+
+// FetchTransport is the HTTP transport of such fetches: proxies from the
+// environment as usual, every connection judged by FetchControl, and roots
+// (nil: the system's) to verify TLS.
+func FetchTransport(roots *x509.CertPool) *http.Transport {
+	return &http.Transport{
+		Proxy: http.ProxyFromEnvironment,
+		DialContext: (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second,
+			Control: FetchControl}).DialContext,
+		TLSClientConfig:       &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
+		ForceAttemptHTTP2:     true,
+		TLSHandshakeTimeout:   15 * time.Second,
+		ResponseHeaderTimeout: 2 * time.Minute,
+		ExpectContinueTimeout: time.Second,
+		MaxIdleConns:          16,
+		MaxIdleConnsPerHost:   4,
+		IdleConnTimeout:       90 * time.Second,
+	}
+}
