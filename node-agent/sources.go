@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/node-agent/evidence"
 	"github.com/harnessfacts/harnessfacts/node-agent/executor"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
 	"github.com/harnessfacts/harnessfacts/runsource"
@@ -43,6 +44,23 @@ func (s ClusterSources) SecretKey(ctx context.Context, run *harnessv1.HarnessRun
 		return nil, fmt.Errorf("%w: Secret %s/%s: %w", executor.ErrSecretKey, run.Namespace, ref.Name, err)
 	}
 	return v, nil
+}
+
+// SigningKey reads the operator's evidence signing key through the
+// controller, while the run is active; nil when none is configured.
+func (s ClusterSources) SigningKey(ctx context.Context, run *harnessv1.HarnessRun) (*evidence.Key, error) {
+	pemBytes, err := s.Controller.SigningKey(ctx, runRef(run))
+	if err != nil {
+		return nil, fmt.Errorf("reading the operator's evidence signing key: %w", err)
+	}
+	if len(pemBytes) == 0 {
+		return nil, nil
+	}
+	k, err := evidence.ParsePrivateKey(pemBytes)
+	if err != nil {
+		return nil, fmt.Errorf("the operator's evidence signing key: %w", err)
+	}
+	return k, nil
 }
 
 // runRef names the attempt this node-agent claimed.

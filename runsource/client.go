@@ -151,6 +151,16 @@ func (c *Client) Fixture(ctx context.Context, run RunRef) (*FixtureResponse, err
 	return out, nil
 }
 
+// SigningKey asks for the operator's evidence signing key (PEM); empty
+// when the controller has none configured.
+func (c *Client) SigningKey(ctx context.Context, run RunRef) ([]byte, error) {
+	out := SigningKeyResponse{}
+	if err := c.call(ctx, PathSigningKey, SigningKeyRequest{Run: run}, &out); err != nil {
+		return nil, err
+	}
+	return out.PEM, nil
+}
+
 // RefusedError is the controller's answer when it does not serve a request.
 type RefusedError struct {
 	Status  int

@@ -52,6 +52,11 @@ type Options struct {
 	// CertFile and KeyFile are a PEM certificate and key, read again when
 	// they change (a mounted Secret that cert-manager or the chart renews).
 	CertFile, KeyFile string
+	// SigningKeySecret, when set, is the Secret whose key
+	// SigningKeyDataKey is the operator's evidence signing key: served to
+	// the node-agent of an active run's node, to sign its receipt in place
+	// of the node's own key.
+	SigningKeySecret *types.NamespacedName
 }
 
 // Server serves runs' Secret keys and fixtures to the node-agents of the
@@ -63,6 +68,8 @@ type Server struct {
 
 	mu   sync.Mutex
 	addr net.Addr
+	// signingKey is the operator's signing key Secret (nil: none).
+	signingKey *types.NamespacedName
 }
 
 // NewServer checks opts and makes a Server.
@@ -82,7 +89,15 @@ func NewServer(opts Options) (*Server, error) {
 	if opts.Listener == nil && opts.Addr == "" {
 		return nil, errors.New("runsource: an address to listen on is needed")
 	}
-	return &Server{opts: opts}, nil
+	return &Server{opts: opts, signingKey: opts.SigningKeySecret}, nil
+}
+
+// SetSigningKeySecret names the operator's signing key Secret from now on
+// (nil: none), as Options.SigningKeySecret does at start.
+func (s *Server) SetSigningKeySecret(ref *types.NamespacedName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.signingKey = ref
 }
 
 // NeedLeaderElection is false: every replica serves.
@@ -100,6 +115,7 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+PathSecretKey, s.secretKey)
 	mux.HandleFunc("POST "+PathFixture, s.fixture)
+	mux.HandleFunc("POST "+PathSigningKey, s.signingKeyPEM)
 	return mux
 }
 
@@ -211,6 +227,38 @@ func (s *Server) fixture(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, FixtureResponse{Name: cm.Name, Data: cm.Data, BinaryData: cm.BinaryData})
+}
+
+// signingKeyPEM serves the operator's signing key to the node-agent of an
+// active run's node: like a run's Secret keys, only while the run runs, so
+// a node-agent never holds a standing right to it. A configured Secret that
+// cannot be read is an error (the node-agent then fails the evidence step
+// loudly rather than sign with another key unnoticed).
+func (s *Server) signingKeyPEM(w http.ResponseWriter, r *http.Request) {
+	req := SigningKeyRequest{}
+	who, _, ok := s.begin(w, r, &req, func() RunRef { return req.Run })
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	ref := s.signingKey
+	s.mu.Unlock()
+	if ref == nil {
+		writeJSON(w, http.StatusOK, SigningKeyResponse{})
+		return
+	}
+	sec := &corev1.Secret{}
+	if err := s.opts.Reader.Get(r.Context(), *ref, sec); err != nil {
+		s.refuse(r.Context(), w, who, req.Run, fmt.Errorf("reading the operator's signing key Secret %s: %w", ref, err))
+		return
+	}
+	v, ok := sec.Data[SigningKeyDataKey]
+	if !ok {
+		s.refuse(r.Context(), w, who, req.Run, &notFound{msg: fmt.Sprintf("the operator's signing key Secret %s has no key %q", ref, SigningKeyDataKey)})
+		return
+	}
+	log.FromContext(r.Context()).V(1).Info("served the operator's signing key", "node", who.Node, "run", req.Run.Namespace+"/"+req.Run.Name)
+	writeJSON(w, http.StatusOK, SigningKeyResponse{PEM: v})
 }
 
 // begin authenticates the caller, decodes the request and checks the run it

@@ -12,7 +12,25 @@ const Audience = "harnessfacts.io/controller"
 const (
 	PathSecretKey = "/v1/secretkey"
 	PathFixture   = "/v1/fixture"
+	// PathSigningKey serves the operator's evidence signing key.
+	PathSigningKey = "/v1/signingkey"
 )
+
+// SigningKeyDataKey is the key of the operator's signing key Secret that
+// holds the PEM private key.
+const SigningKeyDataKey = "evidence-key.pem"
+
+// SigningKeyRequest asks for the operator's evidence signing key, to sign
+// the run's receipt.
+type SigningKeyRequest struct {
+	Run RunRef `json:"run"`
+}
+
+// SigningKeyResponse is the operator's PEM private key; empty when the
+// controller has none configured (the node's own key signs then).
+type SigningKeyResponse struct {
+	PEM []byte `json:"pem,omitempty"`
+}
 
 // RunRef names the attempt a request is for. UID and Attempt make a
 // request for a deleted and recreated run, or for an attempt the controller

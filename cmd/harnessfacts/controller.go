@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -44,6 +45,7 @@ type runSourceFlags struct {
 	bound      []string
 	unbound    map[string]string
 	namespaces []string
+	signingKey string
 }
 
 func newControllerCommand() *cobra.Command {
@@ -85,6 +87,7 @@ unless --metrics-secure=false), health on --health-probe-bind-address
 	fl.StringVar(&f.runSource.certDir, "run-source-cert-dir", "", "folder with tls.crt and tls.key of the run source's certificate (re-read when they change); node-agents verify it against their --controller-ca")
 	fl.StringSliceVar(&f.runSource.bound, "node-agent-service-account", []string{"harnessfacts-system/harnessfacts-node-agent"}, "NAMESPACE/NAME of the node-agents' service account, whose pod-bound tokens name their node")
 	fl.StringToStringVar(&f.runSource.unbound, "node-agent-account", nil, "NAMESPACE/NAME=NODE: a service account that speaks for one node whatever its token is bound to (a node-agent outside a pod)")
+	fl.StringVar(&f.runSource.signingKey, "evidence-signing-key-secret", "", "NAMESPACE/NAME of a Secret whose key evidence-key.pem (a PEM ECDSA P-256 private key) signs every receipt instead of the nodes' own keys: served through the run source to the node-agent of an active run's node, never stored on the node; the controller must be able to get it")
 	fl.StringSliceVar(&f.runSource.namespaces, "run-namespaces", nil, "the only namespaces whose runs the run source serves (those where the controller may read Secrets); empty: every namespace")
 	f.log.add(fl)
 	return cmd
@@ -132,9 +135,18 @@ func addRunSource(mgr ctrl.Manager, f runSourceFlags) error {
 	if err != nil {
 		return err
 	}
+	var signingKey *types.NamespacedName
+	if f.signingKey != "" {
+		ns, name, ok := strings.Cut(f.signingKey, "/")
+		if !ok || ns == "" || name == "" {
+			return fmt.Errorf("--evidence-signing-key-secret %q: want NAMESPACE/NAME", f.signingKey)
+		}
+		signingKey = &types.NamespacedName{Namespace: ns, Name: name}
+	}
 	srv, err := runsource.NewServer(runsource.Options{
 		Reader: mgr.GetAPIReader(), Reviewer: mgr.GetClient(), Accounts: accounts, Namespaces: f.namespaces,
 		Addr: f.addr, CertFile: filepath.Join(f.certDir, "tls.crt"), KeyFile: filepath.Join(f.certDir, "tls.key"),
+		SigningKeySecret: signingKey,
 	})
 	if err != nil {
 		return err

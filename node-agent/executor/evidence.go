@@ -74,7 +74,20 @@ func (a *attempt) evidence(in *ran, st *harnessv1.HarnessRunStatus) (*Evidence, 
 		return nil, nil, err
 	}
 	status := &harnessv1.EvidenceStatus{Digest: b.Digest, FixtureDigest: a.fix.Digest, SpecDigest: specDigest}
-	if key := a.e.opts.SigningKey; key != nil {
+	key := a.e.opts.SigningKey
+	if src, ok := a.e.opts.Sources.(SigningKeySource); ok {
+		// The operator's key, when one is configured, is asked for only
+		// now: the agent's sandbox is over, and it is held in this
+		// process's memory only, never written to disk.
+		opKey, err := src.SigningKey(context.Background(), run)
+		if err != nil {
+			return nil, nil, err
+		}
+		if opKey != nil {
+			key = opKey
+		}
+	}
+	if key != nil {
 		// The key never leaves this process: the agent's sandbox is over,
 		// and the statement holds only what the node-agent measured.
 		if err := b.Sign(context.Background(), key); err != nil {

@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -39,6 +40,7 @@ type Path struct {
 	namespace string
 	account   string
 	certDir   string
+	server    *runsource.Server
 
 	mu   sync.Mutex
 	pods map[string]*corev1.Pod
@@ -100,8 +102,13 @@ func newServer(ctx context.Context, ln net.Listener, reader client.Reader, revie
 	if err != nil {
 		return nil, nil, err
 	}
-	return &Path{URL: "https://" + ln.Addr().String(), CA: certPEM, admin: admin, namespace: namespace, account: ServiceAccount, pods: map[string]*corev1.Pod{}}, srv, nil
+	return &Path{URL: "https://" + ln.Addr().String(), CA: certPEM, admin: admin, namespace: namespace, account: ServiceAccount, pods: map[string]*corev1.Pod{}, server: srv}, srv, nil
 }
+
+// SetSigningKeySecret names the operator's evidence signing key Secret the
+// server serves from now on (nil: none), as the controller's
+// --evidence-signing-key-secret does.
+func (p *Path) SetSigningKeySecret(ref *types.NamespacedName) { p.server.SetSigningKeySecret(ref) }
 
 // Token is the token source of the node-agent on node: a token bound to that
 // node's node-agent Pod, made on first use.
