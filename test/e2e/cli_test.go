@@ -357,11 +357,19 @@ func TestCLIAsAKubectlPlugin(t *testing.T) {
 		t.Fatalf("kubectl harnessfacts retry -o name: %q", out)
 	}
 	retry = "quick-" + retry
-	if out := kubectl(false, "harnessfacts", "cancel", retry, "--context", "evals", "-o", "json"); !strings.Contains(out, `"cancel": true`) || !strings.Contains(out, `"name": "`+retry+`"`) {
+	if out := kubectl(false, "harnessfacts", "wait", retry, "--context", "evals", "--timeout=3m", "-o", "jsonpath={.status.verdict}"); out != "Pass" {
+		t.Errorf("kubectl harnessfacts wait -o jsonpath={.status.verdict} of the retry: %q", out)
+	}
+	// Cancelled: a run that cannot end before the cancel reaches it (a
+	// retry of quick could finish first and end Completed).
+	if err := k8s.Create(ctx, execRun(ns, "slow", "sleep", "600")); err != nil {
+		t.Fatal(err)
+	}
+	if out := kubectl(false, "harnessfacts", "cancel", "slow", "--context", "evals", "-o", "json"); !strings.Contains(out, `"cancel": true`) || !strings.Contains(out, `"name": "slow"`) {
 		t.Errorf("kubectl harnessfacts cancel -o json:\n%s", out)
 	}
-	if out := kubectl(false, "harnessfacts", "wait", retry, "--context", "evals", "--timeout=3m", "-o", "jsonpath={.status.reason}"); out != harnessv1.ReasonCancelled {
-		t.Errorf("kubectl harnessfacts wait -o jsonpath={.status.reason} of the cancelled retry: %q", out)
+	if out := kubectl(false, "harnessfacts", "wait", "slow", "--context", "evals", "--timeout=3m", "-o", "jsonpath={.status.reason}"); out != harnessv1.ReasonCancelled {
+		t.Errorf("kubectl harnessfacts wait -o jsonpath={.status.reason} of the cancelled run: %q", out)
 	}
 	if out := kubectl(false, "harnessfacts", "wait", "quick", "--context", "evals", "-o", "yaml"); !strings.Contains(out, "kind: HarnessRun") || !strings.Contains(out, "verdict: Pass") {
 		t.Errorf("kubectl harnessfacts wait -o yaml:\n%s", out)
