@@ -565,16 +565,8 @@ func (OpenCode) Trajectory(log []byte, in TrajectoryInput) *trajectory.Trajector
 					Output string          `json:"output"`
 					Error  string          `json:"error"`
 				} `json:"state"`
-				Reason string `json:"reason"`
-				Tokens *struct {
-					Input     int64 `json:"input"`
-					Output    int64 `json:"output"`
-					Reasoning int64 `json:"reasoning"`
-					Cache     struct {
-						Read  int64 `json:"read"`
-						Write int64 `json:"write"`
-					} `json:"cache"`
-				} `json:"tokens"`
+				Reason string          `json:"reason"`
+				Tokens *openCodeTokens `json:"tokens"`
 			} `json:"part"`
 			Error json.RawMessage `json:"error"`
 		}

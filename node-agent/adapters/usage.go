@@ -163,6 +163,18 @@ func (Gemini) Usage(log []byte) (AgentUsage, bool) {
 	return out, found
 }
 
+// openCodeTokens is the tokens object of OpenCode's step_finish events,
+// read by both its usage and its trajectory.
+type openCodeTokens struct {
+	Input     int64 `json:"input"`
+	Output    int64 `json:"output"`
+	Reasoning int64 `json:"reasoning"`
+	Cache     struct {
+		Read  int64 `json:"read"`
+		Write int64 `json:"write"`
+	} `json:"cache"`
+}
+
 // Usage reads OpenCode's --format json events: each step_finish part
 // carries its step's tokens.
 func (OpenCode) Usage(log []byte) (AgentUsage, bool) {
@@ -172,15 +184,7 @@ func (OpenCode) Usage(log []byte) (AgentUsage, bool) {
 		var ev struct {
 			Type string `json:"type"`
 			Part struct {
-				Tokens *struct {
-					Input     int64 `json:"input"`
-					Output    int64 `json:"output"`
-					Reasoning int64 `json:"reasoning"`
-					Cache     struct {
-						Read  int64 `json:"read"`
-						Write int64 `json:"write"`
-					} `json:"cache"`
-				} `json:"tokens"`
+				Tokens *openCodeTokens `json:"tokens"`
 			} `json:"part"`
 		}
 		if json.Unmarshal(line, &ev) != nil || ev.Type != "step_finish" || ev.Part.Tokens == nil {
