@@ -23,7 +23,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -33,6 +32,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/harnessfacts/harnessfacts/node-agent/diskcache"
 	"github.com/harnessfacts/harnessfacts/node-agent/egress"
 )
 
@@ -316,63 +316,25 @@ func (c *Cache) pull(ctx context.Context, d name.Digest, opts PullOptions) (tmp 
 func (c *Cache) evict() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	type entry struct {
-		key  string
-		size int64
-		used time.Time
-	}
-	ents, err := os.ReadDir(c.dir)
-	if err != nil {
-		return
-	}
-	var all []entry
-	var total int64
-	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), ".") || !e.IsDir() {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(c.dir, e.Name(), metaName))
-		if err != nil {
-			continue
-		}
-		var m meta
-		if json.Unmarshal(b, &m) != nil {
-			continue
-		}
-		fi, err := e.Info()
-		if err != nil {
-			continue
-		}
-		all = append(all, entry{key: e.Name(), size: m.Size, used: fi.ModTime()})
-		total += m.Size
-	}
-	sort.Slice(all, func(i, j int) bool { return all[i].used.Before(all[j].used) })
+	all, total := diskcache.Entries(c.dir, metaName)
 	for _, e := range all {
 		if total <= c.maxBytes {
 			return
 		}
-		if c.inUse[e.key] > 0 {
+		if c.inUse[e.Key] > 0 {
 			continue
 		}
 		// Renamed first, so that a half-removed image is never taken for a
 		// cached one.
-		gone := filepath.Join(c.dir, ".tmp-evict-"+e.key)
-		if os.Rename(filepath.Join(c.dir, e.key), gone) == nil {
+		gone := filepath.Join(c.dir, ".tmp-evict-"+e.Key)
+		if os.Rename(filepath.Join(c.dir, e.Key), gone) == nil {
 			_ = os.RemoveAll(gone)
-			total -= e.size
+			total -= e.Size
 		}
 	}
 }
 
 // Cached lists the digests (hex) the cache holds, for tests and metrics.
 func (c *Cache) Cached() []string {
-	ents, _ := os.ReadDir(c.dir)
-	var out []string
-	for _, e := range ents {
-		if _, err := os.Stat(filepath.Join(c.dir, e.Name(), metaName)); err == nil {
-			out = append(out, e.Name())
-		}
-	}
-	sort.Strings(out)
-	return out
+	return diskcache.Keys(c.dir, metaName)
 }

@@ -9,11 +9,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/harnessfacts/harnessfacts/node-agent/diskcache"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
 )
 
@@ -238,60 +238,22 @@ func (c *Cache) drop(k string) {
 // bound. An entry being read is not removed: readers hold its key's lock
 // and evict takes each key's lock.
 func (c *Cache) evict() {
-	type item struct {
-		key  string
-		size int64
-		used time.Time
-	}
-	ents, err := os.ReadDir(c.dir)
-	if err != nil {
-		return
-	}
-	var all []item
-	var total int64
-	for _, d := range ents {
-		if strings.HasPrefix(d.Name(), ".") || !d.IsDir() {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(c.dir, d.Name(), metaName))
-		if err != nil {
-			continue
-		}
-		var e entry
-		if json.Unmarshal(b, &e) != nil {
-			continue
-		}
-		fi, err := d.Info()
-		if err != nil {
-			continue
-		}
-		all = append(all, item{key: d.Name(), size: e.Size, used: fi.ModTime()})
-		total += e.Size
-	}
-	sort.Slice(all, func(i, j int) bool { return all[i].used.Before(all[j].used) })
+	all, total := diskcache.Entries(c.dir, metaName)
 	for _, it := range all[:max(0, len(all)-1)] { // the newest entry stays
 		if total <= c.maxBytes {
 			return
 		}
-		m := c.lockFor(it.key)
+		m := c.lockFor(it.Key)
 		if !m.TryLock() {
 			continue // being read or written: not now
 		}
-		c.drop(it.key)
+		c.drop(it.Key)
 		m.Unlock()
-		total -= it.size
+		total -= it.Size
 	}
 }
 
 // Cached lists the cache's keys, for tests.
 func (c *Cache) Cached() []string {
-	ents, _ := os.ReadDir(c.dir)
-	var out []string
-	for _, e := range ents {
-		if _, err := os.Stat(filepath.Join(c.dir, e.Name(), metaName)); err == nil {
-			out = append(out, e.Name())
-		}
-	}
-	sort.Strings(out)
-	return out
+	return diskcache.Keys(c.dir, metaName)
 }
