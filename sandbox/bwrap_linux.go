@@ -55,14 +55,19 @@ const (
 	fdResolv  = 8
 )
 
-// releaseGuard runs in front of the payload on cgroup v1. bwrap's
-// --block-fd lets the sandbox go on at end of file too, so a caller that
-// dies between starting bwrap and moving its child into the cgroup would
-// let the payload run outside its limits. The guard runs the payload only
-// after reading "go" on fdRelease, which Run writes once the child is in
-// the cgroup; if the caller died first it reads end of file and exits 125.
-// It closes fdRelease before the payload starts.
-var releaseGuard = fmt.Sprintf(`read -r go <&%d && [ "$go" = go ] || exit 125; exec %d<&-; exec "$@"`, fdRelease, fdRelease)
+// releaseGuard runs in front of the payload on cgroup v1 and for a
+// user-mode network. bwrap's --block-fd lets the sandbox go on at end of
+// file too, so a caller that dies between starting bwrap and moving its
+// child into the cgroup would let the payload run outside its limits. The
+// guard runs the payload only after reading "go" on fdRelease, which Run
+// writes once the child is in the cgroup; if the caller died first it reads
+// end of file and exits 125. It closes fdRelease before the payload starts.
+//
+// fdRelease is one end of a socket pair, and the guard first says "ready"
+// on it: bwrap's setup is over by then. slirp4netns is attached only after
+// that, as it sets the namespace's lo up, and bwrap's own loopback setup
+// (an exclusive RTM_NEWADDR of 127.0.0.1) fails if lo came up first.
+var releaseGuard = fmt.Sprintf(`echo ready >&%d && read -r go <&%d && [ "$go" = go ] || exit 125; exec %d<&-; exec "$@"`, fdRelease, fdRelease, fdRelease)
 
 const guardName = "harnessfacts-release-guard"
 
@@ -352,7 +357,7 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 			return res, err
 		}
 		defer blockW.Close()
-		if releaseR, releaseW, err = os.Pipe(); err != nil {
+		if releaseR, releaseW, err = socketPair(); err != nil {
 			infoW.Close()
 			blockR.Close()
 			return res, err
@@ -413,16 +418,29 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 		// either ptrace rights or a hook in the caller's main.)
 		// (The few KiB bwrap allocated before the move stay charged to the
 		// parent cgroup, as v1 does not move charges.)
-		// In the same window the user-mode network stack is attached, so the
-		// payload starts with its network up.
+		// The user-mode network stack is attached once bwrap's setup is
+		// over and the guard holds the payload, so the payload starts with
+		// its network up.
 		pid, perr := childPid(infoR)
 		if perr == nil && pid > 0 && v1 {
 			perr = cg.add(pid)
 		}
-		if perr == nil && pid > 0 && userNet {
-			var net *slirpNet
-			if net, perr = startSlirp(slirp, pid); perr == nil {
-				defer net.stop()
+		if perr == nil {
+			if _, err := blockW.Write([]byte{1}); err != nil && !errors.Is(err, syscall.EPIPE) {
+				perr = fmt.Errorf("release bwrap's block: %w", err)
+			}
+			blockW.Close()
+		}
+		if perr == nil && pid > 0 {
+			// The guard's "ready" is always read: unread, it would make
+			// closing this end reset the guard's read of "go".
+			var ready bool
+			// At end of file bwrap died in its setup: Wait says why.
+			if ready, perr = guardReady(releaseW); perr == nil && ready && userNet {
+				var net *slirpNet
+				if net, perr = startSlirp(slirp, pid); perr == nil {
+					defer net.stop()
+				}
 			}
 		}
 		if perr != nil {
@@ -431,10 +449,6 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 			_ = cmd.Wait()
 			return res, errors.Join(fmt.Errorf("sandbox: %w", perr), killErr)
 		}
-		if _, err := blockW.Write([]byte{1}); err != nil && !errors.Is(err, syscall.EPIPE) {
-			_ = cmd.Process.Kill()
-		}
-		blockW.Close()
 		releasePayload(releaseW)
 	}
 	spec.started()
@@ -473,6 +487,40 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 var releasePayload = func(w *os.File) {
 	_, _ = w.Write([]byte("go\n")) // a failed write leaves the guard at end of file: it exits 125
 	_ = w.Close()
+}
+
+// socketPair returns the two ends of the release channel: the guard's
+// (blocking, for its shell) and Run's (non-blocking, so a read can time
+// out).
+func socketPair() (guard, run *os.File, err error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("release socket pair: %w", err)
+	}
+	if err := syscall.SetNonblock(fds[1], true); err != nil {
+		syscall.Close(fds[0])
+		syscall.Close(fds[1])
+		return nil, nil, fmt.Errorf("release socket pair: %w", err)
+	}
+	return os.NewFile(uintptr(fds[0]), "release-guard"), os.NewFile(uintptr(fds[1]), "release"), nil
+}
+
+// guardReady waits for the release guard's "ready": bwrap's setup is over
+// and the payload is held. false means end of file, bwrap died first.
+func guardReady(c *os.File) (bool, error) {
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	defer func() { _ = c.SetReadDeadline(time.Time{}) }()
+	var b [6]byte
+	n, err := io.ReadFull(c, b[:])
+	switch {
+	case err == nil && string(b[:]) == "ready\n":
+		return true, nil
+	case n == 0 && errors.Is(err, io.EOF):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("wait for the sandbox's release guard: %w", err)
+	}
+	return false, fmt.Errorf("the sandbox's release guard said %q, not ready", b[:n])
 }
 
 // childPid reads bwrap's --info-fd: the pid of bwrap's sandbox child, the

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -85,4 +86,42 @@ func processesNamed(name string) int {
 		}
 	}
 	return n
+}
+
+// slirp4netns sets the namespace's lo up, and bwrap's own loopback setup
+// (an exclusive RTM_NEWADDR of 127.0.0.1) then fails: "bwrap: loopback:
+// Failed RTM_NEWADDR". So the stack is attached only after bwrap's setup,
+// when the release guard already holds the payload. A stand-in slirp4netns
+// checks that the guard is running under the sandbox's init when it is
+// started, then hands over to the real one.
+func TestBwrapUserModeNetworkAttachesAfterBwrapSetup(t *testing.T) {
+	requireBwrapHost(t)
+	realSlirp, err := slirpPath(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrapper := filepath.Join(t.TempDir(), "slirp4netns")
+	script := fmt.Sprintf(`#!/bin/sh
+for a; do case $a in /proc/*/ns/net) p=${a#/proc/}; p=${p%%%%/*};; esac; done
+for d in /proc/[0-9]*; do
+  if grep -qs "^PPid:[[:space:]]*$p\$" $d/status && tr '\0' ' ' < $d/cmdline | grep -q %s; then exec %s "$@"; fi
+done
+echo "slirp4netns started before bwrap's setup ended (no release guard under pid $p)" >&2
+exit 1
+`, guardName, realSlirp)
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewBwrapRunner(Options{CgroupParent: testCgroupParent, Slirp4netns: wrapper})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		spec := runDir(t, testBase(t), "sh", "-c", "grep -o -e 'lo:' -e 'tap0:' /proc/net/dev")
+		spec.Network = NetworkUserMode
+		res, out := run(t, r, spec)
+		if res.ExitCode != 0 || out != "lo:\ntap0:\n" {
+			t.Fatalf("run %d: %+v\n%s", i, res, out)
+		}
+	}
 }
