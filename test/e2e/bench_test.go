@@ -113,17 +113,20 @@ func BenchmarkNodeAgentThroughput(b *testing.B) {
 			b.Fatal(err)
 		}
 		finished, passed := 0, 0
+		var failed []string
 		for _, r := range list.Items {
 			if r.Status.Phase.Terminal() {
 				finished++
 			}
 			if r.Status.Verdict == harnessv1.VerdictPass {
 				passed++
+			} else if r.Status.Phase.Terminal() {
+				failed = append(failed, fmt.Sprintf("%s: %s %s: %s", r.Name, r.Status.Phase, r.Status.Reason, r.Status.Message))
 			}
 		}
 		if finished == b.N {
 			if passed != b.N {
-				b.Fatalf("%d of %d runs passed", passed, b.N)
+				b.Fatalf("%d of %d runs passed; the others:\n%s", passed, b.N, strings.Join(failed, "\n"))
 			}
 			break
 		}
