@@ -2,19 +2,24 @@ package redact
 
 // kwDFA finds every occurrence of a set of keywords, ignoring ASCII case,
 // in one pass over the input: an Aho-Corasick automaton turned into a full
-// transition table over byte classes (the bytes keywords use, upper case
-// folded onto lower case, and one class for every other byte). Each input
-// byte costs two table lookups, and nothing is lower-cased or allocated.
+// transition table indexed by state and input byte (upper case bytes lead
+// where their lower case does). Each input byte costs one table lookup, and
+// nothing is lower-cased or allocated.
+//
+// The table is indexed by the byte itself rather than by a byte class (the
+// 40-odd bytes keywords use, and one class for all others), which would
+// make it 6× smaller: the class lookup was a second load per byte, and the
+// scan ran at about half the speed with it (docs/performance.md). With
+// gitleaks' 241 keywords the table has about 1,250 states of 256 entries,
+// 1.3 MB once per process; a scan of ordinary text touches the few rows of
+// the shallow states.
 type kwDFA struct {
-	class  [256]uint8
-	nclass int
-	// delta[state*nclass + class] is the next state, premultiplied by
-	// nclass, with outFlag set when keywords end there.
-	delta    []uint32
-	outs     [][]int32
-	patLen   []int
-	maxLen   int
-	numState int
+	// delta[state+b] is the next state after byte b, premultiplied by 256,
+	// with outFlag set when keywords end there.
+	delta  []uint32
+	outs   [][]int32
+	patLen []int
+	maxLen int
 }
 
 // kwHit is a state with keywords ending just before end.
@@ -23,21 +28,26 @@ type kwHit struct {
 	state uint32 // premultiplied, flag cleared
 }
 
+// patterns are the keywords (indices) that end at a hit, longest first.
+func (d *kwDFA) patterns(h kwHit) []int32 { return d.outs[h.state>>8] }
+
 func newKwDFA(keywords []string) *kwDFA {
 	d := &kwDFA{}
-	// Byte classes.
+	// Byte classes, to build the automaton over the few bytes keywords use.
+	var class [256]uint8
+	nclass := 0
 	for _, k := range keywords {
 		for i := 0; i < len(k); i++ {
 			c := lower(k[i])
-			if d.class[c] == 0 {
-				d.nclass++
-				d.class[c] = uint8(d.nclass)
+			if class[c] == 0 {
+				nclass++
+				class[c] = uint8(nclass)
 			}
 		}
 	}
-	d.nclass++ // class 0: any other byte
+	nclass++ // class 0: any other byte
 	for c := 'A'; c <= 'Z'; c++ {
-		d.class[c] = d.class[c+'a'-'A']
+		class[c] = class[c+'a'-'A']
 	}
 	// Trie.
 	type node struct {
@@ -49,7 +59,7 @@ func newKwDFA(keywords []string) *kwDFA {
 	for pi, k := range keywords {
 		s := 0
 		for i := 0; i < len(k); i++ {
-			cl := d.class[lower(k[i])]
+			cl := class[lower(k[i])]
 			nx, ok := nodes[s].next[cl]
 			if !ok {
 				nx = len(nodes)
@@ -63,24 +73,23 @@ func newKwDFA(keywords []string) *kwDFA {
 		d.maxLen = max(d.maxLen, len(k))
 	}
 	// Breadth-first: fail links, outputs and the full table.
-	d.numState = len(nodes)
-	next := make([]int, len(nodes)*d.nclass)
+	next := make([]int, len(nodes)*nclass)
 	queue := []int{0}
 	for len(queue) > 0 {
 		s := queue[0]
 		queue = queue[1:]
-		for cl := 0; cl < d.nclass; cl++ {
+		for cl := 0; cl < nclass; cl++ {
 			if nx, ok := nodes[s].next[uint8(cl)]; ok {
 				if s == 0 {
 					nodes[nx].fail = 0
 				} else {
-					nodes[nx].fail = next[nodes[s].fail*d.nclass+cl]
+					nodes[nx].fail = next[nodes[s].fail*nclass+cl]
 				}
 				nodes[nx].out = append(nodes[nx].out, nodes[nodes[nx].fail].out...)
-				next[s*d.nclass+cl] = nx
+				next[s*nclass+cl] = nx
 				queue = append(queue, nx)
 			} else if s != 0 {
-				next[s*d.nclass+cl] = next[nodes[s].fail*d.nclass+cl]
+				next[s*nclass+cl] = next[nodes[s].fail*nclass+cl]
 			}
 		}
 	}
@@ -88,13 +97,17 @@ func newKwDFA(keywords []string) *kwDFA {
 	for i, n := range nodes {
 		d.outs[i] = n.out
 	}
-	d.delta = make([]uint32, len(next))
-	for i, nx := range next {
-		v := uint32(nx * d.nclass)
-		if len(nodes[nx].out) > 0 {
-			v |= outFlag
+	// The table by byte: each state's row repeats its class row.
+	d.delta = make([]uint32, len(nodes)*256)
+	for s := range nodes {
+		for b := 0; b < 256; b++ {
+			nx := next[s*nclass+int(class[b])]
+			v := uint32(nx) << 8
+			if len(nodes[nx].out) > 0 {
+				v |= outFlag
+			}
+			d.delta[s<<8|b] = v
 		}
-		d.delta[i] = v
 	}
 	return d
 }
@@ -137,31 +150,27 @@ func (d *kwDFA) hits(buf []byte, out []kwHit, lane *[lanes][]kwHit) []kwHit {
 		lane[i] = lane[i][:0]
 	}
 	var s0, s1, s2, s3 uint32
-	delta, class := d.delta, &d.class
 	b0, b1, b2, b3 := buf[st[0]:st[0]+common], buf[st[1]:st[1]+common], buf[st[2]:st[2]+common], buf[st[3]:st[3]+common]
-	b1, b2, b3 = b1[:len(b0)], b2[:len(b0)], b3[:len(b0)] // no bounds checks below
-	for j := range b0 {
-		s0 = delta[s0+uint32(class[b0[j]])]
-		s1 = delta[s1+uint32(class[b1[j]])]
-		s2 = delta[s2+uint32(class[b2[j]])]
-		s3 = delta[s3+uint32(class[b3[j]])]
-		if (s0|s1|s2|s3)&outFlag != 0 {
-			if s0&outFlag != 0 {
-				s0 &^= outFlag
-				lane[0] = append(lane[0], kwHit{end: int32(st[0] + j + 1), state: s0})
-			}
-			if s1&outFlag != 0 {
-				s1 &^= outFlag
-				lane[1] = append(lane[1], kwHit{end: int32(st[1] + j + 1), state: s1})
-			}
-			if s2&outFlag != 0 {
-				s2 &^= outFlag
-				lane[2] = append(lane[2], kwHit{end: int32(st[2] + j + 1), state: s2})
-			}
-			if s3&outFlag != 0 {
-				s3 &^= outFlag
-				lane[3] = append(lane[3], kwHit{end: int32(st[3] + j + 1), state: s3})
-			}
+	for j := 0; ; j++ {
+		j, s0, s1, s2, s3 = run4(d.delta, b0, b1, b2, b3, j, s0, s1, s2, s3)
+		if j == len(b0) {
+			break
+		}
+		if s0&outFlag != 0 {
+			s0 &^= outFlag
+			lane[0] = append(lane[0], kwHit{end: int32(st[0] + j + 1), state: s0})
+		}
+		if s1&outFlag != 0 {
+			s1 &^= outFlag
+			lane[1] = append(lane[1], kwHit{end: int32(st[1] + j + 1), state: s1})
+		}
+		if s2&outFlag != 0 {
+			s2 &^= outFlag
+			lane[2] = append(lane[2], kwHit{end: int32(st[2] + j + 1), state: s2})
+		}
+		if s3&outFlag != 0 {
+			s3 &^= outFlag
+			lane[3] = append(lane[3], kwHit{end: int32(st[3] + j + 1), state: s3})
 		}
 	}
 	states := [lanes]uint32{s0, s1, s2, s3}
@@ -177,15 +186,35 @@ func (d *kwDFA) hits(buf []byte, out []kwHit, lane *[lanes][]kwHit) []kwHit {
 	return out
 }
 
+// run4 advances the four lanes from byte j until keywords end in one of
+// them (it returns that byte's index, the states with their flags) or
+// until the end (len(b0)). It is a function of its own, without calls,
+// so that the compiler keeps the states in registers: with the appends
+// of the hits in the same loop, they went through the stack at every
+// byte, which made each step wait on a store and a load.
+func run4(delta []uint32, b0, b1, b2, b3 []byte, j int, s0, s1, s2, s3 uint32) (int, uint32, uint32, uint32, uint32) {
+	b1, b2, b3 = b1[:len(b0)], b2[:len(b0)], b3[:len(b0)] // no bounds checks below
+	for ; j < len(b0); j++ {
+		s0 = delta[s0+uint32(b0[j])]
+		s1 = delta[s1+uint32(b1[j])]
+		s2 = delta[s2+uint32(b2[j])]
+		s3 = delta[s3+uint32(b3[j])]
+		if (s0|s1|s2|s3)&outFlag != 0 {
+			break
+		}
+	}
+	return j, s0, s1, s2, s3
+}
+
 // scan runs one automaton over buf[st:to], reporting ends in (from, to].
 func (d *kwDFA) scan(buf []byte, st, from, to int, out []kwHit) []kwHit {
 	return d.scanFrom(buf, 0, st, from, to, out)
 }
 
 func (d *kwDFA) scanFrom(buf []byte, s uint32, st, from, to int, out []kwHit) []kwHit {
-	delta, class := d.delta, &d.class
+	delta := d.delta
 	for i := st; i < to; i++ {
-		s = delta[s+uint32(class[buf[i]])]
+		s = delta[s+uint32(buf[i])]
 		if s&outFlag != 0 {
 			s &^= outFlag
 			if i+1 > from {

@@ -28,7 +28,7 @@ func TestKeywordDFAFindsWhatANaiveSearchFinds(t *testing.T) {
 		type hit struct{ End, KW int }
 		var got, want []hit
 		for _, h := range d.hits([]byte(in), nil, new([lanes][]kwHit)) {
-			for _, kw := range d.outs[h.state/uint32(d.nclass)] {
+			for _, kw := range d.patterns(h) {
 				got = append(got, hit{int(h.end), int(kw)})
 			}
 		}

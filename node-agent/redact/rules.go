@@ -403,10 +403,9 @@ func (rs *ruleSet) find(buf []byte, ctx int, final bool, keep [][]byte, sc *scra
 	n := len(buf)
 	lineS, lineE := -1, -1 // the line of the last hit
 	sc.hits = rs.kw.hits(buf, sc.hits[:0], &sc.lanes)
-	nc := uint32(rs.kw.nclass)
 	for _, h := range sc.hits {
 		ke := int(h.end)
-		for _, pattern := range rs.kw.outs[h.state/nc] {
+		for _, pattern := range rs.kw.patterns(h) {
 			ks := ke - rs.kw.patLen[pattern]
 			if ks < lineS || ks >= lineE {
 				lineS = bytes.LastIndexByte(buf[max(0, ks-maxRuleSpan):ks], '\n') + 1

@@ -108,6 +108,16 @@ func (w *Writer) processTo(final bool, limit int) error {
 		return spans[i].s < spans[j].s || spans[i].s == spans[j].s && spans[i].e > spans[j].e
 	})
 
+	if !anyBefore(spans, w.ctx, limit) {
+		// Nothing to replace (the common case): pass the bytes on from
+		// the buffer itself rather than copying them into out first.
+		if _, err := w.dst.Write(w.buf[w.ctx:limit]); err != nil {
+			w.err = err
+			return err
+		}
+		w.keep(limit)
+		return nil
+	}
 	out := w.out[:0]
 	pos := w.ctx
 	for i := 0; i < len(spans); {
@@ -146,9 +156,25 @@ func (w *Writer) processTo(final bool, limit int) error {
 			return err
 		}
 	}
-	// Keep up to a window of what was written as context for the rules.
+	w.keep(cut)
+	return nil
+}
+
+// keep drops what is before cut, which was written out, except up to a
+// window of it kept as context for the rules.
+func (w *Writer) keep(cut int) {
 	keepFrom := max(0, cut-w.r.window)
 	w.buf = w.buf[:copy(w.buf, w.buf[keepFrom:])]
 	w.ctx = cut - keepFrom
-	return nil
+}
+
+// anyBefore reports whether a span ends after from and starts before limit:
+// whether anything in buf[from:limit] is replaced.
+func anyBefore(spans []span, from, limit int) bool {
+	for _, sp := range spans {
+		if sp.e > from && sp.s < limit {
+			return true
+		}
+	}
+	return false
 }
