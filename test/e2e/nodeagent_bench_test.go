@@ -1,0 +1,775 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/testing/fakenode"
+	nodeagent "github.com/harnessfacts/harnessfacts/node-agent"
+	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
+	"github.com/harnessfacts/harnessfacts/node-agent/executor"
+	"github.com/harnessfacts/harnessfacts/sandbox"
+)
+
+// BenchmarkNodeAgentThroughput is issue #18's node-agent goal, measured in
+// four parts against the real API server, the real controller and one real
+// node-agent with 8 slots running exec `true` in real bwrap (an inline
+// fixture, no MCP, no checks):
+//
+//   - one run at a time (oneAtATime runs, each created when the one before
+//     ended): claimed → done p50, the goal's per-run latency, with where
+//     its time goes (the executor's steps, heard through its Observer, and
+//     each API request the node-agent makes, timed at its transport);
+//   - b.N runs created at once, 8 in flight: runs/s, the stages' medians,
+//     and the API writes and reads the node-agent's client makes per run;
+//   - the API ceiling, in the same process right after: b.N runs through
+//     the same controller to a stand-in node whose 8 workers make, directly
+//     with a client, the same writes per run the node-agent makes (claim,
+//     Events, the evidence ConfigMap of a real run, its terminal status),
+//     and nothing else: what the API server allows for those writes here,
+//     and the real runs/s as a fraction of it;
+//   - a real `harnessfacts node-agent` process's VmRSS when idle: after it
+//     registered, and again after it ran a few runs.
+//
+// Claimed and done are when the API server accepted the claim's status
+// write and the terminal one (their responses, at the node-agent's client).
+//
+//	go test -run '^$' -bench NodeAgentThroughput -benchtime 200x ./test/e2e/
+func BenchmarkNodeAgentThroughput(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const node, label = "bench-node", "harnessfacts.io/bench"
+	api := &apiLog{}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WrapTransport = api.wrap
+	steps := &stepLog{}
+	cacheOpts, clientOpts := nodeagent.ManagerOptions(node)
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: env.Scheme, Cache: cacheOpts, Client: clientOpts,
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	root, err := os.MkdirTemp("", "harnessfacts-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = os.RemoveAll(root) }()
+	_ = os.Chmod(root, 0o755)
+	controller, err := secretPath.Client(ctx, node)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := nodeagent.Setup(ctx, mgr, nodeagent.SetupOptions{
+		NodeName: node, LeaseNamespace: leaseNS, LeaseDuration: 8 * time.Second, Slots: 8,
+		RunRoot: filepath.Join(root, "runs"), InitBinary: executor.InitBinaryBeside(binary), Adapters: adapters.Default(),
+		ExtraLabels: map[string]string{label: "true"}, Controller: controller, Observer: steps,
+	}); err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	defer func() { cancel(); <-done }()
+	trueRun := func(ns, name, selector string) *harnessv1.HarnessRun {
+		return &harnessv1.HarnessRun{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: harnessv1.HarnessRunSpec{
+				Agent:        harnessv1.AgentSpec{Adapter: harnessv1.AdapterExec, Command: []string{"true"}},
+				Fixture:      harnessv1.FixtureSource{Inline: &harnessv1.InlineFixture{Files: map[string]string{"fixture.yaml": "prompt: nothing\n"}}},
+				NodeSelector: map[string]string{selector: "true"},
+			},
+		}
+	}
+
+	// One run at a time.
+	const oneAtATime = 30
+	seq := benchNamespace(b, "bench-one")
+	seqWatch := watchPhases(ctx, b, seq)
+	api.record(true)
+	for i := range oneAtATime {
+		if err := k8s.Create(ctx, trueRun(seq, fmt.Sprintf("s-%d", i), label)); err != nil {
+			b.Fatal(err)
+		}
+		seqWatch.waitTerminal(b, 1+i)
+	}
+	api.record(false)
+	seqWatch.reportFailures(b)
+	breakdown := oneAtATimeBreakdown(b, seq, api, steps, oneAtATime)
+
+	// b.N runs at once, 8 in flight.
+	ns := benchNamespace(b, "bench")
+	w := watchPhases(ctx, b, ns)
+	writes0, reads0 := api.counts()
+	start := time.Now()
+	n := 0
+	for b.Loop() {
+		if err := k8s.Create(ctx, trueRun(ns, fmt.Sprintf("r-%d", n), label)); err != nil {
+			b.Fatal(err)
+		}
+		n++
+	}
+	w.waitTerminal(b, n)
+	elapsed := time.Since(start)
+	writes1, reads1 := api.counts()
+	w.reportFailures(b)
+	rate := float64(n) / elapsed.Seconds()
+
+	// The ceiling: the same writes, made directly, through the same
+	// controller, from a finished run's own status and evidence.
+	sample := &harnessv1.HarnessRun{}
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: seq, Name: "s-0"}, sample); err != nil {
+		b.Fatal(err)
+	}
+	sampleCM := &corev1.ConfigMap{}
+	if sample.Status.Evidence == nil {
+		b.Fatalf("run s-0 has no evidence: %+v", sample.Status)
+	}
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: seq, Name: sample.Status.Evidence.ConfigMapName}, sampleCM); err != nil {
+		b.Fatal(err)
+	}
+	ceiling, ceilingWrites := apiCeiling(ctx, b, trueRun, sample, sampleCM, n, 8)
+
+	fresh, freshAnon, afterRuns := nodeAgentIdleRSS(ctx, b, trueRun)
+
+	b.ReportMetric(float64(elapsed.Nanoseconds())/float64(n), "ns/op")
+	b.ReportMetric(breakdown, "1-at-a-time-claimed→done-p50-ms")
+	seqWatch.reportStages(b, "1-at-a-time-")
+	b.ReportMetric(rate, "8-slots-runs/s")
+	w.reportStages(b, "8-slots-")
+	b.ReportMetric(ceiling, "API-ceiling-runs/s")
+	b.ReportMetric(rate/ceiling, "runs/s÷ceiling")
+	b.ReportMetric(float64(writes1-writes0)/float64(n), "node-agent-writes/run")
+	b.ReportMetric(float64(reads1-reads0)/float64(n), "node-agent-reads/run")
+	b.ReportMetric(ceilingWrites, "ceiling-writes/run")
+	b.ReportMetric(fresh, "idle-RSS-MiB")
+	b.ReportMetric(freshAnon, "idle-RssAnon-MiB")
+	b.ReportMetric(afterRuns, "idle-RSS-after-10-runs-MiB")
+}
+
+func benchNamespace(b *testing.B, prefix string) string {
+	ns := fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano())
+	if err := k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		b.Fatal(err)
+	}
+	return ns
+}
+
+// apiLog counts the requests a client sends, writes apart from reads
+// (watches are neither), and while recording keeps each one's kind and
+// times.
+type apiLog struct {
+	mu            sync.Mutex
+	writes, reads int64
+	recording     bool
+	requests      []apiRequest
+}
+
+type apiRequest struct {
+	method, kind, name string // kind: "harnessruns/status", "configmaps", ...
+	namespace          string
+	start, end         time.Time
+}
+
+func (l *apiLog) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		start := time.Now()
+		resp, err := rt.RoundTrip(req)
+		end := time.Now()
+		watching := req.URL.Query().Get("watch") == "true"
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		switch {
+		case watching:
+		case req.Method == http.MethodGet:
+			l.reads++
+		default:
+			l.writes++
+		}
+		if l.recording && !watching {
+			ns, kind, name := resourceOf(req.URL.Path)
+			l.requests = append(l.requests, apiRequest{method: req.Method, kind: kind, name: name, namespace: ns, start: start, end: end})
+		}
+		return resp, err
+	})
+}
+
+func (l *apiLog) record(on bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.recording = on
+}
+
+func (l *apiLog) counts() (writes, reads int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.writes, l.reads
+}
+
+// resourceOf splits an API path into namespace, resource[/subresource] and
+// name: /apis/G/V/namespaces/NS/harnessruns/NAME/status is
+// (NS, "harnessruns/status", NAME).
+func resourceOf(path string) (ns, kind, name string) {
+	segs := strings.Split(strings.Trim(path, "/"), "/")
+	switch {
+	case len(segs) > 2 && segs[0] == "api":
+		segs = segs[2:]
+	case len(segs) > 3 && segs[0] == "apis":
+		segs = segs[3:]
+	default:
+		return "", path, ""
+	}
+	if len(segs) >= 3 && segs[0] == "namespaces" {
+		ns, segs = segs[1], segs[2:]
+	}
+	kind = segs[0]
+	if len(segs) > 1 {
+		name = segs[1]
+	}
+	if len(segs) > 2 {
+		kind += "/" + segs[2]
+	}
+	return ns, kind, name
+}
+
+// stepLog is an executor.Observer that keeps when each run's steps began
+// and when its agent started.
+type stepLog struct {
+	mu sync.Mutex
+	at map[string]map[string]time.Time // run name → step → time
+}
+
+func (s *stepLog) Step(run *harnessv1.HarnessRun, step string) { s.mark(run.Name, step) }
+
+func (s *stepLog) AgentStarted(run *harnessv1.HarnessRun, _ sandbox.Mode, _ time.Duration) {
+	s.mark(run.Name, "agent started")
+}
+
+func (s *stepLog) mark(run, step string) {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.at == nil {
+		s.at = map[string]map[string]time.Time{}
+	}
+	if s.at[run] == nil {
+		s.at[run] = map[string]time.Time{}
+	}
+	s.at[run][step] = now
+}
+
+// oneAtATimeBreakdown logs where the time of the runs made one at a time
+// went, from the claim's response to the terminal write's, as medians of
+// each segment, and returns the median of the whole.
+func oneAtATimeBreakdown(b *testing.B, ns string, api *apiLog, steps *stepLog, runs int) float64 {
+	api.mu.Lock()
+	reqs := append([]apiRequest(nil), api.requests...)
+	api.mu.Unlock()
+	steps.mu.Lock()
+	defer steps.mu.Unlock()
+	type segment struct {
+		name     string
+		from, to func(r string) time.Time
+	}
+	// The node-agent's requests about run r: its status writes carry its
+	// name; the evidence ConfigMap's create comes between its evidence
+	// step and its terminal write (one run at a time).
+	statusWrites := func(r string) []apiRequest {
+		var out []apiRequest
+		for _, q := range reqs {
+			if q.namespace == ns && q.kind == "harnessruns/status" && q.name == r && q.method != http.MethodGet {
+				out = append(out, q)
+			}
+		}
+		return out
+	}
+	claimed := func(r string) time.Time {
+		if w := statusWrites(r); len(w) > 0 {
+			return w[0].end
+		}
+		return time.Time{}
+	}
+	// The terminal write is the last PUT: one that conflicted is read
+	// again and retried.
+	terminal := func(r string) apiRequest {
+		var last apiRequest
+		for _, q := range statusWrites(r) {
+			if q.method == http.MethodPut {
+				last = q
+			}
+		}
+		return last
+	}
+	evidenceCM := func(r string) apiRequest {
+		from, to := steps.at[r][executor.StepEvidence], terminal(r).start
+		for _, q := range reqs {
+			if q.namespace == ns && q.kind == "configmaps" && q.method == http.MethodPost && q.start.After(from) && q.end.Before(to) {
+				return q
+			}
+		}
+		return apiRequest{}
+	}
+	step := func(name string) func(string) time.Time {
+		return func(r string) time.Time { return steps.at[r][name] }
+	}
+	segments := []segment{
+		{"claim's response → executor's first step", claimed, step(executor.StepFixture)},
+		{"fixture (and status.limits written)", step(executor.StepFixture), step(executor.StepRunDir)},
+		{"run dir", step(executor.StepRunDir), step(executor.StepCredentials)},
+		{"credentials, sandbox choice", step(executor.StepCredentials), step(executor.StepEnvironment)},
+		{"environment", step(executor.StepEnvironment), step(executor.StepMCP)},
+		{"MCP, redactor, adapter", step(executor.StepMCP), step(executor.StepEgress)},
+		{"egress, agent files", step(executor.StepEgress), step(executor.StepAgent)},
+		{"sandbox start (Run → payload started)", step(executor.StepAgent), step("agent started")},
+		{"agent (true) and sandbox exit", step("agent started"), step(executor.StepChecks)},
+		{"checks (none)", step(executor.StepChecks), step(executor.StepArtifacts)},
+		{"artifacts, usage, verdict", step(executor.StepArtifacts), step(executor.StepEvidence)},
+		{"evidence seal, cleanup", step(executor.StepEvidence), func(r string) time.Time { return evidenceCM(r).start }},
+		{"evidence ConfigMap create", func(r string) time.Time { return evidenceCM(r).start }, func(r string) time.Time { return evidenceCM(r).end }},
+		{"→ terminal write", func(r string) time.Time { return evidenceCM(r).end }, func(r string) time.Time { return terminal(r).start }},
+		{"terminal status write", func(r string) time.Time { return terminal(r).start }, func(r string) time.Time { return terminal(r).end }},
+	}
+	var whole []float64
+	seg := make([][]float64, len(segments))
+	for i := range runs {
+		r := fmt.Sprintf("s-%d", i)
+		c, d := claimed(r), terminal(r).end
+		if c.IsZero() || d.IsZero() {
+			continue
+		}
+		whole = append(whole, ms(d.Sub(c)))
+		for j, s := range segments {
+			if from, to := s.from(r), s.to(r); !from.IsZero() && !to.IsZero() {
+				seg[j] = append(seg[j], ms(to.Sub(from)))
+			}
+		}
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "one run at a time, %d runs: claimed → done p50 %.1f ms; medians of its parts:\n", len(whole), median(append([]float64(nil), whole...)))
+	for j, s := range segments {
+		fmt.Fprintf(&sb, "  %-45s %7.2f ms\n", s.name, median(seg[j]))
+	}
+	// Every request of the node-agent's client while they ran, by kind.
+	byKind := map[string][]float64{}
+	for _, q := range reqs {
+		k := q.method + " " + q.kind
+		byKind[k] = append(byKind[k], ms(q.end.Sub(q.start)))
+	}
+	kinds := make([]string, 0, len(byKind))
+	for k := range byKind {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	fmt.Fprintf(&sb, "the node-agent's API requests while they ran (count per run, median round trip):\n")
+	for _, k := range kinds {
+		fmt.Fprintf(&sb, "  %-45s %5.2f  %6.2f ms\n", k, float64(len(byKind[k]))/float64(runs), median(byKind[k]))
+	}
+	// Printed, not logged: a benchmark's log is cut after ten lines.
+	fmt.Print(sb.String())
+	return median(whole)
+}
+
+func ms(d time.Duration) float64 { return d.Seconds() * 1e3 }
+
+// phaseWatch is when each run of a namespace was first seen in each phase,
+// through a watch.
+type phaseWatch struct {
+	mu      sync.Mutex
+	seen    map[string]*phaseTimes
+	changed chan struct{}
+}
+
+type phaseTimes struct {
+	created, scheduled, running, done time.Time
+	end                               harnessv1.HarnessRunStatus
+}
+
+func watchPhases(ctx context.Context, b *testing.B, ns string) *phaseWatch {
+	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		b.Fatal(err)
+	}
+	pw := &phaseWatch{seen: map[string]*phaseTimes{}, changed: make(chan struct{}, 1)}
+	open := func(rv string) watch.Interface {
+		w, err := wc.Watch(ctx, &harnessv1.HarnessRunList{}, client.InNamespace(ns), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return w
+	}
+	w := open("")
+	go func() {
+		rv := ""
+		for {
+			ev, ok := <-w.ResultChan()
+			if !ok {
+				if ctx.Err() != nil {
+					return
+				}
+				w = open(rv) // the server ended the watch; go on from where it was
+				continue
+			}
+			run, isRun := ev.Object.(*harnessv1.HarnessRun)
+			if !isRun {
+				continue
+			}
+			rv = run.ResourceVersion
+			now := time.Now()
+			pw.mu.Lock()
+			t := pw.seen[run.Name]
+			if t == nil {
+				t = &phaseTimes{created: now}
+				pw.seen[run.Name] = t
+			}
+			switch ph := run.Status.Phase; {
+			case ph == harnessv1.RunScheduled && t.scheduled.IsZero():
+				t.scheduled = now
+			case ph == harnessv1.RunRunning && t.running.IsZero():
+				t.running = now
+			case ph.Terminal() && t.done.IsZero():
+				t.done, t.end = now, run.Status
+				select {
+				case pw.changed <- struct{}{}:
+				default:
+				}
+			}
+			pw.mu.Unlock()
+		}
+	}()
+	return pw
+}
+
+// waitTerminal waits until n runs ended.
+func (pw *phaseWatch) waitTerminal(b *testing.B, n int) {
+	deadline := time.After(10 * time.Minute)
+	for {
+		pw.mu.Lock()
+		ended := 0
+		for _, t := range pw.seen {
+			if !t.done.IsZero() {
+				ended++
+			}
+		}
+		pw.mu.Unlock()
+		if ended >= n {
+			return
+		}
+		select {
+		case <-pw.changed:
+		case <-deadline:
+			b.Fatalf("%d of %d runs ended in 10 minutes", ended, n)
+		}
+	}
+}
+
+// reportFailures fails the benchmark, naming each run that did not pass
+// and why.
+func (pw *phaseWatch) reportFailures(b *testing.B) {
+	pw.mu.Lock()
+	defer pw.mu.Unlock()
+	for name, t := range pw.seen {
+		if !t.done.IsZero() && t.end.Verdict != harnessv1.VerdictPass {
+			b.Errorf("run %s ended %s/%s (%s): %s", name, t.end.Phase, t.end.Verdict, t.end.Reason, t.end.Message)
+		}
+	}
+}
+
+// reportStages reports the stages' medians as the watch saw them: create →
+// bound (the controller), bound → claimed, claimed → done.
+func (pw *phaseWatch) reportStages(b *testing.B, prefix string) {
+	pw.mu.Lock()
+	defer pw.mu.Unlock()
+	var bind, claim, run []float64
+	for _, t := range pw.seen {
+		if t.scheduled.IsZero() || t.running.IsZero() || t.done.IsZero() {
+			continue
+		}
+		bind = append(bind, ms(t.scheduled.Sub(t.created)))
+		claim = append(claim, ms(t.running.Sub(t.scheduled)))
+		run = append(run, ms(t.done.Sub(t.running)))
+	}
+	b.ReportMetric(median(bind), prefix+"create→bound-p50-ms")
+	b.ReportMetric(median(claim), prefix+"bound→claimed-p50-ms")
+	if prefix != "1-at-a-time-" { // reported from the node-agent's own requests
+		b.ReportMetric(median(run), prefix+"claimed→done-p50-ms")
+	}
+}
+
+// apiCeiling is how many runs/s the API server allows here for the writes
+// a run makes: n runs, bound by the same controller to a stand-in node
+// (registered and heartbeated by fakenode, which claims nothing), on which
+// slots workers make, directly with a client, the node-agent's writes for
+// each: the claim (a status patch conditioned on the version read), its
+// Event, status.limits, the evidence ConfigMap (sampleCM's data), the
+// terminal status (sample's) and its Event. It returns runs/s and the
+// writes per run it made.
+func apiCeiling(ctx context.Context, b *testing.B, trueRun func(ns, name, selector string) *harnessv1.HarnessRun,
+	sample *harnessv1.HarnessRun, sampleCM *corev1.ConfigMap, n, slots int) (float64, float64) {
+	const node, label = "bench-ceiling", "harnessfacts.io/bench-ceiling"
+	fake, err := fakenode.Start(ctx, env.Config, env.Scheme, fakenode.Options{Name: node, Slots: int32(slots), LeaseNamespace: leaseNS,
+		LeaseDuration: 8 * time.Second, NoClaim: true, Labels: map[string]string{label: "true"},
+		Adapters: map[harnessv1.Adapter]string{harnessv1.AdapterExec: "bench"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { fake.Stop(); _ = fake.Deregister(context.Background()) }()
+	api := &apiLog{}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WrapTransport = api.wrap
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ns := benchNamespace(b, "bench-ceiling")
+	w, err := c.Watch(ctx, &harnessv1.HarnessRunList{}, client.InNamespace(ns), client.MatchingFields{"status.nodeName": node})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Stop()
+	bound := make(chan *harnessv1.HarnessRun, n)
+	go func() {
+		claimed := map[types.UID]bool{}
+		for ev := range w.ResultChan() {
+			if run, ok := ev.Object.(*harnessv1.HarnessRun); ok && run.Status.Phase == harnessv1.RunScheduled && !claimed[run.UID] {
+				claimed[run.UID] = true
+				bound <- run
+			}
+		}
+	}()
+	var events sync.WaitGroup
+	event := func(run *harnessv1.HarnessRun, reason, action, note string) {
+		ev := &eventsv1.Event{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", run.Name, time.Now().UnixNano()), Namespace: run.Namespace},
+			EventTime:  metav1.NowMicro(), ReportingController: "harnessfacts.io/bench-ceiling", ReportingInstance: node,
+			Action: action, Reason: reason, Type: corev1.EventTypeNormal, Note: note,
+			Regarding: corev1.ObjectReference{APIVersion: harnessv1.GroupVersion.String(), Kind: "HarnessRun",
+				Namespace: run.Namespace, Name: run.Name, UID: run.UID},
+		}
+		// Events go out beside the work, as the node-agent's recorder sends them.
+		events.Add(1)
+		go func() { defer events.Done(); _ = c.Create(ctx, ev) }()
+	}
+	work := func(run *harnessv1.HarnessRun) error {
+		now := metav1.Now()
+		base := run.DeepCopy()
+		st := &run.Status
+		st.Phase, st.StartTime, st.Reason = harnessv1.RunRunning, &now, harnessv1.ReasonRunning
+		st.Message = fmt.Sprintf("the node-agent on %s started attempt %d", node, st.Attempt)
+		st.ObservedGeneration = run.Generation
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: harnessv1.ConditionReady, Status: metav1.ConditionFalse,
+			Reason: harnessv1.ReasonRunning, Message: st.Message, ObservedGeneration: run.Generation, LastTransitionTime: now})
+		if err := c.Status().Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+			return fmt.Errorf("claim: %w", err)
+		}
+		event(run, string(harnessv1.RunRunning), "Start", st.Message)
+		base = run.DeepCopy()
+		st.Limits, st.LimitSources = sample.Status.Limits.DeepCopy(), sample.Status.LimitSources
+		if err := c.Status().Patch(ctx, run, client.MergeFrom(base)); err != nil {
+			return fmt.Errorf("limits: %w", err)
+		}
+		run.Status.Attempt = max(run.Status.Attempt, 1)
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: nodeagent.EvidenceName(run), Namespace: run.Namespace,
+			Labels: map[string]string{nodeagent.LabelRunUID: string(run.UID), nodeagent.LabelAttempt: fmt.Sprint(run.Status.Attempt), nodeagent.LabelNode: node}},
+			Data: sampleCM.Data, BinaryData: sampleCM.BinaryData}
+		if err := controllerutil.SetControllerReference(run, cm, env.Scheme); err != nil {
+			return err
+		}
+		if err := c.Create(ctx, cm); err != nil {
+			return fmt.Errorf("evidence: %w", err)
+		}
+		end := sample.Status.DeepCopy()
+		end.NodeName, end.Attempt, end.StartTime, end.LiveOutput = st.NodeName, st.Attempt, st.StartTime, nil
+		if end.Evidence != nil {
+			end.Evidence.ConfigMapName = cm.Name
+		}
+		run.Status = *end
+		if err := c.Status().Update(ctx, run); err != nil {
+			return fmt.Errorf("terminal status: %w", err)
+		}
+		event(run, string(run.Status.Phase), "Finish", run.Status.Message)
+		return nil
+	}
+	pw := watchPhases(ctx, b, ns)
+	var workers sync.WaitGroup
+	errs := make(chan error, slots)
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	for range slots {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for {
+				select {
+				case run := <-bound:
+					if err := work(run); err != nil {
+						errs <- err
+						return
+					}
+				case <-wctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	writes0, _ := api.counts()
+	start := time.Now()
+	for i := range n {
+		if err := k8s.Create(ctx, trueRun(ns, fmt.Sprintf("c-%d", i), label)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	finished := make(chan struct{})
+	go func() { pw.waitTerminal(b, n); close(finished) }()
+	select {
+	case <-finished:
+	case err := <-errs:
+		b.Fatalf("the ceiling's writes: %v", err)
+	}
+	elapsed := time.Since(start)
+	stop()
+	workers.Wait()
+	events.Wait()
+	writes1, _ := api.counts()
+	return float64(n) / elapsed.Seconds(), float64(writes1-writes0) / float64(n)
+}
+
+// nodeAgentIdleRSS starts a real `harnessfacts node-agent` process (the
+// binary built from this tree, 8 slots, its evidence key, no metrics, health
+// or live-output servers) and reads its VmRSS once it registered and sat
+// idle a few seconds (and the anonymous part of it), and again after it ran
+// ten runs and sat idle again.
+func nodeAgentIdleRSS(ctx context.Context, b *testing.B, trueRun func(ns, name, selector string) *harnessv1.HarnessRun) (fresh, freshAnon, afterRuns float64) {
+	const node, label = "bench-rss-node", "harnessfacts.io/bench-rss"
+	dir, err := os.MkdirTemp("", "harnessfacts-rss-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	_ = os.Chmod(dir, 0o755)
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := env.Kubeconfig(kubeconfig); err != nil {
+		b.Fatal(err)
+	}
+	flags, err := secretPath.Flags(ctx, node, dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	logFile, err := os.Create(filepath.Join(dir, "node-agent.log"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = logFile.Close() }()
+	cmd := exec.Command(binary, append([]string{"node-agent", "--kubeconfig", kubeconfig, "--node-name", node,
+		"--lease-namespace", leaseNS, "--run-root", filepath.Join(dir, "runs"), "--cgroup-mount", filepath.Join(dir, "cgroup"),
+		"--slots", "8", "--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--logs-bind-address", "0",
+		"--evidence-key", filepath.Join(dir, "keys", "evidence-key.pem"), "--node-labels", label + "=true"}, flags...)...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		_ = k8s.Delete(context.Background(), &harnessv1.HarnessNode{ObjectMeta: metav1.ObjectMeta{Name: node}})
+	}()
+	logTail := func() string {
+		data, _ := os.ReadFile(logFile.Name())
+		if len(data) > 4000 {
+			data = data[len(data)-4000:]
+		}
+		return string(data)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		hn := &harnessv1.HarnessNode{}
+		if err := k8s.Get(ctx, types.NamespacedName{Name: node}, hn); err == nil && meta.IsStatusConditionTrue(hn.Status.Conditions, harnessv1.ConditionNodeReady) {
+			break
+		}
+		select {
+		case err := <-exited:
+			b.Fatalf("the node-agent exited: %v\n%s", err, logTail())
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("the node-agent never said Ready\n%s", logTail())
+		}
+	}
+	const settle = 5 * time.Second
+	time.Sleep(settle)
+	fresh, freshAnon = vmRSS(b, cmd.Process.Pid)
+	ns := benchNamespace(b, "bench-rss")
+	w := watchPhases(ctx, b, ns)
+	for i := range 10 {
+		if err := k8s.Create(ctx, trueRun(ns, fmt.Sprintf("m-%d", i), label)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	w.waitTerminal(b, 10)
+	w.reportFailures(b)
+	time.Sleep(settle)
+	afterRuns, _ = vmRSS(b, cmd.Process.Pid)
+	return fresh, freshAnon, afterRuns
+}
+
+// vmRSS is process pid's resident set size in MiB (VmRSS), and the
+// anonymous part of it (RssAnon: its heap and stacks, not the binary's
+// pages mapped from the file).
+func vmRSS(b *testing.B, pid int) (rss, anon float64) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	found := 0
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || (f[0] != "VmRSS:" && f[0] != "RssAnon:") {
+			continue
+		}
+		kb, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if f[0] == "VmRSS:" {
+			rss = float64(kb) / 1024
+		} else {
+			anon = float64(kb) / 1024
+		}
+		found++
+	}
+	if found != 2 {
+		b.Fatalf("no VmRSS or RssAnon in /proc/%d/status", pid)
+	}
+	return rss, anon
+}
