@@ -167,6 +167,9 @@ func (a *Agent) start(ctx context.Context) error {
 	if err := a.sweep(ctx); err != nil {
 		return err
 	}
+	if err := a.warmPolicies(ctx); err != nil {
+		return err
+	}
 	close(a.swept)
 	// The heartbeat outlives ctx until the attempts are drained: a Lease
 	// left to expire meanwhile would have the controller judge the node

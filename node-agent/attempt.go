@@ -41,7 +41,7 @@ func (a *Agent) runAttempt(ctx context.Context, run *harnessv1.HarnessRun, r *ru
 		}
 		return
 	}
-	if err := a.finish(writeCtx, run, out); err != nil {
+	if err := a.finish(writeCtx, run, r, out); err != nil {
 		logger.Error(err, "writing the outcome failed")
 	}
 }

@@ -3,6 +3,7 @@ package nodeagent
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -33,6 +34,19 @@ type running struct {
 	// written: the slot is free (the controller may already bind the next
 	// run), but the run is still this process's, never an orphan.
 	finishing bool
+
+	// writeMu orders the attempt's status writes after its claim (its
+	// limits, its outcome), each of which starts from last: the run as
+	// this process last wrote it, so that none conflicts with another of
+	// its own (limits.go).
+	writeMu sync.Mutex
+	last    *harnessv1.HarnessRun
+	// limits are the attempt's settled limits while not yet written.
+	limits *harnessv1.ResolvedLimits
+	// underWay: the attempt has been running for underWayAfter.
+	underWay bool
+	// ended: the outcome is being written; nothing else is.
+	ended bool
 }
 
 func (a *Agent) runningCount() int {
@@ -149,7 +163,7 @@ func (a *Agent) claim(ctx context.Context, run *harnessv1.HarnessRun) (reconcile
 		return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, nil
 	}
 
-	violations, err := a.policyViolations(ctx, run)
+	violations, err := policyViolations(ctx, a.client, run)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -177,12 +191,13 @@ func (a *Agent) claim(ctx context.Context, run *harnessv1.HarnessRun) (reconcile
 	a.recorder.Eventf(run, nil, corev1.EventTypeNormal, string(harnessv1.RunRunning), "Start", "%s", st.Message)
 
 	attemptCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	r := &running{key: client.ObjectKeyFromObject(run), attempt: st.Attempt, ctx: attemptCtx, cancel: cancel}
+	r := &running{key: client.ObjectKeyFromObject(run), attempt: st.Attempt, ctx: attemptCtx, cancel: cancel, last: run.DeepCopy()}
 	a.mu.Lock()
 	a.running[run.UID] = r
 	a.mu.Unlock()
 	a.wg.Add(1)
 	go a.runAttempt(attemptCtx, run.DeepCopy(), r)
+	go a.watchUnderWay(r)
 	return reconcile.Result{}, nil
 }
 

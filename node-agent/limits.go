@@ -11,25 +11,77 @@ import (
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 )
 
-// recordLimits returns the executor's LimitsSettled: it writes the
-// attempt's limits into status.limits and status.limitSources as soon as
-// the fixture is read. Until then the controller knows only the run's own
-// episode, and for a run that sets none its deadline is a loose backstop;
-// with status.limits it is the episode the attempt really has. The write is
-// a merge patch of those two fields only, so it never conflicts with the
-// controller's writes; the terminal write records the same limits again.
-func recordLimits(c client.Client) func(context.Context, *harnessv1.HarnessRun, harnessv1.ResolvedLimits) {
-	return func(ctx context.Context, run *harnessv1.HarnessRun, lim harnessv1.ResolvedLimits) {
-		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		cur := run.DeepCopy()
-		base := cur.DeepCopy()
-		cur.Status.Limits = lim.Limits.DeepCopy()
-		cur.Status.LimitSources = lim.Sources
-		if err := c.Status().Patch(ctx, cur, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
+// underWayAfter is how long an attempt must be running, after its claim,
+// before its settled limits are written into status.limits and
+// status.limitSources on their own. Until then the controller knows only the
+// run's own episode, and for a run that sets none its deadline is a loose
+// backstop (the strictest HarnessPolicy ceiling, else the schema's maximum:
+// never shorter than the episode the attempt really has); with
+// status.limits it is that episode. An attempt that ends sooner has its
+// limits recorded by its terminal write instead, which spares every short
+// run a status write; the node-agent enforces the limits itself either way.
+const underWayAfter = time.Second
+
+// limitsSettled is the executor's LimitsSettled: the attempt's limits are
+// known (its fixture was read). They are written at once when the attempt
+// has been running for underWayAfter already, else when it has, if it has
+// not ended by then (watchUnderWay).
+func (a *Agent) limitsSettled(ctx context.Context, run *harnessv1.HarnessRun, lim harnessv1.ResolvedLimits) {
+	a.mu.Lock()
+	r := a.running[run.UID]
+	a.mu.Unlock()
+	if r == nil {
+		return
+	}
+	r.writeMu.Lock()
+	defer r.writeMu.Unlock()
+	r.limits = &lim
+	if r.underWay && !r.ended {
+		a.writeLimits(ctx, r)
+	}
+}
+
+// watchUnderWay writes the attempt's settled limits once it has been
+// running for underWayAfter, unless it ended first. It returns when the
+// attempt's context ends.
+func (a *Agent) watchUnderWay(r *running) {
+	t := a.opts.Clock.NewTimer(underWayAfter)
+	defer t.Stop()
+	select {
+	case <-t.C():
+	case <-r.ctx.Done():
+		return
+	}
+	r.writeMu.Lock()
+	defer r.writeMu.Unlock()
+	if r.ended {
+		return
+	}
+	r.underWay = true
+	if r.limits != nil {
+		a.writeLimits(r.ctx, r)
+	}
+}
+
+// writeLimits writes the attempt's settled limits into status.limits and
+// status.limitSources: a merge patch of those two fields over the run as
+// this process last wrote it, so it never conflicts with the controller's
+// writes, and the terminal write then starts from its answer. The terminal
+// write records the same limits again. The caller holds r.writeMu.
+func (a *Agent) writeLimits(ctx context.Context, r *running) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	cur := r.last.DeepCopy()
+	base := cur.DeepCopy()
+	cur.Status.Limits = r.limits.Limits.DeepCopy()
+	cur.Status.LimitSources = r.limits.Sources
+	if err := a.client.Status().Patch(ctx, cur, client.MergeFrom(base)); err != nil {
+		if !apierrors.IsNotFound(err) {
 			// Not fatal: the node-agent enforces the limits itself; the
 			// controller keeps its backstop.
-			log.FromContext(ctx).Error(err, "recording the run's limits in status", "run", client.ObjectKeyFromObject(run))
+			log.FromContext(ctx).Error(err, "recording the run's limits in status", "run", r.key)
 		}
+		return
 	}
+	r.last, r.limits = cur, nil
 }

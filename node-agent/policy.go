@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -18,27 +19,25 @@ import (
 )
 
 // policyViolations are the rules of the HarnessPolicies over the run's
-// namespace, as they are now, that the run breaks. Admission checks a run
-// when it is made and the controller before it binds it; a policy made or
-// tightened after that is caught here, before the agent starts. Read from
-// the API server, not a cache: a claim is rare next to the agent's run.
-func (a *Agent) policyViolations(ctx context.Context, run *harnessv1.HarnessRun) ([]string, error) {
-	policies := &harnessv1.HarnessPolicyList{}
-	if err := a.apiReader.List(ctx, policies); err != nil {
-		return nil, fmt.Errorf("listing HarnessPolicies: %w", err)
+// namespace that the run breaks, as this node-agent's cache holds them.
+// Admission checks a run when it is made and the controller before it binds
+// it; a policy made or tightened after that is caught here, before the
+// claim, and again just before the agent starts (the executor's
+// PolicyViolations). The cache is fed by a watch of HarnessPolicies and of
+// Namespaces (their labels are what policies select by): a change
+// is seen one watch event after the API server accepted it, milliseconds on
+// a healthy watch. A policy written within that moment before a check is
+// judged by the next check; one written after the agent started binds the
+// next runs (the controller's and admission's checks are cache-fed too).
+func policyViolations(ctx context.Context, r client.Reader, run *harnessv1.HarnessRun) ([]string, error) {
+	policies, labels, err := policiesAndLabels(ctx, r, run.Namespace)
+	if err != nil || len(policies) == 0 {
+		return nil, err
 	}
-	if len(policies.Items) == 0 {
-		return nil, nil
-	}
-	ns := &corev1.Namespace{}
-	if err := a.apiReader.Get(ctx, types.NamespacedName{Name: run.Namespace}, ns); err != nil {
-		return nil, fmt.Errorf("reading namespace %s for its HarnessPolicies: %w", run.Namespace, err)
-	}
-	sort.Slice(policies.Items, func(i, j int) bool { return policies.Items[i].Name < policies.Items[j].Name })
 	var out []string
-	for i := range policies.Items {
-		p := &policies.Items[i]
-		ok, err := p.Selects(ns.Labels)
+	for i := range policies {
+		p := &policies[i]
+		ok, err := p.Selects(labels)
 		if err != nil {
 			log.FromContext(ctx).Error(err, "a HarnessPolicy selects no namespace", "policy", p.Name)
 			continue
@@ -51,6 +50,39 @@ func (a *Agent) policyViolations(ctx context.Context, run *harnessv1.HarnessRun)
 		}
 	}
 	return out, nil
+}
+
+// policiesAndLabels are every HarnessPolicy, sorted by name, and the labels
+// of namespace (read only when there is a policy).
+func policiesAndLabels(ctx context.Context, r client.Reader, namespace string) ([]harnessv1.HarnessPolicy, map[string]string, error) {
+	policies := &harnessv1.HarnessPolicyList{}
+	if err := r.List(ctx, policies); err != nil {
+		return nil, nil, fmt.Errorf("listing HarnessPolicies: %w", err)
+	}
+	if len(policies.Items) == 0 {
+		return nil, nil, nil
+	}
+	ns := &corev1.Namespace{}
+	if err := r.Get(ctx, types.NamespacedName{Name: namespace}, ns); err != nil {
+		return nil, nil, fmt.Errorf("reading namespace %s for its HarnessPolicies: %w", namespace, err)
+	}
+	sort.Slice(policies.Items, func(i, j int) bool { return policies.Items[i].Name < policies.Items[j].Name })
+	return policies.Items, ns.Labels, nil
+}
+
+// warmPolicies has the cache list and watch HarnessPolicies and Namespaces
+// before the first claim waits for it, and says clearly when the node-agent
+// may not (its ClusterRole lacks list and watch on them).
+func (a *Agent) warmPolicies(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := a.client.List(ctx, &harnessv1.HarnessPolicyList{}); err != nil {
+		return fmt.Errorf("watching HarnessPolicies (the node-agent needs list and watch on them): %w", err)
+	}
+	if err := a.client.List(ctx, &corev1.NamespaceList{}); err != nil {
+		return fmt.Errorf("watching Namespaces for the labels HarnessPolicies select by (the node-agent needs list and watch on namespaces): %w", err)
+	}
+	return nil
 }
 
 // refuse ends a bound run that breaks a HarnessPolicy instead of claiming
@@ -106,21 +138,13 @@ func pricing(r client.Reader) func(ctx context.Context, run *harnessv1.HarnessRu
 
 // policiesOver are the HarnessPolicies that select namespace, by name.
 func policiesOver(ctx context.Context, r client.Reader, namespace string) ([]harnessv1.HarnessPolicy, error) {
-	policies := &harnessv1.HarnessPolicyList{}
-	if err := r.List(ctx, policies); err != nil {
-		return nil, fmt.Errorf("listing HarnessPolicies: %w", err)
+	policies, labels, err := policiesAndLabels(ctx, r, namespace)
+	if err != nil {
+		return nil, err
 	}
-	if len(policies.Items) == 0 {
-		return nil, nil
-	}
-	ns := &corev1.Namespace{}
-	if err := r.Get(ctx, types.NamespacedName{Name: namespace}, ns); err != nil {
-		return nil, fmt.Errorf("reading namespace %s for its HarnessPolicies: %w", namespace, err)
-	}
-	sort.Slice(policies.Items, func(i, j int) bool { return policies.Items[i].Name < policies.Items[j].Name })
 	var selecting []harnessv1.HarnessPolicy
-	for _, p := range policies.Items {
-		if ok, err := p.Selects(ns.Labels); err == nil && ok {
+	for _, p := range policies {
+		if ok, err := p.Selects(labels); err == nil && ok {
 			selecting = append(selecting, p)
 		}
 	}

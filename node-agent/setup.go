@@ -113,6 +113,9 @@ func Setup(ctx context.Context, mgr manager.Manager, opts SetupOptions) (*Agent,
 		// Whatever else is hidden, no agent sees the key's folder.
 		opts.Hidden = append(append([]string(nil), opts.Hidden...), filepath.Dir(path))
 	}
+	// The executor tells the Agent of each attempt's limits; the Agent is
+	// made after it, with what the executor found.
+	var agent *Agent
 	exec, err := executor.New(executor.Options{
 		Sources:           ClusterSources{Controller: opts.Controller},
 		RunRoot:           opts.RunRoot,
@@ -130,14 +133,22 @@ func Setup(ctx context.Context, mgr manager.Manager, opts SetupOptions) (*Agent,
 
 		RefuseFallback: opts.RefuseFallback,
 		ProviderCAs:    opts.ProviderCAs,
-		GatewayLimits:  gatewayLimits(mgr.GetAPIReader()),
-		Pricing:        pricing(mgr.GetAPIReader()),
-		ClusterCIDRs:   opts.ClusterCIDRs,
-		// status.limits as soon as the fixture is read: the controller's
-		// deadline follows the episode it resolved.
-		LimitsSettled: recordLimits(mgr.GetClient()),
-		Observer:      opts.Observer,
-		Live:          opts.Live,
+		// HarnessPolicies and Namespaces' labels from the cache (see
+		// policyViolations for how fresh).
+		GatewayLimits: gatewayLimits(mgr.GetClient()),
+		Pricing:       pricing(mgr.GetClient()),
+		PolicyViolations: func(ctx context.Context, run *harnessv1.HarnessRun) ([]string, error) {
+			return policyViolations(ctx, mgr.GetClient(), run)
+		},
+		ClusterCIDRs: opts.ClusterCIDRs,
+		// status.limits once the fixture is read and the attempt has
+		// lasted: the controller's deadline follows the episode it
+		// resolved (limits.go).
+		LimitsSettled: func(ctx context.Context, run *harnessv1.HarnessRun, lim harnessv1.ResolvedLimits) {
+			agent.limitsSettled(ctx, run, lim)
+		},
+		Observer: opts.Observer,
+		Live:     opts.Live,
 	})
 	if err != nil {
 		return nil, err
@@ -146,7 +157,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts SetupOptions) (*Agent,
 	if err := exec.RemoveLeftovers(ctx); err != nil {
 		return nil, err
 	}
-	return New(mgr, Options{
+	agent, err = New(mgr, Options{
 		NodeName:       opts.NodeName,
 		LeaseNamespace: opts.LeaseNamespace,
 		LeaseDuration:  opts.LeaseDuration,
@@ -159,6 +170,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts SetupOptions) (*Agent,
 		HandBackAfter:  opts.HandBackAfter,
 		EvidenceKey:    evidenceKeyInfo(key),
 	})
+	return agent, err
 }
 
 // ManagerOptions returns the parts of a manager's options the node-agent

@@ -17,8 +17,13 @@ import (
 
 // finish writes the evidence ConfigMap (owned by the run) and then the
 // terminal status, in one status write.
-func (a *Agent) finish(ctx context.Context, run *harnessv1.HarnessRun, res *executor.Outcome) error {
+func (a *Agent) finish(ctx context.Context, run *harnessv1.HarnessRun, r *running, res *executor.Outcome) error {
 	key := client.ObjectKeyFromObject(run)
+	// From now on only this writes the attempt's status.
+	r.writeMu.Lock()
+	r.ended = true
+	last := r.last
+	r.writeMu.Unlock()
 	if res.Evidence != nil {
 		name, err := a.writeEvidence(ctx, run, res.Evidence)
 		if err != nil {
@@ -31,8 +36,9 @@ func (a *Agent) finish(ctx context.Context, run *harnessv1.HarnessRun, res *exec
 	}
 	var written *harnessv1.HarnessRun
 	// The first try writes over the run as this process last wrote it (the
-	// claim); only when someone changed it since is it read again.
-	cur := run.DeepCopy()
+	// claim, or its limits); only when someone else changed it since is it
+	// read again.
+	cur := last.DeepCopy()
 	fresh := false
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		if fresh {

@@ -104,10 +104,17 @@ type Options struct {
 	Resolver egress.Resolver
 	// LimitsSettled, when set, is told the attempt's limits as soon as they
 	// are settled (the fixture read, no HarnessPolicy ceiling broken),
-	// before the agent starts. The node-agent records them in status, so
-	// that the controller's deadline follows the episode the fixture set.
-	// A failure is the callee's to report; the attempt goes on.
+	// before the agent starts. The node-agent records them in status (once
+	// the attempt has lasted a moment), so that the controller's deadline
+	// follows the episode the fixture set. A failure is the callee's to
+	// report; the attempt goes on.
 	LimitsSettled func(ctx context.Context, run *harnessv1.HarnessRun, limits harnessv1.ResolvedLimits)
+	// PolicyViolations, when set, are the rules of the HarnessPolicies over
+	// the run's namespace, as they are now, that the run breaks: asked
+	// last before the agent starts, so that a policy made or tightened
+	// since the claim still refuses it (reason PolicyViolation). An error
+	// refuses the run too.
+	PolicyViolations func(ctx context.Context, run *harnessv1.HarnessRun) ([]string, error)
 	// Observer, when set, hears of each attempt's steps and of its agent's
 	// start.
 	Observer Observer
@@ -429,6 +436,7 @@ func (a *attempt) do(ctx context.Context) *Outcome {
 		{"", a.prepareAgent},
 		{StepEgress, a.startEgress},
 		{"", a.writeAgentFiles},
+		{"", a.recheckPolicies},
 	}
 	for _, st := range steps {
 		if st.name != "" {
@@ -493,6 +501,23 @@ func (a *attempt) takeID(context.Context) error {
 	}
 	a.uid, a.gid = id, id
 	a.deferCleanup(release) // registered first: runs last
+	return nil
+}
+
+// recheckPolicies refuses the run, last before its agent starts, when it
+// breaks a HarnessPolicy over its namespace as the policies are now.
+func (a *attempt) recheckPolicies(ctx context.Context) error {
+	check := a.e.opts.PolicyViolations
+	if check == nil {
+		return nil
+	}
+	violations, err := check(ctx, a.run)
+	if err != nil {
+		return fail(harnessv1.ReasonPolicyViolation, fmt.Errorf("the namespace's HarnessPolicies could not be read before the agent started, so the run is refused: %w", err))
+	}
+	if len(violations) > 0 {
+		return fail(harnessv1.ReasonPolicyViolation, fmt.Errorf("refused by the namespace's HarnessPolicies just before the agent started: %s", strings.Join(violations, "; ")))
+	}
 	return nil
 }
 

@@ -1,0 +1,122 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
+	"github.com/harnessfacts/harnessfacts/sandbox"
+)
+
+// inlineSources reads only inline fixtures; a test's runs select no Secret.
+type inlineSources struct{}
+
+func (inlineSources) Fixture(_ context.Context, run *harnessv1.HarnessRun, lim fixture.Limits) (*fixture.Fixture, error) {
+	return fixture.FromInline(run.Spec.Fixture.Inline.Files, lim)
+}
+
+func (inlineSources) SecretKey(context.Context, *harnessv1.HarnessRun, harnessv1.SecretKeySelector) ([]byte, error) {
+	return nil, errors.New("no Secret here")
+}
+
+// startedAgents counts the agents an executor started, per run.
+type startedAgents struct {
+	mu      sync.Mutex
+	started map[string]int
+	steps   []string
+}
+
+func (s *startedAgents) Step(_ *harnessv1.HarnessRun, step string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.steps = append(s.steps, step)
+}
+
+func (s *startedAgents) AgentStarted(run *harnessv1.HarnessRun, _ sandbox.Mode, _ time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.started[run.Name]++
+}
+
+// TestPoliciesAreAskedLastBeforeTheAgent: the executor asks the
+// HarnessPolicies (Options.PolicyViolations) after everything else is
+// ready and before the agent starts. A policy made or tightened since the
+// claim refuses the run there, naming the rule, without a verdict, and its
+// agent never starts; so does a policy that cannot be read. A run no policy
+// refuses runs. Real bwrap.
+func TestPoliciesAreAskedLastBeforeTheAgent(t *testing.T) {
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("bwrap is not installed: `make test` installs Debian's bubblewrap package")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("the node-agent's executor runs as root (per-run uids, cgroups)")
+	}
+	root, err := os.MkdirTemp("", "hf-policy-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(root) })
+	var mu sync.Mutex
+	answer := map[string]func() ([]string, error){
+		"tightened": func() ([]string, error) {
+			return []string{"HarnessPolicy codex-only rule adapters: adapter exec is not allowed"}, nil
+		},
+		"unreadable": func() ([]string, error) { return nil, errors.New("the cache is gone") },
+		"allowed":    func() ([]string, error) { return nil, nil },
+	}
+	asked := map[string]bool{}
+	obs := &startedAgents{started: map[string]int{}}
+	e, err := New(Options{Sources: inlineSources{}, RunRoot: root, InitBinary: "/bin/true", Observer: obs,
+		PolicyViolations: func(_ context.Context, run *harnessv1.HarnessRun) ([]string, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			asked[run.Name] = true
+			return answer[run.Name]()
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(name string) *Outcome {
+		return e.Execute(context.Background(), &harnessv1.HarnessRun{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "tenant", UID: types.UID("uid-" + name)},
+			Spec: harnessv1.HarnessRunSpec{
+				Agent:   harnessv1.AgentSpec{Adapter: harnessv1.AdapterExec, Command: []string{"true"}},
+				Fixture: harnessv1.FixtureSource{Inline: &harnessv1.InlineFixture{Files: map[string]string{"fixture.yaml": "prompt: nothing\n"}}},
+				Network: harnessv1.NetworkSpec{Egress: harnessv1.EgressNone},
+			},
+			Status: harnessv1.HarnessRunStatus{Attempt: 1},
+		})
+	}
+	for name, want := range map[string]string{
+		"tightened":  "refused by the namespace's HarnessPolicies just before the agent started: HarnessPolicy codex-only rule adapters: adapter exec is not allowed",
+		"unreadable": "could not be read before the agent started, so the run is refused: the cache is gone",
+	} {
+		st := run(name).Status
+		if st.Phase != harnessv1.RunFailed || st.Reason != harnessv1.ReasonPolicyViolation || st.Verdict != "" || !strings.Contains(st.Message, want) {
+			t.Errorf("%s: %s %s %q (verdict %q), want Failed PolicyViolation saying %q and no verdict", name, st.Phase, st.Reason, st.Message, st.Verdict, want)
+		}
+	}
+	if st := run("allowed").Status; st.Verdict != harnessv1.VerdictPass {
+		t.Errorf("a run no policy refuses: %s %s %s: %s", st.Phase, st.Verdict, st.Reason, st.Message)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	for name, n := range map[string]int{"tightened": 0, "unreadable": 0, "allowed": 1} {
+		if !asked[name] || obs.started[name] != n {
+			t.Errorf("%s: policies asked %v, agent started %d times; want asked and %d", name, asked[name], obs.started[name], n)
+		}
+	}
+	if entries, _ := os.ReadDir(root); len(entries) != 0 {
+		t.Errorf("left in the run root: %v", entries)
+	}
+}
