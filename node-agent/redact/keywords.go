@@ -1,5 +1,7 @@
 package redact
 
+import "runtime"
+
 // kwDFA finds every occurrence of a set of keywords, ignoring ASCII case,
 // in one pass over the input: an Aho-Corasick automaton turned into a full
 // transition table indexed by state and input byte (upper case bytes lead
@@ -124,24 +126,64 @@ func lower(c byte) byte {
 // processor busy.
 const lanes = 4
 
-// hits appends, in order of end, every place keywords end in buf. The input
-// is cut into lanes scanned in one interleaved loop; each lane starts
-// maxLen-1 bytes early, so a keyword across a cut is seen whole, and
-// reports only the ends in its own part.
-// lane holds the hits of each lane between calls, so that scans allocate
-// nothing once warm.
-func (d *kwDFA) hits(buf []byte, out []kwHit, lane *[lanes][]kwHit) []kwHit {
+// kwScratch is a scan's memory, kept between scans so that they allocate
+// nothing once warm: the hits of each lane, for each of the two halves,
+// and the second half's hits.
+type kwScratch struct {
+	lanes  [2][lanes][]kwHit
+	second []kwHit
+}
+
+// splitMin is the shortest input whose scan is split between two
+// goroutines (when the process may run two at once).
+const splitMin = 64 << 10
+
+// hits appends, in order of end, every place keywords end in buf.
+//
+// A long input is scanned in two halves at once, on two goroutines, when
+// GOMAXPROCS allows it: the scan is most of a redactor's work, and the
+// output of an agent that writes fast is one stream, so without this it
+// could use one core only. On a node whose cores are busy the second
+// goroutine waits for a free one and the halves run one after the other,
+// as before.
+func (d *kwDFA) hits(buf []byte, out []kwHit, sc *kwScratch) []kwHit {
+	return d.hitsSplit(buf, out, sc, runtime.GOMAXPROCS(0) > 1)
+}
+
+// hitsSplit is hits, with the choice to split made by the caller (tests
+// take both ways whatever the machine).
+func (d *kwDFA) hitsSplit(buf []byte, out []kwHit, sc *kwScratch, split bool) []kwHit {
 	n := len(buf)
-	if n < 1<<12 || n >= 1<<31 {
-		return d.scan(buf, 0, 0, n, out)
+	if n < splitMin || n >= 1<<31 || !split {
+		return d.hitsIn(buf, 0, n, out, &sc.lanes[0])
+	}
+	mid := n / 2
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc.second = d.hitsIn(buf, mid, n, sc.second[:0], &sc.lanes[1])
+	}()
+	out = d.hitsIn(buf, 0, mid, out, &sc.lanes[0])
+	<-done
+	return append(out, sc.second...)
+}
+
+// hitsIn appends, in order of end, the keywords that end in (from, to] of
+// buf. The part is cut into lanes scanned in one interleaved loop; each
+// lane (like the part) starts maxLen-1 bytes early, so a keyword across a
+// cut is seen whole, and reports only the ends in its own part.
+func (d *kwDFA) hitsIn(buf []byte, from0, to0 int, out []kwHit, lane *[lanes][]kwHit) []kwHit {
+	n := to0 - from0
+	if n < 1<<12 {
+		return d.scan(buf, max(0, from0-(d.maxLen-1)), from0, to0, out)
 	}
 	part := n / lanes
 	var from, to, st [lanes]int // report ends in (from, to]; scan from st
 	for i := 0; i < lanes; i++ {
-		from[i], to[i] = i*part, (i+1)*part
+		from[i], to[i] = from0+i*part, from0+(i+1)*part
 		st[i] = max(0, from[i]-(d.maxLen-1))
 	}
-	to[lanes-1] = n
+	to[lanes-1] = to0
 	common := to[0] - st[0]
 	for i := 1; i < lanes; i++ {
 		common = min(common, to[i]-st[i])

@@ -2,6 +2,7 @@ package redact
 
 import (
 	"bytes"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -24,10 +25,19 @@ func TestKeywordDFAFindsWhatANaiveSearchFinds(t *testing.T) {
 	for shift := 0; shift < 40; shift++ {
 		inputs = append(inputs, strings.Repeat("x", shift)+strings.Repeat("x-----BEGIN sk-ghp_AKIA token key they ", 200))
 	}
+	// Long enough to be scanned in two halves at once: keywords across
+	// the cut between the halves too.
+	for shift := 0; shift < 40; shift += 3 {
+		inputs = append(inputs, strings.Repeat("x", shift)+strings.Repeat("x-----BEGIN sk-ghp_AKIA token key they ", 2000))
+	}
 	for _, in := range inputs {
 		type hit struct{ End, KW int }
 		var got, want []hit
-		for _, h := range d.hits([]byte(in), nil, new([lanes][]kwHit)) {
+		whole := d.hitsSplit([]byte(in), nil, new(kwScratch), false)
+		if split := d.hitsSplit([]byte(in), nil, new(kwScratch), true); !slices.Equal(split, whole) {
+			t.Errorf("%d bytes: the scan in two halves found %d hits, in one %d (or in another order)", len(in), len(split), len(whole))
+		}
+		for _, h := range whole {
 			for _, kw := range d.patterns(h) {
 				got = append(got, hit{int(h.end), int(kw)})
 			}

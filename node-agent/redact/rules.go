@@ -382,7 +382,7 @@ func longestRun(b []byte) int {
 type scratch struct {
 	spans []span
 	hits  []kwHit
-	lanes [lanes][]kwHit
+	kw    kwScratch
 	open  []window // per rule: the window being gathered
 	wins  []window
 }
@@ -402,7 +402,7 @@ func (rs *ruleSet) find(buf []byte, ctx int, final bool, keep [][]byte, sc *scra
 	wins := sc.wins[:0]
 	n := len(buf)
 	lineS, lineE := -1, -1 // the line of the last hit
-	sc.hits = rs.kw.hits(buf, sc.hits[:0], &sc.lanes)
+	sc.hits = rs.kw.hits(buf, sc.hits[:0], &sc.kw)
 	for _, h := range sc.hits {
 		ke := int(h.end)
 		for _, pattern := range rs.kw.patterns(h) {
