@@ -2,6 +2,7 @@ package redact
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math"
 	"regexp/syntax"
 	"strings"
@@ -364,18 +365,55 @@ func tokRun(re *syntax.Regexp) (best, prefix, suffix int, all bool) {
 	return 0, 0, 0, false
 }
 
-// longestRun is the longest run of token characters in b.
-func longestRun(b []byte) int {
+// longestRun is the longest run of token characters in b, or limit when
+// that is less: the scan stops at the first run that long, since a rule
+// only asks whether its minRun is reached.
+//
+// It has no branch on the bytes: over ordinary text, token and other
+// characters alternate too irregularly for a branch to be predicted, and
+// the branching loop ran at half this speed.
+func longestRun(b []byte, limit int) int {
 	best, run := 0, 0
 	for _, c := range b {
-		if isTok[c] {
-			run++
-			continue
-		}
+		run = (run + 1) & tokMask[c]
 		best = max(best, run)
-		run = 0
+		if best >= limit {
+			return limit
+		}
 	}
-	return max(best, run)
+	return best
+}
+
+// tokMask is isTok as a mask: all ones for token characters, else zero.
+var tokMask = func() (t [256]int) {
+	for c := range t {
+		if isTok[c] {
+			t[c] = -1
+		}
+	}
+	return t
+}()
+
+// lastNewline is bytes.LastIndexByte(b, '\n'), eight bytes at a time
+// (the standard library's is a byte loop): finding the line of each
+// keyword hit was an eighth of a scan of ordinary text.
+func lastNewline(b []byte) int {
+	const ones, highs, nl = 0x0101010101010101, 0x8080808080808080, 0x0a0a0a0a0a0a0a0a
+	i := len(b)
+	for ; i >= 8; i -= 8 {
+		x := binary.LittleEndian.Uint64(b[i-8:i]) ^ nl
+		// Non-zero when one of the eight bytes is a newline (a zero in x);
+		// which one is found bytewise, below.
+		if (x-ones)&^x&highs != 0 {
+			break
+		}
+	}
+	for i--; i >= 0; i-- {
+		if b[i] == '\n' {
+			return i
+		}
+	}
+	return -1
 }
 
 // scratch is per-Writer memory reused between scans.
@@ -408,7 +446,7 @@ func (rs *ruleSet) find(buf []byte, ctx int, final bool, keep [][]byte, sc *scra
 		for _, pattern := range rs.kw.patterns(h) {
 			ks := ke - rs.kw.patLen[pattern]
 			if ks < lineS || ks >= lineE {
-				lineS = bytes.LastIndexByte(buf[max(0, ks-maxRuleSpan):ks], '\n') + 1
+				lineS = lastNewline(buf[max(0, ks-maxRuleSpan):ks]) + 1
 				if lineS > 0 {
 					lineS += max(0, ks-maxRuleSpan)
 				} else if ks-maxRuleSpan > 0 {
@@ -450,12 +488,15 @@ func (rs *ruleSet) find(buf []byte, ctx int, final bool, keep [][]byte, sc *scra
 		}
 	}
 	sc.wins = wins
-	lastS, lastE, lastRun := -1, -1, 0 // windows of one line repeat across rules
+	// Windows of one line repeat across rules: the last one's longest run
+	// is kept, as found with the limit it was asked with (below the limit
+	// it is exact; at it, the longest run is at least that).
+	lastS, lastE, lastRun, lastLimit := -1, -1, 0, 0
 	for _, w := range wins {
 		ru := rs.rules[w.rule]
 		if ru.minRun > 0 {
-			if w.s != lastS || w.e != lastE {
-				lastS, lastE, lastRun = w.s, w.e, longestRun(buf[w.s:w.e])
+			if w.s != lastS || w.e != lastE || lastRun == lastLimit && lastRun < ru.minRun {
+				lastS, lastE, lastRun, lastLimit = w.s, w.e, longestRun(buf[w.s:w.e], ru.minRun), ru.minRun
 			}
 			if lastRun < ru.minRun {
 				continue

@@ -1,0 +1,53 @@
+package redact
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"testing"
+)
+
+// The rules' helpers that stand in for a plain search must agree with it on
+// every input: a newline anywhere in a word, and the borrow of the word
+// trick (a 0x0b just above a newline).
+func TestLastNewlineIsLastIndexByte(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	alphabet := []byte("ab\n\x0b\x0a\x00\xff")
+	for n := 0; n < 2000; n++ {
+		b := make([]byte, rng.IntN(40))
+		for i := range b {
+			b[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		if rng.IntN(3) == 0 {
+			b = bytes.ReplaceAll(b, []byte("\n"), []byte("x"))
+		}
+		if got, want := lastNewline(b), bytes.LastIndexByte(b, '\n'); got != want {
+			t.Fatalf("lastNewline(%q) = %d, want %d", b, got, want)
+		}
+	}
+}
+
+func TestLongestRunStopsAtItsLimit(t *testing.T) {
+	exact := func(b []byte) int {
+		best, run := 0, 0
+		for _, c := range b {
+			if isTok[c] {
+				run++
+				best = max(best, run)
+			} else {
+				run = 0
+			}
+		}
+		return best
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for n := 0; n < 2000; n++ {
+		b := make([]byte, rng.IntN(80))
+		for i := range b {
+			b[i] = "aZ9_ \n\"{"[rng.IntN(8)]
+		}
+		limit := 1 + rng.IntN(20)
+		if got, want := longestRun(b, limit), min(exact(b), limit); got != want {
+			t.Fatalf("longestRun(%q, %d) = %d, want %d", b, limit, got, want)
+		}
+	}
+}
