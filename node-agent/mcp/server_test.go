@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strings"
@@ -257,5 +258,32 @@ func TestTokenWatcherSeesASplitToken(t *testing.T) {
 	_, _ = w.Write([]byte("x" + token[10:]))
 	if w.Seen() {
 		t.Error("a broken token was seen")
+	}
+}
+
+// The watcher's search (its rarest byte first) finds what bytes.Contains
+// finds, wherever the token lies and however often its bytes occur around
+// it.
+func TestTokenWatcherFindsWhatContainsFinds(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, token := range []string{"hft_token", "hft_abcdefghijklmnopqrstuvwxyz012345", "hft_Zx", "ZZZZ"} {
+		alphabet := token + "ab \n"
+		for n := 0; n < 3000; n++ {
+			p := make([]byte, rng.IntN(300))
+			for i := range p {
+				p[i] = alphabet[rng.IntN(len(alphabet))]
+			}
+			if rng.IntN(4) == 0 && len(p) >= len(token) {
+				at := rng.IntN(len(p) - len(token) + 1)
+				copy(p[at:], token)
+			}
+			w := NewTokenWatcher(token)
+			if got, want := w.index(p) >= 0, bytes.Contains(p, []byte(token)); got != want {
+				t.Fatalf("token %q in %q: found %v, want %v", token, p, got, want)
+			}
+			if i := w.index(p); i >= 0 && !bytes.Equal(p[i:i+len(token)], []byte(token)) {
+				t.Fatalf("token %q in %q: index %d is not the token", token, p, i)
+			}
+		}
 	}
 }
