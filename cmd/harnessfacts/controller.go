@@ -11,8 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
@@ -22,7 +20,7 @@ import (
 
 type controllerFlags struct {
 	evidenceRepository      string
-	kubeconfig              string
+	kube                    kubeAPIFlags
 	metrics                 metricsFlags
 	probeAddr               string
 	leaderElect             bool
@@ -71,7 +69,7 @@ unless --metrics-secure=false), health on --health-probe-bind-address
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster config or $KUBECONFIG when empty")
+	f.kube.add(fl)
 	f.metrics.add(fl, ":8080")
 	fl.StringVar(&f.evidenceRepository, "evidence-repository", "", "OCI repository (registry/path) where each finished run's evidence is pushed as an artifact, kept beyond the run's TTL and suite revisions (status.evidence.storedRef; docs/evidence.md); credentials from the Docker config file at $DOCKER_CONFIG; empty: evidence lives only as long as its run")
 	fl.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
@@ -156,7 +154,7 @@ func addRunSource(mgr ctrl.Manager, f runSourceFlags) error {
 
 func runController(cmd *cobra.Command, f controllerFlags) error {
 	f.log.setLogger()
-	cfg, err := restConfig(f.kubeconfig)
+	cfg, err := f.kube.restConfig()
 	if err != nil {
 		return err
 	}
@@ -206,19 +204,4 @@ func runController(cmd *cobra.Command, f controllerFlags) error {
 	ctx := ctrl.SetupSignalHandler()
 	ctrl.Log.WithName("setup").Info("starting the controller", "leaderElection", f.leaderElect, "workers", f.workers)
 	return mgr.Start(ctx)
-}
-
-func restConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig != "" {
-		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-		if err != nil {
-			return nil, fmt.Errorf("reading kubeconfig %s: %w", kubeconfig, err)
-		}
-		return cfg, nil
-	}
-	cfg, err := ctrl.GetConfig()
-	if err != nil {
-		return nil, fmt.Errorf("finding the cluster (set --kubeconfig or $KUBECONFIG): %w", err)
-	}
-	return cfg, nil
 }

@@ -39,7 +39,7 @@ type controllerLink struct {
 }
 
 type nodeAgentFlags struct {
-	kubeconfig      string
+	kube            kubeAPIFlags
 	nodeName        string
 	leaseNamespace  string
 	leaseDuration   time.Duration
@@ -127,7 +127,7 @@ behind and ends the runs that process had claimed (reason NodeAgentRestarted).`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster config or $KUBECONFIG when empty")
+	f.kube.add(fl)
 	fl.StringVar(&f.nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME)")
 	fl.StringVar(&f.leaseNamespace, "lease-namespace", envOr("POD_NAMESPACE", "harnessfacts-system"), "namespace of the heartbeat Lease (default $POD_NAMESPACE)")
 	fl.DurationVar(&f.leaseDuration, "lease-duration", 40*time.Second, "how long the heartbeat Lease stays fresh; renewed every quarter of it")
@@ -263,7 +263,7 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := restConfig(f.kubeconfig)
+	cfg, err := f.kube.restConfig()
 	if err != nil {
 		return err
 	}
