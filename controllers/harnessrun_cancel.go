@@ -78,6 +78,7 @@ func (r *HarnessRunReconciler) patchFinalizer(ctx context.Context, p *pass, add 
 		}
 		return fmt.Errorf("%s finalizer of HarnessRun %s/%s: %w", verb, base.Namespace, base.Name, err)
 	}
+	r.written.wrote(client.ObjectKeyFromObject(obj), obj.ResourceVersion)
 	p.orig = obj.DeepCopy()
 	obj.Status = *desired
 	*p.run = *obj

@@ -97,6 +97,7 @@ type HarnessRunReconciler struct {
 	opts     Options
 
 	ledger  *bindingLedger
+	written *ownWrites
 	nodes   *nodeSnapshot
 	metrics *runMetrics
 }
@@ -112,6 +113,7 @@ func NewHarnessRunReconciler(c client.Client, recorder events.EventRecorder, clk
 		clock:    clk,
 		opts:     opts,
 		ledger:   newBindingLedger(clk, opts.ReservationTTL),
+		written:  newOwnWrites(),
 		nodes:    &nodeSnapshot{},
 	}
 	m, err := newRunMetrics(r.ledger, opts.Registerer, clk.Now())
@@ -195,10 +197,17 @@ func (r *HarnessRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if err := r.client.Get(ctx, req.NamespacedName, run); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.ledger.forget(req.NamespacedName)
+			r.written.forget(req.NamespacedName)
 			r.metrics.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("getting HarnessRun %s: %w", req.NamespacedName, err)
+	}
+	if r.written.stale(req.NamespacedName, run.ResourceVersion) {
+		// The cache is behind this controller's own last write of the run
+		// (ownwrites.go): nothing to decide from a status already replaced.
+		// The watch event of that write queues the run again.
+		return ctrl.Result{}, nil
 	}
 
 	if finishedMarked(run) {
@@ -295,6 +304,7 @@ func (r *HarnessRunReconciler) writeStatus(ctx context.Context, p *pass) error {
 	if err := r.client.Status().Patch(ctx, p.run, patch); err != nil {
 		return fmt.Errorf("writing status of HarnessRun %s/%s: %w", p.run.Namespace, p.run.Name, err)
 	}
+	r.written.wrote(client.ObjectKeyFromObject(p.run), p.run.ResourceVersion)
 	return nil
 }
 

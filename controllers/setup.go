@@ -61,10 +61,12 @@ func (r *HarnessRunReconciler) runEventHandler() handler.TypedEventHandler[*harn
 	return handler.TypedFuncs[*harnessv1.HarnessRun, reconcile.Request]{
 		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[*harnessv1.HarnessRun], q runQueue) {
 			r.ledger.observe(e.Object)
+			r.written.observe(req(e.Object).NamespacedName, e.Object.ResourceVersion)
 			q.Add(req(e.Object))
 		},
 		UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[*harnessv1.HarnessRun], q runQueue) {
 			r.ledger.observe(e.ObjectNew)
+			r.written.observe(req(e.ObjectNew).NamespacedName, e.ObjectNew.ResourceVersion)
 			q.Add(req(e.ObjectNew))
 			old, cur := e.ObjectOld.Status, e.ObjectNew.Status
 			if old.NodeName != "" && !old.Phase.Terminal() && (cur.Phase.Terminal() || cur.NodeName != old.NodeName) {
@@ -73,6 +75,7 @@ func (r *HarnessRunReconciler) runEventHandler() handler.TypedEventHandler[*harn
 		},
 		DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[*harnessv1.HarnessRun], q runQueue) {
 			r.ledger.forget(client.ObjectKeyFromObject(e.Object))
+			r.written.forget(client.ObjectKeyFromObject(e.Object))
 			if runTokens(e.Object) > 0 {
 				// Gone before it was charged (its author stripped the
 				// finalizer, or deleted it as it ended): charged now, from
