@@ -365,34 +365,31 @@ func tokRun(re *syntax.Regexp) (best, prefix, suffix int, all bool) {
 	return 0, 0, 0, false
 }
 
-// longestRun is the longest run of token characters in b, or limit when
-// that is less: the scan stops at the first run that long, since a rule
-// only asks whether its minRun is reached.
-//
-// It has no branch on the bytes: over ordinary text, token and other
-// characters alternate too irregularly for a branch to be predicted, and
-// the branching loop ran at half this speed.
-func longestRun(b []byte, limit int) int {
-	best, run := 0, 0
-	for _, c := range b {
-		run = (run + 1) & tokMask[c]
-		best = max(best, run)
-		if best >= limit {
-			return limit
+// hasRun reports whether b holds a run of at least n token characters.
+// Any n consecutive bytes include one of the bytes at n-1, 2n-1, 3n-1, ...
+// of b, so a run that long goes through one of them: only the runs
+// through those bytes are measured, not every byte of b. Windows are
+// checked against rules' minRun (22 for JWTs, 26 for Vault tokens, the
+// keywords most often hit in ordinary text), so most bytes are skipped.
+func hasRun(b []byte, n int) bool {
+	for p := n - 1; p < len(b); p += n {
+		if !isTok[b[p]] {
+			continue
+		}
+		s := p // the run through p: back to its start, at most n bytes
+		for s > 0 && p-s+1 < n && isTok[b[s-1]] {
+			s--
+		}
+		e := p + 1 // and on until it is n long or ends
+		for e < len(b) && e-s < n && isTok[b[e]] {
+			e++
+		}
+		if e-s >= n {
+			return true
 		}
 	}
-	return best
+	return false
 }
-
-// tokMask is isTok as a mask: all ones for token characters, else zero.
-var tokMask = func() (t [256]int) {
-	for c := range t {
-		if isTok[c] {
-			t[c] = -1
-		}
-	}
-	return t
-}()
 
 // lastNewline is bytes.LastIndexByte(b, '\n'), eight bytes at a time
 // (the standard library's is a byte loop): finding the line of each
@@ -488,17 +485,18 @@ func (rs *ruleSet) find(buf []byte, ctx int, final bool, keep [][]byte, sc *scra
 		}
 	}
 	sc.wins = wins
-	// Windows of one line repeat across rules: the last one's longest run
-	// is kept, as found with the limit it was asked with (below the limit
-	// it is exact; at it, the longest run is at least that).
-	lastS, lastE, lastRun, lastLimit := -1, -1, 0, 0
+	// Windows of one line repeat across rules: the answer for the last one
+	// is kept with the length it was asked for (a run at least that long
+	// answers shorter ones; none answers longer ones).
+	lastS, lastE, lastN, lastHas := -1, -1, 0, false
 	for _, w := range wins {
 		ru := rs.rules[w.rule]
-		if ru.minRun > 0 {
-			if w.s != lastS || w.e != lastE || lastRun == lastLimit && lastRun < ru.minRun {
-				lastS, lastE, lastRun, lastLimit = w.s, w.e, longestRun(buf[w.s:w.e], ru.minRun), ru.minRun
+		if n := ru.minRun; n > 0 {
+			known := w.s == lastS && w.e == lastE && (lastHas && n <= lastN || !lastHas && n >= lastN)
+			if !known {
+				lastS, lastE, lastN, lastHas = w.s, w.e, n, hasRun(buf[w.s:w.e], n)
 			}
-			if lastRun < ru.minRun {
+			if !lastHas {
 				continue
 			}
 		}

@@ -26,8 +26,8 @@ func TestLastNewlineIsLastIndexByte(t *testing.T) {
 	}
 }
 
-func TestLongestRunStopsAtItsLimit(t *testing.T) {
-	exact := func(b []byte) int {
+func TestHasRunIsALongestRunAtLeast(t *testing.T) {
+	longest := func(b []byte) int {
 		best, run := 0, 0
 		for _, c := range b {
 			if isTok[c] {
@@ -40,14 +40,19 @@ func TestLongestRunStopsAtItsLimit(t *testing.T) {
 		return best
 	}
 	rng := rand.New(rand.NewPCG(5, 6))
-	for n := 0; n < 2000; n++ {
-		b := make([]byte, rng.IntN(80))
-		for i := range b {
-			b[i] = "aZ9_ \n\"{"[rng.IntN(8)]
+	for i := 0; i < 20000; i++ {
+		b := make([]byte, rng.IntN(120))
+		tokRate := rng.IntN(10) // from mostly separators to mostly tokens
+		for j := range b {
+			if rng.IntN(10) < tokRate {
+				b[j] = "aZ9_.-"[rng.IntN(6)]
+			} else {
+				b[j] = " \n\"{:"[rng.IntN(5)]
+			}
 		}
-		limit := 1 + rng.IntN(20)
-		if got, want := longestRun(b, limit), min(exact(b), limit); got != want {
-			t.Fatalf("longestRun(%q, %d) = %d, want %d", b, limit, got, want)
+		n := 1 + rng.IntN(40)
+		if got, want := hasRun(b, n), longest(b) >= n; got != want {
+			t.Fatalf("hasRun(%q, %d) = %v, want %v", b, n, got, want)
 		}
 	}
 }
