@@ -155,7 +155,7 @@ func BenchmarkNodeAgentThroughput(b *testing.B) {
 	}
 	ceiling, ceilingWrites := apiCeiling(ctx, b, trueRun, sample, sampleCM, n, 8)
 
-	fresh, freshAnon, afterRuns := nodeAgentIdleRSS(ctx, b, trueRun)
+	fresh, freshAnon, afterRuns, afterRunsAnon := nodeAgentIdleRSS(ctx, b, trueRun)
 
 	b.ReportMetric(float64(elapsed.Nanoseconds())/float64(n), "ns/op")
 	b.ReportMetric(breakdown, "1-at-a-time-claimed→done-p50-ms")
@@ -170,6 +170,7 @@ func BenchmarkNodeAgentThroughput(b *testing.B) {
 	b.ReportMetric(fresh, "idle-RSS-MiB")
 	b.ReportMetric(freshAnon, "idle-RssAnon-MiB")
 	b.ReportMetric(afterRuns, "idle-RSS-after-10-runs-MiB")
+	b.ReportMetric(afterRunsAnon, "idle-RssAnon-after-10-runs-MiB")
 }
 
 func benchNamespace(b *testing.B, prefix string) string {
@@ -659,7 +660,7 @@ func apiCeiling(ctx context.Context, b *testing.B, trueRun func(ns, name, select
 // or live-output servers) and reads its VmRSS once it registered and sat
 // idle a few seconds (and the anonymous part of it), and again after it ran
 // ten runs and sat idle again.
-func nodeAgentIdleRSS(ctx context.Context, b *testing.B, trueRun func(ns, name, selector string) *harnessv1.HarnessRun) (fresh, freshAnon, afterRuns float64) {
+func nodeAgentIdleRSS(ctx context.Context, b *testing.B, trueRun func(ns, name, selector string) *harnessv1.HarnessRun) (fresh, freshAnon, afterRuns, afterRunsAnon float64) {
 	const node, label = "bench-rss-node", "harnessfacts.io/bench-rss"
 	dir, err := os.MkdirTemp("", "harnessfacts-rss-")
 	if err != nil {
@@ -735,8 +736,8 @@ func nodeAgentIdleRSS(ctx context.Context, b *testing.B, trueRun func(ns, name, 
 	w.waitTerminal(b, 10)
 	w.reportFailures(b)
 	time.Sleep(settle)
-	afterRuns, _ = vmRSS(b, cmd.Process.Pid)
-	return fresh, freshAnon, afterRuns
+	afterRuns, afterRunsAnon = vmRSS(b, cmd.Process.Pid)
+	return fresh, freshAnon, afterRuns, afterRunsAnon
 }
 
 // vmRSS is process pid's resident set size in MiB (VmRSS), and the
