@@ -118,6 +118,11 @@ func BenchmarkNodeAgentThroughput(b *testing.B) {
 		}
 		seqWatch.waitTerminal(b, 1+i)
 	}
+	// The watch may tell of the last run's end before its terminal write's
+	// answer was logged.
+	for deadline := time.Now().Add(5 * time.Second); !api.logged(http.MethodPut, seq, fmt.Sprintf("s-%d", oneAtATime-1)) && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	api.record(false)
 	seqWatch.reportFailures(b)
 	breakdown := oneAtATimeBreakdown(b, seq, api, steps, oneAtATime)
@@ -224,6 +229,18 @@ func (l *apiLog) record(on bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.recording = on
+}
+
+// logged says whether a request of method about run name in ns was logged.
+func (l *apiLog) logged(method, ns, name string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, q := range l.requests {
+		if q.method == method && q.namespace == ns && q.name == name {
+			return true
+		}
+	}
+	return false
 }
 
 func (l *apiLog) counts() (writes, reads int64) {
@@ -495,7 +512,11 @@ func (pw *phaseWatch) reportFailures(b *testing.B) {
 	defer pw.mu.Unlock()
 	for name, t := range pw.seen {
 		if !t.done.IsZero() && t.end.Verdict != harnessv1.VerdictPass {
-			b.Errorf("run %s ended %s/%s (%s): %s", name, t.end.Phase, t.end.Verdict, t.end.Reason, t.end.Message)
+			agent := ""
+			if a := t.end.Agent; a != nil {
+				agent = fmt.Sprintf("; agent: exit %v signal %q, %d ms, output %q", ptr.Deref(a.ExitCode, -1), a.Signal, a.DurationMilliseconds, a.OutputTail)
+			}
+			b.Errorf("run %s ended %s/%s (%s): %s%s", name, t.end.Phase, t.end.Verdict, t.end.Reason, t.end.Message, agent)
 		}
 	}
 }
