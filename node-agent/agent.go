@@ -147,10 +147,7 @@ func New(mgr manager.Manager, opts Options) (*Agent, error) {
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("node-agent").
 		For(&harnessv1.HarnessRun{}).
-		// As many workers as slots: when the controller binds a burst of
-		// runs (a suite, slots freed at once), each claim (a status write,
-		// a round trip to the API server) waits for no other.
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(2, int(opts.Slots))}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 2}).
 		Complete(reconcile.Func(a.reconcile))
 	return a, err
 }
