@@ -126,10 +126,12 @@ func Setup(ctx context.Context, mgr manager.Manager, opts SetupOptions) (*Agent,
 		Hidden:            opts.Hidden,
 		IDs:               opts.IDs,
 		InitBinary:        opts.InitBinary,
-		Adapters:          opts.Adapters,
-		NodeName:          opts.NodeName,
-		SigningKey:        key,
-		Image:             opts.Image,
+		// Two ready: a finished run's next is usually bound at once.
+		PrepareSandboxes: min(int(opts.Slots), 2),
+		Adapters:         opts.Adapters,
+		NodeName:         opts.NodeName,
+		SigningKey:       key,
+		Image:            opts.Image,
 
 		RefuseFallback: opts.RefuseFallback,
 		ProviderCAs:    opts.ProviderCAs,
@@ -155,6 +157,16 @@ func Setup(ctx context.Context, mgr manager.Manager, opts SetupOptions) (*Agent,
 	}
 	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithName("node-agent"))
 	if err := exec.RemoveLeftovers(ctx); err != nil {
+		_ = exec.Close()
+		return nil, err
+	}
+	// The sandboxes made ahead go with the manager: their spawners would
+	// die with this process anyway, but not their cgroups, nor at once.
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		<-ctx.Done()
+		return exec.Close()
+	})); err != nil {
+		_ = exec.Close()
 		return nil, err
 	}
 	agent, err = New(mgr, Options{

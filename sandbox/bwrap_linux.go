@@ -302,8 +302,22 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 		return res, err
 	}
 
-	cg, err := newRunCgroup(r.opts, limits)
-	if err != nil {
+	// A sandbox made ahead (cgroup v1): its cgroup takes this run's limits
+	// and its spawner becomes bwrap, born inside. It needs root, to take
+	// the run's uid.
+	var z *prepared
+	if cred != nil {
+		z = r.opts.Preparer.take()
+	}
+	var cg runCgroup
+	if z != nil {
+		defer r.opts.Preparer.replenish()
+		if err := z.cg.(*v1Cgroup).setLimits(limits); err != nil {
+			_ = z.discard()
+			return res, fmt.Errorf("sandbox: %w", err)
+		}
+		cg = z.cg
+	} else if cg, err = newRunCgroup(r.opts, limits); err != nil {
 		return res, fmt.Errorf("sandbox: %w", err)
 	}
 	defer func() {
@@ -311,12 +325,19 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 			err = fmt.Errorf("sandbox: %w", rerr)
 		}
 	}()
-	v1 := cg.version() == 1
+	spawned := false
+	defer func() {
+		if z != nil && !spawned {
+			z.kill() // Run failed before the spawner became bwrap
+		}
+	}()
+	// On v1 a bwrap not born in its cgroup has its sandbox child moved in.
+	move := cg.version() == 1 && z == nil
 	// A user-mode network stack is attached to the sandbox's network
 	// namespace between bwrap's setup and the payload: the same hold as
 	// the v1 cgroup placement.
 	userNet := spec.Network == NetworkUserMode
-	sync := v1 || userNet
+	sync := move || userNet
 	var slirp string
 	var resolv *os.File
 	if userNet {
@@ -376,28 +397,46 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 		extra = append(extra, resolv)
 	}
 
-	cmd := exec.Command(r.bwrap, append([]string{"--args", fmt.Sprint(fdArgs), "--"}, argv...)...)
-	cmd.Args[0] = "bwrap"
+	bwrapArgv := append([]string{"bwrap", "--args", fmt.Sprint(fdArgs), "--"}, argv...)
 	// bwrap's own environment is empty: it would otherwise be readable in
 	// the sandbox as /proc/1/environ (bwrap's init keeps its exec-time env).
-	cmd.Env = []string{}
-	cmd.Dir = "/"
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = spec.Stdin, spec.Stdout, spec.Stderr
-	cmd.ExtraFiles = extra
-	cmd.WaitDelay = 5 * time.Second
-	// Setpgid keeps a terminal's job-control signals away from the tree;
-	// Credential makes bwrap, and so the user namespace it creates and
-	// everything in it, belong to an unprivileged host uid.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred, Pdeathsig: syscall.SIGKILL}
-	if err := cg.beforeStart(cmd); err != nil {
-		return res, fmt.Errorf("sandbox: %w", err)
+	var cmd *exec.Cmd
+	if z == nil {
+		cmd = exec.Command(r.bwrap, bwrapArgv[1:]...)
+		cmd.Args[0] = bwrapArgv[0]
+		cmd.Env = []string{}
+		cmd.Dir = "/"
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = spec.Stdin, spec.Stdout, spec.Stderr
+		cmd.ExtraFiles = extra
+		cmd.WaitDelay = 5 * time.Second
+		// Setpgid keeps a terminal's job-control signals away from the
+		// tree; Credential makes bwrap, and so the user namespace it
+		// creates and everything in it, belong to an unprivileged host
+		// uid. (A spawner was started the same way, and takes the uid.)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred, Pdeathsig: syscall.SIGKILL}
+		if err := cg.beforeStart(cmd); err != nil {
+			return res, fmt.Errorf("sandbox: %w", err)
+		}
 	}
 
 	runCtx, cancel := withTimeout(ctx, limits.Timeout)
 	defer cancel()
 	start := time.Now()
-	err = cmd.Start()
-	cg.afterStart()
+	var stdio *childStdio
+	if z != nil {
+		cmd = z.cmd
+		if stdio, err = openStdio(spec); err == nil {
+			err = z.spawn(r.bwrap, bwrapArgv, int(cred.Uid), int(cred.Gid), append(stdio.child[:], extra...))
+			stdio.afterStart()
+			if err != nil {
+				stdio.wait(0)
+			}
+			spawned = err == nil
+		}
+	} else {
+		err = cmd.Start()
+		cg.afterStart()
+	}
 	for _, f := range extra[2:] {
 		if f != nil && f != resolv {
 			f.Close() // the child's copies are what matter now
@@ -422,7 +461,7 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 		// over and the guard holds the payload, so the payload starts with
 		// its network up.
 		pid, perr := childPid(infoR)
-		if perr == nil && pid > 0 && v1 {
+		if perr == nil && pid > 0 && move {
 			perr = cg.add(pid)
 		}
 		if perr == nil {
@@ -461,6 +500,10 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 	stop()
 	if kerr := cg.killAll(); kerr != nil && killErr == nil {
 		killErr = kerr
+	}
+	if stdio != nil {
+		// Every holder of the output pipes is gone: the copies end now.
+		stdio.wait(5 * time.Second)
 	}
 	res.Duration = time.Since(start)
 	res.OOMKilled, res.PeakMemory = cg.stats()

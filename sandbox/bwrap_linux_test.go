@@ -27,7 +27,7 @@ func requireBwrapHost(t testing.TB) *BwrapRunner {
 	if os.Geteuid() != 0 {
 		t.Fatal("these tests need root: they create cgroups and run bwrap as an unprivileged uid (run `go test` as root, as CI does)")
 	}
-	r, err := NewBwrapRunner(Options{CgroupParent: testCgroupParent})
+	r, err := NewBwrapRunner(Options{CgroupParent: testCgroupParent, Preparer: testPreparer})
 	if err != nil {
 		t.Fatalf("%v (CI installs it with apt-get install bubblewrap)", err)
 	}

@@ -218,6 +218,20 @@ func newV1Cgroup(opts Options, name string, limits Limits) (*v1Cgroup, error) {
 	return c, nil
 }
 
+// setLimits gives a prepared cgroup the run's limits, and starts its peak
+// memory from what it holds now (the waiting spawner's few pages).
+func (c *v1Cgroup) setLimits(limits Limits) error {
+	mem := limits.MemoryBytes
+	if err := c.cg.Update(&specs.LinuxResources{
+		Memory: &specs.LinuxMemory{Limit: &mem, Swap: &mem},
+		Pids:   &specs.LinuxPids{Limit: &limits.MaxProcesses},
+	}); err != nil {
+		return fmt.Errorf("cgroup v1: set the run's limits: %w", err)
+	}
+	_ = os.WriteFile(filepath.Join(c.paths[cgroup1.Memory], "memory.max_usage_in_bytes"), []byte("0"), 0)
+	return nil
+}
+
 func (*v1Cgroup) version() int                { return 1 }
 func (*v1Cgroup) beforeStart(*exec.Cmd) error { return nil }
 func (*v1Cgroup) afterStart()                 {}

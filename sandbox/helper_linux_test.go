@@ -1,9 +1,16 @@
 package sandbox
 
-import "os"
+import (
+	"os"
+
+	"github.com/harnessfacts/harnessfacts/sandbox/spawn"
+)
 
 // runHelper runs the test binary as a helper process when asked to.
 func runHelper() {
+	if len(os.Args) > 1 && os.Args[1] == spawn.Command {
+		os.Exit(spawn.Serve()) // the test binary is the Preparer's spawner
+	}
 	if dir := os.Getenv(cgroupMountHelperEnv); dir != "" {
 		os.Exit(cgroupMountHelper(dir))
 	}

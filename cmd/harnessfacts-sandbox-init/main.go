@@ -1,7 +1,9 @@
 // Command harnessfacts-sandbox-init is what the node-agent and `harnessfacts
 // run` start inside every sandbox: `sandbox-init -- COMMAND [ARG]...` and
 // `mcp-stdio [--socket PATH]`, exactly as the harnessfacts binary's hidden
-// commands of the same names (both call package sandboxinit).
+// commands of the same names (both call package sandboxinit). Outside any
+// sandbox, `sandbox-spawn` is the runner's spawner of prepared sandboxes
+// (package sandbox/spawn).
 //
 // It exists for speed alone. The harnessfacts binary is about 100 MB, and
 // its package initialisation (Kubernetes client schemes, metrics
@@ -18,9 +20,10 @@ import (
 	"strings"
 
 	"github.com/harnessfacts/harnessfacts/node-agent/sandboxinit"
+	"github.com/harnessfacts/harnessfacts/sandbox/spawn"
 )
 
-const usage = "usage: harnessfacts-sandbox-init sandbox-init -- COMMAND [ARG]... | mcp-stdio [--socket PATH]"
+const usage = "usage: harnessfacts-sandbox-init sandbox-init -- COMMAND [ARG]... | mcp-stdio [--socket PATH] | " + spawn.Command
 
 func main() {
 	os.Exit(run(os.Args[1:]))
@@ -52,6 +55,8 @@ func run(args []string) int {
 			fmt.Fprintln(os.Stderr, "harnessfacts sandbox-init:", err)
 		}
 		return code
+	case spawn.Command:
+		return spawn.Serve()
 	case "mcp-stdio":
 		socket, err := socketFlag(args[1:])
 		if err != nil {

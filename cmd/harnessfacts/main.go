@@ -35,7 +35,7 @@ and records what really happened as hashed evidence.`,
 	root.AddCommand(newControllerCommand())
 	root.AddCommand(newReportCommand(), newImportCommand(), newFixtureCommand())
 	root.AddCommand(newGetCommand(), newDescribeCommand(), newWaitCommand(), newCancelCommand(), newRetryCommand(), newLogsCommand())
-	root.AddCommand(newNodeAgentCommand(), newNodeCleanupCommand(), newRunCommand(), newEvidenceCommand(), newDevCommand(), newSandboxInitCommand(), newMCPStdioCommand(), newFakeProviderCommand())
+	root.AddCommand(newNodeAgentCommand(), newNodeCleanupCommand(), newRunCommand(), newEvidenceCommand(), newDevCommand(), newSandboxInitCommand(), newMCPStdioCommand(), newSandboxSpawnCommand(), newFakeProviderCommand())
 	return root
 }
 

@@ -147,6 +147,9 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	if err != nil {
 		return err
 	}
+	// No sandboxes are prepared (PrepareSandboxes) for one run: measured,
+	// making them cost this process more than their faster starts saved.
+	defer func() { _ = exec.Close() }()
 	// A local run killed before its end (kill -9, a closed laptop) leaves
 	// its run dir, credential copies included. Those whose owner lock no
 	// process holds are removed now; a run dir another `harnessfacts run`

@@ -64,6 +64,12 @@ type Options struct {
 	// `sandbox-init` and `mcp-stdio`: harnessfacts-sandbox-init or the
 	// harnessfacts binary (when empty, InitBinaryBeside(os.Executable())).
 	InitBinary string
+	// PrepareSandboxes is how many sandboxes are kept made ahead on a
+	// cgroup v1 host, with InitBinary as their spawner (sandbox.Preparer):
+	// a run's bwrap is then born in its cgroup, without the cgroup moves
+	// on its start. Only with harnessfacts-sandbox-init as InitBinary (the
+	// full binary's start costs more than it saves); 0 prepares none.
+	PrepareSandboxes int
 	// Adapters are the adapters this node offers.
 	Adapters adapters.Registry
 	// NodeName is recorded in the receipt.
@@ -147,6 +153,8 @@ type Executor struct {
 	requiredErr error
 	fallback    sandbox.Runner
 	fallbackWhy string
+	// preparer keeps sandboxes made ahead (PrepareSandboxes), or is nil.
+	preparer *sandbox.Preparer
 
 	// versions caches each adapter's CLI version: asking costs a process
 	// start (seconds for some CLIs), and the installed CLI does not change
@@ -274,10 +282,22 @@ func New(opts Options) (*Executor, error) {
 	// One preflight (a sandbox start) serves both policies and the
 	// HarnessNode's modes: it used to run once for each, two sandboxes
 	// before every local run's first.
+	if opts.PrepareSandboxes > 0 && filepath.Base(opts.InitBinary) == InitBinaryName {
+		// Made while the preflight runs; nil where there is nothing to win
+		// (cgroup v2, not root).
+		e.preparer = sandbox.NewPreparer(opts.Sandbox, opts.InitBinary, opts.PrepareSandboxes)
+	}
 	e.avail = sandbox.Preflight(context.Background(), opts.Sandbox)
+	if !bwrapAvailable(e.avail) {
+		_ = e.preparer.Close()
+		e.preparer = nil
+	}
+	opts.Sandbox.Preparer = e.preparer
+	e.opts.Sandbox.Preparer = e.preparer
 	e.required, e.requiredErr = sandbox.Choose(sandbox.PolicyRequired, opts.Sandbox, e.avail)
 	e.fallback, err = sandbox.Choose(sandbox.PolicyAllowFallback, opts.Sandbox, e.avail)
 	if err != nil {
+		_ = e.preparer.Close()
 		return nil, fmt.Errorf("executor: %w", err)
 	}
 	var why []string
@@ -288,6 +308,21 @@ func New(opts Options) (*Executor, error) {
 	}
 	e.fallbackWhy = strings.Join(why, "; ")
 	return e, nil
+}
+
+func bwrapAvailable(avail []sandbox.Availability) bool {
+	for _, a := range avail {
+		if a.Mode == sandbox.ModeBwrap && a.Available {
+			return true
+		}
+	}
+	return false
+}
+
+// Close removes the sandboxes made ahead (PrepareSandboxes). Runs may not
+// start after it.
+func (e *Executor) Close() error {
+	return e.preparer.Close()
 }
 
 // RemoveLeftovers removes what a killed earlier process left under the run
