@@ -462,7 +462,11 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 		// its network up.
 		pid, perr := childPid(infoR)
 		if perr == nil && pid > 0 && move {
-			perr = cg.add(pid)
+			// Gone already: bwrap failed in its setup (Wait says how),
+			// and with it everything in its pid namespace; nothing ran.
+			if err := cg.add(pid); err != nil && !errors.Is(err, unix.ESRCH) {
+				perr = err
+			}
 		}
 		if perr == nil {
 			if _, err := blockW.Write([]byte{1}); err != nil && !errors.Is(err, syscall.EPIPE) {

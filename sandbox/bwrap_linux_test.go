@@ -920,3 +920,36 @@ func TestBwrapStartedIsCalledOnceBeforeTheEnd(t *testing.T) {
 		t.Fatalf("Started called %d times; result %+v, output %q: want once, while the command ran", calls, res, out)
 	}
 }
+
+// When bwrap dies in its setup before its child is moved into the v1
+// cgroup (a stand-in bwrap here, reporting the pid of a process already
+// gone), the run says what bwrap said, not that the move failed.
+func TestBwrapThatDiesInSetupIsReportedAsBwrap(t *testing.T) {
+	requireBwrapHost(t)
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	fake := filepath.Join(testBase(t), "bwrap") // run as the sandbox uid: outside the 0700 TempDir
+	script := fmt.Sprintf("#!/bin/sh\necho '{\"child-pid\": %d}' >&%d\necho 'bwrap: Can not bind mount (a stand-in failure)' >&2\nexit 1\n", gone.Process.Pid, fdInfo)
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewBwrapRunner(Options{Bwrap: fake, CgroupParent: testCgroupParent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cg, err := newRunCgroup(r.opts, Limits{}.WithDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := cg.version() == 1
+	_ = cg.remove()
+	if !v1 {
+		t.Skip("cgroup v2: bwrap is born in its cgroup, nothing is moved")
+	}
+	res, out := run(t, r, runDir(t, testBase(t), "true"))
+	if res.ExitCode != 1 || !strings.Contains(out, "a stand-in failure") {
+		t.Fatalf("%+v %q, want bwrap's exit 1 and its message", res, out)
+	}
+}
