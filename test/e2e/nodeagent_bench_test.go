@@ -400,9 +400,12 @@ func oneAtATimeBreakdown(b *testing.B, ns string, api *apiLog, steps *stepLog, r
 		}
 	}
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "one run at a time, %d runs: claimed → done p50 %.1f ms; medians of its parts:\n", len(whole), median(append([]float64(nil), whole...)))
+	// Medians do not add up where the parts vary (the sandbox's do, a
+	// lot); means do.
+	fmt.Fprintf(&sb, "one run at a time, %d runs: claimed → done p50 %.1f ms, mean %.1f ms; its parts (median, mean):\n",
+		len(whole), median(append([]float64(nil), whole...)), mean(whole))
 	for j, s := range segments {
-		fmt.Fprintf(&sb, "  %-45s %7.2f ms\n", s.name, median(seg[j]))
+		fmt.Fprintf(&sb, "  %-45s %7.2f %7.2f ms\n", s.name, median(seg[j]), mean(seg[j]))
 	}
 	// Every request of the node-agent's client while they ran, by kind.
 	byKind := map[string][]float64{}
@@ -425,6 +428,17 @@ func oneAtATimeBreakdown(b *testing.B, ns string, api *apiLog, steps *stepLog, r
 }
 
 func ms(d time.Duration) float64 { return d.Seconds() * 1e3 }
+
+func mean(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	sum := 0.0
+	for _, x := range v {
+		sum += x
+	}
+	return sum / float64(len(v))
+}
 
 // phaseWatch is when each run of a namespace was first seen in each phase,
 // through a watch.
