@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -188,7 +187,8 @@ func (a *Agent) claim(ctx context.Context, run *harnessv1.HarnessRun) (reconcile
 		}
 		return reconcile.Result{}, fmt.Errorf("claiming %s: %w", client.ObjectKeyFromObject(run), err)
 	}
-	a.recorder.Eventf(run, nil, corev1.EventTypeNormal, string(harnessv1.RunRunning), "Start", "%s", st.Message)
+	// Its Running Event comes once the attempt has lasted (watchUnderWay):
+	// a short one's terminal Event tells its whole story.
 
 	attemptCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	r := &running{key: client.ObjectKeyFromObject(run), attempt: st.Attempt, ctx: attemptCtx, cancel: cancel, last: run.DeepCopy()}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -12,14 +13,17 @@ import (
 )
 
 // underWayAfter is how long an attempt must be running, after its claim,
-// before its settled limits are written into status.limits and
-// status.limitSources on their own. Until then the controller knows only the
-// run's own episode, and for a run that sets none its deadline is a loose
-// backstop (the strictest HarnessPolicy ceiling, else the schema's maximum:
-// never shorter than the episode the attempt really has); with
-// status.limits it is that episode. An attempt that ends sooner has its
-// limits recorded by its terminal write instead, which spares every short
-// run a status write; the node-agent enforces the limits itself either way.
+// before the node-agent says so beyond the claim itself: a Running Event,
+// and its settled limits written into status.limits and
+// status.limitSources. Until then the controller knows only the run's own
+// episode, and for a run that sets none its deadline is a loose backstop
+// (the strictest HarnessPolicy ceiling, else the schema's maximum: never
+// shorter than the episode the attempt really has); with status.limits it
+// is that episode. An attempt that ends sooner has its limits recorded by
+// its terminal write instead, and its story told by its terminal Event
+// (status.startTime says when it began): every short run is spared two
+// writes, and etcd an Event. The node-agent enforces the limits itself
+// either way.
 const underWayAfter = time.Second
 
 // limitsSettled is the executor's LimitsSettled: the attempt's limits are
@@ -41,9 +45,9 @@ func (a *Agent) limitsSettled(ctx context.Context, run *harnessv1.HarnessRun, li
 	}
 }
 
-// watchUnderWay writes the attempt's settled limits once it has been
-// running for underWayAfter, unless it ended first. It returns when the
-// attempt's context ends.
+// watchUnderWay records the attempt's Running Event and writes its settled
+// limits once it has been running for underWayAfter, unless it ended first.
+// It returns when the attempt's context ends.
 func (a *Agent) watchUnderWay(r *running) {
 	t := a.opts.Clock.NewTimer(underWayAfter)
 	defer t.Stop()
@@ -58,6 +62,8 @@ func (a *Agent) watchUnderWay(r *running) {
 		return
 	}
 	r.underWay = true
+	a.recorder.Eventf(r.last, nil, corev1.EventTypeNormal, string(harnessv1.RunRunning), "Start", "%s (at %s)",
+		r.last.Status.Message, r.last.Status.StartTime.UTC().Format(time.RFC3339))
 	if r.limits != nil {
 		a.writeLimits(r.ctx, r)
 	}

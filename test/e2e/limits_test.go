@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -106,6 +107,27 @@ func TestFixtureLimitsApplyWhenTheRunSetsNone(t *testing.T) {
 	}
 	if l := st.Limits; l == nil || l.EpisodeSeconds != 30 || l.ProbeSeconds != 2 || st.LimitSources["episodeSeconds"] != "run" || st.LimitSources["probeSeconds"] != "fixture" {
 		t.Errorf("status.limits %+v from %v; want the run's episodeSeconds 30 and the fixture's probeSeconds 2", l, st.LimitSources)
+	}
+
+	// The watched run, under way for seconds, said so with a Running
+	// Event (naming when it started) before its Succeeded one.
+	waitTerminal(t, client.ObjectKeyFromObject(watched))
+	var events eventsv1.EventList
+	if err := k8s.List(ctx, &events, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var running, succeeded *eventsv1.Event
+	for i, e := range events.Items {
+		switch {
+		case e.Regarding.Name != watched.Name:
+		case e.Reason == "Running":
+			running = &events.Items[i]
+		case e.Reason == "Succeeded":
+			succeeded = &events.Items[i]
+		}
+	}
+	if running == nil || succeeded == nil || !running.EventTime.Before(&succeeded.EventTime) || !strings.Contains(running.Note, "started attempt 1 (at ") {
+		t.Errorf("the watched run's Events: Running %+v, Succeeded %+v; want a Running one naming its start, then Succeeded", running, succeeded)
 	}
 }
 

@@ -52,7 +52,7 @@ import (
 //     (the load of a shared machine moves; the ratio is to their mean):
 //     100 runs through the same controller to a stand-in node whose 8
 //     workers make, directly with a client, the writes a run needs (claim,
-//     Events, the evidence ConfigMap of a real run, its terminal status),
+//     the evidence ConfigMap of a real run, its terminal status and Event),
 //     and nothing else: what the API server allows for those writes here,
 //     and the real runs/s as a fraction of it;
 //   - a real `harnessfacts node-agent` process's VmRSS when idle: after it
@@ -572,11 +572,12 @@ func (pw *phaseWatch) reportStages(b *testing.B, prefix string) {
 // a run makes: n runs, bound by the same controller to a stand-in node
 // (registered and heartbeated by fakenode, which claims nothing), on which
 // slots workers make, directly with a client, the node-agent's writes for
-// each: the claim (a status patch conditioned on the version read), its
-// Event, the evidence ConfigMap (sampleCM's data), the terminal status
-// (sample's, which records the limits) and its Event: what a run needs
-// (status.limits on its own is written only for a run that lasts, see
-// node-agent/limits.go). It returns runs/s and the writes per run it made.
+// each: the claim (a status patch conditioned on the version read), the
+// evidence ConfigMap (sampleCM's data), the terminal status (sample's,
+// which records the limits) and its Event: what a run needs (a Running
+// Event and status.limits on their own are written only for a run that
+// lasts, see node-agent/limits.go). It returns runs/s and the writes per
+// run it made.
 func apiCeiling(ctx context.Context, b *testing.B, round string, trueRun func(ns, name, selector string) *harnessv1.HarnessRun,
 	sample *harnessv1.HarnessRun, sampleCM *corev1.ConfigMap, n, slots int) (float64, float64) {
 	node, label := "bench-ceiling-"+round, "harnessfacts.io/bench-ceiling-"+round
@@ -635,7 +636,6 @@ func apiCeiling(ctx context.Context, b *testing.B, round string, trueRun func(ns
 		if err := c.Status().Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 			return fmt.Errorf("claim: %w", err)
 		}
-		event(run, string(harnessv1.RunRunning), "Start", st.Message)
 		run.Status.Attempt = max(run.Status.Attempt, 1)
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: nodeagent.EvidenceName(run), Namespace: run.Namespace,
 			Labels: map[string]string{nodeagent.LabelRunUID: string(run.UID), nodeagent.LabelAttempt: fmt.Sprint(run.Status.Attempt), nodeagent.LabelNode: node}},
