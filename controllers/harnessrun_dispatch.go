@@ -35,7 +35,20 @@ func fitsStatically(run *harnessv1.HarnessRun, v nodeView) bool {
 	if !ok || (run.Spec.Agent.Version != "" && version != run.Spec.Agent.Version) {
 		return false
 	}
-	return labels.SelectorFromSet(run.Spec.NodeSelector).Matches(labels.Set(v.labels))
+	return selects(run.Spec.NodeSelector, v.labels)
+}
+
+// selects reports whether a node with nodeLabels matches selector, a
+// nodeSelector: every key present with the same value. It is what
+// labels.SelectorFromSet(selector).Matches says, without building a
+// selector: a freed slot judges every waiting run against its node.
+func selects(selector, nodeLabels map[string]string) bool {
+	for k, v := range selector {
+		if got, ok := nodeLabels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
 }
 
 // filterNodes keeps the nodes a run may be bound to, load aside. When none is
@@ -45,10 +58,9 @@ func filterNodes(run *harnessv1.HarnessRun, nodes []nodeView) (fit []nodeView, r
 	if len(nodes) == 0 {
 		return nil, PendingNoNodes, "no HarnessNode is registered: no node-agent is running"
 	}
-	selector := labels.SelectorFromSet(run.Spec.NodeSelector)
 	var matching []nodeView
 	for _, n := range nodes {
-		if selector.Matches(labels.Set(n.labels)) {
+		if selects(run.Spec.NodeSelector, n.labels) {
 			matching = append(matching, n)
 		}
 	}
