@@ -41,7 +41,10 @@ type Options struct {
 	DefaultLeaseDuration time.Duration
 
 	// MaxConcurrentReconciles is the number of HarnessRun workers. Binding
-	// stays correct with any number (see bindingLedger).
+	// stays correct with any number (see bindingLedger). A binding pass is
+	// two API round trips and little CPU, so workers mostly wait: 16 kept
+	// runs waiting in the queue for a worker under a burst (1.3 s on average
+	// in BenchmarkCreateToScheduled, load 14), 64 did not (62 ms).
 	MaxConcurrentReconciles int
 
 	// Registerer receives the controller's metrics; controller-runtime's
@@ -73,7 +76,7 @@ func (o Options) Default() Options {
 		o.DefaultLeaseDuration = 40 * time.Second
 	}
 	if o.MaxConcurrentReconciles <= 0 {
-		o.MaxConcurrentReconciles = 16
+		o.MaxConcurrentReconciles = 64
 	}
 	if o.Registerer == nil {
 		o.Registerer = ctrlmetrics.Registry

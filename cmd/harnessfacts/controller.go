@@ -76,7 +76,7 @@ unless --metrics-secure=false), health on --health-probe-bind-address
 	fl.BoolVar(&f.leaderElect, "leader-elect", true, "elect a leader so only one replica acts at a time")
 	fl.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease; the pod's namespace when empty")
 	fl.StringVar(&f.leaseNamespace, "node-lease-namespace", "", "namespace of the node-agents' heartbeat Leases; when set, only Leases there are watched")
-	fl.IntVar(&f.workers, "workers", 16, "concurrent HarnessRun reconciles (binding stays exact with any number; more workers hide API latency)")
+	fl.IntVar(&f.workers, "workers", 64, "concurrent HarnessRun reconciles (binding stays exact with any number; more workers hide API latency)")
 	fl.IntVar(&f.suiteWorkers, "suite-workers", 4, "concurrent HarnessSuite reconciles")
 	fl.DurationVar(&f.claimTimeout, "claim-timeout", 2*time.Minute, "time a run may stay Scheduled on a live node before its attempt is taken back (retried like a lost node's)")
 	fl.DurationVar(&f.deadlineGrace, "deadline-grace", 30*time.Second, "time past start + limits.episodeSeconds before a run ends with class Timeout")
