@@ -131,13 +131,14 @@ fuzz: ## A short run of each fuzz target (FUZZTIME each, default 15s).
 
 .PHONY: bench
 bench: deps ## Run issue #18's benchmarks (real API server, real bwrap), each goal's ratio against a baseline from the same run; `make bench-deps` first for the sandbox-runtime comparison.
-	@assets=$$(hack/control-plane.sh); \
-	go build -o /dev/null ./cmd/harnessfacts ./cmd/harnessfacts-sandbox-init && \
-	go test -run '^$$' -bench 'SandboxStart$$' -benchtime 100x -count $(BENCH_COUNT) ./sandbox/ && \
-	go test -run '^$$' -bench OutputPipeline -benchtime 3x -count $(BENCH_COUNT) ./node-agent/executor/ && \
-	KUBEBUILDER_ASSETS=$$assets go test -timeout 30m -run '^$$' -bench LocalRun -benchtime 20x -count $(BENCH_COUNT) ./test/e2e/ && \
-	KUBEBUILDER_ASSETS=$$assets go test -timeout 30m -run '^$$' -bench NodeAgentThroughput -benchtime 200x ./test/e2e/ && \
-	KUBEBUILDER_ASSETS=$$assets go test -timeout 30m -run '^$$' -bench CreateToScheduled -benchtime 1x ./controllers/
+	@assets=$$(hack/control-plane.sh); failed=""; \
+	go build -o /dev/null ./cmd/harnessfacts ./cmd/harnessfacts-sandbox-init || exit 1; \
+	go test -run '^$$' -bench 'SandboxStart$$' -benchtime 100x -count $(BENCH_COUNT) ./sandbox/ || failed="$$failed SandboxStart"; \
+	go test -run '^$$' -bench OutputPipeline -benchtime 3x -count $(BENCH_COUNT) ./node-agent/executor/ || failed="$$failed OutputPipeline"; \
+	KUBEBUILDER_ASSETS=$$assets go test -timeout 30m -run '^$$' -bench LocalRun -benchtime 20x -count $(BENCH_COUNT) ./test/e2e/ || failed="$$failed LocalRun"; \
+	KUBEBUILDER_ASSETS=$$assets go test -timeout 30m -run '^$$' -bench NodeAgentThroughput -benchtime 200x ./test/e2e/ || failed="$$failed NodeAgentThroughput"; \
+	KUBEBUILDER_ASSETS=$$assets go test -timeout 30m -run '^$$' -bench CreateToScheduled -benchtime 1x ./controllers/ || failed="$$failed CreateToScheduled"; \
+	if [ -n "$$failed" ]; then echo "make bench: failed:$$failed (each benchmark runs whatever the others did)"; exit 1; fi
 
 .PHONY: bench-suite
 bench-suite: deps ## Run BenchmarkSuite2000 (a HarnessSuite of 2,000 runs over 20 fake nodes; minutes, kept out of make bench's 15).
