@@ -432,6 +432,9 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 				stdio.wait(0)
 			}
 			spawned = err == nil
+			// Every return from here on waits for the output copies (the
+			// end of Run does so after the kill; this is for the others).
+			defer stdio.wait(5 * time.Second)
 		}
 	} else {
 		err = cmd.Start()

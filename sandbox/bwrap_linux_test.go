@@ -764,12 +764,7 @@ func TestCgroupV2EvacuateToLeaf(t *testing.T) {
 // the release guard sees end of file instead of "go" and exits 125.
 func TestBwrapPayloadNeverRunsWithoutRelease(t *testing.T) {
 	r := requireBwrapHost(t)
-	cg, err := newRunCgroup(r.opts, Limits{}.WithDefaults())
-	if err != nil {
-		t.Fatal(err)
-	}
-	v1 := cg.version() == 1
-	_ = cg.remove()
+	v1 := cgroupV1(t, r)
 	if !v1 {
 		t.Log("cgroup v2 here: the process is born in its cgroup and no guard is needed; checking the payload still runs")
 	}
@@ -939,12 +934,7 @@ func TestBwrapThatDiesInSetupIsReportedAsBwrap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cg, err := newRunCgroup(r.opts, Limits{}.WithDefaults())
-	if err != nil {
-		t.Fatal(err)
-	}
-	v1 := cg.version() == 1
-	_ = cg.remove()
+	v1 := cgroupV1(t, r)
 	if !v1 {
 		t.Skip("cgroup v2: bwrap is born in its cgroup, nothing is moved")
 	}
@@ -952,4 +942,16 @@ func TestBwrapThatDiesInSetupIsReportedAsBwrap(t *testing.T) {
 	if res.ExitCode != 1 || !strings.Contains(out, "a stand-in failure") {
 		t.Fatalf("%+v %q, want bwrap's exit 1 and its message", res, out)
 	}
+}
+
+// cgroupV1 says whether r's runs get v1 cgroups here (the v1 placement,
+// with its --block-fd hold, is what some tests are about).
+func cgroupV1(t *testing.T, r *BwrapRunner) bool {
+	t.Helper()
+	cg, err := newRunCgroup(r.opts, Limits{}.WithDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cg.remove() }()
+	return cg.version() == 1
 }

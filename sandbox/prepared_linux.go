@@ -35,6 +35,8 @@ type Preparer struct {
 	wg      sync.WaitGroup
 	mu      sync.Mutex
 	err     error
+	// closeOnce closes done: Close may be called more than once.
+	closeOnce sync.Once
 	// taken counts the runs that started in a prepared sandbox.
 	taken atomic.Int64
 }
@@ -142,12 +144,11 @@ func (p *Preparer) Close() error {
 	if p == nil {
 		return nil
 	}
-	select {
-	case <-p.done:
+	first := false
+	p.closeOnce.Do(func() { first = true; close(p.done) })
+	if !first {
 		return nil
-	default:
 	}
-	close(p.done)
 	p.wg.Wait()
 	var errs []error
 	for {

@@ -181,4 +181,10 @@ func TestPreparerWithoutSpawnerSaysWhy(t *testing.T) {
 	if len(left) > 0 {
 		t.Errorf("a failed preparation left cgroups: %v", left)
 	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(); err != nil { // a second Close (the deferred one is a third) does nothing
+		t.Fatal(err)
+	}
 }
