@@ -109,12 +109,6 @@ func (o *Overlay) Unmount() error {
 	return nil
 }
 
-// UnmountUnder detaches an overlay a killed node-agent left at dir/root
-// (dir being what Mount was given), before its run dir is removed.
-func UnmountUnder(dir string) {
-	_ = unix.Unmount(filepath.Join(dir, "root"), unix.MNT_DETACH)
-}
-
 // userNamespace returns a user namespace that maps 0 to uid (and gid).
 // As containerd does for its idmapped mounts, a child is started in a new
 // user namespace with PTRACE_TRACEME, so it stops at its execve before

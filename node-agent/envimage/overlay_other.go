@@ -17,6 +17,3 @@ func Mount(image, dir string, uid, gid int) (*Overlay, error) {
 
 // Unmount does nothing here.
 func (o *Overlay) Unmount() error { return nil }
-
-// UnmountUnder does nothing here.
-func UnmountUnder(string) {}

@@ -67,8 +67,7 @@ func (a *attempt) prepareEnvironment(ctx context.Context) error {
 	if err != nil {
 		return bad(fmt.Errorf("the environment image %s: %w", ref, err))
 	}
-	// Registered after the run dir's removal, so it runs before it.
-	a.deferCleanup(func() { _ = ov.Unmount() })
+	// The run dir's removal unmounts the overlay (fixture.RunDir.Empty).
 	a.env = &environment{image: img, overlay: ov, status: harnessv1.EnvironmentStatus{
 		Image: ref, Digest: img.Digest, ConfigDigest: img.ConfigDigest, Source: source}}
 	return nil

@@ -155,6 +155,8 @@ type Executor struct {
 	fallbackWhy string
 	// preparer keeps sandboxes made ahead (PrepareSandboxes), or is nil.
 	preparer *sandbox.Preparer
+	// graves removes finished runs' dirs.
+	graves graveyard
 
 	// versions caches each adapter's CLI version: asking costs a process
 	// start (seconds for some CLIs), and the installed CLI does not change
@@ -319,9 +321,10 @@ func bwrapAvailable(avail []sandbox.Availability) bool {
 	return false
 }
 
-// Close removes the sandboxes made ahead (PrepareSandboxes). Runs may not
-// start after it.
+// Close removes the sandboxes made ahead (PrepareSandboxes) and the run
+// dirs still waiting for removal (graveyard). Runs may not start after it.
 func (e *Executor) Close() error {
+	e.graves.close()
 	return e.preparer.Close()
 }
 

@@ -116,6 +116,11 @@ func TestPoliciesAreAskedLastBeforeTheAgent(t *testing.T) {
 			t.Errorf("%s: policies asked %v, agent started %d times; want asked and %d", name, asked[name], obs.started[name], n)
 		}
 	}
+	// A run dir whose file system was unmounted waits a little before it
+	// goes (graveyard); Close takes what waits.
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if entries, _ := os.ReadDir(root); len(entries) != 0 {
 		t.Errorf("left in the run root: %v", entries)
 	}

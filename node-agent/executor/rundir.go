@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -30,11 +32,7 @@ func (a *attempt) makeRunDir(ctx context.Context) error {
 		return fail(harnessv1.ReasonBadFixture, fmt.Errorf("the fixture cannot be copied into a run dir: %w", err))
 	}
 	a.dir = dir
-	a.deferCleanup(func() {
-		if err := dir.Remove(); err != nil {
-			log.FromContext(ctx).Error(err, "removing the run dir failed; the next start removes it", "dir", dir.Path)
-		}
-	})
+	a.deferCleanup(func() { a.e.graves.bury(ctx, dir) })
 	if err := dir.MakeAgentDirs(); err != nil {
 		return fail(harnessv1.ReasonRunDirFailed, err)
 	}
@@ -43,4 +41,79 @@ func (a *attempt) makeRunDir(ctx context.Context) error {
 		return fail(harnessv1.ReasonRunDirFailed, err)
 	}
 	return nil
+}
+
+// runDirGrace is how long the emptied mount points of a finished run's dir
+// stay before they are removed (fixture.RunDir.Empty says why): far longer
+// than a sandbox's setup takes, even on a loaded node.
+const runDirGrace = 5 * time.Second
+
+// graveyard removes finished runs' dirs: at once, or, when a mount was
+// taken off one, after runDirGrace (until Close).
+type graveyard struct {
+	mu      sync.Mutex
+	closed  bool
+	waiting map[*fixture.RunDir]*time.Timer
+	timers  sync.WaitGroup
+	// grace is runDirGrace, or shorter in tests.
+	grace time.Duration
+}
+
+// bury empties dir at once and removes it when that is safe.
+func (g *graveyard) bury(ctx context.Context, dir *fixture.RunDir) {
+	logger := log.FromContext(ctx)
+	remove := func() {
+		if err := dir.Remove(); err != nil {
+			logger.Error(err, "removing the run dir failed; the next start removes it", "dir", dir.Path)
+		}
+	}
+	mounted, err := dir.Empty()
+	if err != nil {
+		logger.Error(err, "emptying the run dir failed", "dir", dir.Path)
+	}
+	g.mu.Lock()
+	if !mounted || g.closed {
+		g.mu.Unlock()
+		remove()
+		return
+	}
+	if g.waiting == nil {
+		g.waiting = map[*fixture.RunDir]*time.Timer{}
+	}
+	grace := g.grace
+	if grace == 0 {
+		grace = runDirGrace
+	}
+	g.timers.Add(1)
+	g.waiting[dir] = time.AfterFunc(grace, func() {
+		defer g.timers.Done()
+		g.mu.Lock()
+		_, mine := g.waiting[dir] // close may have taken it
+		delete(g.waiting, dir)
+		g.mu.Unlock()
+		if mine {
+			remove()
+		}
+	})
+	g.mu.Unlock()
+}
+
+// close removes the dirs still waiting at once, and any later one as it
+// comes: no sandbox of this executor starts any more. It may be called
+// more than once.
+func (g *graveyard) close() {
+	g.mu.Lock()
+	g.closed = true
+	waiting := g.waiting
+	g.waiting = nil
+	g.mu.Unlock()
+	for dir, t := range waiting {
+		if t.Stop() {
+			g.timers.Done()
+		}
+		if err := dir.Remove(); err != nil {
+			log.Log.Error(err, "removing the run dir failed; the next start removes it", "dir", dir.Path)
+		}
+	}
+	g.timers.Wait()
 }
