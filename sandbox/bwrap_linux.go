@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -274,8 +275,68 @@ func sealedMemfd(name string, data []byte) (*os.File, error) {
 	return f, nil
 }
 
+// setupTries bounds how often Run starts bwrap when it dies in its own
+// setup, before the payload could run.
+const setupTries = 3
+
 // Run runs spec under bubblewrap. See Runner.
+//
+// bwrap binds the host's / recursively and then remounts each mount below
+// it read-only; a mount that goes away meanwhile (another run's run dir, a
+// pod volume the kubelet removes, anything on the host) makes it fail with
+// "Can't bind mount /oldroot/ on /newroot/: Unable to apply mount flags:
+// remount ...", before the payload ran (bubblewrap issue 650, open). Run
+// then starts it again, up to setupTries in all, and says so on the
+// payload's stderr; only a failure it can prove came before the payload
+// is retried (bwrapSetupFailed), so a payload cannot have itself run twice.
 func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error) {
+	// Stdin must be given whole to the next start: the copy into the
+	// failed one's pipe may have taken some of it.
+	rewind := func() bool { return true }
+	switch in := spec.Stdin.(type) {
+	case nil, *os.File: // bwrap itself reads nothing of it
+	case io.Seeker:
+		pos, err := in.Seek(0, io.SeekCurrent)
+		rewind = func() bool {
+			if err != nil {
+				return false
+			}
+			_, err := in.Seek(pos, io.SeekStart)
+			return err == nil
+		}
+	default:
+		rewind = func() bool { return false }
+	}
+	var once sync.Once
+	started := spec.Started
+	spec.Started = func() { once.Do(func() { Spec{Started: started}.started() }) }
+	for try := 1; ; try++ {
+		var setupFailed bool
+		res, err = r.run(ctx, spec, &setupFailed)
+		res.SetupRetries = try - 1
+		if !setupFailed || try == setupTries || ctx.Err() != nil || !rewind() {
+			return res, err
+		}
+		if spec.Stderr != nil {
+			fmt.Fprintf(spec.Stderr, "harnessfacts: the sandbox's setup failed before the command ran (bwrap's message is above; a host mount that changes under bwrap does this, bubblewrap issue 650): starting the sandbox again (%d of %d)\n", try+1, setupTries)
+		}
+	}
+}
+
+// bwrapSetupFailed says whether bwrap, now gone, died in its own setup:
+// it exited 1 (its die()) and never read the seccomp program, which it
+// reads after every mount and just before it forks and executes the
+// payload. The memfd's offset is shared with bwrap's copy of it; bwrap
+// closes that copy once read, so the payload can never move it.
+func bwrapSetupFailed(res Result, seccomp *os.File) bool {
+	if seccomp == nil || res.ExitCode != 1 || res.Signal != 0 || res.TimedOut || res.OOMKilled {
+		return false
+	}
+	off, err := unix.Seek(int(seccomp.Fd()), 0, io.SeekCurrent)
+	return err == nil && off == 0
+}
+
+func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (res Result, err error) {
 	res = Result{Mode: ModeBwrap, ExitCode: -1}
 	if err := spec.validate(); err != nil {
 		return res, err
@@ -337,7 +398,7 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 	// namespace between bwrap's setup and the payload: the same hold as
 	// the v1 cgroup placement.
 	userNet := spec.Network == NetworkUserMode
-	sync := move || userNet
+	hold := move || userNet
 	var slirp string
 	var resolv *os.File
 	if userNet {
@@ -359,7 +420,7 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 		defer sf.Close()
 		res.Seccomp = prof.String()
 	}
-	af, err := argsFile(bwrapArgs(spec, sync, sf != nil))
+	af, err := argsFile(bwrapArgs(spec, hold, sf != nil))
 	if err != nil {
 		return res, fmt.Errorf("sandbox: bwrap args: %w", err)
 	}
@@ -367,7 +428,7 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 	extra := []*os.File{af, sf}
 	argv := spec.Argv
 	var infoR, blockW, releaseW *os.File
-	if sync {
+	if hold {
 		var infoW, blockR, releaseR *os.File
 		if infoR, infoW, err = os.Pipe(); err != nil {
 			return res, err
@@ -450,7 +511,7 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 	}
 
 	var killErr error
-	if sync {
+	if hold {
 		// cgroup v1 has no CLONE_INTO_CGROUP. bwrap tells us its sandbox
 		// child's pid on --info-fd and then that child waits on --block-fd
 		// before it drops into the payload. We move the child into the
@@ -523,6 +584,7 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 	if waitErr != nil && cmd.ProcessState == nil {
 		return res, fmt.Errorf("sandbox: wait for bwrap: %w", waitErr)
 	}
+	*setupFailed = killErr == nil && ctx.Err() == nil && bwrapSetupFailed(res, sf)
 	if killErr != nil {
 		return res, fmt.Errorf("sandbox: %w", killErr)
 	}

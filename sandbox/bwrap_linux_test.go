@@ -955,3 +955,120 @@ func cgroupV1(t *testing.T, r *BwrapRunner) bool {
 	defer func() { _ = cg.remove() }()
 	return cg.version() == 1
 }
+
+// standInBwrap writes a stand-in bwrap that fails the way bwrap does when a
+// host mount changes under its setup (its message, exit 1, the seccomp
+// program unread) for its first fails starts, and is the real bwrap after.
+func standInBwrap(t *testing.T, fails int) (path string, starts func() int) {
+	t.Helper()
+	real, err := exec.LookPath("bwrap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := testBase(t) // run as the sandbox uid: outside the 0700 TempDir
+	state := filepath.Join(dir, "state")
+	if err := os.Mkdir(state, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(state, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	path = filepath.Join(dir, "bwrap")
+	script := fmt.Sprintf(`#!/bin/sh
+echo start >> %[1]s/starts
+if [ "$(wc -l < %[1]s/starts)" -le %[2]d ]; then
+  echo 'bwrap: Can'"'"'t bind mount /oldroot/ on /newroot/: Unable to apply mount flags: remount "/newroot/gone": No such file or directory' >&2
+  exit 1
+fi
+exec %[3]s "$@"
+`, state, fails, real)
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path, func() int {
+		b, _ := os.ReadFile(filepath.Join(state, "starts"))
+		return strings.Count(string(b), "\n")
+	}
+}
+
+// TestBwrapSetupFailureIsStartedAgain: a bwrap that died in its setup,
+// before the command could run (bubblewrap issue 650: a host mount that
+// went away while bwrap remounted its bind of /), is started again; the
+// command then runs once, with its whole stdin, and the retry is said on
+// its stderr and in the result. Past setupTries the failure is reported as
+// it is.
+func TestBwrapSetupFailureIsStartedAgain(t *testing.T) {
+	requireBwrapHost(t)
+	fake, starts := standInBwrap(t, 1)
+	r, err := NewBwrapRunner(Options{Bwrap: fake, CgroupParent: testCgroupParent, Preparer: testPreparer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := "the prompt " + randomToken(t) + "\n"
+	spec := runDir(t, testBase(t), "sh", "-c", `cat > got; echo ran >> count; echo done`)
+	spec.Stdin = strings.NewReader(prompt)
+	calls := 0
+	spec.Started = func() { calls++ }
+	res, out := run(t, r, spec)
+	if res.ExitCode != 0 || res.SetupRetries != 1 || starts() != 2 || calls != 1 {
+		t.Fatalf("%+v after %d starts (Started called %d times), output %q: want exit 0 after one retry, Started once", res, starts(), calls, out)
+	}
+	if !strings.Contains(out, "starting the sandbox again (2 of 3)") || !strings.HasSuffix(out, "done\n") {
+		t.Errorf("output %q: want the retry said, then the command's own", out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(spec.Dir, "count")); string(b) != "ran\n" {
+		t.Errorf("the command ran %q times, want once", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(spec.Dir, "got")); string(b) != prompt {
+		t.Errorf("stdin after the retry: %q, want %q", b, prompt)
+	}
+
+	fake, starts = standInBwrap(t, setupTries)
+	r, err = NewBwrapRunner(Options{Bwrap: fake, CgroupParent: testCgroupParent, Preparer: testPreparer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec = runDir(t, testBase(t), "sh", "-c", `echo ran >> count`)
+	res, out = run(t, r, spec)
+	if res.ExitCode != 1 || res.SetupRetries != setupTries-1 || starts() != setupTries || strings.Count(out, "Unable to apply mount flags") != setupTries {
+		t.Fatalf("%+v after %d starts, output %q: want bwrap's exit 1 and its message after %d starts", res, starts(), out, setupTries)
+	}
+	if _, err := os.Stat(filepath.Join(spec.Dir, "count")); err == nil {
+		t.Error("the command ran")
+	}
+}
+
+// TestBwrapCommandThatFailsIsNotStartedAgain: only bwrap's own setup is
+// retried. A command that exits 1 saying what bwrap says when its setup
+// fails ran, and is never run again: the real bwrap read its seccomp
+// program before it started it. And a real setup failure (a folder to
+// hide that bwrap cannot reach as the sandbox's uid) is one.
+func TestBwrapCommandThatFailsIsNotStartedAgain(t *testing.T) {
+	r := requireBwrapHost(t)
+	spec := runDir(t, testBase(t), "sh", "-c", `echo ran >> count; echo "bwrap: Can't bind mount /oldroot/ on /newroot/: Unable to apply mount flags: remount \"/newroot/x\": Invalid argument" >&2; exit 1`)
+	res, out := run(t, r, spec)
+	if res.ExitCode != 1 || res.SetupRetries != 0 || strings.Contains(out, "starting the sandbox again") {
+		t.Errorf("%+v, output %q: want exit 1 and no retry", res, out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(spec.Dir, "count")); string(b) != "ran\n" {
+		t.Errorf("the command ran %q times, want once", b)
+	}
+
+	base := testBase(t)
+	hidden := filepath.Join(base, "closed", "hidden")
+	if err := os.MkdirAll(hidden, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(base, "closed"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	spec = runDir(t, base, "sh", "-c", `echo ran >> count`)
+	spec.Hidden = []string{hidden}
+	res, out = run(t, r, spec)
+	if res.ExitCode != 1 || res.SetupRetries != setupTries-1 || strings.Count(out, "starting the sandbox again") != setupTries-1 {
+		t.Errorf("%+v, output %q: want bwrap's setup failure, tried %d times", res, out, setupTries)
+	}
+	if _, err := os.Stat(filepath.Join(spec.Dir, "count")); err == nil {
+		t.Error("the command ran")
+	}
+}

@@ -98,6 +98,8 @@ func TestPreparedSandboxes(t *testing.T) {
 		{"StartedIsCalledOnceBeforeTheEnd", TestBwrapStartedIsCalledOnceBeforeTheEnd},
 		{"UserModeNetworkReachesOutsideNotLoopback", TestBwrapUserModeNetworkReachesOutsideNotLoopback},
 		{"SeccompDeniesCallsInSandbox", TestSeccompDeniesCallsInSandbox},
+		{"SetupFailureIsStartedAgain", TestBwrapSetupFailureIsStartedAgain},
+		{"CommandThatFailsIsNotStartedAgain", TestBwrapCommandThatFailsIsNotStartedAgain},
 	} {
 		waitReady(t, p)
 		before := p.taken.Load()

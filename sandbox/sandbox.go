@@ -280,6 +280,11 @@ type Result struct {
 	// of its program ("name@sha256:…"), or is empty when none applied (the
 	// plain mode; Windows has none).
 	Seccomp string
+	// SetupRetries counts the sandbox's starts that failed in its own
+	// setup, before the command ran, and were made again (bwrap: a host
+	// mount that changed under it). Each is also said on the command's
+	// stderr.
+	SetupRetries int
 }
 
 // Runner runs commands in one isolation mode.

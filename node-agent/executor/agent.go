@@ -164,6 +164,7 @@ func (a *attempt) runAgent(ctx context.Context) (*ran, error) {
 	}
 	res, runErr := a.runner.Run(agentCtx, spec)
 	out.close()
+	noteSetupRetries(ctx, "agent", res)
 	r := &ran{agent: res, agentErr: runErr, out: out, stop: stopCauseOf(ctx)}
 	if a.gw != nil {
 		r.gatewayStop = a.gw.g.Stopped()

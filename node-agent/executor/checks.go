@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/sandbox"
 )
@@ -52,6 +54,7 @@ func (a *attempt) runChecks(ctx context.Context) []harnessv1.CheckResult {
 		spec.Stdout, spec.Stderr = out.writer(), out.writer()
 		res, err := a.runner.Run(ctx, spec)
 		out.close()
+		noteSetupRetries(ctx, "check "+c.Name, res)
 		r := harnessv1.CheckResult{Name: c.Name, DurationMilliseconds: res.Duration.Milliseconds()}
 		switch {
 		case err != nil && !res.TimedOut:
@@ -159,4 +162,13 @@ func (a *attempt) checkSpec(i int, tests string) (sandbox.Spec, error) {
 	}
 	spec.ReadOnly = []string{a.dir.FixtureDir()}
 	return spec, nil
+}
+
+// noteSetupRetries logs a sandbox whose setup failed before what it ran
+// and was started again (sandbox.Result.SetupRetries); the command's own
+// output says so too.
+func noteSetupRetries(ctx context.Context, what string, res sandbox.Result) {
+	if res.SetupRetries > 0 {
+		log.FromContext(ctx).Info("the sandbox's setup failed before the command ran, and it was started again (bubblewrap issue 650: a host mount changed under bwrap)", "command", what, "retries", res.SetupRetries)
+	}
 }
