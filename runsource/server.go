@@ -234,17 +234,22 @@ func (s *Server) fixture(w http.ResponseWriter, r *http.Request) {
 // a node-agent never holds a standing right to it. A configured Secret that
 // cannot be read is an error (the node-agent then fails the evidence step
 // loudly rather than sign with another key unnoticed).
+//
+// Without a key the answer is the same for every caller and says nothing
+// worth guarding, so it costs the API server nothing: no TokenReview, no
+// read of the run. Every run's receipt asks, and that was two API requests
+// per run on the path to its terminal status.
 func (s *Server) signingKeyPEM(w http.ResponseWriter, r *http.Request) {
-	req := SigningKeyRequest{}
-	who, _, ok := s.begin(w, r, &req, func() RunRef { return req.Run })
-	if !ok {
-		return
-	}
 	s.mu.Lock()
 	ref := s.signingKey
 	s.mu.Unlock()
 	if ref == nil {
 		writeJSON(w, http.StatusOK, SigningKeyResponse{})
+		return
+	}
+	req := SigningKeyRequest{}
+	who, _, ok := s.begin(w, r, &req, func() RunRef { return req.Run })
+	if !ok {
 		return
 	}
 	sec := &corev1.Secret{}

@@ -63,6 +63,7 @@ func user(sa string) string { return "system:serviceaccount:" + system + ":" + s
 type stack struct {
 	url string
 	ca  []byte
+	srv *runsource.Server
 }
 
 func mustCreate(t *testing.T, objs ...client.Object) {
@@ -104,7 +105,7 @@ func startStack(t *testing.T, namespaces []string) *stack {
 			t.Errorf("the server stopped with %v", err)
 		}
 	})
-	return &stack{url: "https://" + ln.Addr().String(), ca: certPEM}
+	return &stack{url: "https://" + ln.Addr().String(), ca: certPEM, srv: srv}
 }
 
 var (
@@ -470,5 +471,37 @@ func TestServerName(t *testing.T) {
 	}
 	if v, err := byName.SecretKey(ctx, ref(run), secret, "key"); err != nil || string(v) != value {
 		t.Fatalf("with the server name: %q, %v", v, err)
+	}
+}
+
+// staticToken is a bearer token given as is.
+type staticToken string
+
+func (s staticToken) Token(context.Context) (string, error) { return string(s), nil }
+
+// TestSigningKeyNoneCostsNoAPIRequest: without an operator key the answer
+// ("none") is given to anyone without a TokenReview or a read of the run
+// (a token the API server would refuse gets it); with a key configured,
+// the same caller is refused, and the bound node's node-agent gets it
+// while its run is active.
+func TestSigningKeyNoneCostsNoAPIRequest(t *testing.T) {
+	ctx := context.Background()
+	pods := objects(t)
+	s := startStack(t, nil)
+	bogus := s.client(t, staticToken("not-a-token"))
+	nobody := runsource.RunRef{Namespace: team, Name: "no-such-run", UID: "no-such-uid", Attempt: 1}
+	if pem, err := bogus.SigningKey(ctx, nobody); err != nil || len(pem) != 0 {
+		t.Fatalf("without a key: %q, %v; want an empty answer", pem, err)
+	}
+
+	keySecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: system, Name: "operator-key"},
+		Data: map[string][]byte{runsource.SigningKeyDataKey: []byte("a PEM key")}}
+	mustCreate(t, keySecret)
+	s.srv.SetSigningKeySecret(&types.NamespacedName{Namespace: system, Name: keySecret.Name})
+	_, err := bogus.SigningKey(ctx, nobody)
+	refused(t, err, 401, "did not authenticate")
+	run := boundRun(t, team, "signs-on-a", "node-a", harnessv1.RunRunning)
+	if pem, err := s.client(t, podToken(pods["agent-a"], "")).SigningKey(ctx, ref(run)); err != nil || string(pem) != "a PEM key" {
+		t.Fatalf("with a key, the bound node's node-agent: %q, %v", pem, err)
 	}
 }
