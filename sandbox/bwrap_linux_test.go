@@ -961,7 +961,7 @@ func cgroupV1(t *testing.T, r *BwrapRunner) bool {
 // program unread) for its first fails starts, and is the real bwrap after.
 func standInBwrap(t *testing.T, fails int) (path string, starts func() int) {
 	t.Helper()
-	real, err := exec.LookPath("bwrap")
+	bwrap, err := exec.LookPath("bwrap")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -981,7 +981,7 @@ if [ "$(wc -l < %[1]s/starts)" -le %[2]d ]; then
   exit 1
 fi
 exec %[3]s "$@"
-`, state, fails, real)
+`, state, fails, bwrap)
 	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
