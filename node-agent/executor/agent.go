@@ -162,7 +162,9 @@ func (a *attempt) runAgent(ctx context.Context) (*ran, error) {
 			}
 		}()
 	}
+	done := a.e.graves.sandbox()
 	res, runErr := a.runner.Run(agentCtx, spec)
+	done()
 	out.close()
 	noteSetupRetries(ctx, "agent", res)
 	r := &ran{agent: res, agentErr: runErr, out: out, stop: stopCauseOf(ctx)}

@@ -52,7 +52,9 @@ func (a *attempt) runChecks(ctx context.Context) []harnessv1.CheckResult {
 		rewardDir := a.dir.Join(fmt.Sprintf("check-%d", i), "verifier")
 		out := newOutput(a.redactor, "", checkOutputBytes)
 		spec.Stdout, spec.Stderr = out.writer(), out.writer()
+		done := a.e.graves.sandbox()
 		res, err := a.runner.Run(ctx, spec)
+		done()
 		out.close()
 		noteSetupRetries(ctx, "check "+c.Name, res)
 		r := harnessv1.CheckResult{Name: c.Name, DurationMilliseconds: res.Duration.Milliseconds()}

@@ -116,8 +116,8 @@ func TestPoliciesAreAskedLastBeforeTheAgent(t *testing.T) {
 			t.Errorf("%s: policies asked %v, agent started %d times; want asked and %d", name, asked[name], obs.started[name], n)
 		}
 	}
-	// A run dir whose file system was unmounted waits a little before it
-	// goes (graveyard); Close takes what waits.
+	// A run dir may wait for sandboxes starting beside it (graveyard);
+	// Close takes what waits.
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -43,20 +43,66 @@ func (a *attempt) makeRunDir(ctx context.Context) error {
 	return nil
 }
 
-// runDirGrace is how long the emptied mount points of a finished run's dir
-// stay before they are removed (fixture.RunDir.Empty says why): far longer
-// than a sandbox's setup takes, even on a loaded node.
-const runDirGrace = 5 * time.Second
+// setupBound is how long a sandbox's setup may take, generously: the
+// emptied mount points of a finished run's dir wait for the sandboxes that
+// were starting when their mounts were taken off, until each has ended or
+// has been running this long (fixture.RunDir.Empty says why). A sandbox
+// whose bwrap is still in its setup past it is started again by the
+// sandbox itself (sandbox.Result.SetupRetries).
+const setupBound = 2 * time.Second
 
-// graveyard removes finished runs' dirs: at once, or, when a mount was
-// taken off one, after runDirGrace (until Close).
+// graveyard removes finished runs' dirs: at once when no sandbox of this
+// executor is starting, else once those that were starting are past their
+// setup (or at Close).
 type graveyard struct {
 	mu      sync.Mutex
 	closed  bool
 	waiting map[*fixture.RunDir]*time.Timer
 	timers  sync.WaitGroup
-	// grace is runDirGrace, or shorter in tests.
-	grace time.Duration
+	// sandboxes are this executor's sandboxes whose Run has not returned,
+	// with the time it began.
+	sandboxes map[uint64]time.Time
+	next      uint64
+	// bound is setupBound, or shorter in tests.
+	bound time.Duration
+}
+
+// pollEvery is how often a waiting run dir looks at the sandboxes again.
+const pollEvery = 20 * time.Millisecond
+
+// sandbox says a sandbox's Run begins; done says it returned.
+func (g *graveyard) sandbox() (done func()) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.sandboxes == nil {
+		g.sandboxes = map[uint64]time.Time{}
+	}
+	g.next++
+	id := g.next
+	g.sandboxes[id] = time.Now()
+	return func() {
+		g.mu.Lock()
+		delete(g.sandboxes, id)
+		g.mu.Unlock()
+	}
+}
+
+// startingLocked returns the sandboxes that may still be in their setup.
+func (g *graveyard) startingLocked() map[uint64]time.Time {
+	bound := g.bound
+	if bound == 0 {
+		bound = setupBound
+	}
+	var starting map[uint64]time.Time
+	for id, began := range g.sandboxes {
+		if time.Since(began) < bound {
+			if starting == nil {
+				starting = map[uint64]time.Time{}
+			}
+			starting[id] = began
+		}
+	}
+	return starting
 }
 
 // bury empties dir at once and removes it when that is safe.
@@ -72,7 +118,8 @@ func (g *graveyard) bury(ctx context.Context, dir *fixture.RunDir) {
 		logger.Error(err, "emptying the run dir failed", "dir", dir.Path)
 	}
 	g.mu.Lock()
-	if !mounted || g.closed {
+	starting := g.startingLocked()
+	if !mounted || g.closed || len(starting) == 0 {
 		g.mu.Unlock()
 		remove()
 		return
@@ -80,21 +127,29 @@ func (g *graveyard) bury(ctx context.Context, dir *fixture.RunDir) {
 	if g.waiting == nil {
 		g.waiting = map[*fixture.RunDir]*time.Timer{}
 	}
-	grace := g.grace
-	if grace == 0 {
-		grace = runDirGrace
-	}
-	g.timers.Add(1)
-	g.waiting[dir] = time.AfterFunc(grace, func() {
-		defer g.timers.Done()
+	var check func()
+	check = func() {
 		g.mu.Lock()
-		_, mine := g.waiting[dir] // close may have taken it
+		if _, mine := g.waiting[dir]; !mine { // close took it
+			g.mu.Unlock()
+			g.timers.Done()
+			return
+		}
+		now := g.startingLocked()
+		for id := range starting {
+			if _, still := now[id]; still {
+				g.waiting[dir] = time.AfterFunc(pollEvery, check)
+				g.mu.Unlock()
+				return
+			}
+		}
 		delete(g.waiting, dir)
 		g.mu.Unlock()
-		if mine {
-			remove()
-		}
-	})
+		remove()
+		g.timers.Done()
+	}
+	g.timers.Add(1)
+	g.waiting[dir] = time.AfterFunc(pollEvery, check)
 	g.mu.Unlock()
 }
 

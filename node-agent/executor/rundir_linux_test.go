@@ -9,11 +9,13 @@ import (
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
 )
 
-// TestGraveyardKeepsMountPointsUntilGraceOrClose: a finished run's dir
-// that had a file system of its own is emptied at once and removed only
-// later (fixture.RunDir.Empty says why), and Close removes what still
-// waits; a dir that had no mount goes at once, as does any after Close.
-func TestGraveyardKeepsMountPointsUntilGraceOrClose(t *testing.T) {
+// TestGraveyardKeepsMountPointsWhileSandboxesStart: a finished run's dir
+// that had a file system of its own is emptied at once; its mount point
+// goes at once when no sandbox of the executor is starting, else once those
+// that were starting have returned or are past their setup (fixture.RunDir.
+// Empty says why), and Close removes what still waits. A dir that had no
+// mount goes at once, as does any after Close.
+func TestGraveyardKeepsMountPointsWhileSandboxesStart(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("this test needs root: it mounts run dirs' tmpfs (run `go test` as root, as CI does)")
 	}
@@ -31,12 +33,29 @@ func TestGraveyardKeepsMountPointsUntilGraceOrClose(t *testing.T) {
 		return d
 	}
 	exists := func(d *fixture.RunDir) bool { _, err := os.Stat(d.Path); return err == nil }
+	gone := func(d *fixture.RunDir, why string) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); exists(d); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the run dir is still there", why)
+			}
+		}
+	}
+	ctx := context.Background()
 	var g graveyard
+
+	alone := dir("alone", 1<<20)
+	g.bury(ctx, alone)
+	if exists(alone) {
+		t.Error("with no sandbox starting, a run dir that had a mount waits")
+	}
+
+	done := g.sandbox()
 	limited, plain := dir("limited", 1<<20), dir("plain", 0)
-	g.bury(context.Background(), limited)
-	g.bury(context.Background(), plain)
+	g.bury(ctx, limited)
+	g.bury(ctx, plain)
 	if !exists(limited) {
-		t.Error("a run dir that had a mount was removed at once")
+		t.Error("a run dir that had a mount was removed while a sandbox was starting")
 	}
 	if _, err := os.Stat(limited.Workspace()); !os.IsNotExist(err) {
 		t.Errorf("the waiting run dir was not emptied: %v", err)
@@ -44,24 +63,38 @@ func TestGraveyardKeepsMountPointsUntilGraceOrClose(t *testing.T) {
 	if exists(plain) {
 		t.Error("a run dir without a mount waits")
 	}
+	time.Sleep(5 * pollEvery)
+	if !exists(limited) {
+		t.Error("the run dir went while the sandbox that was starting still ran")
+	}
+	later := g.sandbox() // started after the unmount: not waited for
+	done()
+	gone(limited, "after the starting sandbox returned")
+
+	long := graveyard{bound: 100 * time.Millisecond}
+	_ = long.sandbox() // never returns: a long agent
+	slow := dir("slow", 1<<20)
+	long.bury(ctx, slow)
+	if !exists(slow) {
+		t.Error("a run dir that had a mount was removed while a sandbox was starting")
+	}
+	gone(slow, "after the sandbox was past its setup")
+	long.close()
+
+	waits := dir("waits", 1<<20)
+	g.bury(ctx, waits) // later still runs
+	if !exists(waits) {
+		t.Error("a run dir that had a mount was removed while a sandbox was starting")
+	}
 	g.close()
-	if exists(limited) {
+	if exists(waits) {
 		t.Error("Close left a waiting run dir")
 	}
-	late := dir("late", 1<<20)
-	g.bury(context.Background(), late)
-	if exists(late) {
+	after := dir("after", 1<<20)
+	g.bury(ctx, after)
+	if exists(after) {
 		t.Error("a run dir buried after Close waits")
 	}
+	later()
 	g.close() // twice is allowed
-
-	timed := graveyard{grace: 50 * time.Millisecond}
-	alone := dir("alone", 1<<20)
-	timed.bury(context.Background(), alone)
-	for deadline := time.Now().Add(10 * time.Second); exists(alone); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("a waiting run dir was not removed after its grace")
-		}
-	}
-	timed.close()
 }
