@@ -219,7 +219,11 @@ func requirePass(t *testing.T, run *harnessv1.HarnessRun) {
 	t.Helper()
 	st := run.Status
 	if st.Verdict != harnessv1.VerdictPass {
-		t.Fatalf("%s: verdict %q, phase %s, reason %s: %s\n%s", run.Name, st.Verdict, st.Phase, st.Reason, st.Message, podsState())
+		tail := ""
+		if st.Agent != nil {
+			tail = st.Agent.OutputTail
+		}
+		t.Fatalf("%s: verdict %q, phase %s, reason %s: %s\nthe agent's output ends:\n%s\n%s", run.Name, st.Verdict, st.Phase, st.Reason, st.Message, tail, podsState())
 	}
 	if st.NodeName != nodeEnv["HARNESSFACTS_NODE_NAME"] {
 		t.Fatalf("%s ran on %q, not the kubelet's node", run.Name, st.NodeName)
@@ -257,6 +261,23 @@ func applyRun(t *testing.T, yaml string) {
 // hostLeftovers lists what the node-agent may leave on the host: run dirs
 // under the run root, per-run cgroups (harnessfacts/run-* below the
 // kubelet's pods in any hierarchy), and node-agent or agent processes.
+// holdsSpawner says whether the run cgroup holds a sandbox made ahead by
+// the running node-agent (sandbox.Preparer): its spawner waits in it for
+// the next run. It is the node-agent's, as the node-agent itself is.
+func holdsSpawner(cgroup string) bool {
+	b, err := os.ReadFile(filepath.Join(cgroup, "cgroup.procs"))
+	if err != nil {
+		return false
+	}
+	for _, pid := range strings.Fields(string(b)) {
+		cmd, _ := os.ReadFile(filepath.Join("/proc", pid, "cmdline"))
+		if strings.Contains(strings.ReplaceAll(string(cmd), "\x00", " "), " sandbox-spawn") {
+			return true
+		}
+	}
+	return false
+}
+
 func hostLeftovers(t *testing.T) []string {
 	t.Helper()
 	var left []string
@@ -268,7 +289,7 @@ func hostLeftovers(t *testing.T) []string {
 	hier, _ := filepath.Glob("/sys/fs/cgroup/*/harnessfacts-node")
 	for _, h := range hier {
 		_ = filepath.WalkDir(h, func(p string, d os.DirEntry, err error) error {
-			if err == nil && d.IsDir() && strings.HasPrefix(d.Name(), "run-") && filepath.Base(filepath.Dir(p)) == "harnessfacts" {
+			if err == nil && d.IsDir() && strings.HasPrefix(d.Name(), "run-") && filepath.Base(filepath.Dir(p)) == "harnessfacts" && !holdsSpawner(p) {
 				left = append(left, "cgroup "+p)
 			}
 			return nil

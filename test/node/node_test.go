@@ -558,7 +558,8 @@ func processUID(t *testing.T, cmdline string) string {
 // realCLI runs the hello fixture with the first real CLI the HarnessNode
 // reports (from the host's /opt/harnessfacts/agents through the chart's
 // agentRuntimes.hostPath, or the image's own) against fake-provider on the
-// node IP, reached from the sandbox through the run's egress proxy.
+// node IP, reached from the sandbox through the run's egress proxy, which
+// a HarnessPolicy lets reach that private address.
 func realCLI(t *testing.T) {
 	hn := harnessNode(t)
 	cli := ""
@@ -602,6 +603,17 @@ func realCLI(t *testing.T) {
 		for sc.Scan() {
 		}
 	}()
+	// The node IP is a private address: egress ProviderOnly reaches it
+	// only where a HarnessPolicy allows it (network.insideHosts), as an
+	// operator would for a model gateway inside the network.
+	applyRun(t, `apiVersion: harnessfacts.io/v1alpha1
+kind: HarnessPolicy
+metadata: {name: node-test-provider}
+spec:
+  namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: default}}
+  network: {insideHosts: [`+nodeEnv["HARNESSFACTS_NODE_IP"]+`]}
+`)
+	defer func() { _, _ = kubectlErr("delete", "harnesspolicy", "node-test-provider") }()
 	k(t, "apply", "-k", filepath.Join(root, "fixtures", "hello"))
 	name := "hello-" + cli
 	applyRun(t, `apiVersion: harnessfacts.io/v1alpha1
