@@ -184,7 +184,7 @@ func BenchmarkSandboxStart(b *testing.B) {
 	if out, err := exec.Command("go", "build", "-o", spawner, "github.com/harnessfacts/harnessfacts/cmd/harnessfacts-sandbox-init").CombinedOutput(); err != nil {
 		b.Fatalf("building harnessfacts-sandbox-init: %v\n%s", err, out)
 	}
-	p := NewPreparer(Options{CgroupParent: testCgroupParent + preparedParentSuffix}, spawner, 1)
+	p := NewPreparer(Options{CgroupParent: testCgroupParent + preparedParentSuffix}, spawner, 1, nil)
 	defer func() { _ = p.Close() }()
 	prepared, err := NewBwrapRunner(Options{CgroupParent: testCgroupParent, Preparer: p})
 	if err != nil {

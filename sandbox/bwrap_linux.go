@@ -373,7 +373,12 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 	var cg runCgroup
 	if z != nil {
 		defer r.opts.Preparer.replenish()
-		if err := z.cg.(*v1Cgroup).setLimits(limits); err != nil {
+		// The spawner's threads and bwrap's own process stay in this
+		// cgroup while the command runs (the usual way, neither is in
+		// it): they come on top, so that the command gets MaxProcesses.
+		lim := limits
+		lim.MaxProcesses += z.cg.(*v1Cgroup).tasks() + 1
+		if err := z.cg.(*v1Cgroup).setLimits(lim); err != nil {
 			_ = z.discard()
 			return res, fmt.Errorf("sandbox: %w", err)
 		}

@@ -232,6 +232,11 @@ func (c *v1Cgroup) setLimits(limits Limits) error {
 	return nil
 }
 
+// tasks counts the cgroup's tasks (threads), as its pids limit does.
+func (c *v1Cgroup) tasks() int64 {
+	return int64(readUint(filepath.Join(c.paths[cgroup1.Pids], "pids.current")))
+}
+
 func (*v1Cgroup) version() int                { return 1 }
 func (*v1Cgroup) beforeStart(*exec.Cmd) error { return nil }
 func (*v1Cgroup) afterStart()                 {}

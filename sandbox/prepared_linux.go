@@ -35,6 +35,8 @@ type Preparer struct {
 	wg      sync.WaitGroup
 	mu      sync.Mutex
 	err     error
+	// report hears of each new failure to prepare, and of the recovery.
+	report func(error)
 	// closeOnce closes done: Close may be called more than once.
 	closeOnce sync.Once
 	// taken counts the runs that started in a prepared sandbox.
@@ -43,16 +45,19 @@ type Preparer struct {
 
 // NewPreparer starts keeping n sandboxes prepared with the spawner program
 // (a binary that serves spawn.Command, such as harnessfacts-sandbox-init).
+// report, when set, is told each time preparing starts failing or fails
+// differently (runs then start the usual way) and, with nil, when it works
+// again.
 // It returns nil when there is nothing to win: n < 1, or a cgroup v2 host,
 // where bwrap is started inside its cgroup anyway. Close it when done: the
 // spawners die with this process, but their cgroups stay until
 // RecoverAbandoned.
-func NewPreparer(opts Options, spawner string, n int) *Preparer {
+func NewPreparer(opts Options, spawner string, n int, report func(error)) *Preparer {
 	if n < 1 || spawner == "" || cgroups.Mode() == cgroups.Unified {
 		return nil
 	}
 	opts.Preparer = nil
-	p := &Preparer{spawner: spawner, opts: opts, ready: make(chan *prepared, n), refill: make(chan struct{}, n), done: make(chan struct{})}
+	p := &Preparer{spawner: spawner, opts: opts, ready: make(chan *prepared, n), refill: make(chan struct{}, n), done: make(chan struct{}), report: report}
 	for range n {
 		p.refill <- struct{}{}
 	}
@@ -72,8 +77,12 @@ func (p *Preparer) loop() {
 		}
 		z, err := prepare(p.spawner, p.opts)
 		p.mu.Lock()
+		changed := (err == nil) != (p.err == nil) || err != nil && err.Error() != p.err.Error()
 		p.err = err
 		p.mu.Unlock()
+		if changed && p.report != nil {
+			p.report(err)
+		}
 		if err != nil {
 			// Runs start the usual way meanwhile; Err says why. A cause
 			// may pass (RecoverAbandoned removing a cgroup in the moment

@@ -3,7 +3,9 @@ package sandbox
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,7 +30,7 @@ func startPreparer(t *testing.T) *Preparer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := NewPreparer(Options{CgroupParent: testCgroupParent + preparedParentSuffix}, exe, 1)
+	p := NewPreparer(Options{CgroupParent: testCgroupParent + preparedParentSuffix}, exe, 1, nil)
 	if p == nil {
 		t.Fatal("NewPreparer returned nil on a cgroup v1 host")
 	}
@@ -158,14 +160,20 @@ func TestSpawnerRefusesRoot(t *testing.T) {
 	}
 }
 
-// A spawner that cannot start leaves runs starting the usual way, and Err
-// says why.
+// A spawner that cannot start leaves runs starting the usual way; Err
+// says why, and the report hears of it once, not at every retry.
 func TestPreparerWithoutSpawnerSaysWhy(t *testing.T) {
 	r := requireBwrapHost(t)
 	if cgroups.Mode() == cgroups.Unified {
 		t.Skip("a cgroup v2 host prepares nothing")
 	}
-	p := NewPreparer(Options{CgroupParent: testCgroupParent + preparedParentSuffix}, "/nonexistent/harnessfacts-sandbox-init", 1)
+	var mu sync.Mutex
+	var reports []error
+	p := NewPreparer(Options{CgroupParent: testCgroupParent + preparedParentSuffix}, "/nonexistent/harnessfacts-sandbox-init", 1, func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		reports = append(reports, err)
+	})
 	defer func() { _ = p.Close() }()
 	for deadline := time.Now().Add(10 * time.Second); p.Err() == nil; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -175,6 +183,12 @@ func TestPreparerWithoutSpawnerSaysWhy(t *testing.T) {
 	if !strings.Contains(p.Err().Error(), "/nonexistent/harnessfacts-sandbox-init") {
 		t.Errorf("Err does not name the spawner: %v", p.Err())
 	}
+	time.Sleep(500 * time.Millisecond) // retries at 100, 200 ms: no new report
+	mu.Lock()
+	if len(reports) != 1 || reports[0] == nil || !strings.Contains(reports[0].Error(), "/nonexistent/harnessfacts-sandbox-init") {
+		t.Errorf("reports %v, want the one failure, once", reports)
+	}
+	mu.Unlock()
 	r.opts.Preparer = p
 	if res, out := run(t, r, runDir(t, testBase(t), "sh", "-c", "echo ran")); res.ExitCode != 0 || out != "ran\n" {
 		t.Fatalf("%+v %q", res, out)
@@ -188,5 +202,43 @@ func TestPreparerWithoutSpawnerSaysWhy(t *testing.T) {
 	}
 	if err := p.Close(); err != nil { // a second Close (the deferred one is a third) does nothing
 		t.Fatal(err)
+	}
+}
+
+// TestPreparedSandboxKeepsTheProcessLimit: in a prepared sandbox the
+// spawner's threads and bwrap's own process share the run's pids cgroup,
+// which the usual start leaves outside it. The command still gets its
+// MaxProcesses, as many as the usual way (give or take a thread the
+// spawner's runtime may add), and no more.
+func TestPreparedSandboxKeepsTheProcessLimit(t *testing.T) {
+	cold := requireBwrapHost(t)
+	p := startPreparer(t)
+	waitReady(t, p)
+	warm, err := NewBwrapRunner(Options{CgroupParent: testCgroupParent, Preparer: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forks := func(r *BwrapRunner) int {
+		t.Helper()
+		spec := runDir(t, testBase(t), "sh", "-c", `n=0; while [ $n -lt 100 ]; do sleep 5 & n=$((n+1)); echo $n > count; done`)
+		spec.Limits.MaxProcesses = 32
+		run(t, r, spec)
+		b, err := os.ReadFile(filepath.Join(spec.Dir, "count"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := p.taken.Load()
+	usual, prepared := forks(cold), forks(warm)
+	if p.taken.Load() == before {
+		t.Fatal("the second run did not start in a prepared sandbox")
+	}
+	if usual >= 32 || prepared < usual-1 || prepared > usual+1 {
+		t.Errorf("under a limit of 32 processes the command started %d background processes the usual way and %d in a prepared sandbox: want the same, and under 32", usual, prepared)
 	}
 }

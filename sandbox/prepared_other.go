@@ -7,7 +7,7 @@ package sandbox
 type Preparer struct{}
 
 // NewPreparer returns nil: there is nothing to prepare on this OS.
-func NewPreparer(Options, string, int) *Preparer { return nil }
+func NewPreparer(Options, string, int, func(error)) *Preparer { return nil }
 
 // Err is always nil here.
 func (*Preparer) Err() error { return nil }

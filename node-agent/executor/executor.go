@@ -287,7 +287,14 @@ func New(opts Options) (*Executor, error) {
 	if opts.PrepareSandboxes > 0 && filepath.Base(opts.InitBinary) == InitBinaryName {
 		// Made while the preflight runs; nil where there is nothing to win
 		// (cgroup v2, not root).
-		e.preparer = sandbox.NewPreparer(opts.Sandbox, opts.InitBinary, opts.PrepareSandboxes)
+		e.preparer = sandbox.NewPreparer(opts.Sandbox, opts.InitBinary, opts.PrepareSandboxes, func(err error) {
+			logger := log.Log.WithName("sandbox")
+			if err != nil {
+				logger.Info("sandboxes made ahead cannot be made; runs start the usual way, a little slower, until they can", "error", err.Error())
+				return
+			}
+			logger.Info("sandboxes made ahead are made again")
+		})
 	}
 	e.avail = sandbox.Preflight(context.Background(), opts.Sandbox)
 	if !bwrapAvailable(e.avail) {
