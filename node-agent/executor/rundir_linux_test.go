@@ -71,9 +71,9 @@ func TestGraveyardKeepsMountPointsWhileSandboxesStart(t *testing.T) {
 	done()
 	gone(limited, "after the starting sandbox returned")
 
-	long := graveyard{bound: 100 * time.Millisecond}
-	_ = long.sandbox() // never returns: a long agent
+	long := graveyard{bound: time.Second}
 	slow := dir("slow", 1<<20)
+	_ = long.sandbox() // never returns: a long agent
 	long.bury(ctx, slow)
 	if !exists(slow) {
 		t.Error("a run dir that had a mount was removed while a sandbox was starting")
