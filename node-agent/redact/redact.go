@@ -25,8 +25,9 @@
 // Streaming. A Writer holds back the last Window() bytes of what it was
 // given, because a secret can be split across writes (even one byte per
 // write); whatever is before that window and cannot be the start of a
-// secret is redacted and passed on in batches. Memory is bounded by a fixed
-// batch (256 KiB) plus twice the window, whatever the stream's length. A
+// secret is redacted and passed on in batches. Memory is bounded by a batch
+// (256 KiB, growing to 1 MiB for a stream that fills batches) plus twice the
+// window, whatever the stream's length. A
 // token rule's match longer than the window (an unbounded regex) can only be
 // recognised within it.
 //

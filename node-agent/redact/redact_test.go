@@ -123,18 +123,36 @@ func TestMemoryStaysBounded(t *testing.T) {
 		if _, err := w.Write(chunk); err != nil {
 			t.Fatal(err)
 		}
-		if held := len(w.buf) - w.ctx; held > r.Window()+batch {
-			t.Fatalf("after %d writes the Writer holds %d bytes, more than window+batch %d", i+1, held, r.Window()+batch)
+		if held := len(w.buf) - w.ctx; held > r.Window()+maxBatch {
+			t.Fatalf("after %d writes the Writer holds %d bytes, more than window+batch %d", i+1, held, r.Window()+maxBatch)
 		}
-		if c := cap(w.buf); c > 2*r.Window()+batch {
-			t.Fatalf("buffer grew to %d bytes, more than %d", c, 2*r.Window()+batch)
+		if c := cap(w.buf); c > 2*r.Window()+maxBatch {
+			t.Fatalf("buffer grew to %d bytes, more than %d", c, 2*r.Window()+maxBatch)
 		}
+	}
+	if w.batch != maxBatch {
+		t.Errorf("after 10 MiB without a flush the batch is %d bytes, want it grown to %d", w.batch, maxBatch)
 	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if sink.n != 160*int64(len(chunk)) {
 		t.Fatalf("wrote %d bytes of %d", sink.n, 160*len(chunk))
+	}
+
+	// A stream flushed more often than it fills a batch (an agent's
+	// output under a live view) keeps the smallest buffer.
+	quiet := r.NewWriter(&sink)
+	for range 160 {
+		if _, err := quiet.Write(chunk); err != nil {
+			t.Fatal(err)
+		}
+		if err := quiet.FlushLive(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c := cap(quiet.buf); c > 2*r.Window()+minBatch {
+		t.Errorf("a stream flushed every 64 KiB grew its buffer to %d bytes, more than %d", c, 2*r.Window()+minBatch)
 	}
 }
 
