@@ -44,15 +44,10 @@ func run(args []string) int {
 			fmt.Fprintln(os.Stderr, "harnessfacts sandbox-init: no command to run;", usage)
 			return 2
 		}
-		cfg, environ, err := sandboxinit.ConfigFromEnv(os.Environ())
+		cfg, _, err := sandboxinit.ConfigFromEnv(os.Environ())
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "harnessfacts sandbox-init:", err)
 			return 1
-		}
-		if !cfg.Bridges() {
-			code, err := sandboxinit.Exec(rest, environ) // returns only on error
-			fmt.Fprintln(os.Stderr, "harnessfacts sandbox-init:", err)
-			return code
 		}
 		cfg.Stdin = os.Stdin
 		code, err := sandboxinit.Run(context.Background(), cfg, rest, os.Stdout, os.Stderr)

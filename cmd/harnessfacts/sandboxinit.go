@@ -23,14 +23,9 @@ get that variable.`,
 		Hidden: true,
 		Args:   cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, environ, err := sandboxinit.ConfigFromEnv(os.Environ())
+			cfg, _, err := sandboxinit.ConfigFromEnv(os.Environ())
 			if err != nil {
 				return err
-			}
-			if !cfg.Bridges() {
-				code, err := sandboxinit.Exec(args, environ) // returns only on error
-				cmd.PrintErrln("harnessfacts sandbox-init:", err)
-				os.Exit(code)
 			}
 			cfg.Stdin = os.Stdin
 			code, err := sandboxinit.Run(cmd.Context(), cfg, args, os.Stdout, os.Stderr)

@@ -133,33 +133,6 @@ type Config struct {
 	Stdin io.Reader `json:"-"`
 }
 
-// Bridges says whether cfg has anything for sandbox-init to bridge while
-// the agent runs: a forward or a proxy.
-func (c Config) Bridges() bool { return len(c.Forwards) > 0 || c.Proxy != nil }
-
-// Exec replaces this process with argv, in environ (ConfigFromEnv's rest),
-// for a Config that bridges nothing: a sandbox-init that would only wait
-// for the command (a check, an agent without MCP or egress) need not stay
-// as its parent, which cost a fork, a Go process kept alive and its exit on
-// every such start. What the command sees is the same: its environment
-// without ConfigEnv, stdin, stdout and stderr as given, the signals sent to
-// this process (bwrap's init reaps it and reports its exit, a signal N as
-// 128+N, as Run does). It returns only when argv cannot be executed, with
-// Run's exit code for that (127).
-func Exec(argv, environ []string) (int, error) {
-	if len(argv) == 0 {
-		return 127, errors.New("sandbox-init: no command to run")
-	}
-	// The lookup exec.Command would make, in the PATH the command gets
-	// (this process's, less ConfigEnv, which is not PATH).
-	path, err := exec.LookPath(argv[0])
-	if err != nil {
-		return 127, fmt.Errorf("sandbox-init: starting %s: %w", argv[0], err)
-	}
-	err = syscall.Exec(path, argv, environ)
-	return 127, fmt.Errorf("sandbox-init: starting %s: %w", argv[0], err)
-}
-
 // Run listens on every forward, runs argv with the current environment (plus
 // ProxyEnv when cfg has a proxy) and returns its exit code. The listeners
 // close when the agent exits.
