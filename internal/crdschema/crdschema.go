@@ -8,6 +8,8 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"path"
+	"sort"
 	"strings"
 	"sync"
 
@@ -35,10 +37,12 @@ type schema struct {
 // Compiling a kind's schema (above all its CEL rules) is most of what a
 // local run spends before its first sandbox, so only the kinds asked for
 // are compiled, each once: `harnessfacts run` compiles HarnessRun's alone.
+// Reading the CRDs' YAML is the next cost (HarnessRun's is half of all four),
+// so the files are read as a lookup needs them, each once.
 var (
-	indexOnce sync.Once
-	index     map[string]crdVersion // by "group/version, Kind=kind"
-	indexErr  error
+	indexMu sync.Mutex
+	index   = map[string]crdVersion{} // by "group/version, Kind=kind"
+	read    = map[string]bool{}       // the files of crd.Bases read into index
 
 	mu      sync.Mutex
 	schemas = map[string]*compiled{}
@@ -58,29 +62,59 @@ type compiled struct {
 
 func key(apiVersion, kind string) string { return apiVersion + ", Kind=" + kind }
 
-// loadIndex reads every CRD of config/crd/bases (YAML only, no compiling).
-func loadIndex() {
-	index = map[string]crdVersion{}
-	indexErr = fs.WalkDir(crd.Bases, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".yaml") {
-			return err
+// find returns the CRD version that defines apiVersion and kind, reading
+// the CRDs of config/crd/bases (YAML only, no compiling) until one does. The
+// file whose name holds the kind (controller-gen names it
+// GROUP_PLURAL.yaml) is read first; what a file defines is always read from
+// it, never taken from its name, so a name that misleads costs only time.
+func find(apiVersion, kind string) (crdVersion, bool, error) {
+	indexMu.Lock()
+	defer indexMu.Unlock()
+	k := key(apiVersion, kind)
+	if v, ok := index[k]; ok {
+		return v, true, nil
+	}
+	var files []string
+	err := fs.WalkDir(crd.Bases, ".", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".yaml") && !read[p] {
+			files = append(files, p)
 		}
-		data, err := fs.ReadFile(crd.Bases, p)
-		if err != nil {
-			return err
-		}
-		var def apiextensionsv1.CustomResourceDefinition
-		if err := yaml.Unmarshal(data, &def); err != nil {
-			return fmt.Errorf("%s: %w", p, err)
-		}
-		for _, v := range def.Spec.Versions {
-			if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil {
-				continue
-			}
-			index[key(def.Spec.Group+"/"+v.Name, def.Spec.Names.Kind)] = crdVersion{file: p, props: v.Schema.OpenAPIV3Schema}
-		}
-		return nil
+		return err
 	})
+	if err != nil {
+		return crdVersion{}, false, err
+	}
+	named := func(p string) bool { return strings.Contains(strings.ToLower(path.Base(p)), strings.ToLower(kind)) }
+	sort.SliceStable(files, func(i, j int) bool { return named(files[i]) && !named(files[j]) })
+	for _, p := range files {
+		if err := readCRD(p); err != nil {
+			return crdVersion{}, false, err
+		}
+		if v, ok := index[k]; ok {
+			return v, true, nil
+		}
+	}
+	return crdVersion{}, false, nil
+}
+
+// readCRD adds the versions of the CRD in file p to index.
+func readCRD(p string) error {
+	data, err := fs.ReadFile(crd.Bases, p)
+	if err != nil {
+		return err
+	}
+	var def apiextensionsv1.CustomResourceDefinition
+	if err := yaml.Unmarshal(data, &def); err != nil {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	read[p] = true
+	for _, v := range def.Spec.Versions {
+		if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil {
+			continue
+		}
+		index[key(def.Spec.Group+"/"+v.Name, def.Spec.Names.Kind)] = crdVersion{file: p, props: v.Schema.OpenAPIV3Schema}
+	}
+	return nil
 }
 
 // compile makes the schema, validator and CEL rules of one CRD version.
@@ -103,15 +137,14 @@ func compile(v crdVersion) (*schema, error) {
 // lookup returns the compiled schema of apiVersion and kind, compiling it
 // on first use; nil, nil when no CRD defines them.
 func lookup(apiVersion, kind string) (*schema, error) {
-	indexOnce.Do(loadIndex)
-	if indexErr != nil {
-		return nil, fmt.Errorf("loading the CRDs: %w", indexErr)
+	v, ok, err := find(apiVersion, kind)
+	if err != nil {
+		return nil, fmt.Errorf("loading the CRDs: %w", err)
 	}
-	k := key(apiVersion, kind)
-	v, ok := index[k]
 	if !ok {
 		return nil, nil
 	}
+	k := key(apiVersion, kind)
 	mu.Lock()
 	c := schemas[k]
 	if c == nil {
