@@ -82,7 +82,8 @@ func newRuleSet(cfg config.Config) *ruleSet {
 			continue
 		}
 		src := r.Regex.String()
-		span, bounded := maxLen(src)
+		re := simplified(src)
+		span, bounded := maxLen(re)
 		if !bounded || span > maxRuleSpan {
 			span = maxRuleSpan
 		}
@@ -94,7 +95,7 @@ func newRuleSet(cfg config.Config) *ruleSet {
 			allowlists:  usable(r.Allowlists),
 			span:        span,
 			multiline:   strings.Contains(src, `\s\S`) || strings.Contains(src, "(?s") || strings.Contains(src, `\n`) && !bounded,
-			minRun:      minTokRun(src),
+			minRun:      minTokRun(re),
 		}
 		if ru.id == "generic-api-key" {
 			ru.hitFilter = assignmentFollows
@@ -131,13 +132,25 @@ func usable(als []*config.Allowlist) []*config.Allowlist {
 	return out
 }
 
-// maxLen is the longest match of a regex in bytes, and whether it is bounded.
-func maxLen(expr string) (int, bool) {
+// simplified parses a rule's regex, simplified, once for maxLen and
+// minTokRun (each parsed it for itself: gitleaks' 200 rules, some of them
+// long alternations, cost a local run that twice); nil when it does not
+// parse, which both read as "unknown".
+func simplified(expr string) *syntax.Regexp {
 	re, err := syntax.Parse(expr, syntax.Perl)
 	if err != nil {
+		return nil
+	}
+	return re.Simplify()
+}
+
+// maxLen is the longest match of a simplified regex in bytes, and whether it
+// is bounded.
+func maxLen(re *syntax.Regexp) (int, bool) {
+	if re == nil {
 		return 0, false
 	}
-	n := maxLenOf(re.Simplify())
+	n := maxLenOf(re)
 	return n, n >= 0
 }
 
@@ -251,13 +264,12 @@ var isTok = func() (t [256]bool) {
 }()
 
 // minTokRun is a lower bound of the longest run of token characters in any
-// match of expr (0 when nothing is known).
-func minTokRun(expr string) int {
-	re, err := syntax.Parse(expr, syntax.Perl)
-	if err != nil {
+// match of re (0 when nothing is known).
+func minTokRun(re *syntax.Regexp) int {
+	if re == nil {
 		return 0
 	}
-	best, _, _, _ := tokRun(re.Simplify())
+	best, _, _, _ := tokRun(re)
 	return best
 }
 
