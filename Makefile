@@ -88,16 +88,19 @@ control-plane: ## Build (or reuse) kube-apiserver, etcd and kubectl for tests; p
 deps: ## Install the system packages tests need (bubblewrap, curl) when missing.
 	@hack/install-deps.sh
 
+# -count=1: test/e2e, test/agents, test/install and test/metrics build the
+# binaries from the tree and run them, which go test's cache cannot see: a
+# change to a package only the binaries import left their results cached.
 .PHONY: test
 test: deps ## Run every test against a real API server, real bwrap and the real agent CLIs (builds the control plane, Helm and the CLIs on first use).
 	@hack/helm.sh >/dev/null # before go test: a cold Helm build can outlast go test's timeout
 	@clis=$$(hack/install-agent-clis.sh $(AGENT_CLIS)); assets=$$(hack/control-plane.sh); \
-	HARNESSFACTS_AGENT_CLIS=$$clis KUBEBUILDER_ASSETS=$$assets go test -timeout 30m $(GO_TEST_FLAGS) ./...
+	HARNESSFACTS_AGENT_CLIS=$$clis KUBEBUILDER_ASSETS=$$assets go test -count=1 -timeout 30m $(GO_TEST_FLAGS) ./...
 
 .PHONY: test-agents
 test-agents: deps ## Run only the agent CLIs end to end (Claude Code, Codex, Gemini CLI, OpenCode, Aider) against harnessfacts fake-provider.
 	@clis=$$(hack/install-agent-clis.sh $(AGENT_CLIS)); assets=$$(hack/control-plane.sh); \
-	HARNESSFACTS_AGENT_CLIS=$$clis KUBEBUILDER_ASSETS=$$assets go test -timeout 30m $(GO_TEST_FLAGS) ./test/agents/...
+	HARNESSFACTS_AGENT_CLIS=$$clis KUBEBUILDER_ASSETS=$$assets go test -count=1 -timeout 30m $(GO_TEST_FLAGS) ./test/agents/...
 
 .PHONY: test-node
 test-node: deps ## As root: a real single-node cluster on this machine (hack/node.sh), engine-less images, the chart installed; samples, both node modes, a real CLI and the faults through a real kubelet.
