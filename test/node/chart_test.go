@@ -258,26 +258,52 @@ func applyRun(t *testing.T, yaml string) {
 	k(t, "apply", "-f", path)
 }
 
-// hostLeftovers lists what the node-agent may leave on the host: run dirs
-// under the run root, per-run cgroups (harnessfacts/run-* below the
-// kubelet's pods in any hierarchy), and node-agent or agent processes.
-// holdsSpawner says whether the run cgroup holds a sandbox made ahead by
-// the running node-agent (sandbox.Preparer): its spawner waits in it for
-// the next run. It is the node-agent's, as the node-agent itself is.
-func holdsSpawner(cgroup string) bool {
+// spawnerOfALiveNodeAgent says whether pid is a prepared sandbox's spawner
+// (sandbox.Preparer: `harnessfacts-sandbox-init sandbox-spawn`) whose
+// parent is a running node-agent: it waits for that node-agent's next run
+// and is the node-agent's, as the node-agent itself is. A spawner whose
+// node-agent is gone is a leftover.
+func spawnerOfALiveNodeAgent(pid string) bool {
+	if !strings.Contains(cmdline(pid), " sandbox-spawn") {
+		return false
+	}
+	status, err := os.ReadFile(filepath.Join("/proc", pid, "status"))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if ppid, ok := strings.CutPrefix(line, "PPid:"); ok {
+			return strings.Contains(cmdline(strings.TrimSpace(ppid)), "harnessfacts node-agent")
+		}
+	}
+	return false
+}
+
+// cmdline is pid's command line, its arguments joined by spaces.
+func cmdline(pid string) string {
+	b, _ := os.ReadFile(filepath.Join("/proc", pid, "cmdline"))
+	return strings.ReplaceAll(string(b), "\x00", " ")
+}
+
+// holdsLiveSpawner says whether the run cgroup holds a running node-agent's
+// prepared sandbox (spawnerOfALiveNodeAgent).
+func holdsLiveSpawner(cgroup string) bool {
 	b, err := os.ReadFile(filepath.Join(cgroup, "cgroup.procs"))
 	if err != nil {
 		return false
 	}
 	for _, pid := range strings.Fields(string(b)) {
-		cmd, _ := os.ReadFile(filepath.Join("/proc", pid, "cmdline"))
-		if strings.Contains(strings.ReplaceAll(string(cmd), "\x00", " "), " sandbox-spawn") {
+		if spawnerOfALiveNodeAgent(pid) {
 			return true
 		}
 	}
 	return false
 }
 
+// hostLeftovers lists what the node-agent may leave on the host: run dirs
+// under the run root, per-run cgroups (harnessfacts/run-* below the
+// kubelet's pods in any hierarchy) but those a running node-agent keeps
+// prepared, and node-agent, agent or orphaned spawner processes.
 func hostLeftovers(t *testing.T) []string {
 	t.Helper()
 	var left []string
@@ -289,7 +315,7 @@ func hostLeftovers(t *testing.T) []string {
 	hier, _ := filepath.Glob("/sys/fs/cgroup/*/harnessfacts-node")
 	for _, h := range hier {
 		_ = filepath.WalkDir(h, func(p string, d os.DirEntry, err error) error {
-			if err == nil && d.IsDir() && strings.HasPrefix(d.Name(), "run-") && filepath.Base(filepath.Dir(p)) == "harnessfacts" && !holdsSpawner(p) {
+			if err == nil && d.IsDir() && strings.HasPrefix(d.Name(), "run-") && filepath.Base(filepath.Dir(p)) == "harnessfacts" && !holdsLiveSpawner(p) {
 				left = append(left, "cgroup "+p)
 			}
 			return nil
@@ -302,8 +328,10 @@ func hostLeftovers(t *testing.T) []string {
 			continue
 		}
 		cmd := strings.ReplaceAll(string(b), "\x00", " ")
-		if strings.Contains(cmd, "harnessfacts node-agent") || strings.HasPrefix(cmd, "bwrap ") && strings.Contains(cmd, runRoot) {
-			left = append(left, "process "+filepath.Base(filepath.Dir(p))+": "+cmd)
+		pid := filepath.Base(filepath.Dir(p))
+		if strings.Contains(cmd, "harnessfacts node-agent") || strings.HasPrefix(cmd, "bwrap ") && strings.Contains(cmd, runRoot) ||
+			strings.Contains(cmd, " sandbox-spawn") && !spawnerOfALiveNodeAgent(pid) {
+			left = append(left, "process "+pid+": "+cmd)
 		}
 	}
 	return left
