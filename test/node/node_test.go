@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
@@ -348,7 +349,12 @@ func TestUserNamespacedNode(t *testing.T) {
 		defer uninstall(t)
 		var hn *harnessv1.HarnessNode
 		eventually(t, 3*time.Minute, "the HarnessNode says the node-agent refuses", func() (bool, string) {
-			hn = harnessNode(t)
+			// Not there yet when this test runs alone, on a fresh cluster:
+			// the node-agent registers it as it starts.
+			hn = &harnessv1.HarnessNode{}
+			if err := k8s.Get(context.Background(), types.NamespacedName{Name: nodeEnv["HARNESSFACTS_NODE_NAME"]}, hn); err != nil {
+				return false, err.Error()
+			}
 			c := meta.FindStatusCondition(hn.Status.Conditions, harnessv1.ConditionNodeReady)
 			return c != nil && c.Status == metav1.ConditionFalse && c.Reason == harnessv1.ReasonSandboxUnavailable &&
 				strings.Contains(c.Message, "refuses") && strings.Contains(c.Message, "cgroup v1"), nodeSummary(hn)
