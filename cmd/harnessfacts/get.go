@@ -6,7 +6,6 @@ import (
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -20,7 +19,7 @@ func newGetCommand() *cobra.Command {
 		allNamespaces bool
 	)
 	scheme, _ := newScheme()
-	pf := genericclioptions.NewPrintFlags("").WithTypeSetter(scheme)
+	var pf *printFlags
 	cmd := &cobra.Command{
 		Use:   "get [RUN...]",
 		Short: "List HarnessRuns (or show some) like kubectl get: -o wide|yaml|json|name|jsonpath",
@@ -37,7 +36,7 @@ name, jsonpath=... and go-template=... print the objects as kubectl does.`,
 				ns = ""
 			}
 			out := cmd.OutOrStdout()
-			format := *pf.OutputFormat
+			format := pf.outputFormat()
 			if format == "" || format == "wide" {
 				tp := printers.NewTablePrinter(printers.PrintOptions{Wide: format == "wide", WithNamespace: allNamespaces})
 				names := args
@@ -66,7 +65,7 @@ name, jsonpath=... and go-template=... print the objects as kubectl does.`,
 				}
 				return tp.PrintObj(table, out)
 			}
-			p, err := pf.ToPrinter()
+			p, err := pf.printer()
 			if err != nil {
 				return err
 			}
@@ -121,7 +120,7 @@ name, jsonpath=... and go-template=... print the objects as kubectl does.`,
 		},
 	}
 	k = newKube(cmd)
-	pf.AddFlags(cmd)
+	pf = addPrintFlags(cmd, scheme, "wide")
 	cmd.Flags().StringVarP(&selector, "selector", "l", "", "label selector, e.g. harnessfacts.io/suite=nightly")
 	cmd.Flags().BoolVarP(&allNamespaces, "all-namespaces", "A", false, "list the runs of every namespace")
 	return cmd

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,10 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
@@ -26,23 +27,48 @@ import (
 var runsResource = harnessv1.GroupVersion.WithResource("harnessruns")
 
 // kube is what a command a user runs against a cluster shares with kubectl:
-// cli-runtime's connection flags (--kubeconfig, --context, -n, --server,
-// --token, ...), read the same way, so `kubectl harnessfacts ...` behaves
-// like any kubectl command.
+// kubectl's connection flags (--kubeconfig, --context, -n, --server,
+// --token, ...), bound by client-go's clientcmd and read the same way, so
+// `kubectl harnessfacts ...` behaves like any kubectl command. (Not
+// cli-runtime's ConfigFlags, for the reason printFlags gives.)
 type kube struct {
-	flags *genericclioptions.ConfigFlags
+	rules     *clientcmd.ClientConfigLoadingRules
+	overrides *clientcmd.ConfigOverrides
+
+	once   sync.Once
+	config clientcmd.ClientConfig
 }
 
 // newKube adds kubectl's connection flags to cmd.
 func newKube(cmd *cobra.Command) *kube {
-	k := &kube{flags: genericclioptions.NewConfigFlags(true)}
-	k.flags.AddFlags(cmd.Flags())
+	k := &kube{
+		rules: clientcmd.NewDefaultClientConfigLoadingRules(),
+		// With no kubeconfig at all, kubectl's defaults: in a pod, the
+		// in-cluster config; elsewhere localhost:8080, which fails
+		// loudly rather than reaching some other cluster.
+		overrides: &clientcmd.ConfigOverrides{ClusterDefaults: clientcmd.ClusterDefaults},
+	}
+	k.rules.DefaultClientConfig = &clientcmd.DefaultClientConfig
+	fs := cmd.Flags()
+	fs.StringVar(&k.rules.ExplicitPath, clientcmd.RecommendedConfigPathFlag, "", "Path to the kubeconfig file to use for CLI requests.")
+	names := clientcmd.RecommendedConfigOverrideFlags("")
+	names.ClusterOverrideFlags.APIServer.ShortName = "s" // as kubectl has it
+	clientcmd.BindOverrideFlags(k.overrides, fs, names)
 	return k
+}
+
+// clientConfig is the kubeconfig as the flags select and override it, read
+// once per command.
+func (k *kube) clientConfig() clientcmd.ClientConfig {
+	k.once.Do(func() {
+		k.config = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(k.rules, k.overrides)
+	})
+	return k.config
 }
 
 // namespace is -n, else the kubeconfig context's namespace, else default.
 func (k *kube) namespace() (string, error) {
-	ns, _, err := k.flags.ToRawKubeConfigLoader().Namespace()
+	ns, _, err := k.clientConfig().Namespace()
 	if err != nil {
 		return "", fmt.Errorf("reading the namespace from the kubeconfig: %w", err)
 	}
@@ -50,7 +76,7 @@ func (k *kube) namespace() (string, error) {
 }
 
 func (k *kube) restConfig() (*rest.Config, error) {
-	cfg, err := k.flags.ToRESTConfig()
+	cfg, err := k.clientConfig().ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("finding the cluster (--kubeconfig, --context, $KUBECONFIG or in-cluster): %w", err)
 	}
@@ -145,25 +171,23 @@ func (k *kube) serverTable(ctx context.Context, namespace string, gvr schema.Gro
 // name, yaml, json, jsonpath=..., go-template=... print each run the
 // command acted on; without -o the command says what it did in words.
 type output struct {
-	flags *genericclioptions.PrintFlags
+	flags *printFlags
 }
 
 // newOutput adds -o (and --template) to cmd.
 func newOutput(cmd *cobra.Command) *output {
 	scheme, _ := newScheme()
-	o := &output{flags: genericclioptions.NewPrintFlags("").WithTypeSetter(scheme)}
-	o.flags.AddFlags(cmd)
-	return o
+	return &output{flags: addPrintFlags(cmd, scheme)}
 }
 
 // printer is the printer -o asks for, or nil without -o. Commands ask for it
 // before they change anything, so a wrong -o changes nothing.
 func (o *output) printer() (printers.ResourcePrinter, error) {
-	if o.flags.OutputFormat == nil || *o.flags.OutputFormat == "" {
+	switch o.flags.outputFormat() {
+	case "":
 		return nil, nil
-	}
-	if *o.flags.OutputFormat == "wide" {
+	case "wide":
 		return nil, errors.New("output format -o wide is for tables; this command prints the runs it acted on: -o name|yaml|json|jsonpath=TEMPLATE|go-template=TEMPLATE")
 	}
-	return o.flags.ToPrinter()
+	return o.flags.printer()
 }
