@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/crdschema"
 	"github.com/harnessfacts/harnessfacts/internal/testing/testenv"
 )
 
@@ -309,6 +310,11 @@ func TestRejectsBadRuns(t *testing.T) {
 				t.Fatalf("error does not say what is wrong:\n got: %v\nwant: ...%s...", err, tc.want)
 			}
 			t.Logf("rejected: %v", err)
+			// `harnessfacts run -f` refuses it too, saying the same.
+			local := run(t, fmt.Sprintf("bad-%d", i), tc.edit)
+			if err := crdschema.DefaultAndValidate(ctx, local.Object); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("the local run's validation said %v; want an error containing %q", err, tc.want)
+			}
 		})
 	}
 }

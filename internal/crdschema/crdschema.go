@@ -27,16 +27,17 @@ import (
 	"github.com/harnessfacts/harnessfacts/config/crd"
 )
 
-// schema is one kind's compiled schema.
+// schema is one kind's compiled schema. Its CEL rules are compiled per
+// object, only those that can apply to it (rulesFor).
 type schema struct {
 	structural *structuralschema.Structural
 	validator  apiservervalidation.SchemaValidator
-	cel        *cel.Validator
 }
 
 // Compiling a kind's schema (above all its CEL rules) is most of what a
 // local run spends before its first sandbox, so only the kinds asked for
-// are compiled, each once: `harnessfacts run` compiles HarnessRun's alone.
+// are compiled, each once: `harnessfacts run` compiles HarnessRun's alone,
+// and of its CEL rules only those of the fields the run has.
 // Reading the CRDs' YAML is the next cost (HarnessRun's is half of all four),
 // so the files are read as a lookup needs them, each once.
 var (
@@ -117,7 +118,8 @@ func readCRD(p string) error {
 	return nil
 }
 
-// compile makes the schema, validator and CEL rules of one CRD version.
+// compile makes the structural schema and the OpenAPI validator of one CRD
+// version.
 func compile(v crdVersion) (*schema, error) {
 	var internal apiextensions.JSONSchemaProps
 	if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(v.props, &internal, nil); err != nil {
@@ -131,7 +133,7 @@ func compile(v crdVersion) (*schema, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", v.file, err)
 	}
-	return &schema{structural: s, validator: validator, cel: cel.NewValidator(s, true, celconfig.PerCallLimit)}, nil
+	return &schema{structural: s, validator: validator}, nil
 }
 
 // lookup returns the compiled schema of apiVersion and kind, compiling it
@@ -180,11 +182,90 @@ func DefaultAndValidate(ctx context.Context, obj map[string]any) error {
 	structuraldefaulting.Default(obj, s.structural)
 	errs = append(errs, apiservervalidation.ValidateCustomResource(nil, obj, s.validator)...)
 	if len(errs) == 0 {
-		celErrs, _ := s.cel.Validate(ctx, nil, s.structural, obj, nil, celconfig.RuntimeCELCostBudget)
-		errs = append(errs, celErrs...)
+		rules := rulesFor(s.structural, obj)
+		if v := cel.NewValidator(rules, true, celconfig.PerCallLimit); v != nil {
+			celErrs, _ := v.Validate(ctx, nil, rules, obj, nil, celconfig.RuntimeCELCostBudget)
+			errs = append(errs, celErrs...)
+		}
 	}
 	if len(errs) > 0 {
 		return errs.ToAggregate()
 	}
 	return nil
+}
+
+// rulesFor is s with the CEL rules (x-kubernetes-validations) of the fields
+// value does not have taken out, and everything else as it is. A rule runs
+// only on a value that is there, so validating value against rulesFor(s,
+// value) refuses exactly what s refuses; but compiling a rule is what costs
+// (HarnessRun has over forty, most on optional fields a run seldom sets),
+// and a rule taken out is never compiled. The schema's shape is kept whole,
+// since the rules that stay are type-checked against it (has(self.x) on a
+// field the value lacks). An array's items and a map's values keep all their
+// rules if there is any element, as one compiled rule serves every element.
+func rulesFor(s *structuralschema.Structural, value any) *structuralschema.Structural {
+	c := *s
+	switch v := value.(type) {
+	case map[string]any:
+		if s.Properties != nil {
+			c.Properties = make(map[string]structuralschema.Structural, len(s.Properties))
+			for name, p := range s.Properties {
+				if pv, ok := v[name]; ok {
+					c.Properties[name] = *rulesFor(&p, pv)
+				} else {
+					c.Properties[name] = *withoutRules(&p)
+				}
+			}
+		}
+		if len(v) == 0 {
+			c.AdditionalProperties = withoutRulesOrBool(s.AdditionalProperties)
+		}
+		c.Items = withoutRulesOrNil(s.Items)
+	case []any:
+		if len(v) == 0 {
+			c.Items = withoutRulesOrNil(s.Items)
+		}
+		c.Properties = withoutRulesMap(s.Properties)
+		c.AdditionalProperties = withoutRulesOrBool(s.AdditionalProperties)
+	default:
+		c.Properties = withoutRulesMap(s.Properties)
+		c.AdditionalProperties = withoutRulesOrBool(s.AdditionalProperties)
+		c.Items = withoutRulesOrNil(s.Items)
+	}
+	return &c
+}
+
+// withoutRules is s with no CEL rules anywhere in it.
+func withoutRules(s *structuralschema.Structural) *structuralschema.Structural {
+	c := *s
+	c.XValidations = nil
+	c.Properties = withoutRulesMap(s.Properties)
+	c.AdditionalProperties = withoutRulesOrBool(s.AdditionalProperties)
+	c.Items = withoutRulesOrNil(s.Items)
+	return &c
+}
+
+func withoutRulesOrNil(s *structuralschema.Structural) *structuralschema.Structural {
+	if s == nil {
+		return nil
+	}
+	return withoutRules(s)
+}
+
+func withoutRulesMap(props map[string]structuralschema.Structural) map[string]structuralschema.Structural {
+	if props == nil {
+		return nil
+	}
+	c := make(map[string]structuralschema.Structural, len(props))
+	for name, p := range props {
+		c[name] = *withoutRules(&p)
+	}
+	return c
+}
+
+func withoutRulesOrBool(ap *structuralschema.StructuralOrBool) *structuralschema.StructuralOrBool {
+	if ap == nil || ap.Structural == nil {
+		return ap
+	}
+	return &structuralschema.StructuralOrBool{Structural: withoutRules(ap.Structural), Bool: ap.Bool}
 }
