@@ -36,9 +36,11 @@ help: ## Show this help.
 demo: ## The main job: a real HarnessRun end to end on this machine (harnessfacts dev, kubectl, harnessfacts logs -f and wait, evidence verify; then a real agent CLI against fake-provider when one is installed).
 	@hack/demo.sh
 
+# CGO_ENABLED=0, as in the Dockerfile: sandbox-init runs inside environment
+# images, which need not have this host's libc and loader.
 .PHONY: build
-build: ## Build bin/harnessfacts and bin/harnessfacts-sandbox-init (the small program each sandbox starts first).
-	go build -o $(BIN)/ ./cmd/harnessfacts ./cmd/harnessfacts-sandbox-init
+build: ## Build bin/harnessfacts and bin/harnessfacts-sandbox-init (the small program each sandbox starts first), statically linked as in the images.
+	CGO_ENABLED=0 go build -o $(BIN)/ ./cmd/harnessfacts ./cmd/harnessfacts-sandbox-init
 
 .PHONY: build-all
 build-all: ## Build every package for linux, windows and darwin.

@@ -181,7 +181,9 @@ func BenchmarkSandboxStart(b *testing.B) {
 	// test binary would serve too, but its start is far heavier, and the
 	// next sandbox is made while a run ends).
 	spawner := filepath.Join(b.TempDir(), "harnessfacts-sandbox-init")
-	if out, err := exec.Command("go", "build", "-o", spawner, "github.com/harnessfacts/harnessfacts/cmd/harnessfacts-sandbox-init").CombinedOutput(); err != nil {
+	build := exec.Command("go", "build", "-o", spawner, "github.com/harnessfacts/harnessfacts/cmd/harnessfacts-sandbox-init")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0") // static, as make build and the images
+	if out, err := build.CombinedOutput(); err != nil {
 		b.Fatalf("building harnessfacts-sandbox-init: %v\n%s", err, out)
 	}
 	p := NewPreparer(Options{CgroupParent: testCgroupParent + preparedParentSuffix}, spawner, 1, nil)

@@ -114,6 +114,9 @@ func (a *attempt) runAgent(ctx context.Context) (*ran, error) {
 	if err != nil {
 		return nil, fail(harnessv1.ReasonSandboxUnavailable, fmt.Errorf("sandbox-init's bridges: %w", err))
 	}
+	if err := initLoaderProblem(e.opts.InitBinary, e.initInterp, spec.Root); err != nil {
+		return nil, fail(harnessv1.ReasonSandboxUnavailable, err)
+	}
 	spec.Argv = argv
 	spec.Env = append(spec.Env, a.inv.Env...)
 	spec.Env = append(spec.Env, initEnv...)

@@ -155,6 +155,8 @@ type Executor struct {
 	fallbackWhy string
 	// preparer keeps sandboxes made ahead (PrepareSandboxes), or is nil.
 	preparer *sandbox.Preparer
+	// initInterp is opts.InitBinary's dynamic loader, "" when it is static.
+	initInterp string
 	// graves removes finished runs' dirs.
 	graves graveyard
 
@@ -280,7 +282,7 @@ func New(opts Options) (*Executor, error) {
 			return nil, fmt.Errorf("executor: %w", err)
 		}
 	}
-	e := &Executor{opts: opts, gatewayBodies: gateway.NewNodeBodies(nodeGatewayBodies)}
+	e := &Executor{opts: opts, gatewayBodies: gateway.NewNodeBodies(nodeGatewayBodies), initInterp: elfInterpreter(opts.InitBinary)}
 	// One preflight (a sandbox start) serves both policies and the
 	// HarnessNode's modes: it used to run once for each, two sandboxes
 	// before every local run's first.

@@ -99,6 +99,7 @@ func run(m *testing.M) int {
 	// images install them (executor.InitBinaryBeside finds it).
 	build := exec.Command("go", "build", "-o", tmp+"/", "./cmd/harnessfacts", "./cmd/harnessfacts-sandbox-init")
 	build.Dir = testenv.RepoRoot()
+	build.Env = append(os.Environ(), "CGO_ENABLED=0") // static, as make build and the images
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building harnessfacts: %v\n%s", err, out)
 		return 1
