@@ -4,7 +4,8 @@ import (
 	"debug/elf"
 	"fmt"
 	"os"
-	"path/filepath"
+
+	securejoin "github.com/cyphar/filepath-securejoin"
 )
 
 // elfInterpreter is the dynamic loader program p names (its PT_INTERP), or
@@ -41,8 +42,12 @@ func initLoaderProblem(initBinary, interp, root string) error {
 	if interp == "" || root == "" {
 		return nil
 	}
-	if _, err := os.Stat(filepath.Join(root, interp)); err == nil {
-		return nil
+	// The image's own symlinks (Debian's loader is one, absolute) are
+	// resolved inside it, never on the node.
+	if p, err := securejoin.SecureJoin(root, interp); err == nil {
+		if _, err := os.Lstat(p); err == nil {
+			return nil
+		}
 	}
 	return fmt.Errorf("%s is dynamically linked and the environment image has no %s to load it: build it with CGO_ENABLED=0 (make build and the images do)", initBinary, interp)
 }

@@ -53,14 +53,44 @@ func TestInitBinaryLoaderInTheImage(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(glibc, interp), nil, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	err = initLoaderProblem("/opt/hf/harnessfacts-sandbox-init", interp, musl)
-	if err == nil || !strings.Contains(err.Error(), "CGO_ENABLED=0") || !strings.Contains(err.Error(), interp) {
-		t.Errorf("dynamic init, image without its loader: %v", err)
+	// Debian's loader is an absolute symlink, resolved in the image.
+	linked := t.TempDir()
+	real := filepath.Join("/usr/lib/x86_64-linux-gnu", filepath.Base(interp))
+	if err := os.MkdirAll(filepath.Join(linked, filepath.Dir(real)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(linked, real), nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(linked, filepath.Dir(interp)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(real, filepath.Join(linked, interp)); err != nil {
+		t.Fatal(err)
+	}
+	// An image's link to a path only the node has is not the loader.
+	escaping := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(escaping, filepath.Dir(interp)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	onNode, err := filepath.EvalSymlinks(interp) // the node's loader file
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(onNode, filepath.Join(escaping, interp)); err != nil {
+		t.Fatal(err)
+	}
+	for _, root := range []string{musl, escaping} {
+		err = initLoaderProblem("/opt/hf/harnessfacts-sandbox-init", interp, root)
+		if err == nil || !strings.Contains(err.Error(), "CGO_ENABLED=0") || !strings.Contains(err.Error(), interp) {
+			t.Errorf("dynamic init, image %s without its loader: %v", root, err)
+		}
 	}
 	for _, tc := range []struct{ interp, root string }{
-		{interp, glibc}, // the image has the loader
-		{"", musl},      // static
-		{interp, ""},    // the node's own root
+		{interp, glibc},  // the image has the loader
+		{interp, linked}, // through the image's own link
+		{"", musl},       // static
+		{interp, ""},     // the node's own root
 	} {
 		if err := initLoaderProblem("/opt/hf/harnessfacts-sandbox-init", tc.interp, tc.root); err != nil {
 			t.Errorf("interp %q root %q: %v", tc.interp, tc.root, err)
