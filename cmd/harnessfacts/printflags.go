@@ -105,14 +105,14 @@ func (f *printFlags) templatePrinter(format string) (printers.ResourcePrinter, e
 	if strings.HasSuffix(kind, "file") {
 		data, err := os.ReadFile(tmpl)
 		if err != nil {
-			return nil, fmt.Errorf("error reading --template %s, %v", tmpl, err)
+			return nil, fmt.Errorf("error reading --template %s, %w", tmpl, err)
 		}
 		tmpl = string(data)
 	}
 	if strings.HasPrefix(kind, "jsonpath") {
 		p, err := printers.NewJSONPathPrinter(tmpl)
 		if err != nil {
-			return nil, fmt.Errorf("error parsing jsonpath %s, %v", tmpl, err)
+			return nil, fmt.Errorf("error parsing jsonpath %s, %w", tmpl, err)
 		}
 		p.AllowMissingKeys(f.allowMissingKeys)
 		p.EnableJSONOutput(kind == "jsonpath-as-json")
@@ -120,7 +120,7 @@ func (f *printFlags) templatePrinter(format string) (printers.ResourcePrinter, e
 	}
 	p, err := printers.NewGoTemplatePrinter([]byte(tmpl))
 	if err != nil {
-		return nil, fmt.Errorf("error parsing template %s, %v", tmpl, err)
+		return nil, fmt.Errorf("error parsing template %s, %w", tmpl, err)
 	}
 	p.AllowMissingKeys(f.allowMissingKeys)
 	return p, nil

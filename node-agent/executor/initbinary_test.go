@@ -55,17 +55,17 @@ func TestInitBinaryLoaderInTheImage(t *testing.T) {
 	}
 	// Debian's loader is an absolute symlink, resolved in the image.
 	linked := t.TempDir()
-	real := filepath.Join("/usr/lib/x86_64-linux-gnu", filepath.Base(interp))
-	if err := os.MkdirAll(filepath.Join(linked, filepath.Dir(real)), 0o755); err != nil {
+	target := filepath.Join("/usr/lib/x86_64-linux-gnu", filepath.Base(interp))
+	if err := os.MkdirAll(filepath.Join(linked, filepath.Dir(target)), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(linked, real), nil, 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(linked, target), nil, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.MkdirAll(filepath.Join(linked, filepath.Dir(interp)), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(real, filepath.Join(linked, interp)); err != nil {
+	if err := os.Symlink(target, filepath.Join(linked, interp)); err != nil {
 		t.Fatal(err)
 	}
 	// An image's link to a path only the node has is not the loader.
