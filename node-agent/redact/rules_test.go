@@ -3,7 +3,12 @@ package redact
 import (
 	"bytes"
 	"math/rand/v2"
+	"reflect"
+	"strings"
 	"testing"
+
+	"github.com/spf13/viper"
+	"github.com/zricethezav/gitleaks/v8/config"
 )
 
 // The rules' helpers that stand in for a plain search must agree with it on
@@ -54,5 +59,30 @@ func TestHasRunIsALongestRunAtLeast(t *testing.T) {
 		if got, want := hasRun(b, n), longest(b) >= n; got != want {
 			t.Fatalf("hasRun(%q, %d) = %v, want %v", b, n, got, want)
 		}
+	}
+}
+
+// defaultRules decodes gitleaks' default configuration with go-toml rather
+// than through viper, as gitleaks does: the two must give the same
+// ViperConfig, or the rules would not be gitleaks' own.
+func TestDefaultConfigDecodesAsViperDoes(t *testing.T) {
+	v := viper.New()
+	v.SetConfigType("toml")
+	if err := v.ReadConfig(strings.NewReader(config.DefaultConfig)); err != nil {
+		t.Fatal(err)
+	}
+	var want config.ViperConfig
+	if err := v.Unmarshal(&want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := defaultConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want.Rules) < 100 {
+		t.Fatalf("viper read %d rules from gitleaks' configuration: not it", len(want.Rules))
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("go-toml and viper decode gitleaks' configuration differently (%d and %d rules)", len(got.Rules), len(want.Rules))
 	}
 }
