@@ -133,6 +133,7 @@ chart-lint: ## helm lint the chart.
 fuzz: ## A short run of each fuzz target (FUZZTIME each, default 15s).
 	go test -run '^$$' -fuzz '^FuzzParseManifest$$' -fuzztime $(FUZZTIME) ./node-agent/fixture
 	go test -run '^$$' -fuzz '^FuzzRedact$$' -fuzztime $(FUZZTIME) ./node-agent/redact
+	go test -run '^$$' -fuzz '^FuzzKeywordLanes$$' -fuzztime $(FUZZTIME) ./node-agent/redact
 
 .PHONY: bench
 bench: deps ## Run issue #18's benchmarks (real API server, real bwrap), each goal's ratio against a baseline from the same run; `make bench-deps` first for the sandbox-runtime comparison.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // benchBytes is the stream length of BenchmarkStream:
@@ -114,3 +115,34 @@ func BenchmarkStream(b *testing.B) {
 type nopCloser struct{ io.Writer }
 
 func (nopCloser) Close() error { return nil }
+
+// BenchmarkKeywordScan measures the keyword automaton's lanes on one core
+// against one automaton stepping through the same bytes (the baseline, in
+// the same run): the scan is most of the output pipeline's CPU.
+//
+//	GOMAXPROCS=1 go test -run '^$' -bench KeywordScan ./node-agent/redact/
+func BenchmarkKeywordScan(b *testing.B) {
+	rs, err := defaultRules()
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf := []byte(corpus(1 << 20))
+	var lane [lanes][]kwHit
+	var out []kwHit
+	var oneD, lanesD time.Duration
+	for b.Loop() {
+		start := time.Now()
+		one := rs.kw.scan(buf, 0, 0, len(buf), out[:0])
+		oneD += time.Since(start)
+		start = time.Now()
+		out = rs.kw.hitsIn(buf, 0, len(buf), out[:0], &lane)
+		lanesD += time.Since(start)
+		if len(one) != len(out) {
+			b.Fatalf("lanes found %d keyword ends, one automaton %d", len(out), len(one))
+		}
+	}
+	mbs := func(d time.Duration) float64 { return float64(b.N) * float64(len(buf)) / 1e6 / d.Seconds() }
+	b.ReportMetric(mbs(oneD), "one-MB/s")
+	b.ReportMetric(mbs(lanesD), "lanes-MB/s")
+	b.ReportMetric(float64(oneD)/float64(lanesD), "lanes/one-automaton")
+}

@@ -111,6 +111,7 @@ func newKwDFA(keywords []string) *kwDFA {
 			d.delta[s<<8|b] = v
 		}
 	}
+	d.checkRows()
 	return d
 }
 
@@ -121,10 +122,13 @@ func lower(c byte) byte {
 	return c
 }
 
-// lanes is how many parts of the input scan at once: one automaton's
-// next state waits on its last lookup, so four independent ones keep the
-// processor busy.
-const lanes = 4
+// lanes is how many parts of the input scan at once. One automaton's next
+// state waits on its last lookup (an add and a load: about six cycles
+// here), so independent automata over parts of the input keep the
+// processor busy while each waits. Six is as many as the compiler keeps in
+// registers with the loop's pointers; eight spilled to the stack and were
+// slower (docs/performance.md).
+const lanes = 6
 
 // kwScratch is a scan's memory, kept between scans so that they allocate
 // nothing once warm: the hits of each lane, for each of the two halves,
@@ -168,84 +172,55 @@ func (d *kwDFA) hitsSplit(buf []byte, out []kwHit, sc *kwScratch, split bool) []
 	return append(out, sc.second...)
 }
 
-// hitsIn appends, in order of end, the keywords that end in (from, to] of
-// buf. The part is cut into lanes scanned in one interleaved loop; each
-// lane (like the part) starts maxLen-1 bytes early, so a keyword across a
-// cut is seen whole, and reports only the ends in its own part.
+// hitsIn appends, in order of end, the keywords that end in (from0, to0]
+// of buf. The part is cut into lanes, equally spaced so that one pointer
+// and a stride reach them all, scanned in one interleaved loop. Each lane
+// starts ov = maxLen-1 bytes before the ends it reports (the first lane
+// as far back as the buffer allows), so a keyword across a cut is seen
+// whole; each lane reports only the ends in its own part.
 func (d *kwDFA) hitsIn(buf []byte, from0, to0 int, out []kwHit, lane *[lanes][]kwHit) []kwHit {
-	n := to0 - from0
-	if n < 1<<12 {
-		return d.scan(buf, max(0, from0-(d.maxLen-1)), from0, to0, out)
+	ov := d.maxLen - 1
+	base := max(0, from0-ov)
+	stride := (to0 - base - ov) / lanes
+	if to0-from0 < 1<<12 || stride <= 0 {
+		return d.scan(buf, base, from0, to0, out)
 	}
-	part := n / lanes
-	var from, to, st [lanes]int // report ends in (from, to]; scan from st
-	for i := 0; i < lanes; i++ {
-		from[i], to[i] = from0+i*part, from0+(i+1)*part
-		st[i] = max(0, from[i]-(d.maxLen-1))
+	// Lane i scans from st[i], reports ends in (from[i], to[i]].
+	var st, from, to [lanes]int
+	for i := range lanes {
+		st[i] = base + i*stride
+		from[i] = st[i] + ov
+		to[i] = st[i] + stride + ov
 	}
-	to[lanes-1] = to0
-	common := to[0] - st[0]
-	for i := 1; i < lanes; i++ {
-		common = min(common, to[i]-st[i])
-	}
+	from[0], to[lanes-1] = from0, to0
+	common := stride + ov // every lane has at least this many bytes to scan
 	for i := range lane {
 		lane[i] = lane[i][:0]
 	}
-	var s0, s1, s2, s3 uint32
-	b0, b1, b2, b3 := buf[st[0]:st[0]+common], buf[st[1]:st[1]+common], buf[st[2]:st[2]+common], buf[st[3]:st[3]+common]
+	var s [lanes]uint32
 	for j := 0; ; j++ {
-		j, s0, s1, s2, s3 = run4(d.delta, b0, b1, b2, b3, j, s0, s1, s2, s3)
-		if j == len(b0) {
+		j = d.step(buf, base, stride, j, common, &s)
+		if j == common {
 			break
 		}
-		if s0&outFlag != 0 {
-			s0 &^= outFlag
-			lane[0] = append(lane[0], kwHit{end: int32(st[0] + j + 1), state: s0})
-		}
-		if s1&outFlag != 0 {
-			s1 &^= outFlag
-			lane[1] = append(lane[1], kwHit{end: int32(st[1] + j + 1), state: s1})
-		}
-		if s2&outFlag != 0 {
-			s2 &^= outFlag
-			lane[2] = append(lane[2], kwHit{end: int32(st[2] + j + 1), state: s2})
-		}
-		if s3&outFlag != 0 {
-			s3 &^= outFlag
-			lane[3] = append(lane[3], kwHit{end: int32(st[3] + j + 1), state: s3})
+		for i := range lanes {
+			if s[i]&outFlag != 0 {
+				s[i] &^= outFlag
+				lane[i] = append(lane[i], kwHit{end: int32(st[i] + j + 1), state: s[i]})
+			}
 		}
 	}
-	states := [lanes]uint32{s0, s1, s2, s3}
-	for i := 0; i < lanes; i++ {
+	for i := range lanes {
 		for _, h := range lane[i] {
 			if int(h.end) > from[i] {
 				out = append(out, h)
 			}
 		}
-		// The rest of the lane, from where the loop stopped.
-		out = d.scanFrom(buf, states[i], st[i]+common, from[i], to[i], out)
+		// The rest of the lane (only the last has any), from where the
+		// loop stopped.
+		out = d.scanFrom(buf, s[i], st[i]+common, from[i], to[i], out)
 	}
 	return out
-}
-
-// run4 advances the four lanes from byte j until keywords end in one of
-// them (it returns that byte's index, the states with their flags) or
-// until the end (len(b0)). It is a function of its own, without calls,
-// so that the compiler keeps the states in registers: with the appends
-// of the hits in the same loop, they went through the stack at every
-// byte, which made each step wait on a store and a load.
-func run4(delta []uint32, b0, b1, b2, b3 []byte, j int, s0, s1, s2, s3 uint32) (int, uint32, uint32, uint32, uint32) {
-	b1, b2, b3 = b1[:len(b0)], b2[:len(b0)], b3[:len(b0)] // no bounds checks below
-	for ; j < len(b0); j++ {
-		s0 = delta[s0+uint32(b0[j])]
-		s1 = delta[s1+uint32(b1[j])]
-		s2 = delta[s2+uint32(b2[j])]
-		s3 = delta[s3+uint32(b3[j])]
-		if (s0|s1|s2|s3)&outFlag != 0 {
-			break
-		}
-	}
-	return j, s0, s1, s2, s3
 }
 
 // scan runs one automaton over buf[st:to], reporting ends in (from, to].

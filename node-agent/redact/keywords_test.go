@@ -64,3 +64,119 @@ func TestKeywordDFAFindsWhatANaiveSearchFinds(t *testing.T) {
 		}
 	}
 }
+
+// TestKeywordLanesCoverEveryPart scans parts (from, to] of a buffer, with
+// from before, at and after the lanes' look-back, and compares with a naive
+// search of the same part: the lanes' geometry (their starts, the stride,
+// the last lane's longer tail) must neither lose an end nor report one
+// twice or outside the part.
+func TestKeywordLanesCoverEveryPart(t *testing.T) {
+	keywords := []string{"ey", "key", "sk-", "ghp_", "akia", "token", "k", "-----begin private key-----"}
+	d := newKwDFA(keywords)
+	buf := []byte(strings.Repeat("-----BEGIN PRIVATE KEY----- sk-ghp_AKIA token key they ", 400))
+	naive := func(from, to int) []int {
+		low := bytes.ToLower(buf[:to])
+		var ends []int
+		for _, k := range keywords {
+			for off := 0; ; {
+				i := bytes.Index(low[off:], []byte(k))
+				if i < 0 {
+					break
+				}
+				if e := off + i + len(k); e > from {
+					ends = append(ends, e)
+				}
+				off += i + 1
+			}
+		}
+		sort.Ints(ends)
+		return ends
+	}
+	var lane [lanes][]kwHit
+	for _, from := range []int{0, 1, 5, d.maxLen - 2, d.maxLen - 1, d.maxLen, 100, 4097} {
+		for _, to := range []int{from + 1<<12, from + 1<<12 + 7, from + 6*(1<<12) + 5, len(buf)} {
+			if to > len(buf) {
+				continue
+			}
+			var got []int
+			for _, h := range d.hitsIn(buf, from, to, nil, &lane) {
+				for range d.patterns(h) {
+					got = append(got, int(h.end))
+				}
+			}
+			if diff := cmp.Diff(naive(from, to), got); diff != "" {
+				t.Errorf("ends in (%d, %d] (-naive +lanes):\n%s", from, to, diff)
+			}
+		}
+	}
+}
+
+// TestKeywordStepRefusesAPartOutsideItsBuffer: step reads without bounds
+// checks, so it must check its arguments itself.
+func TestKeywordStepRefusesAPartOutsideItsBuffer(t *testing.T) {
+	d := newKwDFA([]string{"key"})
+	buf := make([]byte, 100)
+	var s [lanes]uint32
+	if got := d.step(buf, 0, 10, 0, 50, &s); got != 50 {
+		t.Fatalf("step over the whole buffer stopped at %d, want 50", got)
+	}
+	for _, c := range []struct{ base, stride, j, n int }{
+		{0, 10, 0, 51}, {1, 10, 0, 50}, {0, 20, 0, 1}, {-1, 1, 0, 1}, {0, 1, 5, 4},
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("step(base %d, stride %d, %d..%d) over 100 bytes did not panic", c.base, c.stride, c.j, c.n)
+				}
+			}()
+			d.step(buf, c.base, c.stride, c.j, c.n, &s)
+		}()
+	}
+}
+
+// TestKeywordTableIsCheckedForStep: a table entry that is not a row start
+// would let step read outside the table; newKwDFA checks them all.
+func TestKeywordTableIsCheckedForStep(t *testing.T) {
+	d := newKwDFA([]string{"key", "token"})
+	for _, bad := range []uint32{1, uint32(len(d.delta)), uint32(len(d.delta)) | outFlag, 255} {
+		d2 := &kwDFA{delta: slices.Clone(d.delta)}
+		d2.delta[len(d2.delta)-1] = bad
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("a table with entry %#x passed checkRows", bad)
+				}
+			}()
+			d2.checkRows()
+		}()
+	}
+}
+
+// FuzzKeywordLanes: whatever the bytes and the part scanned, the lanes
+// (which read without bounds checks) find exactly the keyword ends that one
+// automaton stepping through the part finds, with gitleaks' keywords.
+func FuzzKeywordLanes(f *testing.F) {
+	rs, err := defaultRules()
+	if err != nil {
+		f.Fatal(err)
+	}
+	d := rs.kw
+	f.Add([]byte("api_key = ghp_token they AKIA -----BEGIN"), uint16(0), uint16(0))
+	f.Add([]byte("eyJhbGciOi xoxb- sk_live_ glpat-"), uint16(3), uint16(77))
+	f.Add([]byte{0, 0xff, 'k', 'e', 'y'}, uint16(4095), uint16(1))
+	f.Fuzz(func(t *testing.T, data []byte, from, less uint16) {
+		if len(data) == 0 {
+			return
+		}
+		// Repeated to a length the lanes scan, whatever the input's.
+		buf := bytes.Repeat(data, (6<<12)/len(data)+1)
+		to := len(buf) - int(less)%len(buf)
+		fr := min(int(from), to)
+		var lane [lanes][]kwHit
+		got := d.hitsIn(buf, fr, to, nil, &lane)
+		want := d.scan(buf, max(0, fr-(d.maxLen-1)), fr, to, nil)
+		if !slices.Equal(got, want) {
+			t.Fatalf("ends in (%d, %d] of %d bytes: the lanes found %d, one automaton %d (or others)", fr, to, len(buf), len(got), len(want))
+		}
+	})
+}
