@@ -127,7 +127,7 @@ func BenchmarkKeywordScan(b *testing.B) {
 		b.Fatal(err)
 	}
 	buf := []byte(corpus(1 << 20))
-	var lane [lanes][]kwHit
+	var lane kwLanes
 	var out []kwHit
 	var oneD, lanesD time.Duration
 	for b.Loop() {

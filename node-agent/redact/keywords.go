@@ -1,7 +1,5 @@
 package redact
 
-import "runtime"
-
 // kwDFA finds every occurrence of a set of keywords, ignoring ASCII case,
 // in one pass over the input: an Aho-Corasick automaton turned into a full
 // transition table indexed by state and input byte (upper case bytes lead
@@ -130,47 +128,9 @@ func lower(c byte) byte {
 // slower (docs/performance.md).
 const lanes = 6
 
-// kwScratch is a scan's memory, kept between scans so that they allocate
-// nothing once warm: the hits of each lane, for each of the two halves,
-// and the second half's hits.
-type kwScratch struct {
-	lanes  [2][lanes][]kwHit
-	second []kwHit
-}
-
-// splitMin is the shortest input whose scan is split between two
-// goroutines (when the process may run two at once).
-const splitMin = 64 << 10
-
-// hits appends, in order of end, every place keywords end in buf.
-//
-// A long input is scanned in two halves at once, on two goroutines, when
-// GOMAXPROCS allows it: the scan is most of a redactor's work, and the
-// output of an agent that writes fast is one stream, so without this it
-// could use one core only. On a node whose cores are busy the second
-// goroutine waits for a free one and the halves run one after the other,
-// as before.
-func (d *kwDFA) hits(buf []byte, out []kwHit, sc *kwScratch) []kwHit {
-	return d.hitsSplit(buf, out, sc, runtime.GOMAXPROCS(0) > 1)
-}
-
-// hitsSplit is hits, with the choice to split made by the caller (tests
-// take both ways whatever the machine).
-func (d *kwDFA) hitsSplit(buf []byte, out []kwHit, sc *kwScratch, split bool) []kwHit {
-	n := len(buf)
-	if n < splitMin || n >= 1<<31 || !split {
-		return d.hitsIn(buf, 0, n, out, &sc.lanes[0])
-	}
-	mid := n / 2
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		sc.second = d.hitsIn(buf, mid, n, sc.second[:0], &sc.lanes[1])
-	}()
-	out = d.hitsIn(buf, 0, mid, out, &sc.lanes[0])
-	<-done
-	return append(out, sc.second...)
-}
+// kwLanes is the lanes' memory, kept between scans so that they allocate
+// nothing once warm: the hits of each lane.
+type kwLanes [lanes][]kwHit
 
 // hitsIn appends, in order of end, the keywords that end in (from0, to0]
 // of buf. The part is cut into lanes, equally spaced so that one pointer
@@ -178,7 +138,7 @@ func (d *kwDFA) hitsSplit(buf []byte, out []kwHit, sc *kwScratch, split bool) []
 // starts ov = maxLen-1 bytes before the ends it reports (the first lane
 // as far back as the buffer allows), so a keyword across a cut is seen
 // whole; each lane reports only the ends in its own part.
-func (d *kwDFA) hitsIn(buf []byte, from0, to0 int, out []kwHit, lane *[lanes][]kwHit) []kwHit {
+func (d *kwDFA) hitsIn(buf []byte, from0, to0 int, out []kwHit, lane *kwLanes) []kwHit {
 	ov := d.maxLen - 1
 	base := max(0, from0-ov)
 	stride := (to0 - base - ov) / lanes

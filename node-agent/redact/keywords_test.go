@@ -33,8 +33,10 @@ func TestKeywordDFAFindsWhatANaiveSearchFinds(t *testing.T) {
 	for _, in := range inputs {
 		type hit struct{ End, KW int }
 		var got, want []hit
-		whole := d.hitsSplit([]byte(in), nil, new(kwScratch), false)
-		if split := d.hitsSplit([]byte(in), nil, new(kwScratch), true); !slices.Equal(split, whole) {
+		whole := d.hitsIn([]byte(in), 0, len(in), nil, new(kwLanes))
+		mid := len(in) / 2
+		split := append(d.hitsIn([]byte(in), 0, mid, nil, new(kwLanes)), d.hitsIn([]byte(in), mid, len(in), nil, new(kwLanes))...)
+		if !slices.Equal(split, whole) {
 			t.Errorf("%d bytes: the scan in two halves found %d hits, in one %d (or in another order)", len(in), len(split), len(whole))
 		}
 		for _, h := range whole {
@@ -92,7 +94,7 @@ func TestKeywordLanesCoverEveryPart(t *testing.T) {
 		sort.Ints(ends)
 		return ends
 	}
-	var lane [lanes][]kwHit
+	var lane kwLanes
 	for _, from := range []int{0, 1, 5, d.maxLen - 2, d.maxLen - 1, d.maxLen, 100, 4097} {
 		for _, to := range []int{from + 1<<12, from + 1<<12 + 7, from + 6*(1<<12) + 5, len(buf)} {
 			if to > len(buf) {
@@ -172,11 +174,46 @@ func FuzzKeywordLanes(f *testing.F) {
 		buf := bytes.Repeat(data, (6<<12)/len(data)+1)
 		to := len(buf) - int(less)%len(buf)
 		fr := min(int(from), to)
-		var lane [lanes][]kwHit
+		var lane kwLanes
 		got := d.hitsIn(buf, fr, to, nil, &lane)
 		want := d.scan(buf, max(0, fr-(d.maxLen-1)), fr, to, nil)
 		if !slices.Equal(got, want) {
 			t.Fatalf("ends in (%d, %d] of %d bytes: the lanes found %d, one automaton %d (or others)", fr, to, len(buf), len(got), len(want))
 		}
 	})
+}
+
+// TestSearchInHalvesFindsWhatOneSearchFinds: a long buffer is searched in
+// two halves at once (secrets and keywords); what the halves find together
+// is what one search finds, with secrets and keywords across the cut.
+func TestSearchInHalvesFindsWhatOneSearchFinds(t *testing.T) {
+	secret := "sk-split-0123456789abcdef"
+	r, err := New(Options{Secrets: []string{secret, "short7"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := "x " + secret + " api_key=" + secret + " short7 ghp_token they "
+	for shift := 0; shift < len(chunk); shift += 3 {
+		buf := []byte(strings.Repeat("y", shift) + strings.Repeat(chunk, (splitMin/len(chunk))+2))
+		var one, two scratch
+		spans1 := slices.Clone(r.search(buf, &one, false))
+		spans2 := slices.Clone(r.search(buf, &two, true))
+		order := func(a, b span) int {
+			if a.s != b.s {
+				return a.s - b.s
+			}
+			return a.e - b.e
+		}
+		slices.SortFunc(spans1, order)
+		slices.SortFunc(spans2, order)
+		if !slices.Equal(spans1, spans2) {
+			t.Errorf("shift %d: the halves found %d secrets, one search %d (or others)", shift, len(spans2), len(spans1))
+		}
+		if !slices.Equal(one.hits, two.hits) {
+			t.Errorf("shift %d: the halves found %d keyword ends, one search %d (or others)", shift, len(two.hits), len(one.hits))
+		}
+		if len(spans1) == 0 || len(one.hits) == 0 {
+			t.Fatalf("shift %d: found %d secrets and %d keyword ends; the input has both", shift, len(spans1), len(one.hits))
+		}
+	}
 }

@@ -22,6 +22,7 @@ type literals struct {
 	bits   []uint64 // bloom bitset of gram hashes
 	grams  map[uint32][]occurrence
 	short  [][]byte
+	maxLen int // the longest needle
 }
 
 type occurrence struct {
@@ -33,6 +34,7 @@ func newLiterals(needles [][]byte) *literals {
 	l := &literals{grams: map[uint32][]occurrence{}, bits: make([]uint64, 1<<10)}
 	minLen := 0
 	for _, n := range needles {
+		l.maxLen = max(l.maxLen, len(n))
 		if len(n) < minSampled {
 			l.short = append(l.short, n)
 			continue
@@ -55,6 +57,29 @@ func hashGram(g uint32) uint32 { return (g * 2654435761) >> 16 }
 
 // find appends the spans of every occurrence in buf.
 func (l *literals) find(buf []byte, spans []span) []span {
+	return l.findIn(buf, 0, len(buf), spans)
+}
+
+// findIn appends the spans of the occurrences in buf that start in
+// [from, to): it searches buf[from:] as far as such an occurrence can reach.
+func (l *literals) findIn(buf []byte, from, to int, spans []span) []span {
+	part := buf[from:min(len(buf), to+l.maxLen-1)]
+	first := len(spans)
+	spans = l.findAll(part, spans)
+	// Rebase to buf, and drop what starts at or after to (the next
+	// part's, seen here only in the look-ahead).
+	kept := spans[:first]
+	for _, sp := range spans[first:] {
+		if sp.s += from; sp.s < to {
+			sp.e += from
+			kept = append(kept, sp)
+		}
+	}
+	return kept
+}
+
+// findAll appends the spans of every occurrence in buf.
+func (l *literals) findAll(buf []byte, spans []span) []span {
 	for _, n := range l.short {
 		for off := 0; ; {
 			i := bytes.Index(buf[off:], n)

@@ -437,16 +437,20 @@ func lastNewline(b []byte) int {
 // scratch is per-Writer memory reused between scans.
 type scratch struct {
 	spans []span
-	hits  []kwHit
-	kw    kwScratch
-	open  []window // per rule: the window being gathered
-	wins  []window
+	hits  []kwHit // the keyword ends in the buffer, from Redactor.search
+	// The second half's, while the halves are searched at once.
+	spans2 []span
+	hits2  []kwHit
+	lanes  [2]kwLanes
+	open   []window // per rule: the window being gathered
+	wins   []window
 }
 
 type window struct{ rule, s, e int }
 
 // find appends the spans of rule matches in buf whose keyword lies beyond
 // the context already written (buf[:ctx]), or whose match could reach past it.
+// sc.hits holds the keywords' ends in buf (Redactor.search).
 func (rs *ruleSet) find(buf []byte, ctx int, final bool, keep [][]byte, sc *scratch, spans []span) []span {
 	if cap(sc.open) < len(rs.rules) {
 		sc.open = make([]window, len(rs.rules))
@@ -458,7 +462,6 @@ func (rs *ruleSet) find(buf []byte, ctx int, final bool, keep [][]byte, sc *scra
 	wins := sc.wins[:0]
 	n := len(buf)
 	lineS, lineE := -1, -1 // the line of the last hit
-	sc.hits = rs.kw.hits(buf, sc.hits[:0], &sc.kw)
 	for _, h := range sc.hits {
 		ke := int(h.end)
 		for _, pattern := range rs.kw.patterns(h) {

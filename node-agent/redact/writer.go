@@ -2,6 +2,7 @@ package redact
 
 import (
 	"io"
+	"runtime"
 	"sort"
 )
 
@@ -110,7 +111,7 @@ func (w *Writer) processTo(final bool, limit int) error {
 	if limit <= w.ctx {
 		return nil
 	}
-	spans := w.r.findLiterals(w.buf, w.sc.spans[:0])
+	spans := w.r.search(w.buf, &w.sc, runtime.GOMAXPROCS(0) > 1)
 	if w.r.rules != nil {
 		spans = w.r.rules.find(w.buf, w.ctx, final, w.r.keep, &w.sc, spans)
 	}
