@@ -27,9 +27,10 @@
 // write); whatever is before that window and cannot be the start of a
 // secret is redacted and passed on in batches. Memory is bounded by a batch
 // (256 KiB, growing to 1 MiB for a stream that fills batches) plus twice the
-// window, whatever the stream's length. A
-// token rule's match longer than the window (an unbounded regex) can only be
-// recognised within it.
+// window, twice over while a long batch is written out behind the stream
+// (see Writer.emit), whatever the stream's length. A token rule's match
+// longer than the window (an unbounded regex) can only be recognised within
+// it.
 //
 // A Redactor is immutable and safe for concurrent use; a Writer is not: give
 // each stream its own Writer, or serialize its writes.

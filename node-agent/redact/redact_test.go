@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"net/url"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 const secret = `s3cr3t-"Value"/with+odd&chars=` // JSON, URL and base64 all differ
@@ -126,8 +129,8 @@ func TestMemoryStaysBounded(t *testing.T) {
 		if held := len(w.buf) - w.ctx; held > r.Window()+maxBatch {
 			t.Fatalf("after %d writes the Writer holds %d bytes, more than window+batch %d", i+1, held, r.Window()+maxBatch)
 		}
-		if c := cap(w.buf); c > 2*r.Window()+maxBatch {
-			t.Fatalf("buffer grew to %d bytes, more than %d", c, 2*r.Window()+maxBatch)
+		if c := max(cap(w.buf), cap(w.spare)); c > 2*r.Window()+maxBatch {
+			t.Fatalf("a batch buffer grew to %d bytes, more than %d", c, 2*r.Window()+maxBatch)
 		}
 	}
 	if w.batch != maxBatch {
@@ -258,5 +261,127 @@ func TestFlushLiveHoldsTheStartOfASecret(t *testing.T) {
 		if !strings.HasSuffix(out.String(), "done\n") {
 			t.Errorf("%s: the stream's end is missing: %q", tc.name, out.String())
 		}
+	}
+}
+
+// gatedWriter holds its first Write until open is closed, so a test can
+// see whether the Writer went on while a batch was being written; it takes
+// delay before copying each write, so that a Writer that reused a buffer
+// still being written would be caught.
+type gatedWriter struct {
+	entered, open chan struct{}
+	once          sync.Once
+	delay         time.Duration
+	buf           bytes.Buffer
+	err           error
+}
+
+func (g *gatedWriter) Write(p []byte) (int, error) {
+	g.once.Do(func() {
+		close(g.entered)
+		<-g.open
+	})
+	if g.err != nil {
+		return 0, g.err
+	}
+	time.Sleep(g.delay)
+	return g.buf.Write(p)
+}
+
+// TestWriteBehindKeepsTheStream: a long batch is written out on another
+// goroutine while the stream goes on (write-behind), and what reaches the
+// destination is byte for byte what a Writer without it (one goroutine)
+// writes, redactions included.
+func TestWriteBehindKeepsTheStream(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	r := newRedactor(t, Options{Secrets: []string{secret}})
+	const tok = "ghp_R2bX9kQ4mZ7tL1wV8nY3pC6sD0fG5hJ2aE4u"
+	// Clean batches (passed on from the batch buffer) and, between 4 and
+	// 8 MiB, batches with replacements (written from the other buffer).
+	text := corpus(12 << 20)
+	var b strings.Builder
+	for off, n := 0, 0; off < len(text); off, n = off+200<<10+13, n+1 {
+		b.WriteString(text[off:min(len(text), off+200<<10+13)])
+		switch {
+		case off < 4<<20 || off >= 8<<20:
+		case n%2 == 0:
+			b.WriteString(" " + tok + " ")
+		default:
+			b.WriteString(secret)
+		}
+	}
+	in := []byte(b.String())
+
+	g := &gatedWriter{entered: make(chan struct{}), open: make(chan struct{}), delay: 5 * time.Millisecond}
+	w := r.NewWriter(g)
+	// One batch: its write is held at the gate; Write must return anyway.
+	first := minBatch + r.Window() + 1000
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := w.Write(in[:first])
+		wrote <- err
+	}()
+	select {
+	case err := <-wrote:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Write waited for its batch's write to end: nothing was written behind")
+	}
+	select {
+	case <-g.entered:
+	case <-time.After(time.Minute):
+		t.Fatal("the first batch never reached the destination")
+	}
+	close(g.open)
+	for p := in[first:]; len(p) > 0; p = p[min(len(p), 32<<10):] {
+		if _, err := w.Write(p[:min(len(p), 32<<10)]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	runtime.GOMAXPROCS(1) // one goroutine: no write-behind, no halves
+	want := writeInChunks(t, r, in, 32<<10)
+	runtime.GOMAXPROCS(2)
+	if !bytes.Equal(g.buf.Bytes(), want) {
+		t.Fatalf("written behind: %d bytes, differing from the %d bytes written in line", g.buf.Len(), len(want))
+	}
+	if strings.Contains(g.buf.String(), secret) || strings.Contains(g.buf.String(), tok) {
+		t.Fatal("a secret or token is left")
+	}
+}
+
+// TestWriteBehindErrorsAreReturned: a write that fails behind the stream
+// fails the next call, and Close.
+func TestWriteBehindErrorsAreReturned(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	r := newRedactor(t, Options{Secrets: []string{secret}, NoRules: true})
+	boom := errors.New("disk full")
+	g := &gatedWriter{entered: make(chan struct{}), open: make(chan struct{}), err: boom}
+	w := r.NewWriter(g)
+	big := bytes.Repeat([]byte("abcdefgh\n"), (minBatch+r.Window())/9+100) // one batch
+	if _, err := w.Write(big); err != nil {
+		t.Fatalf("the first Write = %v; its batch's write had not ended", err)
+	}
+	<-g.entered
+	close(g.open)
+	// A later Write returns the error once the write has ended.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		_, err := w.Write([]byte("x"))
+		if errors.Is(err, boom) {
+			break
+		}
+		if err != nil || time.Now().After(deadline) {
+			t.Fatalf("Write after a failed write = %v, want %v", err, boom)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := w.Close(); !errors.Is(err, boom) {
+		t.Fatalf("Close = %v, want %v", err, boom)
 	}
 }

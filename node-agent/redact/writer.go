@@ -16,7 +16,10 @@ import (
 // 256 KiB (BenchmarkOutputPipeline, same machine and hour).
 const minBatch, maxBatch = 256 << 10, 1 << 20
 
-// Writer redacts a stream and writes the result to another writer. It holds
+// Writer redacts a stream and writes the result to another writer. A long
+// batch is written to it on another goroutine while the stream goes on, one
+// write at a time and in order; Flush, FlushLive and Close return once
+// everything they wrote out has been written. It holds
 // back up to the Redactor's Window() bytes between writes; Flush or Close
 // writes them out.
 type Writer struct {
@@ -31,6 +34,13 @@ type Writer struct {
 	sc    scratch
 	n     int64
 	err   error
+	// Write-behind (see emit): while a batch's bytes are written out on
+	// another goroutine (inflight), they stay in spare, the other batch
+	// buffer, and the stream goes on in buf.
+	spare    []byte
+	outSpare []byte
+	inflight bool
+	written  chan error
 }
 
 // NewWriter returns a Writer that writes the redacted stream to dst.
@@ -39,9 +49,10 @@ func (r *Redactor) NewWriter(dst io.Writer) *Writer {
 }
 
 // Write takes p; it returns len(p) unless writing to dst failed, in which
-// case that error is returned now and by every later call.
+// case that error is returned now (or, for a write behind the stream, by a
+// later call, Close at the latest) and by every later call.
 func (w *Writer) Write(p []byte) (int, error) {
-	if w.err != nil {
+	if w.poll() != nil {
 		return 0, w.err
 	}
 	written := 0
@@ -75,7 +86,7 @@ func (w *Writer) Flush() error {
 	if w.err != nil {
 		return w.err
 	}
-	return w.process(true)
+	return w.settle(w.process(true))
 }
 
 // FlushLive writes out what is held, except a tail that could be the start
@@ -87,7 +98,7 @@ func (w *Writer) FlushLive() error {
 	if w.err != nil {
 		return w.err
 	}
-	return w.processTo(true, w.ctx+w.r.partialStart(w.buf[w.ctx:]))
+	return w.settle(w.processTo(true, w.ctx+w.r.partialStart(w.buf[w.ctx:])))
 }
 
 // Close flushes. It does not close the destination.
@@ -123,11 +134,15 @@ func (w *Writer) processTo(final bool, limit int) error {
 	if !anyBefore(spans, w.ctx, limit) {
 		// Nothing to replace (the common case): pass the bytes on from
 		// the buffer itself rather than copying them into out first.
-		if _, err := w.dst.Write(w.buf[w.ctx:limit]); err != nil {
-			w.err = err
+		behind := !final && limit-w.ctx >= splitMin && runtime.GOMAXPROCS(0) > 1
+		if err := w.emit(w.buf[w.ctx:limit], behind); err != nil {
 			return err
 		}
-		w.keep(limit)
+		if behind {
+			w.keepInSpare(limit)
+		} else {
+			w.keep(limit)
+		}
 		return nil
 	}
 	out := w.out[:0]
@@ -163,13 +178,91 @@ func (w *Writer) processTo(final bool, limit int) error {
 	}
 	w.out = out
 	if len(out) > 0 {
-		if _, err := w.dst.Write(out); err != nil {
-			w.err = err
+		behind := !final && len(out) >= splitMin && runtime.GOMAXPROCS(0) > 1
+		if err := w.emit(out, behind); err != nil {
 			return err
+		}
+		if behind {
+			// The next batch's replacements go to the other buffer.
+			w.out, w.outSpare = w.outSpare, w.out
 		}
 	}
 	w.keep(cut)
 	return nil
+}
+
+// emit writes b to dst after the write before it has ended. With behind,
+// it writes on another goroutine and returns at once: the caller must
+// leave b's bytes alone until the next emit or settle, which wait for it.
+// A long batch's bytes are written behind so that one core copies them
+// into the capture or the spool while the next batch comes in and is
+// searched (BenchmarkOutputPipeline); a write's error is returned by the
+// next call.
+func (w *Writer) emit(b []byte, behind bool) error {
+	if err := w.settle(nil); err != nil {
+		return err
+	}
+	if !behind {
+		if _, err := w.dst.Write(b); err != nil {
+			w.err = err
+			return err
+		}
+		return nil
+	}
+	if w.written == nil {
+		w.written = make(chan error, 1)
+	}
+	w.inflight = true
+	go func() {
+		_, err := w.dst.Write(b)
+		w.written <- err
+	}()
+	return nil
+}
+
+// poll takes the result of a write in flight if it has ended, without
+// waiting, and returns the Writer's error.
+func (w *Writer) poll() error {
+	if w.inflight {
+		select {
+		case err := <-w.written:
+			w.inflight = false
+			if err != nil && w.err == nil {
+				w.err = err
+			}
+		default:
+		}
+	}
+	return w.err
+}
+
+// settle waits for a write in flight and returns err or, when there is
+// none, the Writer's error.
+func (w *Writer) settle(err error) error {
+	if w.inflight {
+		w.inflight = false
+		if werr := <-w.written; werr != nil && w.err == nil {
+			w.err = werr
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return w.err
+}
+
+// keepInSpare is keep for a buffer whose bytes are being written behind:
+// the kept window goes to the front of the spare buffer, which becomes
+// buf, and the buffer in flight becomes the spare (emit waits for its
+// write before the next swap).
+func (w *Writer) keepInSpare(cut int) {
+	keepFrom := max(0, cut-w.r.window)
+	if cap(w.spare) < cap(w.buf) {
+		w.spare = make([]byte, 0, cap(w.buf))
+	}
+	next := append(w.spare[:0], w.buf[keepFrom:]...)
+	w.spare, w.buf = w.buf, next
+	w.ctx = cut - keepFrom
 }
 
 // keep drops what is before cut, which was written out, except up to a
