@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"net/url"
 	"runtime"
 	"strings"
@@ -383,5 +384,62 @@ func TestWriteBehindErrorsAreReturned(t *testing.T) {
 	}
 	if err := w.Close(); !errors.Is(err, boom) {
 		t.Fatalf("Close = %v, want %v", err, boom)
+	}
+}
+
+// TestWriterIsTheSameOnOneGoroutine: with random writes, whatever their
+// sizes, a Writer free to use two goroutines (the halves searched at once,
+// batches written behind) writes byte for byte what it writes on one.
+func TestWriterIsTheSameOnOneGoroutine(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	r := newRedactor(t, Options{Secrets: []string{secret}})
+	forms := append(Forms(secret), "ghp_R2bX9kQ4mZ7tL1wV8nY3pC6sD0fG5hJ2aE4u", `api_key = "a8f3Kq9ZpL2xW7vR"`, "-----BEGIN")
+	// Secrets and tokens every 30 KiB (every batch has replacements), 300
+	// KiB, and 3 MiB (most batches are passed on as they are) on average.
+	for seed, gap := range []int{30 << 10, 300 << 10, 3 << 20} {
+		rng := rand.New(rand.NewPCG(uint64(seed), 7))
+		text := corpus(5 << 20)
+		var b strings.Builder
+		for off := 0; off < len(text); {
+			n := rng.IntN(2 * gap)
+			b.WriteString(text[off:min(len(text), off+n)])
+			b.WriteString(forms[rng.IntN(len(forms))])
+			off += n
+		}
+		in := []byte(b.String())
+		var sizes []int
+		for left := len(in); left > 0; {
+			n := min(left, 1<<rng.IntN(20)+rng.IntN(1000))
+			sizes = append(sizes, n)
+			left -= n
+		}
+		write := func() []byte {
+			// Slow to take each write, so that a Writer that reused a
+			// buffer still being written would be caught.
+			out := &gatedWriter{entered: make(chan struct{}), open: make(chan struct{}), delay: time.Millisecond}
+			close(out.open)
+			w := r.NewWriter(out)
+			p := in
+			for _, n := range sizes {
+				if _, err := w.Write(p[:n]); err != nil {
+					t.Fatal(err)
+				}
+				p = p[n:]
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			return out.buf.Bytes()
+		}
+		two := write()
+		runtime.GOMAXPROCS(1)
+		one := write()
+		runtime.GOMAXPROCS(2)
+		if !bytes.Equal(one, two) {
+			t.Fatalf("seed %d: %d bytes written on two goroutines differ from the %d on one", seed, len(two), len(one))
+		}
+		if bytes.Contains(two, []byte(secret)) {
+			t.Fatalf("seed %d: the secret is left", seed)
+		}
 	}
 }
