@@ -448,6 +448,70 @@ type scratch struct {
 
 type window struct{ rule, s, e int }
 
+// lineCache finds the line around a keyword, as far as maxRuleSpan on
+// either side: [S, E) with S after the last newline before the keyword, or
+// maxRuleSpan before it, and E at the first newline after it, or
+// maxRuleSpan after it (never past the buffer).
+//
+// The answer depends only on where the keyword is. It keeps a stretch of
+// the buffer known to hold no newline, [a, b), and whether a newline (or
+// the buffer's edge) is known to bound it, so that the many keywords of
+// one line are answered without a search; where the stretch does not
+// decide the answer, it searches again. An answer carried over from an
+// earlier keyword instead once cut a later keyword's window short on a line
+// longer than maxRuleSpan, and a token placed there was not redacted.
+type lineCache struct {
+	a, b         int
+	edgeA, edgeB bool // a newline or the buffer's edge is at a-1, b
+	searched     bool
+}
+
+func (c *lineCache) bounds(buf []byte, ks, ke int) (s, e int) {
+	if s, e, ok := c.known(ks, ke); ok {
+		return s, e
+	}
+	n := len(buf)
+	from := max(0, ks-maxRuleSpan)
+	if p := lastNewline(buf[from:ks]); p >= 0 {
+		c.a, c.edgeA = from+p+1, true
+	} else {
+		c.a, c.edgeA = from, from == 0
+	}
+	to := min(n, ke+maxRuleSpan)
+	if q := bytes.IndexByte(buf[ke:to], '\n'); q >= 0 {
+		c.b, c.edgeB = ke+q, true
+	} else {
+		c.b, c.edgeB = to, to == n
+	}
+	c.searched = true
+	s, e, _ = c.known(ks, ke)
+	return s, e
+}
+
+// known answers from the stretch when it decides the answer.
+func (c *lineCache) known(ks, ke int) (s, e int, ok bool) {
+	if !c.searched || ks < c.a || ke > c.b {
+		return 0, 0, false
+	}
+	switch {
+	case ks-maxRuleSpan >= c.a:
+		s = ks - maxRuleSpan // no newline within reach before
+	case c.edgeA:
+		s = c.a
+	default:
+		return 0, 0, false
+	}
+	switch {
+	case ke+maxRuleSpan <= c.b:
+		e = ke + maxRuleSpan // no newline within reach after
+	case c.edgeB:
+		e = c.b
+	default:
+		return 0, 0, false
+	}
+	return s, e, true
+}
+
 // find appends the spans of rule matches in buf whose keyword lies beyond
 // the context already written (buf[:ctx]), or whose match could reach past it.
 // sc.hits holds the keywords' ends in buf (Redactor.search).
@@ -461,24 +525,12 @@ func (rs *ruleSet) find(buf []byte, ctx int, final bool, keep [][]byte, sc *scra
 	}
 	wins := sc.wins[:0]
 	n := len(buf)
-	lineS, lineE := -1, -1 // the line of the last hit
+	var line lineCache
 	for _, h := range sc.hits {
 		ke := int(h.end)
 		for _, pattern := range rs.kw.patterns(h) {
 			ks := ke - rs.kw.patLen[pattern]
-			if ks < lineS || ks >= lineE {
-				lineS = lastNewline(buf[max(0, ks-maxRuleSpan):ks]) + 1
-				if lineS > 0 {
-					lineS += max(0, ks-maxRuleSpan)
-				} else if ks-maxRuleSpan > 0 {
-					lineS = ks - maxRuleSpan
-				}
-				if j := bytes.IndexByte(buf[ke:min(n, ke+maxRuleSpan)], '\n'); j >= 0 {
-					lineE = ke + j
-				} else {
-					lineE = min(n, ke+maxRuleSpan)
-				}
-			}
+			lineS, lineE := line.bounds(buf, ks, ke)
 			for _, ri := range rs.kwRules[pattern] {
 				ru := rs.rules[ri]
 				if ke+ru.span <= ctx {

@@ -86,3 +86,61 @@ func TestDefaultConfigDecodesAsViperDoes(t *testing.T) {
 		t.Fatalf("go-toml and viper decode gitleaks' configuration differently (%d and %d rules)", len(got.Rules), len(want.Rules))
 	}
 }
+
+// TestTokensOnLongLinesAreRedacted: on a line longer than a rule's reach,
+// a token far from the line's first keyword is still seen whole. (The
+// line's bounds were once carried over from the first keyword, which cut
+// the later one's window short: a GitHub token about 8 KiB after "token"
+// was left.)
+func TestTokensOnLongLinesAreRedacted(t *testing.T) {
+	r := newRedactor(t, Options{})
+	const tok = "ghp_R2bX9kQ4mZ7tL1wV8nY3pC6sD0fG5hJ2aE4u"
+	for _, at := range []int{500, maxRuleSpan - 10, maxRuleSpan + 90, maxRuleSpan + 100, maxRuleSpan + 104, maxRuleSpan + 110, 2*maxRuleSpan + 50, 3 * maxRuleSpan} {
+		line := strings.Repeat("x", 100) + "token " + strings.Repeat("y", at-106) + " " + tok + " " + strings.Repeat("z", 3*maxRuleSpan) + "\n"
+		if out := r.String(line); strings.Contains(out, tok) {
+			t.Errorf("a token %d bytes into a %d-byte line was left", at, len(line))
+		}
+	}
+}
+
+// TestLineBoundsDependOnlyOnTheKeyword: the line cache answers, keyword
+// after keyword, what a search from each keyword alone answers, over lines
+// shorter and longer than a rule's reach.
+func TestLineBoundsDependOnlyOnTheKeyword(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, lineLen := range []int{40, 3000, maxRuleSpan - 1, maxRuleSpan + 1, 3 * maxRuleSpan} {
+		buf := make([]byte, 8*maxRuleSpan)
+		for i := range buf {
+			buf[i] = 'x'
+			if rng.IntN(lineLen) == 0 {
+				buf[i] = '\n'
+			}
+		}
+		var c lineCache
+		for ks := rng.IntN(50); ks+5 <= len(buf); ks += 1 + rng.IntN(min(lineLen, 2000)) {
+			ke := ks + 1 + rng.IntN(4)
+			if bytes.IndexByte(buf[ks:ke], '\n') >= 0 {
+				continue // a keyword holds no newline
+			}
+			s, e := c.bounds(buf, ks, ke)
+			// What it should be, byte by byte.
+			ws := max(0, ks-maxRuleSpan)
+			for i := ks - 1; i >= ws; i-- {
+				if buf[i] == '\n' {
+					ws = i + 1
+					break
+				}
+			}
+			we := min(len(buf), ke+maxRuleSpan)
+			for i := ke; i < we; i++ {
+				if buf[i] == '\n' {
+					we = i
+					break
+				}
+			}
+			if s != ws || e != we {
+				t.Fatalf("lines of about %d bytes: keyword at %d..%d: [%d, %d) from the cache, [%d, %d) alone", lineLen, ks, ke, s, e, ws, we)
+			}
+		}
+	}
+}
