@@ -196,8 +196,9 @@ func TestSearchInHalvesFindsWhatOneSearchFinds(t *testing.T) {
 	for shift := 0; shift < len(chunk); shift += 3 {
 		buf := []byte(strings.Repeat("y", shift) + strings.Repeat(chunk, (splitMin/len(chunk))+2))
 		var one, two scratch
-		spans1 := slices.Clone(r.search(buf, &one, false))
-		spans2 := slices.Clone(r.search(buf, &two, true))
+		ctx := shift * 97 // some of the buffer already written out
+		spans1 := slices.Clone(r.search(buf, ctx, &one, false))
+		spans2 := slices.Clone(r.search(buf, ctx, &two, true))
 		order := func(a, b span) int {
 			if a.s != b.s {
 				return a.s - b.s
@@ -212,8 +213,11 @@ func TestSearchInHalvesFindsWhatOneSearchFinds(t *testing.T) {
 		if !slices.Equal(one.hits, two.hits) {
 			t.Errorf("shift %d: the halves found %d keyword ends, one search %d (or others)", shift, len(two.hits), len(one.hits))
 		}
-		if len(spans1) == 0 || len(one.hits) == 0 {
-			t.Fatalf("shift %d: found %d secrets and %d keyword ends; the input has both", shift, len(spans1), len(one.hits))
+		if !slices.Equal(one.cands, two.cands) {
+			t.Errorf("shift %d: the halves asked for %d rule windows, one search %d (or others)", shift, len(two.cands), len(one.cands))
+		}
+		if len(spans1) == 0 || len(one.hits) == 0 || len(one.cands) == 0 {
+			t.Fatalf("shift %d: found %d secrets, %d keyword ends and %d rule windows; the input has all three", shift, len(spans1), len(one.hits), len(one.cands))
 		}
 	}
 }

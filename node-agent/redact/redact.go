@@ -249,24 +249,24 @@ const splitMin = 64 << 10
 
 // search returns the spans of every secret form in buf (in sc.spans's
 // memory) and, when the token rules are on, puts the keywords' ends in
-// sc.hits, in order.
+// sc.hits, in order, and the windows the rules are to look at for them in
+// sc.cands (ruleSet.candidates; ctx is where the bytes not yet written out
+// begin).
 //
 // With split, a long buffer is searched in two halves at once, on two
 // goroutines: the search is most of a redactor's work, and the output of
 // an agent that writes fast is one stream, so without this it could use
-// one core only. Each half searches for both the secrets and the keywords,
+// one core only. Each half does all three (secrets, keywords, windows),
 // so that the two goroutines have the same work. On a node whose cores are
 // busy the second goroutine waits for a free one and the halves run one
 // after the other.
-func (r *Redactor) search(buf []byte, sc *scratch, split bool) []span {
+func (r *Redactor) search(buf []byte, ctx int, sc *scratch, split bool) []span {
 	n := len(buf)
-	var kw *kwDFA
-	if r.rules != nil {
-		kw = r.rules.kw
-	}
+	rs := r.rules
 	if n < splitMin || n >= 1<<31 || !split {
-		if kw != nil {
-			sc.hits = kw.hitsIn(buf, 0, n, sc.hits[:0], &sc.lanes[0])
+		if rs != nil {
+			sc.hits = rs.kw.hitsIn(buf, 0, n, sc.hits[:0], &sc.lanes[0])
+			sc.cands = rs.candidates(buf, ctx, sc.hits, sc.cands[:0])
 		}
 		return r.lits.find(buf, sc.spans[:0])
 	}
@@ -274,17 +274,20 @@ func (r *Redactor) search(buf []byte, sc *scratch, split bool) []span {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if kw != nil {
-			sc.hits2 = kw.hitsIn(buf, mid, n, sc.hits2[:0], &sc.lanes[1])
+		if rs != nil {
+			sc.hits2 = rs.kw.hitsIn(buf, mid, n, sc.hits2[:0], &sc.lanes[1])
+			sc.cands2 = rs.candidates(buf, ctx, sc.hits2, sc.cands2[:0])
 		}
 		sc.spans2 = r.lits.findIn(buf, mid, n, sc.spans2[:0])
 	}()
-	if kw != nil {
-		sc.hits = kw.hitsIn(buf, 0, mid, sc.hits[:0], &sc.lanes[0])
+	if rs != nil {
+		sc.hits = rs.kw.hitsIn(buf, 0, mid, sc.hits[:0], &sc.lanes[0])
+		sc.cands = rs.candidates(buf, ctx, sc.hits, sc.cands[:0])
 	}
 	spans := r.lits.findIn(buf, 0, mid, sc.spans[:0])
 	<-done
 	sc.hits = append(sc.hits, sc.hits2...)
+	sc.cands = append(sc.cands, sc.cands2...)
 	return append(spans, sc.spans2...)
 }
 

@@ -442,8 +442,11 @@ type scratch struct {
 	spans2 []span
 	hits2  []kwHit
 	lanes  [2]kwLanes
-	open   []window // per rule: the window being gathered
-	wins   []window
+	// The windows the rules are to look at (ruleSet.candidates), and the
+	// second half's while the halves are searched at once.
+	cands, cands2 []window
+	open          []window // per rule: the window being gathered
+	wins          []window
 }
 
 type window struct{ rule, s, e int }
@@ -512,21 +515,17 @@ func (c *lineCache) known(ks, ke int) (s, e int, ok bool) {
 	return s, e, true
 }
 
-// find appends the spans of rule matches in buf whose keyword lies beyond
-// the context already written (buf[:ctx]), or whose match could reach past it.
-// sc.hits holds the keywords' ends in buf (Redactor.search).
-func (rs *ruleSet) find(buf []byte, ctx int, final bool, keep [][]byte, sc *scratch, spans []span) []span {
-	if cap(sc.open) < len(rs.rules) {
-		sc.open = make([]window, len(rs.rules))
-	}
-	open := sc.open[:len(rs.rules)]
-	for i := range open {
-		open[i] = window{rule: i, s: -1}
-	}
-	wins := sc.wins[:0]
+// candidates appends, in the order of hits, the window of each rule a
+// keyword end in hits calls for: the keyword's line (or, for a multi-line
+// rule, the rule's reach around it) in buf, for rules whose match could
+// reach past the context already written (buf[:ctx]) and whose hit filter
+// passes. It depends only on buf, ctx and the hits (lineCache answers
+// from the keyword's position alone), so each half of a long buffer
+// computes its own (Redactor.search), on its own goroutine.
+func (rs *ruleSet) candidates(buf []byte, ctx int, hits []kwHit, out []window) []window {
 	n := len(buf)
 	var line lineCache
-	for _, h := range sc.hits {
+	for _, h := range hits {
 		ke := int(h.end)
 		for _, pattern := range rs.kw.patterns(h) {
 			ks := ke - rs.kw.patLen[pattern]
@@ -543,17 +542,36 @@ func (rs *ruleSet) find(buf []byte, ctx int, final bool, keep [][]byte, sc *scra
 				if ru.hitFilter != nil && !ru.hitFilter(buf, ke, lineE) {
 					continue
 				}
-				o := &open[ri]
-				if o.s >= 0 && s <= o.e {
-					o.e = max(o.e, e)
-					continue
-				}
-				if o.s >= 0 {
-					wins = append(wins, *o)
-				}
-				*o = window{rule: ri, s: s, e: e}
+				out = append(out, window{rule: ri, s: s, e: e})
 			}
 		}
+	}
+	return out
+}
+
+// find appends the spans of rule matches in buf within the windows in
+// sc.cands (candidates, for the keyword ends in buf; Redactor.search): a
+// rule's overlapping windows are merged, in order, and the rule runs once
+// on each merged window.
+func (rs *ruleSet) find(buf []byte, keep [][]byte, sc *scratch, spans []span) []span {
+	if cap(sc.open) < len(rs.rules) {
+		sc.open = make([]window, len(rs.rules))
+	}
+	open := sc.open[:len(rs.rules)]
+	for i := range open {
+		open[i] = window{rule: i, s: -1}
+	}
+	wins := sc.wins[:0]
+	for _, c := range sc.cands {
+		o := &open[c.rule]
+		if o.s >= 0 && c.s <= o.e {
+			o.e = max(o.e, c.e)
+			continue
+		}
+		if o.s >= 0 {
+			wins = append(wins, *o)
+		}
+		*o = c
 	}
 	for _, o := range open {
 		if o.s >= 0 {

@@ -122,9 +122,9 @@ func (w *Writer) processTo(final bool, limit int) error {
 	if limit <= w.ctx {
 		return nil
 	}
-	spans := w.r.search(w.buf, &w.sc, runtime.GOMAXPROCS(0) > 1)
+	spans := w.r.search(w.buf, w.ctx, &w.sc, runtime.GOMAXPROCS(0) > 1)
 	if w.r.rules != nil {
-		spans = w.r.rules.find(w.buf, w.ctx, final, w.r.keep, &w.sc, spans)
+		spans = w.r.rules.find(w.buf, w.r.keep, &w.sc, spans)
 	}
 	w.sc.spans = spans
 	sort.Slice(spans, func(i, j int) bool {
