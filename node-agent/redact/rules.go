@@ -458,15 +458,21 @@ type window struct{ rule, s, e int }
 //
 // The answer depends only on where the keyword is. It keeps a stretch of
 // the buffer known to hold no newline, [a, b), and whether a newline (or
-// the buffer's edge) is known to bound it, so that the many keywords of
-// one line are answered without a search; where the stretch does not
-// decide the answer, it searches again. An answer carried over from an
-// earlier keyword instead once cut a later keyword's window short on a line
-// longer than maxRuleSpan, and a token placed there was not redacted.
+// the buffer's edge) is known to bound it, and answers from it where that
+// decides the answer. An answer carried over from an earlier keyword
+// instead once cut a later keyword's window short on a line longer than
+// maxRuleSpan, and a token placed there was not redacted.
+//
+// Where the stretch does not decide, it is extended by searching only
+// what lies beyond it, so that the keywords of a long line cost one pass
+// over it, not a search of maxRuleSpan bytes each (output made of nothing
+// but keywords, on one line, must not cost the node-agent more than its
+// length).
 type lineCache struct {
 	a, b         int
 	edgeA, edgeB bool // a newline or the buffer's edge is at a-1, b
 	searched     bool
+	scanned      int // bytes searched so far (tests hold it to the buffer's length)
 }
 
 func (c *lineCache) bounds(buf []byte, ks, ke int) (s, e int) {
@@ -474,19 +480,28 @@ func (c *lineCache) bounds(buf []byte, ks, ke int) (s, e int) {
 		return s, e
 	}
 	n := len(buf)
-	from := max(0, ks-maxRuleSpan)
-	if p := lastNewline(buf[from:ks]); p >= 0 {
-		c.a, c.edgeA = from+p+1, true
-	} else {
-		c.a, c.edgeA = from, from == 0
+	if !c.searched || ks < c.a || ks > c.b {
+		// Another line, or a part of this one not next to the stretch:
+		// start a new stretch at the keyword (it holds no newline).
+		c.a, c.b, c.edgeA, c.edgeB, c.searched = ks, ke, ks == 0, ke == n, true
 	}
-	to := min(n, ke+maxRuleSpan)
-	if q := bytes.IndexByte(buf[ke:to], '\n'); q >= 0 {
-		c.b, c.edgeB = ke+q, true
-	} else {
-		c.b, c.edgeB = to, to == n
+	// The keyword lies in [a, b] with [a, b) free of newlines: extend it.
+	if from := max(0, ks-maxRuleSpan); from < c.a && !c.edgeA {
+		c.scanned += c.a - from
+		if p := lastNewline(buf[from:c.a]); p >= 0 {
+			c.a, c.edgeA = from+p+1, true
+		} else {
+			c.a, c.edgeA = from, from == 0
+		}
 	}
-	c.searched = true
+	if to := min(n, ke+maxRuleSpan); to > c.b && !c.edgeB {
+		c.scanned += to - c.b
+		if q := bytes.IndexByte(buf[c.b:to], '\n'); q >= 0 {
+			c.b, c.edgeB = c.b+q, true
+		} else {
+			c.b, c.edgeB = to, to == n
+		}
+	}
 	s, e, _ = c.known(ks, ke)
 	return s, e
 }

@@ -117,7 +117,13 @@ func TestLineBoundsDependOnlyOnTheKeyword(t *testing.T) {
 			}
 		}
 		var c lineCache
-		for ks := rng.IntN(50); ks+5 <= len(buf); ks += 1 + rng.IntN(min(lineLen, 2000)) {
+		gap := func() int { // mostly near, sometimes beyond a rule's reach
+			if rng.IntN(8) == 0 {
+				return 1 + rng.IntN(3*maxRuleSpan)
+			}
+			return 1 + rng.IntN(min(lineLen, 2000))
+		}
+		for ks := rng.IntN(50); ks+5 <= len(buf); ks += gap() {
 			ke := ks + 1 + rng.IntN(4)
 			if bytes.IndexByte(buf[ks:ke], '\n') >= 0 {
 				continue // a keyword holds no newline
@@ -141,6 +147,29 @@ func TestLineBoundsDependOnlyOnTheKeyword(t *testing.T) {
 			if s != ws || e != we {
 				t.Fatalf("lines of about %d bytes: keyword at %d..%d: [%d, %d) from the cache, [%d, %d) alone", lineLen, ks, ke, s, e, ws, we)
 			}
+		}
+	}
+}
+
+// TestLineBoundsCostOnePass: on one long line made of keywords, finding
+// every keyword's line searches the buffer about once, not a rule's reach
+// for each keyword (which an agent printing nothing else could use to
+// make the node-agent spend minutes of CPU on a few megabytes).
+func TestLineBoundsCostOnePass(t *testing.T) {
+	for _, text := range []string{
+		strings.Repeat("key ", 1<<16),                         // one line of 256 KiB
+		strings.Repeat(strings.Repeat("key ", 3000)+"\n", 20), // lines of 12 KiB
+	} {
+		buf := []byte(text)
+		var c lineCache
+		for ks := 0; ks+3 <= len(buf); ks += 4 {
+			if buf[ks] == '\n' {
+				ks++
+			}
+			c.bounds(buf, ks, ks+3)
+		}
+		if c.scanned > 2*len(buf) {
+			t.Errorf("%d bytes of keywords: the line searches read %d bytes", len(buf), c.scanned)
 		}
 	}
 }
