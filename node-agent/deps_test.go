@@ -1,9 +1,10 @@
 package nodeagent_test
 
 import (
-	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/harnessfacts/harnessfacts/internal/testing/testenv"
 )
 
 // TestDaemonDoesNotLinkTheValidator: the node-agent daemon gets runs the API
@@ -13,15 +14,7 @@ import (
 // package. Nor any test double or test suite. This is `go list -deps` of
 // the package, as docs/architecture.md shows it.
 func TestDaemonDoesNotLinkTheValidator(t *testing.T) {
-	const pkg = "github.com/harnessfacts/harnessfacts/node-agent"
-	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", pkg).CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
-	}
-	deps := strings.Fields(string(out))
-	if len(deps) < 100 || deps[len(deps)-1] != pkg {
-		t.Fatalf("go list -deps %s printed %d packages, the last %q: not a dependency list", pkg, len(deps), deps[len(deps)-1])
-	}
+	deps := testenv.Deps(t, "github.com/harnessfacts/harnessfacts/node-agent")
 	forbidden := []string{
 		"github.com/harnessfacts/harnessfacts/internal/crdschema",
 		"github.com/harnessfacts/harnessfacts/node-agent/localrun",

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/testing/testenv"
 )
 
 // The connection flags are kubectl's, read as kubectl reads them: the
@@ -139,16 +139,7 @@ func TestPrintFlagsAreKubectls(t *testing.T) {
 // every symbol and keeps every exported method, which once doubled this one
 // through a kubectl library that links kustomize (see printFlags).
 func TestBinaryDoesNotLinkPlugin(t *testing.T) {
-	const pkg = "github.com/harnessfacts/harnessfacts/cmd/harnessfacts"
-	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", pkg).CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
-	}
-	deps := strings.Fields(string(out))
-	if len(deps) < 100 || deps[len(deps)-1] != pkg {
-		t.Fatalf("go list -deps %s printed %d packages: not a dependency list", pkg, len(deps))
-	}
-	for _, d := range deps {
+	for _, d := range testenv.Deps(t, "github.com/harnessfacts/harnessfacts/cmd/harnessfacts") {
 		if d == "plugin" || strings.HasPrefix(d, "sigs.k8s.io/kustomize/") {
 			t.Errorf("harnessfacts links %s", d)
 		}
