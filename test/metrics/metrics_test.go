@@ -160,6 +160,7 @@ func TestMetricsEndpoints(t *testing.T) {
 	binary := filepath.Join(tmp, "harnessfacts")
 	build := exec.Command("go", "build", "-o", binary, "./cmd/harnessfacts")
 	build.Dir = testenv.RepoRoot()
+	build.Env = append(os.Environ(), "CGO_ENABLED=0") // static, as make build and the images
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building harnessfacts: %v\n%s", err, out)
 	}
