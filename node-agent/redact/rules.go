@@ -33,7 +33,7 @@ type rule struct {
 	// (slow) regex is not run on it.
 	minRun int
 	// hitFilter, when set, rejects a keyword hit cheaply before the regex.
-	hitFilter func(buf []byte, ke, lineE int) bool
+	hitFilter func(buf []byte, ke int) bool
 }
 
 type ruleSet struct {
@@ -231,16 +231,27 @@ func runeLen(r rune) int {
 // rule, whose regex is by far the slowest to run: after its keyword come at
 // most 20 of [ \t\w.-] and 3 of [\s'"], then an operator (= > : || => ?=
 // ,), at most 5 of [`'"\s=], then a value of at least 10 token characters.
-// Where no operator follows the keyword within 24 bytes, or no such value
-// follows the operator, the rule cannot match and its regex is not run.
-func assignmentFollows(buf []byte, ke, lineE int) bool {
+// Where no operator follows the keyword end ke within 24 bytes and before
+// the line's end, or no such value follows the operator, the rule cannot
+// match and its regex is not run.
+//
+// It finds the line's end itself, so that a keyword whose hit fails it
+// costs no search for its line (ruleSet.candidates): the operator is
+// looked for up to the first newline after ke, or, where that newline is
+// at ke, as far as 24 bytes go (the rule's window then ends at ke, so the
+// answer does not matter; it is the one the filter gave when it was handed
+// the line's end).
+func assignmentFollows(buf []byte, ke int) bool {
 	end := min(ke+24, len(buf))
-	if lineE > ke {
-		end = min(end, lineE+1)
-	}
+	// A newline right at ke does not end the search; the first one after
+	// it does.
+	capped := ke == end || buf[ke] != '\n'
 	p := -1
 	for i, c := range buf[ke:end] {
-		if c == '=' || c == '>' || c == ':' || c == '|' || c == ',' || c == '?' {
+		if c == '\n' && capped {
+			break
+		}
+		if isOperator[c] {
 			p = ke + i
 			break
 		}
@@ -249,10 +260,10 @@ func assignmentFollows(buf []byte, ke, lineE int) bool {
 		return false
 	}
 	q := p + 1
-	for n := 0; q < len(buf) && n < 3 && strings.IndexByte("=>:|?,", buf[q]) >= 0; n++ {
+	for n := 0; q < len(buf) && n < 3 && isOperator[buf[q]]; n++ {
 		q++
 	}
-	for n := 0; q < len(buf) && n < 5 && strings.IndexByte("`'\" \t\r\n\f\v", buf[q]) >= 0; n++ {
+	for n := 0; q < len(buf) && n < 5 && isQuoteOrSpace[buf[q]]; n++ {
 		q++
 	}
 	run := 0
@@ -263,6 +274,22 @@ func assignmentFollows(buf []byte, ke, lineE int) bool {
 	}
 	return false
 }
+
+// byteSet is a set of bytes as a table, for the filter's classes.
+func byteSet(chars string) (t [256]bool) {
+	for i := 0; i < len(chars); i++ {
+		t[chars[i]] = true
+	}
+	return t
+}
+
+var (
+	// isOperator holds the bytes that begin one of generic-api-key's
+	// operators, and those that may follow them.
+	isOperator = byteSet("=>:|,?")
+	// isQuoteOrSpace is what may stand between the operator and the value.
+	isQuoteOrSpace = byteSet("`'\" \t\r\n\f\v")
+)
 
 // isTok is the class of characters tokens are made of.
 var isTok = func() (t [256]bool) {
@@ -544,18 +571,24 @@ func (rs *ruleSet) candidates(buf []byte, ctx int, hits []kwHit, out []window) [
 		ke := int(h.end)
 		for _, pattern := range rs.kw.patterns(h) {
 			ks := ke - rs.kw.patLen[pattern]
-			lineS, lineE := line.bounds(buf, ks, ke)
+			// The line is found for the first rule that wants a window:
+			// most keyword ends in an agent's output (its "input_tokens")
+			// fail generic-api-key's filter and need none.
+			lineS, lineE := -1, -1
 			for _, ri := range rs.kwRules[pattern] {
 				ru := rs.rules[ri]
 				if ke+ru.span <= ctx {
 					continue // wholly in what was already written
 				}
+				if ru.hitFilter != nil && !ru.hitFilter(buf, ke) {
+					continue
+				}
 				s, e := max(0, ks-ru.span), min(n, ke+ru.span)
 				if !ru.multiline {
+					if lineS < 0 {
+						lineS, lineE = line.bounds(buf, ks, ke)
+					}
 					s, e = max(s, lineS), min(e, lineE)
-				}
-				if ru.hitFilter != nil && !ru.hitFilter(buf, ke, lineE) {
-					continue
 				}
 				out = append(out, window{rule: ri, s: s, e: e})
 			}

@@ -173,3 +173,118 @@ func TestLineBoundsCostOnePass(t *testing.T) {
 		}
 	}
 }
+
+// assignmentFollowsOnLine is generic-api-key's filter as it was when it was
+// handed the keyword's line end lineE (found first, for every keyword end):
+// the reference the filter that finds its own line end must agree with.
+func assignmentFollowsOnLine(buf []byte, ke, lineE int) bool {
+	end := min(ke+24, len(buf))
+	if lineE > ke {
+		end = min(end, lineE+1)
+	}
+	p := -1
+	for i, c := range buf[ke:end] {
+		if c == '=' || c == '>' || c == ':' || c == '|' || c == ',' || c == '?' {
+			p = ke + i
+			break
+		}
+	}
+	if p < 0 {
+		return false
+	}
+	q := p + 1
+	for n := 0; q < len(buf) && n < 3 && strings.IndexByte("=>:|?,", buf[q]) >= 0; n++ {
+		q++
+	}
+	for n := 0; q < len(buf) && n < 5 && strings.IndexByte("`'\" \t\r\n\f\v", buf[q]) >= 0; n++ {
+		q++
+	}
+	run := 0
+	for ; q < len(buf) && isTok[buf[q]]; q++ {
+		if run++; run >= 10 {
+			return true
+		}
+	}
+	return false
+}
+
+// assignmentText is keyword-dense text near generic-api-key's filter's
+// edges: keys, operators, quotes, newlines (also right after a keyword)
+// and values shorter and longer than ten token characters.
+func assignmentText(rng *rand.Rand, n int) []byte {
+	parts := []string{"token", "api_key", "secret", "password", "input_tokens", "\n", "\n", " ", "\t", "=", ":", "=>", "||", "?=", ",", ">", "\"", "'", "`",
+		"12345", "abcdefghij", "abcdefghijklmnop", "x.y-z_", "{", "}", "key\n=", "token\n:abcdefghijklm"}
+	var b []byte
+	for len(b) < n {
+		b = append(b, parts[rng.IntN(len(parts))]...)
+	}
+	return b
+}
+
+// The filter finds the keyword's line end itself (so that a keyword end
+// that fails it costs no search for its line) and must answer as it did
+// when it was given the line end, at every keyword end and elsewhere.
+func TestAssignmentFollowsFindsItsLineEnd(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for range 300 {
+		buf := assignmentText(rng, 1+rng.IntN(400))
+		for ke := 0; ke <= len(buf); ke++ {
+			lineE := min(len(buf), ke+maxRuleSpan)
+			if i := bytes.IndexByte(buf[ke:lineE], '\n'); i >= 0 {
+				lineE = ke + i
+			}
+			if got, want := assignmentFollows(buf, ke), assignmentFollowsOnLine(buf, ke, lineE); got != want {
+				t.Fatalf("assignmentFollows(%q, %d) = %v, with the line end given %v", buf, ke, got, want)
+			}
+		}
+	}
+}
+
+// candidates finds a keyword's line only for the rules whose filter passes;
+// the windows must be those found when every keyword end's line was found
+// first and handed to the filter.
+func TestCandidatesAreThoseOfEveryLine(t *testing.T) {
+	rs, err := defaultRules()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(9, 10))
+	for range 200 {
+		buf := assignmentText(rng, 1+rng.IntN(3000))
+		if rng.IntN(4) == 0 { // a line longer than a rule's reach
+			buf = append(bytes.Repeat([]byte("x token=abcdefghijklm "), maxRuleSpan/10), buf...)
+		}
+		ctx := rng.IntN(len(buf) + 1)
+		hits := rs.kw.scan(buf, 0, 0, len(buf), nil)
+		got := rs.candidates(buf, ctx, hits, nil)
+		var want []window
+		var line lineCache
+		for _, h := range hits {
+			ke := int(h.end)
+			for _, pattern := range rs.kw.patterns(h) {
+				ks := ke - rs.kw.patLen[pattern]
+				lineS, lineE := line.bounds(buf, ks, ke)
+				for _, ri := range rs.kwRules[pattern] {
+					ru := rs.rules[ri]
+					if ke+ru.span <= ctx {
+						continue
+					}
+					s, e := max(0, ks-ru.span), min(len(buf), ke+ru.span)
+					if !ru.multiline {
+						s, e = max(s, lineS), min(e, lineE)
+					}
+					if ru.hitFilter != nil && !assignmentFollowsOnLine(buf, ke, lineE) {
+						continue
+					}
+					want = append(want, window{rule: ri, s: s, e: e})
+				}
+			}
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%d bytes, context %d: %d windows, want %d", len(buf), ctx, len(got), len(want))
+		}
+		if len(hits) == 0 {
+			t.Fatal("the text has no keyword")
+		}
+	}
+}
