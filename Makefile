@@ -75,10 +75,11 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint (pinned; .golangci.yml).
 .PHONY: verify
 verify: generate manifests ## Fail when generated files, gofmt or go.mod are out of date.
 	go mod tidy
+	cd test/gitleaks && go mod tidy
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	@if [ -n "$$(git status --porcelain -- api config charts go.mod go.sum)" ]; then \
-		echo "generated files or go.mod are out of date; run 'make generate manifests' and 'go mod tidy', then commit:"; \
-		git status --porcelain -- api config charts go.mod go.sum; git diff --stat -- api config charts go.mod go.sum; exit 1; fi
+	@if [ -n "$$(git status --porcelain -- api config charts go.mod go.sum test/gitleaks/go.mod test/gitleaks/go.sum)" ]; then \
+		echo "generated files or go.mod are out of date; run 'make generate manifests' and 'go mod tidy' (also in test/gitleaks), then commit:"; \
+		git status --porcelain -- api config charts go.mod go.sum test/gitleaks; git diff --stat -- api config charts go.mod go.sum test/gitleaks; exit 1; fi
 
 ##@ Test
 
@@ -98,6 +99,7 @@ test: deps ## Run every test against a real API server, real bwrap and the real 
 	@hack/helm.sh >/dev/null # before go test: a cold Helm build can outlast go test's timeout
 	@clis=$$(hack/install-agent-clis.sh $(AGENT_CLIS)); assets=$$(hack/control-plane.sh); \
 	HARNESSFACTS_AGENT_CLIS=$$clis KUBEBUILDER_ASSETS=$$assets go test -count=1 -timeout 30m $(GO_TEST_FLAGS) ./...
+	cd test/gitleaks && go test -count=1 $(GO_TEST_FLAGS) ./... # the redactor against gitleaks' own detector (a module of its own)
 
 .PHONY: test-agents
 test-agents: deps ## Run only the agent CLIs end to end (Claude Code, Codex, Gemini CLI, OpenCode, Aider) against harnessfacts fake-provider.

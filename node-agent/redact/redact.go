@@ -20,7 +20,12 @@
 //     allowlists apply; path- and commit-based allowlists do not (output has
 //     no path), and rules that only make sense for a file path are skipped.
 //     Values in Options.Keep (the run's MCP token) are never removed by a
-//     rule.
+//     rule. A rule is tried around each of its keywords: on the keyword's
+//     line, or, where its regex lets a match hold n newlines (gitleaks'
+//     "keyword = value" rules allow a few \s between the two, so a YAML
+//     "api_key:" with its value on the next line is found), on the n lines
+//     above and below it as well. test/gitleaks checks that nothing
+//     gitleaks' own detector finds in samples of each of its rules is left.
 //
 // Streaming. A Writer holds back the last Window() bytes of what it was
 // given, because a secret can be split across writes (even one byte per

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math"
 	"regexp/syntax"
+	"sort"
 	"strings"
 	"sync"
 
@@ -25,9 +26,13 @@ type rule struct {
 	allowlists  []*config.Allowlist
 	// span bounds how far the match reaches from the keyword, each way.
 	span int
-	// multiline rules may span lines; the others are tried on the keyword's
-	// line only, which keeps the regex work small.
-	multiline bool
+	// lines says where the rule is tried around a keyword: 0 on the
+	// keyword's line only, which keeps the regex work small; -1 as far as
+	// its span reaches, whatever the lines; n > 0 (a "keyword, operator,
+	// value" rule, see assignmentRule) on the keyword's line and, where
+	// that line ends (starts) within assignmentReach bytes of the keyword,
+	// on the n lines below (above) it too.
+	lines int
 	// minRun is a length every match's longest run of token characters
 	// (see isTok) reaches: a window without such a run cannot match, and the
 	// (slow) regex is not run on it.
@@ -103,8 +108,13 @@ func newRuleSet(cfg config.Config) *ruleSet {
 			entropy:     r.Entropy,
 			allowlists:  usable(r.Allowlists),
 			span:        span,
-			multiline:   strings.Contains(src, `\s\S`) || strings.Contains(src, "(?s") || strings.Contains(src, `\n`) && !bounded,
 			minRun:      minTokRun(re),
+		}
+		switch nl := newlinesOf(re); {
+		case assignmentRule(src, nl):
+			ru.lines = nl
+		case nl < 0 || strings.Contains(src, `\s\S`) || strings.Contains(src, "(?s") || strings.Contains(src, `\n`) && !bounded:
+			ru.lines = -1
 		}
 		if ru.id == "generic-api-key" {
 			ru.hitFilter = assignmentFollows
@@ -215,6 +225,91 @@ func maxLenOf(re *syntax.Regexp) int {
 	}
 }
 
+// assignmentRule tells gitleaks' "keyword, operator, value" rules (made by
+// its GenerateSemiGenericRegex, generic-api-key among them) from a rule's
+// source and the newlines a match may hold: only the 3 bytes of [\s'"]
+// before the operator, the 5 of [`'"\s=] after it and the one after the
+// value may hold one. Whether the keyword is the name before the operator
+// or the start of the value (lob's "live_"), a match crosses a line only
+// where the keyword's line ends or starts within assignmentReach bytes of
+// the keyword (20 of [ \t\w.-], 3 of [\s'"], an operator of up to 3 and 5
+// of [`'"\s=]); nowhere else does it need the lines around. gitleaks found
+// "api_key:\n  <value>" (YAML) where the redactor, trying these rules on
+// the keyword's line, did not.
+func assignmentRule(src string, newlines int) bool {
+	return newlines == 9 &&
+		strings.HasPrefix(strings.TrimPrefix(src, "(?i)"), `[\w.-]{0,50}?`) &&
+		strings.Contains(src, `(?:[ \t\w.-]{0,20})[\s'"]{0,3}`) &&
+		strings.Contains(src, `(?:=|>|:{1,3}=|\|\||:|=>|\?=|,)[\x60'"\s=]{0,5}`) &&
+		strings.HasSuffix(src, `(?:[\x60'"\s;]|\\[nr]|$)`)
+}
+
+// assignmentReach is how far after its keyword's end a newline in a match
+// of an assignmentRule can be, and how far before its keyword's start.
+const assignmentReach = 20 + 3 + 3 + 5
+
+// newlinesOf is how many newlines a match of a simplified regex may hold
+// at most, -1 for any number (or a regex that did not parse). The rules
+// used to be tried on the keyword's line unless their source named \n,
+// \s\S or (?s); but \s matches a newline too, and gitleaks' rules found
+// "api_key:\n  <value>" (YAML) where the redactor did not.
+func newlinesOf(re *syntax.Regexp) int {
+	if re == nil {
+		return -1
+	}
+	switch re.Op {
+	case syntax.OpLiteral:
+		n := 0
+		for _, r := range re.Rune {
+			if r == '\n' {
+				n++
+			}
+		}
+		return n
+	case syntax.OpCharClass:
+		for i := 0; i+1 < len(re.Rune); i += 2 {
+			if re.Rune[i] <= '\n' && '\n' <= re.Rune[i+1] {
+				return 1
+			}
+		}
+		return 0
+	case syntax.OpAnyChar:
+		return 1
+	case syntax.OpStar, syntax.OpPlus:
+		if newlinesOf(re.Sub[0]) != 0 {
+			return -1
+		}
+		return 0
+	case syntax.OpQuest, syntax.OpCapture:
+		return newlinesOf(re.Sub[0])
+	case syntax.OpRepeat:
+		n := newlinesOf(re.Sub[0])
+		switch {
+		case n == 0:
+			return 0
+		case n < 0 || re.Max < 0:
+			return -1
+		}
+		return n * re.Max
+	case syntax.OpConcat, syntax.OpAlternate:
+		total := 0
+		for _, sub := range re.Sub {
+			n := newlinesOf(sub)
+			if n < 0 {
+				return -1
+			}
+			if re.Op == syntax.OpConcat {
+				total += n
+			} else {
+				total = max(total, n)
+			}
+		}
+		return total
+	default: // empty-width assertions, the empty match, AnyCharNotNL
+		return 0
+	}
+}
+
 func runeLen(r rune) int {
 	switch {
 	case r < 0x80:
@@ -231,26 +326,15 @@ func runeLen(r rune) int {
 // rule, whose regex is by far the slowest to run: after its keyword come at
 // most 20 of [ \t\w.-] and 3 of [\s'"], then an operator (= > : || => ?=
 // ,), at most 5 of [`'"\s=], then a value of at least 10 token characters.
-// Where no operator follows the keyword end ke within 24 bytes and before
-// the line's end, or no such value follows the operator, the rule cannot
-// match and its regex is not run.
-//
-// It finds the line's end itself, so that a keyword whose hit fails it
-// costs no search for its line (ruleSet.candidates): the operator is
-// looked for up to the first newline after ke, or, where that newline is
-// at ke, as far as 24 bytes go (the rule's window then ends at ke, so the
-// answer does not matter; it is the one the filter gave when it was handed
-// the line's end).
+// Where no operator follows the keyword end ke within 24 bytes, or no such
+// value follows the operator, the rule cannot match and its regex is not
+// run. A newline may come between them (\s): the filter does not stop at
+// one. (It assumes the gap is ASCII: (?i) lets \w match the Kelvin sign and
+// the long s, of two and three bytes, which no real output puts there.)
 func assignmentFollows(buf []byte, ke int) bool {
 	end := min(ke+24, len(buf))
-	// A newline right at ke does not end the search; the first one after
-	// it does.
-	capped := ke == end || buf[ke] != '\n'
 	p := -1
 	for i, c := range buf[ke:end] {
-		if c == '\n' && capped {
-			break
-		}
 		if isOperator[c] {
 			p = ke + i
 			break
@@ -291,10 +375,13 @@ var (
 	isQuoteOrSpace = byteSet("`'\" \t\r\n\f\v")
 )
 
-// isTok is the class of characters tokens are made of.
+// isTok is the class of characters tokens are made of, and every byte of a
+// character beyond ASCII: (?i) lets gitleaks' [a-z] and \w match the Kelvin
+// sign and the long s, and gitleaks finds a "token" spelled with them, so
+// the token-run filters must not rule out a window that holds them.
 var isTok = func() (t [256]bool) {
 	for c := 0; c < 256; c++ {
-		t[c] = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("+/=_.-~", byte(c)) >= 0
+		t[c] = c >= 0x80 || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("+/=_.-~", byte(c)) >= 0
 	}
 	return t
 }()
@@ -558,8 +645,9 @@ func (c *lineCache) known(ks, ke int) (s, e int, ok bool) {
 }
 
 // candidates appends, in the order of hits, the window of each rule a
-// keyword end in hits calls for: the keyword's line (or, for a multi-line
-// rule, the rule's reach around it) in buf, for rules whose match could
+// keyword end in hits calls for: the keyword's line, the lines around it
+// that a match of the rule may reach (rule.lines), or the rule's whole
+// reach around it, in buf, for rules whose match could
 // reach past the context already written (buf[:ctx]) and whose hit filter
 // passes. It depends only on buf, ctx and the hits (lineCache answers
 // from the keyword's position alone), so each half of a long buffer
@@ -567,6 +655,7 @@ func (c *lineCache) known(ks, ke int) (s, e int, ok bool) {
 func (rs *ruleSet) candidates(buf []byte, ctx int, hits []kwHit, out []window) []window {
 	n := len(buf)
 	var line lineCache
+	var lines lineIndex
 	for _, h := range hits {
 		ke := int(h.end)
 		for _, pattern := range rs.kw.patterns(h) {
@@ -584,17 +673,119 @@ func (rs *ruleSet) candidates(buf []byte, ctx int, hits []kwHit, out []window) [
 					continue
 				}
 				s, e := max(0, ks-ru.span), min(n, ke+ru.span)
-				if !ru.multiline {
+				switch {
+				case ru.lines == 0:
 					if lineS < 0 {
 						lineS, lineE = line.bounds(buf, ks, ke)
 					}
 					s, e = max(s, lineS), min(e, lineE)
+				case ru.lines > 0:
+					if lineS < 0 {
+						lineS, lineE = line.bounds(buf, ks, ke)
+					}
+					s, e = max(s, lineS), min(e, lineE)
+					down, up := lineE < n && lineE-ke <= assignmentReach, lineS > 0 && ks-lineS <= assignmentReach
+					if down || up {
+						as, ae := lines.around(buf, ks, ke, ru.span, ru.lines)
+						if down {
+							e = ae
+						}
+						if up {
+							s = as
+						}
+					}
 				}
 				out = append(out, window{rule: ri, s: s, e: e})
 			}
 		}
 	}
 	return out
+}
+
+// lineIndex finds, for rules whose matches may hold a few newlines, the
+// lines around a keyword: from the start of the line n lines above the
+// keyword's to the end of the line n lines below, within the rule's span.
+// It depends only on the keyword's position, like lineCache. It records
+// the newlines of buf once, from a rule's reach before the first keyword
+// it is asked about, and only as far on as it is asked, so that the
+// keywords of a buffer cost one pass over it however many there are.
+type lineIndex struct {
+	started  bool
+	from, to int   // the newlines of buf[from:to] are in nl
+	nl       []int // in order
+}
+
+// lineIndexSlack is how far before the first keyword's reach the index
+// starts, so that a later keyword end with a longer keyword (whose reach
+// begins a little earlier) still finds its newlines in it.
+const lineIndexSlack = 256
+
+func (x *lineIndex) around(buf []byte, ks, ke, span, lines int) (s, e int) {
+	lo, hi := max(0, ks-span), min(len(buf), ke+span)
+	if !x.started {
+		x.started, x.from = true, max(0, lo-lineIndexSlack)
+		x.to = x.from
+	}
+	if lo < x.from {
+		return aroundBySearch(buf, ks, ke, span, lines)
+	}
+	// Record the newlines up to ke, then until lines+1 of them lie at or
+	// after it, or up to hi.
+	x.record(buf, ke)
+	q := sort.SearchInts(x.nl, ke)
+	for x.to < hi && len(x.nl)-q <= lines {
+		x.recordOne(buf, hi)
+	}
+	s, e = lo, hi
+	if p := sort.SearchInts(x.nl, ks) - lines - 1; p >= 0 && x.nl[p] >= lo {
+		s = x.nl[p] + 1
+	}
+	if q += lines; q < len(x.nl) && x.nl[q] < hi {
+		e = x.nl[q]
+	}
+	return s, e
+}
+
+// record records the newlines of buf up to end.
+func (x *lineIndex) record(buf []byte, end int) {
+	for x.to < end {
+		x.recordOne(buf, end)
+	}
+}
+
+// recordOne records the next newline before end, or moves to end.
+func (x *lineIndex) recordOne(buf []byte, end int) {
+	i := bytes.IndexByte(buf[x.to:end], '\n')
+	if i < 0 {
+		x.to = end
+		return
+	}
+	x.nl = append(x.nl, x.to+i)
+	x.to += i + 1
+}
+
+// aroundBySearch is lineIndex.around by searching buf: what the index
+// answers, for a keyword before where it starts.
+func aroundBySearch(buf []byte, ks, ke, span, lines int) (s, e int) {
+	lo, hi := max(0, ks-span), min(len(buf), ke+span)
+	s, e = lo, hi
+	for i, left := ks-1, lines+1; i >= lo; i-- {
+		if buf[i] == '\n' {
+			if left--; left == 0 {
+				s = i + 1
+				break
+			}
+		}
+	}
+	for i, left := ke, lines+1; i < hi; i++ {
+		if buf[i] == '\n' {
+			if left--; left == 0 {
+				e = i
+				break
+			}
+		}
+	}
+	return s, e
 }
 
 // find appends the spans of rule matches in buf within the windows in

@@ -221,10 +221,11 @@ func assignmentText(rng *rand.Rand, n int) []byte {
 	return b
 }
 
-// The filter finds the keyword's line end itself (so that a keyword end
-// that fails it costs no search for its line) and must answer as it did
-// when it was given the line end, at every keyword end and elsewhere.
-func TestAssignmentFollowsFindsItsLineEnd(t *testing.T) {
+// The filter lets a newline come between the keyword, the operator and
+// the value, as generic-api-key's \s does: it answers as the filter handed
+// no line end would, at every position of keyword-dense text, and so
+// accepts whatever the filter confined to the keyword's line accepted.
+func TestAssignmentFollowsCrossesNewlines(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	for range 300 {
 		buf := assignmentText(rng, 1+rng.IntN(400))
@@ -233,16 +234,88 @@ func TestAssignmentFollowsFindsItsLineEnd(t *testing.T) {
 			if i := bytes.IndexByte(buf[ke:lineE], '\n'); i >= 0 {
 				lineE = ke + i
 			}
-			if got, want := assignmentFollows(buf, ke), assignmentFollowsOnLine(buf, ke, lineE); got != want {
-				t.Fatalf("assignmentFollows(%q, %d) = %v, with the line end given %v", buf, ke, got, want)
+			got := assignmentFollows(buf, ke)
+			if want := assignmentFollowsOnLine(buf, ke, len(buf)); got != want {
+				t.Fatalf("assignmentFollows(%q, %d) = %v, with no line end %v", buf, ke, got, want)
 			}
+			if !got && assignmentFollowsOnLine(buf, ke, lineE) {
+				t.Fatalf("assignmentFollows(%q, %d) rejects what it accepted on the keyword's line", buf, ke)
+			}
+		}
+	}
+	for _, text := range []string{"api_key:\n  abcdefghijklmnop", "token\n= abcdefghijk", "secret =\n\t'abcdefghijkl'"} {
+		ke := strings.IndexAny(text, ":\n=")
+		if !assignmentFollows([]byte(text), ke) {
+			t.Errorf("assignmentFollows(%q, %d) = false", text, ke)
 		}
 	}
 }
 
-// candidates finds a keyword's line only for the rules whose filter passes;
-// the windows must be those found when every keyword end's line was found
-// first and handed to the filter.
+// newlinesOf bounds the newlines a match may hold.
+func TestNewlinesOf(t *testing.T) {
+	for expr, want := range map[string]int{
+		`abc`:                              0,
+		`a\nb`:                             1,
+		`a\s{0,3}b`:                        3,
+		`a[\x60'"\s=]{0,5}b\s?`:            6,
+		`(?:a|\n\n)c`:                      2,
+		`[^\n]*x`:                          0,
+		`.*x`:                              0,
+		`(?s).{0,5}`:                       5,
+		`\s*`:                              -1,
+		`a\s+b`:                            -1,
+		`[\s\S-]{64,}?KEY`:                 -1,
+		`(?i)\b(p8e-[a-z0-9]{32})(?:\s|$)`: 1,
+	} {
+		if got := newlinesOf(simplified(expr)); got != want {
+			t.Errorf("newlinesOf(%s) = %d, want %d", expr, got, want)
+		}
+	}
+	if got := newlinesOf(nil); got != -1 {
+		t.Errorf("newlinesOf(nil) = %d, want -1 (a regex that did not parse is tried as far as its span)", got)
+	}
+	rs, err := defaultRules()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ru := range rs.rules {
+		if ru.id == "generic-api-key" && ru.lines != 9 {
+			t.Errorf("generic-api-key may hold %d newlines, want 9 (3 before its operator, 5 after, 1 after its value)", ru.lines)
+		}
+	}
+}
+
+// lineIndex answers as a search from each keyword would, and records each
+// byte of the buffer at most once.
+func TestLineIndexIsASearch(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, lineLen := range []int{3, 40, 3000, maxRuleSpan + 1} {
+		buf := make([]byte, 6*maxRuleSpan)
+		for i := range buf {
+			buf[i] = 'x'
+			if rng.IntN(lineLen) == 0 {
+				buf[i] = '\n'
+			}
+		}
+		var x lineIndex
+		for ke := 1 + rng.IntN(50); ke <= len(buf); ke += 1 + rng.IntN(3*lineLen) {
+			ks := max(0, ke-1-rng.IntN(6))
+			span, lines := 1+rng.IntN(maxRuleSpan), rng.IntN(12)
+			s, e := x.around(buf, ks, ke, span, lines)
+			ws, we := aroundBySearch(buf, ks, ke, span, lines)
+			if s != ws || e != we {
+				t.Fatalf("lines of about %d bytes: keyword %d..%d, span %d, %d lines: [%d, %d) from the index, [%d, %d) by search", lineLen, ks, ke, span, lines, s, e, ws, we)
+			}
+		}
+		if x.to-x.from > len(buf) {
+			t.Errorf("the index recorded %d bytes of %d", x.to-x.from, len(buf))
+		}
+	}
+}
+
+// candidates finds a keyword's line only for the rules whose filter passes,
+// and the lines around it from its index: the windows must be those found
+// by searching from each keyword end.
 func TestCandidatesAreThoseOfEveryLine(t *testing.T) {
 	rs, err := defaultRules()
 	if err != nil {
@@ -270,10 +343,20 @@ func TestCandidatesAreThoseOfEveryLine(t *testing.T) {
 						continue
 					}
 					s, e := max(0, ks-ru.span), min(len(buf), ke+ru.span)
-					if !ru.multiline {
+					switch {
+					case ru.lines == 0:
 						s, e = max(s, lineS), min(e, lineE)
+					case ru.lines > 0:
+						s, e = max(s, lineS), min(e, lineE)
+						as, ae := aroundBySearch(buf, ks, ke, ru.span, ru.lines)
+						if lineE < len(buf) && lineE-ke <= assignmentReach {
+							e = ae
+						}
+						if lineS > 0 && ks-lineS <= assignmentReach {
+							s = as
+						}
 					}
-					if ru.hitFilter != nil && !assignmentFollowsOnLine(buf, ke, lineE) {
+					if ru.hitFilter != nil && !assignmentFollowsOnLine(buf, ke, len(buf)) {
 						continue
 					}
 					want = append(want, window{rule: ri, s: s, e: e})
@@ -285,6 +368,38 @@ func TestCandidatesAreThoseOfEveryLine(t *testing.T) {
 		}
 		if len(hits) == 0 {
 			t.Fatal("the text has no keyword")
+		}
+	}
+}
+
+// (?i) lets a rule's [a-z] match the Kelvin sign and the long s, and
+// gitleaks finds tokens that hold them: the token-run filters must let
+// such a window through to the rule.
+func TestFoldedLettersDoNotHideAToken(t *testing.T) {
+	r := newRedactor(t, Options{})
+	for _, tok := range []string{
+		"p8e-\u017fiKRzqW1JEGTMOSHrL575qoKg6DqTMfj",         // adobe-client-secret, a long s
+		"p8e-eiKRzqW1JEGTMOSHrL575qoKg6DqTMf\u212a",         // and a Kelvin sign
+		"api_key = \"Zx7\u017fQm2Lp9Rt4Vw8Yz3Bn6Cd1Hk5Jq\"", // generic-api-key
+	} {
+		if out := r.String("log line\n" + tok + "\nmore\n"); !strings.Contains(out, "[REDACTED:") {
+			t.Errorf("%q was left: %q", tok, out)
+		}
+	}
+}
+
+// gitleaks' "keyword = value" rules allow a newline between the keyword,
+// the operator and the value (\s): a value on the next line is found.
+func TestValuesOnTheNextLineAreRedacted(t *testing.T) {
+	r := newRedactor(t, Options{})
+	for _, text := range []string{
+		"config:\n  api_key:\n    Zx7pQm2Lp9Rt4Vw8Yz3Bn6Cd1Hk5Jq\n",
+		"SECRET=\n  'Zx7pQm2Lp9Rt4Vw8Yz3Bn6Cd1Hk5Jq'\n",
+		"adafruit_key =\n \"Zx7pQm2Lp9Rt4Vw8Yz3Bn6Cd1Hk5Jq\"\n",
+	} {
+		out := r.String(text)
+		if strings.Contains(out, "Zx7pQm2Lp9Rt4Vw8Yz3Bn6Cd1Hk5Jq") {
+			t.Errorf("%q: the value was left: %q", text, out)
 		}
 	}
 }

@@ -1,0 +1,118 @@
+// Package gitleaks_test holds the redactor to gitleaks' own detector: for
+// samples of every gitleaks rule, made by the generator gitleaks makes its
+// own rules' test cases with, whatever the detector finds in an agent-like
+// stream must be gone from what the redactor writes. It is a module of its
+// own so that the detector's dependencies stay out of the harnessfacts
+// module; `make test` runs it.
+package gitleaks_test
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/lucasjones/reggen"
+	"github.com/zricethezav/gitleaks/v8/detect"
+
+	"github.com/harnessfacts/harnessfacts/node-agent/redact"
+)
+
+// The detector must be the gitleaks whose rules the redactor uses.
+func TestTheDetectorIsTheRedactorsGitleaks(t *testing.T) {
+	version := func(gomod string) string {
+		data, err := os.ReadFile(gomod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`(?m)^\s*github\.com/zricethezav/gitleaks/v8 (\S+)`).FindSubmatch(data)
+		if m == nil {
+			t.Fatalf("%s does not require gitleaks", gomod)
+		}
+		return string(m[1])
+	}
+	if here, there := version("go.mod"), version("../../go.mod"); here != there {
+		t.Fatalf("this test uses gitleaks %s, the redactor %s: set test/gitleaks/go.mod to %s and run go mod tidy there", here, there, there)
+	}
+}
+
+// contexts place a sample in an agent's output: on a line of its own, in
+// a shell line, with CRLF line ends, and as a YAML value.
+var contexts = []string{
+	"2026-12-02T10:00:00Z INFO tool_call name=read_file\n%s\nthe agent goes on\n",
+	"$ echo done && run --flag %s # ok\n",
+	"line one\r\n%s\r\nline three\r\n",
+	"config:\n  nested:\n    %s\n  other: 1\n",
+}
+
+func TestRedactsWhatGitleaksFinds(t *testing.T) {
+	d, err := detect.NewDetectorDefaultConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := redact.New(redact.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, 0, len(d.Config.Rules))
+	for id := range d.Config.Rules {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	rng := rand.New(rand.NewPCG(18, 2))
+	findings, rules, missed := 0, map[string]bool{}, 0
+	for _, id := range ids {
+		rule := d.Config.Rules[id]
+		if rule.Regex == nil {
+			continue
+		}
+		g, err := reggen.NewGenerator(rule.Regex.String())
+		if err != nil {
+			t.Fatalf("%s: gitleaks' generator: %v", id, err)
+		}
+		for i := range 24 {
+			g.SetSeed(int64(rng.Uint64()))
+			text := fmt.Sprintf(contexts[i%len(contexts)], g.Generate(3))
+			found := d.DetectString(text)
+			if len(found) == 0 {
+				continue
+			}
+			// Through a Writer, in writes of random sizes, as the agent's
+			// output comes.
+			var out bytes.Buffer
+			w := r.NewWriter(&out)
+			for rest := []byte(text); len(rest) > 0; {
+				n := min(len(rest), 1+rng.IntN(64))
+				if _, err := w.Write(rest[:n]); err != nil {
+					t.Fatal(err)
+				}
+				rest = rest[n:]
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range found {
+				findings++
+				rules[f.RuleID] = true
+				secret := f.Secret
+				if secret == "" {
+					secret = f.Match
+				}
+				if strings.Contains(out.String(), secret) {
+					if missed++; missed <= 20 {
+						t.Errorf("%s: gitleaks found %q (rule %s, match %q); the redactor left it in %q", id, secret, f.RuleID, f.Match, out.String())
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d findings of %d rules in samples of %d; %d left by the redactor", findings, len(rules), len(ids), missed)
+	// Not a test that passes for want of findings.
+	if len(rules) < 200 {
+		t.Errorf("gitleaks found samples of only %d of its %d rules", len(rules), len(ids))
+	}
+}
