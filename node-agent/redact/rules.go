@@ -713,20 +713,25 @@ type lineIndex struct {
 	started  bool
 	from, to int   // the newlines of buf[from:to] are in nl
 	nl       []int // in order
+	searched int   // keywords answered by aroundBySearch (tests hold it to 0)
 }
 
-// lineIndexSlack is how far before the first keyword's reach the index
-// starts, so that a later keyword end with a longer keyword (whose reach
-// begins a little earlier) still finds its newlines in it.
+// lineIndexSlack is how far before the longest reach of the first keyword
+// it is asked about the index starts, so that a later keyword end with a
+// longer keyword (whose reach begins a little earlier) still finds its
+// newlines in it. A rule's reach is at most maxRuleSpan, so every later
+// keyword's lines are in the index, and the search (aroundBySearch, which
+// could cost the lines around each keyword) is only a safeguard.
 const lineIndexSlack = 256
 
 func (x *lineIndex) around(buf []byte, ks, ke, span, lines int) (s, e int) {
 	lo, hi := max(0, ks-span), min(len(buf), ke+span)
 	if !x.started {
-		x.started, x.from = true, max(0, lo-lineIndexSlack)
+		x.started, x.from = true, max(0, ks-maxRuleSpan-lineIndexSlack)
 		x.to = x.from
 	}
 	if lo < x.from {
+		x.searched++
 		return aroundBySearch(buf, ks, ke, span, lines)
 	}
 	// Record the newlines up to ke, then until lines+1 of them lie at or

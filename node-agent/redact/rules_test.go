@@ -310,6 +310,19 @@ func TestLineIndexIsASearch(t *testing.T) {
 		if x.to-x.from > len(buf) {
 			t.Errorf("the index recorded %d bytes of %d", x.to-x.from, len(buf))
 		}
+		// A first keyword of a short reach far into the buffer, then one of
+		// the longest reach just after it.
+		var y lineIndex
+		ks := 3 * maxRuleSpan
+		for i, span := range []int{10, maxRuleSpan, 100, maxRuleSpan} {
+			s, e := y.around(buf, ks+i, ks+i+3, span, 9)
+			if ws, we := aroundBySearch(buf, ks+i, ks+i+3, span, 9); s != ws || e != we {
+				t.Fatalf("reach %d: [%d, %d) from the index, [%d, %d) by search", span, s, e, ws, we)
+			}
+		}
+		if x.searched+y.searched > 0 {
+			t.Errorf("%d keywords were answered by searching, not from the index", x.searched+y.searched)
+		}
 	}
 }
 
