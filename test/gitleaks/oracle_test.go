@@ -8,7 +8,7 @@ package gitleaks_test
 
 import (
 	"bytes"
-	"fmt"
+	"encoding/json"
 	"math/rand/v2"
 	"os"
 	"regexp"
@@ -41,12 +41,19 @@ func TestTheDetectorIsTheRedactorsGitleaks(t *testing.T) {
 }
 
 // contexts place a sample in an agent's output: on a line of its own, in
-// a shell line, with CRLF line ends, and as a YAML value.
-var contexts = []string{
-	"2026-12-02T10:00:00Z INFO tool_call name=read_file\n%s\nthe agent goes on\n",
-	"$ echo done && run --flag %s # ok\n",
-	"line one\r\n%s\r\nline three\r\n",
-	"config:\n  nested:\n    %s\n  other: 1\n",
+// a shell line, with CRLF line ends, as a YAML value, and JSON-escaped in
+// a stream-json message.
+var contexts = []func(sample string) string{
+	func(x string) string {
+		return "2026-12-02T10:00:00Z INFO tool_call name=read_file\n" + x + "\nthe agent goes on\n"
+	},
+	func(x string) string { return "$ echo done && run --flag " + x + " # ok\n" },
+	func(x string) string { return "line one\r\n" + x + "\r\nline three\r\n" },
+	func(x string) string { return "config:\n  nested:\n    " + x + "\n  other: 1\n" },
+	func(x string) string {
+		j, _ := json.Marshal(x)
+		return `{"type":"assistant","message":{"content":[{"type":"text","text":` + string(j) + `}]}}` + "\n"
+	},
 }
 
 func TestRedactsWhatGitleaksFinds(t *testing.T) {
@@ -74,9 +81,9 @@ func TestRedactsWhatGitleaksFinds(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: gitleaks' generator: %v", id, err)
 		}
-		for i := range 24 {
+		for i := range 25 {
 			g.SetSeed(int64(rng.Uint64()))
-			text := fmt.Sprintf(contexts[i%len(contexts)], g.Generate(3))
+			text := contexts[i%len(contexts)](g.Generate(3))
 			found := d.DetectString(text)
 			if len(found) == 0 {
 				continue
