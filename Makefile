@@ -71,6 +71,7 @@ vet: ## go vet every package.
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run golangci-lint (pinned; .golangci.yml).
 	$(GOLANGCI_LINT) run ./...
+	cd test/gitleaks && $(GOLANGCI_LINT) run ./...
 
 .PHONY: verify
 verify: generate manifests ## Fail when generated files, gofmt or go.mod are out of date.
