@@ -29,14 +29,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -400,36 +398,11 @@ func Run(t *testing.T, c Case) *Outcome {
 		out.Evidence = cm.Data
 		out.EvidenceBinary = cm.BinaryData
 	}
-	for _, e := range runEvents(t, ns, string(got.Status.Phase)) {
+	for _, e := range testenv.FinishedRunEvents(t, k8s, got) {
 		out.Events = append(out.Events, e.Reason+": "+e.Note)
 	}
 	t.Logf("%s: phase %s verdict %s reason %s: %s", c.Name, got.Status.Phase, got.Status.Verdict, got.Status.Reason, got.Status.Message)
 	return out
-}
-
-// runEvents lists the Events in ns once the node-agent has posted those of
-// the run's end. It posts them after the terminal status, and client-go's
-// events/v1 recorder sends each on a goroutine of its own, so the run can
-// be seen finished before its Events are there, in any order: wait for
-// the one named for the final phase, then until a listing adds nothing.
-func runEvents(t *testing.T, ns, phase string) []eventsv1.Event {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	seen := -1
-	for {
-		var events eventsv1.EventList
-		if err := k8s.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
-			t.Fatal(err)
-		}
-		final := slices.ContainsFunc(events.Items, func(e eventsv1.Event) bool { return e.Reason == phase })
-		if final && len(events.Items) == seen || time.Now().After(deadline) {
-			return events.Items
-		}
-		if final {
-			seen = len(events.Items)
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
 }
 
 // RequirePass fails the test unless the run passed in bwrap with its

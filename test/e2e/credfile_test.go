@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/testing/testenv"
 )
 
 // A login file placed as the CLI's own (Codex's CODEX_HOME/auth.json, the
@@ -60,10 +61,7 @@ exit 4`
 	}
 	statusYAML, _ := yamlOf(got.Status)
 	haystacks := map[string]string{"status": statusYAML}
-	var events eventsv1.EventList
-	if err := k8s.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
+	events := eventsv1.EventList{Items: testenv.FinishedRunEvents(t, k8s, got)}
 	for _, e := range events.Items {
 		haystacks["Event "+e.Reason] += e.Note + "\n"
 	}

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/testing/testenv"
 	nodeagent "github.com/harnessfacts/harnessfacts/node-agent"
 )
 
@@ -149,15 +150,13 @@ func TestNodeAgentDrainHandsBack(t *testing.T) {
 	}
 
 	start() // the DaemonSet's new pod
-	st := waitTerminal(t, key).Status
+	final := waitTerminal(t, key)
+	st := final.Status
 	if st.Phase != harnessv1.RunSucceeded || st.Verdict != harnessv1.VerdictPass || st.Attempt != 2 || st.HandedBack != 1 {
 		t.Fatalf("the handed-back run: %s %q attempt %d handedBack %d reason %s: %s; want Succeeded, Pass, attempt 2, handedBack 1",
 			st.Phase, st.Verdict, st.Attempt, st.HandedBack, st.Reason, st.Message)
 	}
-	events := &eventsv1.EventList{}
-	if err := k8s.List(context.Background(), events, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
+	events := eventsv1.EventList{Items: testenv.FinishedRunEvents(t, k8s, final)}
 	var seen []string
 	for _, e := range events.Items {
 		if e.Regarding.UID == got.UID {

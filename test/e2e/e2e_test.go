@@ -289,10 +289,7 @@ func TestHelloPassesWithEvidence(t *testing.T) {
 	// Events tell the story: Succeeded (and, before it, Running when the
 	// attempt lasted over a second: TestFixtureLimitsApplyWhenTheRunSetsNone
 	// sees one).
-	var events eventsv1.EventList
-	if err := k8s.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
+	events := eventsv1.EventList{Items: testenv.FinishedRunEvents(t, k8s, got)}
 	var reasons []string
 	for _, e := range events.Items {
 		if e.Regarding.Name == run.Name {
@@ -504,10 +501,7 @@ exit 3`
 	var haystacks []string
 	statusYAML, _ := yamlOf(got.Status)
 	haystacks = append(haystacks, statusYAML)
-	var events eventsv1.EventList
-	if err := k8s.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
+	events := eventsv1.EventList{Items: testenv.FinishedRunEvents(t, k8s, got)}
 	for _, e := range events.Items {
 		haystacks = append(haystacks, e.Note)
 	}

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/testing/testenv"
 )
 
 // goShim is a -toolexec program that reports every compilation as a
@@ -195,10 +196,7 @@ exit 4`
 	var haystacks []string
 	statusYAML, _ := yamlOf(got.Status)
 	haystacks = append(haystacks, statusYAML)
-	var events eventsv1.EventList
-	if err := k8s.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
+	events := eventsv1.EventList{Items: testenv.FinishedRunEvents(t, k8s, got)}
 	for _, e := range events.Items {
 		haystacks = append(haystacks, e.Note)
 	}

@@ -111,11 +111,7 @@ func TestFixtureLimitsApplyWhenTheRunSetsNone(t *testing.T) {
 
 	// The watched run, under way for seconds, said so with a Running
 	// Event (naming when it started) before its Succeeded one.
-	waitTerminal(t, client.ObjectKeyFromObject(watched))
-	var events eventsv1.EventList
-	if err := k8s.List(ctx, &events, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
+	events := eventsv1.EventList{Items: testenv.FinishedRunEvents(t, k8s, waitTerminal(t, client.ObjectKeyFromObject(watched)))}
 	var running, succeeded *eventsv1.Event
 	for i, e := range events.Items {
 		switch {
