@@ -809,7 +809,10 @@ func (rs *ruleSet) find(buf []byte, keep [][]byte, sc *scratch, spans []span) []
 	for _, c := range sc.cands {
 		o := &open[c.rule]
 		if o.s >= 0 && c.s <= o.e {
-			o.e = max(o.e, c.e)
+			// A later keyword's window may begin before an earlier one's:
+			// the lines above it (rule.lines), a longer keyword ending
+			// just after, or the second half's first window.
+			o.s, o.e = min(o.s, c.s), max(o.e, c.e)
 			continue
 		}
 		if o.s >= 0 {

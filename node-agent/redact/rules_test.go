@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -414,5 +415,25 @@ func TestValuesOnTheNextLineAreRedacted(t *testing.T) {
 		if strings.Contains(out, "Zx7pQm2Lp9Rt4Vw8Yz3Bn6Cd1Hk5Jq") {
 			t.Errorf("%q: the value was left: %q", text, out)
 		}
+	}
+}
+
+// A rule's windows are merged in the order of their keywords, and a later
+// keyword's window may begin before an earlier one's (an assignment rule
+// tried on the lines above its keyword): the merged window must hold both.
+func TestMergedWindowsHoldEarlierStarts(t *testing.T) {
+	rs, err := defaultRules()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ri := slices.IndexFunc(rs.rules, func(ru *rule) bool { return ru.id == "generic-api-key" })
+	if ri < 0 {
+		t.Fatal("no generic-api-key rule")
+	}
+	buf := []byte("api_key = \"Zx7pQm2Lp9Rt4Vw8Yz3Bn6Cd1Hk5Jq\"\n" + strings.Repeat("and on\n", 10))
+	sc := &scratch{cands: []window{{rule: ri, s: 44, e: len(buf)}, {rule: ri, s: 0, e: 50}}}
+	spans := rs.find(buf, nil, sc, nil)
+	if len(spans) != 1 || string(buf[spans[0].s:spans[0].e]) != "Zx7pQm2Lp9Rt4Vw8Yz3Bn6Cd1Hk5Jq" {
+		t.Fatalf("spans %v: want the value of the first line", spans)
 	}
 }
