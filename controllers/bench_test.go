@@ -28,6 +28,7 @@ import (
 	"github.com/harnessfacts/harnessfacts/controllers"
 	hftesting "github.com/harnessfacts/harnessfacts/internal/testing"
 	"github.com/harnessfacts/harnessfacts/internal/testing/fakenode"
+	"github.com/harnessfacts/harnessfacts/internal/testing/testenv"
 )
 
 // BenchmarkCreateToScheduled measures the controller's binding path against
@@ -81,7 +82,7 @@ func BenchmarkCreateToScheduled(b *testing.B) {
 	stopWatch := tr.watch(b, ns)
 	defer stopWatch()
 	api := newAPICounter(b)
-	cpu := newCPUCounter(env.Config.Host)
+	cpu := testenv.NewCPUCounter(env.Config.Host)
 
 	// The controller's manager is still starting (its caches sync before
 	// its workers run): one run first, timed on its own, so that the
@@ -109,7 +110,7 @@ func BenchmarkCreateToScheduled(b *testing.B) {
 	b.ResetTimer()
 
 	// Steady arrivals.
-	before, queue, cpu0 := api.read(b), queueStats(), cpu.read()
+	before, queue, cpu0 := api.read(b), queueStats(), cpu.Read()
 	tr.expect(steadyRuns)
 	if path := os.Getenv("HARNESSFACTS_BENCH_APISERVER_CPUPROFILE"); path != "" {
 		// kube-apiserver serves pprof to an administrator.
@@ -138,10 +139,10 @@ func BenchmarkCreateToScheduled(b *testing.B) {
 	tr.wait(b, ns, "steady", 5*time.Minute)
 	steady := tr.phase("s-")
 	b.Logf("steady: the slowest runs: %s", tr.slowest("s-", start, 8))
-	steadyAPI, steadyQueue, steadyCPU := api.read(b).minus(before), queueStats().minus(queue), cpu.read().minus(cpu0)
+	steadyAPI, steadyQueue, steadyCPU := api.read(b).minus(before), queueStats().minus(queue), cpu.Read().Minus(cpu0)
 
 	// A burst.
-	before, queue, cpu0 = api.read(b), queueStats(), cpu.read()
+	before, queue, cpu0 = api.read(b), queueStats(), cpu.Read()
 	tr.expect(burstRuns)
 	start = time.Now()
 	var next atomic.Int64
@@ -157,7 +158,7 @@ func BenchmarkCreateToScheduled(b *testing.B) {
 	tr.wait(b, ns, "burst", 5*time.Minute)
 	burst := tr.phase("b-")
 	b.Logf("burst: the slowest runs: %s", tr.slowest("b-", start, 8))
-	burstAPI, burstQueue, burstCPU := api.read(b).minus(before), queueStats().minus(queue), cpu.read().minus(cpu0)
+	burstAPI, burstQueue, burstCPU := api.read(b).minus(before), queueStats().minus(queue), cpu.Read().Minus(cpu0)
 	b.StopTimer()
 	stopProfile()
 	stopWatch()
@@ -174,9 +175,9 @@ func BenchmarkCreateToScheduled(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 	b.Logf("steady: %d runs arriving at %.1f/s: create → Scheduled p50 %s, p99 %s (the create request alone p50 %s, p99 %s; accepted → Scheduled p50 %s, p99 %s); %s; %s; %s",
 		steadyRuns, arrival, steady.p50, steady.p99, steady.createP50, steady.createP99, steady.acceptedP50, steady.acceptedP99,
-		steadyAPI.perRun(steadyRuns), steadyQueue, steadyCPU.perRun(steadyRuns))
+		steadyAPI.perRun(steadyRuns), steadyQueue, steadyCPU.PerRun(steadyRuns))
 	b.Logf("burst: %d runs created at %.1f/s, bound at %.1f/s (%.2f× the create rate): create → Scheduled p50 %s, p99 %s; %s; %s; %s",
-		burstRuns, createRate, bindRate, bindRate/createRate, burst.p50, burst.p99, burstAPI.perRun(burstRuns), burstQueue, burstCPU.perRun(burstRuns))
+		burstRuns, createRate, bindRate, bindRate/createRate, burst.p50, burst.p99, burstAPI.perRun(burstRuns), burstQueue, burstCPU.PerRun(burstRuns))
 	if got := metricValue(b, c.registry, "harnessfacts_binding_conflicts_total", nil); got != 0 {
 		b.Logf("binding conflicts: %v", got)
 	}
@@ -518,85 +519,4 @@ func (q queueFigures) String() string {
 		return time.Duration(sum / n * float64(time.Second)).Round(100 * time.Microsecond)
 	}
 	return fmt.Sprintf("%.0f reconciles, mean queue wait %s, mean reconcile %s", q.workN, mean(q.waitSum, q.waitN), mean(q.workSum, q.workN))
-}
-
-// cpuCounter reads the CPU time of this process (the controller, the fake
-// nodes, the clients), of the kube-apiserver at host and of its etcd, from
-// /proc (zero where they cannot be found).
-type cpuCounter struct{ apiserver, etcd int }
-
-type cpuTimes struct{ self, apiserver, etcd time.Duration }
-
-func newCPUCounter(host string) *cpuCounter {
-	c := &cpuCounter{}
-	_, port, ok := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(host, "https://"), "http://"), ":")
-	if !ok {
-		return c
-	}
-	procs, _ := os.ReadDir("/proc")
-	var etcdURL string
-	args := map[int][]string{}
-	for _, p := range procs {
-		pid, err := strconv.Atoi(p.Name())
-		if err != nil {
-			continue
-		}
-		raw, err := os.ReadFile("/proc/" + p.Name() + "/cmdline")
-		if err != nil {
-			continue
-		}
-		a := strings.Split(string(raw), "\x00")
-		args[pid] = a
-		if strings.HasSuffix(a[0], "kube-apiserver") && slices.Contains(a, "--secure-port="+strings.TrimSuffix(port, "/")) {
-			c.apiserver = pid
-			for _, arg := range a {
-				if v, ok := strings.CutPrefix(arg, "--etcd-servers="); ok {
-					etcdURL = v
-				}
-			}
-		}
-	}
-	for pid, a := range args {
-		if etcdURL != "" && strings.HasSuffix(a[0], "etcd") && slices.Contains(a, "--listen-client-urls="+etcdURL) {
-			c.etcd = pid
-		}
-	}
-	return c
-}
-
-func (c *cpuCounter) read() cpuTimes {
-	return cpuTimes{self: procCPU("self"), apiserver: procCPU(strconv.Itoa(c.apiserver)), etcd: procCPU(strconv.Itoa(c.etcd))}
-}
-
-// procCPU is a process's user and system time (utime and stime of
-// /proc/PID/stat, in the kernel's 100 ticks a second).
-func procCPU(pid string) time.Duration {
-	if pid == "0" {
-		return 0
-	}
-	raw, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		return 0
-	}
-	// The command name, in parentheses, may hold spaces.
-	i := bytes.LastIndexByte(raw, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(string(raw[i+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(utime+stime) * 10 * time.Millisecond
-}
-
-func (t cpuTimes) minus(o cpuTimes) cpuTimes {
-	return cpuTimes{t.self - o.self, t.apiserver - o.apiserver, t.etcd - o.etcd}
-}
-
-func (t cpuTimes) perRun(runs int) string {
-	per := func(d time.Duration) time.Duration { return (d / time.Duration(runs)).Round(100 * time.Microsecond) }
-	return fmt.Sprintf("CPU per run: kube-apiserver %s, etcd %s, this process %s", per(t.apiserver), per(t.etcd), per(t.self))
 }

@@ -34,6 +34,7 @@ import (
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/internal/testing/fakenode"
+	"github.com/harnessfacts/harnessfacts/internal/testing/testenv"
 	nodeagent "github.com/harnessfacts/harnessfacts/node-agent"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
 	"github.com/harnessfacts/harnessfacts/node-agent/executor"
@@ -149,9 +150,10 @@ func BenchmarkNodeAgentThroughput(b *testing.B) {
 		b.Fatal(err)
 	}
 	const ceilingRuns = 100
-	served0 := servedRequests(b)
+	cpu := testenv.NewCPUCounter(env.Config.Host)
+	served0, cpu0 := servedRequests(b), cpu.Read()
 	ceiling1, _ := apiCeiling(ctx, b, "1", trueRun, sample, sampleCM, ceilingRuns, 8)
-	served1 := servedRequests(b)
+	served1, cpu1 := servedRequests(b), cpu.Read()
 
 	// b.N runs at once, 8 in flight.
 	ns := benchNamespace(b, "bench")
@@ -170,7 +172,9 @@ func BenchmarkNodeAgentThroughput(b *testing.B) {
 	writes1, reads1 := api.counts()
 	w.reportFailures(b)
 	rate := float64(n) / elapsed.Seconds()
+	cpu2 := cpu.Read()
 	printServed(served0, served1, ceilingRuns, served1, servedRequests(b), n)
+	fmt.Printf("ceiling: %s\n8 slots: %s\n", cpu1.Minus(cpu0).PerRun(ceilingRuns), cpu2.Minus(cpu1).PerRun(n))
 
 	// The ceiling again, right after: the load of a shared machine moves.
 	ceiling2, ceilingWrites := apiCeiling(ctx, b, "2", trueRun, sample, sampleCM, ceilingRuns, 8)
