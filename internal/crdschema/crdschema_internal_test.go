@@ -3,12 +3,16 @@ package crdschema
 import (
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel/model"
 	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	"k8s.io/apiserver/pkg/cel/environment"
 	"sigs.k8s.io/yaml"
 )
 
@@ -84,3 +88,82 @@ spec:
   agent: {adapter: exec, command: [sh, ../fixture/agent.sh]}
   fixture: {configMapRef: {name: fixture-hello}}
 `
+
+// createRules leaves out a rule when its text names oldSelf. That is exact
+// only if every rule of these CRDs that names oldSelf reads it (the API
+// server skips a rule on a create by what the compiled rule reads, not by
+// its text): this compiles every rule of every kind as the API server does
+// and compares.
+func TestTransitionRulesNameOldSelf(t *testing.T) {
+	transition := 0
+	for _, kind := range []string{"HarnessRun", "HarnessSuite", "HarnessPolicy", "HarnessNode"} {
+		s, err := lookup("harnessfacts.io/v1alpha1", kind)
+		if err != nil || s == nil {
+			t.Fatalf("%s: %v, %v", kind, s, err)
+		}
+		var walk func(path string, n *structuralschema.Structural, root bool)
+		walk = func(path string, n *structuralschema.Structural, root bool) {
+			if len(n.XValidations) > 0 {
+				results, err := cel.Compile(n, model.SchemaDeclType(n, root), celconfig.PerCallLimit,
+					environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()), cel.StoredExpressionsEnvLoader())
+				if err != nil {
+					t.Fatalf("%s%s: %v", kind, path, err)
+				}
+				for i, r := range results {
+					rule := n.XValidations[i]
+					if r.Error != nil {
+						t.Fatalf("%s%s: rule %q: %v", kind, path, rule.Rule, r.Error)
+					}
+					if names := strings.Contains(rule.Rule, "oldSelf"); names != r.UsesOldSelf {
+						t.Errorf("%s%s: rule %q names oldSelf: %v, reads it: %v", kind, path, rule.Rule, names, r.UsesOldSelf)
+					}
+					if r.UsesOldSelf {
+						transition++
+					}
+				}
+			}
+			for name, p := range n.Properties {
+				walk(path+"."+name, &p, false)
+			}
+			if n.Items != nil {
+				walk(path+"[*]", n.Items, false)
+			}
+			if n.AdditionalProperties != nil && n.AdditionalProperties.Structural != nil {
+				walk(path+"[*]", n.AdditionalProperties.Structural, false)
+			}
+		}
+		walk("", s.structural, true)
+	}
+	if transition == 0 {
+		t.Error("no transition rule found: the walk missed them")
+	}
+}
+
+// A run's create compiles none of spec's transition rules (those that keep
+// it immutable), and keeps the rest of spec's.
+func TestCreateCompilesNoTransitionRule(t *testing.T) {
+	obj := map[string]any{}
+	if err := yaml.Unmarshal([]byte(helloRun), &obj); err != nil {
+		t.Fatal(err)
+	}
+	s, err := lookup("harnessfacts.io/v1alpha1", "HarnessRun")
+	if err != nil || s == nil {
+		t.Fatal(s, err)
+	}
+	all := s.structural.Properties["spec"].XValidations
+	kept := rulesFor(s.structural, obj).Properties["spec"].XValidations
+	for _, r := range kept {
+		if strings.Contains(r.Rule, "oldSelf") {
+			t.Errorf("kept the transition rule %q", r.Rule)
+		}
+	}
+	dropped := 0
+	for _, r := range all {
+		if strings.Contains(r.Rule, "oldSelf") {
+			dropped++
+		}
+	}
+	if dropped == 0 || len(kept) != len(all)-dropped {
+		t.Errorf("spec has %d rules, %d of them transition rules; kept %d", len(all), dropped, len(kept))
+	}
+}
