@@ -48,18 +48,26 @@ func TestLookupReadsTheFilesItNeeds(t *testing.T) {
 	}
 }
 
+// helloRunObject is the hello fixture's run as validation sees it, with
+// HarnessRun's schema.
+func helloRunObject(tb testing.TB) (map[string]any, *schema) {
+	tb.Helper()
+	obj := map[string]any{}
+	if err := yaml.Unmarshal([]byte(helloRun), &obj); err != nil {
+		tb.Fatal(err)
+	}
+	s, err := lookup("harnessfacts.io/v1alpha1", "HarnessRun")
+	if err != nil || s == nil {
+		tb.Fatal(s, err)
+	}
+	return obj, s
+}
+
 // BenchmarkCELRules compiles HarnessRun's CEL rules as a local run of the
 // hello fixture needs them, against compiling every rule of the CRD (what
 // validation did before rulesFor), side by side.
 func BenchmarkCELRules(b *testing.B) {
-	obj := map[string]any{}
-	if err := yaml.Unmarshal([]byte(helloRun), &obj); err != nil {
-		b.Fatal(err)
-	}
-	s, err := lookup("harnessfacts.io/v1alpha1", "HarnessRun")
-	if err != nil || s == nil {
-		b.Fatal(s, err)
-	}
+	obj, s := helloRunObject(b)
 	structuraldefaulting.Default(obj, s.structural)
 	var all, run time.Duration
 	for b.Loop() {
@@ -142,14 +150,7 @@ func TestTransitionRulesNameOldSelf(t *testing.T) {
 // A run's create compiles none of spec's transition rules (those that keep
 // it immutable), and keeps the rest of spec's.
 func TestCreateCompilesNoTransitionRule(t *testing.T) {
-	obj := map[string]any{}
-	if err := yaml.Unmarshal([]byte(helloRun), &obj); err != nil {
-		t.Fatal(err)
-	}
-	s, err := lookup("harnessfacts.io/v1alpha1", "HarnessRun")
-	if err != nil || s == nil {
-		t.Fatal(s, err)
-	}
+	obj, s := helloRunObject(t)
 	all := s.structural.Properties["spec"].XValidations
 	kept := rulesFor(s.structural, obj).Properties["spec"].XValidations
 	for _, r := range kept {
