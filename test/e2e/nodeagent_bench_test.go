@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"os"
@@ -18,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -733,34 +734,25 @@ func servedRequests(b *testing.B) map[string]float64 {
 		b.Fatal(err)
 	}
 	defer func() { _ = resp.Body.Close() }()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		b.Fatalf("the API server's metrics: %s %v", resp.Status, err)
+	if resp.StatusCode != http.StatusOK {
+		b.Fatalf("the API server's metrics: %s", resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		b.Fatalf("the API server's metrics: %v", err)
 	}
 	served := map[string]float64{}
-	for line := range strings.SplitSeq(string(data), "\n") {
-		labels, ok := strings.CutPrefix(line, "apiserver_request_total{")
-		if !ok {
-			continue
+	for _, m := range families["apiserver_request_total"].GetMetric() {
+		label := map[string]string{}
+		for _, l := range m.GetLabel() {
+			label[l.GetName()] = l.GetValue()
 		}
-		end := strings.LastIndexByte(labels, '}')
-		v, err := strconv.ParseFloat(strings.TrimSpace(labels[end+1:]), 64)
-		if end < 0 || err != nil {
-			b.Fatalf("the API server's metrics: %q", line)
-		}
-		label := func(name string) string {
-			_, rest, ok := strings.Cut(labels[:end], name+`="`)
-			if !ok {
-				return ""
-			}
-			value, _, _ := strings.Cut(rest, `"`)
-			return value
-		}
-		key := label("verb") + " " + label("resource")
-		if sub := label("subresource"); sub != "" {
+		key := label["verb"] + " " + label["resource"]
+		if sub := label["subresource"]; sub != "" {
 			key += "/" + sub
 		}
-		served[key] += v
+		served[key] += m.GetCounter().GetValue()
 	}
 	if len(served) == 0 {
 		b.Fatal("the API server's metrics have no apiserver_request_total")
