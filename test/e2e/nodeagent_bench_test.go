@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"os"
@@ -23,6 +24,8 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
@@ -52,7 +55,9 @@ import (
 //     its time goes (the executor's steps, heard through its Observer, and
 //     each API request the node-agent makes, timed at its transport);
 //   - b.N runs created at once, 8 in flight: runs/s, the stages' medians,
-//     and the API writes and reads the node-agent's client makes per run;
+//     where claimed → done goes when the API server is the bottleneck (the
+//     same parts as one at a time), and the API writes and reads the
+//     node-agent's client makes per run;
 //   - the API ceiling, in the same process just before and just after
 //     (the load of a shared machine moves; the ratio is to their mean):
 //     100 runs through the same controller to a stand-in node whose 8
@@ -127,14 +132,10 @@ func BenchmarkNodeAgentThroughput(b *testing.B) {
 		}
 		seqWatch.waitTerminal(b, 1+i)
 	}
-	// The watch may tell of the last run's end before its terminal write's
-	// answer was logged.
-	for deadline := time.Now().Add(5 * time.Second); !api.logged(http.MethodPut, seq, fmt.Sprintf("s-%d", oneAtATime-1)) && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitLogged(api, seq, fmt.Sprintf("s-%d", oneAtATime-1))
 	api.record(false)
 	seqWatch.reportFailures(b)
-	breakdown := oneAtATimeBreakdown(b, seq, api, steps, oneAtATime)
+	oneClaimedDone := breakdown(b, "one run at a time", seq, "s", api, steps, oneAtATime)
 
 	// The ceiling: the same writes, made directly, through the same
 	// controller, from a finished run's own status and evidence; measured
@@ -160,6 +161,7 @@ func BenchmarkNodeAgentThroughput(b *testing.B) {
 	ns := benchNamespace(b, "bench")
 	w := watchPhases(ctx, b, ns)
 	writes0, reads0 := api.counts()
+	api.record(true)
 	start := time.Now()
 	n := 0
 	for b.Loop() {
@@ -171,10 +173,14 @@ func BenchmarkNodeAgentThroughput(b *testing.B) {
 	w.waitTerminal(b, n)
 	elapsed := time.Since(start)
 	writes1, reads1 := api.counts()
+	cpu2, served2 := cpu.Read(), servedRequests(b)
+	waitLogged(api, ns, fmt.Sprintf("r-%d", n-1))
+	api.record(false)
 	w.reportFailures(b)
 	rate := float64(n) / elapsed.Seconds()
-	cpu2 := cpu.Read()
-	printServed(served0, served1, ceilingRuns, served1, servedRequests(b), n)
+	// Where a run's time goes when the API server is the bottleneck.
+	breakdown(b, "8 slots", ns, "r", api, steps, n)
+	printServed(served0, served1, ceilingRuns, served1, served2, n)
 	fmt.Printf("ceiling: %s\n8 slots: %s\n", cpu1.Minus(cpu0).PerRun(ceilingRuns), cpu2.Minus(cpu1).PerRun(n))
 
 	// The ceiling again, right after: the load of a shared machine moves.
@@ -186,9 +192,9 @@ func BenchmarkNodeAgentThroughput(b *testing.B) {
 	// Also printed: a benchmark that failed (a run that did not pass)
 	// reports no metric.
 	fmt.Printf("one at a time: claimed → done p50 %.1f ms; 8 slots: %.2f runs/s, API ceiling %.2f runs/s before and %.2f after (ratio to their mean %.2f); node-agent writes %.2f, reads %.2f per run; idle RSS %.1f MiB (anon %.1f), after 10 runs %.1f MiB (anon %.1f)\n",
-		breakdown, rate, ceiling1, ceiling2, rate/ceiling, float64(writes1-writes0)/float64(n), float64(reads1-reads0)/float64(n), fresh, freshAnon, afterRuns, afterRunsAnon)
+		oneClaimedDone, rate, ceiling1, ceiling2, rate/ceiling, float64(writes1-writes0)/float64(n), float64(reads1-reads0)/float64(n), fresh, freshAnon, afterRuns, afterRunsAnon)
 	b.ReportMetric(float64(elapsed.Nanoseconds())/float64(n), "ns/op")
-	b.ReportMetric(breakdown, "1-at-a-time-claimed→done-p50-ms")
+	b.ReportMetric(oneClaimedDone, "1-at-a-time-claimed→done-p50-ms")
 	seqWatch.reportStages(b, "1-at-a-time-")
 	b.ReportMetric(rate, "8-slots-runs/s")
 	w.reportStages(b, "8-slots-")
@@ -228,12 +234,50 @@ type apiRequest struct {
 	start, end         time.Time
 }
 
+// createdName is the name of the object a create request sends, in JSON
+// or in protobuf (controller-runtime's clients send built-in types so);
+// "" where it cannot be read.
+func createdName(req *http.Request) string {
+	if req.GetBody == nil {
+		return ""
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return ""
+	}
+	defer func() { _ = body.Close() }()
+	data, err := io.ReadAll(body)
+	if err != nil {
+		return ""
+	}
+	obj, _, err := createDecoder().Decode(data, nil, nil)
+	if err != nil {
+		return ""
+	}
+	o, err := meta.Accessor(obj)
+	if err != nil {
+		return ""
+	}
+	return o.GetName()
+}
+
+var createDecoder = sync.OnceValue(func() runtime.Decoder {
+	return serializer.NewCodecFactory(env.Scheme).UniversalDeserializer()
+})
+
 func (l *apiLog) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
 		start := time.Now()
 		resp, err := rt.RoundTrip(req)
 		end := time.Now()
 		watching := req.URL.Query().Get("watch") == "true"
+		l.mu.Lock()
+		recording := l.recording
+		l.mu.Unlock()
+		created := ""
+		if recording && req.Method == http.MethodPost {
+			created = createdName(req) // outside the lock: it decodes the body
+		}
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		switch {
@@ -245,16 +289,31 @@ func (l *apiLog) wrap(rt http.RoundTripper) http.RoundTripper {
 		}
 		if l.recording && !watching {
 			ns, kind, name := resourceOf(req.URL.Path)
+			if req.Method == http.MethodPost {
+				name = created
+			}
 			l.requests = append(l.requests, apiRequest{method: req.Method, kind: kind, name: name, namespace: ns, start: start, end: end})
 		}
 		return resp, err
 	})
 }
 
+// record starts recording afresh, or stops.
 func (l *apiLog) record(on bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.recording = on
+	if on {
+		l.requests = nil
+	}
+}
+
+// waitLogged waits a little for the terminal write of run name in ns to be
+// logged: the watch may tell of a run's end before its answer was.
+func waitLogged(api *apiLog, ns, name string) {
+	for deadline := time.Now().Add(5 * time.Second); !api.logged(http.MethodPut, ns, name) && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // logged says whether a request of method about run name in ns was logged.
@@ -327,10 +386,11 @@ func (s *stepLog) mark(run, step string) {
 	s.at[run][step] = now
 }
 
-// oneAtATimeBreakdown logs where the time of the runs made one at a time
-// went, from the claim's response to the terminal write's, as medians of
-// each segment, and returns the median of the whole.
-func oneAtATimeBreakdown(b *testing.B, ns string, api *apiLog, steps *stepLog, runs int) float64 {
+// breakdown prints where the time of runs prefix-0 … prefix-(runs-1) of ns
+// went, from the claim's response to the terminal write's, as medians and
+// means of each segment, and returns the median of the whole. The
+// requests it reads are those api recorded since it was last told to.
+func breakdown(b *testing.B, title, ns, prefix string, api *apiLog, steps *stepLog, runs int) float64 {
 	api.mu.Lock()
 	reqs := append([]apiRequest(nil), api.requests...)
 	api.mu.Unlock()
@@ -341,8 +401,8 @@ func oneAtATimeBreakdown(b *testing.B, ns string, api *apiLog, steps *stepLog, r
 		from, to func(r string) time.Time
 	}
 	// The node-agent's requests about run r: its status writes carry its
-	// name; the evidence ConfigMap's create comes between its evidence
-	// step and its terminal write (one run at a time).
+	// name, the evidence ConfigMap's create the name of its attempt's
+	// evidence.
 	statusWrites := func(r string) []apiRequest {
 		var out []apiRequest
 		for _, q := range reqs {
@@ -370,9 +430,9 @@ func oneAtATimeBreakdown(b *testing.B, ns string, api *apiLog, steps *stepLog, r
 		return last
 	}
 	evidenceCM := func(r string) apiRequest {
-		from, to := steps.at[r][executor.StepEvidence], terminal(r).start
+		name := nodeagent.EvidenceName(&harnessv1.HarnessRun{ObjectMeta: metav1.ObjectMeta{Name: r}, Status: harnessv1.HarnessRunStatus{Attempt: 1}})
 		for _, q := range reqs {
-			if q.namespace == ns && q.kind == "configmaps" && q.method == http.MethodPost && q.start.After(from) && q.end.Before(to) {
+			if q.namespace == ns && q.kind == "configmaps" && q.method == http.MethodPost && q.name == name {
 				return q
 			}
 		}
@@ -401,7 +461,7 @@ func oneAtATimeBreakdown(b *testing.B, ns string, api *apiLog, steps *stepLog, r
 	var whole []float64
 	seg := make([][]float64, len(segments))
 	for i := range runs {
-		r := fmt.Sprintf("s-%d", i)
+		r := fmt.Sprintf("%s-%d", prefix, i)
 		c, d := claimed(r), terminal(r).end
 		if c.IsZero() || d.IsZero() {
 			continue
@@ -416,8 +476,8 @@ func oneAtATimeBreakdown(b *testing.B, ns string, api *apiLog, steps *stepLog, r
 	var sb strings.Builder
 	// Medians do not add up where the parts vary (the sandbox's do, a
 	// lot); means do.
-	fmt.Fprintf(&sb, "one run at a time, %d runs: claimed → done p50 %.1f ms, mean %.1f ms; its parts (median, mean):\n",
-		len(whole), median(append([]float64(nil), whole...)), mean(whole))
+	fmt.Fprintf(&sb, "%s, %d runs: claimed → done p50 %.1f ms, mean %.1f ms; its parts (median, mean):\n",
+		title, len(whole), median(append([]float64(nil), whole...)), mean(whole))
 	for j, s := range segments {
 		fmt.Fprintf(&sb, "  %-45s %7.2f %7.2f ms\n", s.name, median(seg[j]), mean(seg[j]))
 	}
@@ -751,6 +811,9 @@ func servedRequests(b *testing.B) map[string]float64 {
 		key := label["verb"] + " " + label["resource"]
 		if sub := label["subresource"]; sub != "" {
 			key += "/" + sub
+		}
+		if code := label["code"]; !strings.HasPrefix(code, "2") {
+			key += " " + code // a conflict, say, that was tried again
 		}
 		served[key] += m.GetCounter().GetValue()
 	}
