@@ -143,6 +143,10 @@ type pass struct {
 	scheduled bool
 	// pendingSince is when the run started waiting, for the latency metric.
 	pendingSince time.Time
+	// quiet is true when the pass has nothing to say yet: a new run that
+	// has waited for a slot less than pendingQuietFor. It writes nothing,
+	// not even the Finished condition.
+	quiet bool
 }
 
 type runEvent struct {
@@ -256,7 +260,9 @@ func (r *HarnessRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		}
 	}
 
-	r.markFinished(p) // harnessrun_finished.go
+	if !p.quiet {
+		r.markFinished(p) // harnessrun_finished.go
+	}
 
 	if err := r.writeStatus(ctx, p); err != nil {
 		if p.scheduled && !definitiveFailure(err) {

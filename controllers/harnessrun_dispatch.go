@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -123,6 +124,18 @@ func plural(n int, word string) string {
 	return fmt.Sprintf("%d %ss", n, word)
 }
 
+// pendingQuietFor is how long a new run waits for a free slot on a full
+// node before its status says Pending (Unschedulable, naming the full nodes)
+// and an Event says so. A run bound within it is spared that status write
+// (its first, which would also carry the Finished condition) and that
+// Event: in a burst of runs (a suite's, or many authors') most of
+// them wait a fraction of a second, and two writes each for that are API
+// load the bindings themselves wait behind (BenchmarkNodeAgentThroughput:
+// 0.4 of each per run). Meanwhile its status shows no phase, which reads as
+// Pending (effectivePhase). A run that fits no node, or waits for its
+// namespace's share or budget, is told at once: that is not a slot away.
+const pendingQuietFor = time.Second
+
 // reconcileDispatch binds a Pending run to the least-loaded node that fits
 // it, or says in the run's status why none does.
 //
@@ -190,6 +203,17 @@ func (r *HarnessRunReconciler) reconcileDispatch(ctx context.Context, p *pass) e
 	st := &p.run.Status
 	if chosen == nil {
 		r.ledger.setPending(key, reason)
+		if st.Phase == "" && reason == PendingFull {
+			if wait := pendingQuietFor - p.now.Sub(r.ledger.pendingSince(key, run)); wait > 0 {
+				// Only waiting for a slot, and not for long yet: the
+				// queue of a busy node, which the next free slot may
+				// end before anyone looks (a slot's freeing wakes the
+				// run). The status and Event come if it still waits.
+				p.quiet = true
+				p.requeue(wait)
+				return nil
+			}
+		}
 		if st.Phase == "" {
 			p.event(corev1.EventTypeWarning, harnessv1.ReasonUnschedulable, "Schedule", message, nil)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
@@ -59,6 +60,46 @@ func TestNoNodeThenNodeAppears(t *testing.T) {
 	if got := metricValue(t, c.registry, "harnessfacts_harnessruns", map[string]string{"phase": "Succeeded"}); got != 1 {
 		t.Errorf("harnessfacts_harnessruns{phase=Succeeded} = %v, want 1", got)
 	}
+}
+
+// A new run that only waits for a free slot is quiet for a second (no
+// phase in its status, no Event: the next free slot may end the wait before
+// anyone looks), then says Pending, naming the full node, with one
+// Unschedulable Event. A run that fits no node is told at once.
+func TestWaitingForASlotIsQuietAtFirst(t *testing.T) {
+	ns := newNamespace(t)
+	// The controller's clock stands until stepped; its requeues wait
+	// real time, so it looks again every second meanwhile.
+	clk := clocktesting.NewFakeClock(time.Now())
+	startClockedController(t, ns, controllers.Options{}, nil, false, clk)
+	startNode(t, ns, fakenode.Options{Name: "quiet-node", Slots: 1, NoClaim: true,
+		Adapters: map[harnessv1.Adapter]string{harnessv1.AdapterCodex: "1.0"}})
+	mk := hftesting.MakeHarnessRun
+	create(t, mk("first", ns).Obj())
+	waitRun(t, ns, "first", wait, "Scheduled", phaseIs(harnessv1.RunScheduled))
+
+	create(t, mk("second", ns).Obj(), mk("nowhere", ns).NodeSelector(map[string]string{"pool": "z"}).Obj())
+	pendingSaying := func(msg string) func(*harnessv1.HarnessRun) bool {
+		return func(r *harnessv1.HarnessRun) bool {
+			c := meta.FindStatusCondition(r.Status.Conditions, harnessv1.ConditionScheduled)
+			return r.Status.Phase == harnessv1.RunPending && r.Status.Reason == harnessv1.ReasonUnschedulable &&
+				c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, msg)
+		}
+	}
+	waitRun(t, ns, "nowhere", wait, "Pending at once", pendingSaying("nodeSelector matches no node"))
+	time.Sleep(2500 * time.Millisecond) // two more looks at "second"
+	if r := getRun(t, ns, "second"); r.Status.Phase != "" || len(r.Status.Conditions) != 0 {
+		t.Fatalf("a run waiting for a slot for less than a second has status %+v, want none yet", r.Status)
+	}
+	if evs := runEvents(t, ns, "second"); len(evs) != 0 {
+		t.Fatalf("a run waiting for a slot for less than a second has Events %v, want none yet", eventReasons(evs))
+	}
+
+	clk.Step(2 * time.Second)
+	waitRun(t, ns, "second", wait, "Pending once it waited a second", pendingSaying("the only matching node, quiet-node, is full (1 of 1 slots in use)"))
+	eventually(t, wait, func() error {
+		return wantReasons(runEvents(t, ns, "second"), harnessv1.ReasonUnschedulable)
+	})
 }
 
 func TestSchedulingRules(t *testing.T) {

@@ -143,6 +143,13 @@ func startController(t testing.TB, ns string, opts controllers.Options, wrap fun
 // in ns) when elect is set, as `harnessfacts controller` runs by default.
 func startElectedController(t testing.TB, ns string, opts controllers.Options, wrap func(client.Client) client.Client, elect bool) *controller {
 	t.Helper()
+	return startClockedController(t, ns, opts, wrap, elect, clock.RealClock{})
+}
+
+// startClockedController is startElectedController with the reconciler's
+// clock given (its requeues still wait real time).
+func startClockedController(t testing.TB, ns string, opts controllers.Options, wrap func(client.Client) client.Client, elect bool, clk clock.PassiveClock) *controller {
+	t.Helper()
 	skip := true
 	mopts := controllers.ManagerOptions(controllers.ManagerConfig{
 		Scheme:                  env.Scheme,
@@ -166,7 +173,7 @@ func startElectedController(t testing.TB, ns string, opts controllers.Options, w
 	}
 	reg := prometheus.NewRegistry()
 	opts.Registerer = reg
-	r, err := controllers.NewHarnessRunReconciler(c, mgr.GetEventRecorder("harnessfacts-controller"), clock.RealClock{}, opts)
+	r, err := controllers.NewHarnessRunReconciler(c, mgr.GetEventRecorder("harnessfacts-controller"), clk, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
