@@ -17,7 +17,11 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if binaryPath != "" {
+		_ = os.RemoveAll(filepath.Dir(binaryPath))
+	}
+	os.Exit(code)
 }
 
 var (
