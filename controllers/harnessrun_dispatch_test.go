@@ -95,7 +95,9 @@ func TestWaitingForASlotIsQuietAtFirst(t *testing.T) {
 		t.Fatalf("a run waiting for a slot for less than a second has Events %v, want none yet", eventReasons(evs))
 	}
 
-	clk.Step(2 * time.Second)
+	// Past the second, whenever the run was created (its creation time,
+	// to the second, counts as the start of its wait too).
+	clk.SetTime(time.Now().Add(2 * time.Second))
 	waitRun(t, ns, "second", wait, "Pending once it waited a second", pendingSaying("the only matching node, quiet-node, is full (1 of 1 slots in use)"))
 	eventually(t, wait, func() error {
 		return wantReasons(runEvents(t, ns, "second"), harnessv1.ReasonUnschedulable)
