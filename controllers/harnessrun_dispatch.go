@@ -203,8 +203,11 @@ func (r *HarnessRunReconciler) reconcileDispatch(ctx context.Context, p *pass) e
 	st := &p.run.Status
 	if chosen == nil {
 		r.ledger.setPending(key, reason)
-		if st.Phase == "" && reason == PendingFull {
-			if wait := pendingQuietFor - p.now.Sub(r.ledger.pendingSince(key, run)); wait > 0 {
+		// Timed on this controller's clock alone, from when it first saw
+		// the run: the creation time is the API server's, and a clock
+		// behind it would stretch the quiet second by the difference.
+		if seen, ok := r.ledger.firstSeenWaiting(key); ok && st.Phase == "" && reason == PendingFull {
+			if wait := pendingQuietFor - p.now.Sub(seen); wait > 0 {
 				// Only waiting for a slot, and not for long yet: the
 				// queue of a busy node, which the next free slot may
 				// end before anyone looks (a slot's freeing wakes the

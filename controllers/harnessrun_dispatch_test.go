@@ -69,8 +69,9 @@ func TestNoNodeThenNodeAppears(t *testing.T) {
 func TestWaitingForASlotIsQuietAtFirst(t *testing.T) {
 	ns := newNamespace(t)
 	// The controller's clock stands until stepped; its requeues wait
-	// real time, so it looks again every second meanwhile.
-	clk := clocktesting.NewFakeClock(time.Now())
+	// real time, so it looks again every second meanwhile. It is an hour
+	// behind the API server's: the second is the controller's own.
+	clk := clocktesting.NewFakeClock(time.Now().Add(-time.Hour))
 	startClockedController(t, ns, controllers.Options{}, nil, false, clk)
 	startNode(t, ns, fakenode.Options{Name: "quiet-node", Slots: 1, NoClaim: true,
 		Adapters: map[harnessv1.Adapter]string{harnessv1.AdapterCodex: "1.0"}})
@@ -95,9 +96,7 @@ func TestWaitingForASlotIsQuietAtFirst(t *testing.T) {
 		t.Fatalf("a run waiting for a slot for less than a second has Events %v, want none yet", eventReasons(evs))
 	}
 
-	// Past the second, whenever the run was created (its creation time,
-	// to the second, counts as the start of its wait too).
-	clk.SetTime(time.Now().Add(2 * time.Second))
+	clk.Step(2 * time.Second)
 	waitRun(t, ns, "second", wait, "Pending once it waited a second", pendingSaying("the only matching node, quiet-node, is full (1 of 1 slots in use)"))
 	eventually(t, wait, func() error {
 		return wantReasons(runEvents(t, ns, "second"), harnessv1.ReasonUnschedulable)

@@ -322,6 +322,15 @@ func (l *bindingLedger) pendingCounts() map[string]int {
 	return out
 }
 
+// firstSeenWaiting is when this controller first saw the run waiting, on
+// its own clock, if it did.
+func (l *bindingLedger) firstSeenWaiting(run types.NamespacedName) (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t, ok := l.firstSeen[run]
+	return t, ok
+}
+
 // pendingSince is when the run started waiting for this attempt: when this
 // controller first saw it waiting, or (after a restart) when it was created
 // or sent back to Pending, whichever is later.
