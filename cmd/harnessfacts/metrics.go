@@ -2,8 +2,9 @@ package main
 
 import (
 	"github.com/spf13/pflag"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/harnessfacts/harnessfacts/internal/kubeauth"
 )
 
 // metricsFlags are how a daemon (controller, node-agent) serves its
@@ -21,14 +22,15 @@ func (m *metricsFlags) add(fl *pflag.FlagSet, defaultAddr string) {
 }
 
 // options serve the metrics as kubebuilder's scaffolding does: with
-// --metrics-secure, HTTPS and controller-runtime's authentication and
-// authorization filter, so neither a pod on the network nor an agent that
-// shares the node's network reads them without RBAC's leave.
+// --metrics-secure, HTTPS and an authentication and authorization filter
+// (kubeauth's, which does what controller-runtime's does without linking
+// the API server's libraries), so neither a pod on the network nor an agent
+// that shares the node's network reads them without RBAC's leave.
 func (m *metricsFlags) options() metricsserver.Options {
 	o := metricsserver.Options{BindAddress: m.addr}
 	if m.secure {
 		o.SecureServing = true
-		o.FilterProvider = filters.WithAuthenticationAndAuthorization
+		o.FilterProvider = kubeauth.MetricsFilter
 		o.CertDir = m.certDir
 	}
 	return o

@@ -8,17 +8,16 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/kubeauth"
 )
 
 // The resource a follower must be allowed: verb get on harnessruns/log in
@@ -42,7 +41,8 @@ func Path(namespace, name string) string {
 // authenticates (a bearer token through a TokenReview, or a client
 // certificate signed by the cluster's client CA) and authorizes (a
 // SubjectAccessReview for get on harnessruns/log of the run), as the kubelet
-// does for its own API. Only redacted bytes are ever in a Hub.
+// does for its own API, keeping the answers as long as the kubelet does
+// (see kubeauth). Only redacted bytes are ever in a Hub.
 type Server struct {
 	// Hub holds the streams.
 	Hub *Hub
@@ -55,7 +55,8 @@ type Server struct {
 	// Log records refusals and errors.
 	Log logr.Logger
 
-	slots chan struct{}
+	slots    chan struct{}
+	reviewer *kubeauth.Reviewer
 }
 
 // TLSConfig is the server's TLS configuration: its certificate, TLS 1.2 or
@@ -72,6 +73,9 @@ func (s *Server) TLSConfig() *tls.Config {
 func (s *Server) Handler() http.Handler {
 	if s.slots == nil {
 		s.slots = make(chan struct{}, MaxConnections)
+	}
+	if s.reviewer == nil {
+		s.reviewer = &kubeauth.Reviewer{Client: s.Reviews, ClientCAs: s.ClientCAs}
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /runs/{namespace}/{name}/log", s.serveLog)
@@ -98,14 +102,6 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	return nil
 }
 
-// caller is who the API server says the caller is.
-type caller struct {
-	name   string
-	uid    string
-	groups []string
-	extra  map[string]authorizationv1.ExtraValue
-}
-
 func (s *Server) serveLog(w http.ResponseWriter, r *http.Request) {
 	select {
 	case s.slots <- struct{}{}:
@@ -115,7 +111,7 @@ func (s *Server) serveLog(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
-	who, status, err := s.authenticate(r)
+	who, status, err := s.reviewer.Authenticate(r)
 	if err != nil {
 		s.Log.Info("refused a log request", "run", ns+"/"+name, "status", status, "reason", err.Error(), "remote", r.RemoteAddr)
 		if status == http.StatusUnauthorized {
@@ -125,7 +121,7 @@ func (s *Server) serveLog(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if status, err := s.authorize(r.Context(), who, ns, name); err != nil {
-		s.Log.Info("refused a log request", "run", ns+"/"+name, "user", who.name, "status", status, "reason", err.Error())
+		s.Log.Info("refused a log request", "run", ns+"/"+name, "user", who.Name, "status", status, "reason", err.Error())
 		http.Error(w, err.Error(), status)
 		return
 	}
@@ -167,52 +163,19 @@ func (s *Server) serveLog(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// authenticate finds the caller: a client certificate the TLS handshake
-// verified against the cluster's client CA, else a bearer token the API
-// server's TokenReview accepts.
-func (s *Server) authenticate(r *http.Request) (caller, int, error) {
-	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
-		leaf := r.TLS.VerifiedChains[0][0]
-		if leaf.Subject.CommonName == "" {
-			return caller{}, http.StatusUnauthorized, errors.New("the client certificate names no user")
-		}
-		return caller{name: leaf.Subject.CommonName, groups: append([]string{"system:authenticated"}, leaf.Subject.Organization...)}, 0, nil
-	}
-	auth := r.Header.Get("Authorization")
-	token, ok := strings.CutPrefix(auth, "Bearer ")
-	if !ok || strings.TrimSpace(token) == "" {
-		return caller{}, http.StatusUnauthorized, errors.New("no credentials: send a bearer token the cluster accepts, or a client certificate of the cluster's client CA")
-	}
-	tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: strings.TrimSpace(token)}}
-	if err := s.Reviews.Create(r.Context(), tr); err != nil {
-		return caller{}, http.StatusServiceUnavailable, fmt.Errorf("the token could not be reviewed: %w", err)
-	}
-	if !tr.Status.Authenticated {
-		return caller{}, http.StatusUnauthorized, errors.New("the API server did not accept the token")
-	}
-	u := tr.Status.User
-	c := caller{name: u.Username, uid: u.UID, groups: u.Groups, extra: map[string]authorizationv1.ExtraValue{}}
-	for k, v := range u.Extra {
-		c.extra[k] = authorizationv1.ExtraValue(v)
-	}
-	return c, 0, nil
-}
-
 // authorize asks the API server whether who may get harnessruns/log of the
 // run.
-func (s *Server) authorize(ctx context.Context, who caller, ns, name string) (int, error) {
-	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-		User: who.name, UID: who.uid, Groups: who.groups, Extra: who.extra,
+func (s *Server) authorize(ctx context.Context, who kubeauth.User, ns, name string) (int, error) {
+	allowed, reason, err := s.reviewer.Authorize(ctx, who, authorizationv1.SubjectAccessReviewSpec{
 		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: Verb, Group: harnessv1.GroupVersion.Group,
-			Resource: Resource, Subresource: Subresource, Name: name},
-	}}
-	if err := s.Reviews.Create(ctx, sar); err != nil {
-		return http.StatusServiceUnavailable, fmt.Errorf("the access could not be reviewed: %w", err)
+			Resource: Resource, Subresource: Subresource, Name: name}})
+	if err != nil {
+		return http.StatusServiceUnavailable, err
 	}
-	if !sar.Status.Allowed {
-		msg := fmt.Sprintf("user %q may not %s %s/%s of HarnessRun %s/%s", who.name, Verb, Resource, Subresource, ns, name)
-		if sar.Status.Reason != "" {
-			msg += ": " + sar.Status.Reason
+	if !allowed {
+		msg := fmt.Sprintf("user %q may not %s %s/%s of HarnessRun %s/%s", who.Name, Verb, Resource, Subresource, ns, name)
+		if reason != "" {
+			msg += ": " + reason
 		}
 		return http.StatusForbidden, errors.New(msg)
 	}

@@ -1,0 +1,210 @@
+package kubeauth
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/harnessfacts/harnessfacts/internal/testing/testenv"
+)
+
+var (
+	env *testenv.Env
+	k8s client.WithWatch
+)
+
+func TestMain(m *testing.M) {
+	var err error
+	if env, err = testenv.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if k8s, err = client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = env.Stop()
+	os.Exit(code)
+}
+
+// countingClient is the real client, counting the reviews it creates.
+func countingClient(tokenReviews, accessReviews *atomic.Int32) client.Client {
+	return interceptor.NewClient(k8s, interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+		switch obj.(type) {
+		case *authenticationv1.TokenReview:
+			tokenReviews.Add(1)
+		case *authorizationv1.SubjectAccessReview:
+			accessReviews.Add(1)
+		}
+		return c.Create(ctx, obj, opts...)
+	}})
+}
+
+// serviceAccounts makes two service accounts in a fresh namespace, "reader"
+// allowed get on /metrics and "nosy" allowed nothing, and returns a token of
+// each.
+func serviceAccounts(t *testing.T, ns string) (reader, nosy string) {
+	t.Helper()
+	ctx := context.Background()
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: ns + "-metrics-reader"},
+		Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: ns + "-metrics-reader"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "reader", Namespace: ns}}}
+	for _, o := range []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, role, binding,
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "reader", Namespace: ns}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "nosy", Namespace: ns}}} {
+		if err := k8s.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := func(sa string) string {
+		tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
+			Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr.Status.Token
+	}
+	return token("reader"), token("nosy")
+}
+
+func scrape(t *testing.T, h http.Handler, token string) int {
+	t.Helper()
+	r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	if token != "" {
+		r.Header.Set("Authorization", "Bearer "+token)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w.Code
+}
+
+// TestMetricsFilterAsksTheAPIServerAndKeepsItsAnswers: a reader's token and
+// access are reviewed once and kept for their times, a refused token and a
+// denied access for theirs; nothing else reaches the metrics.
+func TestMetricsFilterAsksTheAPIServerAndKeepsItsAnswers(t *testing.T) {
+	reader, nosy := serviceAccounts(t, "kubeauth-metrics")
+	var tokenReviews, accessReviews atomic.Int32
+	now := time.Now()
+	rv := &Reviewer{Client: countingClient(&tokenReviews, &accessReviews), now: func() time.Time { return now }}
+	h, err := NewMetricsFilter(rv)(logr.Discard(), http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("harnessfacts_up 1\n"))
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reviews := func(wantTokens, wantAccess int32) {
+		t.Helper()
+		if tokenReviews.Load() != wantTokens || accessReviews.Load() != wantAccess {
+			t.Fatalf("%d TokenReviews and %d SubjectAccessReviews, want %d and %d", tokenReviews.Load(), accessReviews.Load(), wantTokens, wantAccess)
+		}
+	}
+	for range 3 {
+		if code := scrape(t, h, reader); code != http.StatusOK {
+			t.Fatalf("the reader got %d", code)
+		}
+	}
+	reviews(1, 1)
+	for range 2 {
+		if code := scrape(t, h, nosy); code != http.StatusForbidden {
+			t.Fatalf("a token without the right got %d", code)
+		}
+		if code := scrape(t, h, "not-a-token"); code != http.StatusUnauthorized {
+			t.Fatalf("a made-up token got %d", code)
+		}
+		if code := scrape(t, h, ""); code != http.StatusUnauthorized {
+			t.Fatalf("no token got %d", code)
+		}
+	}
+	reviews(3, 2)
+
+	// Past the refused token's and the denial's times, before the others'.
+	now = now.Add(DenyTTL + time.Second)
+	scrape(t, h, nosy)
+	scrape(t, h, "not-a-token")
+	scrape(t, h, reader)
+	reviews(4, 3)
+	// Past the tokens' time: each is reviewed again; the reader's access
+	// is still known.
+	now = now.Add(TokenTTL)
+	scrape(t, h, reader)
+	reviews(5, 3)
+	now = now.Add(AllowTTL)
+	scrape(t, h, reader)
+	reviews(6, 4)
+}
+
+// TestTheSameQuestionIsNotAnotherUsers: the access cache answers only the
+// same user with the same groups about the same thing.
+func TestTheSameQuestionIsNotAnotherUsers(t *testing.T) {
+	var tokenReviews, accessReviews atomic.Int32
+	rv := &Reviewer{Client: countingClient(&tokenReviews, &accessReviews)}
+	ctx := context.Background()
+	metrics := authorizationv1.SubjectAccessReviewSpec{NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: "get"}}
+	admin := User{Name: "admin", Groups: []string{"system:masters", "system:authenticated"}}
+	if ok, _, err := rv.Authorize(ctx, admin, metrics); err != nil || !ok {
+		t.Fatalf("system:masters may not get /metrics: %v %v", ok, err)
+	}
+	for name, u := range map[string]User{
+		"another user":                    {Name: "someone", Groups: []string{"system:authenticated"}},
+		"the name without system:masters": {Name: "admin", Groups: []string{"system:authenticated"}},
+	} {
+		if ok, _, err := rv.Authorize(ctx, u, metrics); err != nil || ok {
+			t.Errorf("%s: allowed %v (%v) from the admin's answer", name, ok, err)
+		}
+	}
+	other := authorizationv1.SubjectAccessReviewSpec{NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: "post"}}
+	if _, _, err := rv.Authorize(ctx, admin, other); err != nil {
+		t.Fatal(err)
+	}
+	if n := accessReviews.Load(); n != 4 {
+		t.Errorf("%d SubjectAccessReviews for four different questions", n)
+	}
+}
+
+// TestCachesAreBounded: fresh keys past the bound drop the expired answers,
+// or all of them, rather than growing.
+func TestCachesAreBounded(t *testing.T) {
+	now := time.Now()
+	var m map[[sha256.Size]byte]accessAnswer
+	for i := range maxEntries {
+		expires := now.Add(time.Minute)
+		if i%2 == 0 {
+			expires = now.Add(-time.Second)
+		}
+		m = store(m, sha256.Sum256(fmt.Append(nil, i)), accessAnswer{allowed: true, expires: expires}, now)
+	}
+	m = store(m, sha256.Sum256([]byte("one more")), accessAnswer{expires: now.Add(time.Minute)}, now)
+	if len(m) != maxEntries/2+1 {
+		t.Fatalf("%d answers after dropping the expired half and adding one, want %d", len(m), maxEntries/2+1)
+	}
+	for i := range maxEntries {
+		m = store(m, sha256.Sum256(fmt.Append(nil, "fresh", i)), accessAnswer{expires: now.Add(time.Minute)}, now)
+	}
+	if len(m) > maxEntries {
+		t.Fatalf("%d answers, more than %d", len(m), maxEntries)
+	}
+}
