@@ -1,7 +1,6 @@
 package nodeagent_test
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/harnessfacts/harnessfacts/internal/testing/testenv"
@@ -14,8 +13,7 @@ import (
 // package. Nor any test double or test suite. This is `go list -deps` of
 // the package, as docs/architecture.md shows it.
 func TestDaemonDoesNotLinkTheValidator(t *testing.T) {
-	deps := testenv.Deps(t, "github.com/harnessfacts/harnessfacts/node-agent")
-	forbidden := []string{
+	testenv.Forbid(t, "github.com/harnessfacts/harnessfacts/node-agent", []string{
 		"github.com/harnessfacts/harnessfacts/internal/crdschema",
 		"github.com/harnessfacts/harnessfacts/node-agent/localrun",
 		"github.com/harnessfacts/harnessfacts/internal/testing",
@@ -23,12 +21,5 @@ func TestDaemonDoesNotLinkTheValidator(t *testing.T) {
 		"github.com/google/cel-go",
 		"k8s.io/apiserver/pkg/cel",
 		"k8s.io/apiextensions-apiserver/pkg/apiserver",
-	}
-	for _, d := range deps {
-		for _, f := range forbidden {
-			if d == f || strings.HasPrefix(d, strings.TrimSuffix(f, "/")+"/") {
-				t.Errorf("the node-agent daemon links %s", d)
-			}
-		}
-	}
+	})
 }

@@ -15,13 +15,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
 	"github.com/harnessfacts/harnessfacts/controllers"
+	"github.com/harnessfacts/harnessfacts/internal/nodecmd"
 	"github.com/harnessfacts/harnessfacts/runsource"
 )
 
 type controllerFlags struct {
 	evidenceRepository      string
-	kube                    kubeAPIFlags
-	metrics                 metricsFlags
+	kube                    nodecmd.KubeAPIFlags
+	metrics                 nodecmd.MetricsFlags
 	probeAddr               string
 	leaderElect             bool
 	leaderElectionNamespace string
@@ -32,7 +33,7 @@ type controllerFlags struct {
 	claimTimeout            time.Duration
 	defaultLeaseDuration    time.Duration
 	runSource               runSourceFlags
-	log                     logFlags
+	log                     nodecmd.LogFlags
 }
 
 // runSourceFlags configure the server through which node-agents read the
@@ -69,8 +70,8 @@ unless --metrics-secure=false), health on --health-probe-bind-address
 		},
 	}
 	fl := cmd.Flags()
-	f.kube.add(fl)
-	f.metrics.add(fl, ":8080")
+	f.kube.Add(fl)
+	f.metrics.Add(fl, ":8080")
 	fl.StringVar(&f.evidenceRepository, "evidence-repository", "", "OCI repository (registry/path) where each finished run's evidence is pushed as an artifact, kept beyond the run's TTL and suite revisions (status.evidence.storedRef; docs/evidence.md); credentials from the Docker config file at $DOCKER_CONFIG; empty: evidence lives only as long as its run")
 	fl.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
 	fl.BoolVar(&f.leaderElect, "leader-elect", true, "elect a leader so only one replica acts at a time")
@@ -87,7 +88,7 @@ unless --metrics-secure=false), health on --health-probe-bind-address
 	fl.StringToStringVar(&f.runSource.unbound, "node-agent-account", nil, "NAMESPACE/NAME=NODE: a service account that speaks for one node whatever its token is bound to (a node-agent outside a pod)")
 	fl.StringVar(&f.runSource.signingKey, "evidence-signing-key-secret", "", "NAMESPACE/NAME of a Secret whose key evidence-key.pem (a PEM ECDSA P-256 private key) signs every receipt instead of the nodes' own keys: served through the run source to the node-agent of an active run's node, never stored on the node; the controller must be able to get it")
 	fl.StringSliceVar(&f.runSource.namespaces, "run-namespaces", nil, "the only namespaces whose runs the run source serves (those where the controller may read Secrets); empty: every namespace")
-	f.log.add(fl)
+	f.log.Add(fl)
 	return cmd
 }
 
@@ -153,12 +154,12 @@ func addRunSource(mgr ctrl.Manager, f runSourceFlags) error {
 }
 
 func runController(cmd *cobra.Command, f controllerFlags) error {
-	f.log.setLogger()
-	cfg, err := f.kube.restConfig()
+	f.log.SetLogger()
+	cfg, err := f.kube.RestConfig()
 	if err != nil {
 		return err
 	}
-	scheme, err := newScheme()
+	scheme, err := nodecmd.NewScheme()
 	if err != nil {
 		return err
 	}
@@ -168,7 +169,7 @@ func runController(cmd *cobra.Command, f controllerFlags) error {
 		LeaderElection:          f.leaderElect,
 		LeaderElectionNamespace: f.leaderElectionNamespace,
 	})
-	opts.Metrics = f.metrics.options()
+	opts.Metrics = f.metrics.Options()
 	opts.HealthProbeBindAddress = f.probeAddr
 	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {

@@ -30,6 +30,7 @@ import (
 
 	"github.com/harnessfacts/harnessfacts/config/crd"
 	"github.com/harnessfacts/harnessfacts/controllers"
+	"github.com/harnessfacts/harnessfacts/internal/nodecmd"
 	nodeagent "github.com/harnessfacts/harnessfacts/node-agent"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
 	"github.com/harnessfacts/harnessfacts/runsource"
@@ -87,7 +88,7 @@ func runDev(ctx context.Context, f devFlags) error {
 	if err != nil {
 		return err
 	}
-	scheme, err := newScheme()
+	scheme, err := nodecmd.NewScheme()
 	if err != nil {
 		return err
 	}
@@ -152,13 +153,13 @@ func runDev(ctx context.Context, f devFlags) error {
 		return err
 	}
 	// The live output (harnessfacts logs -f) on this machine's loopback.
-	live, endpoint, err := serveLiveOutput(ctx, nmgr, "127.0.0.1:0", "127.0.0.1")
+	live, endpoint, err := nodecmd.ServeLiveOutput(ctx, nmgr, "127.0.0.1:0", "127.0.0.1")
 	if err != nil {
 		return err
 	}
 	if _, err := nodeagent.Setup(ctx, nmgr, nodeagent.SetupOptions{
 		NodeName: f.node, LeaseNamespace: leaseNS, LeaseDuration: 20 * time.Second, Slots: f.slots,
-		RunRoot: f.runRoot, Hidden: defaultHidden, Adapters: adapters.New(adapters.Config{CLIDir: f.agentCLIs}),
+		RunRoot: f.runRoot, Hidden: nodecmd.DefaultHidden, Adapters: adapters.New(adapters.Config{CLIDir: f.agentCLIs}),
 		EvidenceKey: f.evidenceKey,
 		Controller:  controller,
 		Live:        live, LiveEndpoint: endpoint,

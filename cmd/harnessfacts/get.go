@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/nodecmd"
 )
 
 func newGetCommand() *cobra.Command {
@@ -18,7 +19,7 @@ func newGetCommand() *cobra.Command {
 		selector      string
 		allNamespaces bool
 	)
-	scheme, _ := newScheme()
+	scheme, _ := nodecmd.NewScheme()
 	var pf *printFlags
 	cmd := &cobra.Command{
 		Use:   "get [RUN...]",

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/nodecmd"
 )
 
 // runsResource is the HarnessRun resource, for the dynamic client and
@@ -94,7 +95,7 @@ func (k *kube) client() (client.WithWatch, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	scheme, err := newScheme()
+	scheme, err := nodecmd.NewScheme()
 	if err != nil {
 		return nil, "", err
 	}
@@ -176,7 +177,7 @@ type output struct {
 
 // newOutput adds -o (and --template) to cmd.
 func newOutput(cmd *cobra.Command) *output {
-	scheme, _ := newScheme()
+	scheme, _ := nodecmd.NewScheme()
 	return &output{flags: addPrintFlags(cmd, scheme)}
 }
 

@@ -9,8 +9,11 @@ import (
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/nodecmd"
 	"github.com/harnessfacts/harnessfacts/internal/testing/testenv"
 )
 
@@ -18,10 +21,14 @@ import (
 // kubeconfig's context, overridden by --context, --server, --token, -n.
 func TestKubeFlagsAreKubectls(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "kubeconfig")
-	cfg := strings.Replace(testKubeconfig, "current-context:", `- name: other
-  context: {cluster: c, user: u, namespace: evals}
-current-context:`, 1)
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+	// Two contexts: x, the current one, and other, which names a namespace.
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["c"] = &clientcmdapi.Cluster{Server: "https://127.0.0.1:6443"}
+	cfg.AuthInfos["u"] = &clientcmdapi.AuthInfo{Token: "t"}
+	cfg.Contexts["x"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
+	cfg.Contexts["other"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u", Namespace: "evals"}
+	cfg.CurrentContext = "x"
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -101,7 +108,7 @@ func TestPrintFlagsAreKubectls(t *testing.T) {
 		{args: []string{"-o", "jsonpath={.a"}, wantErr: "error parsing jsonpath"},
 	} {
 		cmd := &cobra.Command{Use: "t"}
-		scheme, err := newScheme()
+		scheme, err := nodecmd.NewScheme()
 		if err != nil {
 			t.Fatal(err)
 		}

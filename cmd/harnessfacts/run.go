@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/nodecmd"
 	"github.com/harnessfacts/harnessfacts/internal/termsafe"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
 	"github.com/harnessfacts/harnessfacts/node-agent/evidence"
@@ -84,7 +85,7 @@ check the signature too. The exit code is 0 for verdict Pass, 1 otherwise.`,
 	fl.StringVar(&f.evidenceDir, "evidence", "", "where to write the evidence, an empty or new folder (default: a new folder ./evidence/<run name>/<UTC time>, with the link ./evidence/<run name>/latest)")
 	fl.StringVar(&f.runRoot, "run-root", filepath.Join(os.TempDir(), "harnessfacts-runs"), "folder of the run dirs")
 	fl.StringVar(&f.agentCLIs, "agent-clis", "", "folder of the agent CLIs' commands (hack/install-agent-clis.sh PREFIX/bin; /opt/harnessfacts/agents/bin in the image); empty: PATH")
-	fl.StringSliceVar(&f.hidden, "hide", nil, hideUsage)
+	fl.StringSliceVar(&f.hidden, "hide", nil, nodecmd.HideUsage)
 	fl.IntVar(&f.uid, "run-as-uid", sandbox.DefaultUID, "unprivileged uid the agent runs as")
 	fl.IntVar(&f.gid, "run-as-gid", sandbox.DefaultGID, "unprivileged gid the agent runs as")
 	fl.StringVar(&f.bwrap, "bwrap", "", "bubblewrap binary (default: bwrap on PATH)")
@@ -111,7 +112,7 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 		cmd.PrintErrf("WARNING %s\n", userWarning)
 		f.uid, f.gid = 0, 0 // the sandbox's "unset": the invoking user
 	}
-	hidden, err := hiddenPaths(f.hidden)
+	hidden, err := nodecmd.HiddenPaths(f.hidden)
 	if err != nil {
 		return err
 	}

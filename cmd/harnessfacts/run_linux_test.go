@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/harnessfacts/harnessfacts/internal/nodecmd"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
 	"github.com/harnessfacts/harnessfacts/sandbox"
 )
@@ -154,16 +155,16 @@ func TestHideAddsToTheDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hidden, err := hiddenPaths(values)
+	hidden, err := nodecmd.HiddenPaths(values)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range append(append([]string(nil), defaultHidden...), extra) {
+	for _, d := range append(append([]string(nil), nodecmd.DefaultHidden...), extra) {
 		if !slices.Contains(hidden, d) {
 			t.Errorf("--hide %s: %s is not hidden (hidden: %v)", extra, d, hidden)
 		}
 	}
-	if _, err := hiddenPaths([]string{"relative/dir"}); err == nil {
+	if _, err := nodecmd.HiddenPaths([]string{"relative/dir"}); err == nil {
 		t.Error("a relative --hide path was accepted")
 	}
 

@@ -134,7 +134,7 @@ func startBoundedNodeAgent(t *testing.T, name string, labels map[string]string, 
 	// As a container runtime does: the process is in its cgroup from its
 	// first instruction on (the shell enters it, then execs the binary).
 	cmd := exec.Command("sh", append([]string{"-c", `for d in $HF_TEST_CGROUPS; do echo $$ > "$d/cgroup.procs" || exit 1; done; exec "$0" "$@"`,
-		binary, "node-agent", "--kubeconfig", kubeconfig, "--node-name", name,
+		nodeAgentBinary, "node-agent", "--kubeconfig", kubeconfig, "--node-name", name,
 		"--lease-namespace", leaseNS, "--lease-duration", "8s", "--slots", "2", "--run-root", na.runs,
 		"--node-labels", strings.Join(pairs, ","), "--memory-limit", limitArg,
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, append(controllerFlags, extra...)...)...)

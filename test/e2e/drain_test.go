@@ -46,7 +46,7 @@ func TestNodeAgentDrainHandsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := func() (*exec.Cmd, *bytes.Buffer, chan error) {
-		cmd := exec.Command(binary, append([]string{"node-agent", "--kubeconfig", kubeconfig, "--node-name", node,
+		cmd := exec.Command(nodeAgentBinary, append([]string{"node-agent", "--kubeconfig", kubeconfig, "--node-name", node,
 			"--lease-namespace", leaseNS, "--lease-duration", "8s", "--slots", "1", "--run-root", runs,
 			// 6s: attempts may finish for 4s, then those left are handed back.
 			"--shutdown-grace", "6s",

@@ -2,7 +2,8 @@
 // the controller and a node-agent in this process, real bubblewrap, and the
 // harnessfacts binary built from this tree for what runs inside the sandbox
 // (sandbox-init, mcp-stdio) and for `harnessfacts run` and
-// `harnessfacts evidence verify`.
+// `harnessfacts evidence verify`, and harnessfacts-node-agent (the node-agent
+// image's entry point) for the tests that start a node-agent process.
 package e2e
 
 import (
@@ -53,10 +54,14 @@ const (
 )
 
 var (
-	env     *testenv.Env
-	k8s     client.Client
-	binary  string // the harnessfacts binary built from this tree
-	runRoot string
+	env    *testenv.Env
+	k8s    client.Client
+	binary string // the harnessfacts binary built from this tree
+	// nodeAgentBinary is harnessfacts-node-agent, built beside it: the
+	// node-agent image's entry point, which the tests that start a
+	// node-agent process run.
+	nodeAgentBinary string
+	runRoot         string
 	// evidenceKeyFile is this node-agent's receipt signing key.
 	evidenceKeyFile string
 	// evidenceRegistry is a real OCI registry on loopback, where the
@@ -95,9 +100,10 @@ func run(m *testing.M) int {
 		return 1
 	}
 	binary = filepath.Join(tmp, "harnessfacts")
+	nodeAgentBinary = filepath.Join(tmp, "harnessfacts-node-agent")
 	// With the sandboxes' init program beside it, as make build and the
 	// images install them (executor.InitBinaryBeside finds it).
-	build := exec.Command("go", "build", "-o", tmp+"/", "./cmd/harnessfacts", "./cmd/harnessfacts-sandbox-init")
+	build := exec.Command("go", "build", "-o", tmp+"/", "./cmd/harnessfacts", "./cmd/harnessfacts-node-agent", "./cmd/harnessfacts-sandbox-init")
 	build.Dir = testenv.RepoRoot()
 	build.Env = append(os.Environ(), "CGO_ENABLED=0") // static, as make build and the images
 	if out, err := build.CombinedOutput(); err != nil {
@@ -557,7 +563,7 @@ func TestNodeAgentKilledMidRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := func() *exec.Cmd {
-		cmd := exec.Command(binary, append([]string{"node-agent", "--kubeconfig", kubeconfig, "--node-name", "kill-node",
+		cmd := exec.Command(nodeAgentBinary, append([]string{"node-agent", "--kubeconfig", kubeconfig, "--node-name", "kill-node",
 			"--lease-namespace", leaseNS, "--lease-duration", "8s", "--slots", "1", "--run-root", runs,
 			"--node-labels", "harnessfacts.io/e2e=kill", "--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, controllerFlags...)...)
 		var logs bytes.Buffer

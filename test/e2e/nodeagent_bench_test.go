@@ -68,8 +68,9 @@ import (
 //     served per run in both are printed side by side, since the ratio is
 //     fair only where they match (the controller's work after a terminal
 //     status, such as storing evidence, included);
-//   - a real `harnessfacts node-agent` process's VmRSS when idle: after it
-//     registered, and again after it ran a few runs.
+//   - a real `harnessfacts-node-agent node-agent` process's VmRSS when idle
+//     (the node-agent image's entry point): after it registered, and again
+//     after it ran a few runs.
 //
 // Claimed and done are when the API server accepted the claim's status
 // write and the terminal one (their responses, at the node-agent's client).
@@ -847,11 +848,11 @@ func printServed(ceil0, ceil1 map[string]float64, ceilRuns int, real0, real1 map
 	}
 }
 
-// nodeAgentIdleRSS starts a real `harnessfacts node-agent` process (the
-// binary built from this tree, 8 slots, its evidence key, no metrics, health
-// or live-output servers) and reads its VmRSS once it registered and sat
-// idle a few seconds (and the anonymous part of it), and again after it ran
-// ten runs and sat idle again.
+// nodeAgentIdleRSS starts a real `harnessfacts-node-agent node-agent`
+// process (the node-agent image's entry point built from this tree, 8
+// slots, its evidence key, no metrics, health or live-output servers) and
+// reads its VmRSS once it registered and sat idle a few seconds (and the
+// anonymous part of it), and again after it ran ten runs and sat idle again.
 func nodeAgentIdleRSS(ctx context.Context, b *testing.B, trueRun func(ns, name, selector string) *harnessv1.HarnessRun) (fresh, freshAnon, afterRuns, afterRunsAnon float64) {
 	const node, label = "bench-rss-node", "harnessfacts.io/bench-rss"
 	dir, err := os.MkdirTemp("", "harnessfacts-rss-")
@@ -873,7 +874,7 @@ func nodeAgentIdleRSS(ctx context.Context, b *testing.B, trueRun func(ns, name, 
 		b.Fatal(err)
 	}
 	defer func() { _ = logFile.Close() }()
-	cmd := exec.Command(binary, append([]string{"node-agent", "--kubeconfig", kubeconfig, "--node-name", node,
+	cmd := exec.Command(nodeAgentBinary, append([]string{"node-agent", "--kubeconfig", kubeconfig, "--node-name", node,
 		"--lease-namespace", leaseNS, "--run-root", filepath.Join(dir, "runs"), "--cgroup-mount", filepath.Join(dir, "cgroup"),
 		"--slots", "8", "--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--logs-bind-address", "0",
 		"--evidence-key", filepath.Join(dir, "keys", "evidence-key.pem"), "--node-labels", label + "=true"}, flags...)...)

@@ -116,6 +116,19 @@ func TestDockerfileMatchesChart(t *testing.T) {
 	if env := na.find("ENV PATH="); len(env) != 1 || !strings.HasPrefix(env[0], "ENV PATH="+cliPath+"/bin:") {
 		t.Errorf("the node-agent image's PATH %v does not start with the CLIs", env)
 	}
+	// The chart's node-agent DaemonSet and cleanup Job pass only arguments:
+	// the image's entry point is the node-agent binary, copied from the
+	// build stage, which builds it.
+	if ep := na.find("ENTRYPOINT "); len(ep) != 1 || ep[0] != `ENTRYPOINT ["/usr/local/bin/harnessfacts-node-agent"]` {
+		t.Errorf("the node-agent image's entry point is %v, want harnessfacts-node-agent", ep)
+	}
+	if !slices.Contains(na.find("COPY "), "COPY --from=build /out/linux/harnessfacts-node-agent /usr/local/bin/harnessfacts-node-agent") ||
+		!strings.Contains(strings.Join(stages["build"].find("RUN "), "\n"), "./cmd/harnessfacts-node-agent") {
+		t.Error("the node-agent image does not get harnessfacts-node-agent from the build stage")
+	}
+	if len(ds.Spec.Template.Spec.Containers[0].Command) != 0 {
+		t.Errorf("the node-agent DaemonSet overrides the image's entry point with %v", ds.Spec.Template.Spec.Containers[0].Command)
+	}
 	if !slices.ContainsFunc(na.find("COPY "), func(l string) bool { return strings.HasPrefix(l, "COPY hack/install-agent-clis.sh ") }) {
 		t.Error("the node-agent image does not copy hack/install-agent-clis.sh")
 	}
@@ -224,10 +237,10 @@ func TestDockerBuildContext(t *testing.T) {
 		}
 		n++
 	}
-	cmd := exec.Command("go", "build", "-trimpath", "-o", t.TempDir()+"/", "./cmd/harnessfacts", "./cmd/harnessfacts-sandbox-init")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", t.TempDir()+"/", "./cmd/harnessfacts", "./cmd/harnessfacts-node-agent", "./cmd/harnessfacts-sandbox-init")
 	cmd.Dir = ctx
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOFLAGS=-mod=readonly")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/harnessfacts ./cmd/harnessfacts-sandbox-init in the Docker build context (%d files) failed: %v\n%s", n, err, out)
+		t.Fatalf("go build ./cmd/harnessfacts ./cmd/harnessfacts-node-agent ./cmd/harnessfacts-sandbox-init in the Docker build context (%d files) failed: %v\n%s", n, err, out)
 	}
 }

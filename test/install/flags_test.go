@@ -12,31 +12,36 @@ import (
 )
 
 // TestChartFlagsExistInTheBinary: every flag the chart passes (controller,
-// node-agent, Windows node-agent) is one the harnessfacts binary's
-// subcommand knows, so a renamed flag breaks this test, not a pod.
+// node-agent, Windows node-agent) is one the subcommand of the binary the
+// pod runs knows (the Linux node-agent image's entry point is
+// harnessfacts-node-agent, the others run harnessfacts), so a renamed flag
+// breaks this test, not a pod.
 func TestChartFlagsExistInTheBinary(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "harnessfacts")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/harnessfacts")
+	dir := t.TempDir()
+	build := exec.Command("go", "build", "-o", dir+"/", "./cmd/harnessfacts", "./cmd/harnessfacts-node-agent")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/harnessfacts: %v\n%s", err, out)
+		t.Fatalf("go build ./cmd/harnessfacts ./cmd/harnessfacts-node-agent: %v\n%s", err, out)
 	}
 	m := mustRender(t, "harnessfacts", ns, valueSets["windows"])
 	var pods []struct {
-		id   string
-		spec corev1.PodSpec
+		id     string
+		spec   corev1.PodSpec
+		daemon bool
 	}
 	for _, o := range m.only("Deployment") {
 		pods = append(pods, struct {
-			id   string
-			spec corev1.PodSpec
-		}{id(o), as[appsv1.Deployment](t, o).Spec.Template.Spec})
+			id     string
+			spec   corev1.PodSpec
+			daemon bool
+		}{id(o), as[appsv1.Deployment](t, o).Spec.Template.Spec, false})
 	}
 	for _, o := range m.only("DaemonSet") {
 		pods = append(pods, struct {
-			id   string
-			spec corev1.PodSpec
-		}{id(o), as[appsv1.DaemonSet](t, o).Spec.Template.Spec})
+			id     string
+			spec   corev1.PodSpec
+			daemon bool
+		}{id(o), as[appsv1.DaemonSet](t, o).Spec.Template.Spec, true})
 	}
 	if len(pods) != 3 {
 		t.Fatalf("want the controller and two node-agents, got %d workloads", len(pods))
@@ -47,9 +52,15 @@ func TestChartFlagsExistInTheBinary(t *testing.T) {
 			t.Errorf("%s passes no subcommand", p.id)
 			continue
 		}
+		// A Linux DaemonSet keeps the node-agent image's entry point; the
+		// Windows one names harnessfacts.exe.
+		bin := filepath.Join(dir, "harnessfacts")
+		if p.daemon && len(p.spec.Containers[0].Command) == 0 {
+			bin = filepath.Join(dir, "harnessfacts-node-agent")
+		}
 		help, err := runCmd(bin, args[0], "--help")
 		if err != nil {
-			t.Errorf("%s: harnessfacts %s: %v", p.id, args[0], err)
+			t.Errorf("%s: %s %s: %v", p.id, filepath.Base(bin), args[0], err)
 			continue
 		}
 		for _, a := range args[1:] {
@@ -59,7 +70,7 @@ func TestChartFlagsExistInTheBinary(t *testing.T) {
 				continue
 			}
 			if !regexp.MustCompile(`(?m)^\s+(?:-\w, )?` + regexp.QuoteMeta(name) + `\s`).MatchString(help) {
-				t.Errorf("%s passes %s, which `harnessfacts %s` does not have:\n%s", p.id, name, args[0], help)
+				t.Errorf("%s passes %s, which `%s %s` does not have:\n%s", p.id, name, filepath.Base(bin), args[0], help)
 			}
 		}
 	}

@@ -148,8 +148,9 @@ func sampleUnderChartRBAC(t *testing.T, release, values string) {
 		_ = k8s.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}})
 	})
 
-	// The binary, where the agent's unprivileged uid can execute it (the
-	// node-agent runs `harnessfacts sandbox-init` inside the sandbox).
+	// The binaries, where the agent's unprivileged uid can execute them (the
+	// node-agent runs its own `sandbox-init` inside the sandbox when
+	// harnessfacts-sandbox-init is not beside it).
 	dir, err := os.MkdirTemp("", "hf-rbacrun-")
 	if err != nil {
 		t.Fatal(err)
@@ -158,11 +159,11 @@ func sampleUnderChartRBAC(t *testing.T, release, values string) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, "harnessfacts")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/harnessfacts")
+	// The controller's binary, and the node-agent image's entry point.
+	build := exec.Command("go", "build", "-o", dir+"/", "./cmd/harnessfacts", "./cmd/harnessfacts-node-agent")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/harnessfacts: %v\n%s", err, out)
+		t.Fatalf("go build ./cmd/harnessfacts ./cmd/harnessfacts-node-agent: %v\n%s", err, out)
 	}
 
 	sa := func(name string) (string, []string) {
@@ -171,6 +172,10 @@ func sampleUnderChartRBAC(t *testing.T, release, values string) {
 	}
 	var procs []*process
 	start := func(name string, args []string) *syncBuffer {
+		bin := filepath.Join(dir, "harnessfacts")
+		if name == "node-agent" {
+			bin = filepath.Join(dir, "harnessfacts-node-agent")
+		}
 		p := &process{name: name, cmd: exec.Command(bin, args...), done: make(chan struct{})}
 		p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
 		p.cmd.Env = append(os.Environ(), "POD_NAMESPACE="+namespace, "NODE_NAME="+node)

@@ -157,8 +157,9 @@ func TestMetricsEndpoints(t *testing.T) {
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	binary := filepath.Join(tmp, "harnessfacts")
-	build := exec.Command("go", "build", "-o", binary, "./cmd/harnessfacts")
+	// The controller's binary, and the node-agent image's entry point.
+	binary, nodeAgent := filepath.Join(tmp, "harnessfacts"), filepath.Join(tmp, "harnessfacts-node-agent")
+	build := exec.Command("go", "build", "-o", tmp+"/", "./cmd/harnessfacts", "./cmd/harnessfacts-node-agent")
 	build.Dir = testenv.RepoRoot()
 	build.Env = append(os.Environ(), "CGO_ENABLED=0") // static, as make build and the images
 	if out, err := build.CombinedOutput(); err != nil {
@@ -196,7 +197,7 @@ func TestMetricsEndpoints(t *testing.T) {
 	}
 	start(t, binary, append([]string{"controller", "--kubeconfig", kubeconfig, "--leader-elect=false", "--node-lease-namespace", system,
 		"--metrics-bind-address", ctlAddr, "--health-probe-bind-address", "0"}, secretPath.ControllerArgs()...)...)
-	start(t, binary, append([]string{"node-agent", "--kubeconfig", kubeconfig, "--node-name", "metrics-node", "--lease-namespace", system,
+	start(t, nodeAgent, append([]string{"node-agent", "--kubeconfig", kubeconfig, "--node-name", "metrics-node", "--lease-namespace", system,
 		"--run-root", filepath.Join(tmp, "runs"), "--cgroup-mount", filepath.Join(tmp, "cgroup"), "--slots", "2",
 		"--metrics-bind-address", nodeAddr, "--health-probe-bind-address", "0",
 		"--logs-bind-address", "127.0.0.1:0", "--logs-advertise-host", "127.0.0.1"}, controllerFlags...)...)

@@ -273,7 +273,7 @@ func spawnerOfALiveNodeAgent(pid string) bool {
 	}
 	for _, line := range strings.Split(string(status), "\n") {
 		if ppid, ok := strings.CutPrefix(line, "PPid:"); ok {
-			return strings.Contains(cmdline(strings.TrimSpace(ppid)), "harnessfacts node-agent")
+			return strings.Contains(cmdline(strings.TrimSpace(ppid)), "harnessfacts-node-agent node-agent")
 		}
 	}
 	return false
@@ -329,7 +329,7 @@ func hostLeftovers(t *testing.T) []string {
 		}
 		cmd := strings.ReplaceAll(string(b), "\x00", " ")
 		pid := filepath.Base(filepath.Dir(p))
-		if strings.Contains(cmd, "harnessfacts node-agent") || strings.HasPrefix(cmd, "bwrap ") && strings.Contains(cmd, runRoot) ||
+		if strings.Contains(cmd, "harnessfacts-node-agent node-agent") || strings.HasPrefix(cmd, "bwrap ") && strings.Contains(cmd, runRoot) ||
 			strings.Contains(cmd, " sandbox-spawn") && !spawnerOfALiveNodeAgent(pid) {
 			left = append(left, "process "+pid+": "+cmd)
 		}

@@ -89,7 +89,7 @@ func faultDeletePod(t *testing.T) {
 		// the running node-agent itself is expected
 		var other []string
 		for _, l := range left {
-			if !strings.Contains(l, "harnessfacts node-agent") {
+			if !strings.Contains(l, "harnessfacts-node-agent node-agent") {
 				other = append(other, l)
 			}
 		}

@@ -139,13 +139,13 @@ func (s *dockerStage) config() (oci.Config, error) {
 	return c, nil
 }
 
-// buildBinary builds cmd/harnessfacts, and harnessfacts-sandbox-init beside
-// it, as the Dockerfile's build stage does.
+// buildBinary builds cmd/harnessfacts, and harnessfacts-node-agent and
+// harnessfacts-sandbox-init beside it, as the Dockerfile's build stage does.
 func buildBinary(dir string) (string, error) {
 	out := filepath.Join(dir, "harnessfacts")
 	cmd := exec.Command("go", "build", "-trimpath",
 		"-ldflags", "-s -w -X github.com/harnessfacts/harnessfacts/internal/version.Version="+tag,
-		"-o", dir+"/", "./cmd/harnessfacts", "./cmd/harnessfacts-sandbox-init")
+		"-o", dir+"/", "./cmd/harnessfacts", "./cmd/harnessfacts-node-agent", "./cmd/harnessfacts-sandbox-init")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
 	if b, err := cmd.CombinedOutput(); err != nil {
@@ -230,7 +230,12 @@ func buildImages(dir string) (*images, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node-agent stage: %w", err)
 	}
+	agentDest, err := stages["node-agent"].copyDestOf("harnessfacts-node-agent")
+	if err != nil {
+		return nil, fmt.Errorf("node-agent stage: %w", err)
+	}
 	naBin, err := oci.LayerFromFiles(dir, []oci.File{{Path: dest, Mode: 0o755, Source: bin},
+		{Path: agentDest, Mode: 0o755, Source: filepath.Join(filepath.Dir(bin), "harnessfacts-node-agent")},
 		{Path: initDest, Mode: 0o755, Source: filepath.Join(filepath.Dir(bin), "harnessfacts-sandbox-init")}})
 	if err != nil {
 		return nil, err

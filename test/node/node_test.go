@@ -50,7 +50,7 @@ func TestImagesAgreeWithDockerfile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cf.Config.User != "0:0" || strings.Join(cf.Config.Entrypoint, " ") != "/usr/local/bin/harnessfacts" || strings.Join(cf.Config.Cmd, " ") != "node-agent" {
+	if cf.Config.User != "0:0" || strings.Join(cf.Config.Entrypoint, " ") != "/usr/local/bin/harnessfacts-node-agent" || strings.Join(cf.Config.Cmd, " ") != "node-agent" {
 		t.Errorf("node-agent config: user %q entrypoint %q cmd %q", cf.Config.User, cf.Config.Entrypoint, cf.Config.Cmd)
 	}
 	if !containsString(cf.Config.Env, "PATH="+chartPath) {
@@ -60,7 +60,7 @@ func TestImagesAgreeWithDockerfile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{"/usr/local/bin/harnessfacts", "/usr/bin/bwrap", "/usr/bin/node", "/usr/bin/git",
+	for _, p := range []string{"/usr/local/bin/harnessfacts-node-agent", "/usr/local/bin/harnessfacts", "/usr/local/bin/harnessfacts-sandbox-init", "/usr/bin/bwrap", "/usr/bin/node", "/usr/bin/git",
 		"/usr/local/lib/harnessfacts/install-agent-clis.sh", "/opt/harnessfacts/agents/bin"} {
 		if files[p] == nil {
 			t.Errorf("node-agent image has no %s", p)
@@ -141,7 +141,7 @@ func TestPrivilegedNode(t *testing.T) {
 	})
 
 	t.Run("the node-agent is in its own leaf cgroup with the chart's hard memory limit", func(t *testing.T) {
-		pid := processPID(t, "harnessfacts node-agent")
+		pid := processPID(t, "harnessfacts-node-agent node-agent")
 		b, err := os.ReadFile("/proc/" + pid + "/cgroup")
 		if err != nil {
 			t.Fatal(err)
@@ -187,7 +187,7 @@ spec:
 			t.Fatalf("the node-agent did not survive the run's OOM: pod %s -> %s, restarts %s", uidBefore, uidAfter, restarts)
 		}
 		// The OOM kill was the run's cgroup's, not the node-agent's leaf's.
-		b, _ := os.ReadFile("/proc/" + processPID(t, "harnessfacts node-agent") + "/cgroup")
+		b, _ := os.ReadFile("/proc/" + processPID(t, "harnessfacts-node-agent node-agent") + "/cgroup")
 		for _, l := range strings.Split(string(b), "\n") {
 			if p := strings.SplitN(l, ":", 3); len(p) == 3 && p[1] == "memory" {
 				oc, _ := os.ReadFile(filepath.Join("/sys/fs/cgroup/memory", p[2], "memory.oom_control"))
@@ -528,7 +528,7 @@ func nodeAgentProcesses() []string {
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range procs {
 		b, err := os.ReadFile(p)
-		if err == nil && strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), "harnessfacts node-agent") {
+		if err == nil && strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), "harnessfacts-node-agent node-agent") {
 			pids = append(pids, filepath.Base(filepath.Dir(p)))
 		}
 	}

@@ -21,3 +21,19 @@ func Deps(t testing.TB, pkg string) []string {
 	}
 	return deps
 }
+
+// Forbid fails t for each package pkg links that forbidden names: a
+// package, or a folder of them (a trailing "/" is optional: "k8s.io/apiserver"
+// covers every package below it). It returns pkg's dependencies.
+func Forbid(t testing.TB, pkg string, forbidden []string) []string {
+	t.Helper()
+	deps := Deps(t, pkg)
+	for _, d := range deps {
+		for _, f := range forbidden {
+			if d == f || strings.HasPrefix(d, strings.TrimSuffix(f, "/")+"/") {
+				t.Errorf("%s links %s", pkg, d)
+			}
+		}
+	}
+	return deps
+}

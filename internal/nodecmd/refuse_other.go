@@ -1,6 +1,6 @@
 //go:build !linux
 
-package main
+package nodecmd
 
 // modeHint has nothing to add outside Linux.
 func modeHint() string { return "" }

@@ -1,4 +1,4 @@
-package main
+package nodecmd
 
 import (
 	"context"
@@ -39,7 +39,7 @@ type controllerLink struct {
 }
 
 type nodeAgentFlags struct {
-	kube            kubeAPIFlags
+	kube            KubeAPIFlags
 	nodeName        string
 	leaseNamespace  string
 	leaseDuration   time.Duration
@@ -64,32 +64,32 @@ type nodeAgentFlags struct {
 	reapOrphans     bool
 	labels          map[string]string
 	controller      controllerLink
-	metrics         metricsFlags
+	metrics         MetricsFlags
 	probeAddr       string
-	log             logFlags
+	log             LogFlags
 	logsAddr        string
 	logsHost        string
 	evidenceKey     string
 }
 
-// defaultHidden are the host directories no agent may see: node secrets
+// DefaultHidden are the host directories no agent may see: node secrets
 // (the service-account token, the node-agent's own state) and host homes.
 // `--hide` adds to them; nothing removes them (the host's socket
 // directories are masked by the sandbox itself, see sandbox.SocketDirs).
-var defaultHidden = []string{
+var DefaultHidden = []string{
 	"/var/run/secrets", "/run/secrets", "/var/lib/kubelet", "/etc/kubernetes",
 	"/root", "/home", "/var/lib/harnessfacts",
 }
 
-// hideUsage is the help of --hide, the same for every command that has it.
-var hideUsage = "more host directories or files masked in the sandbox, added to the defaults (" +
-	strings.Join(defaultHidden, ", ") + "), which always stay masked"
+// HideUsage is the help of --hide, the same for every command that has it.
+var HideUsage = "more host directories or files masked in the sandbox, added to the defaults (" +
+	strings.Join(DefaultHidden, ", ") + "), which always stay masked"
 
-// hiddenPaths is defaultHidden followed by the --hide paths, each once: an
+// HiddenPaths is DefaultHidden followed by the --hide paths, each once: an
 // operator who adds one path must not unmask the defaults. A relative path
 // is refused, since the sandbox would resolve it nowhere.
-func hiddenPaths(extra []string) ([]string, error) {
-	out := append([]string(nil), defaultHidden...)
+func HiddenPaths(extra []string) ([]string, error) {
+	out := append([]string(nil), DefaultHidden...)
 	seen := map[string]bool{}
 	for _, p := range out {
 		seen[p] = true
@@ -107,7 +107,9 @@ func hiddenPaths(extra []string) ([]string, error) {
 	return out, nil
 }
 
-func newNodeAgentCommand() *cobra.Command {
+// NodeAgentCommand is `node-agent`: the daemon of one node (package
+// nodeagent) with its executor, sandbox and servers.
+func NodeAgentCommand() *cobra.Command {
 	f := nodeAgentFlags{}
 	cmd := &cobra.Command{
 		Use:   "node-agent",
@@ -127,7 +129,7 @@ behind and ends the runs that process had claimed (reason NodeAgentRestarted).`,
 		},
 	}
 	fl := cmd.Flags()
-	f.kube.add(fl)
+	f.kube.Add(fl)
 	fl.StringVar(&f.nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME)")
 	fl.StringVar(&f.leaseNamespace, "lease-namespace", envOr("POD_NAMESPACE", "harnessfacts-system"), "namespace of the heartbeat Lease (default $POD_NAMESPACE)")
 	fl.DurationVar(&f.leaseDuration, "lease-duration", 40*time.Second, "how long the heartbeat Lease stays fresh; renewed every quarter of it")
@@ -137,7 +139,7 @@ behind and ends the runs that process had claimed (reason NodeAgentRestarted).`,
 	fl.StringVar(&f.fixtureSourceCA, "fixture-source-ca-file", "", "PEM bundle of the CAs that git servers' and registries' certificates must chain to when fetching git and OCI fixtures, instead of the system's (a private git server, a test CA)")
 	fl.StringVar(&f.imageCache, "image-cache-size", "20Gi", "bound of the node's cache of unpacked environment images (below the run root, in .images); the least recently used image no run uses is evicted first")
 	fl.StringVar(&f.agentCLIs, "agent-clis", "", "folder of the agent CLIs' commands (hack/install-agent-clis.sh PREFIX/bin; /opt/harnessfacts/agents/bin in the image); empty: PATH")
-	fl.StringSliceVar(&f.hidden, "hide", nil, hideUsage)
+	fl.StringSliceVar(&f.hidden, "hide", nil, HideUsage)
 	fl.StringVar(&f.runUIDs, "run-uids", sandbox.DefaultIDRange, "host ids FIRST-LAST the agents run as, one per run at a time as uid and gid (at least --slots of them; in a user-namespaced pod inside its mapped 0-65535)")
 	fl.StringVar(&f.bwrap, "bwrap", "", "bubblewrap binary (default: bwrap on PATH)")
 	fl.StringVar(&f.cgroupMount, "cgroup-mount", "/run/harnessfacts/cgroup", "on cgroup v2, where to mount a writable cgroup2 when /sys/fs/cgroup is read-only (in a pod); needs CAP_SYS_ADMIN")
@@ -155,9 +157,9 @@ behind and ends the runs that process had claimed (reason NodeAgentRestarted).`,
 	fl.StringVar(&f.controller.token, "controller-token", "/var/run/secrets/harnessfacts.io/controller/token", "file holding the token the node-agent presents to the run source: a service account token bound to this pod with audience "+runsource.Audience+", re-read at every use ($VARS are expanded)")
 	fl.BoolVar(&f.leafCgroup, "move-to-leaf-cgroup", true, "on cgroup v2 without --cgroup-parent, move the node-agent into <own cgroup>/agent so per-run cgroups can have limits")
 	fl.StringVar(&f.memoryLimit, "memory-limit", "", "hard memory limit of the node-agent itself (a quantity such as 512Mi): it moves into the leaf cgroup <own cgroup>/agent with this limit, and the per-run cgroups are made beside that leaf, never inside it; empty or 0: no limit")
-	f.metrics.add(fl, ":8082")
+	f.metrics.Add(fl, ":8082")
 	fl.StringVar(&f.probeAddr, "health-probe-bind-address", ":8083", "address of the /healthz and /readyz endpoints")
-	f.log.add(fl)
+	f.log.Add(fl)
 	fl.StringVar(&f.logsAddr, "logs-bind-address", ":8084", "address of the HTTPS live-output server (harnessfacts logs -f), which authenticates callers with TokenReview or the cluster's client CA and authorizes get on harnessruns/log; \"0\" turns it off")
 	fl.StringVar(&f.logsHost, "logs-advertise-host", os.Getenv("POD_IP"), "the IP or DNS name by which followers reach the live-output server (default $POD_IP); it goes into its certificate and each run's status.liveOutput")
 	fl.StringVar(&f.evidenceKey, "evidence-key", "/var/lib/harnessfacts/keys/evidence-key.pem", "PEM ECDSA P-256 private key that signs every receipt (made, mode 0600, when absent; a host path, so a restarted node-agent keeps it; its folder is masked in every sandbox); its public part is published in the HarnessNode's status.evidenceKey; \"\" leaves receipts unsigned")
@@ -230,7 +232,7 @@ func (l controllerLink) client() (*runsource.Client, error) {
 }
 
 func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
-	f.log.setLogger()
+	f.log.SetLogger()
 	logger := ctrl.Log.WithName("node-agent")
 	if err := checkNodeAgentUser(); err != nil {
 		return err
@@ -251,7 +253,7 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 		return errors.New("the node name is not known: set --node-name or $NODE_NAME (the downward API's spec.nodeName)")
 	}
 	// (nodeagent.Setup adds the evidence key's folder.)
-	hidden, err := hiddenPaths(f.hidden)
+	hidden, err := HiddenPaths(f.hidden)
 	if err != nil {
 		return err
 	}
@@ -263,11 +265,11 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := f.kube.restConfig()
+	cfg, err := f.kube.RestConfig()
 	if err != nil {
 		return err
 	}
-	scheme, err := newScheme()
+	scheme, err := NewScheme()
 	if err != nil {
 		return err
 	}
@@ -276,7 +278,7 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 		Scheme:                 scheme,
 		Cache:                  cacheOpts,
 		Client:                 clientOpts,
-		Metrics:                f.metrics.options(),
+		Metrics:                f.metrics.Options(),
 		HealthProbeBindAddress: f.probeAddr,
 		// A stopping node-agent stops claiming at once; its running attempts
 		// get this long to finish before the process (and with it every
@@ -290,7 +292,7 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 	if err != nil {
 		return err
 	}
-	live, endpoint, err := serveLiveOutput(ctx, mgr, f.logsAddr, f.logsHost)
+	live, endpoint, err := ServeLiveOutput(ctx, mgr, f.logsAddr, f.logsHost)
 	if err != nil {
 		return err
 	}
@@ -373,9 +375,9 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 	return mgr.Start(ctx)
 }
 
-// serveLiveOutput adds the live-output server (package livelog) to mgr,
+// ServeLiveOutput adds the live-output server (package livelog) to mgr,
 // bound to addr and reached at host; addr "0" turns it off (nil, nil).
-func serveLiveOutput(ctx context.Context, mgr manager.Manager, addr, host string) (executor.LiveOutput, *nodeagent.LiveEndpoint, error) {
+func ServeLiveOutput(ctx context.Context, mgr manager.Manager, addr, host string) (executor.LiveOutput, *nodeagent.LiveEndpoint, error) {
 	if addr == "0" {
 		return nil, nil, nil
 	}

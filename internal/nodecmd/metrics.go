@@ -1,4 +1,4 @@
-package main
+package nodecmd
 
 import (
 	"github.com/spf13/pflag"
@@ -7,26 +7,27 @@ import (
 	"github.com/harnessfacts/harnessfacts/internal/kubeauth"
 )
 
-// metricsFlags are how a daemon (controller, node-agent) serves its
+// MetricsFlags are how a daemon (controller, node-agent) serves its
 // Prometheus metrics.
-type metricsFlags struct {
+type MetricsFlags struct {
 	addr    string
 	secure  bool
 	certDir string
 }
 
-func (m *metricsFlags) add(fl *pflag.FlagSet, defaultAddr string) {
+// Add registers the flags on fl, the address defaulting to defaultAddr.
+func (m *MetricsFlags) Add(fl *pflag.FlagSet, defaultAddr string) {
 	fl.StringVar(&m.addr, "metrics-bind-address", defaultAddr, "address of the Prometheus metrics endpoint (/metrics); 0 disables it")
 	fl.BoolVar(&m.secure, "metrics-secure", true, "serve metrics over HTTPS, only to callers the API server authenticates (TokenReview) and authorizes (SubjectAccessReview: get on the non-resource URL /metrics); false serves plain HTTP to anyone who reaches the address")
 	fl.StringVar(&m.certDir, "metrics-cert-dir", "", "folder with tls.crt and tls.key for the metrics endpoint; a self-signed certificate when empty")
 }
 
-// options serve the metrics as kubebuilder's scaffolding does: with
+// Options serve the metrics as kubebuilder's scaffolding does: with
 // --metrics-secure, HTTPS and an authentication and authorization filter
 // (kubeauth's, which does what controller-runtime's does without linking
 // the API server's libraries), so neither a pod on the network nor an agent
 // that shares the node's network reads them without RBAC's leave.
-func (m *metricsFlags) options() metricsserver.Options {
+func (m *MetricsFlags) Options() metricsserver.Options {
 	o := metricsserver.Options{BindAddress: m.addr}
 	if m.secure {
 		o.SecureServing = true

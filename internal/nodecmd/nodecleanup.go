@@ -1,4 +1,4 @@
-package main
+package nodecmd
 
 import (
 	"context"
@@ -18,7 +18,9 @@ import (
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
 )
 
-func newNodeCleanupCommand() *cobra.Command {
+// NodeCleanupCommand is `node-cleanup`, the chart's uninstall Job on each
+// node: it removes the run dirs nobody holds, the run root and the keys.
+func NodeCleanupCommand() *cobra.Command {
 	var runRoot, keyDir string
 	var wait time.Duration
 	cmd := &cobra.Command{

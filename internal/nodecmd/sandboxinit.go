@@ -1,4 +1,4 @@
-package main
+package nodecmd
 
 import (
 	"fmt"
@@ -10,9 +10,9 @@ import (
 	"github.com/harnessfacts/harnessfacts/sandbox/spawn"
 )
 
-// newSandboxInitCommand is the entry point inside the sandbox: it bridges
+// SandboxInitCommand is the entry point inside the sandbox: it bridges
 // loopback ports to unix sockets in the run dir, then runs the agent.
-func newSandboxInitCommand() *cobra.Command {
+func SandboxInitCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sandbox-init -- COMMAND [ARG]...",
 		Short: "Inside the sandbox: bridge loopback ports to the run's sockets, then run the agent",
@@ -39,9 +39,9 @@ get that variable.`,
 	return cmd
 }
 
-// newMCPStdioCommand is the stdio MCP server an agent starts: a pipe to the
+// MCPStdioCommand is the stdio MCP server an agent starts: a pipe to the
 // node-agent's MCP server on a unix socket in the run dir.
-func newMCPStdioCommand() *cobra.Command {
+func MCPStdioCommand() *cobra.Command {
 	var socket string
 	cmd := &cobra.Command{
 		Use:    "mcp-stdio",
@@ -62,10 +62,10 @@ func newMCPStdioCommand() *cobra.Command {
 	return cmd
 }
 
-// newSandboxSpawnCommand is the spawner of a sandbox made ahead (package
+// SandboxSpawnCommand is the spawner of a sandbox made ahead (package
 // sandbox/spawn), as harnessfacts-sandbox-init serves it; the executor
 // prepares sandboxes only with that small program, whose start is cheap.
-func newSandboxSpawnCommand() *cobra.Command {
+func SandboxSpawnCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:    spawn.Command,
 		Short:  "Outside the sandbox: wait in a prepared cgroup for one run's bwrap, then start it",

@@ -1,4 +1,4 @@
-package main
+package nodecmd
 
 import (
 	"os"
@@ -40,13 +40,13 @@ func TestKubeAPIFlagsRateLimit(t *testing.T) {
 		{args: []string{"--kube-api-qps", "50", "--kube-api-burst", "100"}, qps: 50, burst: 100},
 		{args: []string{"--kube-api-qps", "0"}, err: true},
 	} {
-		var k kubeAPIFlags
+		var k KubeAPIFlags
 		fl := pflag.NewFlagSet("t", pflag.ContinueOnError)
-		k.add(fl)
+		k.Add(fl)
 		if err := fl.Parse(append([]string{"--kubeconfig", path}, tc.args...)); err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := k.restConfig()
+		cfg, err := k.RestConfig()
 		if tc.err {
 			if err == nil {
 				t.Errorf("%v: no error", tc.args)

@@ -1,4 +1,4 @@
-package main
+package nodecmd
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // Ready=False, reason SandboxUnavailable. The real-node test (test/node)
 // shows it through a real kubelet, in a user-namespaced pod on cgroup v1.
 func TestRefuseWithoutSandbox(t *testing.T) {
-	scheme, err := newScheme()
+	scheme, err := NewScheme()
 	if err != nil {
 		t.Fatal(err)
 	}

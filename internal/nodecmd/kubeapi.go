@@ -1,4 +1,4 @@
-package main
+package nodecmd
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 )
 
-// kubeAPIFlags say how the controller and the node-agent reach the API
+// KubeAPIFlags say how the controller and the node-agent reach the API
 // server: --kubeconfig, and the client's own rate limit.
 //
 // The limit defaults to none, as controller-runtime's GetConfig leaves it:
@@ -17,21 +17,22 @@ import (
 // default (5 requests a second, bursts of 10), which a config read from a
 // kubeconfig file would otherwise keep, held the controller's binding
 // writes back under a burst of runs while the in-cluster config did not.
-type kubeAPIFlags struct {
+type KubeAPIFlags struct {
 	kubeconfig string
 	qps        float32
 	burst      int
 }
 
-func (k *kubeAPIFlags) add(fl *pflag.FlagSet) {
+// Add registers the flags on fl.
+func (k *KubeAPIFlags) Add(fl *pflag.FlagSet) {
 	fl.StringVar(&k.kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster config or $KUBECONFIG when empty")
 	fl.Float32Var(&k.qps, "kube-api-qps", -1, "requests a second this client sends the API server at most; negative: no client-side limit (the API server's priority and fairness limits it), as controller-runtime does")
 	fl.IntVar(&k.burst, "kube-api-burst", 0, "requests this client may send at once above --kube-api-qps (with a positive --kube-api-qps); 0: client-go's default (10)")
 }
 
-// restConfig is the client configuration of the flags, from --kubeconfig,
+// RestConfig is the client configuration of the flags, from --kubeconfig,
 // else $KUBECONFIG or the pod's service account.
-func (k kubeAPIFlags) restConfig() (*rest.Config, error) {
+func (k KubeAPIFlags) RestConfig() (*rest.Config, error) {
 	if k.qps == 0 {
 		return nil, fmt.Errorf("--kube-api-qps 0 would let client-go pick its default; give a positive limit, or a negative one for none")
 	}
