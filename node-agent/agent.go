@@ -104,6 +104,7 @@ type Agent struct {
 	// swept is closed once runs left Running by an earlier process were ended.
 	swept chan struct{}
 	wg    sync.WaitGroup
+	idle  *idleMemory
 }
 
 // Executor carries out one claimed attempt and returns its outcome; it
@@ -141,6 +142,11 @@ func New(mgr manager.Manager, opts Options) (*Agent, error) {
 		running:   map[types.UID]*running{},
 		swept:     make(chan struct{}),
 	}
+	a.idle = newIdleMemory(opts.Clock, func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return len(a.running) > 0
+	})
 	if err := mgr.Add(manager.RunnableFunc(a.start)); err != nil {
 		return nil, err
 	}
@@ -171,6 +177,7 @@ func (a *Agent) start(ctx context.Context) error {
 		return err
 	}
 	close(a.swept)
+	a.idle.settle()
 	// The heartbeat outlives ctx until the attempts are drained: a Lease
 	// left to expire meanwhile would have the controller judge the node
 	// lost and retry the attempts it is still running.

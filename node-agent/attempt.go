@@ -19,7 +19,11 @@ func (a *Agent) runAttempt(ctx context.Context, run *harnessv1.HarnessRun, r *ru
 		r.cancel(nil)
 		a.mu.Lock()
 		delete(a.running, run.UID)
+		idle := len(a.running) == 0
 		a.mu.Unlock()
+		if idle {
+			a.idle.settle()
+		}
 	}()
 	logger := log.FromContext(ctx).WithValues("run", r.key, "attempt", r.attempt)
 	ctx = log.IntoContext(ctx, logger)
