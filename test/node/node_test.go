@@ -360,13 +360,16 @@ func TestUserNamespacedNode(t *testing.T) {
 				strings.Contains(c.Message, "refuses") && strings.Contains(c.Message, "cgroup v1"), nodeSummary(hn)
 		})
 		t.Logf("HarnessNode: %s", nodeSummary(hn))
-		logs, _ := kubectlErr("logs", "-n", ns, "-l", "app.kubernetes.io/component=node-agent", "--tail=20", "--previous")
-		if logs == "" {
-			logs, _ = kubectlErr("logs", "-n", ns, "-l", "app.kubernetes.io/component=node-agent", "--tail=20")
-		}
-		if !strings.Contains(logs, "refuses to run agents") {
-			t.Fatalf("the node-agent's log does not say it refuses: %s", logs)
-		}
+		// The refusal reaches the HarnessNode a moment before the log line
+		// reaches the container's log (and a container restarted meanwhile
+		// has logged only its start): read both containers' logs until it
+		// is there.
+		eventually(t, 30*time.Second, "the node-agent's log says it refuses", func() (bool, string) {
+			prev, _ := kubectlErr("logs", "-n", ns, "-l", "app.kubernetes.io/component=node-agent", "--tail=20", "--previous")
+			cur, _ := kubectlErr("logs", "-n", ns, "-l", "app.kubernetes.io/component=node-agent", "--tail=20")
+			logs := prev + cur
+			return strings.Contains(logs, "refuses to run agents"), logs
+		})
 		// A run must not run on this node.
 		_, _ = kubectlErr("delete", "harnessrun", "hello-exec", "-n", "default", "--wait=true")
 		k(t, "apply", "-f", filepath.Join(root, "config", "samples", "harnessrun_exec.yaml"))
