@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -77,7 +78,7 @@ func TestSuiteSampleEndToEnd(t *testing.T) {
 	for _, c := range suite.Status.Cells {
 		want := map[string]string{"scripted": "100.0%", "lazy": "0.0%"}[c.Agent]
 		if c.PassRate != want || c.Errored != 0 {
-			t.Errorf("cell %s × %s: pass rate %q, %d errored; want %s and none", c.Agent, c.Fixture, c.PassRate, c.Errored, want)
+			t.Errorf("cell %s × %s: pass rate %q, %d errored; want %s and none%s", c.Agent, c.Fixture, c.PassRate, c.Errored, want, cellRuns(t, ns, suiteName, c.Agent))
 		}
 	}
 
@@ -109,4 +110,27 @@ func TestSuiteSampleEndToEnd(t *testing.T) {
 			t.Errorf("run %s: evidence %+v not in the HTML report", r.Name, r.Status.Evidence)
 		}
 	}
+}
+
+// cellRuns lists how each run of a suite's agent ended, for a failure's
+// message.
+func cellRuns(t *testing.T, ns, suite, agent string) string {
+	t.Helper()
+	var runs harnessv1.HarnessRunList
+	if err := k8s.List(context.Background(), &runs, client.InNamespace(ns),
+		client.MatchingLabels{harnessv1.LabelSuite: suite, harnessv1.LabelSuiteAgent: agent}); err != nil {
+		return "; listing its runs: " + err.Error()
+	}
+	var b strings.Builder
+	for _, r := range runs.Items {
+		st := r.Status
+		fmt.Fprintf(&b, "\n  %s: %s/%s %s: %s", r.Name, st.Phase, st.Verdict, st.Reason, st.Message)
+		for _, c := range st.Checks {
+			fmt.Fprintf(&b, "\n    check %s: %+v", c.Name, c)
+		}
+		if st.Agent != nil {
+			fmt.Fprintf(&b, "\n    agent: %+v", *st.Agent)
+		}
+	}
+	return b.String()
 }
