@@ -15,13 +15,11 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	hftesting "github.com/harnessfacts/harnessfacts/internal/testing"
 	"github.com/harnessfacts/harnessfacts/internal/testing/testenv"
 )
 
@@ -58,37 +56,20 @@ func countingClient(tokenReviews, accessReviews *atomic.Int32) client.Client {
 	}})
 }
 
-// serviceAccounts makes two service accounts in a fresh namespace, "reader"
-// allowed get on /metrics and "nosy" allowed nothing, and returns a token of
-// each.
+// serviceAccounts makes a fresh namespace with two service accounts,
+// "reader" allowed get on /metrics and "nosy" allowed nothing, and returns
+// a token of each.
 func serviceAccounts(t *testing.T, ns string) (reader, nosy string) {
 	t.Helper()
 	ctx := context.Background()
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: ns + "-metrics-reader"},
-		Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}}
-	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: ns + "-metrics-reader"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "reader", Namespace: ns}}}
-	for _, o := range []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, role, binding,
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "reader", Namespace: ns}},
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "nosy", Namespace: ns}}} {
-		if err := k8s.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
 	}
-	cs, err := kubernetes.NewForConfig(env.Config)
+	reader, nosy, err := hftesting.MetricsReaders(ctx, k8s, env.Config, ns, ns+"-metrics-reader", "reader", "nosy")
 	if err != nil {
 		t.Fatal(err)
 	}
-	token := func(sa string) string {
-		tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
-			Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tr.Status.Token
-	}
-	return token("reader"), token("nosy")
+	return reader, nosy
 }
 
 func scrape(t *testing.T, h http.Handler, token string) int {

@@ -21,13 +21,9 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
@@ -204,31 +200,10 @@ func TestMetricsEndpoints(t *testing.T) {
 
 	// Prometheus' service account, bound to the chart's metrics-reader
 	// rule, and one that is not.
-	reader := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "metrics-reader"},
-		Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}}
-	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "prometheus-metrics-reader"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: reader.Name},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "prometheus", Namespace: ns}}}
-	for _, o := range []client.Object{reader, binding,
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "prometheus", Namespace: ns}},
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "nosy", Namespace: ns}}} {
-		if err := k8s.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cs, err := kubernetes.NewForConfig(env.Config)
+	promToken, nosyToken, err := hftesting.MetricsReaders(ctx, k8s, env.Config, ns, "metrics-reader", "prometheus", "nosy")
 	if err != nil {
 		t.Fatal(err)
 	}
-	token := func(sa string) string {
-		tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
-			Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tr.Status.Token
-	}
-	promToken, nosyToken := token("prometheus"), token("nosy")
 
 	// Wait for both endpoints and the node.
 	for _, addr := range []string{ctlAddr, nodeAddr} {
