@@ -88,19 +88,9 @@ func cleanupNode(ctx context.Context, out io.Writer, runRoot string, wait time.D
 				fmt.Fprintf(out, "left %s: it holds what is not a run dir: %s\n", runRoot, strings.Join(other, ", "))
 				return nil
 			}
-			for _, d := range []string{runRoot, filepath.Dir(runRoot)} {
-				err := os.Remove(d)
-				switch {
-				case err == nil:
-					fmt.Fprintf(out, "removed %s\n", d)
-				case errors.Is(err, fs.ErrNotExist):
-				default:
-					// Not empty (another use of the parent), or the
-					// mount point of this pod's own volume: stop here.
-					fmt.Fprintf(out, "left %s: %v\n", d, err)
-					return nil
-				}
-			}
+			// A parent not empty (another use of it), or the mount
+			// point of this pod's own volume, stays.
+			removeWithParent(out, runRoot)
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -162,16 +152,23 @@ func removeEvidenceKey(out io.Writer, dir string) error {
 			fmt.Fprintf(out, "removed %s\n", filepath.Join(dir, e.Name()))
 		}
 	}
+	// Not empty (the run root's parent, removed after it): it stays.
+	removeWithParent(out, dir)
+	return nil
+}
+
+// removeWithParent removes the empty folder dir, then its parent when that
+// is empty too, saying what it removed; at the first that cannot be
+// removed (not empty, a mount point) it says why and stops.
+func removeWithParent(out io.Writer, dir string) {
 	for _, d := range []string{dir, filepath.Dir(dir)} {
 		switch err := os.Remove(d); {
 		case err == nil:
 			fmt.Fprintf(out, "removed %s\n", d)
 		case errors.Is(err, fs.ErrNotExist):
 		default:
-			// Not empty: the run root's parent is removed after it.
 			fmt.Fprintf(out, "left %s: %v\n", d, err)
-			return nil
+			return
 		}
 	}
-	return nil
 }
