@@ -105,8 +105,8 @@ func bwrapArgs(spec Spec, v1Sync, seccomp bool) []string {
 		// would uncover it. The host's socket directories come first: the
 		// read-only root does not stop connect(), so every daemon socket
 		// must be out of sight.
-		a = append(a, socketMounts()...)
-		a = append(a, hiddenMounts(outside(spec.Hidden, SocketDirs))...)
+		a = append(a, maskedMounts()...)
+		a = append(a, hiddenMounts(outside(spec.Hidden, append(append([]string{}, SocketDirs...), NodeDirs...)))...)
 	}
 	for _, p := range spec.ReadOnly {
 		a = append(a, "--ro-bind-try", p, p)
@@ -179,22 +179,45 @@ var SocketDirs = []string{
 	"/var/lib/incus", "/var/lib/sss/pipes", "/var/spool/postfix", "/var/lib/mysql", "/mnt/wslg",
 }
 
-// socketMounts covers each existing socket directory with an empty tmpfs,
-// at its real path (/var/run is usually a link to /run: one mount serves
-// both), once. /tmp has its own tmpfs already.
-func socketMounts() []string {
+// NodeDirs are host directories that describe the node's other workloads,
+// covered by an empty tmpfs in every sandbox like SocketDirs, whatever the
+// Spec says. /sys/fs/cgroup holds every cgroup of the node, readable by
+// anyone: on a Kubernetes node the kubelet's pods by UID and their
+// containers by ID, with their memory, CPU and process counts, and the
+// node-agent's other runs, theirs. Nothing inside needs it: a run's limits
+// are applied, and its figures read, from outside its sandbox. A sandbox
+// on an environment image has no host /sys at all.
+var NodeDirs = []string{"/sys/fs/cgroup"}
+
+// maskedMounts covers each existing socket directory and node directory
+// with an empty tmpfs, at its real path (/var/run is usually a link to
+// /run: one mount serves both), once. /tmp has its own tmpfs already. A
+// node directory's tmpfs is made read-only, as /sys around it is: a write
+// there would only land in the sandbox's own memory, but nothing has a
+// reason to write below /sys, and every write outside the run dir is
+// refused (TestBwrapWritesOutsideRunDirRefused).
+func maskedMounts() []string {
 	var a []string
 	seen := map[string]bool{"/tmp": true}
-	for _, d := range SocketDirs {
+	mask := func(d string, readOnly bool) {
 		resolved, err := filepath.EvalSymlinks(d)
 		if err != nil || seen[resolved] {
-			continue
+			return
 		}
 		if fi, err := os.Stat(resolved); err != nil || !fi.IsDir() {
-			continue
+			return
 		}
 		seen[resolved] = true
 		a = append(a, "--tmpfs", resolved)
+		if readOnly {
+			a = append(a, "--remount-ro", resolved)
+		}
+	}
+	for _, d := range SocketDirs {
+		mask(d, false)
+	}
+	for _, d := range NodeDirs {
+		mask(d, true)
 	}
 	return a
 }

@@ -884,6 +884,26 @@ func TestBwrapHostSocketsUnreachable(t *testing.T) {
 	}
 }
 
+// The host's cgroup tree (every pod's and container's cgroup on a
+// Kubernetes node, with their memory and CPU figures, and the other runs')
+// is out of the sandbox's sight: /sys/fs/cgroup is an empty folder there.
+func TestBwrapHostCgroupTreeHidden(t *testing.T) {
+	r := requireBwrapHost(t)
+	host, err := os.ReadDir("/sys/fs/cgroup")
+	if err != nil || len(host) == 0 {
+		t.Fatalf("the host's /sys/fs/cgroup: %d entries, %v (the check below would prove nothing)", len(host), err)
+	}
+	spec := runDir(t, testBase(t), "sh", "-c", `ls -A /sys/fs/cgroup; echo "entries:$(ls -A /sys/fs/cgroup | wc -l)"; ls -A /sys | grep -qx kernel && echo sys-kept`)
+	res, out := run(t, r, spec)
+	if res.ExitCode != 0 || !strings.Contains(out, "entries:0\n") {
+		t.Fatalf("the sandbox sees the host's cgroups: %+v %q", res, out)
+	}
+	// The rest of /sys stays as it was: only the cgroup tree is masked.
+	if !strings.Contains(out, "sys-kept") {
+		t.Fatalf("/sys itself went missing: %q", out)
+	}
+}
+
 // A prompt given as Stdin reaches the command (on cgroup v1 behind the
 // release guard, which reads its own descriptor), and is on no command line.
 func TestBwrapStdinReachesTheCommand(t *testing.T) {
