@@ -32,6 +32,9 @@ var _ Runner = (*BwrapRunner)(nil)
 // NewBwrapRunner returns a runner for the bwrap binary of opts (or the one in
 // PATH). It does not check that bwrap works here; Preflight does.
 func NewBwrapRunner(opts Options) (*BwrapRunner, error) {
+	if inheritedErr != nil {
+		return nil, fmt.Errorf("sandbox: cannot keep the descriptors this process inherited out of sandboxes: %w", inheritedErr)
+	}
 	path := opts.Bwrap
 	if path == "" {
 		path = "bwrap"

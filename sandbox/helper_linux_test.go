@@ -14,6 +14,9 @@ func runHelper() {
 	if dir := os.Getenv(cgroupMountHelperEnv); dir != "" {
 		os.Exit(cgroupMountHelper(dir))
 	}
+	if dir := os.Getenv(inheritHelperEnv); dir != "" {
+		os.Exit(inheritHelper(dir))
+	}
 	if cfg := os.Getenv(placeHelperEnv); cfg != "" {
 		os.Exit(placeHelper(cfg))
 	}

@@ -19,6 +19,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/harnessfacts/harnessfacts/internal/cloexec"
 	"github.com/harnessfacts/harnessfacts/node-agent/sandboxinit"
 	"github.com/harnessfacts/harnessfacts/sandbox/spawn"
 )
@@ -26,6 +27,13 @@ import (
 const usage = "usage: harnessfacts-sandbox-init sandbox-init -- COMMAND [ARG]... | mcp-stdio [--socket PATH] | " + spawn.Command
 
 func main() {
+	// Nothing this program inherited beyond what it is given reaches the
+	// agent or bwrap: in a sandbox, whatever bwrap or the release guard
+	// left open; as the spawner, whatever its starter did.
+	if err := cloexec.Inherited(); err != nil {
+		fmt.Fprintln(os.Stderr, "harnessfacts-sandbox-init: marking inherited descriptors close-on-exec:", err)
+		os.Exit(1)
+	}
 	os.Exit(run(os.Args[1:]))
 }
 
