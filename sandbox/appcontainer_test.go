@@ -118,18 +118,18 @@ func (f *fakeContainerOS) deleteProfile(profile string) error {
 }
 
 // executorRunDir makes a run dir as the node-agent's executor does: the
-// fixture package's Materialize (harnessfacts-<run>-<attempt>-<random>
+// fixture package's Materialize (harnessfacts-<random>
 // under the run root, holding its owner lock) and MakeAgentDirs, and the
 // agent's Spec with the paths the executor gives it (executor.baseSpec:
 // the workspace first, whose path names the profile). The run dir stays
 // locked, as by a live node-agent, until the test closes it.
-func executorRunDir(t *testing.T, runsRoot, name string) (Spec, *fixture.RunDir) {
+func executorRunDir(t *testing.T, runsRoot string) (Spec, *fixture.RunDir) {
 	t.Helper()
 	f, err := fixture.FromInline(map[string]string{"fixture.yaml": "prompt: p\n", "workspace/a": "x\n"}, fixture.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir, err := f.Materialize(runsRoot, name, 1)
+	dir, err := f.Materialize(runsRoot)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,8 +164,8 @@ func writeRecord(t *testing.T, records string, spec Spec) (path string, rec cont
 // The record must survive the run dir, so it is not in it.
 func TestRecoverAfterTheRunDirIsGone(t *testing.T) {
 	runsRoot, records := filepath.Join(t.TempDir(), "runs"), t.TempDir()
-	dead, deadDir := executorRunDir(t, runsRoot, "dead")
-	live, _ := executorRunDir(t, runsRoot, "live")
+	dead, deadDir := executorRunDir(t, runsRoot)
+	live, _ := executorRunDir(t, runsRoot)
 	deadPath, deadRec := writeRecord(t, records, dead)
 	livePath, _ := writeRecord(t, records, live)
 	for _, p := range []string{deadPath, livePath} {
@@ -214,7 +214,7 @@ func TestRecoverAfterTheRunDirIsGone(t *testing.T) {
 
 func TestRecoverKeepsRecordWhenCleanupFails(t *testing.T) {
 	records := t.TempDir()
-	spec, _ := executorRunDir(t, t.TempDir(), "r")
+	spec, _ := executorRunDir(t, t.TempDir())
 	path, _ := writeRecord(t, records, spec)
 	sys := &fakeContainerOS{failOnce: true}
 	if ok, err := recoverRecord(path, sys); ok || err == nil {

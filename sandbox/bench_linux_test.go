@@ -103,7 +103,7 @@ func BenchmarkSandboxStartCost(b *testing.B) {
 	for b.Loop() {
 		for _, v := range vs {
 			start := time.Now()
-			dir, err := fix.MaterializeLimited(root, "bench", 1, v.disk)
+			dir, err := fix.MaterializeLimited(root, v.disk)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -202,7 +202,7 @@ func BenchmarkSandboxStart(b *testing.B) {
 		defer release()
 		out := &firstByte{}
 		start := time.Now()
-		dir, err := fix.MaterializeLimited(root, "bench", 1, 64<<20)
+		dir, err := fix.MaterializeLimited(root, 64<<20)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -101,7 +101,7 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	owned, err := f.Materialize(runs, "owned", 1)
+	owned, err := f.Materialize(runs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -340,7 +340,7 @@ func TestWrittenFixturesRoundTripThroughKustomize(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: the node-agent refuses the imported fixture: %v", tc.name, err)
 		}
-		d, err := fix.Materialize(t.TempDir(), "run", 1)
+		d, err := fix.Materialize(t.TempDir())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -149,7 +149,7 @@ func TestNetworkStatusRedactsDeniedHosts(t *testing.T) {
 func TestExecutorRefusesARunRootTooLongForSockets(t *testing.T) {
 	root := filepath.Join("/", strings.Repeat("r", 60))
 	_, err := New(Options{Sources: noSources{}, RunRoot: root})
-	if err == nil || !strings.Contains(err.Error(), "too long") || !strings.Contains(err.Error(), "at most 41 characters") {
+	if err == nil || !strings.Contains(err.Error(), "too long") || !strings.Contains(err.Error(), "at most 54 characters") {
 		t.Fatalf("got %v, want a refusal naming the longest root that works", err)
 	}
 }

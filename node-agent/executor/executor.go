@@ -44,7 +44,7 @@ const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 type Options struct {
 	// Sources reads fixtures and Secret keys.
 	Sources Sources
-	// RunRoot holds the run dirs (harnessfacts-<run>-<attempt>-<random>).
+	// RunRoot holds the run dirs (harnessfacts-<random>).
 	RunRoot string
 	// Sandbox configures the sandbox runners.
 	Sandbox sandbox.Options

@@ -18,12 +18,12 @@ import (
 // folders (the layout is fixture/rundir.go's). The run dir, and the
 // credential copies in it, are removed when the attempt ends.
 func (a *attempt) makeRunDir(ctx context.Context) error {
-	dir, err := a.fix.MaterializeLimited(a.e.opts.RunRoot, a.run.Name, a.run.Status.Attempt, a.limits.Disk.Value())
+	dir, err := a.fix.MaterializeLimited(a.e.opts.RunRoot, a.limits.Disk.Value())
 	if errors.Is(err, fixture.ErrDiskLimitUnavailable) && os.Geteuid() != 0 {
 		// `harnessfacts run` as a user who cannot mount: the run goes on
 		// without the limit, and says so (the node-agent runs as root).
 		a.diskNote = fmt.Sprintf("limits.disk (%s) was not enforced: %v", a.limits.Disk.String(), err)
-		dir, err = a.fix.Materialize(a.e.opts.RunRoot, a.run.Name, a.run.Status.Attempt)
+		dir, err = a.fix.Materialize(a.e.opts.RunRoot)
 	}
 	if errors.Is(err, fixture.ErrDiskLimitUnavailable) {
 		return fail(harnessv1.ReasonRunDirFailed, fmt.Errorf("the run dir cannot get its size limit (limits.disk %s): %w", a.limits.Disk.String(), err))

@@ -26,7 +26,7 @@ func TestGraveyardKeepsMountPointsWhileSandboxesStart(t *testing.T) {
 	root := t.TempDir()
 	dir := func(name string, disk int64) *fixture.RunDir {
 		t.Helper()
-		d, err := f.MaterializeLimited(root, name, 1, disk)
+		d, err := f.MaterializeLimited(root, disk)
 		if err != nil {
 			t.Fatal(err)
 		}

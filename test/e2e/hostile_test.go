@@ -62,10 +62,11 @@ func TestDiskFillEndsWithDiskLimitExceeded(t *testing.T) {
 // TestConcurrentRunsHaveTheirOwnUIDs: two runs on one node at once run as
 // different unprivileged uids of the node-agent's range (every run was
 // 65534 before), and neither sees the node's cgroup tree, where the other's
-// cgroup is (sandbox.NodeDirs).
+// cgroup is (sandbox.NodeDirs), nor a run's name in its mount table, which
+// lists every run dir mounted on the node (their names held the run's).
 func TestConcurrentRunsHaveTheirOwnUIDs(t *testing.T) {
 	ns := newNamespace(t, "e2e-uids")
-	script := `echo "uid=$(id -u) gid=$(id -g) cgroups=$(ls -A /sys/fs/cgroup | wc -l)"; sleep 4`
+	script := `echo "uid=$(id -u) gid=$(id -g) cgroups=$(ls -A /sys/fs/cgroup | wc -l) names=$(grep -c -e harnessfacts-one- -e harnessfacts-two- /proc/self/mountinfo)"; sleep 4`
 	runs := []*harnessv1.HarnessRun{scriptRun(ns, "one", script), scriptRun(ns, "two", script)}
 	for _, r := range runs {
 		if err := k8s.Create(context.Background(), r); err != nil {
@@ -82,10 +83,13 @@ func TestConcurrentRunsHaveTheirOwnUIDs(t *testing.T) {
 			if got.Status.Verdict != harnessv1.VerdictPass {
 				t.Errorf("%s: %s %s", r.Name, got.Status.Reason, got.Status.Message)
 			}
-			if m := regexp.MustCompile(`uid=(\d+) gid=(\d+) cgroups=(\d+)`).FindStringSubmatch(outputTail(got)); m != nil && m[1] == m[2] {
+			if m := regexp.MustCompile(`uid=(\d+) gid=(\d+) cgroups=(\d+) names=(\d+)`).FindStringSubmatch(outputTail(got)); m != nil && m[1] == m[2] {
 				uids[i] = m[1]
 				if m[3] != "0" {
 					t.Errorf("%s saw %s entries in the node's /sys/fs/cgroup", r.Name, m[3])
+				}
+				if m[4] != "0" {
+					t.Errorf("%s saw %s mounts named after a run", r.Name, m[4])
 				}
 			} else {
 				t.Errorf("%s printed no uid equal to its gid: %s", r.Name, outputTail(got))
