@@ -338,14 +338,17 @@ func TestEgressProxyIsPerRun(t *testing.T) {
 	}
 	network := harnessv1.NetworkSpec{Egress: harnessv1.EgressProviderOnly, AllowHosts: []string{provider.addr}}
 
-	// The first run waits until the test lets it go.
+	// The first run waits until the test lets it go. Its run dir is found
+	// by its fixture, which names the namespace: a run dir's name holds
+	// nothing of the run.
+	firstScript := "# " + ns + "\ni=0; while [ ! -e release ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\n"
 	first := &harnessv1.HarnessRun{
 		ObjectMeta: metav1.ObjectMeta{Name: "first", Namespace: ns},
 		Spec: harnessv1.HarnessRunSpec{
 			NodeSelector: onMainNode,
 			Agent:        harnessv1.AgentSpec{Adapter: harnessv1.AdapterExec, Command: []string{"sh", "../fixture/probe.sh"}},
 			Network:      network,
-			Fixture:      inline("i=0; while [ ! -e release ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\n"),
+			Fixture:      inline(firstScript),
 		},
 	}
 	if err := k8s.Create(context.Background(), first); err != nil {
@@ -357,7 +360,8 @@ func TestEgressProxyIsPerRun(t *testing.T) {
 		entries, _ := os.ReadDir(runRoot)
 		for _, e := range entries {
 			sock := filepath.Join(runRoot, e.Name(), "sockets", "egress.sock")
-			if strings.HasPrefix(e.Name(), "harnessfacts-first-") && exists(sock) {
+			script, _ := os.ReadFile(filepath.Join(runRoot, e.Name(), "fixture", "probe.sh"))
+			if string(script) == firstScript && exists(sock) {
 				firstDir = filepath.Join(runRoot, e.Name())
 			}
 		}
