@@ -99,3 +99,14 @@ func inheritHelper(dir string) int {
 	fmt.Println("plain:", fds(string(plain)))
 	return 0
 }
+
+// A process whose inherited descriptors could not be marked starts no
+// sandbox: they would reach it.
+func TestNoRunnerWhenInheritedDescriptorsStayOpen(t *testing.T) {
+	saved := inheritedErr
+	defer func() { inheritedErr = saved }()
+	inheritedErr = fmt.Errorf("no /proc")
+	if _, err := NewBwrapRunner(Options{}); err == nil || !strings.Contains(err.Error(), "inherited") {
+		t.Fatalf("NewBwrapRunner: %v, want a refusal naming the inherited descriptors", err)
+	}
+}
