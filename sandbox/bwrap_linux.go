@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -109,7 +110,7 @@ func bwrapArgs(spec Spec, v1Sync, seccomp bool) []string {
 		// read-only root does not stop connect(), so every daemon socket
 		// must be out of sight.
 		a = append(a, maskedMounts()...)
-		a = append(a, hiddenMounts(outside(spec.Hidden, append(append([]string{}, SocketDirs...), NodeDirs...)))...)
+		a = append(a, hiddenMounts(outside(spec.Hidden, slices.Concat(SocketDirs, NodeDirs)))...)
 	}
 	for _, p := range spec.ReadOnly {
 		a = append(a, "--ro-bind-try", p, p)
