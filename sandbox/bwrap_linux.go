@@ -89,6 +89,11 @@ func bwrapArgs(spec Spec, v1Sync, seccomp bool) []string {
 		"--die-with-parent",
 		"--new-session", // setsid: no controlling terminal, so no TIOCSTI
 		"--cap-drop", "ALL",
+		// The UTS namespace would keep the host's name (the node's, or the
+		// node-agent pod's): the agent learns nothing of where it runs.
+		// localhost, since every /etc/hosts resolves it: a tool that looks
+		// its own name up (git's default identity) waits on no DNS.
+		"--hostname", SandboxHostname,
 	}
 	if spec.Root != "" {
 		// An image's overlay: none of the host's root, so none of its
@@ -192,6 +197,9 @@ var SocketDirs = []string{
 // are applied, and its figures read, from outside its sandbox. A sandbox
 // on an environment image has no host /sys at all.
 var NodeDirs = []string{"/sys/fs/cgroup"}
+
+// SandboxHostname is the name every sandbox has (uname, hostname).
+const SandboxHostname = "localhost"
 
 // maskedMounts covers each existing socket directory and node directory
 // with an empty tmpfs, at its real path (/var/run is usually a link to

@@ -904,6 +904,23 @@ func TestBwrapHostCgroupTreeHidden(t *testing.T) {
 	}
 }
 
+// The sandbox has a name of its own: the host's (the node's, or the
+// node-agent pod's) does not reach the agent, and the name resolves without
+// DNS (the sandbox has none).
+func TestBwrapHostnameIsNotTheHosts(t *testing.T) {
+	r := requireBwrapHost(t)
+	host, err := os.Hostname()
+	if err != nil || host == SandboxHostname {
+		t.Fatalf("the host's name %q (%v): the check below would prove nothing", host, err)
+	}
+	spec := runDir(t, testBase(t), "sh", "-c", `cat /proc/sys/kernel/hostname; uname -n; getent hosts "$(uname -n)" >/dev/null && echo resolves`)
+	res, out := run(t, r, spec)
+	want := SandboxHostname + "\n" + SandboxHostname + "\nresolves\n"
+	if res.ExitCode != 0 || out != want {
+		t.Fatalf("the sandbox's name: %+v %q, want %q (the host is %q)", res, out, want, host)
+	}
+}
+
 // A prompt given as Stdin reaches the command (on cgroup v1 behind the
 // release guard, which reads its own descriptor), and is on no command line.
 func TestBwrapStdinReachesTheCommand(t *testing.T) {
