@@ -8,7 +8,7 @@
 //     auth.json), each string value inside it of at least MinFieldLen bytes
 //     (see FieldValues), as written raw,
 //     JSON-escaped (with and without HTML escaping), URL-quoted (query and
-//     path forms) and base64-encoded (standard and URL alphabets, padded or
+//     path forms), hex-encoded (lower and upper case) and base64-encoded (standard and URL alphabets, padded or
 //     not, at each of the three byte alignments a value can have inside a
 //     longer encoded stream, so a secret base64-encoded as part of a larger
 //     blob is found too), replaced by "[REDACTED]";
@@ -44,6 +44,7 @@ package redact
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -162,7 +163,7 @@ func (r *Redactor) partialStart(p []byte) int {
 }
 
 // Forms returns the ways a value may appear in output: raw first, then
-// JSON-escaped, URL-quoted and base64 forms (deduplicated).
+// JSON-escaped, URL-quoted, hex and base64 forms (deduplicated).
 func Forms(s string) []string {
 	forms := []string{s}
 	add := func(f string) {
@@ -187,6 +188,10 @@ func Forms(s string) []string {
 	}
 	add(url.QueryEscape(s))
 	add(url.PathEscape(s))
+	// Hex, as xxd -p, od or a debugging dump prints it, in either case.
+	h := hex.EncodeToString([]byte(s))
+	add(h)
+	add(strings.ToUpper(h))
 	// base64 at each alignment: the secret preceded by k bytes of something
 	// else. Only the characters whose six bits all come from the secret are
 	// the same whatever surrounds it.

@@ -3,6 +3,7 @@ package redact
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
@@ -60,6 +61,10 @@ func TestSecretFormsAreRedactedAcrossWriteBoundaries(t *testing.T) {
 		"path-escaped":   "https://x.test/" + url.PathEscape(secret) + "/x",
 		"base64 aligned": strings.Join(blobs, "\n"),
 		"twice adjacent": secret + secret,
+		// xxd -p, od or a debugging dump: printing a key in hex is no way
+		// around the redactor.
+		"hex":       "key bytes " + hex.EncodeToString([]byte(secret)) + ".",
+		"upper hex": "0x" + strings.ToUpper(hex.EncodeToString([]byte(secret))),
 	}
 	for name, in := range cases {
 		for _, chunk := range []int{1, 2, 3, 5, 64, 1 << 20} {
@@ -71,6 +76,9 @@ func TestSecretFormsAreRedactedAcrossWriteBoundaries(t *testing.T) {
 			}
 			if !strings.Contains(out, "[REDACTED]") {
 				t.Errorf("%s, chunks of %d: nothing redacted in %q", name, chunk, out)
+			}
+			if h := hex.EncodeToString([]byte(secret)); strings.Contains(strings.ToLower(out), h) {
+				t.Errorf("%s, chunks of %d: output %q still has the secret in hex", name, chunk, out)
 			}
 		}
 	}
