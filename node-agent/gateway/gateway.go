@@ -195,6 +195,13 @@ func New(opts Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A key read from a file (kubectl create secret --from-file) usually
+	// ends in a newline: white space around a header's value is no part of
+	// it (RFC 9110), and a control character inside cannot be sent at all.
+	opts.Key = bytes.TrimSpace(opts.Key)
+	if bytes.ContainsFunc(opts.Key, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		return nil, errors.New("the run's model key holds a control character, which no HTTP header can carry")
+	}
 	switch {
 	case len(opts.Key) == 0 && opts.Header != "":
 		return nil, fmt.Errorf("the model gateway has no key for header %s", opts.Header)

@@ -177,6 +177,25 @@ func TestGatewayForwardsWithTheRunsKeyAndCountsUsage(t *testing.T) {
 	}
 }
 
+// A key from a Secret made with --from-file ends in a newline: the provider
+// gets the key without it (a header cannot carry one); a key with a control
+// character inside is refused at once, without the key in the error.
+func TestGatewayKeyFromAFile(t *testing.T) {
+	up := startUpstream(t)
+	_, base := serve(t, Options{Upstream: up.srv.URL, Header: XAPIKey, Key: []byte(" " + realKey + "\r\n"), RootCAs: up.pool})
+	resp, body := post(t, base+dialectRequests[1].path, dialectRequests[1].body, nil)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	if rec := up.provider.Requests(); len(rec) != 1 || rec[0].KeySHA256 != fakeprovider.KeyDigest(realKey) {
+		t.Errorf("the provider got %+v, want the key without its white space", rec)
+	}
+	_, err := New(Options{Upstream: up.srv.URL, Header: XAPIKey, Key: []byte(realKey + "\nX-Other: y")})
+	if err == nil || strings.Contains(err.Error(), realKey) {
+		t.Errorf("a key with a newline inside: %v, want a refusal that does not name it", err)
+	}
+}
+
 // TestGatewayIgnoresHostAndAbsoluteURLs: a request naming another host in
 // its Host header or as an absolute URL still goes to the run's provider,
 // and nowhere else.

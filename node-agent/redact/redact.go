@@ -92,8 +92,15 @@ func New(opts Options) (*Redactor, error) {
 		if s == "" {
 			continue
 		}
+		values = append(values, s)
+		// A Secret made from a file (kubectl create secret --from-file)
+		// usually ends in a newline that the agent need not print: the
+		// value without the white space around it is the secret too.
+		if t := strings.TrimSpace(s); t != "" && t != s {
+			values = append(values, t)
+		}
 		// A credential file's fields may be printed alone.
-		values = append(append(values, s), FieldValues([]byte(s))...)
+		values = append(values, FieldValues([]byte(s))...)
 	}
 	for _, s := range values {
 		for i, f := range Forms(s) {

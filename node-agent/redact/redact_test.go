@@ -87,6 +87,26 @@ func TestSecretFormsAreRedactedAcrossWriteBoundaries(t *testing.T) {
 	}
 }
 
+// A Secret made from a file ends in a newline; the agent can print the
+// value without it (printf %s $KEY, tr -d '\n', jq -R), and in any form.
+func TestSecretsAreRedactedWithoutTheirSurroundingSpace(t *testing.T) {
+	const value = "q8Zt-custom-credential-4VwX"
+	r := newRedactor(t, Options{Secrets: []string{"  " + value + "\n"}, NoRules: true})
+	for _, in := range []string{
+		"key=" + value + ";",
+		`{"k":"` + value + `"}`,
+		"b64 " + base64.StdEncoding.EncodeToString([]byte(value)),
+		"hex " + hex.EncodeToString([]byte(value)),
+		"with its newline " + value + "\n",
+	} {
+		out := string(writeInChunks(t, r, []byte(in), 3))
+		if strings.Contains(out, value) || strings.Contains(out, base64.StdEncoding.EncodeToString([]byte(value))[:20]) ||
+			strings.Contains(out, hex.EncodeToString([]byte(value))) || !strings.Contains(out, "[REDACTED]") {
+			t.Errorf("%q redacted is %q: the trimmed secret is in it", in, out)
+		}
+	}
+}
+
 func TestTextWithoutSecretsPassesUnchanged(t *testing.T) {
 	r := newRedactor(t, Options{Secrets: []string{secret}})
 	in := []byte(corpus(1 << 20))
