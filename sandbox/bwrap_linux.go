@@ -768,7 +768,14 @@ func cgroupDescription(opts Options) string {
 		return "unavailable"
 	}
 	defer func() { _ = cg.remove() }() // a description; nothing ran in it
-	return fmt.Sprintf("v%d", cg.version())
+	ctrl := cg.controllers()
+	d := fmt.Sprintf("v%d (%s)", cg.version(), strings.Join(ctrl, ", "))
+	if !slices.Contains(ctrl, "cpu") {
+		// Loud: without it a run's processes compete for the CPU one by
+		// one with the node-agent's and every other run's.
+		d += " WITHOUT a CPU share per run (no writable cpu controller here): a run with many busy processes can starve the node-agent and the other runs"
+	}
+	return d
 }
 
 // userNamespaceProblem checks the sysctls that commonly forbid the

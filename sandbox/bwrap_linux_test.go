@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containerd/cgroups/v3"
 	"golang.org/x/sys/unix"
 )
 
@@ -919,6 +921,108 @@ func TestBwrapHostnameIsNotTheHosts(t *testing.T) {
 	if res.ExitCode != 0 || out != want {
 		t.Fatalf("the sandbox's name: %+v %q, want %q (the host is %q)", res, out, want, host)
 	}
+}
+
+// A run's processes share one CPU weight of their own, however many they
+// are: the run's cgroup is made in the cpu hierarchy too (v1) or has the cpu
+// controller (v2), and every process of the run is in it, so a run that
+// keeps many processes busy takes one share of a contended node, not the
+// node-agent's and the other runs'.
+func TestBwrapRunHasACPUShareOfItsOwn(t *testing.T) {
+	r := requireBwrapHost(t)
+	if !cpuMounted() {
+		t.Skip("this host's kernel has no cpu controller (/proc/cgroups)")
+	}
+	spec := runDir(t, testBase(t), "sh", "-c", `sleep 30 & a=$!; sleep 30 & b=$!; i=0; while [ ! -e go ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; kill $a $b`)
+	// "controller run-name" of each cgroup that holds one of the two sleeps.
+	var seen []string
+	spec.Started = func() {
+		defer func() { _ = os.WriteFile(filepath.Join(spec.Dir, "go"), nil, 0o644) }()
+		time.Sleep(200 * time.Millisecond) // the two sleeps started
+		v1, _ := filepath.Glob("/sys/fs/cgroup/*/" + testCgroupParent + "*/" + cgroupPrefix + "/run-*")
+		v2, _ := filepath.Glob("/sys/fs/cgroup/" + testCgroupParent + "*/" + cgroupPrefix + "/run-*")
+		for _, run := range append(v1, v2...) {
+			b, _ := os.ReadFile(filepath.Join(run, "cgroup.procs"))
+			for _, pid := range strings.Fields(string(b)) {
+				if cmd, _ := os.ReadFile("/proc/" + pid + "/cmdline"); string(cmd) != "sleep\x0030\x00" {
+					continue
+				}
+				ctrl := cgroupController(filepath.Dir(run))
+				seen = append(seen, ctrl+" "+filepath.Base(run))
+				if w := cpuWeightFile(ctrl); w != "" {
+					if _, err := os.Stat(filepath.Join(run, w)); err != nil {
+						t.Errorf("the run's cgroup %s has no %s: %v", run, w, err)
+					}
+				}
+			}
+		}
+	}
+	res, _ := run(t, r, spec)
+	if res.ExitCode != 0 {
+		t.Fatalf("result %+v", res)
+	}
+	slices.Sort(seen)
+	want := func(ctrl string) []string {
+		var w []string
+		for _, s := range seen {
+			if c, _, _ := strings.Cut(s, " "); c == ctrl {
+				w = append(w, s)
+			}
+		}
+		return w
+	}
+	cpu, mem := want("cpu"), want("memory")
+	if cgroups.Mode() == cgroups.Unified {
+		cpu, mem = want(""), want("") // one cgroup; its cpu.weight was checked
+	}
+	run := func(l []string) string {
+		if len(l) == 0 {
+			return ""
+		}
+		_, name, _ := strings.Cut(l[0], " ")
+		return name
+	}
+	if len(cpu) != 2 || len(mem) != 2 || run(cpu) != run(mem) || cpu[0] != cpu[1] {
+		t.Errorf("the run's two busy processes are in %v: want both in one run's cgroup of the cpu hierarchy and the memory one", seen)
+	}
+}
+
+// cgroupController is the v1 controller of a directory below
+// /sys/fs/cgroup/<controller>, "" on the unified hierarchy.
+func cgroupController(dir string) string {
+	if cgroups.Mode() == cgroups.Unified {
+		return ""
+	}
+	rel, _ := filepath.Rel("/sys/fs/cgroup", dir)
+	c, _, _ := strings.Cut(rel, "/")
+	if c == "cpu,cpuacct" {
+		return "cpu"
+	}
+	return c
+}
+
+// cpuWeightFile is the file a run's cgroup of controller ctrl has when it
+// has a CPU weight of its own: cpu.shares in the v1 cpu hierarchy,
+// cpu.weight on v2 (ctrl "").
+func cpuWeightFile(ctrl string) string {
+	switch ctrl {
+	case "cpu":
+		return "cpu.shares"
+	case "":
+		return "cpu.weight"
+	}
+	return ""
+}
+
+// cpuMounted reports whether the kernel has the cpu controller enabled.
+func cpuMounted() bool {
+	b, _ := os.ReadFile("/proc/cgroups")
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) == 4 && f[0] == "cpu" && f[3] == "1" {
+			return true
+		}
+	}
+	return false
 }
 
 // A prompt given as Stdin reaches the command (on cgroup v1 behind the

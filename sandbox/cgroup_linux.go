@@ -9,7 +9,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -42,6 +44,9 @@ type runCgroup interface {
 	killAll() error
 	// stats reports whether the OOM killer fired and the peak memory use.
 	stats() (oomKilled bool, peak int64)
+	// controllers names the controllers that bound the run (memory, pids,
+	// and cpu where the host lets it have a CPU share of its own).
+	controllers() []string
 	// remove deletes the (empty) cgroup.
 	remove() error
 }
@@ -167,6 +172,16 @@ func v1Hierarchy() ([]cgroup1.Subsystem, error) {
 			subs = append(subs, cgroup1.NewMemory(root, cgroup1.OptionalSwap()))
 		case cgroup1.Pids:
 			subs = append(subs, s)
+		case cgroup1.Cpu:
+			// A run's processes together get one CPU share, however many
+			// they are: an agent that keeps a thousand threads busy takes
+			// its share of a contended node, not the node-agent's and the
+			// other runs'. Optional: a host may not mount it, or mount it
+			// read-only; preflight says which (cpuDescription).
+			if !cpuV1Writable(s) {
+				continue
+			}
+			subs = append(subs, s)
 		default:
 			continue
 		}
@@ -178,6 +193,35 @@ func v1Hierarchy() ([]cgroup1.Subsystem, error) {
 		}
 	}
 	return subs, nil
+}
+
+// cpuV1Writable reports whether this process can make cgroups below its
+// own in the v1 cpu hierarchy: asked once (a mount's being read-only does
+// not change), not at every run.
+func cpuV1Writable(s cgroup1.Subsystem) bool {
+	cpuV1Once.Do(func() {
+		own, err := ownCgroupV1(s.Name())
+		cpuV1OK = err == nil && unix.Access(v1Dir(s, own), unix.W_OK) == nil
+	})
+	return cpuV1OK
+}
+
+var (
+	cpuV1Once sync.Once
+	cpuV1OK   bool
+)
+
+// v1Controllers names the v1 hierarchies a run's cgroup is made in.
+func v1Controllers() []string {
+	subs, err := v1Hierarchy()
+	if err != nil {
+		return nil
+	}
+	names := make([]string, 0, len(subs))
+	for _, s := range subs {
+		names = append(names, string(s.Name()))
+	}
+	return names
 }
 
 func newV1Cgroup(opts Options, name string, limits Limits) (*v1Cgroup, error) {
@@ -237,7 +281,18 @@ func (c *v1Cgroup) tasks() int64 {
 	return int64(readUint(filepath.Join(c.paths[cgroup1.Pids], "pids.current")))
 }
 
-func (*v1Cgroup) version() int                { return 1 }
+func (*v1Cgroup) version() int { return 1 }
+
+func (c *v1Cgroup) controllers() []string {
+	var names []string
+	for _, n := range []cgroup1.Name{cgroup1.Memory, cgroup1.Pids, cgroup1.Cpu} {
+		if _, ok := c.paths[n]; ok {
+			names = append(names, string(n))
+		}
+	}
+	return names
+}
+
 func (*v1Cgroup) beforeStart(*exec.Cmd) error { return nil }
 func (*v1Cgroup) afterStart()                 {}
 
@@ -303,6 +358,8 @@ type v2Cgroup struct {
 	m   *cgroup2.Manager
 	dir string
 	fd  *os.File
+	// cpu: the run has a CPU weight of its own.
+	cpu bool
 }
 
 // newV2Cgroup makes mount/parent/name with the limits. withLimits false makes
@@ -311,12 +368,27 @@ type v2Cgroup struct {
 func newV2Cgroup(mount, parent, name string, limits Limits, withLimits bool) (*v2Cgroup, error) {
 	group := filepath.Join("/", parent, name)
 	res := &cgroup2.Resources{}
+	cpu := false
 	if withLimits {
 		mem := limits.MemoryBytes
 		res.Memory = &cgroup2.Memory{Max: &mem}
 		res.Pids = &cgroup2.Pids{Max: limits.MaxProcesses}
+		// One CPU weight per run, however many processes it has (see
+		// v1Hierarchy), where the parent offers the cpu controller.
+		if slices.Contains(strings.Fields(readString(filepath.Join(mount, parent, "cgroup.controllers"))), "cpu") {
+			weight := uint64(100)
+			res.CPU = &cgroup2.CPU{Weight: &weight}
+			cpu = true
+		}
 	}
 	m, err := cgroup2.NewManager(mount, group, res)
+	if err != nil && cpu {
+		// The kernel may refuse the cpu controller where memory and pids
+		// work (real-time tasks in the subtree): the run goes on with
+		// those two, and the cgroup says so (controllers, preflight).
+		res.CPU, cpu = nil, false
+		m, err = cgroup2.NewManager(mount, group, res)
+	}
 	if err != nil {
 		if errors.Is(err, unix.EBUSY) || errors.Is(err, unix.ENOTSUP) {
 			return nil, fmt.Errorf("cgroup v2: cannot enable the memory and pids controllers below %s: it holds processes (the no-internal-processes rule); "+
@@ -334,10 +406,17 @@ func newV2Cgroup(mount, parent, name string, limits Limits, withLimits bool) (*v
 			return nil, fmt.Errorf("cgroup v2: set memory.swap.max: %w", err)
 		}
 	}
-	return &v2Cgroup{m: m, dir: dir}, nil
+	return &v2Cgroup{m: m, dir: dir, cpu: cpu}, nil
 }
 
 func (*v2Cgroup) version() int { return 2 }
+
+func (c *v2Cgroup) controllers() []string {
+	if c.cpu {
+		return []string{"memory", "pids", "cpu"}
+	}
+	return []string{"memory", "pids"}
+}
 
 // beforeStart opens the cgroup directory for clone3(CLONE_INTO_CGROUP): the
 // child is born inside the cgroup, so there is no moment at which it or
@@ -428,4 +507,13 @@ func readUint(path string) uint64 {
 	var v uint64
 	_, _ = fmt.Sscanf(strings.TrimSpace(string(b)), "%d", &v)
 	return v
+}
+
+// readString is a cgroup file's content, "" when it cannot be read.
+func readString(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return string(b)
 }

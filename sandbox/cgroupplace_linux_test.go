@@ -190,13 +190,14 @@ func placeHelper(raw string) int {
 	return 0
 }
 
-// v1Base makes base in the memory and pids hierarchies and removes it (and
-// what the helper left in it) when the test ends.
+// v1Base makes base in the hierarchies a run's cgroup is made in (memory,
+// pids and, where it is writable, cpu) and removes it (and what the helper
+// left in it) when the test ends.
 func v1Base(t *testing.T, name string) (string, []string) {
 	t.Helper()
 	base := filepath.Join("/", testCgroupParent, name)
 	var dirs []string
-	for _, h := range []string{"memory", "pids"} {
+	for _, h := range v1Controllers() {
 		d := filepath.Join("/sys/fs/cgroup", h, base)
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -247,22 +248,27 @@ func TestPlaceNodeAgentV1LeafBesideRuns(t *testing.T) {
 		t.Fatalf("helper: %v %s", err, rep.Err)
 	}
 	p := rep.Placement
-	wantAgent := []string{filepath.Join(dirs[0], AgentLeaf), filepath.Join(dirs[1], AgentLeaf)}
+	var wantAgent []string
+	for _, d := range dirs {
+		wantAgent = append(wantAgent, filepath.Join(d, AgentLeaf))
+	}
 	if sortedJoin(p.Agent) != sortedJoin(wantAgent) || p.MemoryLimit != limit || p.Version != 1 {
 		t.Errorf("placement %+v, want the node-agent in %v with limit %d", p, wantAgent, limit)
 	}
-	if !strings.Contains(rep.Self, ":memory:"+filepath.Join(base, AgentLeaf)+"\n") || !strings.Contains(rep.Self, ":pids:"+filepath.Join(base, AgentLeaf)+"\n") {
-		t.Errorf("the helper is not in its leaf: /proc/self/cgroup\n%s", rep.Self)
+	for _, h := range v1Controllers() {
+		if !selfIn(rep.Self, h, filepath.Join(base, AgentLeaf)) {
+			t.Errorf("the helper is not in its leaf of the %s hierarchy: /proc/self/cgroup\n%s", h, rep.Self)
+		}
 	}
 	if rep.LeafLimit != strconv.Itoa(limit) {
 		t.Errorf("the leaf's memory.limit_in_bytes is %q, want %d", rep.LeafLimit, limit)
 	}
-	if len(rep.Runs) != 4 {
-		t.Fatalf("runs' cgroups %v, want two runs in two hierarchies", rep.Runs)
+	if len(rep.Runs) != 2*len(dirs) {
+		t.Fatalf("runs' cgroups %v, want two runs in each of %v", rep.Runs, dirs)
 	}
 	for _, r := range rep.Runs {
 		parent := filepath.Dir(r)
-		if filepath.Base(parent) != cgroupPrefix || (filepath.Dir(parent) != dirs[0] && filepath.Dir(parent) != dirs[1]) {
+		if filepath.Base(parent) != cgroupPrefix || !slices.Contains(dirs, filepath.Dir(parent)) {
 			t.Errorf("run cgroup %s is not beside the leaf (in <base>/%s)", r, cgroupPrefix)
 		}
 	}
@@ -293,7 +299,7 @@ func TestPlaceNodeAgentV1BoundIsHard(t *testing.T) {
 	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 		t.Fatalf("allocating 256 MiB over a 64 MiB bound: %v, report %+v; want killed", err, rep)
 	}
-	oc, _ := os.ReadFile(filepath.Join(dirs[0], AgentLeaf, "memory.oom_control"))
+	oc, _ := os.ReadFile(filepath.Join("/sys/fs/cgroup/memory", base, AgentLeaf, "memory.oom_control"))
 	if readKVString(string(oc))["oom_kill"] < 1 {
 		t.Errorf("the leaf's memory.oom_control shows no OOM kill:\n%s", oc)
 	}
@@ -315,7 +321,10 @@ func TestPlaceNodeAgentV1NoLimitStays(t *testing.T) {
 	if len(rep.Placement.Agent) != 0 || !strings.Contains(rep.Self, ":memory:"+base+"\n") {
 		t.Errorf("placement %+v, self %s: want the node-agent left in %s", rep.Placement, rep.Self, base)
 	}
-	want := []string{filepath.Join(dirs[0], cgroupPrefix), filepath.Join(dirs[1], cgroupPrefix)}
+	var want []string
+	for _, d := range dirs {
+		want = append(want, filepath.Join(d, cgroupPrefix))
+	}
 	if sortedJoin(rep.Placement.Runs) != sortedJoin(want) {
 		t.Errorf("runs below %v, want %v", rep.Placement.Runs, want)
 	}
@@ -451,4 +460,15 @@ func sortedJoin(l []string) string {
 	l = slices.Clone(l)
 	slices.Sort(l)
 	return strings.Join(l, " ")
+}
+
+// selfIn reports whether /proc/self/cgroup puts the process in path of the
+// v1 hierarchy h (co-mounted hierarchies, such as cpu,cpuacct, included).
+func selfIn(self, h, path string) bool {
+	for _, l := range strings.Split(self, "\n") {
+		if p := strings.SplitN(l, ":", 3); len(p) == 3 && slices.Contains(strings.Split(p[1], ","), h) {
+			return p[2] == path
+		}
+	}
+	return false
 }

@@ -97,6 +97,7 @@ func TestPreparedSandboxes(t *testing.T) {
 		{"CancelKillsTree", TestBwrapCancelKillsTree},
 		{"HugeOutputIsBounded", TestBwrapHugeOutputIsBounded},
 		{"StdinReachesTheCommand", TestBwrapStdinReachesTheCommand},
+		{"RunHasACPUShareOfItsOwn", TestBwrapRunHasACPUShareOfItsOwn},
 		{"StartedIsCalledOnceBeforeTheEnd", TestBwrapStartedIsCalledOnceBeforeTheEnd},
 		{"UserModeNetworkReachesOutsideNotLoopback", TestBwrapUserModeNetworkReachesOutsideNotLoopback},
 		{"SeccompDeniesCallsInSandbox", TestSeccompDeniesCallsInSandbox},
