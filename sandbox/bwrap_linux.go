@@ -773,7 +773,7 @@ func cgroupDescription(opts Options) string {
 	if !slices.Contains(ctrl, "cpu") {
 		// Loud: without it a run's processes compete for the CPU one by
 		// one with the node-agent's and every other run's.
-		d += " WITHOUT a CPU share per run (no writable cpu controller here): a run with many busy processes can starve the node-agent and the other runs"
+		d += " " + NoCPUShare + " (no writable cpu controller here): a run with many busy processes can starve the node-agent and the other runs"
 	}
 	return d
 }

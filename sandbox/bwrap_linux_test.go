@@ -987,6 +987,57 @@ func TestBwrapRunHasACPUShareOfItsOwn(t *testing.T) {
 	}
 }
 
+const noCPUHelperEnv = "HARNESSFACTS_TEST_NO_CPU_HELPER"
+
+// Where the cpu controller cannot be written (here: the v1 cpu hierarchy
+// remounted read-only in a mount namespace of the helper's own), runs go on
+// with memory and pids, and the preflight's verdict says so in capitals.
+func TestBwrapWithoutACPUShareSaysSo(t *testing.T) {
+	requireBwrapHost(t)
+	if cgroups.Mode() == cgroups.Unified || !slices.Contains(v1Controllers(), "cpu") {
+		t.Skip("needs a writable v1 cpu hierarchy to take away (a unified host enables cpu in the cgroup2 parent)")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c",
+		`mount -o remount,bind,ro "$(readlink -f /sys/fs/cgroup/cpu)" && exec "$0"`, exe)
+	cmd.Env = append(os.Environ(), noCPUHelperEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("helper: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "bwrap available: true") || !strings.Contains(string(out), NoCPUShare) ||
+		!strings.Contains(string(out), "v1 (memory, pids)") || !strings.Contains(string(out), "exit 0") {
+		t.Errorf("without a writable cpu hierarchy the preflight and a run said:\n%s", out)
+	}
+}
+
+func noCPUHelper() int {
+	defer removeTestCgroupParent() // this process's own (its pid in the name)
+	for _, a := range Preflight(context.Background(), Options{CgroupParent: testCgroupParent}) {
+		if a.Mode == ModeBwrap {
+			fmt.Printf("bwrap available: %v: %s\n", a.Available, a.Reason)
+		}
+	}
+	r, err := NewBwrapRunner(Options{CgroupParent: testCgroupParent})
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	dir, err := os.MkdirTemp("/var/tmp", "hf-no-cpu-")
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	_ = os.Chmod(dir, 0o777)
+	res, err := r.Run(context.Background(), Spec{Argv: []string{"true"}, Dir: dir, ReadWrite: []string{dir}, Env: []string{"PATH=/usr/bin:/bin"}})
+	fmt.Printf("run: exit %d %v\n", res.ExitCode, err)
+	return 0
+}
+
 // cgroupController is the v1 controller of a directory below
 // /sys/fs/cgroup/<controller>, "" on the unified hierarchy.
 func cgroupController(dir string) string {

@@ -20,4 +20,7 @@ func runHelper() {
 	if cfg := os.Getenv(placeHelperEnv); cfg != "" {
 		os.Exit(placeHelper(cfg))
 	}
+	if os.Getenv(noCPUHelperEnv) != "" {
+		os.Exit(noCPUHelper())
+	}
 }

@@ -376,6 +376,11 @@ func Preflight(ctx context.Context, opts Options) []Availability {
 	return preflight(ctx, opts)
 }
 
+// NoCPUShare is in a sandbox mode's preflight verdict when runs there have
+// no CPU share of their own: their processes compete one by one with the
+// node-agent's and every other run's.
+const NoCPUShare = "WITHOUT a CPU share per run"
+
 // ErrNoSandbox is returned by New when the policy is Required and no sandbox
 // mode works on this host.
 var ErrNoSandbox = errors.New("sandbox: no sandbox mode works on this host")

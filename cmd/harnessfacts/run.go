@@ -148,6 +148,11 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	if err != nil {
 		return err
 	}
+	for _, m := range exec.SandboxModes(ctx) {
+		if m.Available && strings.Contains(m.Message, sandbox.NoCPUShare) {
+			cmd.PrintErrf("WARNING %s: %s\n", m.Mode, m.Message)
+		}
+	}
 	// No sandboxes are prepared (PrepareSandboxes) for one run: measured,
 	// making them cost this process more than their faster starts saved.
 	defer func() { _ = exec.Close() }()
