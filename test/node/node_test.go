@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/sandbox"
 	"github.com/harnessfacts/harnessfacts/test/oci"
 )
 
@@ -109,12 +110,14 @@ func TestPrivilegedNode(t *testing.T) {
 		if !strings.HasPrefix(out, "True ") {
 			t.Fatalf("Node not Ready: %s", out)
 		}
-		eventually(t, time.Minute, "the HarnessNode is Ready with bwrap available", func() (bool, string) {
+		eventually(t, time.Minute, "the HarnessNode is Ready with bwrap available, each run with a CPU share of its own", func() (bool, string) {
 			hn := harnessNode(t)
 			ok := meta.IsStatusConditionTrue(hn.Status.Conditions, harnessv1.ConditionNodeReady)
 			bw := false
 			for _, m := range hn.Status.SandboxModes {
-				if m.Mode == "bwrap" && m.Available {
+				// The pod's cgroup v1 hierarchies are writable, the cpu one
+				// too: runs' cgroups are made in memory, pids and cpu.
+				if m.Mode == "bwrap" && m.Available && strings.Contains(m.Message, "(memory, pids, cpu)") && !strings.Contains(m.Message, sandbox.NoCPUShare) {
 					bw = true
 				}
 			}
