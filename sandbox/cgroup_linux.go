@@ -177,7 +177,7 @@ func v1Hierarchy() ([]cgroup1.Subsystem, error) {
 			// they are: an agent that keeps a thousand threads busy takes
 			// its share of a contended node, not the node-agent's and the
 			// other runs'. Optional: a host may not mount it, or mount it
-			// read-only; preflight says which (cpuDescription).
+			// read-only; the preflight's verdict says so (cgroupDescription).
 			if !cpuV1Writable(s) {
 				continue
 			}
@@ -210,19 +210,6 @@ var (
 	cpuV1Once sync.Once
 	cpuV1OK   bool
 )
-
-// v1Controllers names the v1 hierarchies a run's cgroup is made in.
-func v1Controllers() []string {
-	subs, err := v1Hierarchy()
-	if err != nil {
-		return nil
-	}
-	names := make([]string, 0, len(subs))
-	for _, s := range subs {
-		names = append(names, string(s.Name()))
-	}
-	return names
-}
 
 func newV1Cgroup(opts Options, name string, limits Limits) (*v1Cgroup, error) {
 	subs, err := v1Hierarchy()

@@ -472,3 +472,16 @@ func selfIn(self, h, path string) bool {
 	}
 	return false
 }
+
+// v1Controllers names the v1 hierarchies a run's cgroup is made in.
+func v1Controllers() []string {
+	subs, err := v1Hierarchy()
+	if err != nil {
+		return nil
+	}
+	names := make([]string, 0, len(subs))
+	for _, s := range subs {
+		names = append(names, string(s.Name()))
+	}
+	return names
+}
