@@ -217,8 +217,13 @@ type AgentSpec struct {
 	ExtraArgs []string `json:"extraArgs,omitempty"`
 
 	// providerURL points the CLI at another model provider endpoint (for
-	// example a scripted provider in tests, or a company gateway). Its host is
-	// added to the hosts the agent may reach.
+	// example a scripted provider in tests, or a company gateway): its root,
+	// to which each CLI adds the API's version and path (/v1/messages,
+	// /v1/responses, /v1beta/models/...). A URL written as an SDK's base URL,
+	// ending in /v1 or /v1beta, is given to the CLI without that last segment,
+	// and status.agent.notes says so (not for exec and oracle, whose
+	// commands get it as written). Its host is added to the hosts the agent
+	// may reach.
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="isURL(self) && (url(self).getScheme() == 'http' || url(self).getScheme() == 'https')",message="agent.providerURL must be an absolute http or https URL"
 	// +optional

@@ -64,7 +64,9 @@ func (a *attempt) prepareAgent(context.Context) error {
 	// Through the model gateway, the CLI gets the gateway's URL in the
 	// sandbox and a placeholder for each model key.
 	agent := run.Spec.Agent
-	creds, gatewayNote := a.routeModel()
+	var providerNote string
+	agent.ProviderURL, providerNote = adapters.ProviderRoot(agent)
+	creds, gatewayNote := a.routeModel(agent)
 	if a.route != nil {
 		agent.ProviderURL = gatewayURL
 	}
@@ -85,8 +87,10 @@ func (a *attempt) prepareAgent(context.Context) error {
 	if err != nil {
 		return fail(harnessv1.ReasonAdapterFailed, fmt.Errorf("the adapter could not prepare the run: %w", err))
 	}
-	if gatewayNote != "" {
-		inv.Notes = append(inv.Notes, gatewayNote)
+	for _, n := range []string{providerNote, gatewayNote} {
+		if n != "" {
+			inv.Notes = append(inv.Notes, a.redactor.String(n))
+		}
 	}
 	a.inv = inv
 	return nil

@@ -45,8 +45,8 @@ type modelGateway struct {
 // model gateway: every adapter and API key that can, in a sandbox with
 // egress ProviderOnly. Where one cannot, status.agent.notes says why, and
 // the credential is delivered as before.
-func (a *attempt) routeModel() (creds []adapters.Credential, note string) {
-	route, why := adapters.GatewayRoute(a.run.Spec.Agent, a.creds)
+func (a *attempt) routeModel(agent harnessv1.AgentSpec) (creds []adapters.Credential, note string) {
+	route, why := adapters.GatewayRoute(agent, a.creds)
 	if route == nil {
 		return a.creds, why
 	}
