@@ -937,11 +937,9 @@ func TestBwrapRunHasACPUShareOfItsOwn(t *testing.T) {
 		t.Skip("this host's kernel has no cpu controller (/proc/cgroups)")
 	}
 	spec := runDir(t, testBase(t), "sh", "-c", `sleep 30 & a=$!; sleep 30 & b=$!; i=0; while [ ! -e go ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; kill $a $b`)
-	// "controller run-name" of each cgroup that holds one of the two sleeps.
-	var seen []string
-	spec.Started = func() {
-		defer func() { _ = os.WriteFile(filepath.Join(spec.Dir, "go"), nil, 0o644) }()
-		time.Sleep(200 * time.Millisecond) // the two sleeps started
+	// "controller run-name" of each cgroup that holds one of the two sleeps,
+	// and the cgroups that do.
+	scan := func() (seen, dirs []string) {
 		v1, _ := filepath.Glob("/sys/fs/cgroup/*/" + testCgroupParent + "*/" + cgroupPrefix + "/run-*")
 		v2, _ := filepath.Glob("/sys/fs/cgroup/" + testCgroupParent + "*/" + cgroupPrefix + "/run-*")
 		for _, run := range append(v1, v2...) {
@@ -958,11 +956,33 @@ func TestBwrapRunHasACPUShareOfItsOwn(t *testing.T) {
 					ctrl = "cpu"
 				}
 				seen = append(seen, ctrl+" "+filepath.Base(run))
+				dirs = append(dirs, run)
+			}
+		}
+		return seen, dirs
+	}
+	var seen, dirs []string
+	spec.Started = func() {
+		defer func() { _ = os.WriteFile(filepath.Join(spec.Dir, "go"), nil, 0o644) }()
+		// While the run lasts, its cgroups' weight files.
+		defer func() {
+			for i, d := range dirs {
+				ctrl, _, _ := strings.Cut(seen[i], " ")
 				if w := cpuWeightFile(ctrl); w != "" {
-					if _, err := os.Stat(filepath.Join(run, w)); err != nil {
-						t.Errorf("the run's cgroup %s has no %s: %v", run, w, err)
+					if _, err := os.Stat(filepath.Join(d, w)); err != nil {
+						t.Errorf("the run's cgroup %s has no %s: %v", d, w, err)
 					}
 				}
+			}
+		}()
+		// Until both sleeps have started (later on a busy machine).
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			seen, dirs = scan()
+			n := func(ctrl string) int {
+				return len(slices.DeleteFunc(slices.Clone(seen), func(s string) bool { return !strings.HasPrefix(s, ctrl+" ") }))
+			}
+			if n("memory") >= 2 && n("cpu") >= 2 || n("") >= 2 {
+				return
 			}
 		}
 	}
