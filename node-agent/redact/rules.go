@@ -3,8 +3,10 @@ package redact
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"regexp/syntax"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -20,10 +22,14 @@ const maxRuleSpan = 8 << 10
 
 type rule struct {
 	id          string
-	re          *regexp.Regexp
 	secretGroup int
 	entropy     float64
-	allowlists  []*config.Allowlist
+	// compiled is the rule's regex and allowlists as gitleaks' Translate
+	// makes them, made at the rule's first window (translateRule): most
+	// rules never get one in a run's output, and compiling all of them
+	// and their allowlists up front cost every process that redacts about
+	// 25 ms of CPU.
+	compiled func() (compiledRule, error)
 	// span bounds how far the match reaches from the keyword, each way.
 	span int
 	// lines says where the rule is tried around a keyword: 0 on the
@@ -42,12 +48,20 @@ type rule struct {
 }
 
 type ruleSet struct {
-	rules     []*rule
-	kw        *kwDFA
-	kwRules   [][]int // keyword pattern index → rules
-	maxKw     int
-	window    int
-	allowlist []*config.Allowlist
+	rules   []*rule
+	kw      *kwDFA
+	kwRules [][]int // keyword pattern index → rules
+	maxKw   int
+	window  int
+	// allowlist is gitleaks' global allowlists that target no rule, made
+	// at the first match (a thousand stop words and their trie).
+	allowlist func() ([]*config.Allowlist, error)
+}
+
+// compiledRule is what Translate makes of a rule.
+type compiledRule struct {
+	re         *regexp.Regexp
+	allowlists []*config.Allowlist
 }
 
 // defaultRules loads gitleaks' default configuration once.
@@ -56,18 +70,18 @@ type ruleSet struct {
 // map and decodes that map again into ViperConfig: 17-20 ms of CPU here,
 // in every process that redacts. go-toml, the parser viper itself uses,
 // decodes it straight into ViperConfig in 2-4 ms, and the result is the
-// same struct (TestDefaultConfigDecodesAsViperDoes); gitleaks' Translate
-// then makes the rules from it as before.
+// same struct (TestDefaultConfigDecodesAsViperDoes). What the scan needs
+// of each rule (its keywords, how far its match reaches) is read from it
+// now; gitleaks' Translate makes each rule's regex and allowlists when
+// the rule is first tried, one rule at a time (translateRule), the same
+// objects it makes for the whole configuration
+// (TestRulesAreTranslatedAsAWhole).
 var defaultRules = sync.OnceValues(func() (*ruleSet, error) {
 	vc, err := defaultConfig()
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := vc.Translate()
-	if err != nil {
-		return nil, err
-	}
-	return newRuleSet(cfg), nil
+	return newRuleSet(&vc), nil
 })
 
 // defaultConfig is gitleaks' default configuration, decoded.
@@ -77,38 +91,45 @@ func defaultConfig() (config.ViperConfig, error) {
 	return vc, err
 }
 
-// Preload compiles gitleaks' rules now rather than at the first New. They
-// take a good part of a local run's CPU (a TOML parse and some 200
-// regexes), once per process: `harnessfacts run` preloads them in the
-// background while it validates the run and the sandbox preflight waits on
-// bwrap. The rules are the same either way.
+// Preload reads gitleaks' rules now rather than at the first New: a TOML
+// parse and each rule's regex parsed for its reach, once per process.
+// `harnessfacts run` preloads them in the background while it validates
+// the run and the sandbox preflight waits on bwrap. The rules are the same
+// either way.
 func Preload() { _, _ = defaultRules() }
 
-func newRuleSet(cfg config.Config) *ruleSet {
-	rs := &ruleSet{allowlist: usable(cfg.Allowlists)}
+// newRuleSet reads vc's rules for the scan. vc is kept, unchanged, for the
+// rules' translations.
+func newRuleSet(vc *config.ViperConfig) *ruleSet {
+	rs := &ruleSet{allowlist: sync.OnceValues(func() ([]*config.Allowlist, error) {
+		cfg, err := translateGlobal(vc)
+		return usable(cfg.Allowlists), err
+	})}
 	kwIndex := map[string]int{}
 	var keywords []string
-	for _, id := range cfg.OrderedRules {
-		r := cfg.Rules[id]
+	for i, r := range vc.Rules {
 		// Skip rules without a content regex and rules meant only for
-		// certain file paths: output has no path.
-		if r.Regex == nil || r.Path != nil || len(r.Keywords) == 0 {
+		// certain file paths: output has no path. (Translate's rules
+		// have a nil Regex and a non-nil Path exactly then.)
+		if r.Regex == "" || r.Path != "" || len(r.Keywords) == 0 {
 			continue
 		}
-		src := r.Regex.String()
+		src := r.Regex
 		re := simplified(src)
 		span, bounded := maxLen(re)
 		if !bounded || span > maxRuleSpan {
 			span = maxRuleSpan
 		}
 		ru := &rule{
-			id:          r.RuleID,
-			re:          r.Regex,
+			id:          r.ID,
 			secretGroup: r.SecretGroup,
 			entropy:     r.Entropy,
-			allowlists:  usable(r.Allowlists),
 			span:        span,
 			minRun:      minTokRun(re),
+			compiled: sync.OnceValues(func() (compiledRule, error) {
+				cr, err := translateRule(vc, i)
+				return compiledRule{re: cr.Regex, allowlists: usable(cr.Allowlists)}, err
+			}),
 		}
 		switch nl := newlinesOf(re); {
 		case assignmentRule(src, nl):
@@ -138,6 +159,53 @@ func newRuleSet(cfg config.Config) *ruleSet {
 	rs.window += rs.maxKw
 	rs.kw = newKwDFA(keywords)
 	return rs
+}
+
+// translateRule is gitleaks' Translate of vc's rule i alone, with the
+// global allowlists that target it: the rule as Translate of the whole
+// configuration makes it. vc is not changed (Translate lowercases a
+// rule's keywords in place, so the rule is copied).
+func translateRule(vc *config.ViperConfig, i int) (config.Rule, error) {
+	r := vc.Rules[i]
+	r.Keywords = slices.Clone(r.Keywords)
+	one := config.ViperConfig{Title: vc.Title, Description: vc.Description, MinVersion: vc.MinVersion}
+	one.Rules = append(one.Rules, r)
+	if a := vc.AllowList; a != nil && slices.Contains(a.TargetRules, r.ID) {
+		targeted := *a
+		targeted.TargetRules = []string{r.ID}
+		one.AllowList = &targeted
+	}
+	for _, a := range vc.Allowlists {
+		if slices.Contains(a.TargetRules, r.ID) {
+			targeted := *a
+			targeted.TargetRules = []string{r.ID}
+			one.Allowlists = append(one.Allowlists, &targeted)
+		}
+	}
+	cfg, err := one.Translate()
+	if err != nil {
+		return config.Rule{}, fmt.Errorf("gitleaks rule %s: %w", r.ID, err)
+	}
+	return cfg.Rules[r.ID], nil
+}
+
+// translateGlobal is gitleaks' Translate of vc's global allowlists that
+// target no rule, without the rules.
+func translateGlobal(vc *config.ViperConfig) (config.Config, error) {
+	g := config.ViperConfig{Title: vc.Title, Description: vc.Description, MinVersion: vc.MinVersion}
+	if a := vc.AllowList; a != nil && len(a.TargetRules) == 0 {
+		g.AllowList = a
+	}
+	for _, a := range vc.Allowlists {
+		if len(a.TargetRules) == 0 {
+			g.Allowlists = append(g.Allowlists, a)
+		}
+	}
+	cfg, err := g.Translate()
+	if err != nil {
+		return config.Config{}, fmt.Errorf("gitleaks' global allowlists: %w", err)
+	}
+	return cfg, nil
 }
 
 // usable keeps the allowlists that can be judged without a path or commit.
@@ -846,9 +914,18 @@ func (rs *ruleSet) find(buf []byte, keep [][]byte, sc *scratch, spans []span) []
 	return spans
 }
 
-// match runs the rule on buf[s:e] and appends the secrets it accepts.
-func (ru *rule) match(buf []byte, s, e int, global []*config.Allowlist, keep [][]byte, spans []span) []span {
-	for _, m := range ru.re.FindAllSubmatchIndex(buf[s:e], -1) {
+// match runs the rule on buf[s:e] and appends the secrets it accepts. A
+// rule or an allowlist that gitleaks' Translate refused (never gitleaks'
+// own configuration: TestRulesAreTranslatedAsAWhole) fails closed: the
+// whole window is a secret, and no allowlist spares a match.
+func (ru *rule) match(buf []byte, s, e int, global func() ([]*config.Allowlist, error), keep [][]byte, spans []span) []span {
+	cr, err := ru.compiled()
+	if err != nil {
+		return append(spans, span{s: s, e: e, tag: ru.id})
+	}
+	gl, _ := global()
+
+	for _, m := range cr.re.FindAllSubmatchIndex(buf[s:e], -1) {
 		g := ru.secretGroup
 		if g == 0 {
 			for i := 1; i < len(m)/2; i++ {
@@ -865,7 +942,7 @@ func (ru *rule) match(buf []byte, s, e int, global []*config.Allowlist, keep [][
 		if ru.entropy > 0 && shannon(secret) < ru.entropy {
 			continue
 		}
-		if kept(secret, keep) || allowed(secret, buf[s+m[0]:s+m[1]], ru.allowlists) || allowed(secret, buf[s+m[0]:s+m[1]], global) {
+		if kept(secret, keep) || allowed(secret, buf[s+m[0]:s+m[1]], cr.allowlists) || allowed(secret, buf[s+m[0]:s+m[1]], gl) {
 			continue
 		}
 		spans = append(spans, span{s: s + m[2*g], e: s + m[2*g+1], tag: ru.id})

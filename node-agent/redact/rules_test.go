@@ -2,6 +2,8 @@ package redact
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -436,4 +438,108 @@ func TestMergedWindowsHoldEarlierStarts(t *testing.T) {
 	if len(spans) != 1 || string(buf[spans[0].s:spans[0].e]) != "Zx7pQm2Lp9Rt4Vw8Yz3Bn6Cd1Hk5Jq" {
 		t.Fatalf("spans %v: want the value of the first line", spans)
 	}
+}
+
+// TestRulesAreTranslatedAsAWhole: the rule set translates each rule (and
+// the global allowlists) at its first use, one at a time; what it gets must
+// be what gitleaks' Translate makes of the whole configuration, rule for
+// rule: the same regex, secret group, entropy and allowlists (their
+// regexes, stop words and trie), and the same rules skipped.
+func TestRulesAreTranslatedAsAWhole(t *testing.T) {
+	vc, err := defaultConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := newRuleSet(&vc)
+	forWhole, err := defaultConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, err := forWhole.Translate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, id := range whole.OrderedRules {
+		if r := whole.Rules[id]; r.Regex != nil && r.Path == nil && len(r.Keywords) > 0 {
+			want = append(want, id)
+		}
+	}
+	var got []string
+	for _, ru := range rs.rules {
+		got = append(got, ru.id)
+	}
+	if !slices.Equal(got, want) || len(got) < 100 {
+		t.Fatalf("the rule set has %d rules, Translate %d usable ones:\n%v\n%v", len(got), len(want), got, want)
+	}
+	targeted := 0
+	for _, ru := range rs.rules {
+		w := whole.Rules[ru.id]
+		cr, err := ru.compiled()
+		if err != nil {
+			t.Fatalf("%s: %v", ru.id, err)
+		}
+		if cr.re.String() != w.Regex.String() || ru.secretGroup != w.SecretGroup || ru.entropy != w.Entropy {
+			t.Errorf("%s: regex %q group %d entropy %v, Translate's %q %d %v", ru.id, cr.re, ru.secretGroup, ru.entropy, w.Regex, w.SecretGroup, w.Entropy)
+		}
+		if !slices.Equal(allowlistsSaid(cr.allowlists), allowlistsSaid(usable(w.Allowlists))) {
+			t.Errorf("%s: its allowlists are not Translate's (%d, Translate %d)", ru.id, len(cr.allowlists), len(usable(w.Allowlists)))
+		}
+		if len(w.Allowlists) > 0 {
+			targeted++
+		}
+	}
+	if targeted < 5 {
+		t.Fatalf("only %d rules have allowlists: the comparison above saw too few", targeted)
+	}
+	gl, err := rs.allowlist()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// (gitleaks' own global allowlist names paths, which output has not:
+	// none is usable today, and none was before rules were translated one
+	// at a time.)
+	if !slices.Equal(allowlistsSaid(gl), allowlistsSaid(usable(whole.Allowlists))) {
+		t.Fatalf("the global allowlists (%d) are not Translate's (%d)", len(gl), len(usable(whole.Allowlists)))
+	}
+	// The configuration the rules were translated from is left as it was
+	// (Translate lowercases keywords in place).
+	again, err := defaultConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(vc, again) {
+		t.Fatal("translating the rules one at a time changed the configuration they are read from")
+	}
+}
+
+// TestARuleTheTranslationRefusesFailsClosed: were a rule not to translate,
+// its window is redacted whole rather than left.
+func TestARuleTheTranslationRefusesFailsClosed(t *testing.T) {
+	ru := &rule{id: "broken", compiled: func() (compiledRule, error) { return compiledRule{}, errors.New("no") }}
+	got := ru.match([]byte("0123456789"), 2, 8, func() ([]*config.Allowlist, error) { return nil, nil }, nil, nil)
+	if len(got) != 1 || got[0].s != 2 || got[0].e != 8 {
+		t.Fatalf("spans %v, want the window 2..8", got)
+	}
+}
+
+// allowlistsSaid says what each allowlist allows. (Translate keeps stop
+// words in a map's order, so two translations differ in that order.)
+func allowlistsSaid(als []*config.Allowlist) []string {
+	var out []string
+	for _, a := range als {
+		var res []string
+		for _, re := range a.Regexes {
+			res = append(res, re.String())
+		}
+		words := slices.Sorted(slices.Values(a.StopWords))
+		out = append(out, fmt.Sprintf("%q %v %q %q %q", a.Description, a.MatchCondition, a.RegexTarget, res, words))
+		// The stop words are found through the trie.
+		for _, w := range words {
+			if ok, _ := a.ContainsStopWord("x" + w + "x"); !ok {
+				out = append(out, "stop word not found: "+w)
+			}
+		}
+	}
+	return out
 }
