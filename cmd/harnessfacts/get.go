@@ -10,7 +10,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
-	"github.com/harnessfacts/harnessfacts/internal/nodecmd"
 )
 
 func newGetCommand() *cobra.Command {
@@ -19,7 +18,6 @@ func newGetCommand() *cobra.Command {
 		selector      string
 		allNamespaces bool
 	)
-	scheme, _ := nodecmd.NewScheme()
 	var pf *printFlags
 	cmd := &cobra.Command{
 		Use:   "get [RUN...]",
@@ -121,7 +119,7 @@ name, jsonpath=... and go-template=... print the objects as kubectl does.`,
 		},
 	}
 	k = newKube(cmd)
-	pf = addPrintFlags(cmd, scheme, "wide")
+	pf = addPrintFlags(cmd, "wide")
 	cmd.Flags().StringVarP(&selector, "selector", "l", "", "label selector, e.g. harnessfacts.io/suite=nightly")
 	cmd.Flags().BoolVarP(&allNamespaces, "all-namespaces", "A", false, "list the runs of every namespace")
 	return cmd

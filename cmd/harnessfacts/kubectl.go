@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
-	"github.com/harnessfacts/harnessfacts/internal/nodecmd"
 )
 
 // runsResource is the HarnessRun resource, for the dynamic client and
@@ -95,7 +94,7 @@ func (k *kube) client() (client.WithWatch, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	scheme, err := nodecmd.NewScheme()
+	scheme, err := cliScheme()
 	if err != nil {
 		return nil, "", err
 	}
@@ -177,8 +176,7 @@ type output struct {
 
 // newOutput adds -o (and --template) to cmd.
 func newOutput(cmd *cobra.Command) *output {
-	scheme, _ := nodecmd.NewScheme()
-	return &output{flags: addPrintFlags(cmd, scheme)}
+	return &output{flags: addPrintFlags(cmd)}
 }
 
 // printer is the printer -o asks for, or nil without -o. Commands ask for it

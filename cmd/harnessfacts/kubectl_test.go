@@ -13,7 +13,6 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
-	"github.com/harnessfacts/harnessfacts/internal/nodecmd"
 	"github.com/harnessfacts/harnessfacts/internal/testing/testenv"
 )
 
@@ -108,11 +107,7 @@ func TestPrintFlagsAreKubectls(t *testing.T) {
 		{args: []string{"-o", "jsonpath={.a"}, wantErr: "error parsing jsonpath"},
 	} {
 		cmd := &cobra.Command{Use: "t"}
-		scheme, err := nodecmd.NewScheme()
-		if err != nil {
-			t.Fatal(err)
-		}
-		f := addPrintFlags(cmd, scheme)
+		f := addPrintFlags(cmd)
 		if err := cmd.ParseFlags(tc.args); err != nil {
 			t.Fatalf("%v: %v", tc.args, err)
 		}

@@ -5,10 +5,14 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/printers"
+
+	"github.com/harnessfacts/harnessfacts/internal/nodecmd"
 )
 
 // printFlags are kubectl's printing flags (-o, --template,
@@ -38,8 +42,8 @@ var printFormats = []string{"go-template", "go-template-file", "json", "jsonpath
 
 // addPrintFlags adds kubectl's printing flags to cmd; extra are further -o
 // values the command handles itself (get's wide), named in -o's help.
-func addPrintFlags(cmd *cobra.Command, typer runtime.ObjectTyper, extra ...string) *printFlags {
-	f := &printFlags{allowMissingKeys: true, typer: typer}
+func addPrintFlags(cmd *cobra.Command, extra ...string) *printFlags {
+	f := &printFlags{allowMissingKeys: true, typer: schemeTyper{}}
 	fs := cmd.Flags()
 	fs.StringVarP(&f.format, "output", "o", "", fmt.Sprintf("Output format. One of: (%s).", strings.Join(append(append([]string{}, printFormats...), extra...), ", ")))
 	fs.StringVar(&f.template, "template", "", "Template string or path to template file to use when -o=go-template, -o=go-template-file. The template format is golang templates [http://golang.org/pkg/text/template/#pkg-overview].")
@@ -124,4 +128,26 @@ func (f *printFlags) templatePrinter(format string) (printers.ResourcePrinter, e
 	}
 	p.AllowMissingKeys(f.allowMissingKeys)
 	return p, nil
+}
+
+// cliScheme is the scheme of the CLI's clients and printers, made once when
+// a command first needs it: made in each command's constructor, it cost
+// every harnessfacts invocation (`harnessfacts run` too) a few
+// milliseconds of client-go's API groups before anything ran.
+var cliScheme = sync.OnceValues(nodecmd.NewScheme)
+
+// schemeTyper is cliScheme as a printer's ObjectTyper.
+type schemeTyper struct{}
+
+func (schemeTyper) ObjectKinds(o runtime.Object) ([]schema.GroupVersionKind, bool, error) {
+	s, err := cliScheme()
+	if err != nil {
+		return nil, false, err
+	}
+	return s.ObjectKinds(o)
+}
+
+func (schemeTyper) Recognizes(gvk schema.GroupVersionKind) bool {
+	s, err := cliScheme()
+	return err == nil && s.Recognizes(gvk)
 }
