@@ -116,10 +116,6 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	if err != nil {
 		return err
 	}
-	run, err := localrun.ReadRunFile(ctx, f.file)
-	if err != nil {
-		return err
-	}
 	sources := localrun.Sources{FixturesDir: f.fixturesDir, SecretsDir: f.secretsDir}
 	if f.fixturesDir == "" {
 		// A run.yaml kept in its fixture's folder names that folder.
@@ -144,10 +140,31 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	if f.follow {
 		opts.Live = progress
 	}
-	exec, err := executor.New(opts)
+	// The executor's sandbox preflight (a sandbox start, mostly bwrap's
+	// and the kernel's work) runs while this goroutine validates the run
+	// (CPU: its CEL rules). Both are waited for whatever happens, so that
+	// no preflight is left behind by a run refused here.
+	type made struct {
+		exec *executor.Executor
+		err  error
+	}
+	ready := make(chan made, 1)
+	go func() {
+		exec, err := executor.New(opts)
+		ready <- made{exec, err}
+	}()
+	run, err := localrun.ReadRunFile(ctx, f.file)
+	m := <-ready
 	if err != nil {
+		if m.exec != nil {
+			_ = m.exec.Close()
+		}
 		return err
 	}
+	if m.err != nil {
+		return m.err
+	}
+	exec := m.exec
 	for _, m := range exec.SandboxModes(ctx) {
 		if m.Available && strings.Contains(m.Message, sandbox.NoCPUShare) {
 			cmd.PrintErrf("WARNING %s: %s\n", m.Mode, m.Message)

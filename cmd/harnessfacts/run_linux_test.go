@@ -297,3 +297,36 @@ func TestLocalRunSignsItsEvidence(t *testing.T) {
 		t.Errorf("signature: %s", out)
 	}
 }
+
+// A run the local validation refuses is refused with the API server's
+// message, while the sandbox preflight started beside the validation is
+// waited for: it leaves no temporary folder behind.
+func TestRefusedLocalRunLeavesNoPreflight(t *testing.T) {
+	bin := harnessfactsBinary(t)
+	base := openDir(t)
+	tmp := filepath.Join(base, "tmp")
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	runFile := filepath.Join(base, "run.yaml")
+	if err := os.WriteFile(runFile, []byte(`apiVersion: harnessfacts.io/v1alpha1
+kind: HarnessRun
+metadata: {name: refused}
+spec:
+  agent: {adapter: exec}
+  fixture: {configMapRef: {name: hello}}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		cmd := exec.Command(bin, "run", "-f", runFile, "--run-root", filepath.Join(base, "runs"), "--evidence", filepath.Join(base, fmt.Sprint("ev", i)))
+		cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "is not a valid HarnessRun") || !strings.Contains(string(out), "command") {
+			t.Fatalf("a run without a command: %v\n%s", err, out)
+		}
+		if left, _ := os.ReadDir(tmp); len(left) != 0 {
+			t.Fatalf("the refused run left %v in its TMPDIR", left)
+		}
+	}
+}
