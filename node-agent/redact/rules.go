@@ -170,10 +170,12 @@ func translateRule(vc *config.ViperConfig, i int) (config.Rule, error) {
 	r.Keywords = slices.Clone(r.Keywords)
 	one := config.ViperConfig{Title: vc.Title, Description: vc.Description, MinVersion: vc.MinVersion}
 	one.Rules = append(one.Rules, r)
-	if a := vc.AllowList; a != nil && slices.Contains(a.TargetRules, r.ID) {
+	// The deprecated [allowlist] is what gitleaks' own configuration
+	// still uses; Translate reads it, so the one-rule configurations do.
+	if a := vc.AllowList; a != nil && slices.Contains(a.TargetRules, r.ID) { //nolint:staticcheck // see above
 		targeted := *a
 		targeted.TargetRules = []string{r.ID}
-		one.AllowList = &targeted
+		one.AllowList = &targeted //nolint:staticcheck // see above
 	}
 	for _, a := range vc.Allowlists {
 		if slices.Contains(a.TargetRules, r.ID) {
@@ -193,8 +195,8 @@ func translateRule(vc *config.ViperConfig, i int) (config.Rule, error) {
 // target no rule, without the rules.
 func translateGlobal(vc *config.ViperConfig) (config.Config, error) {
 	g := config.ViperConfig{Title: vc.Title, Description: vc.Description, MinVersion: vc.MinVersion}
-	if a := vc.AllowList; a != nil && len(a.TargetRules) == 0 {
-		g.AllowList = a
+	if a := vc.AllowList; a != nil && len(a.TargetRules) == 0 { //nolint:staticcheck // gitleaks' own configuration's [allowlist]
+		g.AllowList = a //nolint:staticcheck // as above
 	}
 	for _, a := range vc.Allowlists {
 		if len(a.TargetRules) == 0 {
