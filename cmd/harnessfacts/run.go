@@ -23,6 +23,7 @@ import (
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
 	"github.com/harnessfacts/harnessfacts/node-agent/evidence"
 	"github.com/harnessfacts/harnessfacts/node-agent/executor"
+	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
 	"github.com/harnessfacts/harnessfacts/node-agent/localrun"
 	"github.com/harnessfacts/harnessfacts/node-agent/redact"
 	"github.com/harnessfacts/harnessfacts/sandbox"
@@ -192,7 +193,7 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 		if evidenceDir == "" {
 			// Each run its own folder: re-running is normal, and earlier
 			// evidence is never overwritten.
-			if evidenceDir, err = newRunEvidenceDir(filepath.Join("evidence", run.Name), time.Now()); err != nil {
+			if evidenceDir, err = newRunEvidenceDir(filepath.Join(fixture.LocalEvidenceDir, run.Name), time.Now()); err != nil {
 				return fmt.Errorf("making the evidence folder: %w", err)
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -328,5 +329,37 @@ spec:
 		if left, _ := os.ReadDir(tmp); len(left) != 0 {
 			t.Fatalf("the refused run left %v in its TMPDIR", left)
 		}
+	}
+}
+
+// A fixture run twice from its own folder, as its README says (`cd` there,
+// `harnessfacts run -f run.yaml`): the first run's evidence lands in the
+// folder, and the second run reads the same fixture, with the same digest.
+func TestLocalRunTwiceInTheFixturesFolder(t *testing.T) {
+	bin := harnessfactsBinary(t)
+	base := openDir(t)
+	fix := filepath.Join(base, "hello")
+	if out, err := exec.Command("cp", "-a", filepath.Join(repoRoot(t), "fixtures", "hello"), fix).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	var digests []string
+	for i := range 2 {
+		cmd := exec.Command(bin, "run", "-q", "-f", "run.yaml", "--run-root", filepath.Join(base, "runs"), "--evidence-key", "")
+		cmd.Dir = fix
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("run %d from the fixture's folder: %v\n%s", i+1, err, out)
+		}
+		m := regexp.MustCompile(`fixtureDigest: (sha256:[0-9a-f]+)`).FindSubmatch(out)
+		if m == nil {
+			t.Fatalf("run %d: no fixture digest in\n%s", i+1, out)
+		}
+		digests = append(digests, string(m[1]))
+	}
+	if digests[0] != digests[1] {
+		t.Fatalf("the fixture's digest changed with the first run's evidence: %v", digests)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(fix, "evidence", "hello")); len(entries) != 3 {
+		t.Fatalf("evidence/hello holds %d entries, want two runs' and the link", len(entries))
 	}
 }

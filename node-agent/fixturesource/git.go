@@ -303,6 +303,12 @@ func readTree(st *memory.Storage, commit *object.Commit, src Git, lim fixture.Li
 		if err != nil {
 			return nil, unavailable("commit %s: reading its tree: %v", src.Commit, err)
 		}
+		// What is kept beside a fixture (a local run's evidence, with its
+		// links, among it) is left out whatever it holds, as from the
+		// folder on disk.
+		if fixture.BesideFixture(p) {
+			continue
+		}
 		if entries++; entries > lim.MaxEntries {
 			return nil, &fixture.Error{Kind: fixture.ErrTooLarge, Detail: fmt.Sprintf("more than the %d entries (files, directories and others) allowed", lim.MaxEntries)}
 		}
@@ -316,9 +322,6 @@ func readTree(st *memory.Storage, commit *object.Commit, src Git, lim fixture.Li
 			return nil, &fixture.Error{Kind: fixture.ErrNotRegular, Path: p, Detail: "is a git submodule, which is not followed: put its files in the fixture"}
 		default:
 			return nil, &fixture.Error{Kind: fixture.ErrNotRegular, Path: p, Detail: fmt.Sprintf("has git mode %o, not a regular file", uint32(e.Mode))}
-		}
-		if fixture.BesideFixture(p) {
-			continue
 		}
 		blob, err := object.GetBlob(st, e.Hash)
 		if err != nil {

@@ -286,3 +286,23 @@ func TestFetchesRefuseTheMetadataService(t *testing.T) {
 		t.Error("a refused fetch left a cache entry")
 	}
 }
+
+// A fixture folder committed with the evidence of local runs made in it
+// (evidence/NAME/TIME and the link evidence/NAME/latest) is read as the
+// folder on disk is: the evidence is beside the fixture, link and all.
+func TestGitLeavesOutLocalEvidence(t *testing.T) {
+	srv := gitserver.Start(t, "", "")
+	repo := srv.Repo(t, "with-evidence", true)
+	files := map[string]string{"fixture.yaml": "prompt: p\n", "workspace/a": "a\n"}
+	want := dirDigest(t, files, "")
+	files["evidence/hello/20261204T000000Z/receipt.json"] = "{}\n"
+	files["evidence/hello/latest"] = "symlink:20261204T000000Z"
+	c := repo.Commit(files, "with a local run's evidence")
+	got, err := fixturesource.NewCache(t.TempDir(), 0, fixturesource.Options{}).Git(context.Background(), fixturesource.Git{URL: repo.URL, Commit: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Fixture.Digest != want || len(got.Fixture.Files) != 2 {
+		t.Fatalf("%d files, digest %s; want the 2 files without the evidence, %s", len(got.Fixture.Files), got.Fixture.Digest, want)
+	}
+}
