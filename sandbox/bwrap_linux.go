@@ -193,10 +193,33 @@ var SocketDirs = []string{
 // Spec says. /sys/fs/cgroup holds every cgroup of the node, readable by
 // anyone: on a Kubernetes node the kubelet's pods by UID and their
 // containers by ID, with their memory, CPU and process counts, and the
-// node-agent's other runs, theirs. Nothing inside needs it: a run's limits
+// node-agent's other runs, theirs. /sys/class/net and the interfaces' own
+// folders (/sys/devices/virtual/net, every pod's veth and the node's
+// bridges, and each physical interface's, nodeNetDirs) name the node's
+// interfaces with their hardware addresses and live traffic counters: the
+// other workloads' traffic, to watch or to signal through. The sandbox's
+// network namespace has none of them (sysfs is the host's, bound
+// read-only), and tools list interfaces through netlink, not sysfs.
+// /sys/devices/virtual/dmi names the machine (its vendor and model, the
+// cloud's instance type). Nothing inside needs any of it: a run's limits
 // are applied, and its figures read, from outside its sandbox. A sandbox
 // on an environment image has no host /sys at all.
-var NodeDirs = []string{"/sys/fs/cgroup"}
+var NodeDirs = []string{"/sys/fs/cgroup", "/sys/class/net", "/sys/devices/virtual/net", "/sys/devices/virtual/dmi"}
+
+// nodeNetDirs are the folders below /sys/devices that hold the host's
+// network interfaces outside /sys/devices/virtual/net: the net folder of
+// each physical device a /sys/class/net link points into. Read at each
+// sandbox's start, since interfaces come and go.
+func nodeNetDirs() []string {
+	entries, _ := os.ReadDir("/sys/class/net")
+	var dirs []string
+	for _, e := range entries {
+		if dev, err := filepath.EvalSymlinks(filepath.Join("/sys/class/net", e.Name())); err == nil && within(dev, "/sys/devices") {
+			dirs = append(dirs, filepath.Dir(dev))
+		}
+	}
+	return dirs
+}
 
 // SandboxHostname is the name every sandbox has (uname, hostname).
 const SandboxHostname = "localhost"
@@ -228,7 +251,7 @@ func maskedMounts() []string {
 	for _, d := range SocketDirs {
 		mask(d, false)
 	}
-	for _, d := range NodeDirs {
+	for _, d := range append(slices.Clone(NodeDirs), nodeNetDirs()...) {
 		mask(d, true)
 	}
 	return a

@@ -903,9 +903,43 @@ func TestBwrapHostCgroupTreeHidden(t *testing.T) {
 	if res.ExitCode != 0 || !strings.Contains(out, "entries:0\n") {
 		t.Fatalf("the sandbox sees the host's cgroups: %+v %q", res, out)
 	}
-	// The rest of /sys stays as it was: only the cgroup tree is masked.
+	// The rest of /sys stays as it was: only what describes the node is
+	// masked.
 	if !strings.Contains(out, "sys-kept") {
 		t.Fatalf("/sys itself went missing: %q", out)
+	}
+}
+
+// The node's network interfaces (their names, hardware addresses and live
+// traffic counters: every pod's veth on a Kubernetes node) are out of the
+// sandbox's sight, by /sys/class/net and by each interface's own folder,
+// while the CPU folders tools read for the processor count stay.
+func TestBwrapHostNetworkDevicesHidden(t *testing.T) {
+	r := requireBwrapHost(t)
+	host, err := os.ReadDir("/sys/class/net")
+	if err != nil || len(host) == 0 {
+		t.Fatalf("the host's /sys/class/net: %d entries, %v (the check below would prove nothing)", len(host), err)
+	}
+	var dirs []string
+	for _, e := range host {
+		dev, err := filepath.EvalSymlinks(filepath.Join("/sys/class/net", e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, dev)
+	}
+	script := `n=$(ls -A /sys/class/net | wc -l); echo "class:$n"`
+	for _, d := range dirs {
+		script += fmt.Sprintf(`; [ -e %q ] && echo "seen %s"`, filepath.Join(d, "statistics", "rx_bytes"), d)
+	}
+	script += `; ls /sys/devices/system/cpu | grep -qx online && echo cpu-kept; true`
+	spec := runDir(t, testBase(t), "sh", "-c", script)
+	res, out := run(t, r, spec)
+	if res.ExitCode != 0 || !strings.Contains(out, "class:0\n") || strings.Contains(out, "seen ") {
+		t.Fatalf("the sandbox sees the host's interfaces %v: %+v %q", dirs, res, out)
+	}
+	if !strings.Contains(out, "cpu-kept") {
+		t.Fatalf("/sys/devices/system/cpu went missing: %q", out)
 	}
 }
 
