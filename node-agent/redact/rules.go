@@ -53,8 +53,9 @@ type ruleSet struct {
 	kwRules [][]int // keyword pattern index → rules
 	maxKw   int
 	window  int
-	// allowlist is gitleaks' global allowlists that target no rule, made
-	// at the first match (a thousand stop words and their trie).
+	// allowlist is gitleaks' global allowlists that target no rule and can
+	// be judged without a path or commit (usable; gitleaks' own one names
+	// paths, so none today), made at the first match.
 	allowlist func() ([]*config.Allowlist, error)
 }
 
