@@ -115,7 +115,7 @@ func bwrapArgs(spec Spec, v1Sync, seccomp bool) []string {
 		// read-only root does not stop connect(), so every daemon socket
 		// must be out of sight.
 		a = append(a, maskedMounts()...)
-		a = append(a, hiddenMounts(outside(spec.Hidden, slices.Concat(SocketDirs, NodeDirs)))...)
+		a = append(a, hiddenMounts(outside(outermost(spec.Hidden), slices.Concat(SocketDirs, NodeDirs)))...)
 	}
 	for _, p := range spec.ReadOnly {
 		a = append(a, "--ro-bind-try", p, p)
@@ -274,6 +274,34 @@ func outside(paths, dirs []string) []string {
 		}
 	}
 	return out
+}
+
+// outermost drops the hidden paths that lie inside another hidden
+// directory: its empty tmpfs covers them already, and masking them again
+// made bwrap create their mount points in it, so the masked directory
+// showed their names (an empty /root/.config/harnessfacts/keys in a local
+// run's masked /root) and cost a mount. A bind that uncovers one of them
+// masks it again after the binds (bwrapArgs' inner).
+func outermost(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		covered := false
+		for _, d := range paths {
+			if filepath.Clean(d) != filepath.Clean(p) && within(p, d) && isDir(d) {
+				covered = true
+				break
+			}
+		}
+		if !covered {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
 }
 
 // hiddenMounts masks each existing directory with an empty tmpfs and each

@@ -1331,3 +1331,35 @@ func TestBwrapCommandThatFailsIsNotStartedAgain(t *testing.T) {
 		t.Error("the command ran")
 	}
 }
+
+// A hidden path inside another hidden directory (the local run's signing
+// key folder inside a masked /root) is covered by that directory's mask and
+// leaves no trace in it: the masked directory is empty, not a chain of
+// empty folders naming what was hidden. The same path written twice, one
+// with a trailing slash, is still masked.
+func TestBwrapHiddenInsideHiddenLeavesNoTrace(t *testing.T) {
+	r := requireBwrapHost(t)
+	base := testBase(t)
+	home := filepath.Join(base, "home")
+	keys := filepath.Join(home, ".config", "tool", "keys")
+	if err := os.MkdirAll(keys, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	secret := "secret-" + randomToken(t)
+	if err := os.WriteFile(filepath.Join(keys, "key"), []byte(secret), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	twice := filepath.Join(base, "twice")
+	if err := os.MkdirAll(twice, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(twice, "key"), []byte(secret), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec := runDir(t, base, "sh", "-c", fmt.Sprintf(`echo "home:$(ls -A %s | wc -l)"; cat %s/key %s/key 2>/dev/null; echo done`, home, keys, twice))
+	spec.Hidden = []string{home, keys, twice + "/", twice}
+	res, out := run(t, r, spec)
+	if res.ExitCode != 0 || !strings.Contains(out, "home:0\n") || strings.Contains(out, secret) || !strings.HasSuffix(out, "done\n") {
+		t.Fatalf("the masked folder shows what was hidden inside it, or a secret: %+v %q", res, out)
+	}
+}
