@@ -293,7 +293,9 @@ func TestFetchesRefuseTheMetadataService(t *testing.T) {
 func TestGitLeavesOutLocalEvidence(t *testing.T) {
 	srv := gitserver.Start(t, "", "")
 	repo := srv.Repo(t, "with-evidence", true)
-	files := map[string]string{"fixture.yaml": "prompt: p\n", "workspace/a": "a\n"}
+	// A folder that only shares a beside-file's name is the fixture's,
+	// from git as from the folder.
+	files := map[string]string{"fixture.yaml": "prompt: p\n", "workspace/a": "a\n", "run.yaml/inner.txt": "x\n"}
 	want := dirDigest(t, files, "")
 	files["evidence/hello/20261204T000000Z/receipt.json"] = "{}\n"
 	files["evidence/hello/latest"] = "symlink:20261204T000000Z"
@@ -302,7 +304,7 @@ func TestGitLeavesOutLocalEvidence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Fixture.Digest != want || len(got.Fixture.Files) != 2 {
-		t.Fatalf("%d files, digest %s; want the 2 files without the evidence, %s", len(got.Fixture.Files), got.Fixture.Digest, want)
+	if got.Fixture.Digest != want || len(got.Fixture.Files) != 3 {
+		t.Fatalf("%d files, digest %s; want the 3 files without the evidence, %s", len(got.Fixture.Files), got.Fixture.Digest, want)
 	}
 }
