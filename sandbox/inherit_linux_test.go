@@ -69,6 +69,7 @@ func contains(s []string, x string) bool {
 
 // inheritHelper runs in the helper process, in run dir dir.
 func inheritHelper(dir string) int {
+	defer removeTestCgroupParent() // this process's own (its pid in the name)
 	fds := func(list string) string { return strings.Join(strings.Fields(list), " ") }
 	own, err := exec.Command("sh", "-c", "ls /proc/$PPID/fd").Output()
 	if err != nil {
