@@ -472,6 +472,7 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 	} else if cg, err = newRunCgroup(r.opts, limits); err != nil {
 		return res, fmt.Errorf("sandbox: %w", err)
 	}
+	res.cgroup = cgroupDescription(cg)
 	defer func() {
 		if rerr := cg.remove(); rerr != nil && err == nil {
 			err = fmt.Errorf("sandbox: %w", rerr)
@@ -795,7 +796,11 @@ func preflightBwrap(ctx context.Context, opts Options) Availability {
 		a.Reason = explainBwrapFailure(fmt.Sprintf("bwrap exited %d: %s", res.ExitCode, strings.TrimSpace(stderr.String())))
 	default:
 		a.Available = true
-		a.Reason = fmt.Sprintf("bwrap %s, cgroup %s, seccomp %s, %s", r.bwrap, cgroupDescription(opts), res.Seccomp, userNetDescription(opts))
+		cgroup := res.cgroup
+		if cgroup == "" {
+			cgroup = "unavailable"
+		}
+		a.Reason = fmt.Sprintf("bwrap %s, cgroup %s, seccomp %s, %s", r.bwrap, cgroup, res.Seccomp, userNetDescription(opts))
 	}
 	return a
 }
@@ -813,12 +818,11 @@ func userNetDescription(opts Options) string {
 	return "user-mode network " + p
 }
 
-func cgroupDescription(opts Options) string {
-	cg, err := newRunCgroup(opts, Limits{}.WithDefaults())
-	if err != nil {
-		return "unavailable"
-	}
-	defer func() { _ = cg.remove() }() // a description; nothing ran in it
+// cgroupDescription describes the cgroup a run had, for the preflight's
+// verdict: the preflight's own run's (it used to make a second cgroup only
+// to describe it, a few milliseconds before every local run's first
+// sandbox).
+func cgroupDescription(cg runCgroup) string {
 	ctrl := cg.controllers()
 	d := fmt.Sprintf("v%d (%s)", cg.version(), strings.Join(ctrl, ", "))
 	if !slices.Contains(ctrl, "cpu") {

@@ -285,6 +285,10 @@ type Result struct {
 	// mount that changed under it). Each is also said on the command's
 	// stderr.
 	SetupRetries int
+	// cgroup describes the cgroup that bound the run (its version and
+	// controllers, cgroupDescription), for the preflight's verdict; ""
+	// where none did.
+	cgroup string
 }
 
 // Runner runs commands in one isolation mode.
