@@ -7,12 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/harnessfacts/harnessfacts/internal/testing/testenv"
 )
@@ -86,9 +82,9 @@ func BenchmarkLocalRun(b *testing.B) {
 	var runRSS, srtRSS int64
 	for range 3 {
 		i++
-		runRSS = max(runRSS, peakRSS(b, tmp, localRun(i)...))
+		runRSS = max(runRSS, mustPeakRSS(b, tmp, localRun(i)...))
 		if srt != "" {
-			srtRSS = max(srtRSS, peakRSS(b, tmp, srt, "true"))
+			srtRSS = max(srtRSS, mustPeakRSS(b, tmp, srt, "true"))
 		}
 	}
 	if entries, _ := os.ReadDir(runs); len(entries) != 0 {
@@ -103,49 +99,6 @@ func BenchmarkLocalRun(b *testing.B) {
 		b.ReportMetric(float64(srtRSS)/(1<<20), "srt-peak-MiB")
 		b.ReportMetric(float64(mr)/float64(ms), "run/srt(goal≤0.25)")
 	}
-}
-
-// peakRSS runs argv once, in dir, and returns its peak resident set size
-// (of it or of the largest child it waited for), as the kernel counts it.
-//
-// Not from exec.Cmd's ProcessState: os/exec forks a child that shares
-// this process's memory (CLONE_VM) until its execve, and at the execve the
-// kernel keeps the peak of the memory the child leaves, this benchmark
-// process's own (80-90 MiB), as the child's maxrss. Every peak read that
-// way was at least this process's, whatever the command used. So a shell
-// (a small process of its own) starts the command in the background and
-// exits, and this process, a child subreaper meanwhile, inherits the
-// command and waits for it itself.
-func peakRSS(b *testing.B, dir string, argv ...string) int64 {
-	b.Helper()
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		b.Fatalf("becoming a child subreaper: %v", err)
-	}
-	defer func() { _ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0) }()
-	sh := exec.Command("sh", append([]string{"-c", `"$@" >/dev/null 2>&1 </dev/null & echo $!`, "sh"}, argv...)...)
-	sh.Dir = dir
-	out, err := sh.Output()
-	if err != nil {
-		b.Fatalf("%s: %v", sh.Args, err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
-	if err != nil {
-		b.Fatalf("%s said %q, not a pid", sh.Args, out)
-	}
-	var ws unix.WaitStatus
-	var ru unix.Rusage
-	for {
-		if _, err = unix.Wait4(pid, &ws, 0, &ru); err != unix.EINTR {
-			break
-		}
-	}
-	if err != nil {
-		b.Fatalf("waiting for %s: %v", argv, err)
-	}
-	if !ws.Exited() || ws.ExitStatus() != 0 {
-		b.Fatalf("%s: %v", argv, ws)
-	}
-	return ru.Maxrss << 10
 }
 
 // roundTripFunc is an http.RoundTripper of a function.

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -260,21 +259,22 @@ func TestHugeMaxOutputBytesKeepsMemoryBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 		runs := filepath.Join(openDir(t), "runs")
-		cmd := exec.Command(binary, "run", "-f", file, "--evidence", filepath.Join(dir, "evidence"), "--run-root", runs)
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("harnessfacts run: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+		stdoutFile, stderrFile := filepath.Join(dir, "stdout"), filepath.Join(dir, "stderr")
+		// The peak covers the process and the children it waited for:
+		// the executor, bwrap, sandbox-init and the agent's tree.
+		peak, ws := peakRSS(t, dir, stdoutFile, stderrFile, binary, "run", "-f", file, "--evidence", filepath.Join(dir, "evidence"), "--run-root", runs)
+		stdout, _ := os.ReadFile(stdoutFile)
+		if !ws.Exited() || ws.ExitStatus() != 0 {
+			stderr, _ := os.ReadFile(stderrFile)
+			t.Fatalf("harnessfacts run: %v\nstdout:\n%s\nstderr:\n%s", ws, stdout, stderr)
 		}
 		var out struct {
 			Status harnessv1.HarnessRunStatus `json:"status"`
 		}
-		if err := yaml.Unmarshal(stdout.Bytes(), &out); err != nil {
+		if err := yaml.Unmarshal(stdout, &out); err != nil {
 			t.Fatal(err)
 		}
-		// Maxrss (KiB) of wait4 covers the process and the children it
-		// waited for: the executor, bwrap, sandbox-init and the agent's tree.
-		return int64(cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss) << 10, out.Status
+		return peak, out.Status
 	}
 	quiet, _ := peakOf("quiet", "echo done")
 	loud, st := peakOf("loud", "head -c 268435456 /dev/zero | tr '\\\\0' x; echo; echo done")
