@@ -5,6 +5,7 @@ import (
 	"html/template"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
@@ -169,27 +170,30 @@ func (r *Report) HTML(w io.Writer) error {
 	for _, p := range []float64{0, 0.25, 0.5, 0.75, 1} {
 		d.Ticks = append(d.Ticks, tick{X: chartLabelWidth + p*chartBarWidth, Label: fmt.Sprintf("%.0f%%", 100*p)})
 	}
-	return page.Execute(w, d)
+	return page().Execute(w, d)
 }
 
 func cellAnchor(i int) string { return fmt.Sprintf("cell-%d", i) }
 
-var page = template.Must(template.New("report").Funcs(template.FuncMap{
-	"percent": percent,
-	"anchor":  cellAnchor,
-	"short": func(s string) string {
-		if len(s) > 23 {
-			return s[:23] + "…"
-		}
-		return s
-	},
-	"dur": func(d time.Duration) string {
-		if d <= 0 {
-			return ""
-		}
-		return d.Round(time.Millisecond).String()
-	},
-}).Parse(`<!DOCTYPE html>
+// page is parsed at its first use, not as the package loads: every
+// harnessfacts command links this package, and only `report` needs it.
+var page = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("report").Funcs(template.FuncMap{
+		"percent": percent,
+		"anchor":  cellAnchor,
+		"short": func(s string) string {
+			if len(s) > 23 {
+				return s[:23] + "…"
+			}
+			return s
+		},
+		"dur": func(d time.Duration) string {
+			if d <= 0 {
+				return ""
+			}
+			return d.Round(time.Millisecond).String()
+		},
+	}).Parse(`<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -293,3 +297,4 @@ The reward is what a Harbor-style verifier wrote (reward.txt, reward.json): per 
 </body>
 </html>
 `))
+})
