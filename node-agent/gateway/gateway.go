@@ -290,8 +290,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("the model gateway forwards only the model API (messages, responses, chat completions, models), not %q", p), http.StatusForbidden)
 		return
 	}
-	if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
-		// Codex tries a WebSocket first; a 404 makes it use plain HTTP.
+	if len(r.Header.Values("Upgrade")) > 0 {
+		// No protocol upgrade of any kind: a switched connection is a raw
+		// tunnel to the provider, with the run's key on its request and
+		// nothing of it counted or limited. Codex tries a WebSocket first;
+		// a 404 makes it use plain HTTP. (Only the exact "websocket" was
+		// refused before; "websocket, x", "h2c" or any other token went
+		// through httputil.ReverseProxy's upgrade path.)
 		http.NotFound(w, r)
 		return
 	}

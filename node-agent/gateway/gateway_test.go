@@ -271,6 +271,50 @@ func TestGatewayRefusesWhatIsNotTheModelAPI(t *testing.T) {
 	}
 }
 
+// TestGatewayRefusesProtocolUpgrades: a provider that would switch to
+// whatever protocol is asked (as one serving WebSocket answers does) never
+// gets an upgrade request through the gateway, whatever the Upgrade header
+// says: a switched connection would be a tunnel with the run's key on its
+// request and nothing of it counted.
+func TestGatewayRefusesProtocolUpgrades(t *testing.T) {
+	var hits atomic.Int64
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		conn, brw, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		fmt.Fprintf(brw, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: %s\r\n\r\ntunnel open\n", r.Header.Get("Upgrade"))
+		_ = brw.Flush()
+	}))
+	t.Cleanup(srv.Close)
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	up := &upstream{srv: srv, pool: pool}
+	_, base := serve(t, Options{Upstream: up.srv.URL, Header: Bearer, Key: []byte(realKey), RootCAs: up.pool})
+	addr := strings.TrimPrefix(base, "http://")
+	for _, upgrade := range []string{"websocket", "WebSocket", "websocket, x", "x, websocket", "h2c", "tunnel", "websocket\r\nUpgrade: h2c"} {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(conn, "GET /v1/responses HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: %s\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", upgrade)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("Upgrade: %q: %v", upgrade, err)
+		}
+		_ = resp.Body.Close()
+		_ = conn.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("Upgrade: %q: status %d, want 404 (Codex then uses plain HTTP)", upgrade, resp.StatusCode)
+		}
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("%d upgrade requests reached the provider", n)
+	}
+}
+
 // TestGatewayStopsOnACertificateThatDoesNotVerify: the gateway does not
 // trust the provider's test CA, so the run ends with its reason, and no
 // request reached the provider with the key.
