@@ -27,6 +27,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -266,12 +267,26 @@ func allowedPath(p string) bool {
 		}
 	}
 	for _, prefix := range []string{"/v1/models/", "/v1beta/models/"} {
-		if rest, ok := strings.CutPrefix(p, prefix); ok && rest != "" && !strings.Contains(rest, "/") {
+		rest, ok := strings.CutPrefix(p, prefix)
+		if !ok || rest == "" || strings.Contains(rest, "/") {
+			continue
+		}
+		// A model itself (its description), or one of the methods the
+		// CLIs call on it. Not the others: Gemini's batchGenerateContent
+		// and predictLongRunning start jobs that outlive the run, and
+		// none of embedContent, predict and the rest would be counted
+		// (usage reads generateContent's answers).
+		model, method, found := strings.Cut(rest, ":")
+		if model != "" && (!found || slices.Contains(geminiMethods, method)) {
 			return true
 		}
 	}
 	return false
 }
+
+// geminiMethods are the model methods the gateway forwards: the two the
+// CLIs generate with, and countTokens (free), which Gemini CLI calls.
+var geminiMethods = []string{"generateContent", "streamGenerateContent", "countTokens"}
 
 // ServeHTTP forwards one request of the agent's CLI.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {

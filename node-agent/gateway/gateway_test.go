@@ -249,6 +249,9 @@ func TestGatewayRefusesWhatIsNotTheModelAPI(t *testing.T) {
 		"POST /v1/files", "POST /v1/organization/api_keys", "POST /v1/messages/../files",
 		"POST /v1/models/..%2Ffiles", "POST /v1beta/models/x/../../v1/files", "DELETE /v1/models/m",
 		"CONNECT evil.example:443", "POST //evil.example/v1/messages", "POST /v1/messages/batches",
+		"POST /v1beta/models/m:batchGenerateContent", "POST /v1beta/models/m:predictLongRunning",
+		"POST /v1beta/models/m:predict", "POST /v1beta/models/m:embedContent", "POST /v1/models/m:batchGenerateContent",
+		"POST /v1beta/models/:generateContent", "POST /v1beta/models/m:generateContent:x",
 	} {
 		conn, err := net.Dial("tcp", addr)
 		if err != nil {
@@ -268,6 +271,26 @@ func TestGatewayRefusesWhatIsNotTheModelAPI(t *testing.T) {
 	}
 	if n := up.hits.Load(); n != 0 {
 		t.Errorf("%d refused requests reached the provider", n)
+	}
+}
+
+// TestAllowedPaths: what the CLIs call is forwarded, the rest of a model's
+// methods is not (TestGatewayRefusesWhatIsNotTheModelAPI sends them).
+func TestAllowedPaths(t *testing.T) {
+	for p, want := range map[string]bool{
+		"/v1/messages": true, "/v1/messages/count_tokens": true, "/v1/responses": true,
+		"/v1/chat/completions": true, "/v1/models": true, "/v1/models/gpt-m": true,
+		"/v1beta/models": true, "/v1beta/models/gemini-m": true,
+		"/v1beta/models/gemini-m:generateContent": true, "/v1beta/models/gemini-m:streamGenerateContent": true,
+		"/v1beta/models/gemini-m:countTokens":          true,
+		"/v1beta/models/gemini-m:batchGenerateContent": false, "/v1beta/models/gemini-m:predictLongRunning": false,
+		"/v1beta/models/gemini-m:embedContent": false, "/v1beta/models/gemini-m:batchEmbedContents": false,
+		"/v1beta/models/:generateContent": false, "/v1beta/models/gemini-m:": false,
+		"/v1beta/models/gemini-m/operations": false, "/v1/messages/batches": false, "/v1/files": false,
+	} {
+		if got := allowedPath(p); got != want {
+			t.Errorf("allowedPath(%q) = %v, want %v", p, got, want)
+		}
 	}
 }
 
