@@ -466,7 +466,9 @@ func (e *Executor) Execute(ctx context.Context, run *harnessv1.HarnessRun) *Outc
 }
 
 // do takes the steps in order; a step that fails ends the attempt as an
-// infrastructure failure with the step's reason.
+// infrastructure failure with the step's reason, unless the attempt was
+// stopped (cancelled, deleted, the node-agent's end): then the stop is why,
+// whatever the step it interrupted said.
 func (a *attempt) do(ctx context.Context) *Outcome {
 	steps := []struct {
 		name string // for an Observer; "" continues the step before
@@ -486,10 +488,19 @@ func (a *attempt) do(ctx context.Context) *Outcome {
 		{"", a.recheckPolicies},
 	}
 	for _, st := range steps {
+		if sc := stopCauseOf(ctx); sc != nil {
+			return stoppedBeforeAgent(sc)
+		}
 		if st.name != "" {
 			a.step(st.name)
 		}
 		if err := st.do(ctx); err != nil {
+			// A cancel that came while the step read the fixture or a
+			// Secret from the API made that read fail: the run was
+			// cancelled, not given a bad fixture.
+			if sc := stopCauseOf(ctx); sc != nil {
+				return stoppedBeforeAgent(sc)
+			}
 			return failed(err)
 		}
 	}

@@ -38,3 +38,13 @@ func failed(err error) *Outcome {
 		FailureClass: harnessv1.FailureInfrastructure, Reason: reason, Message: err.Error(),
 	}}
 }
+
+// stoppedBeforeAgent is the outcome of an attempt stopped before its agent
+// started: as for a stopped agent (verdict), nobody's failure, no failure
+// class, never retried.
+func stoppedBeforeAgent(sc *StopCause) *Outcome {
+	return &Outcome{Status: harnessv1.HarnessRunStatus{
+		Phase: harnessv1.RunFailed, Verdict: harnessv1.VerdictError,
+		Reason: sc.Reason, Message: sc.Message + "; before the agent started",
+	}}
+}
