@@ -23,11 +23,14 @@ import (
 // ran is what the agent's run and the steps after it found: the verdict's
 // and the evidence's input besides the attempt itself.
 type ran struct {
-	agent       sandbox.Result
-	agentErr    error
-	stop        *StopCause
-	out         *output
-	egressStats *egress.Stats // nil when the run had no egress proxy
+	agent    sandbox.Result
+	agentErr error
+	stop     *StopCause
+	// stoppedInChecks: stop came once the agent had ended, while its
+	// checks ran (they were cut short).
+	stoppedInChecks bool
+	out             *output
+	egressStats     *egress.Stats // nil when the run had no egress proxy
 	// gatewayStop is why the model gateway ended the run (nil if it did not).
 	gatewayStop *gateway.Stop
 

@@ -512,6 +512,11 @@ func (a *attempt) do(ctx context.Context) *Outcome {
 	if res.stop == nil && !res.agent.TimedOut && res.gatewayStop == nil {
 		a.step(StepChecks)
 		res.checks = a.runChecks(ctx)
+		// Stopped while the checks ran: they were cut short and judge
+		// nothing; the run was stopped, it did not fail its checks.
+		if sc := stopCauseOf(ctx); sc != nil {
+			res.stop, res.stoppedInChecks = sc, true
+		}
 	}
 	a.step(StepArtifacts)
 	var artifactsSeen bool

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -98,5 +100,62 @@ func TestStopBeforeTheAgentIsTheRunsReason(t *testing.T) {
 				t.Errorf("the agent started %d times", obs.started[c.name])
 			}
 		})
+	}
+}
+
+// stopAtChecks cancels the attempt when its checks begin.
+type stopAtChecks struct {
+	startedAgents
+	cancel func(error)
+}
+
+func (s *stopAtChecks) Step(run *harnessv1.HarnessRun, step string) {
+	s.startedAgents.Step(run, step)
+	if step == StepChecks {
+		s.cancel(&StopCause{Reason: harnessv1.ReasonCancelled, Message: "spec.cancel stopped the run"})
+	}
+}
+
+// TestStopDuringTheChecksIsTheRunsReason: a run cancelled once its agent
+// ended, while a check ran, ends Cancelled with no failure class; not with
+// verdict Fail for the check the cancel cut short, which blamed the agent
+// for a user's cancel. Real bwrap.
+func TestStopDuringTheChecksIsTheRunsReason(t *testing.T) {
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("bwrap is not installed: `make test` installs Debian's bubblewrap package")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("the node-agent's executor runs as root (per-run uids, cgroups)")
+	}
+	root, err := os.MkdirTemp("", "hf-stop-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(root) })
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	obs := &stopAtChecks{startedAgents: startedAgents{started: map[string]int{}}, cancel: cancel}
+	e, err := New(Options{Sources: inlineSources{}, RunRoot: root, InitBinary: "/bin/true", Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = e.Close() }()
+	start := time.Now()
+	st := e.Execute(ctx, &harnessv1.HarnessRun{
+		ObjectMeta: metav1.ObjectMeta{Name: "checks-cancelled", Namespace: "tenant", UID: types.UID("uid-checks-cancelled")},
+		Spec: harnessv1.HarnessRunSpec{
+			Agent: harnessv1.AgentSpec{Adapter: harnessv1.AdapterExec, Command: []string{"true"}},
+			Fixture: harnessv1.FixtureSource{Inline: &harnessv1.InlineFixture{Files: map[string]string{
+				"fixture.yaml": "prompt: nothing\nchecks:\n- name: slow\n  command: [sleep, \"30\"]\n"}}},
+			Network: harnessv1.NetworkSpec{Egress: harnessv1.EgressNone},
+		},
+		Status: harnessv1.HarnessRunStatus{Attempt: 1},
+	}).Status
+	if st.Phase != harnessv1.RunFailed || st.Reason != harnessv1.ReasonCancelled || st.FailureClass != "" || st.Verdict != harnessv1.VerdictError ||
+		!strings.Contains(st.Message, "its checks were stopped") {
+		t.Errorf("%s %s %s (class %q): %s; want Failed Error Cancelled, no failure class, saying the checks were stopped", st.Phase, st.Verdict, st.Reason, st.FailureClass, st.Message)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("the stopped check ran on for %s", d)
 	}
 }

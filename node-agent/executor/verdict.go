@@ -126,7 +126,7 @@ func (a *attempt) verdict(in *ran) *Outcome {
 
 	// Verdict: a pure function of what the attempt found.
 	j := judgement{
-		Stop: in.stop, Gateway: in.gatewayStop, TimedOut: in.agent.TimedOut, OOMKilled: ag.OOMKilled, Signal: ag.Signal,
+		Stop: in.stop, StoppedInChecks: in.stoppedInChecks, Gateway: in.gatewayStop, TimedOut: in.agent.TimedOut, OOMKilled: ag.OOMKilled, Signal: ag.Signal,
 		Exited: ag.ExitCode != nil, ExitCode: in.agent.ExitCode,
 		MCPUnsupported: a.inv != nil && a.inv.MCPUnsupported, WantMCP: wantMCP, TokenSeen: in.tokenSeen,
 		MCPMessage: st.MCP.Message, Checks: in.checks,
@@ -185,7 +185,9 @@ func validUTF8(b []byte) string { return strings.ToValidUTF8(string(b), "\uFFFD"
 // judgement is all the verdict depends on.
 type judgement struct {
 	// Stop is why the run was stopped (cancelled, deleted); nil if not.
-	Stop *StopCause
+	// StoppedInChecks: the agent had ended, and the stop cut its checks.
+	Stop            *StopCause
+	StoppedInChecks bool
 	// Gateway is why the model gateway ended the run; nil if it did not.
 	Gateway *gateway.Stop
 	// TimedOut, OOMKilled and Signal say how the agent ended, when it did
@@ -234,8 +236,12 @@ func judge(j judgement) verdict {
 	switch {
 	case j.Stop != nil:
 		// Stopping is nobody's failure: no failure class, never retried.
+		what := "; the agent's process tree was killed"
+		if j.StoppedInChecks {
+			what = "; the agent had ended, and its checks were stopped"
+		}
 		v = verdict{Phase: harnessv1.RunFailed, Verdict: harnessv1.VerdictError,
-			Reason: j.Stop.Reason, Message: j.Stop.Message + "; the agent's process tree was killed"}
+			Reason: j.Stop.Reason, Message: j.Stop.Message + what}
 	case j.Gateway != nil && j.Gateway.Reason == harnessv1.ReasonPolicyViolation:
 		// The gateway refused the provider's address (egress.Inside): a
 		// refusal judges nobody, as when a policy refuses a run at claim.
