@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"errors"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -49,7 +50,7 @@ func peakRSS(tb testing.TB, dir, stdout, stderr string, argv ...string) (int64, 
 	var ws unix.WaitStatus
 	var ru unix.Rusage
 	for {
-		if _, err = unix.Wait4(pid, &ws, 0, &ru); err != unix.EINTR {
+		if _, err = unix.Wait4(pid, &ws, 0, &ru); !errors.Is(err, unix.EINTR) {
 			break
 		}
 	}
