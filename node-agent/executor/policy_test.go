@@ -29,6 +29,25 @@ func (inlineSources) SecretKey(context.Context, *harnessv1.HarnessRun, harnessv1
 	return nil, errors.New("no Secret here")
 }
 
+// rootRunRoot skips a test that needs what the node-agent's executor has
+// (root, for per-run uids and cgroups, and bwrap), and returns a run root
+// removed after it: short, as the runs' socket paths must be.
+func rootRunRoot(t *testing.T, prefix string) string {
+	t.Helper()
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("bwrap is not installed: `make test` installs Debian's bubblewrap package")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("the node-agent's executor runs as root (per-run uids, cgroups)")
+	}
+	root, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(root) })
+	return root
+}
+
 // startedAgents counts the agents an executor started, per run.
 type startedAgents struct {
 	mu      sync.Mutex
@@ -55,17 +74,7 @@ func (s *startedAgents) AgentStarted(run *harnessv1.HarnessRun, _ sandbox.Mode, 
 // agent never starts; so does a policy that cannot be read. A run no policy
 // refuses runs. Real bwrap.
 func TestPoliciesAreAskedLastBeforeTheAgent(t *testing.T) {
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		t.Skip("bwrap is not installed: `make test` installs Debian's bubblewrap package")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("the node-agent's executor runs as root (per-run uids, cgroups)")
-	}
-	root, err := os.MkdirTemp("", "hf-policy-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(root) })
+	root := rootRunRoot(t, "hf-policy-")
 	var mu sync.Mutex
 	answer := map[string]func() ([]string, error){
 		"tightened": func() ([]string, error) {

@@ -3,8 +3,6 @@ package executor
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -47,17 +45,7 @@ func (s blockingSources) SecretKey(ctx context.Context, _ *harnessv1.HarnessRun,
 // Found by the kubectl plugin test, whose cancel sometimes reached a run
 // while it read its fixture.
 func TestStopBeforeTheAgentIsTheRunsReason(t *testing.T) {
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		t.Skip("bwrap is not installed: `make test` installs Debian's bubblewrap package")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("the node-agent's executor runs as root (per-run uids, cgroups)")
-	}
-	root, err := os.MkdirTemp("", "hf-stop-") // short: the runs' socket paths
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(root) })
+	root := rootRunRoot(t, "hf-stop-")
 	for _, c := range []struct {
 		name      string
 		fixtureOK bool
@@ -121,17 +109,7 @@ func (s *stopAtChecks) Step(run *harnessv1.HarnessRun, step string) {
 // verdict Fail for the check the cancel cut short, which blamed the agent
 // for a user's cancel. Real bwrap.
 func TestStopDuringTheChecksIsTheRunsReason(t *testing.T) {
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		t.Skip("bwrap is not installed: `make test` installs Debian's bubblewrap package")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("the node-agent's executor runs as root (per-run uids, cgroups)")
-	}
-	root, err := os.MkdirTemp("", "hf-stop-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(root) })
+	root := rootRunRoot(t, "hf-stop-")
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	obs := &stopAtChecks{startedAgents: startedAgents{started: map[string]int{}}, cancel: cancel}
