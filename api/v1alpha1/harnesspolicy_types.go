@@ -92,7 +92,9 @@ type PolicyGateway struct {
 
 	// maxTokensPerRun is the most tokens (input, output and cache) the
 	// provider may serve one run through its gateway; reaching it ends the
-	// run (reason GatewayTokenLimit, verdict Fail, class Agent).
+	// run (reason GatewayTokenLimit, verdict Fail, class Agent), as does an
+	// answer that arrives whole without token figures, which the limit
+	// could not hold.
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	MaxTokensPerRun *int64 `json:"maxTokensPerRun,omitempty"`

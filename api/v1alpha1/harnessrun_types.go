@@ -885,6 +885,17 @@ type UsageStatus struct {
 	// +optional
 	Requests int64 `json:"requests,omitempty"`
 
+	// uncountedResponses counts the provider's successful answers to model
+	// requests from which the gateway read no token figures: a stream the
+	// agent closed before its usage came, a request body the gateway could
+	// not read (compressed), or a provider that does not report usage.
+	// When it is not zero the token figures are a lower bound (gateway
+	// only). Under HarnessPolicy gateway.maxTokensPerRun a whole answer
+	// without figures ends the run instead.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	UncountedResponses int64 `json:"uncountedResponses,omitempty"`
+
 	// inputTokens counts the prompt tokens the provider billed, cache reads
 	// and writes excluded.
 	// +kubebuilder:validation:Minimum=0

@@ -33,8 +33,11 @@ var chatDialect = dialect{name: "chat", serve: serveChat}
 
 // chatRequest is the part of a Chat Completions request the dialect reads.
 type chatRequest struct {
-	Model    string        `json:"model"`
-	Stream   bool          `json:"stream"`
+	Model         string `json:"model"`
+	Stream        bool   `json:"stream"`
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
 	Messages []chatMessage `json:"messages"`
 	Tools    []struct {
 		Type     string `json:"type"`
@@ -112,7 +115,13 @@ func serveChat(x *exchange) {
 		}
 	}
 	if req.Stream {
-		x.writeBody("text/event-stream", chatStream(AnsweredModel(req.Model), text, calls, x.usage))
+		// As OpenAI's API: a stream carries its usage only when asked
+		// (stream_options.include_usage), which Aider, for one, does not.
+		asked := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
+		if !asked {
+			x.usage = Usage{}
+		}
+		x.writeBody("text/event-stream", chatStream(AnsweredModel(req.Model), text, calls, x.usage, asked))
 		return
 	}
 	x.writeBody("application/json", chatJSON(AnsweredModel(req.Model), text, calls, x.usage))
@@ -272,8 +281,9 @@ func chatUsage(u Usage) map[string]any {
 }
 
 // chatStream is the reply as chat.completion.chunk events: the role, the
-// text or the tool calls, the finish reason, the usage, then [DONE].
-func chatStream(model, text string, calls []chatToolCall, u Usage) []byte {
+// text or the tool calls, the finish reason, the usage when asked, then
+// [DONE].
+func chatStream(model, text string, calls []chatToolCall, u Usage, withUsage bool) []byte {
 	var sse SSE
 	chunk := func(delta map[string]any, finish any, usage any) {
 		choices := []map[string]any{}
@@ -295,7 +305,9 @@ func chatStream(model, text string, calls []chatToolCall, u Usage) []byte {
 		chunk(map[string]any{"tool_calls": calls}, nil, nil)
 	}
 	chunk(map[string]any{}, chatFinish(calls), nil)
-	chunk(nil, nil, chatUsage(u))
+	if withUsage {
+		chunk(nil, nil, chatUsage(u))
+	}
 	sse.Event("", []byte("[DONE]"))
 	return sse.Bytes()
 }

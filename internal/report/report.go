@@ -316,6 +316,11 @@ func (r Run) UsageLine() string {
 	if u.Source == harnessv1.UsageNone {
 		return strings.TrimSpace(model + " (no usage figures)")
 	}
+	source := string(u.Source)
+	if u.UncountedResponses > 0 {
+		// The figures are a lower bound: say so where they are read.
+		source += fmt.Sprintf("; %d answers uncounted", u.UncountedResponses)
+	}
 	return strings.TrimSpace(fmt.Sprintf("%s %d in / %d out / %d cache (%s)", model, u.InputTokens, u.OutputTokens,
-		u.CacheReadTokens+u.CacheWriteTokens, u.Source))
+		u.CacheReadTokens+u.CacheWriteTokens, source))
 }

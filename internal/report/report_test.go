@@ -149,7 +149,7 @@ func TestMarkdown(t *testing.T) {
 	// 67+8+1 cache.
 	runs[0].Status.Usage = &harnessv1.UsageStatus{Source: harnessv1.UsageFromGateway, Models: []string{"m-1"},
 		InputTokens: 1200, OutputTokens: 345, CacheReadTokens: 67, CacheWriteTokens: 8}
-	runs[1].Status.Usage = &harnessv1.UsageStatus{Source: harnessv1.UsageFromAgentOutput, InputTokens: 30, OutputTokens: 4, CacheReadTokens: 1}
+	runs[1].Status.Usage = &harnessv1.UsageStatus{Source: harnessv1.UsageFromGateway, InputTokens: 30, OutputTokens: 4, CacheReadTokens: 1, UncountedResponses: 2}
 	s := testSuite()
 	s.Status.Cells = nil
 	s.Status.Rounds = []harnessv1.RoundSummary{{Round: 1, Revision: "old", PassRate: "40.0%"}}
@@ -217,7 +217,7 @@ func TestUsageAndSignaturesInReports(t *testing.T) {
 		Requests: 3, InputTokens: 1200, OutputTokens: 345, CacheReadTokens: 67, CacheWriteTokens: 8}
 	runs[0].Status.Evidence.SignedBy = "sha256:k1"
 	runs[0].Status.Evidence.StoredRef = "registry.example/ev@sha256:d1"
-	runs[1].Status.Usage = &harnessv1.UsageStatus{Source: harnessv1.UsageFromAgentOutput, InputTokens: 30, OutputTokens: 4, CacheReadTokens: 1}
+	runs[1].Status.Usage = &harnessv1.UsageStatus{Source: harnessv1.UsageFromGateway, InputTokens: 30, OutputTokens: 4, CacheReadTokens: 1, UncountedResponses: 2}
 	runs[2].Status.Usage = &harnessv1.UsageStatus{Source: harnessv1.UsageNone, ModelRequested: "gpt-x"}
 	s := testSuite()
 	s.Status.Cells = nil
@@ -230,6 +230,7 @@ func TestUsageAndSignaturesInReports(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"1230 / 349 / 76 (1 runs without figures)", "gpt-x-2026 1200 in / 345 out / 75 cache (Gateway)",
+		"30 in / 4 out / 1 cache (Gateway; 2 answers uncounted)",
 		"gpt-x (no usage figures)", "signed by <code>sha256:k1</code>", "stored as <code>registry.example/ev@sha256:d1</code>"} {
 		if !strings.Contains(h.String(), want) {
 			t.Errorf("the HTML report lacks %q", want)

@@ -31,7 +31,7 @@ func (a *attempt) usageStatus(ctx context.Context, log []byte) *harnessv1.UsageS
 			var t usage.Tally
 			t.Add(usage.Reply{Counts: u.Counts, Found: true})
 			for _, m := range u.Models {
-				t.Add(usage.Reply{Model: m})
+				t.Add(usage.Reply{Model: m, Found: true}) // a name, not an answer
 			}
 			// Requests are counted by the gateway only.
 			st = t.Status(harnessv1.UsageFromAgentOutput, requested)

@@ -256,15 +256,18 @@ func (g *Gateway) stop(s *Stop) {
 	})
 }
 
-// allowedPath says whether p is a model API path: the gateway carries the
-// run's key to nothing else of the provider's API (files, batches, keys,
-// fine-tuning, admin).
-func allowedPath(p string) bool {
-	for _, exact := range []string{"/v1/messages", "/v1/messages/count_tokens", "/v1/responses", "/v1/responses/compact",
-		"/v1/chat/completions", "/v1/models", "/v1beta/models"} {
-		if p == exact {
-			return true
-		}
+// allowed says whether a request of method to path p is a call of the
+// model API: the gateway carries the run's key to nothing else of the
+// provider's API (files, batches, keys, fine-tuning, admin). Generation
+// is POST only: a GET of /v1/chat/completions lists the completions the
+// key's project stored, other runs' prompts and answers among them.
+// Models are described by GET only.
+func allowed(method, p string) bool {
+	switch p {
+	case "/v1/messages", "/v1/messages/count_tokens", "/v1/responses", "/v1/responses/compact", "/v1/chat/completions":
+		return method == http.MethodPost
+	case "/v1/models", "/v1beta/models":
+		return method == http.MethodGet
 	}
 	for _, prefix := range []string{"/v1/models/", "/v1beta/models/"} {
 		rest, ok := strings.CutPrefix(p, prefix)
@@ -276,9 +279,13 @@ func allowedPath(p string) bool {
 		// and predictLongRunning start jobs that outlive the run, and
 		// none of embedContent, predict and the rest would be counted
 		// (usage reads generateContent's answers).
-		model, method, found := strings.Cut(rest, ":")
-		if model != "" && (!found || slices.Contains(geminiMethods, method)) {
-			return true
+		model, m, found := strings.Cut(rest, ":")
+		switch {
+		case model == "":
+		case !found:
+			return method == http.MethodGet
+		case slices.Contains(geminiMethods, m):
+			return method == http.MethodPost
 		}
 	}
 	return false
@@ -294,14 +301,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the model gateway ended this run: "+s.Message, http.StatusTooManyRequests)
 		return
 	}
-	if r.Method != http.MethodPost && r.Method != http.MethodGet {
-		http.Error(w, "the model gateway forwards only GET and POST", http.StatusMethodNotAllowed)
-		return
-	}
 	// The path as sent, unescaped once and clean: no "..", no encoded
 	// slash, so what is checked is what the provider gets.
 	p := r.URL.Path
-	if r.URL.RawPath != "" || path.Clean(p) != p || !allowedPath(p) {
+	if r.URL.RawPath != "" || path.Clean(p) != p || !allowed(http.MethodPost, p) && !allowed(http.MethodGet, p) {
 		http.Error(w, fmt.Sprintf("the model gateway forwards only the model API (messages, responses, chat completions, models), not %q", p), http.StatusForbidden)
 		return
 	}
@@ -313,6 +316,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// refused before; "websocket, x", "h2c" or any other token went
 		// through httputil.ReverseProxy's upgrade path.)
 		http.NotFound(w, r)
+		return
+	}
+	// After the upgrade's 404, which Codex's WebSocket GET must get.
+	if !allowed(r.Method, p) {
+		http.Error(w, fmt.Sprintf("the model gateway forwards no %s of %q", r.Method, p), http.StatusMethodNotAllowed)
 		return
 	}
 	if n := g.requests.Add(1); g.opts.MaxRequests > 0 && n > g.opts.MaxRequests {
@@ -360,6 +368,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("the model gateway takes request bodies of at most %d bytes", MaxRequestBytes), http.StatusRequestEntityTooLarge)
 		return
 	}
+	// A streamed Chat Completions request is made to ask for its usage
+	// (chatusage.go), unless its body is compressed: then its answer
+	// is an uncounted one.
+	asked := false
+	if usage.DialectOf(p) == usage.Chat && r.Header.Get("Content-Encoding") == "" {
+		body, asked = askForUsage(body)
+	}
 	r.Body = http.NoBody
 	if len(body) > 0 {
 		r.Body = io.NopCloser(bytes.NewReader(body))
@@ -367,8 +382,15 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.ContentLength = int64(len(body))
 	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	g.tally.Request()
-	g.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), releaseKey{}, release)))
+	ctx := context.WithValue(r.Context(), releaseKey{}, release)
+	if asked {
+		ctx = context.WithValue(ctx, askedUsageKey{}, true)
+	}
+	g.proxy.ServeHTTP(w, r.WithContext(ctx))
 }
+
+// askedUsageKey marks a request the gateway made to ask for its usage.
+type askedUsageKey struct{}
 
 func (g *Gateway) tokenStop() *Stop {
 	return &Stop{Reason: ReasonTokenLimit, Message: fmt.Sprintf("the tokens the provider served reached the run's limit of %d (HarnessPolicy gateway.maxTokensPerRun): %d counted",
@@ -401,19 +423,40 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	}
 }
 
-// count tees the response body into a usage parser as it streams by.
+// count tees the response body into a usage parser as it streams by; a
+// stream the gateway asked the usage of loses that chunk after it.
 func (g *Gateway) count(resp *http.Response) error {
 	d := usage.DialectOf(resp.Request.URL.Path)
 	if d == "" || resp.StatusCode/100 != 2 {
 		return nil
 	}
-	resp.Body = &countingBody{rc: resp.Body, p: usage.NewParser(d, resp.Header.Get("Content-Type")), done: g.counted}
+	ct := resp.Header.Get("Content-Type")
+	resp.Body = &countingBody{rc: resp.Body, p: usage.NewParser(d, ct), done: g.counted}
+	if asked, _ := resp.Request.Context().Value(askedUsageKey{}).(bool); asked && usage.IsEventStream(ct) {
+		resp.Body = newUsageChunkFilter(resp.Body)
+		// The agent gets fewer bytes than the provider sent.
+		resp.Header.Del("Content-Length")
+		resp.ContentLength = -1
+	}
 	return nil
 }
 
-func (g *Gateway) counted(r usage.Reply) {
+// counted takes one answer's figures. Under a token limit, an answer that
+// arrived whole without figures ends the run: its tokens cannot be
+// counted, so the limit could not hold (an agent could ask that way on
+// purpose). One the agent cut short is counted as uncounted only: the
+// agent's own end (a timeout, a kill) cuts its last answer, and that is
+// not the run's reason.
+func (g *Gateway) counted(r usage.Reply, whole bool) {
 	g.tally.Add(r)
-	if g.opts.MaxTokens > 0 && g.tally.Counts().Total() >= g.opts.MaxTokens {
+	switch {
+	case g.opts.MaxTokens <= 0:
+	case !r.Found && whole:
+		g.stop(&Stop{Reason: ReasonTokenLimit, Message: fmt.Sprintf("the provider's answer to a model request carried no token figures "+
+			"(a request the gateway could not read, such as a compressed body, or a provider that does not report usage), "+
+			"so the run's limit of %d tokens (HarnessPolicy gateway.maxTokensPerRun) could not be held: %d counted before it",
+			g.opts.MaxTokens, g.tally.Counts().Total())})
+	case g.tally.Counts().Total() >= g.opts.MaxTokens:
 		g.stop(g.tokenStop())
 	}
 }
@@ -424,7 +467,7 @@ type countingBody struct {
 	rc   io.ReadCloser
 	p    *usage.Parser
 	once sync.Once
-	done func(usage.Reply)
+	done func(r usage.Reply, whole bool)
 }
 
 func (b *countingBody) Read(p []byte) (int, error) {
@@ -433,17 +476,19 @@ func (b *countingBody) Read(p []byte) (int, error) {
 		_, _ = b.p.Write(p[:n])
 	}
 	if err != nil {
-		b.finish()
+		b.finish(errors.Is(err, io.EOF))
 	}
 	return n, err
 }
 
 func (b *countingBody) Close() error {
-	b.finish()
+	b.finish(false)
 	return b.rc.Close()
 }
 
-func (b *countingBody) finish() { b.once.Do(func() { b.done(b.p.Result()) }) }
+func (b *countingBody) finish(whole bool) {
+	b.once.Do(func() { b.done(b.p.Result(), whole) })
+}
 
 // fail answers a request the provider could not be asked; a certificate
 // that does not verify ends the run.

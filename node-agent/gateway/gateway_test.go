@@ -252,6 +252,8 @@ func TestGatewayRefusesWhatIsNotTheModelAPI(t *testing.T) {
 		"POST /v1beta/models/m:batchGenerateContent", "POST /v1beta/models/m:predictLongRunning",
 		"POST /v1beta/models/m:predict", "POST /v1beta/models/m:embedContent", "POST /v1/models/m:batchGenerateContent",
 		"POST /v1beta/models/:generateContent", "POST /v1beta/models/m:generateContent:x",
+		"GET /v1/chat/completions", "GET /v1/chat/completions?limit=100", "GET /v1/messages", "POST /v1/models",
+		"GET /v1beta/models/m:generateContent",
 	} {
 		conn, err := net.Dial("tcp", addr)
 		if err != nil {
@@ -275,21 +277,26 @@ func TestGatewayRefusesWhatIsNotTheModelAPI(t *testing.T) {
 }
 
 // TestAllowedPaths: what the CLIs call is forwarded, the rest of a model's
-// methods is not (TestGatewayRefusesWhatIsNotTheModelAPI sends them).
+// methods is not (TestGatewayRefusesWhatIsNotTheModelAPI sends them), and
+// each with its method only.
 func TestAllowedPaths(t *testing.T) {
-	for p, want := range map[string]bool{
-		"/v1/messages": true, "/v1/messages/count_tokens": true, "/v1/responses": true,
-		"/v1/chat/completions": true, "/v1/models": true, "/v1/models/gpt-m": true,
-		"/v1beta/models": true, "/v1beta/models/gemini-m": true,
-		"/v1beta/models/gemini-m:generateContent": true, "/v1beta/models/gemini-m:streamGenerateContent": true,
-		"/v1beta/models/gemini-m:countTokens":          true,
-		"/v1beta/models/gemini-m:batchGenerateContent": false, "/v1beta/models/gemini-m:predictLongRunning": false,
-		"/v1beta/models/gemini-m:embedContent": false, "/v1beta/models/gemini-m:batchEmbedContents": false,
-		"/v1beta/models/:generateContent": false, "/v1beta/models/gemini-m:": false,
-		"/v1beta/models/gemini-m/operations": false, "/v1/messages/batches": false, "/v1/files": false,
+	for target, want := range map[string]bool{
+		"POST /v1/messages": true, "POST /v1/messages/count_tokens": true, "POST /v1/responses": true,
+		"POST /v1/responses/compact": true, "POST /v1/chat/completions": true,
+		"GET /v1/models": true, "GET /v1/models/gpt-m": true, "GET /v1beta/models": true, "GET /v1beta/models/gemini-m": true,
+		"POST /v1beta/models/gemini-m:generateContent": true, "POST /v1beta/models/gemini-m:streamGenerateContent": true,
+		"POST /v1beta/models/gemini-m:countTokens": true,
+		// A GET of chat completions lists the project's stored ones.
+		"GET /v1/chat/completions": false, "GET /v1/messages": false, "GET /v1/responses": false,
+		"POST /v1/models": false, "POST /v1beta/models/gemini-m": false, "GET /v1beta/models/gemini-m:generateContent": false,
+		"POST /v1beta/models/gemini-m:batchGenerateContent": false, "POST /v1beta/models/gemini-m:predictLongRunning": false,
+		"POST /v1beta/models/gemini-m:embedContent": false, "POST /v1beta/models/gemini-m:batchEmbedContents": false,
+		"POST /v1beta/models/:generateContent": false, "POST /v1beta/models/gemini-m:": false,
+		"GET /v1beta/models/gemini-m/operations": false, "POST /v1/messages/batches": false, "POST /v1/files": false,
 	} {
-		if got := allowedPath(p); got != want {
-			t.Errorf("allowedPath(%q) = %v, want %v", p, got, want)
+		method, p, _ := strings.Cut(target, " ")
+		if got := allowed(method, p); got != want {
+			t.Errorf("allowed(%s) = %v, want %v", target, got, want)
 		}
 	}
 }

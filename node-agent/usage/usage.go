@@ -104,8 +104,13 @@ type Parser struct {
 // Content-Type: text/event-stream is read as events, anything else as one
 // JSON document (an object, or an array of them as Gemini's plain stream is).
 func NewParser(d Dialect, contentType string) *Parser {
+	return &Parser{d: d, sse: IsEventStream(contentType)}
+}
+
+// IsEventStream says whether a Content-Type is server-sent events.
+func IsEventStream(contentType string) bool {
 	mt, _, _ := mime.ParseMediaType(contentType)
-	return &Parser{d: d, sse: mt == "text/event-stream"}
+	return mt == "text/event-stream"
 }
 
 // Write feeds the next bytes of the body.
@@ -386,7 +391,9 @@ type Tally struct {
 	mu       sync.Mutex
 	requests int64
 	counts   Counts
-	models   []string
+	// uncounted are the replies that carried no figures.
+	uncounted int64
+	models    []string
 	// byModel splits counts by the model the reply named ("" for none),
 	// for pricing.
 	byModel map[string]Counts
@@ -399,10 +406,14 @@ func (t *Tally) Request() {
 	t.mu.Unlock()
 }
 
-// Add adds one reply's figures and model.
+// Add adds one reply's figures and model; a reply that carried no figures
+// is counted as such.
 func (t *Tally) Add(r Reply) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if !r.Found {
+		t.uncounted++
+	}
 	t.counts.Add(r.Counts)
 	if r.Counts != (Counts{}) {
 		if t.byModel == nil {
@@ -457,7 +468,7 @@ func (t *Tally) Status(source harnessv1.UsageSource, modelRequested string) *har
 	defer t.mu.Unlock()
 	return &harnessv1.UsageStatus{
 		Source: source, ModelRequested: truncate(modelRequested, 256), Models: slices.Clone(t.models),
-		Requests: t.requests, InputTokens: t.counts.Input, OutputTokens: t.counts.Output,
+		Requests: t.requests, UncountedResponses: t.uncounted, InputTokens: t.counts.Input, OutputTokens: t.counts.Output,
 		CacheReadTokens: t.counts.CacheRead, CacheWriteTokens: t.counts.CacheWrite,
 	}
 }

@@ -168,7 +168,7 @@ func TestTallySumsReplies(t *testing.T) {
 		{Counts: Counts{Input: 1203, Output: 88, CacheRead: 377, CacheWrite: 41}, Model: "m-1", Found: true},
 		{Counts: Counts{Input: 11, Output: 7, CacheRead: 5, CacheWrite: 3}, Model: "m-2", Found: true},
 		{Counts: Counts{Input: 2}, Model: "m-1", Found: true},
-		{},
+		{}, // an answer without figures
 	} {
 		tl.Request()
 		tl.Add(r)
@@ -176,7 +176,7 @@ func TestTallySumsReplies(t *testing.T) {
 	}
 	got := tl.Status(harnessv1.UsageFromGateway, "m")
 	want := &harnessv1.UsageStatus{Source: harnessv1.UsageFromGateway, ModelRequested: "m", Models: []string{"m-1", "m-2"},
-		Requests: 4, InputTokens: 1216, OutputTokens: 95, CacheReadTokens: 382, CacheWriteTokens: 44}
+		Requests: 4, UncountedResponses: 1, InputTokens: 1216, OutputTokens: 95, CacheReadTokens: 382, CacheWriteTokens: 44}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}

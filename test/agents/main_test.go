@@ -740,6 +740,11 @@ func RequireUsage(t *testing.T, o *Outcome, key string) {
 		if u.Requests < n {
 			t.Errorf("the gateway counted %d requests, the provider served %d with the run's key", u.Requests, n)
 		}
+		// Every answer carried its figures: a CLI that does not ask a
+		// stream for them (Aider) has the gateway ask.
+		if u.UncountedResponses != 0 {
+			t.Errorf("the gateway could not count %d of the provider's answers", u.UncountedResponses)
+		}
 	}
 	got := harnessv1.UsageStatus{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CacheReadTokens: u.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens}
 	if u.Source != wantSource || !reflect.DeepEqual(got, want) {

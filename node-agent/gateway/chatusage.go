@@ -1,0 +1,196 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+)
+
+// Chat Completions streams carry their usage only when the request asks
+// for it (stream_options.include_usage): then one last chunk, with no
+// choices, holds it. Aider (through litellm) asks only when it talks to
+// OpenAI's own host, so through the gateway it never does, and an agent
+// can leave it out on purpose; either way the gateway would count no
+// tokens, and a run's token limit would not hold. The gateway asks for it
+// on the agent's behalf, and takes that chunk out of the stream the agent
+// gets, which is then the stream it asked for.
+
+// askForUsage returns a Chat Completions request body that asks for the
+// stream's usage, and whether it had to add that: only a JSON object with
+// "stream": true that does not ask already. Anything else is left as it
+// is, and its answer, if it carries no usage, is an uncounted one.
+//
+// The body is decoded into a map and encoded again: keys case-sensitive
+// and the last of a duplicate winning, as the providers read them, so the
+// provider gets exactly what was decided on.
+func askForUsage(body []byte) ([]byte, bool) {
+	var req map[string]json.RawMessage
+	if json.Unmarshal(body, &req) != nil || req == nil {
+		return body, false
+	}
+	var stream bool
+	if json.Unmarshal(req["stream"], &stream) != nil || !stream {
+		return body, false
+	}
+	var opts map[string]json.RawMessage
+	if raw, ok := req["stream_options"]; ok && !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		if json.Unmarshal(raw, &opts) != nil || opts == nil {
+			return body, false // not an object: the provider will refuse it
+		}
+	}
+	var include bool
+	if json.Unmarshal(opts["include_usage"], &include) == nil && include {
+		return body, false
+	}
+	if opts == nil {
+		opts = map[string]json.RawMessage{}
+	}
+	opts["include_usage"] = json.RawMessage("true")
+	b, err := marshalRaw(opts)
+	if err != nil {
+		return body, false
+	}
+	req["stream_options"] = b
+	out, err := marshalRaw(req)
+	if err != nil {
+		return body, false
+	}
+	return out, true
+}
+
+// marshalRaw encodes v without escaping HTML characters, so that the
+// agent's text reaches the provider byte for byte as it wrote it.
+func marshalRaw(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// usageChunkFilter passes a Chat Completions event stream through, event
+// by event, without the chunks that hold only the usage (an empty choices
+// array and a usage object): the ones the gateway asked for. Each event
+// goes on as soon as its blank line has arrived. An event longer than
+// maxEventBytes, or a stream with lines ended by a lone CR, is passed on
+// as it is from there on.
+type usageChunkFilter struct {
+	src     io.ReadCloser
+	pending []byte // bytes of the event not yet ended
+	ready   []byte // bytes that may go to the reader
+	err     error
+	through bool // no more filtering
+	buf     []byte
+}
+
+const maxFilteredEvent = 4 << 20
+
+func newUsageChunkFilter(src io.ReadCloser) *usageChunkFilter {
+	return &usageChunkFilter{src: src, buf: make([]byte, 32<<10)}
+}
+
+func (f *usageChunkFilter) Read(p []byte) (int, error) {
+	for len(f.ready) == 0 {
+		if f.err != nil {
+			return 0, f.err
+		}
+		n, err := f.src.Read(f.buf)
+		f.take(f.buf[:n])
+		if err != nil {
+			// What is left is passed on as it is: a cut event is the
+			// provider's, not a usage chunk the gateway can tell.
+			f.ready = append(f.ready, f.pending...)
+			f.pending = nil
+			f.err = err
+		}
+	}
+	n := copy(p, f.ready)
+	f.ready = f.ready[n:]
+	if len(f.ready) == 0 {
+		f.ready = nil
+	}
+	return n, nil
+}
+
+// take adds b to the event being read and moves every ended event to
+// ready, unless it is a usage chunk.
+func (f *usageChunkFilter) take(b []byte) {
+	if f.through {
+		f.ready = append(f.ready, b...)
+		return
+	}
+	f.pending = append(f.pending, b...)
+	for {
+		end := eventEnd(f.pending)
+		if end < 0 {
+			break
+		}
+		ev := f.pending[:end]
+		if !isUsageChunk(ev) {
+			f.ready = append(f.ready, ev...)
+		}
+		f.pending = f.pending[end:]
+	}
+	if len(f.pending) > maxFilteredEvent {
+		f.through = true
+		f.ready = append(f.ready, f.pending...)
+		f.pending = nil
+	}
+	// Keep the next event's bytes at the start of a buffer of their own,
+	// so that pending does not grow with what was passed on.
+	f.pending = append([]byte(nil), f.pending...)
+}
+
+func (f *usageChunkFilter) Close() error { return f.src.Close() }
+
+// eventEnd is the length of the first whole event in b, its blank line
+// included (LF or CRLF line ends), or -1.
+func eventEnd(b []byte) int {
+	for i := 0; ; {
+		j := bytes.IndexByte(b[i:], '\n')
+		if j < 0 {
+			return -1
+		}
+		i += j + 1
+		// An empty line ends the event: the LF just found is followed by
+		// another, or by CR LF.
+		switch {
+		case i < len(b) && b[i] == '\n':
+			return i + 1
+		case i+1 < len(b) && b[i] == '\r' && b[i+1] == '\n':
+			return i + 2
+		case i >= len(b) || i+1 >= len(b) && b[i] == '\r':
+			return -1 // the next line has not arrived
+		}
+	}
+}
+
+// isUsageChunk says whether an SSE event's data is a chunk with an empty
+// choices array and a usage object.
+func isUsageChunk(ev []byte) bool {
+	var data []byte
+	for line := range bytes.Lines(ev) {
+		line = bytes.TrimRight(line, "\r\n")
+		if v, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+			v = bytes.TrimPrefix(v, []byte(" "))
+			if data != nil {
+				data = append(data, '\n')
+			}
+			data = append(data, v...)
+		}
+	}
+	if !bytes.Contains(data, []byte(`"usage"`)) {
+		return false
+	}
+	var chunk struct {
+		Choices *[]json.RawMessage `json:"choices"`
+		Usage   json.RawMessage    `json:"usage"`
+	}
+	if json.Unmarshal(data, &chunk) != nil {
+		return false
+	}
+	return chunk.Choices != nil && len(*chunk.Choices) == 0 &&
+		len(chunk.Usage) > 0 && !bytes.Equal(chunk.Usage, []byte("null"))
+}

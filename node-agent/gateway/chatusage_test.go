@@ -1,0 +1,261 @@
+package gateway
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/x509"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestAskForUsage(t *testing.T) {
+	for _, c := range []struct {
+		name, body string
+		asked      bool
+		// opts is stream_options as the provider gets it, when asked.
+		opts string
+	}{
+		{"not streamed", `{"model":"m","messages":[]}`, false, ""},
+		{"stream false", `{"model":"m","stream":false}`, false, ""},
+		{"streamed", `{"model":"m","stream":true}`, true, `{"include_usage":true}`},
+		{"options null", `{"stream":true,"stream_options":null}`, true, `{"include_usage":true}`},
+		{"options without it", `{"stream":true,"stream_options":{"include_obfuscation":false}}`, true,
+			`{"include_obfuscation":false,"include_usage":true}`},
+		{"it refused", `{"stream":true,"stream_options":{"include_usage":false}}`, true, `{"include_usage":true}`},
+		{"it asked", `{"stream":true,"stream_options":{"include_usage":true}}`, false, ""},
+		// The provider reads the last of two keys; so does the gateway,
+		// and what it sends has one of each.
+		{"the last stream wins", `{"stream":false,"stream":true}`, true, `{"include_usage":true}`},
+		{"the last options win", `{"stream":true,"stream_options":{"include_usage":true},"stream_options":{}}`, true, `{"include_usage":true}`},
+		{"keys are case-sensitive", `{"Stream":true}`, false, ""},
+		{"options not an object", `{"stream":true,"stream_options":"x"}`, false, ""},
+		{"stream not a bool", `{"stream":"true"}`, false, ""},
+		{"not JSON", `stream=true`, false, ""},
+		{"an array", `[{"stream":true}]`, false, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, asked := askForUsage([]byte(c.body))
+			if asked != c.asked {
+				t.Fatalf("asked %v, want %v (%s)", asked, c.asked, out)
+			}
+			if !asked {
+				if string(out) != c.body {
+					t.Errorf("body changed: %s", out)
+				}
+				return
+			}
+			var got map[string]json.RawMessage
+			if err := json.Unmarshal(out, &got); err != nil {
+				t.Fatal(err)
+			}
+			if string(got["stream_options"]) != c.opts || string(got["stream"]) != "true" {
+				t.Errorf("stream %s, stream_options %s; want true, %s", got["stream"], got["stream_options"], c.opts)
+			}
+			if n := strings.Count(string(out), `"stream"`); n != 1 {
+				t.Errorf("%d stream keys in %s", n, out)
+			}
+		})
+	}
+	// The agent's text goes on byte for byte: no HTML escaping, no
+	// re-encoding of the messages.
+	in := `{"stream":true,"messages":[{"role":"user","content":"a <b> & \"c\" \u00e9 é"}]}`
+	out, _ := askForUsage([]byte(in))
+	if !bytes.Contains(out, []byte(`"messages":[{"role":"user","content":"a <b> & \"c\" \u00e9 é"}]`)) {
+		t.Errorf("messages changed: %s", out)
+	}
+}
+
+// A stream with the usage chunk the gateway asked for, as OpenAI sends it
+// (every chunk with "usage":null, then one with no choices), in LF and
+// CRLF, with a comment and multi-line data.
+const (
+	chatChunk1   = "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}],\"usage\":null}\n\n"
+	chatComment  = ": keep-alive\n\n"
+	chatChunk2   = "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],\r\ndata: \"usage\":null}\r\n\r\n"
+	chatUsageEv  = "data: {\"id\":\"c\",\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2}}\n\n"
+	chatUsageEv2 = "event: x\r\ndata: {\"choices\": [ ],\r\ndata:  \"usage\": {\"prompt_tokens\":1}}\r\n\r\n"
+	chatDone     = "data: [DONE]\n\n"
+)
+
+func TestUsageChunkFilter(t *testing.T) {
+	in := chatChunk1 + chatComment + chatUsageEv + chatChunk2 + chatUsageEv2 + chatDone
+	want := chatChunk1 + chatComment + chatChunk2 + chatDone
+	for _, size := range []int{1, 2, 3, 7, 64, len(in)} {
+		f := newUsageChunkFilter(io.NopCloser(&chunkedReader{b: []byte(in), n: size}))
+		got, err := io.ReadAll(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != want {
+			t.Errorf("read %d bytes at a time:\n%q\nwant\n%q", size, got, want)
+		}
+	}
+	// Not usage chunks: choices with a delta and usage, an empty choices
+	// without usage or with usage null, a cut event at the end.
+	keep := "data: {\"choices\":[{\"delta\":{}}],\"usage\":{\"prompt_tokens\":1}}\n\n" +
+		"data: {\"choices\":[]}\n\n" + "data: {\"choices\":[],\"usage\":null}\n\n" + "data: {\"usage\":{\"x\":1}}\n\n" +
+		"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1}}\n"
+	got, err := io.ReadAll(newUsageChunkFilter(io.NopCloser(strings.NewReader(keep))))
+	if err != nil || string(got) != keep {
+		t.Errorf("got %q, %v; want it unchanged", got, err)
+	}
+	// An event past the bound goes through as it is, and the rest too.
+	big := "data: {\"choices\":[],\"usage\":{\"a\":\"" + strings.Repeat("x", maxFilteredEvent+64<<10) + "\"}}\n\n" + chatUsageEv
+	got, err = io.ReadAll(newUsageChunkFilter(io.NopCloser(strings.NewReader(big))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != big {
+		t.Errorf("an event over the bound: %d bytes of %d passed", len(got), len(big))
+	}
+}
+
+// chunkedReader reads at most n bytes at a time.
+type chunkedReader struct {
+	b []byte
+	n int
+}
+
+func (r *chunkedReader) Read(p []byte) (int, error) {
+	if len(r.b) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(len(p), r.n)], r.b)
+	r.b = r.b[n:]
+	return n, nil
+}
+
+// TestGatewayCountsAStreamThatDidNotAskForUsage: an agent's streamed Chat
+// Completions request without stream_options (Aider's, or one left out on
+// purpose) is counted all the same, and the agent gets the stream it asked
+// for, without the usage chunk; one that asked gets it.
+func TestGatewayCountsAStreamThatDidNotAskForUsage(t *testing.T) {
+	up := startUpstream(t)
+	for _, c := range []struct {
+		name, body string
+		chunk      bool
+	}{
+		{"not asked", `{"model":"gpt-c","stream":true,"messages":[{"role":"user","content":"hi"}]}`, false},
+		{"refused", `{"model":"gpt-c","stream":true,"stream_options":{"include_usage":false},"messages":[{"role":"user","content":"hi"}]}`, false},
+		{"asked", `{"model":"gpt-c","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := len(up.provider.Requests())
+			g, base := serve(t, Options{Upstream: up.srv.URL, Header: Bearer, Key: []byte(realKey), RootCAs: up.pool, MaxTokens: 1 << 40})
+			resp, body := post(t, base+"/v1/chat/completions", c.body, nil)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d: %s", resp.StatusCode, body)
+			}
+			rec := up.provider.Requests()[before]
+			st := g.Tally().Status("Gateway", "")
+			if rec.Usage.Input == 0 || st.InputTokens != rec.Usage.Input || st.OutputTokens != rec.Usage.Output || st.UncountedResponses != 0 {
+				t.Errorf("counted %+v, the provider sent %+v", st, rec.Usage)
+			}
+			if got := strings.Contains(body, `"choices":[]`); got != c.chunk {
+				t.Errorf("the agent got the usage chunk: %v, want %v:\n%s", got, c.chunk, body)
+			}
+			if !strings.HasSuffix(body, "data: [DONE]\n\n") || !strings.Contains(body, `"finish_reason"`) {
+				t.Errorf("the stream is not whole:\n%s", body)
+			}
+			if g.Stopped() != nil {
+				t.Errorf("stopped: %v", g.Stopped())
+			}
+		})
+	}
+}
+
+// TestGatewayHoldsTheTokenLimitWithoutUsage: an answer that arrives whole
+// without token figures cannot be counted; under a token limit it ends the
+// run (an agent could otherwise spend past the limit that way), without one
+// it is counted as uncounted. An answer the agent cuts short is counted as
+// uncounted only: the agent's own end cuts its last answer.
+func TestGatewayHoldsTheTokenLimitWithoutUsage(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		switch {
+		case r.URL.Path == "/v1/responses":
+			// A background response: queued, its usage not yet known.
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"id":"resp_1","object":"response","status":"queued","background":true,"usage":null}`)
+		case r.Header.Get("Content-Encoding") == "gzip":
+			// A compressed body the gateway did not ask the usage of:
+			// the provider sends none.
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, chatChunk1+chatDone)
+		case bytes.Contains(body, []byte(`"cut"`)):
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, chatChunk1)
+			w.(http.Flusher).Flush()
+			<-release
+		default:
+			t.Errorf("unexpected request %s %s", r.Method, r.URL)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write([]byte(`{"model":"m","stream":true,"messages":[]}`))
+	_ = zw.Close()
+	whole := []struct {
+		name, path, body string
+		header           map[string]string
+	}{
+		{"background response", "/v1/responses", `{"model":"m","background":true,"input":"hi"}`, nil},
+		{"compressed request", "/v1/chat/completions", gz.String(), map[string]string{"Content-Encoding": "gzip"}},
+	}
+	for _, c := range whole {
+		t.Run(c.name, func(t *testing.T) {
+			for _, limit := range []int64{0, 1000} {
+				g, base := serve(t, Options{Upstream: srv.URL, Header: Bearer, Key: []byte(realKey), RootCAs: pool, MaxTokens: limit})
+				resp, body := post(t, base+c.path, c.body, c.header)
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("status %d: %s", resp.StatusCode, body)
+				}
+				if n := g.Tally().Status("Gateway", "").UncountedResponses; n != 1 {
+					t.Errorf("limit %d: %d uncounted, want 1", limit, n)
+				}
+				s := g.Stopped()
+				switch {
+				case limit == 0 && s != nil:
+					t.Errorf("no limit: stopped: %v", s)
+				case limit > 0 && (s == nil || s.Reason != ReasonTokenLimit || !strings.Contains(s.Message, "no token figures")):
+					t.Errorf("limit %d: stop %+v, want %s for an answer without figures", limit, s, ReasonTokenLimit)
+				}
+			}
+		})
+	}
+
+	t.Run("cut by the agent", func(t *testing.T) {
+		g, base := serve(t, Options{Upstream: srv.URL, Header: Bearer, Key: []byte(realKey), RootCAs: pool, MaxTokens: 1000})
+		req, _ := http.NewRequest(http.MethodPost, base+"/v1/chat/completions", strings.NewReader(`{"model":"cut","stream":true}`))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := make([]byte, len(chatChunk1))
+		if _, err := io.ReadFull(resp.Body, first); err != nil || string(first) != chatChunk1 {
+			t.Fatalf("first event %q, %v", first, err)
+		}
+		_ = resp.Body.Close()
+		deadline := time.Now().Add(10 * time.Second)
+		for g.Tally().Status("Gateway", "").UncountedResponses != 1 {
+			if time.Now().After(deadline) {
+				t.Fatal("the cut answer was never counted as uncounted")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if s := g.Stopped(); s != nil {
+			t.Errorf("a cut answer stopped the run: %v", s)
+		}
+	})
+}
