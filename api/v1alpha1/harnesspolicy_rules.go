@@ -58,6 +58,9 @@ func (p *HarnessPolicy) Violations(spec *HarnessRunSpec) []PolicyViolation {
 		if n.ForbidUnrestricted && spec.Network.Egress == EgressUnrestricted {
 			add("network.forbidUnrestricted", "network.egress Unrestricted is not allowed")
 		}
+		if n.ForbidProviderTools && spec.Network.ProviderTools == ProviderToolsAllowed {
+			add("network.forbidProviderTools", "network.providerTools Allowed is not allowed: no provider reaches the network for an agent")
+		}
 		if len(n.AllowedHosts) > 0 {
 			var outside []string
 			for _, h := range spec.Network.AllowHosts {

@@ -13,7 +13,7 @@ import (
 func TestPolicyViolations(t *testing.T) {
 	p := &HarnessPolicy{ObjectMeta: metav1.ObjectMeta{Name: "strict"}, Spec: HarnessPolicySpec{
 		Isolation: &PolicyIsolation{ForbidFallback: true},
-		Network:   &PolicyNetwork{ForbidUnrestricted: true, AllowedHosts: []string{"gw.example.com", "mirror.example.com:8443"}},
+		Network:   &PolicyNetwork{ForbidUnrestricted: true, ForbidProviderTools: true, AllowedHosts: []string{"gw.example.com", "mirror.example.com:8443"}},
 		Limits: &PolicyLimits{MaxMemory: ptr.To(resource.MustParse("4Gi")), MaxDisk: ptr.To(resource.MustParse("2Gi")),
 			MaxEpisodeSeconds: ptr.To[int32](600), MaxOutputBytes: ptr.To[int64](1 << 20), MaxDecisions: ptr.To[int32](100)},
 		Adapters:             []Adapter{AdapterExec, AdapterCodex},
@@ -43,6 +43,9 @@ func TestPolicyViolations(t *testing.T) {
 			[]string{"HarnessPolicy strict rule isolation.forbidFallback: isolation.policy AllowFallback is not allowed: agents run sandboxed or not at all"}},
 		"unrestricted": {good(func(s *HarnessRunSpec) { s.Network.Egress = EgressUnrestricted }),
 			[]string{"HarnessPolicy strict rule network.forbidUnrestricted: network.egress Unrestricted is not allowed"}},
+		"provider tools": {good(func(s *HarnessRunSpec) { s.Network.ProviderTools = ProviderToolsAllowed }),
+			[]string{"HarnessPolicy strict rule network.forbidProviderTools: network.providerTools Allowed is not allowed: no provider reaches the network for an agent"}},
+		"provider tools refused": {good(func(s *HarnessRunSpec) { s.Network.ProviderTools = ProviderToolsRefused }), nil},
 		"hosts": {good(func(s *HarnessRunSpec) {
 			s.Network.AllowHosts = []string{"evil.example.net", "mirror.example.com:443"}
 			s.Agent.ProviderURL = "http://mirror.example.com/v1"

@@ -177,6 +177,12 @@ type PolicyNetwork struct {
 	// +optional
 	ForbidUnrestricted bool `json:"forbidUnrestricted,omitempty"`
 
+	// forbidProviderTools refuses runs with network.providerTools Allowed:
+	// no provider reaches the network for an agent (hosted web search and
+	// fetch, remote MCP servers).
+	// +optional
+	ForbidProviderTools bool `json:"forbidProviderTools,omitempty"`
+
 	// allowedHosts, when set, are the only hosts a run may add: each of its
 	// network.allowHosts entries and the host of agent.providerURL must be
 	// one of them (an entry "host" allows every port of host; "host:port"

@@ -72,6 +72,19 @@ const (
 	EgressUnrestricted Egress = "Unrestricted"
 )
 
+// ProviderTools says whether the model gateway forwards requests that ask
+// the provider to reach the network for the agent.
+// +kubebuilder:validation:Enum=Refused;Allowed
+type ProviderTools string
+
+// The provider-tools settings.
+const (
+	// ProviderToolsRefused: such a request gets 403 from the gateway.
+	ProviderToolsRefused ProviderTools = "Refused"
+	// ProviderToolsAllowed: the gateway forwards them.
+	ProviderToolsAllowed ProviderTools = "Allowed"
+)
+
 // IsolationPolicy says what happens when the node cannot sandbox the agent.
 // +kubebuilder:validation:Enum=Required;AllowFallback
 type IsolationPolicy string
@@ -503,6 +516,19 @@ type NetworkSpec struct {
 	// +listType=set
 	// +optional
 	AllowHosts []string `json:"allowHosts,omitempty"`
+
+	// providerTools says whether the model gateway forwards a request that
+	// asks the provider to reach the network for the agent: hosted web
+	// search and fetch (Anthropic's web_search and web_fetch tools, OpenAI's
+	// web_search tool and Chat Completions' web_search_options, Gemini's
+	// googleSearch and urlContext) and remote MCP servers (Anthropic's
+	// mcp_servers, OpenAI's mcp tool). Refused (default): the provider would
+	// fetch past egress ProviderOnly whatever the agent put in a URL or a
+	// query; such a request gets 403 and the run a note. Allowed forwards
+	// them (HarnessPolicy network.forbidProviderTools can refuse that).
+	// +kubebuilder:default=Refused
+	// +optional
+	ProviderTools ProviderTools `json:"providerTools,omitempty"`
 }
 
 // IsolationSpec says what happens when the node cannot sandbox the agent.

@@ -132,7 +132,8 @@ func (c Codex) Prepare(in Input) (*Invocation, error) {
 		// OpenAI's hosted web search would let the model read the web from
 		// the provider's side, past the run's egress policy. A run that
 		// wants it says so in extraArgs: -c web_search="live" (flags win
-		// over config.toml).
+		// over config.toml), and, through the model gateway, with
+		// network.providerTools Allowed (else the gateway refuses it).
 		"web_search": "disabled",
 		// The model's key is Codex's, not the commands': Codex passes its
 		// whole environment to the commands it runs, where a command (or a

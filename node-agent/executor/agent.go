@@ -33,6 +33,9 @@ type ran struct {
 	egressStats     *egress.Stats // nil when the run had no egress proxy
 	// gatewayStop is why the model gateway ended the run (nil if it did not).
 	gatewayStop *gateway.Stop
+	// refusedProviderTools counts the model requests the gateway refused
+	// for a tool that has the provider reach the network.
+	refusedProviderTools int64
 
 	checks    []harnessv1.CheckResult
 	artifacts []artifacts.Result
@@ -180,6 +183,7 @@ func (a *attempt) runAgent(ctx context.Context) (*ran, error) {
 	r := &ran{agent: res, agentErr: runErr, out: out, stop: stopCauseOf(ctx)}
 	if a.gw != nil {
 		r.gatewayStop = a.gw.g.Stopped()
+		r.refusedProviderTools = a.gw.g.RefusedProviderTools()
 	}
 	// A full run dir, looked at when the agent's tree is gone: the agent
 	// may have ignored ENOSPC and exited 0.

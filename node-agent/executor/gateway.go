@@ -82,6 +82,10 @@ func (a *attempt) startGateway(ctx context.Context) error {
 		Upstream: a.route.Upstream, Header: a.route.Header, Key: a.route.Key,
 		RootCAs:     a.e.opts.ProviderCAs,
 		MaxRequests: lim.MaxRequests, MaxTokens: lim.MaxTokens,
+		// The provider reaching the network for the agent only where the
+		// run allows it (the policy's forbidProviderTools refuses runs
+		// that do, at admission and at claim).
+		AllowProviderTools: a.run.Spec.Network.ProviderTools == harnessv1.ProviderToolsAllowed,
 		// The episode has not begun yet: a retry waits no longer than it.
 		Deadline:   time.Now().Add(time.Duration(a.limits.EpisodeSeconds) * time.Second),
 		OnStop:     func(*gateway.Stop) { close(mg.stopped) },

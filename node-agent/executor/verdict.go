@@ -80,6 +80,13 @@ func (a *attempt) verdict(in *ran) *Outcome {
 			res.Warnings = append(res.Warnings, Warning{Reason: harnessv1.ReasonAdapterNote, Message: n})
 		}
 	}
+	if in.refusedProviderTools > 0 && len(ag.Notes) < 8 {
+		// Loud: the agent's CLI got a 403 it may have hidden.
+		n := fmt.Sprintf("the model gateway refused %d model requests that asked the provider to reach the network for the agent (hosted web search or fetch, a remote MCP server); spec.network.providerTools: Allowed forwards them",
+			in.refusedProviderTools)
+		ag.Notes = append(ag.Notes, n)
+		res.Warnings = append(res.Warnings, Warning{Reason: harnessv1.ReasonAdapterNote, Message: n})
+	}
 	if n := a.usageNote; n != "" && len(ag.Notes) < 8 {
 		n = truncate(a.redactor.String(n), 1024)
 		ag.Notes = append(ag.Notes, n)

@@ -116,6 +116,10 @@ type Options struct {
 	RootCAs *x509.CertPool
 	// MaxRequests and MaxTokens end the run when reached (0: no limit).
 	MaxRequests, MaxTokens int64
+	// AllowProviderTools forwards requests that ask the provider to reach
+	// the network for the agent (providertools.go); without it they get
+	// 403.
+	AllowProviderTools bool
 	// Deadline is the end of the run's episode: no retry waits past it.
 	Deadline time.Time
 	// Retry is the retry policy (zero: DefaultRetry).
@@ -151,6 +155,8 @@ type Gateway struct {
 	proxy    *httputil.ReverseProxy
 	tally    usage.Tally
 	requests atomic.Int64
+	// refusedTools counts the requests refused for a network tool.
+	refusedTools atomic.Int64
 
 	stopOnce sync.Once
 	stopped  atomic.Pointer[Stop]
@@ -243,6 +249,10 @@ func New(opts Options) (*Gateway, error) {
 
 // Tally is the run's usage so far.
 func (g *Gateway) Tally() *usage.Tally { return &g.tally }
+
+// RefusedProviderTools is the number of requests refused because they
+// asked the provider to reach the network.
+func (g *Gateway) RefusedProviderTools() int64 { return g.refusedTools.Load() }
 
 // Stopped is why the gateway ended the run, nil while it has not.
 func (g *Gateway) Stopped() *Stop { return g.stopped.Load() }
@@ -368,11 +378,28 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("the model gateway takes request bodies of at most %d bytes", MaxRequestBytes), http.StatusRequestEntityTooLarge)
 		return
 	}
+	d := usage.DialectOf(p)
+	if d != "" && !g.opts.AllowProviderTools {
+		if enc := r.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
+			http.Error(w, fmt.Sprintf("the model gateway reads each model request for tools that reach the network, and cannot read one sent with Content-Encoding %q: send it uncompressed", enc), http.StatusUnsupportedMediaType)
+			return
+		}
+		tool, ok := networkTool(d, body)
+		if !ok {
+			http.Error(w, "the model gateway forwards only model requests whose body is a JSON object", http.StatusBadRequest)
+			return
+		}
+		if tool != "" {
+			g.refusedTools.Add(1)
+			http.Error(w, refusedToolMessage(tool), http.StatusForbidden)
+			return
+		}
+	}
 	// A streamed Chat Completions request is made to ask for its usage
 	// (chatusage.go), unless its body is compressed: then its answer
 	// is an uncounted one.
 	asked := false
-	if usage.DialectOf(p) == usage.Chat && r.Header.Get("Content-Encoding") == "" {
+	if d == usage.Chat && r.Header.Get("Content-Encoding") == "" {
 		body, asked = askForUsage(body)
 	}
 	r.Body = http.NoBody

@@ -87,3 +87,25 @@ func TestGatewayRequestLimit(t *testing.T) {
 	}
 	RequireClean(t, o, key)
 }
+
+// TestGatewayRefusesTheProvidersNetworkTools: the agent's own shell sends a
+// model request that asks the provider to fetch a URL carrying the
+// workspace (Anthropic's web_fetch server tool), which would reach past
+// egress ProviderOnly. The gateway answers 403, the request never reaches
+// the provider, and the run's notes say so.
+func TestGatewayRefusesTheProvidersNetworkTools(t *testing.T) {
+	const key = "sk-ant-api03-planted-gateway-tools-7c1d"
+	o := Run(t, Case{Name: "gateway-provider-tools", Adapter: harnessv1.AdapterClaudeCode, Fixture: "gateway-provider-tools",
+		Creds: []Cred{{Env: "ANTHROPIC_API_KEY", Value: key}}})
+	RequirePass(t, o)
+	for _, r := range o.Requests {
+		if r.Model == "provider-fetch" {
+			t.Errorf("the request with the provider's web_fetch reached the provider: %+v", r)
+		}
+	}
+	if ag := o.Run.Status.Agent; ag == nil || !strings.Contains(strings.Join(ag.Notes, "\n"), "refused 1 model requests that asked the provider to reach the network") {
+		t.Errorf("the run's notes do not count the refusal: %+v", ag)
+	}
+	RequireUsage(t, o, key)
+	RequireClean(t, o, key)
+}

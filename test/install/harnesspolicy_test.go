@@ -54,7 +54,7 @@ func TestHarnessPolicyRefusesWhatItForbids(t *testing.T) {
 		Spec: harnessv1.HarnessPolicySpec{
 			NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"hpol-test/team": "a"}},
 			Isolation:         &harnessv1.PolicyIsolation{ForbidFallback: true},
-			Network:           &harnessv1.PolicyNetwork{ForbidUnrestricted: true, AllowedHosts: []string{"gateway.example.com", "mirror.example.com:8443"}},
+			Network:           &harnessv1.PolicyNetwork{ForbidUnrestricted: true, ForbidProviderTools: true, AllowedHosts: []string{"gateway.example.com", "mirror.example.com:8443"}},
 			Limits: &harnessv1.PolicyLimits{MaxMemory: ptr.To(resource.MustParse("4Gi")), MaxEpisodeSeconds: ptr.To[int32](600),
 				MaxOutputBytes: ptr.To[int64](1 << 20), MaxDecisions: ptr.To[int32](100), MaxDisk: ptr.To(resource.MustParse("2Gi"))},
 			Adapters:             []harnessv1.Adapter{harnessv1.AdapterExec, harnessv1.AdapterCodex},
@@ -139,6 +139,9 @@ func TestHarnessPolicyRefusesWhatItForbids(t *testing.T) {
 			rule + "isolation.forbidFallback: isolation.policy AllowFallback is not allowed in namespace " + governed},
 		{"unrestricted egress", good(governed, func(r *harnessv1.HarnessRun) { r.Spec.Network.Egress = harnessv1.EgressUnrestricted }),
 			rule + "network.forbidUnrestricted"},
+		{"provider tools", good(governed, func(r *harnessv1.HarnessRun) { r.Spec.Network.ProviderTools = harnessv1.ProviderToolsAllowed }),
+			rule + "network.forbidProviderTools: network.providerTools Allowed is not allowed in namespace " + governed},
+		{"provider tools refused", good(governed, func(r *harnessv1.HarnessRun) { r.Spec.Network.ProviderTools = harnessv1.ProviderToolsRefused }), ""},
 		{"a host outside the list", good(governed, func(r *harnessv1.HarnessRun) {
 			r.Spec.Network.AllowHosts = []string{"gateway.example.com", "evil.example.net:443"}
 		}), rule + "network.allowedHosts: network.allowHosts evil.example.net:443 not in gateway.example.com, mirror.example.com:8443"},
@@ -169,6 +172,9 @@ func TestHarnessPolicyRefusesWhatItForbids(t *testing.T) {
 		{"a suite whose template falls back", suite(governed, func(s *harnessv1.HarnessSuite) {
 			s.Spec.Template.Isolation = &harnessv1.IsolationSpec{Policy: harnessv1.IsolationAllowFallback}
 		}), rule + "isolation.forbidFallback"},
+		{"a suite whose template allows provider tools", suite(governed, func(s *harnessv1.HarnessSuite) {
+			s.Spec.Template.Network = &harnessv1.NetworkSpec{ProviderTools: harnessv1.ProviderToolsAllowed}
+		}), rule + "network.forbidProviderTools"},
 		{"a suite with an adapter not allowed", suite(governed, func(s *harnessv1.HarnessSuite) {
 			s.Spec.Agents = append(s.Spec.Agents, harnessv1.SuiteAgent{Name: "b", Agent: harnessv1.AgentSpec{Adapter: harnessv1.AdapterAider}})
 		}), rule + "adapters: adapter aider is not allowed"},

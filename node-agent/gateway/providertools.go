@@ -1,0 +1,98 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/harnessfacts/harnessfacts/node-agent/usage"
+)
+
+// A model request can ask the provider itself to reach the network: its
+// hosted web search and fetch, its URL context, a remote MCP server it
+// connects to. With egress ProviderOnly the agent reaches nothing but its
+// provider, and such a tool would make the provider its proxy, fetching
+// whatever the agent put in a URL or a query (a workspace's content in an
+// attacker's URL). Unless the run allows them (spec.network.providerTools),
+// the gateway refuses every request that names one.
+
+// networkTool names the first tool of a model request of dialect d that
+// makes the provider reach the network, "" when there is none. Keys are
+// read as the providers read them (case-sensitive, the last of two
+// winning); Gemini also takes the proto's snake_case names. ok is false
+// for a body that is not a JSON object as Go reads it: what a more lenient
+// parser (NaN, a byte-order mark) made of it cannot be known, so it is
+// refused too; no CLI sends one.
+func networkTool(d usage.Dialect, body []byte) (tool string, ok bool) {
+	var req map[string]json.RawMessage
+	if json.Unmarshal(body, &req) != nil || req == nil {
+		return "", false
+	}
+	switch d {
+	case usage.Anthropic:
+		// Server tools: web_search_20250305, web_fetch_20250910 and their
+		// later versions; the MCP connector's mcp_servers.
+		if present(req["mcp_servers"]) {
+			return "mcp_servers", true
+		}
+		return typedTool(req["tools"], "web_search", "web_fetch"), true
+	case usage.Responses:
+		// web_search, web_search_preview and their dated versions; mcp.
+		return typedTool(req["tools"], "web_search", "mcp"), true
+	case usage.Chat:
+		if present(req["web_search_options"]) {
+			return "web_search_options", true
+		}
+	case usage.Gemini:
+		for _, t := range objects(req["tools"]) {
+			for k, v := range t {
+				switch strings.ToLower(strings.ReplaceAll(k, "_", "")) {
+				case "googlesearch", "googlesearchretrieval", "urlcontext":
+					if present(v) {
+						return k, true
+					}
+				}
+			}
+		}
+	}
+	return "", true
+}
+
+// present: a key with a value other than null.
+func present(v json.RawMessage) bool {
+	return len(v) > 0 && string(v) != "null"
+}
+
+// objects reads raw as an array of JSON objects, as maps (so that keys
+// are matched exactly: Go's struct decoding would match "Type" as "type");
+// nil when it is not one, which the provider refuses.
+func objects(raw json.RawMessage) []map[string]json.RawMessage {
+	var out []map[string]json.RawMessage
+	if json.Unmarshal(raw, &out) != nil {
+		return nil
+	}
+	return out
+}
+
+// typedTool is the type of the first tool in raw (a JSON array of objects
+// with a "type") that starts with one of prefixes.
+func typedTool(raw json.RawMessage, prefixes ...string) string {
+	for _, t := range objects(raw) {
+		var typ string
+		if json.Unmarshal(t["type"], &typ) != nil {
+			continue
+		}
+		for _, p := range prefixes {
+			if strings.HasPrefix(typ, p) {
+				return typ
+			}
+		}
+	}
+	return ""
+}
+
+// refusedToolMessage is the 403's body, for the agent's CLI to show.
+func refusedToolMessage(tool string) string {
+	return fmt.Sprintf("the model gateway refused this request: its %s would have the provider reach the network for the agent, "+
+		"past the run's egress ProviderOnly (spec.network.providerTools: Allowed forwards such requests)", tool)
+}

@@ -1,0 +1,108 @@
+package gateway
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/harnessfacts/harnessfacts/node-agent/usage"
+)
+
+// networkRequests ask the provider to reach the network for the agent, one
+// form of each dialect's.
+var networkRequests = []struct {
+	name, path, body, tool string
+}{
+	{"anthropic web_fetch", "/v1/messages", `{"model":"m","max_tokens":9,"messages":[],"tools":[{"name":"Bash","input_schema":{}},{"type":"web_fetch_20250910","name":"web_fetch"}]}`, "web_fetch_20250910"},
+	{"anthropic web_search", "/v1/messages?beta=true", `{"model":"m","tools":[{"type":"web_search_20260209","name":"web_search","max_uses":8}]}`, "web_search_20260209"},
+	{"anthropic mcp_servers", "/v1/messages", `{"model":"m","mcp_servers":[{"type":"url","url":"https://evil.example/mcp","name":"x"}]}`, "mcp_servers"},
+	{"responses web_search", "/v1/responses", `{"model":"m","input":"hi","tools":[{"type":"function","name":"f"},{"type":"web_search"}]}`, "web_search"},
+	{"responses web_search_preview", "/v1/responses", `{"model":"m","tools":[{"type":"web_search_preview_2025_03_11"}]}`, "web_search_preview_2025_03_11"},
+	{"responses mcp", "/v1/responses", `{"model":"m","tools":[{"type":"mcp","server_label":"x","server_url":"https://evil.example/mcp"}]}`, "mcp"},
+	// The provider reads the last of two keys, and "type" exactly.
+	{"responses last type wins", "/v1/responses", `{"model":"m","tools":[{"type":"function","type":"web_search"}]}`, "web_search"},
+	{"responses Type is not type", "/v1/responses", `{"model":"m","tools":[{"type":"web_search","Type":"function"}]}`, "web_search"},
+	{"responses last tools win", "/v1/responses", `{"model":"m","tools":[],"tools":[{"type":"mcp"}]}`, "mcp"},
+	{"chat web_search_options", "/v1/chat/completions", `{"model":"m","messages":[],"web_search_options":{}}`, "web_search_options"},
+	{"gemini googleSearch", "/v1beta/models/g:generateContent", `{"contents":[],"tools":[{"functionDeclarations":[]},{"googleSearch":{}}]}`, "googleSearch"},
+	{"gemini google_search", "/v1beta/models/g:streamGenerateContent?alt=sse", `{"contents":[],"tools":[{"google_search":{}}]}`, "google_search"},
+	{"gemini urlContext", "/v1/models/g:generateContent", `{"tools":[{"urlContext":{}}]}`, "urlContext"},
+	{"gemini googleSearchRetrieval", "/v1beta/models/g:generateContent", `{"tools":[{"googleSearchRetrieval":{"dynamicRetrievalConfig":{}}}]}`, "googleSearchRetrieval"},
+}
+
+func TestNetworkTool(t *testing.T) {
+	for _, c := range networkRequests {
+		path, _, _ := strings.Cut(c.path, "?")
+		if got, ok := networkTool(usage.DialectOf(path), []byte(c.body)); got != c.tool || !ok {
+			t.Errorf("%s: %q, %v; want %q", c.name, got, ok, c.tool)
+		}
+	}
+	// What the CLIs send by default, and tools that stay on the agent's
+	// side: none is refused.
+	for _, c := range []struct{ path, body string }{
+		{"/v1/messages", `{"model":"m","tools":[{"name":"WebSearch","description":"x","input_schema":{}},{"name":"WebFetch","input_schema":{}}]}`},
+		{"/v1/messages", `{"model":"m","mcp_servers":null,"tools":[{"type":"bash_20250124","name":"bash"},{"type":"custom","name":"web_search"}]}`},
+		{"/v1/responses", `{"model":"m","tools":[{"type":"function","name":"web_search"},{"type":"local_shell"},{"type":"custom","name":"apply_patch"}]}`},
+		{"/v1/responses", `{"model":"m","tools":[{"type":"mcp"}],"tools":[]}`},
+		{"/v1/chat/completions", `{"model":"m","web_search_options":null,"tools":[{"type":"function","function":{"name":"web_search"}}]}`},
+		{"/v1beta/models/g:generateContent", `{"tools":[{"functionDeclarations":[{"name":"google_web_search"}]},{"googleSearch":null}]}`},
+		{"/v1beta/models/g:generateContent", `{"tools":"not a list"}`},
+	} {
+		if got, ok := networkTool(usage.DialectOf(c.path), []byte(c.body)); got != "" || !ok {
+			t.Errorf("%s %s: %q, %v; want none", c.path, c.body, got, ok)
+		}
+	}
+	// Not a JSON object as Go reads it: refused, whatever a lenient
+	// parser would make of it.
+	for _, body := range []string{`{"tools":[{"type":"web_search"}],"temperature":NaN}`, "\ufeff{}", `[]`, `null`, ``, `{"a":1}x`} {
+		if _, ok := networkTool(usage.Responses, []byte(body)); ok {
+			t.Errorf("%q: read as a request", body)
+		}
+	}
+}
+
+// TestGatewayRefusesTheProvidersNetworkTools: a request that asks the
+// provider to reach the network gets 403 and never reaches the provider,
+// unless the run allows them; a compressed or unreadable body gets refused
+// too, since it cannot be checked.
+func TestGatewayRefusesTheProvidersNetworkTools(t *testing.T) {
+	up := startUpstream(t)
+	g, base := serve(t, Options{Upstream: up.srv.URL, Header: Bearer, Key: []byte(realKey), RootCAs: up.pool})
+	for _, c := range networkRequests {
+		resp, body := post(t, base+c.path, c.body, nil)
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, c.tool) || !strings.Contains(body, "providerTools") {
+			t.Errorf("%s: status %d: %s", c.name, resp.StatusCode, body)
+		}
+	}
+	if resp, body := post(t, base+"/v1/messages", `{"model":"m"}`, map[string]string{"Content-Encoding": "zstd"}); resp.StatusCode != http.StatusUnsupportedMediaType {
+		t.Errorf("a compressed body: status %d: %s", resp.StatusCode, body)
+	}
+	if resp, body := post(t, base+"/v1/responses", `{"tools":[{"type":"web_search"}],"x":NaN}`, nil); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("a body Go does not read: status %d: %s", resp.StatusCode, body)
+	}
+	if n := up.hits.Load(); n != 0 {
+		t.Errorf("%d refused requests reached the provider", n)
+	}
+	if n := g.RefusedProviderTools(); n != int64(len(networkRequests)) {
+		t.Errorf("%d refusals counted, want %d", n, len(networkRequests))
+	}
+	// What the CLIs send still goes through.
+	for _, c := range dialectRequests {
+		if resp, body := post(t, base+c.path, c.body, nil); resp.StatusCode != http.StatusOK {
+			t.Errorf("%s: status %d: %s", c.name, resp.StatusCode, body)
+		}
+	}
+
+	// Allowed: forwarded (fake-provider answers them as it answers any).
+	_, base = serve(t, Options{Upstream: up.srv.URL, Header: Bearer, Key: []byte(realKey), RootCAs: up.pool, AllowProviderTools: true})
+	before := up.hits.Load()
+	for _, c := range networkRequests {
+		resp, body := post(t, base+c.path, c.body, nil)
+		if resp.StatusCode == http.StatusForbidden {
+			t.Errorf("allowed, %s: status %d: %s", c.name, resp.StatusCode, body)
+		}
+	}
+	if n := up.hits.Load() - before; n != int64(len(networkRequests)) {
+		t.Errorf("allowed: %d of %d requests reached the provider", n, len(networkRequests))
+	}
+}
