@@ -144,7 +144,8 @@ const (
 	ReasonPolicyViolation = "PolicyViolation"
 	// ReasonDeleted: the run was deleted while it ran.
 	ReasonDeleted = "Deleted"
-	// ReasonStopped: the node-agent stopped the run after StopRequested.
+	// ReasonStopped: the node-agent stopped the run after StopRequested (or
+	// as it shut down), or a local run was interrupted (SIGINT, SIGTERM).
 	ReasonStopped = "Stopped"
 	// ReasonSandboxed: the agent ran in an OS sandbox (condition Sandboxed).
 	ReasonSandboxed = "Sandboxed"

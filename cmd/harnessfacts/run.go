@@ -74,7 +74,7 @@ run); add '--key' with its public part, evidence-key.pub beside it, to
 check the signature too. The exit code is 0 for verdict Pass, 1 otherwise.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := interruptible(cmd.Context())
 			defer stop()
 			return runLocal(ctx, cmd, f)
 		},
@@ -312,6 +312,28 @@ func (p *localProgress) say(format string, args ...any) {
 // Step implements executor.Observer.
 func (p *localProgress) Step(run *harnessv1.HarnessRun, step string) {
 	p.say("HarnessRun %s: %s", run.Name, step)
+}
+
+// interruptible is ctx ended by the first SIGINT or SIGTERM, with that as
+// the run's stop cause: the run ends Stopped, saying it was interrupted
+// here (not the executor's wording for a node-agent's own end). A second
+// signal gets its default action again.
+func interruptible(parent context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		select {
+		case s := <-sigs:
+			signal.Stop(sigs)
+			cancel(&executor.StopCause{Reason: harnessv1.ReasonStopped, Message: fmt.Sprintf("harnessfacts run was interrupted (%v)", s)})
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		cancel(nil)
+	}
 }
 
 // AgentStarted implements executor.Observer.

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -286,4 +287,76 @@ func TestHugeMaxOutputBytesKeepsMemoryBounded(t *testing.T) {
 		t.Errorf("harnessfacts run peaked at %d MiB of RSS for %d MiB of output, %d MiB for a few bytes: the output is held in memory",
 			loud>>20, printed>>20, quiet>>20)
 	}
+}
+
+// TestLocalRunInterrupted: Ctrl-C (SIGINT) during a local run's agent ends
+// the run Stopped, saying it was interrupted here, with the agent's tree
+// killed, its status printed and its evidence written, and nothing of the
+// run dir left.
+func TestLocalRunInterrupted(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "run.yaml")
+	if err := os.WriteFile(file, []byte(localRunYAML("interrupted", "prompt: go\n", "echo started; sleep 60; echo slept", "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runs := filepath.Join(openDir(t), "runs")
+	cmd := exec.Command(binary, "run", "-f", file, "--evidence", filepath.Join(dir, "evidence"), "--run-root", runs)
+	var stdout bytes.Buffer
+	stderr := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = &stdout, stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(stderr.String(), "the agent started") {
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			t.Fatalf("the agent never started:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	start := time.Now()
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	var out struct {
+		Status harnessv1.HarnessRunStatus `json:"status"`
+	}
+	if err := yaml.Unmarshal(stdout.Bytes(), &out); err != nil || out.Status.Phase == "" {
+		t.Fatalf("harnessfacts run printed no status (%v)\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	st := out.Status
+	if st.Phase != harnessv1.RunFailed || st.Reason != harnessv1.ReasonStopped || st.FailureClass != "" ||
+		!strings.Contains(st.Message, "harnessfacts run was interrupted (interrupt)") || strings.Contains(st.Message, "node-agent") {
+		t.Errorf("an interrupted local run: %s %s class %q: %s; want Failed, Stopped, no class, said to be interrupted here", st.Phase, st.Reason, st.FailureClass, st.Message)
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("the run took %s to end after the interrupt", took)
+	}
+	if entries, err := os.ReadDir(runs); err == nil && len(entries) > 0 {
+		t.Errorf("the run root keeps %d entries after the run", len(entries))
+	}
+	if _, err := os.Stat(filepath.Join(dir, "evidence")); err != nil {
+		t.Errorf("no evidence written: %v", err)
+	}
+}
+
+// syncBuffer is a bytes.Buffer a process writes while a test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
