@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"maps"
 )
 
 // Chat Completions streams carry their usage only when the request asks
@@ -15,25 +16,46 @@ import (
 // on the agent's behalf, and takes that chunk out of the stream the agent
 // gets, which is then the stream it asked for.
 
-// askForUsage returns a Chat Completions request body that asks for the
-// stream's usage, and whether it had to add that: only a JSON object with
-// "stream": true that does not ask already. Anything else is left as it
-// is, and its answer, if it carries no usage, is an uncounted one.
-//
-// The body is decoded into a map and encoded again: keys case-sensitive
-// and the last of a duplicate winning, as the providers read them, so the
-// provider gets exactly what was decided on.
-func askForUsage(body []byte) ([]byte, bool) {
-	var req map[string]json.RawMessage
-	if json.Unmarshal(body, &req) != nil || req == nil {
+// request is a model request's body read as the providers read a JSON
+// object: keys case-sensitive (Go's struct decoding would match "Tools"
+// as "tools"), the last of two keys winning. nil: not a JSON object as Go
+// reads it.
+type request map[string]json.RawMessage
+
+func parseRequest(body []byte) request {
+	var req request
+	if json.Unmarshal(body, &req) != nil {
+		return nil
+	}
+	return req
+}
+
+// askForUsage returns a Chat Completions request body (read as req) that
+// asks for the stream's usage, and whether it had to add that: only a JSON
+// object with "stream": true that does not ask already. Anything else is
+// left as it is, and its answer, if it carries no usage, is an uncounted
+// one.
+func askForUsage(body []byte, req request) ([]byte, bool) {
+	var stream bool
+	if req == nil || json.Unmarshal(req["stream"], &stream) != nil || !stream {
 		return body, false
 	}
-	var stream bool
-	if json.Unmarshal(req["stream"], &stream) != nil || !stream {
-		return body, false
+	raw, has := req["stream_options"]
+	if !has {
+		// The common case, without a copy of the decoded request: the
+		// option added as the object's last key. (Where the agent sent
+		// one, a second key would be refused by a strict parser such as
+		// serde's, so that case is encoded again below.)
+		end := bytes.LastIndexByte(body, '}')
+		out := make([]byte, 0, len(body)+len(usageOption)+1)
+		out = append(out, body[:end]...)
+		out = append(out, ',')
+		out = append(out, usageOption...)
+		out = append(out, body[end:]...)
+		return out, true
 	}
 	var opts map[string]json.RawMessage
-	if raw, ok := req["stream_options"]; ok && !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+	if !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
 		if json.Unmarshal(raw, &opts) != nil || opts == nil {
 			return body, false // not an object: the provider will refuse it
 		}
@@ -50,13 +72,18 @@ func askForUsage(body []byte) ([]byte, bool) {
 	if err != nil {
 		return body, false
 	}
-	req["stream_options"] = b
-	out, err := marshalRaw(req)
+	// The request is encoded again, so that the provider gets one key of
+	// each, exactly what was decided on.
+	again := maps.Clone(req)
+	again["stream_options"] = b
+	out, err := marshalRaw(again)
 	if err != nil {
 		return body, false
 	}
 	return out, true
 }
+
+const usageOption = `"stream_options":{"include_usage":true}`
 
 // marshalRaw encodes v without escaping HTML characters, so that the
 // agent's text reaches the provider byte for byte as it wrote it.

@@ -39,7 +39,7 @@ func TestAskForUsage(t *testing.T) {
 		{"an array", `[{"stream":true}]`, false, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			out, asked := askForUsage([]byte(c.body))
+			out, asked := askForUsage([]byte(c.body), parseRequest([]byte(c.body)))
 			if asked != c.asked {
 				t.Fatalf("asked %v, want %v (%s)", asked, c.asked, out)
 			}
@@ -56,16 +56,22 @@ func TestAskForUsage(t *testing.T) {
 			if string(got["stream_options"]) != c.opts || string(got["stream"]) != "true" {
 				t.Errorf("stream %s, stream_options %s; want true, %s", got["stream"], got["stream_options"], c.opts)
 			}
-			if n := strings.Count(string(out), `"stream"`); n != 1 {
-				t.Errorf("%d stream keys in %s", n, out)
+			if n := strings.Count(string(out), `"stream_options"`); n != 1 {
+				t.Errorf("%d stream_options keys in %s", n, out)
 			}
 		})
 	}
 	// The agent's text goes on byte for byte: no HTML escaping, no
 	// re-encoding of the messages.
 	in := `{"stream":true,"messages":[{"role":"user","content":"a <b> & \"c\" \u00e9 é"}]}`
-	out, _ := askForUsage([]byte(in))
+	out, _ := askForUsage([]byte(in), parseRequest([]byte(in)))
 	if !bytes.Contains(out, []byte(`"messages":[{"role":"user","content":"a <b> & \"c\" \u00e9 é"}]`)) {
+		t.Errorf("messages changed: %s", out)
+	}
+	// Encoded again where the agent sent options of its own.
+	in = `{"stream":true,"stream_options":{"include_usage":false},"messages":[{"role":"user","content":"a <b> & é"}]}`
+	out, _ = askForUsage([]byte(in), parseRequest([]byte(in)))
+	if !bytes.Contains(out, []byte(`"messages":[{"role":"user","content":"a <b> & é"}]`)) {
 		t.Errorf("messages changed: %s", out)
 	}
 }

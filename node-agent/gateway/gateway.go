@@ -378,29 +378,39 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("the model gateway takes request bodies of at most %d bytes", MaxRequestBytes), http.StatusRequestEntityTooLarge)
 		return
 	}
+	// A model request is read once (a generation request's body is a
+	// JSON object), for the provider's network tools (providertools.go)
+	// and a streamed Chat Completions request's usage (chatusage.go). A
+	// compressed one cannot be read: without the network tools allowed it
+	// is refused; with them, forwarded as it is, its answer an uncounted
+	// one.
 	d := usage.DialectOf(p)
+	var req request
+	enc := r.Header.Get("Content-Encoding")
+	plain := enc == "" || strings.EqualFold(enc, "identity")
+	if d != "" && plain {
+		req = parseRequest(body)
+	}
 	if d != "" && !g.opts.AllowProviderTools {
-		if enc := r.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
+		if !plain {
 			http.Error(w, fmt.Sprintf("the model gateway reads each model request for tools that reach the network, and cannot read one sent with Content-Encoding %q: send it uncompressed", enc), http.StatusUnsupportedMediaType)
 			return
 		}
-		tool, ok := networkTool(d, body)
-		if !ok {
+		if req == nil {
+			// What a more lenient parser (NaN, a byte-order mark) makes
+			// of it cannot be known; no CLI sends one.
 			http.Error(w, "the model gateway forwards only model requests whose body is a JSON object", http.StatusBadRequest)
 			return
 		}
-		if tool != "" {
+		if tool := networkTool(d, req); tool != "" {
 			g.refusedTools.Add(1)
 			http.Error(w, refusedToolMessage(tool), http.StatusForbidden)
 			return
 		}
 	}
-	// A streamed Chat Completions request is made to ask for its usage
-	// (chatusage.go), unless its body is compressed: then its answer
-	// is an uncounted one.
 	asked := false
-	if d == usage.Chat && r.Header.Get("Content-Encoding") == "" {
-		body, asked = askForUsage(body)
+	if d == usage.Chat {
+		body, asked = askForUsage(body, req)
 	}
 	r.Body = http.NoBody
 	if len(body) > 0 {

@@ -16,32 +16,24 @@ import (
 // attacker's URL). Unless the run allows them (spec.network.providerTools),
 // the gateway refuses every request that names one.
 
-// networkTool names the first tool of a model request of dialect d that
-// makes the provider reach the network, "" when there is none. Keys are
-// read as the providers read them (case-sensitive, the last of two
-// winning); Gemini also takes the proto's snake_case names. ok is false
-// for a body that is not a JSON object as Go reads it: what a more lenient
-// parser (NaN, a byte-order mark) made of it cannot be known, so it is
-// refused too; no CLI sends one.
-func networkTool(d usage.Dialect, body []byte) (tool string, ok bool) {
-	var req map[string]json.RawMessage
-	if json.Unmarshal(body, &req) != nil || req == nil {
-		return "", false
-	}
+// networkTool names the first tool of a model request of dialect d (read
+// as req) that makes the provider reach the network, "" when there is
+// none. Gemini also takes the proto's snake_case names.
+func networkTool(d usage.Dialect, req request) string {
 	switch d {
 	case usage.Anthropic:
 		// Server tools: web_search_20250305, web_fetch_20250910 and their
 		// later versions; the MCP connector's mcp_servers.
 		if present(req["mcp_servers"]) {
-			return "mcp_servers", true
+			return "mcp_servers"
 		}
-		return typedTool(req["tools"], "web_search", "web_fetch"), true
+		return typedTool(req["tools"], "web_search", "web_fetch")
 	case usage.Responses:
 		// web_search, web_search_preview and their dated versions; mcp.
-		return typedTool(req["tools"], "web_search", "mcp"), true
+		return typedTool(req["tools"], "web_search", "mcp")
 	case usage.Chat:
 		if present(req["web_search_options"]) {
-			return "web_search_options", true
+			return "web_search_options"
 		}
 	case usage.Gemini:
 		for _, t := range objects(req["tools"]) {
@@ -49,13 +41,13 @@ func networkTool(d usage.Dialect, body []byte) (tool string, ok bool) {
 				switch strings.ToLower(strings.ReplaceAll(k, "_", "")) {
 				case "googlesearch", "googlesearchretrieval", "urlcontext":
 					if present(v) {
-						return k, true
+						return k
 					}
 				}
 			}
 		}
 	}
-	return "", true
+	return ""
 }
 
 // present: a key with a value other than null.

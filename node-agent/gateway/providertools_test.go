@@ -33,8 +33,8 @@ var networkRequests = []struct {
 func TestNetworkTool(t *testing.T) {
 	for _, c := range networkRequests {
 		path, _, _ := strings.Cut(c.path, "?")
-		if got, ok := networkTool(usage.DialectOf(path), []byte(c.body)); got != c.tool || !ok {
-			t.Errorf("%s: %q, %v; want %q", c.name, got, ok, c.tool)
+		if got := networkTool(usage.DialectOf(path), parseRequest([]byte(c.body))); got != c.tool {
+			t.Errorf("%s: %q; want %q", c.name, got, c.tool)
 		}
 	}
 	// What the CLIs send by default, and tools that stay on the agent's
@@ -48,14 +48,14 @@ func TestNetworkTool(t *testing.T) {
 		{"/v1beta/models/g:generateContent", `{"tools":[{"functionDeclarations":[{"name":"google_web_search"}]},{"googleSearch":null}]}`},
 		{"/v1beta/models/g:generateContent", `{"tools":"not a list"}`},
 	} {
-		if got, ok := networkTool(usage.DialectOf(c.path), []byte(c.body)); got != "" || !ok {
-			t.Errorf("%s %s: %q, %v; want none", c.path, c.body, got, ok)
+		if got := networkTool(usage.DialectOf(c.path), parseRequest([]byte(c.body))); got != "" {
+			t.Errorf("%s %s: %q; want none", c.path, c.body, got)
 		}
 	}
 	// Not a JSON object as Go reads it: refused, whatever a lenient
 	// parser would make of it.
 	for _, body := range []string{`{"tools":[{"type":"web_search"}],"temperature":NaN}`, "\ufeff{}", `[]`, `null`, ``, `{"a":1}x`} {
-		if _, ok := networkTool(usage.Responses, []byte(body)); ok {
+		if parseRequest([]byte(body)) != nil {
 			t.Errorf("%q: read as a request", body)
 		}
 	}
