@@ -74,11 +74,13 @@ done
 wait; echo flooded provider`
 	// The model gateway: a hostile agent in the place of Claude Code's CLI
 	// sends 64 requests at once (as many as the gateway's socket serves)
-	// with 16 MiB bodies, the most the gateway holds to retry, and 8 with
-	// 64 MiB bodies, over it, to the model API path at the gateway's URL.
+	// with 16 MiB bodies, the most the gateway holds to retry, each a JSON
+	// object the gateway reads for the provider's network tools, and 8
+	// with 64 MiB bodies, over it, to the model API path at the gateway's
+	// URL.
 	floodGateway = `set +e
 for i in $(seq 64); do
-  ( head -c 16777000 /dev/zero | tr '\0' 'a' | curl -s -o /dev/null --noproxy '*' -X POST -H 'Content-Type: application/json' -T - "$ANTHROPIC_BASE_URL/v1/messages" ) &
+  ( { printf '{"model":"m","max_tokens":1,"messages":[],"pad":"'; head -c 16777000 /dev/zero | tr '\0' 'a'; printf '"}'; } | curl -s -o /dev/null --noproxy '*' -X POST -H 'Content-Type: application/json' -T - "$ANTHROPIC_BASE_URL/v1/messages" ) &
 done
 for i in $(seq 8); do
   ( head -c 67108864 /dev/zero | curl -s -o /dev/null --noproxy '*' -X POST -H 'Content-Type: application/json' -T - "$ANTHROPIC_BASE_URL/v1/messages" ) &
