@@ -185,6 +185,10 @@ func TestGatewayHoldsTheTokenLimitWithoutUsage(t *testing.T) {
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		switch {
+		case bytes.Contains(body, []byte(`"fail"`)):
+			// A stream that fails on the provider's side, before usage.
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, "event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"status\":\"failed\",\"usage\":null,\"error\":{\"code\":\"server_error\"}}}\n\n")
 		case r.URL.Path == "/v1/responses":
 			// A background response: queued, its usage not yet known.
 			w.Header().Set("Content-Type", "application/json")
@@ -243,6 +247,19 @@ func TestGatewayHoldsTheTokenLimitWithoutUsage(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("failed on the provider's side", func(t *testing.T) {
+		g, base := serve(t, Options{Upstream: srv.URL, Header: Bearer, Key: []byte(realKey), RootCAs: pool, MaxTokens: 1000})
+		if resp, body := post(t, base+"/v1/responses", `{"model":"fail","stream":true,"input":"hi"}`, nil); resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d: %s", resp.StatusCode, body)
+		}
+		if n := g.Tally().Status("Gateway", "").UncountedResponses; n != 1 {
+			t.Errorf("%d uncounted, want 1", n)
+		}
+		if s := g.Stopped(); s != nil {
+			t.Errorf("a failed answer stopped the run: %v", s)
+		}
+	})
 
 	t.Run("cut by the agent", func(t *testing.T) {
 		g, base := serve(t, Options{Upstream: srv.URL, Header: Bearer, Key: []byte(realKey), RootCAs: pool, MaxTokens: 1000})

@@ -483,12 +483,13 @@ func (g *Gateway) count(resp *http.Response) error {
 // counted, so the limit could not hold (an agent could ask that way on
 // purpose). One the agent cut short is counted as uncounted only: the
 // agent's own end (a timeout, a kill) cuts its last answer, and that is
-// not the run's reason.
+// not the run's reason. So is one that carried an error (a stream that
+// failed on the provider's side), which is not the agent's doing.
 func (g *Gateway) counted(r usage.Reply, whole bool) {
 	g.tally.Add(r)
 	switch {
 	case g.opts.MaxTokens <= 0:
-	case !r.Found && whole:
+	case !r.Found && whole && !r.Failed:
 		g.stop(&Stop{Reason: ReasonTokenLimit, Message: fmt.Sprintf("the provider's answer to a model request carried no token figures "+
 			"(a request the gateway could not read, such as a compressed body, or a provider that does not report usage), "+
 			"so the run's limit of %d tokens (HarnessPolicy gateway.maxTokensPerRun) could not be held: %d counted before it",

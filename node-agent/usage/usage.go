@@ -74,6 +74,9 @@ type Reply struct {
 	Model string
 	// Found: the response carried usage figures.
 	Found bool
+	// Failed: the response carried an error (an error event in a stream,
+	// a failed response): the provider did not serve a whole answer.
+	Failed bool
 }
 
 // maxJSONBody bounds a whole (not streamed) body the parser keeps to decode;
@@ -178,9 +181,10 @@ func (p *Parser) dispatch() {
 	if skip || len(data) == 0 || data[0] != '{' {
 		return // [DONE], a cut event, a keep-alive
 	}
-	// Only events that can carry usage or the model are decoded: a long
-	// stream is mostly text deltas.
-	if !bytes.Contains(data, []byte(`usage`)) && (p.reply.Model != "" || !bytes.Contains(data, []byte(`"model`))) {
+	// Only events that can carry usage, an error or the model are
+	// decoded: a long stream is mostly text deltas.
+	if !bytes.Contains(data, []byte(`usage`)) && !bytes.Contains(data, []byte(`"error"`)) &&
+		(p.reply.Model != "" || !bytes.Contains(data, []byte(`"model`))) {
 		return
 	}
 	p.event(data)
@@ -267,6 +271,9 @@ func (p *Parser) anthropic(data []byte) {
 	if json.Unmarshal(data, &ev) != nil {
 		return
 	}
+	if ev.Type == "error" {
+		p.reply.Failed = true
+	}
 	switch ev.Type {
 	case "message":
 		p.setModel(ev.Model)
@@ -300,9 +307,10 @@ type openAIUsage struct {
 // (response.completed, .incomplete, .failed) holding it.
 func (p *Parser) responses(data []byte) {
 	type response struct {
-		Object string       `json:"object"`
-		Model  string       `json:"model"`
-		Usage  *openAIUsage `json:"usage"`
+		Object string          `json:"object"`
+		Model  string          `json:"model"`
+		Usage  *openAIUsage    `json:"usage"`
+		Error  json.RawMessage `json:"error"`
 	}
 	var ev struct {
 		response
@@ -315,6 +323,9 @@ func (p *Parser) responses(data []byte) {
 	r := &ev.response
 	if ev.Response != nil {
 		r = ev.Response
+	}
+	if ev.Type == "error" || ev.Type == "response.failed" || isSet(r.Error) {
+		p.reply.Failed = true
 	}
 	p.setModel(r.Model)
 	if u := r.Usage; u != nil {
@@ -331,11 +342,15 @@ func (p *Parser) responses(data []byte) {
 // carries the usage (stream_options.include_usage).
 func (p *Parser) chat(data []byte) {
 	var ev struct {
-		Model string       `json:"model"`
-		Usage *openAIUsage `json:"usage"`
+		Model string          `json:"model"`
+		Usage *openAIUsage    `json:"usage"`
+		Error json.RawMessage `json:"error"`
 	}
 	if json.Unmarshal(data, &ev) != nil {
 		return
+	}
+	if isSet(ev.Error) {
+		p.reply.Failed = true
 	}
 	p.setModel(ev.Model)
 	if u := ev.Usage; u != nil {
@@ -360,9 +375,13 @@ func (p *Parser) gemini(data []byte) {
 			ThoughtsTokenCount      int64 `json:"thoughtsTokenCount"`
 			ToolUsePromptTokenCount int64 `json:"toolUsePromptTokenCount"`
 		} `json:"usageMetadata"`
+		Error json.RawMessage `json:"error"`
 	}
 	if json.Unmarshal(data, &ev) != nil {
 		return
+	}
+	if isSet(ev.Error) {
+		p.reply.Failed = true
 	}
 	p.setModel(ev.ModelVersion)
 	if u := ev.UsageMetadata; u != nil {
@@ -382,6 +401,11 @@ func (p *Parser) setModel(m string) {
 }
 
 func nonNegative(v int64) int64 { return max(v, 0) }
+
+// isSet: a JSON value other than null.
+func isSet(v json.RawMessage) bool {
+	return len(v) > 0 && !bytes.Equal(v, []byte("null"))
+}
 
 // maxModels is UsageStatus.models' bound.
 const maxModels = 8

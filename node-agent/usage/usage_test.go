@@ -83,6 +83,42 @@ var cases = []struct {
 	{
 		name: "an error body counts nothing", dialect: Anthropic, contentType: "application/json",
 		body: `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`,
+		want: Reply{Failed: true},
+	},
+	// A stream that fails on the provider's side is no whole answer:
+	// the gateway does not take its missing figures for an evasion.
+	{
+		name: "responses stream failed", dialect: Responses, contentType: "text/event-stream",
+		body: "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"model\":\"gpt-r\",\"usage\":null,\"error\":null}}\n\n" +
+			"event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"model\":\"gpt-r\",\"status\":\"failed\",\"usage\":null,\"error\":{\"code\":\"server_error\"}}}\n\n",
+		want: Reply{Model: "gpt-r", Failed: true},
+	},
+	{
+		name: "responses error event", dialect: Responses, contentType: "text/event-stream",
+		body: "event: error\ndata: {\"type\":\"error\",\"code\":\"server_error\",\"message\":\"x\"}\n\n",
+		want: Reply{Failed: true},
+	},
+	{
+		name: "anthropic error event", dialect: Anthropic, contentType: "text/event-stream",
+		body: "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\"}}\n\n",
+		want: Reply{Failed: true},
+	},
+	{
+		name: "chat error chunk", dialect: Chat, contentType: "text/event-stream",
+		body: "data: {\"choices\":[{\"delta\":{\"content\":\"h\"}}]}\n\ndata: {\"error\":{\"message\":\"x\"}}\n\n",
+		want: Reply{Failed: true},
+	},
+	{
+		name: "gemini error", dialect: Gemini, contentType: "application/json",
+		body: `[{"candidates":[]},{"error":{"code":500,"status":"INTERNAL"}}]`,
+		want: Reply{Failed: true},
+	},
+	{
+		// Every chunk of a stream that asked for usage says "usage":null
+		// and "error" nowhere: no failure.
+		name: "chat stream without usage", dialect: Chat, contentType: "text/event-stream",
+		body: "data: {\"model\":\"gpt-c\",\"choices\":[{\"delta\":{}}],\"usage\":null}\n\ndata: [DONE]\n\n",
+		want: Reply{Model: "gpt-c"},
 	},
 	{
 		name: "not JSON counts nothing", dialect: Chat, contentType: "text/plain",
