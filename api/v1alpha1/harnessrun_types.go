@@ -520,7 +520,8 @@ type NetworkSpec struct {
 	// providerTools says whether the model gateway forwards a request that
 	// asks the provider to reach the network for the agent: hosted web
 	// search and fetch (Anthropic's web_search and web_fetch tools, OpenAI's
-	// web_search tool and Chat Completions' web_search_options, Gemini's
+	// web_search tool, Chat Completions' web_search_options and search
+	// models, Gemini's
 	// googleSearch and urlContext) and remote MCP servers (Anthropic's
 	// mcp_servers, OpenAI's mcp tool). Refused (default): the provider would
 	// fetch past egress ProviderOnly whatever the agent put in a URL or a

@@ -35,6 +35,12 @@ func networkTool(d usage.Dialect, req request) string {
 		if present(req["web_search_options"]) {
 			return "web_search_options"
 		}
+		// OpenAI's search models (gpt-4o-search-preview,
+		// gpt-5-search-api) search the web on every request, asked or not.
+		var model string
+		if json.Unmarshal(req["model"], &model) == nil && strings.Contains(strings.ToLower(model), "search") {
+			return "search model " + model
+		}
 	case usage.Gemini:
 		for _, t := range objects(req["tools"]) {
 			for k, v := range t {

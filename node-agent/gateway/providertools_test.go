@@ -24,6 +24,7 @@ var networkRequests = []struct {
 	{"responses Type is not type", "/v1/responses", `{"model":"m","tools":[{"type":"web_search","Type":"function"}]}`, "web_search"},
 	{"responses last tools win", "/v1/responses", `{"model":"m","tools":[],"tools":[{"type":"mcp"}]}`, "mcp"},
 	{"chat web_search_options", "/v1/chat/completions", `{"model":"m","messages":[],"web_search_options":{}}`, "web_search_options"},
+	{"chat search model", "/v1/chat/completions", `{"model":"gpt-4o-search-preview","messages":[]}`, "search model gpt-4o-search-preview"},
 	{"gemini googleSearch", "/v1beta/models/g:generateContent", `{"contents":[],"tools":[{"functionDeclarations":[]},{"googleSearch":{}}]}`, "googleSearch"},
 	{"gemini google_search", "/v1beta/models/g:streamGenerateContent?alt=sse", `{"contents":[],"tools":[{"google_search":{}}]}`, "google_search"},
 	{"gemini urlContext", "/v1/models/g:generateContent", `{"tools":[{"urlContext":{}}]}`, "urlContext"},
