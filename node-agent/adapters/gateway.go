@@ -25,7 +25,15 @@ type ModelRoute struct {
 	// Credentials are the run's credentials as the adapter gets them: each
 	// model key replaced by GatewayPlaceholder.
 	Credentials []Credential
+	// Scope are the headers that choose the key's organization or project
+	// (gateway.ScopeHeaders) as the run selected them: the gateway sets
+	// these and drops the agent's.
+	Scope map[string]string
 }
+
+// scopeEnv are the variables the OpenAI SDKs (Codex, litellm's) send as
+// the OpenAI-Organization and OpenAI-Project headers.
+var scopeEnv = map[string]string{"OPENAI_ORGANIZATION": "OpenAI-Organization", "OPENAI_ORG_ID": "OpenAI-Organization", "OPENAI_PROJECT": "OpenAI-Project", "OPENAI_PROJECT_ID": "OpenAI-Project"}
 
 // modelKeys are, per adapter, the env credentials that are model API keys
 // (in the order the adapter prefers them) and the header each goes in.
@@ -80,6 +88,14 @@ func GatewayRoute(agent harnessv1.AgentSpec, creds []Credential) (*ModelRoute, s
 		return nil, fmt.Sprintf("the model gateway is off for this run (%v); the API key is delivered into the sandbox, where the agent can read it", err)
 	}
 	r := &ModelRoute{Upstream: upstream}
+	for _, c := range creds {
+		if h, ok := scopeEnv[c.Env]; ok {
+			if r.Scope == nil {
+				r.Scope = map[string]string{}
+			}
+			r.Scope[h] = string(c.Value)
+		}
+	}
 	for _, k := range keys {
 		i := slices.IndexFunc(creds, func(c Credential) bool { return c.Env == k.env })
 		if i >= 0 && r.Key == nil {

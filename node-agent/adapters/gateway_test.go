@@ -66,3 +66,17 @@ func TestGatewayRoute(t *testing.T) {
 		}
 	}
 }
+
+// TestGatewayRouteScope: the organization and project the run selects
+// become the gateway's, which it sets whatever the agent sends.
+func TestGatewayRouteScope(t *testing.T) {
+	r, _ := GatewayRoute(harnessv1.AgentSpec{Adapter: harnessv1.AdapterCodex}, []Credential{
+		{Env: "OPENAI_API_KEY", Value: []byte("sk")}, {Env: "OPENAI_ORGANIZATION", Value: []byte("org-run")}, {Env: "OPENAI_PROJECT_ID", Value: []byte("proj-run")}})
+	if r == nil || r.Scope["OpenAI-Organization"] != "org-run" || r.Scope["OpenAI-Project"] != "proj-run" || len(r.Scope) != 2 {
+		t.Errorf("route %+v, want the run's organization and project", r)
+	}
+	r, _ = GatewayRoute(harnessv1.AgentSpec{Adapter: harnessv1.AdapterCodex}, []Credential{{Env: "OPENAI_API_KEY", Value: []byte("sk")}})
+	if r == nil || r.Scope != nil {
+		t.Errorf("route %+v, want no scope", r)
+	}
+}

@@ -79,7 +79,7 @@ func (a *attempt) startGateway(ctx context.Context) error {
 	}
 	mg := &modelGateway{socket: a.dir.Socket(fixture.SocketGateway), stopped: make(chan struct{})}
 	g, err := gateway.New(gateway.Options{
-		Upstream: a.route.Upstream, Header: a.route.Header, Key: a.route.Key,
+		Upstream: a.route.Upstream, Header: a.route.Header, Key: a.route.Key, Scope: a.route.Scope,
 		RootCAs:     a.e.opts.ProviderCAs,
 		MaxRequests: lim.MaxRequests, MaxTokens: lim.MaxTokens,
 		// The provider reaching the network for the agent only where the

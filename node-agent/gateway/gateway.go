@@ -60,6 +60,12 @@ var credentialHeaders = []string{
 	"Cookie", "Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto",
 }
 
+// ScopeHeaders choose which of its organizations or projects a key acts
+// for: with a user's key that belongs to several, the agent could bill or
+// use another than the run's. The gateway drops the agent's and sets those
+// the run selected (Options.Scope).
+var ScopeHeaders = []string{"OpenAI-Organization", "OpenAI-Project", "X-Goog-User-Project"}
+
 // MaxRequestBytes bounds a request body, which the gateway holds to retry
 // it; at most maxHeldBodies are held at once per run (more requests wait),
 // so one run's agent holds at most 64 MiB of the node-agent's memory this
@@ -114,6 +120,9 @@ type Options struct {
 	Key    []byte
 	// RootCAs verify the provider's certificate; nil is the system's pool.
 	RootCAs *x509.CertPool
+	// Scope sets ScopeHeaders (by name) as the run selected them; every
+	// other value of them is dropped.
+	Scope map[string]string
 	// MaxRequests and MaxTokens end the run when reached (0: no limit).
 	MaxRequests, MaxTokens int64
 	// AllowProviderTools forwards requests that ask the provider to reach
@@ -218,6 +227,18 @@ func New(opts Options) (*Gateway, error) {
 	case opts.Header != XAPIKey && opts.Header != Bearer && opts.Header != XGoogAPIKey:
 		return nil, fmt.Errorf("unknown key header %q", opts.Header)
 	}
+	scope := map[string]string{}
+	for h, v := range opts.Scope {
+		v = strings.TrimSpace(v)
+		switch {
+		case !slices.ContainsFunc(ScopeHeaders, func(s string) bool { return strings.EqualFold(s, h) }):
+			return nil, fmt.Errorf("%q is not a header that scopes a key (%s)", h, strings.Join(ScopeHeaders, ", "))
+		case v == "" || strings.ContainsFunc(v, func(r rune) bool { return r < ' ' || r == 0x7f }):
+			return nil, fmt.Errorf("the run's %s is empty or holds a control character, which no HTTP header can carry", h)
+		}
+		scope[h] = v
+	}
+	opts.Scope = scope
 	if opts.Retry.Attempts == 0 {
 		opts.Retry = DefaultRetry
 	}
@@ -447,6 +468,12 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	}
 	for _, h := range credentialHeaders {
 		out.Header.Del(h)
+	}
+	for _, h := range ScopeHeaders {
+		out.Header.Del(h)
+	}
+	for h, v := range g.opts.Scope {
+		out.Header.Set(h, v)
 	}
 	// The transport asks for gzip itself and hands back the plain body,
 	// which the usage count reads; the CLI gets it uncompressed.

@@ -594,3 +594,39 @@ func TestNodeBodiesBoundEveryRunTogether(t *testing.T) {
 		}
 	}
 }
+
+// TestGatewayScopesTheKeyAsTheRunSelected: the agent cannot pick another
+// organization or project for the run's key: the provider gets the run's,
+// or none.
+func TestGatewayScopesTheKeyAsTheRunSelected(t *testing.T) {
+	up := startUpstream(t)
+	forged := map[string]string{"OpenAI-Organization": "org-forged", "OpenAI-Project": "proj-forged", "X-Goog-User-Project": "gp-forged"}
+	for _, c := range []struct {
+		name  string
+		scope map[string]string
+		want  map[string]string
+	}{
+		{"none selected", nil, map[string]string{}},
+		{"the run's organization", map[string]string{"OpenAI-Organization": "org-run\n"}, map[string]string{"Openai-Organization": "org-run"}},
+	} {
+		_, base := serve(t, Options{Upstream: up.srv.URL, Header: Bearer, Key: []byte(realKey), RootCAs: up.pool, Scope: c.scope})
+		if resp, body := post(t, base+"/v1/responses", `{"model":"gpt-m","input":"hi"}`, forged); resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: status %d: %s", c.name, resp.StatusCode, body)
+		}
+		seen := up.requests()[len(up.requests())-1]
+		got := map[string]string{}
+		for _, h := range ScopeHeaders {
+			if v := seen.Header.Get(h); v != "" {
+				got[http.CanonicalHeaderKey(h)] = v
+			}
+		}
+		if diff := cmp.Diff(c.want, got); diff != "" {
+			t.Errorf("%s: the provider got (-want +got):\n%s", c.name, diff)
+		}
+	}
+	for _, scope := range []map[string]string{{"OpenAI-Organization": "org\r\nX-Evil: 1"}, {"Authorization": "x"}, {"OpenAI-Project": " "}} {
+		if _, err := New(Options{Upstream: up.srv.URL, Header: Bearer, Key: []byte(realKey), Scope: scope}); err == nil {
+			t.Errorf("scope %q accepted", scope)
+		}
+	}
+}
