@@ -19,8 +19,22 @@ import (
 // request is a model request's body read as the providers read a JSON
 // object: keys case-sensitive (Go's struct decoding would match "Tools"
 // as "tools"), the last of two keys winning. nil: not a JSON object as Go
-// reads it.
-type request map[string]json.RawMessage
+// reads it. Its values are the body's own bytes, not copies: a 16 MiB
+// request costs its map, not a second 16 MiB.
+type request map[string]rawValue
+
+// rawValue is a JSON value as it stands in the body it was decoded from,
+// which the gateway holds unchanged while it needs the value.
+type rawValue []byte
+
+// UnmarshalJSON keeps b itself: the decoder hands it a piece of the body.
+func (r *rawValue) UnmarshalJSON(b []byte) error {
+	*r = b
+	return nil
+}
+
+// MarshalJSON writes the value as it stood.
+func (r rawValue) MarshalJSON() ([]byte, error) { return r, nil }
 
 func parseRequest(body []byte) request {
 	var req request
@@ -54,7 +68,7 @@ func askForUsage(body []byte, req request) ([]byte, bool) {
 		out = append(out, body[end:]...)
 		return out, true
 	}
-	var opts map[string]json.RawMessage
+	var opts map[string]rawValue
 	if !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
 		if json.Unmarshal(raw, &opts) != nil || opts == nil {
 			return body, false // not an object: the provider will refuse it
@@ -65,9 +79,9 @@ func askForUsage(body []byte, req request) ([]byte, bool) {
 		return body, false
 	}
 	if opts == nil {
-		opts = map[string]json.RawMessage{}
+		opts = map[string]rawValue{}
 	}
-	opts["include_usage"] = json.RawMessage("true")
+	opts["include_usage"] = rawValue("true")
 	b, err := marshalRaw(opts)
 	if err != nil {
 		return body, false

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -284,4 +285,22 @@ func TestGatewayHoldsTheTokenLimitWithoutUsage(t *testing.T) {
 			t.Errorf("a cut answer stopped the run: %v", s)
 		}
 	})
+}
+
+// TestParseRequestDoesNotCopyTheBody: reading a held 16 MiB request costs
+// its map, not a second copy of its values (the node's held bodies are
+// bounded; what reading them costs beside must stay small).
+func TestParseRequestDoesNotCopyTheBody(t *testing.T) {
+	body := []byte(`{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("a", 16<<20-100) + `"}],"tools":[]}`)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	req := parseRequest(body)
+	runtime.ReadMemStats(&after)
+	if req == nil || len(req["messages"]) < 16<<20-100 {
+		t.Fatalf("not read: %d keys", len(req))
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
+		t.Errorf("reading a 16 MiB request allocated %d KiB", n>>10)
+	}
 }

@@ -57,15 +57,15 @@ func networkTool(d usage.Dialect, req request) string {
 }
 
 // present: a key with a value other than null.
-func present(v json.RawMessage) bool {
+func present(v rawValue) bool {
 	return len(v) > 0 && string(v) != "null"
 }
 
 // objects reads raw as an array of JSON objects, as maps (so that keys
 // are matched exactly: Go's struct decoding would match "Type" as "type");
 // nil when it is not one, which the provider refuses.
-func objects(raw json.RawMessage) []map[string]json.RawMessage {
-	var out []map[string]json.RawMessage
+func objects(raw rawValue) []map[string]rawValue {
+	var out []map[string]rawValue
 	if json.Unmarshal(raw, &out) != nil {
 		return nil
 	}
@@ -74,7 +74,7 @@ func objects(raw json.RawMessage) []map[string]json.RawMessage {
 
 // typedTool is the type of the first tool in raw (a JSON array of objects
 // with a "type") that starts with one of prefixes.
-func typedTool(raw json.RawMessage, prefixes ...string) string {
+func typedTool(raw rawValue, prefixes ...string) string {
 	for _, t := range objects(raw) {
 		var typ string
 		if json.Unmarshal(t["type"], &typ) != nil {
