@@ -123,6 +123,8 @@ type usageChunkFilter struct {
 	ready   []byte // bytes that may go to the reader
 	err     error
 	through bool // no more filtering
+	// scanned is where the search for the pending event's end goes on.
+	scanned int
 	buf     []byte
 }
 
@@ -163,49 +165,48 @@ func (f *usageChunkFilter) take(b []byte) {
 		return
 	}
 	f.pending = append(f.pending, b...)
+	passed := false
 	for {
-		end := eventEnd(f.pending)
+		end := eventEnd(f.pending, f.scanned)
 		if end < 0 {
+			// The next search starts where an event's end could begin
+			// among the bytes still to come: each byte is searched once.
+			f.scanned = max(len(f.pending)-2, 0)
 			break
 		}
 		ev := f.pending[:end]
 		if !isUsageChunk(ev) {
 			f.ready = append(f.ready, ev...)
 		}
-		f.pending = f.pending[end:]
+		f.pending, f.scanned, passed = f.pending[end:], 0, true
 	}
 	if len(f.pending) > maxFilteredEvent {
 		f.through = true
 		f.ready = append(f.ready, f.pending...)
 		f.pending = nil
+		return
 	}
-	// Keep the next event's bytes at the start of a buffer of their own,
-	// so that pending does not grow with what was passed on.
-	f.pending = append([]byte(nil), f.pending...)
+	if passed {
+		// Keep the next event's bytes at the start of a buffer of their
+		// own, so that pending does not grow with what was passed on.
+		f.pending = append([]byte(nil), f.pending...)
+	}
 }
 
 func (f *usageChunkFilter) Close() error { return f.src.Close() }
 
 // eventEnd is the length of the first whole event in b, its blank line
-// included (LF or CRLF line ends), or -1.
-func eventEnd(b []byte) int {
-	for i := 0; ; {
-		j := bytes.IndexByte(b[i:], '\n')
-		if j < 0 {
-			return -1
-		}
-		i += j + 1
-		// An empty line ends the event: the LF just found is followed by
-		// another, or by CR LF.
-		switch {
-		case i < len(b) && b[i] == '\n':
-			return i + 1
-		case i+1 < len(b) && b[i] == '\r' && b[i+1] == '\n':
-			return i + 2
-		case i >= len(b) || i+1 >= len(b) && b[i] == '\r':
-			return -1 // the next line has not arrived
-		}
+// included (LF or CRLF line ends), or -1; the search starts at from. An
+// event ends at the first LF followed by an LF or by CR LF.
+func eventEnd(b []byte, from int) int {
+	end := -1
+	if i := bytes.Index(b[from:], []byte("\n\n")); i >= 0 {
+		end = from + i + 2
 	}
+	if i := bytes.Index(b[from:], []byte("\n\r\n")); i >= 0 && (end < 0 || from+i+3 < end) {
+		end = from + i + 3
+	}
+	return end
 }
 
 // isUsageChunk says whether an SSE event's data is a chunk with an empty
