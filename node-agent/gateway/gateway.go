@@ -66,6 +66,11 @@ var credentialHeaders = []string{
 // the run selected (Options.Scope).
 var ScopeHeaders = []string{"OpenAI-Organization", "OpenAI-Project", "X-Goog-User-Project"}
 
+// credentialParams are the query parameters that carry a credential or
+// pick a key's project (Google's APIs: ?key=, ?access_token=,
+// ?userProject=), dropped from every request.
+var credentialParams = []string{"key", "access_token", "userProject"}
+
 // MaxRequestBytes bounds a request body, which the gateway holds to retry
 // it; at most maxHeldBodies are held at once per run (more requests wait),
 // so one run's agent holds at most 64 MiB of the node-agent's memory this
@@ -460,12 +465,16 @@ func (g *Gateway) tokenStop() *Stop {
 func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetURL(g.upstream) // also sets Out.Host to the upstream's
 	out := pr.Out
-	q := out.URL.Query()
-	if q.Has("key") {
-		// Gemini also takes a key as ?key=.
-		q.Del("key")
-		out.URL.RawQuery = q.Encode()
+	// The query is written again from what Go reads of it: a pair it
+	// cannot read (a semicolon in it) is dropped rather than passed on for
+	// the provider to read its own way, and so are Google's credential and
+	// scope parameters (which the API also takes with a "$").
+	q, _ := url.ParseQuery(out.URL.RawQuery)
+	for _, k := range credentialParams {
+		q.Del(k)
+		q.Del("$" + k)
 	}
+	out.URL.RawQuery = q.Encode()
 	for _, h := range credentialHeaders {
 		out.Header.Del(h)
 	}

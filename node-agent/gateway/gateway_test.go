@@ -121,7 +121,7 @@ var dialectRequests = []struct {
 	{"chat stream", "/v1/chat/completions", `{"model":"gpt-c","stream":true,"messages":[{"role":"user","content":"hi"}]}`, Bearer,
 		map[string]string{"Authorization": "Bearer forged", "Cookie": "s=forged-cookie"}},
 	{"chat whole", "/v1/chat/completions", `{"model":"gpt-c","messages":[{"role":"user","content":"hi"}]}`, Bearer, nil},
-	{"gemini stream", "/v1beta/models/gemini-m:streamGenerateContent?alt=sse&key=forged-query", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`, XGoogAPIKey,
+	{"gemini stream", "/v1beta/models/gemini-m:streamGenerateContent?alt=sse&key=forged-query&$key=forged-dollar&access_token=forged-at&$userProject=forged-up&x=1;key=forged-semi", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`, XGoogAPIKey,
 		map[string]string{"X-Goog-Api-Key": "forged-goog"}},
 	{"gemini whole", "/v1beta/models/gemini-m:generateContent", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`, XGoogAPIKey, nil},
 }
