@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -61,17 +62,59 @@ func newRunName() string {
 // parent (runParent). On a unified (v2-only) host it uses cgroup2; on a
 // legacy or hybrid host the memory and pids controllers live in v1
 // hierarchies, so it uses those two.
+//
+// Below the caller's own cgroup (a local run, no node-agent placement and
+// no CgroupParent) the "harnessfacts" directory is removed with the last
+// run in it, so that a local run leaves nothing in its user's cgroup tree
+// (removeRunParent). Another run may remove it between its making and the
+// run's cgroup's: the making is tried again then.
 func newRunCgroup(opts Options, limits Limits) (runCgroup, error) {
 	name := filepath.Join(cgroupPrefix, newRunName())
+	for attempt := 1; ; attempt++ {
+		cg, err := makeRunCgroup(opts, name, limits)
+		if err == nil || attempt == 3 || !errors.Is(err, fs.ErrNotExist) {
+			return cg, err
+		}
+	}
+}
+
+func makeRunCgroup(opts Options, name string, limits Limits) (runCgroup, error) {
 	if cgroups.Mode() == cgroups.Unified {
 		mount := cgroup2Mount(opts)
 		parent, err := runParentV2(opts, mount)
 		if err != nil {
 			return nil, err
 		}
-		return newV2Cgroup(mount, parent, name, limits, true)
+		c, err := newV2Cgroup(mount, parent, name, limits, true)
+		if err == nil && ownParent(opts, "") {
+			c.tidy = filepath.Dir(c.dir)
+		}
+		return c, err
 	}
-	return newV1Cgroup(opts, name, limits)
+	c, err := newV1Cgroup(opts, name, limits)
+	if err == nil {
+		for n, p := range c.paths {
+			if ownParent(opts, string(n)) {
+				c.tidy = append(c.tidy, filepath.Dir(p))
+			}
+		}
+	}
+	return c, err
+}
+
+// ownParent says whether the runs' cgroups of a hierarchy ("" for v2) go
+// below the caller's own cgroup, as runParentV1 and runParentV2 decide.
+func ownParent(opts Options, hierarchy string) bool {
+	_, placed := opts.runParents[hierarchy]
+	return !placed && opts.CgroupParent == ""
+}
+
+// removeRunParent removes the "harnessfacts" directory dir when no run is
+// left in it; with one (EBUSY, ENOTEMPTY), it stays for that run to remove.
+func removeRunParent(dir string) {
+	if filepath.Base(dir) == cgroupPrefix {
+		_ = os.Remove(dir)
+	}
 }
 
 // cgroup2Mount is the cgroup2 mount the per-run cgroups are made in.
@@ -147,6 +190,8 @@ func evacuateToLeaf(dir, leaf string) error {
 type v1Cgroup struct {
 	cg    cgroup1.Cgroup
 	paths map[cgroup1.Name]string
+	// tidy are the runs' parents to remove with the run (newRunCgroup).
+	tidy []string
 }
 
 func v1Hierarchy() ([]cgroup1.Subsystem, error) {
@@ -336,6 +381,9 @@ func (c *v1Cgroup) remove() error {
 	if err := c.cg.Delete(); err != nil {
 		return fmt.Errorf("cgroup v1: remove: %w", err)
 	}
+	for _, d := range c.tidy {
+		removeRunParent(d)
+	}
 	return nil
 }
 
@@ -347,6 +395,8 @@ type v2Cgroup struct {
 	fd  *os.File
 	// cpu: the run has a CPU weight of its own.
 	cpu bool
+	// tidy is the runs' parent to remove with the run (newRunCgroup).
+	tidy string
 }
 
 // newV2Cgroup makes mount/parent/name with the limits. withLimits false makes
@@ -462,6 +512,9 @@ func (c *v2Cgroup) stats() (bool, int64) {
 func (c *v2Cgroup) remove() error {
 	if err := c.m.Delete(); err != nil {
 		return fmt.Errorf("cgroup v2: remove: %w", err)
+	}
+	if c.tidy != "" {
+		removeRunParent(c.tidy)
 	}
 	return nil
 }

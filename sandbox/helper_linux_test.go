@@ -20,6 +20,9 @@ func runHelper() {
 	if cfg := os.Getenv(placeHelperEnv); cfg != "" {
 		os.Exit(placeHelper(cfg))
 	}
+	if base := os.Getenv(tidyHelperEnv); base != "" {
+		os.Exit(tidyHelper(base))
+	}
 	if os.Getenv(noCPUHelperEnv) != "" {
 		os.Exit(noCPUHelper())
 	}
