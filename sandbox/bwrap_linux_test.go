@@ -697,6 +697,7 @@ func TestCgroupV2PlacementAndKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer removeRunParent(filepath.Dir(cg.dir)) // made here, not by newRunCgroup
 	defer cg.remove()
 	cmd := exec.Command("sh", "-c", "setsid sleep 1000 & sleep 1000")
 	if err := cg.beforeStart(cmd); err != nil {
