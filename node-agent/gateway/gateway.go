@@ -80,6 +80,10 @@ const (
 	maxHeldBodies   = 4
 )
 
+// MaxInFlight bounds a run's model requests with the provider at once (a
+// CLI sends a few at a time: its main loop and its subagents).
+const MaxInFlight = 16
+
 // Reasons a gateway ends a run (Stop.Reason), documented with the API's.
 const (
 	ReasonRequestLimit        = harnessv1.ReasonGatewayRequestLimit
@@ -176,6 +180,8 @@ type Gateway struct {
 	stopped  atomic.Pointer[Stop]
 	// held are the slots of request bodies held at once.
 	held chan struct{}
+	// inFlight are the slots of requests with the provider at once.
+	inFlight chan struct{}
 }
 
 // releaseKey carries a request's release of its held body to the
@@ -247,7 +253,7 @@ func New(opts Options) (*Gateway, error) {
 	if opts.Retry.Attempts == 0 {
 		opts.Retry = DefaultRetry
 	}
-	g := &Gateway{opts: opts, upstream: up, held: make(chan struct{}, maxHeldBodies)}
+	g := &Gateway{opts: opts, upstream: up, held: make(chan struct{}, maxHeldBodies), inFlight: make(chan struct{}, MaxInFlight)}
 	dial := opts.Dial
 	if dial == nil {
 		dial = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
@@ -357,6 +363,22 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// After the upgrade's 404, which Codex's WebSocket GET must get.
 	if !allowed(r.Method, p) {
 		http.Error(w, fmt.Sprintf("the model gateway forwards no %s of %q", r.Method, p), http.StatusMethodNotAllowed)
+		return
+	}
+	// At most MaxInFlight of the run's requests are with the provider at
+	// once; more wait. Tokens are counted when an answer ends, so this is
+	// also what a run can spend past its token limit (MaxInFlight answers),
+	// and one run cannot take the provider's rate limit, which the runs
+	// sharing a key share, with the 64 connections its socket serves.
+	select {
+	case g.inFlight <- struct{}{}:
+		defer func() { <-g.inFlight }()
+	case <-r.Context().Done():
+		return
+	}
+	// A request that waited is judged by the limits as they are now.
+	if s := g.Stopped(); s != nil {
+		http.Error(w, "the model gateway ended this run: "+s.Message, http.StatusTooManyRequests)
 		return
 	}
 	if n := g.requests.Add(1); g.opts.MaxRequests > 0 && n > g.opts.MaxRequests {

@@ -630,3 +630,64 @@ func TestGatewayScopesTheKeyAsTheRunSelected(t *testing.T) {
 		}
 	}
 }
+
+// TestGatewayBoundsRequestsInFlight: at most MaxInFlight of a run's
+// requests are with the provider at once, streaming answers included (a
+// request's held body goes when its answer begins); the others wait, then
+// pass.
+func TestGatewayBoundsRequestsInFlight(t *testing.T) {
+	var now, most atomic.Int64
+	release := make(chan struct{})
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := now.Add(1)
+		defer now.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		// Streamed: the answer begins at once (which lets the request's
+		// held body go) and ends when released.
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		_, _ = io.WriteString(w, "data: {\"type\":\"message_start\",\"message\":{\"model\":\"m\",\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}}\n\n")
+	}))
+	t.Cleanup(srv.Close)
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	_, base := serve(t, Options{Upstream: srv.URL, Header: XAPIKey, Key: []byte(realKey), RootCAs: pool})
+	const sent = MaxInFlight + 4
+	codes := make(chan int, sent)
+	for range sent {
+		go func() {
+			resp, err := http.Post(base+"/v1/messages", "application/json", strings.NewReader(`{"model":"m"}`))
+			if err != nil {
+				codes <- 0
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body) // the request is in flight until its answer ends
+			_ = resp.Body.Close()
+			codes <- resp.StatusCode
+		}()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for now.Load() < MaxInFlight && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // the other four had time to get through, if they could
+	if n := now.Load(); n != MaxInFlight {
+		t.Errorf("%d requests with the provider at once, want %d", n, MaxInFlight)
+	}
+	close(release)
+	for range sent {
+		if c := <-codes; c != http.StatusOK {
+			t.Errorf("a request got %d", c)
+		}
+	}
+	if m := most.Load(); m != MaxInFlight {
+		t.Errorf("at most %d with the provider at once, want %d", m, MaxInFlight)
+	}
+}
