@@ -1125,6 +1125,13 @@ type NetworkStatus struct {
 	// +listType=atomic
 	// +optional
 	DeniedHosts []string `json:"deniedHosts,omitempty"`
+
+	// providerToolsRefused counts the model requests the model gateway
+	// refused because they asked the provider to reach the network for the
+	// agent (spec.network.providerTools Refused).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	ProviderToolsRefused int64 `json:"providerToolsRefused,omitempty"`
 }
 
 // CheckResult is one fixture check's outcome.

@@ -52,6 +52,7 @@ func (a *attempt) verdict(in *ran) *Outcome {
 	}
 	var denied *Warning
 	st.Network, denied = networkStatus(a.egress, in.egressStats, a.redactor)
+	st.Network.ProviderToolsRefused = in.refusedProviderTools
 	if denied != nil {
 		res.Warnings = append(res.Warnings, *denied)
 	}

@@ -106,6 +106,9 @@ func TestGatewayRefusesTheProvidersNetworkTools(t *testing.T) {
 	if ag := o.Run.Status.Agent; ag == nil || !strings.Contains(strings.Join(ag.Notes, "\n"), "refused 1 model requests that asked the provider to reach the network") {
 		t.Errorf("the run's notes do not count the refusal: %+v", ag)
 	}
+	if n := o.Run.Status.Network; n == nil || n.ProviderToolsRefused != 1 {
+		t.Errorf("status.network %+v, want providerToolsRefused 1", n)
+	}
 	RequireUsage(t, o, key)
 	RequireClean(t, o, key)
 }
