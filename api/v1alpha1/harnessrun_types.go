@@ -914,8 +914,8 @@ type UsageStatus struct {
 
 	// uncountedResponses counts the provider's successful answers to model
 	// requests from which the gateway read no token figures: a stream the
-	// agent closed before its usage came, a request body the gateway could
-	// not read (compressed), or a provider that does not report usage.
+	// agent closed before its usage came, an answer that failed on the
+	// provider's side, or a provider that does not report usage.
 	// When it is not zero the token figures are a lower bound (gateway
 	// only). Under HarnessPolicy gateway.maxTokensPerRun a whole answer
 	// without figures ends the run instead.

@@ -426,31 +426,31 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("the model gateway takes request bodies of at most %d bytes", MaxRequestBytes), http.StatusRequestEntityTooLarge)
 		return
 	}
-	// A model request is read once (a generation request's body is a
-	// JSON object), for the provider's network tools (providertools.go)
-	// and a streamed Chat Completions request's usage (chatusage.go). A
-	// compressed one cannot be read: without the network tools allowed it
-	// is refused; with them, forwarded as it is, its answer an uncounted
-	// one.
+	// A generation request is read, once: for the provider's network
+	// tools (providertools.go), for a Responses request that would run in
+	// the background, and for a streamed Chat Completions request's usage
+	// (chatusage.go). One that cannot be read is refused: compressed, or
+	// not a JSON object as Go reads it (what a more lenient parser, taking
+	// NaN or a byte-order mark, makes of it cannot be known). No CLI sends
+	// either.
 	d := usage.DialectOf(p)
 	var req request
-	enc := r.Header.Get("Content-Encoding")
-	plain := enc == "" || strings.EqualFold(enc, "identity")
-	if d != "" && plain {
-		req = parseRequest(body)
-	}
-	if d != "" && !g.opts.AllowProviderTools {
-		if !plain {
-			http.Error(w, fmt.Sprintf("the model gateway reads each model request for tools that reach the network, and cannot read one sent with Content-Encoding %q: send it uncompressed", enc), http.StatusUnsupportedMediaType)
+	if d != "" {
+		if enc := r.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
+			http.Error(w, fmt.Sprintf("the model gateway reads each model request, and cannot read one sent with Content-Encoding %q: send it uncompressed", enc), http.StatusUnsupportedMediaType)
 			return
 		}
-		if req == nil {
-			// What a more lenient parser (NaN, a byte-order mark) makes
-			// of it cannot be known; no CLI sends one.
+		if req = parseRequest(body); req == nil {
 			http.Error(w, "the model gateway forwards only model requests whose body is a JSON object", http.StatusBadRequest)
 			return
 		}
-		if tool := networkTool(d, req); tool != "" {
+		if d == usage.Responses && isTrue(req["background"]) {
+			// A background response runs on after its answer, past the
+			// run's end, and its usage is never in that answer.
+			http.Error(w, `the model gateway does not forward background responses ("background": true): they run on past the run, uncounted`, http.StatusForbidden)
+			return
+		}
+		if tool := networkTool(d, req); tool != "" && !g.opts.AllowProviderTools {
 			g.refusedTools.Add(1)
 			http.Error(w, refusedToolMessage(tool), http.StatusForbidden)
 			return
@@ -549,7 +549,7 @@ func (g *Gateway) counted(r usage.Reply, whole bool) {
 	case g.opts.MaxTokens <= 0:
 	case !r.Found && whole && !r.Failed:
 		g.stop(&Stop{Reason: ReasonTokenLimit, Message: fmt.Sprintf("the provider's answer to a model request carried no token figures "+
-			"(a request the gateway could not read, such as a compressed body, or a provider that does not report usage), "+
+			"(a provider that does not report usage, or one that ignored the stream_options the gateway set), "+
 			"so the run's limit of %d tokens (HarnessPolicy gateway.maxTokensPerRun) could not be held: %d counted before it",
 			g.opts.MaxTokens, g.tally.Counts().Total())})
 	case g.tally.Counts().Total() >= g.opts.MaxTokens:

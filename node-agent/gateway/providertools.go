@@ -56,6 +56,12 @@ func networkTool(d usage.Dialect, req request) string {
 	return ""
 }
 
+// isTrue: a key whose value is true.
+func isTrue(v rawValue) bool {
+	var b bool
+	return json.Unmarshal(v, &b) == nil && b
+}
+
 // present: a key with a value other than null.
 func present(v rawValue) bool {
 	return len(v) > 0 && string(v) != "null"

@@ -75,12 +75,7 @@ func TestGatewayRefusesTheProvidersNetworkTools(t *testing.T) {
 			t.Errorf("%s: status %d: %s", c.name, resp.StatusCode, body)
 		}
 	}
-	if resp, body := post(t, base+"/v1/messages", `{"model":"m"}`, map[string]string{"Content-Encoding": "zstd"}); resp.StatusCode != http.StatusUnsupportedMediaType {
-		t.Errorf("a compressed body: status %d: %s", resp.StatusCode, body)
-	}
-	if resp, body := post(t, base+"/v1/responses", `{"tools":[{"type":"web_search"}],"x":NaN}`, nil); resp.StatusCode != http.StatusBadRequest {
-		t.Errorf("a body Go does not read: status %d: %s", resp.StatusCode, body)
-	}
+
 	if n := up.hits.Load(); n != 0 {
 		t.Errorf("%d refused requests reached the provider", n)
 	}
@@ -105,5 +100,40 @@ func TestGatewayRefusesTheProvidersNetworkTools(t *testing.T) {
 	}
 	if n := up.hits.Load() - before; n != int64(len(networkRequests)) {
 		t.Errorf("allowed: %d of %d requests reached the provider", n, len(networkRequests))
+	}
+}
+
+// TestGatewayRefusesWhatItCannotRead: a model request the gateway cannot
+// read (compressed, or not a JSON object as Go reads it) and a background
+// response (which runs on past the run, its usage never in its answer) are
+// refused, whatever the run allows; none reaches the provider.
+func TestGatewayRefusesWhatItCannotRead(t *testing.T) {
+	up := startUpstream(t)
+	for _, allow := range []bool{false, true} {
+		_, base := serve(t, Options{Upstream: up.srv.URL, Header: Bearer, Key: []byte(realKey), RootCAs: up.pool, AllowProviderTools: allow})
+		for _, c := range []struct {
+			path, body string
+			header     map[string]string
+			status     int
+		}{
+			{"/v1/messages", `{"model":"m"}`, map[string]string{"Content-Encoding": "zstd"}, http.StatusUnsupportedMediaType},
+			{"/v1/chat/completions", `{"model":"m","stream":true}`, map[string]string{"Content-Encoding": "gzip"}, http.StatusUnsupportedMediaType},
+			{"/v1/responses", `{"tools":[{"type":"web_search"}],"x":NaN}`, nil, http.StatusBadRequest},
+			{"/v1beta/models/g:generateContent", "\ufeff{}", nil, http.StatusBadRequest},
+			{"/v1/responses", `{"model":"m","input":"hi","background":true}`, nil, http.StatusForbidden},
+			{"/v1/responses", `{"model":"m","background":false,"background":true}`, nil, http.StatusForbidden},
+		} {
+			if resp, body := post(t, base+c.path, c.body, c.header); resp.StatusCode != c.status {
+				t.Errorf("allowed %v, %s %s: status %d, want %d: %s", allow, c.path, c.body, resp.StatusCode, c.status, body)
+			}
+		}
+	}
+	if n := up.hits.Load(); n != 0 {
+		t.Errorf("%d refused requests reached the provider", n)
+	}
+	// background false goes through.
+	_, base := serve(t, Options{Upstream: up.srv.URL, Header: Bearer, Key: []byte(realKey), RootCAs: up.pool})
+	if resp, body := post(t, base+"/v1/responses", `{"model":"gpt-m","input":"hi","background":false}`, nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("background false: status %d: %s", resp.StatusCode, body)
 	}
 }
