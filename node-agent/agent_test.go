@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -102,8 +104,14 @@ func (s *scripted) Execute(ctx context.Context, run *harnessv1.HarnessRun) *exec
 // startAgent runs a node-agent for node with exec in its own manager.
 func startAgent(t *testing.T, node string, exec nodeagent.Executor, tune ...func(*nodeagent.Options)) context.CancelFunc {
 	t.Helper()
+	return startAgentOn(t, env.Config, node, exec, tune...)
+}
+
+// startAgentOn is startAgent with the node-agent's API client on cfg.
+func startAgentOn(t *testing.T, cfg *rest.Config, node string, exec nodeagent.Executor, tune ...func(*nodeagent.Options)) context.CancelFunc {
+	t.Helper()
 	cacheOpts, clientOpts := nodeagent.ManagerOptions(node)
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: env.Scheme, Cache: cacheOpts, Client: clientOpts,
 		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 		// Each test runs its own node-agent in this one process.
@@ -368,6 +376,58 @@ func (d *draining) Execute(ctx context.Context, run *harnessv1.HarnessRun) *exec
 		Evidence: &executor.Evidence{Data: map[string]string{"receipt.json": "{}"}},
 	}
 }
+
+// TestDrainSeesAClaimThrough: the node-agent begins stopping while its
+// claim's write is on its way (the API server has taken it; its answer is
+// slow). The claim is seen through and its attempt finishes within the
+// grace, instead of the run being left Running with no attempt (its answer
+// dropped with the cancelled context) until the next node-agent's sweep.
+func TestDrainSeesAClaimThrough(t *testing.T) {
+	const node = "node-drain-claim"
+	taken := make(chan struct{})
+	var once sync.Once
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(req)
+			if err != nil || req.Method != http.MethodPatch || !strings.HasSuffix(req.URL.Path, "/harnessruns/quick-slow-claim/status") {
+				return resp, err
+			}
+			// Taken by the API server; the answer is slow to come back.
+			once.Do(func() { close(taken) })
+			select {
+			case <-time.After(500 * time.Millisecond):
+				return resp, nil
+			case <-req.Context().Done():
+				_ = resp.Body.Close()
+				return nil, req.Context().Err()
+			}
+		})
+	}
+	exec := &draining{causes: map[string]error{}, calls: map[string]int{}}
+	stop := startAgentOn(t, cfg, node, exec, func(o *nodeagent.Options) { o.HandBackAfter = 30 * time.Second })
+	boundRun(t, "quick-slow-claim", node, harnessv1.RunScheduled)
+	select {
+	case <-taken:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the claim was never sent")
+	}
+	stop()
+	run := getRun(t, "quick-slow-claim")
+	if run.Status.Phase != harnessv1.RunSucceeded || run.Status.Verdict != harnessv1.VerdictPass {
+		t.Errorf("a run whose claim was on its way when the node-agent began stopping: %s %q %s: %s",
+			run.Status.Phase, run.Status.Verdict, run.Status.Reason, run.Status.Message)
+	}
+	exec.mu.Lock()
+	defer exec.mu.Unlock()
+	if exec.calls["quick-slow-claim"] != 1 {
+		t.Errorf("the attempt ran %d times, want once", exec.calls["quick-slow-claim"])
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // TestDrainHandsBackWhatCannotFinish: a stopping node-agent says Draining on
 // its HarnessNode and claims no new run; an attempt that finishes within

@@ -181,7 +181,19 @@ func (a *Agent) claim(ctx context.Context, run *harnessv1.HarnessRun) (reconcile
 	}
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: harnessv1.ConditionReady, Status: metav1.ConditionFalse,
 		Reason: harnessv1.ReasonRunning, Message: st.Message, ObservedGeneration: run.Generation, LastTransitionTime: now})
-	if err := a.client.Status().Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+	// Once sent, the claim is seen through even if the node-agent begins
+	// stopping meanwhile: a claim the API server took but whose answer a
+	// cancelled context dropped left the run Running with no attempt until
+	// the next node-agent's sweep (TestDrainSeesAClaimThrough; seen once in
+	// TestDrainLetsAnAttemptFinish under load). The drain waits for this
+	// claim (the claims lock), then for its attempt, which it hands back if
+	// it cannot finish.
+	if ctx.Err() != nil {
+		return reconcile.Result{}, nil
+	}
+	writeCtx, cancelWrite := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancelWrite()
+	if err := a.client.Status().Patch(writeCtx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		if isGone(err) {
 			return reconcile.Result{}, nil // a newer version comes through the watch
 		}
