@@ -436,7 +436,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d := usage.DialectOf(p)
 	var req request
 	if d != "" {
-		if enc := r.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
+		if enc := encoded(r.Header); enc != "" {
 			http.Error(w, fmt.Sprintf("the model gateway reads each model request, and cannot read one sent with Content-Encoding %q: send it uncompressed", enc), http.StatusUnsupportedMediaType)
 			return
 		}
@@ -472,6 +472,20 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ctx = context.WithValue(ctx, askedUsageKey{}, true)
 	}
 	g.proxy.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// encoded is the first coding other than identity among every
+// Content-Encoding header's values, "" when there is none: a second header
+// or a list ("identity, br") is how the provider would read it too.
+func encoded(h http.Header) string {
+	for _, v := range h.Values("Content-Encoding") {
+		for c := range strings.SplitSeq(v, ",") {
+			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
+				return c
+			}
+		}
+	}
+	return ""
 }
 
 // askedUsageKey marks a request the gateway made to ask for its usage.

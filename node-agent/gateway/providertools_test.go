@@ -118,6 +118,7 @@ func TestGatewayRefusesWhatItCannotRead(t *testing.T) {
 		}{
 			{"/v1/messages", `{"model":"m"}`, map[string]string{"Content-Encoding": "zstd"}, http.StatusUnsupportedMediaType},
 			{"/v1/chat/completions", `{"model":"m","stream":true}`, map[string]string{"Content-Encoding": "gzip"}, http.StatusUnsupportedMediaType},
+			{"/v1/messages", `{"model":"m"}`, map[string]string{"Content-Encoding": "identity, br"}, http.StatusUnsupportedMediaType},
 			{"/v1/responses", `{"tools":[{"type":"web_search"}],"x":NaN}`, nil, http.StatusBadRequest},
 			{"/v1beta/models/g:generateContent", "\ufeff{}", nil, http.StatusBadRequest},
 			{"/v1/responses", `{"model":"m","input":"hi","background":true}`, nil, http.StatusForbidden},
@@ -135,5 +136,23 @@ func TestGatewayRefusesWhatItCannotRead(t *testing.T) {
 	_, base := serve(t, Options{Upstream: up.srv.URL, Header: Bearer, Key: []byte(realKey), RootCAs: up.pool})
 	if resp, body := post(t, base+"/v1/responses", `{"model":"gpt-m","input":"hi","background":false}`, nil); resp.StatusCode != http.StatusOK {
 		t.Errorf("background false: status %d: %s", resp.StatusCode, body)
+	}
+}
+
+func TestEncoded(t *testing.T) {
+	for _, c := range []struct {
+		values []string
+		want   string
+	}{
+		{nil, ""}, {[]string{"identity"}, ""}, {[]string{"IDENTITY", " identity ,"}, ""},
+		{[]string{"gzip"}, "gzip"}, {[]string{"identity", "br"}, "br"}, {[]string{"identity, zstd"}, "zstd"},
+	} {
+		h := http.Header{}
+		for _, v := range c.values {
+			h.Add("Content-Encoding", v)
+		}
+		if got := encoded(h); got != c.want {
+			t.Errorf("%q: %q, want %q", c.values, got, c.want)
+		}
 	}
 }
