@@ -444,9 +444,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "the model gateway forwards only model requests whose body is a JSON object", http.StatusBadRequest)
 			return
 		}
-		if d == usage.Responses && isTrue(req["background"]) {
+		if d == usage.Responses && !isFalse(req["background"]) {
 			// A background response runs on after its answer, past the
-			// run's end, and its usage is never in that answer.
+			// run's end, and its usage is never in that answer. Anything
+			// but false (or none) is refused: a lenient provider reads
+			// "true" or 1 as true.
 			http.Error(w, `the model gateway does not forward background responses ("background": true): they run on past the run, uncounted`, http.StatusForbidden)
 			return
 		}

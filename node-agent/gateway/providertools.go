@@ -56,10 +56,10 @@ func networkTool(d usage.Dialect, req request) string {
 	return ""
 }
 
-// isTrue: a key whose value is true.
-func isTrue(v rawValue) bool {
+// isFalse: a key that is absent, null or false.
+func isFalse(v rawValue) bool {
 	var b bool
-	return json.Unmarshal(v, &b) == nil && b
+	return !present(v) || json.Unmarshal(v, &b) == nil && !b
 }
 
 // present: a key with a value other than null.

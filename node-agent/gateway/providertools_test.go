@@ -123,6 +123,8 @@ func TestGatewayRefusesWhatItCannotRead(t *testing.T) {
 			{"/v1beta/models/g:generateContent", "\ufeff{}", nil, http.StatusBadRequest},
 			{"/v1/responses", `{"model":"m","input":"hi","background":true}`, nil, http.StatusForbidden},
 			{"/v1/responses", `{"model":"m","background":false,"background":true}`, nil, http.StatusForbidden},
+			{"/v1/responses", `{"model":"m","background":"true"}`, nil, http.StatusForbidden},
+			{"/v1/responses", `{"model":"m","background":1}`, nil, http.StatusForbidden},
 		} {
 			if resp, body := post(t, base+c.path, c.body, c.header); resp.StatusCode != c.status {
 				t.Errorf("allowed %v, %s %s: status %d, want %d: %s", allow, c.path, c.body, resp.StatusCode, c.status, body)
@@ -132,10 +134,12 @@ func TestGatewayRefusesWhatItCannotRead(t *testing.T) {
 	if n := up.hits.Load(); n != 0 {
 		t.Errorf("%d refused requests reached the provider", n)
 	}
-	// background false goes through.
+	// Without background, or false, it goes through.
 	_, base := serve(t, Options{Upstream: up.srv.URL, Header: Bearer, Key: []byte(realKey), RootCAs: up.pool})
-	if resp, body := post(t, base+"/v1/responses", `{"model":"gpt-m","input":"hi","background":false}`, nil); resp.StatusCode != http.StatusOK {
-		t.Errorf("background false: status %d: %s", resp.StatusCode, body)
+	for _, bg := range []string{`,"background":false`, `,"background":null`, ``} {
+		if resp, body := post(t, base+"/v1/responses", `{"model":"gpt-m","input":"hi"`+bg+`}`, nil); resp.StatusCode != http.StatusOK {
+			t.Errorf("background %q: status %d: %s", bg, resp.StatusCode, body)
+		}
 	}
 }
 
