@@ -46,12 +46,13 @@ func parseRequest(body []byte) request {
 
 // askForUsage returns a Chat Completions request body (read as req) that
 // asks for the stream's usage, and whether it had to add that: only a JSON
-// object with "stream": true that does not ask already. Anything else is
+// object whose "stream" is not false that does not ask already. Anything else is
 // left as it is, and its answer, if it carries no usage, is an uncounted
 // one.
 func askForUsage(body []byte, req request) ([]byte, bool) {
-	var stream bool
-	if req == nil || json.Unmarshal(req["stream"], &stream) != nil || !stream {
+	// Anything but false (or none) may be read as a stream: a lenient
+	// provider takes "true" or 1 for true.
+	if req == nil || isFalse(req["stream"]) {
 		return body, false
 	}
 	raw, has := req["stream_options"]

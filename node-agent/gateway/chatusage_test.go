@@ -34,7 +34,8 @@ func TestAskForUsage(t *testing.T) {
 		{"the last options win", `{"stream":true,"stream_options":{"include_usage":true},"stream_options":{}}`, true, `{"include_usage":true}`},
 		{"keys are case-sensitive", `{"Stream":true}`, false, ""},
 		{"options not an object", `{"stream":true,"stream_options":"x"}`, false, ""},
-		{"stream not a bool", `{"stream":"true"}`, false, ""},
+		{"stream as a string", `{"stream":"true"}`, true, `{"include_usage":true}`},
+		{"stream null", `{"stream":null}`, false, ""},
 		{"not JSON", `stream=true`, false, ""},
 		{"an array", `[{"stream":true}]`, false, ""},
 	} {
@@ -53,8 +54,8 @@ func TestAskForUsage(t *testing.T) {
 			if err := json.Unmarshal(out, &got); err != nil {
 				t.Fatal(err)
 			}
-			if string(got["stream_options"]) != c.opts || string(got["stream"]) != "true" {
-				t.Errorf("stream %s, stream_options %s; want true, %s", got["stream"], got["stream_options"], c.opts)
+			if string(got["stream_options"]) != c.opts || string(got["stream"]) != string(parseRequest([]byte(c.body))["stream"]) {
+				t.Errorf("stream %s, stream_options %s; want the agent's stream, %s", got["stream"], got["stream_options"], c.opts)
 			}
 			if n := strings.Count(string(out), `"stream_options"`); n != 1 {
 				t.Errorf("%d stream_options keys in %s", n, out)
