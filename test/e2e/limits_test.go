@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/testing/syncbuf"
 	"github.com/harnessfacts/harnessfacts/internal/testing/testenv"
 )
 
@@ -302,7 +302,7 @@ func TestLocalRunInterrupted(t *testing.T) {
 	runs := filepath.Join(openDir(t), "runs")
 	cmd := exec.Command(binary, "run", "-f", file, "--evidence", filepath.Join(dir, "evidence"), "--run-root", runs)
 	var stdout bytes.Buffer
-	stderr := &syncBuffer{}
+	stderr := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = &stdout, stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -341,22 +341,4 @@ func TestLocalRunInterrupted(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "evidence")); err != nil {
 		t.Errorf("no evidence written: %v", err)
 	}
-}
-
-// syncBuffer is a bytes.Buffer a process writes while a test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

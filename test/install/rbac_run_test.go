@@ -1,7 +1,6 @@
 package install
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -9,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,31 +20,14 @@ import (
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/internal/testing/runsourcetest"
+	"github.com/harnessfacts/harnessfacts/internal/testing/syncbuf"
 )
-
-// syncBuffer is a process's output, safe to read while it runs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // process is a binary the test started.
 type process struct {
 	name string
 	cmd  *exec.Cmd
-	out  syncBuffer
+	out  syncbuf.Buffer
 	done chan struct{}
 	err  error
 }
@@ -171,7 +152,7 @@ func sampleUnderChartRBAC(t *testing.T, release, values string) {
 			[]string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}
 	}
 	var procs []*process
-	start := func(name string, args []string) *syncBuffer {
+	start := func(name string, args []string) *syncbuf.Buffer {
 		bin := filepath.Join(dir, "harnessfacts")
 		if name == "node-agent" {
 			bin = filepath.Join(dir, "harnessfacts-node-agent")
@@ -343,7 +324,7 @@ func sampleUnderChartRBAC(t *testing.T, release, values string) {
 		t.Errorf("the run with a credential and a fixture ConfigMap ended %s (%s): %s", withSecret.Status.Phase, withSecret.Status.Reason, withSecret.Status.Message)
 	}
 
-	for name, out := range map[string]*syncBuffer{"controller": ctrlOut, "node-agent": agentOut} {
+	for name, out := range map[string]*syncbuf.Buffer{"controller": ctrlOut, "node-agent": agentOut} {
 		if s := out.String(); strings.Contains(s, "forbidden") || strings.Contains(s, "denied request") {
 			t.Errorf("the %s was refused something under the chart's RBAC and admission policy:\n%s", name, s)
 		}
