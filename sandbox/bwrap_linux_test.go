@@ -617,8 +617,19 @@ func TestBwrapNetworkNoneCannotReachHostLoopback(t *testing.T) {
 	spec := runDir(t, base, "node", "-e", connect)
 	spec.Network = NetworkShared
 	res, out = run(t, r, spec)
+	awaitCount(&accepted, 1)
 	if res.ExitCode != 0 || !strings.Contains(out, "CONNECTED") || accepted.Load() != 1 {
 		t.Fatalf("network Shared: %+v %q, accepted %d", res, out, accepted.Load())
+	}
+}
+
+// awaitCount waits up to five seconds for an accept loop's count to reach
+// want: a connection is made once it is in the listener's backlog, so the
+// client may have printed and exited before the loop counted it (seen
+// under load in CI).
+func awaitCount(n *atomic.Int32, want int32) {
+	for deadline := time.Now().Add(5 * time.Second); n.Load() < want && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -877,12 +888,7 @@ func TestBwrapHostSocketsUnreachable(t *testing.T) {
 	}
 	spec.Argv = []string{"node", "-e", connect(bound)}
 	res, out := run(t, r, spec)
-	// The connection is made once it is in the listener's backlog: the
-	// client may have printed and exited before the accept loop counted it
-	// (seen under load in CI).
-	for deadline := time.Now().Add(5 * time.Second); accepted.Load() == 0 && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
+	awaitCount(&accepted, 1)
 	if res.ExitCode != 0 || !strings.Contains(out, "CONNECTED") || accepted.Load() != 1 {
 		t.Fatalf("a socket in the run dir: %+v %q, accepted %d (the refusals above prove nothing)", res, out, accepted.Load())
 	}
