@@ -316,8 +316,10 @@ func (p *localProgress) Step(run *harnessv1.HarnessRun, step string) {
 
 // interruptible is ctx ended by the first SIGINT or SIGTERM, with that as
 // the run's stop cause: the run ends Stopped, saying it was interrupted
-// here (not the executor's wording for a node-agent's own end). A second
-// signal gets its default action again.
+// here (not the executor's wording for a node-agent's own end). Later
+// signals are caught and dropped until the command returns: a second
+// Ctrl-C must not kill it while it removes the run dir and the credential
+// copies in it.
 func interruptible(parent context.Context) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(parent)
 	sigs := make(chan os.Signal, 1)
@@ -325,7 +327,6 @@ func interruptible(parent context.Context) (context.Context, func()) {
 	go func() {
 		select {
 		case s := <-sigs:
-			signal.Stop(sigs)
 			cancel(&executor.StopCause{Reason: harnessv1.ReasonStopped, Message: fmt.Sprintf("harnessfacts run was interrupted (%v)", s)})
 		case <-ctx.Done():
 		}

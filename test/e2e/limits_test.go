@@ -289,10 +289,10 @@ func TestHugeMaxOutputBytesKeepsMemoryBounded(t *testing.T) {
 	}
 }
 
-// TestLocalRunInterrupted: Ctrl-C (SIGINT) during a local run's agent ends
-// the run Stopped, saying it was interrupted here, with the agent's tree
-// killed, its status printed and its evidence written, and nothing of the
-// run dir left.
+// TestLocalRunInterrupted: Ctrl-C (SIGINT), again and again, during a local run's
+// agent ends the run Stopped, saying it was interrupted here, with the
+// agent's tree killed, its status printed and its evidence written, and
+// nothing of the run dir left.
 func TestLocalRunInterrupted(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "run.yaml")
@@ -320,7 +320,22 @@ func TestLocalRunInterrupted(t *testing.T) {
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
+	// Ctrl-C pressed again and again, as people do: none of the later ones
+	// may kill the command while it stops the agent and removes the run
+	// dir with the credential copies in it.
+	waited := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-waited:
+				return
+			case <-time.After(5 * time.Millisecond):
+				_ = cmd.Process.Signal(os.Interrupt)
+			}
+		}
+	}()
 	_ = cmd.Wait()
+	close(waited)
 	var out struct {
 		Status harnessv1.HarnessRunStatus `json:"status"`
 	}
