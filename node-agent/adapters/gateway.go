@@ -3,6 +3,7 @@ package adapters
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/node-agent/gateway"
@@ -89,7 +90,9 @@ func GatewayRoute(agent harnessv1.AgentSpec, creds []Credential) (*ModelRoute, s
 	}
 	r := &ModelRoute{Upstream: upstream}
 	for _, c := range creds {
-		if h, ok := scopeEnv[c.Env]; ok {
+		// An empty one selects nothing (the key's default), as the SDKs
+		// read an empty variable.
+		if h, ok := scopeEnv[c.Env]; ok && strings.TrimSpace(string(c.Value)) != "" {
 			if r.Scope == nil {
 				r.Scope = map[string]string{}
 			}

@@ -75,7 +75,7 @@ func TestGatewayRouteScope(t *testing.T) {
 	if r == nil || r.Scope["OpenAI-Organization"] != "org-run" || r.Scope["OpenAI-Project"] != "proj-run" || len(r.Scope) != 2 {
 		t.Errorf("route %+v, want the run's organization and project", r)
 	}
-	r, _ = GatewayRoute(harnessv1.AgentSpec{Adapter: harnessv1.AdapterCodex}, []Credential{{Env: "OPENAI_API_KEY", Value: []byte("sk")}})
+	r, _ = GatewayRoute(harnessv1.AgentSpec{Adapter: harnessv1.AdapterCodex}, []Credential{{Env: "OPENAI_API_KEY", Value: []byte("sk")}, {Env: "OPENAI_PROJECT", Value: []byte(" \n")}})
 	if r == nil || r.Scope != nil {
 		t.Errorf("route %+v, want no scope", r)
 	}
