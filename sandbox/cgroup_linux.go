@@ -86,20 +86,24 @@ func makeRunCgroup(opts Options, name string, limits Limits) (runCgroup, error) 
 			return nil, err
 		}
 		c, err := newV2Cgroup(mount, parent, name, limits, true)
-		if err == nil && ownParent(opts, "") {
+		if err != nil {
+			return nil, err // not a nil *v2Cgroup in a non-nil runCgroup
+		}
+		if ownParent(opts, "") {
 			c.tidy = filepath.Dir(c.dir)
 		}
-		return c, err
+		return c, nil
 	}
 	c, err := newV1Cgroup(opts, name, limits)
-	if err == nil {
-		for n, p := range c.paths {
-			if ownParent(opts, string(n)) {
-				c.tidy = append(c.tidy, filepath.Dir(p))
-			}
+	if err != nil {
+		return nil, err
+	}
+	for n, p := range c.paths {
+		if ownParent(opts, string(n)) {
+			c.tidy = append(c.tidy, filepath.Dir(p))
 		}
 	}
-	return c, err
+	return c, nil
 }
 
 // ownParent says whether the runs' cgroups of a hierarchy ("" for v2) go
