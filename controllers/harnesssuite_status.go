@@ -68,6 +68,7 @@ type cellTally struct {
 	// Usage of the finished runs: sums of those with figures.
 	input, output, cache int64
 	counted, uncounted   int32
+	partly               int32 // counted, with answers uncounted
 }
 
 // summarize sums the current round's runs up into the status: counts,
@@ -110,6 +111,9 @@ func (r *HarnessSuiteReconciler) summarize(p *suitePass, plan []plannedRun, fixt
 				t.output += u.OutputTokens
 				t.cache += u.CacheReadTokens + u.CacheWriteTokens
 				t.counted++
+				if u.UncountedResponses > 0 {
+					t.partly++
+				}
 			} else {
 				t.uncounted++
 			}
@@ -149,7 +153,7 @@ func (r *HarnessSuiteReconciler) summarize(p *suitePass, plan []plannedRun, fixt
 			cells = append(cells, harnessv1.SuiteCell{Agent: a.Name, Fixture: f.name, N: t.passed + t.failed,
 				Passed: t.passed, Failed: t.failed, Errored: t.errored, Unfinished: repeats - t.finished,
 				PassRate: passRate(t.passed, t.failed), FixtureHashes: t.hashes,
-				InputTokens: t.input, OutputTokens: t.output, CacheTokens: t.cache, CountedRuns: t.counted, UncountedRuns: t.uncounted,
+				InputTokens: t.input, OutputTokens: t.output, CacheTokens: t.cache, CountedRuns: t.counted, UncountedRuns: t.uncounted, PartlyCountedRuns: t.partly,
 				RewardN: int32(len(t.rewards)), RewardMean: mean, RewardInterval: interval})
 		}
 	}

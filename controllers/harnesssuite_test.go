@@ -228,14 +228,18 @@ func (w *activeWatch) runsSeen() int {
 // byAgent ends the runs of agent "good" with Pass and the others with a
 // failed agent.
 // The good agent's runs report usage that differs per repeat (so that a
-// summing bug shows: 100+101+102 in, 10+20+30 out, 4+4+4 cache per cell),
-// the bad one's none.
+// summing bug shows: 100+101+102 in, 10+20+30 out, 4+4+4 cache per cell;
+// the last repeat with an answer the gateway read no figures from), the bad
+// one's none.
 func byAgent(run *harnessv1.HarnessRun) fakenode.Outcome {
 	if run.Labels[harnessv1.LabelSuiteAgent] == "good" {
 		o := fakenode.Pass
 		rep, _ := strconv.Atoi(run.Annotations[harnessv1.AnnotationSuiteRepeat])
 		o.Usage = &harnessv1.UsageStatus{Source: harnessv1.UsageFromGateway, InputTokens: int64(100 + rep),
 			OutputTokens: int64(10 * (rep + 1)), CacheReadTokens: 3, CacheWriteTokens: 1}
+		if rep == 2 {
+			o.Usage.UncountedResponses = 1
+		}
 		o.Reward = "0.75" // a Harbor-style verifier's reward
 		return o
 	}
@@ -282,15 +286,15 @@ func TestSuiteRunsTheMatrix(t *testing.T) {
 	hashB := controllers.FixtureHash(fixtureCM(ns, "fixture-b", "do b"))
 	var cells []string
 	for _, c := range s.Status.Cells {
-		cells = append(cells, fmt.Sprintf("%s×%s n=%d passed=%d rate=%s unfinished=%d hashes=%v tokens=%d/%d/%d counted=%d uncounted=%d reward n=%d mean=%q interval=%q",
+		cells = append(cells, fmt.Sprintf("%s×%s n=%d passed=%d rate=%s unfinished=%d hashes=%v tokens=%d/%d/%d counted=%d uncounted=%d partly=%d reward n=%d mean=%q interval=%q",
 			c.Agent, c.Fixture, c.N, c.Passed, c.PassRate, c.Unfinished, len(c.FixtureHashes),
-			c.InputTokens, c.OutputTokens, c.CacheTokens, c.CountedRuns, c.UncountedRuns, c.RewardN, c.RewardMean, c.RewardInterval))
+			c.InputTokens, c.OutputTokens, c.CacheTokens, c.CountedRuns, c.UncountedRuns, c.PartlyCountedRuns, c.RewardN, c.RewardMean, c.RewardInterval))
 	}
 	wantCells := []string{
-		"good×fixture-a n=3 passed=3 rate=100.0% unfinished=0 hashes=1 tokens=303/60/12 counted=3 uncounted=0 reward n=3 mean=\"0.75\" interval=\"[0.75, 0.75]\"",
-		"good×fixture-b n=3 passed=3 rate=100.0% unfinished=0 hashes=1 tokens=303/60/12 counted=3 uncounted=0 reward n=3 mean=\"0.75\" interval=\"[0.75, 0.75]\"",
-		"bad×fixture-a n=3 passed=0 rate=0.0% unfinished=0 hashes=1 tokens=0/0/0 counted=0 uncounted=3 reward n=0 mean=\"\" interval=\"\"",
-		"bad×fixture-b n=3 passed=0 rate=0.0% unfinished=0 hashes=1 tokens=0/0/0 counted=0 uncounted=3 reward n=0 mean=\"\" interval=\"\"",
+		"good×fixture-a n=3 passed=3 rate=100.0% unfinished=0 hashes=1 tokens=303/60/12 counted=3 uncounted=0 partly=1 reward n=3 mean=\"0.75\" interval=\"[0.75, 0.75]\"",
+		"good×fixture-b n=3 passed=3 rate=100.0% unfinished=0 hashes=1 tokens=303/60/12 counted=3 uncounted=0 partly=1 reward n=3 mean=\"0.75\" interval=\"[0.75, 0.75]\"",
+		"bad×fixture-a n=3 passed=0 rate=0.0% unfinished=0 hashes=1 tokens=0/0/0 counted=0 uncounted=3 partly=0 reward n=0 mean=\"\" interval=\"\"",
+		"bad×fixture-b n=3 passed=0 rate=0.0% unfinished=0 hashes=1 tokens=0/0/0 counted=0 uncounted=3 partly=0 reward n=0 mean=\"\" interval=\"\"",
 	}
 	if diff := cmp.Diff(wantCells, cells); diff != "" {
 		t.Errorf("cells (-want +got):\n%s", diff)

@@ -230,6 +230,9 @@ type SuiteCell struct {
 	// inputTokens, outputTokens and cacheTokens (reads and writes) sum the
 	// status.usage of the cell's finished runs that had figures
 	// (countedRuns); uncountedRuns finished without any (usage source None).
+	// partlyCountedRuns are the counted runs whose figures are a lower
+	// bound: the gateway read none from some of their answers
+	// (status.usage.uncountedResponses).
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	InputTokens int64 `json:"inputTokens,omitempty"`
@@ -245,6 +248,9 @@ type SuiteCell struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	UncountedRuns int32 `json:"uncountedRuns,omitempty"`
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	PartlyCountedRuns int32 `json:"partlyCountedRuns,omitempty"`
 	// rewardN counts the cell's finished runs that reported a reward
 	// (status.reward, from a Harbor-style verifier).
 	// +optional

@@ -68,6 +68,8 @@ type jsonTokens struct {
 	// Counted runs had figures; Uncounted finished runs had none.
 	Counted   int `json:"countedRuns"`
 	Uncounted int `json:"uncountedRuns"`
+	// PartlyCounted of the counted runs had answers without figures.
+	PartlyCounted int `json:"partlyCountedRuns,omitempty"`
 }
 
 type jsonRun struct {
@@ -99,7 +101,7 @@ func (r *Report) JSON(w io.Writer) error {
 	for _, c := range r.Cells {
 		jc := jsonCell{Agent: c.Agent, Fixture: c.Fixture, Passed: c.Passed, Failed: c.Failed, Errored: c.Errored,
 			Unfinished: c.Unfinished, PassRate: interval{Rate: c.Rate, Low: c.Lo, High: c.Hi, N: c.N()}, Runs: []jsonRun{},
-			Tokens: jsonTokens{Input: c.InputTokens, Output: c.OutputTokens, Cache: c.CacheTokens, Counted: c.Counted, Uncounted: c.Uncounted}}
+			Tokens: jsonTokens{Input: c.InputTokens, Output: c.OutputTokens, Cache: c.CacheTokens, Counted: c.Counted, Uncounted: c.Uncounted, PartlyCounted: c.PartlyCounted}}
 		judged += c.N()
 		if c.RewardN > 0 {
 			jc.Reward = &jsonReward{N: c.RewardN, Mean: c.RewardMean}

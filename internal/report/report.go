@@ -84,6 +84,9 @@ type Cell struct {
 	// had none, so that a sum over part of the runs says so.
 	InputTokens, OutputTokens, CacheTokens int64
 	Counted, Uncounted                     int
+	// PartlyCounted are the counted runs with answers the gateway read no
+	// figures from: the sums are a lower bound.
+	PartlyCounted int
 	// RewardN counts the cell's finished runs with a reward; RewardMean is
 	// their mean, RewardLo and RewardHi its Student's t 95% interval (only
 	// from two rewards on: HasRewardInterval).
@@ -218,6 +221,9 @@ func Build(suite *harnessv1.HarnessSuite, runs []harnessv1.HarnessRun, now time.
 			c.OutputTokens += u.OutputTokens
 			c.CacheTokens += u.CacheReadTokens + u.CacheWriteTokens
 			c.Counted++
+			if u.UncountedResponses > 0 {
+				c.PartlyCounted++
+			}
 		} else {
 			c.Uncounted++
 		}
@@ -296,8 +302,16 @@ func (c Cell) Tokens() string {
 		return "–"
 	}
 	s := fmt.Sprintf("%d / %d / %d", c.InputTokens, c.OutputTokens, c.CacheTokens)
+	var notes []string
 	if c.Uncounted > 0 {
-		s += fmt.Sprintf(" (%d runs without figures)", c.Uncounted)
+		notes = append(notes, fmt.Sprintf("%d runs without figures", c.Uncounted))
+	}
+	if c.PartlyCounted > 0 {
+		// Their figures are a lower bound, so the sums are too.
+		notes = append(notes, fmt.Sprintf("%d runs with answers uncounted", c.PartlyCounted))
+	}
+	if len(notes) > 0 {
+		s += " (" + strings.Join(notes, ", ") + ")"
 	}
 	return s
 }

@@ -222,14 +222,14 @@ func TestUsageAndSignaturesInReports(t *testing.T) {
 	s := testSuite()
 	s.Status.Cells = nil
 	r := Build(s, runs, time.Unix(0, 0))
-	if c := r.Cells[0]; c.InputTokens != 1230 || c.OutputTokens != 349 || c.CacheTokens != 76 || c.Counted != 2 || c.Uncounted != 1 {
+	if c := r.Cells[0]; c.InputTokens != 1230 || c.OutputTokens != 349 || c.CacheTokens != 76 || c.Counted != 2 || c.Uncounted != 1 || c.PartlyCounted != 1 {
 		t.Fatalf("cell sums %+v", c)
 	}
 	var h bytes.Buffer
 	if err := r.HTML(&h); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"1230 / 349 / 76 (1 runs without figures)", "gpt-x-2026 1200 in / 345 out / 75 cache (Gateway)",
+	for _, want := range []string{"1230 / 349 / 76 (1 runs without figures, 1 runs with answers uncounted)", "gpt-x-2026 1200 in / 345 out / 75 cache (Gateway)",
 		"30 in / 4 out / 1 cache (Gateway; 2 answers uncounted)",
 		"gpt-x (no usage figures)", "signed by <code>sha256:k1</code>", "stored as <code>registry.example/ev@sha256:d1</code>"} {
 		if !strings.Contains(h.String(), want) {
@@ -245,7 +245,8 @@ func TestUsageAndSignaturesInReports(t *testing.T) {
         "output": 349,
         "cache": 76,
         "countedRuns": 2,
-        "uncountedRuns": 1
+        "uncountedRuns": 1,
+        "partlyCountedRuns": 1
       }`, `"signedBy": "sha256:k1"`, `"storedEvidence": "registry.example/ev@sha256:d1"`, `"inputTokens": 1200`} {
 		if !strings.Contains(j.String(), want) {
 			t.Errorf("the JSON report lacks %s:\n%s", want, j.String())
