@@ -159,7 +159,7 @@ func runDev(ctx context.Context, f devFlags) error {
 	}
 	if _, err := nodeagent.Setup(ctx, nmgr, nodeagent.SetupOptions{
 		NodeName: f.node, LeaseNamespace: leaseNS, LeaseDuration: 20 * time.Second, Slots: f.slots,
-		RunRoot: f.runRoot, Hidden: nodecmd.DefaultHidden, Adapters: adapters.New(adapters.Config{CLIDir: f.agentCLIs}),
+		RunRoot: f.runRoot, Hidden: nodecmd.DefaultHidden(), Adapters: adapters.New(adapters.Config{CLIDir: f.agentCLIs}),
 		EvidenceKey: f.evidenceKey,
 		Controller:  controller,
 		Live:        live, LiveEndpoint: endpoint,

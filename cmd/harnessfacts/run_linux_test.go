@@ -160,7 +160,7 @@ func TestHideAddsToTheDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range append(append([]string(nil), nodecmd.DefaultHidden...), extra) {
+	for _, d := range append(nodecmd.DefaultHidden(), extra) {
 		if !slices.Contains(hidden, d) {
 			t.Errorf("--hide %s: %s is not hidden (hidden: %v)", extra, d, hidden)
 		}

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -72,24 +73,28 @@ type nodeAgentFlags struct {
 	evidenceKey     string
 }
 
-// DefaultHidden are the host directories no agent may see: node secrets
+// defaultHidden are the host directories no agent may see: node secrets
 // (the service-account token, the node-agent's own state) and host homes.
 // `--hide` adds to them; nothing removes them (the host's socket
 // directories are masked by the sandbox itself, see sandbox.SocketDirs).
-var DefaultHidden = []string{
+// Unexported, so that no caller can change the list every command masks.
+var defaultHidden = []string{
 	"/var/run/secrets", "/run/secrets", "/var/lib/kubelet", "/etc/kubernetes",
 	"/root", "/home", "/var/lib/harnessfacts",
 }
 
+// DefaultHidden returns a copy of the directories every sandbox masks.
+func DefaultHidden() []string { return slices.Clone(defaultHidden) }
+
 // HideUsage is the help of --hide, the same for every command that has it.
 var HideUsage = "more host directories or files masked in the sandbox, added to the defaults (" +
-	strings.Join(DefaultHidden, ", ") + "), which always stay masked"
+	strings.Join(defaultHidden, ", ") + "), which always stay masked"
 
-// HiddenPaths is DefaultHidden followed by the --hide paths, each once: an
+// HiddenPaths is DefaultHidden() followed by the --hide paths, each once: an
 // operator who adds one path must not unmask the defaults. A relative path
 // is refused, since the sandbox would resolve it nowhere.
 func HiddenPaths(extra []string) ([]string, error) {
-	out := append([]string(nil), DefaultHidden...)
+	out := DefaultHidden()
 	seen := map[string]bool{}
 	for _, p := range out {
 		seen[p] = true
