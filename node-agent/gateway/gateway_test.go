@@ -691,3 +691,40 @@ func TestGatewayBoundsRequestsInFlight(t *testing.T) {
 		t.Errorf("at most %d with the provider at once, want %d", m, MaxInFlight)
 	}
 }
+
+// Codex's remote compaction (POST /v1/responses/compact) has the model
+// read the whole conversation: its answer's usage is counted as a
+// Response's and held to the token limit, so that an agent cannot spend
+// through it uncounted.
+func TestGatewayCountsCompaction(t *testing.T) {
+	const compaction = `{"id":"cmp_1","object":"response.compaction","model":"gpt-x-2026",` +
+		`"output":[{"type":"compaction","encrypted_content":"gAAA"}],` +
+		`"usage":{"input_tokens":9000,"input_tokens_details":{"cached_tokens":6000},"output_tokens":210,"total_tokens":9210}}`
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/v1/responses/compact" {
+			t.Errorf("unexpected request %s %s", r.Method, r.URL)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, compaction)
+	}))
+	t.Cleanup(srv.Close)
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+
+	g, base := serve(t, Options{Upstream: srv.URL, Header: Bearer, Key: []byte(realKey), RootCAs: pool})
+	if resp, body := post(t, base+"/v1/responses/compact", `{"model":"gpt-x","input":[]}`, nil); resp.StatusCode != http.StatusOK || body != compaction {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	st := g.Tally().Status("Gateway", "")
+	if st.InputTokens != 3000 || st.CacheReadTokens != 6000 || st.OutputTokens != 210 || st.UncountedResponses != 0 || st.Requests != 1 {
+		t.Errorf("counted %+v, want 3000 in, 6000 cache read, 210 out", st)
+	}
+
+	g, base = serve(t, Options{Upstream: srv.URL, Header: Bearer, Key: []byte(realKey), RootCAs: pool, MaxTokens: 5000})
+	if resp, body := post(t, base+"/v1/responses/compact", `{"model":"gpt-x","input":[]}`, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	if s := g.Stopped(); s == nil || s.Reason != ReasonTokenLimit {
+		t.Errorf("stop %+v after a compaction of 9210 tokens, want %s (limit 5000)", s, ReasonTokenLimit)
+	}
+}

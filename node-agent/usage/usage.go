@@ -40,7 +40,11 @@ func DialectOf(path string) Dialect {
 	switch {
 	case strings.HasSuffix(path, "/v1/messages"):
 		return Anthropic
-	case strings.HasSuffix(path, "/responses"):
+	case strings.HasSuffix(path, "/responses"),
+		// Compaction (Codex's remote compaction) answers with one
+		// response.compaction object, its usage as a Response's: the
+		// model reads the whole conversation, which is billed.
+		strings.HasSuffix(path, "/responses/compact"):
 		return Responses
 	case strings.HasSuffix(path, "/chat/completions"):
 		return Chat

@@ -43,6 +43,15 @@ var cases = []struct {
 		want: Reply{Counts: Counts{Input: 1203, Output: 88, CacheRead: 377}, Model: "gpt-6.2-sol-2026", Found: true},
 	},
 	{
+		// POST /v1/responses/compact: OpenAI's documented
+		// response.compaction, one opaque compaction item out.
+		name: "responses compaction", dialect: Responses, contentType: "application/json",
+		body: `{"id":"cmp_1","object":"response.compaction","created_at":1764800000,"model":"gpt-6.2-sol-2026",` +
+			`"output":[{"type":"message","role":"user","content":[{"type":"input_text","text":"fix the usage test"}]},{"type":"compaction","encrypted_content":"gAAA"}],` +
+			`"usage":{"input_tokens":91000,"input_tokens_details":{"cached_tokens":60000},"output_tokens":2100,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":93100}}`,
+		want: Reply{Counts: Counts{Input: 31000, Output: 2100, CacheRead: 60000}, Model: "gpt-6.2-sol-2026", Found: true},
+	},
+	{
 		name: "responses stream", dialect: Responses, contentType: "text/event-stream",
 		body: "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"r\",\"object\":\"response\",\"status\":\"in_progress\",\"model\":\"gpt-a\"}}\n\n" +
 			"event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\",\"item\":{\"type\":\"message\"}}\n\n" +
@@ -156,10 +165,11 @@ func TestParserReadsEveryDialect(t *testing.T) {
 
 func TestDialectOf(t *testing.T) {
 	for path, want := range map[string]Dialect{
-		"/v1/messages":         Anthropic,
-		"/s/hello/v1/messages": Anthropic,
-		"/v1/responses":        Responses,
-		"/v1/chat/completions": Chat,
+		"/v1/messages":          Anthropic,
+		"/s/hello/v1/messages":  Anthropic,
+		"/v1/responses":         Responses,
+		"/v1/responses/compact": Responses,
+		"/v1/chat/completions":  Chat,
 		"/v1beta/models/gemini-2.5-pro:streamGenerateContent": Gemini,
 		"/v1beta/models/g:generateContent":                    Gemini,
 		"/v1beta/models/g:countTokens":                        "",
