@@ -141,8 +141,9 @@ type meta struct {
 const metaName = "image.json"
 
 // Get returns the image ref names, pulling and unpacking it when the cache
-// does not hold it yet, and marks it in use until release is called: an
-// image in use is never evicted. ref must be pinned by digest; the pulled
+// does not hold it yet (and, when it does, once the registry confirmed with
+// opts' credentials that ref is that image), and marks it in use until
+// release is called: an image in use is never evicted. ref must be pinned by digest; the pulled
 // manifest must have that digest (go-containerregistry checks it, and every
 // blob's digest as it is read).
 func (c *Cache) Get(ctx context.Context, ref string, opts PullOptions) (img *Image, release func(), err error) {
@@ -163,6 +164,21 @@ func (c *Cache) Get(ctx context.Context, ref string, opts PullOptions) (img *Ima
 	// Found and marked in use under c.mu, which evict holds while it
 	// chooses and renames: a cached image is never taken away between the
 	// two.
+	kc := opts.Keychain
+	if kc == nil {
+		kc = authn.NewMultiKeychain() // anonymous; never the node's own ~/.docker
+	}
+	// A cached image is served only to a run that may still pull it: the
+	// cache is keyed by digest, and a digest is no secret (it is in run
+	// specs, fixture files, CI logs), so without this any run on the node
+	// could name another tenant's private image by its digest, under any
+	// registry name, without its pull secret. The registry is asked, with
+	// this run's credentials, for the reference's manifest descriptor.
+	if c.has(key) {
+		if err := checkAccess(ctx, d, kc); err != nil {
+			return nil, nil, err
+		}
+	}
 	c.mu.Lock()
 	img, err = c.lookup(ref, key)
 	if img != nil {
@@ -173,7 +189,7 @@ func (c *Cache) Get(ctx context.Context, ref string, opts PullOptions) (img *Ima
 		return nil, nil, err
 	}
 	if img == nil {
-		tmp, pulled, err := c.pull(ctx, d, opts)
+		tmp, pulled, err := c.pull(ctx, d, kc, opts.Platform)
 		if tmp != "" {
 			defer func() { _ = os.RemoveAll(tmp) }() // gone once renamed
 		}
@@ -220,6 +236,26 @@ func (c *Cache) lockFor(key string) *sync.Mutex {
 	return m
 }
 
+// has says whether the cache holds the image of key.
+func (c *Cache) has(key string) bool {
+	_, err := os.Stat(filepath.Join(c.dir, key, metaName))
+	return err == nil
+}
+
+// checkAccess asks the registry, with the run's credentials, for the
+// descriptor of d's manifest, which must have d's digest: HEAD, so nothing
+// is pulled again.
+func checkAccess(ctx context.Context, d name.Digest, kc authn.Keychain) error {
+	desc, err := remote.Head(d, remote.WithContext(ctx), remote.WithAuthFromKeychain(kc), remote.WithTransport(egress.FetchTransport(nil)))
+	if err != nil {
+		return fmt.Errorf("the environment image %s is cached on this node, but the registry did not confirm this run may pull it: %w", d.String(), err)
+	}
+	if desc.Digest.String() != d.DigestStr() {
+		return fmt.Errorf("the registry answers %s for the environment image %s: not the digest asked for", desc.Digest, d.String())
+	}
+	return nil
+}
+
 // lookup returns the cached image of key, or nil when it is not cached.
 func (c *Cache) lookup(ref, key string) (*Image, error) {
 	b, err := os.ReadFile(filepath.Join(c.dir, key, metaName))
@@ -240,14 +276,10 @@ func (c *Cache) lookup(ref, key string) (*Image, error) {
 // pull fetches the image, checks it, and unpacks it into a new temporary
 // folder of the cache, which it returns (also with an error, for the
 // caller to remove).
-func (c *Cache) pull(ctx context.Context, d name.Digest, opts PullOptions) (tmp string, img *Image, err error) {
-	kc := opts.Keychain
-	if kc == nil {
-		kc = authn.NewMultiKeychain() // anonymous; never the node's own ~/.docker
-	}
+func (c *Cache) pull(ctx context.Context, d name.Digest, kc authn.Keychain, platform *v1.Platform) (tmp string, img *Image, err error) {
 	plat := v1.Platform{OS: "linux", Architecture: runtime.GOARCH}
-	if opts.Platform != nil {
-		plat = *opts.Platform
+	if platform != nil {
+		plat = *platform
 	}
 	// Metadata and link-local addresses are refused at connect: the run
 	// author names the registry and the node-agent dials it from the node.

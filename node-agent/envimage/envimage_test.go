@@ -119,17 +119,80 @@ func TestPullUnpackAndCache(t *testing.T) {
 		t.Errorf("the hard link through the bin symlink: %q", s)
 	}
 
-	// The registry is gone: the cache serves the same image.
-	if err := reg.Close(); err != nil {
-		t.Fatal(err)
-	}
+	// Asked again: the cache serves the same unpacked image, once the
+	// registry has said this caller may pull it (a HEAD, no layer again).
 	again, release2, err := cache.Get(context.Background(), ref, PullOptions{})
 	if err != nil {
-		t.Fatalf("a cached image needed the registry: %v", err)
+		t.Fatal(err)
 	}
 	release2()
 	if again.Root != got.Root || again.Digest != got.Digest {
 		t.Fatalf("cached %+v, first %+v", again, got)
+	}
+	// The registry is gone: nothing confirms the caller may pull it.
+	if err := reg.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := cache.Get(context.Background(), ref, PullOptions{}); err == nil || !strings.Contains(err.Error(), "did not confirm") {
+		t.Fatalf("a cached image served with the registry gone: %v", err)
+	}
+}
+
+// A cached image is served only to a caller the registry lets pull it: a
+// digest is no secret, and the cache is keyed by digest. Another tenant's
+// run on the node, without the pull secret, or naming the digest under
+// another registry, is refused; the tenant with the secret is served from
+// the cache.
+func TestCachedPrivateImageNeedsTheRunsCredentials(t *testing.T) {
+	const user, password = "puller", "pull-secret-6b1e0c"
+	reg, err := oci.StartRegistryWithAuth("127.0.0.1", user, password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Close() })
+	ref, _ := push(t, reg, "team-a/private-env", []oci.File{{Path: "/etc/secret.txt", Content: []byte("team-a proprietary\n"), Mode: 0o644}})
+	auth := base64.StdEncoding.EncodeToString([]byte(user + ":" + password))
+	kc, err := DockerConfigKeychain([]byte(`{"auths":{"` + reg.Host + `":{"auth":"` + auth + `"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong, err := DockerConfigKeychain([]byte(`{"auths":{"` + reg.Host + `":{"auth":"` + base64.StdEncoding.EncodeToString([]byte(user+":guess")) + `"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache, err := NewCache(t.TempDir(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, release, err := cache.Get(context.Background(), ref, PullOptions{Keychain: kc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	_, digest, _ := strings.Cut(ref, "@")
+	for _, c := range []struct {
+		name, ref string
+		kc        authn.Keychain
+	}{
+		{"no pull secret", ref, nil},
+		{"a wrong pull secret", ref, wrong},
+		{"the digest under a registry that does not exist", "nowhere.invalid/anything@" + digest, nil},
+		{"the digest under another repository of the registry", reg.Host + "/team-b/mine@" + digest, kc},
+	} {
+		if got, rel, err := cache.Get(context.Background(), c.ref, PullOptions{Keychain: c.kc}); err == nil {
+			rel()
+			t.Errorf("%s: the cached private image was served (%s)", c.name, got.Root)
+		} else {
+			t.Logf("%s: refused: %v", c.name, err)
+		}
+	}
+	again, release, err := cache.Get(context.Background(), ref, PullOptions{Keychain: kc})
+	if err != nil {
+		t.Fatalf("the tenant with the pull secret: %v", err)
+	}
+	release()
+	if again.Root != img.Root {
+		t.Errorf("served from %s, cached at %s", again.Root, img.Root)
 	}
 }
 
