@@ -237,7 +237,7 @@ func fetchGit(ctx context.Context, src Git, o Options) (map[string][]byte, error
 	if commit.Hash != want {
 		return nil, unavailable("the repository %s sent commit %s for %s", src.URL, commit.Hash, src.Commit)
 	}
-	return readTree(st, commit, src, o.limits())
+	return readTree(ctx, st, commit, src, o.limits())
 }
 
 // advertises reports whether h is a branch or tag the server advertised.
@@ -278,7 +278,7 @@ func advertisedHashes(ar *packp.AdvRefs) []plumbing.Hash {
 // readTree reads the files under src.Path of the commit's tree. A symbolic
 // link or a submodule is refused, as an archive's link is: a fixture is
 // regular files (and a link could lead a check out of its folder).
-func readTree(st *memory.Storage, commit *object.Commit, src Git, lim fixture.Limits) (map[string][]byte, error) {
+func readTree(ctx context.Context, st *memory.Storage, commit *object.Commit, src Git, lim fixture.Limits) (map[string][]byte, error) {
 	tree, err := commit.Tree()
 	if err != nil {
 		return nil, unavailable("commit %s: its tree: %v", src.Commit, err)
@@ -293,62 +293,77 @@ func readTree(st *memory.Storage, commit *object.Commit, src Git, lim fixture.Li
 	files := map[string][]byte{}
 	var total int64
 	entries := 0
-	w := object.NewTreeWalker(tree, true, nil)
-	defer w.Close()
-	for {
-		p, e, err := w.Next()
-		if errors.Is(err, io.EOF) {
-			break
+	// The walk is the repository's to shape: a few tree objects can name
+	// each other 64 times over, 64^6 paths from 8 objects. So every entry
+	// is counted, folders too, and what is kept beside a fixture (a local
+	// run's evidence among it) is left out without being entered, as from
+	// the folder on disk; the run's end stops the walk.
+	type dir struct {
+		path string
+		tree *object.Tree
+	}
+	stack := []dir{{"", tree}}
+	for len(stack) > 0 {
+		d := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, e := range d.tree.Entries {
+			if err := ctx.Err(); err != nil {
+				return nil, unavailable("commit %s: reading its tree: %v", src.Commit, err)
+			}
+			p := e.Name
+			if d.path != "" {
+				p = d.path + "/" + e.Name
+			}
+			isDir := e.Mode == filemode.Dir
+			if isDir && p == fixture.LocalEvidenceDir || !isDir && fixture.BesideFixture(p) {
+				continue // as FromDir: a folder that only shares a beside-file's name is walked
+			}
+			if entries++; entries > lim.MaxEntries {
+				return nil, &fixture.Error{Kind: fixture.ErrTooLarge, Detail: fmt.Sprintf("more than the %d entries (files, directories and others) allowed", lim.MaxEntries)}
+			}
+			switch {
+			case isDir:
+				sub, err := object.GetTree(st, e.Hash)
+				if err != nil {
+					return nil, unavailable("commit %s: folder %q: %v", src.Commit, p, err)
+				}
+				stack = append(stack, dir{p, sub})
+				continue
+			case e.Mode == filemode.Regular, e.Mode == filemode.Executable, e.Mode == filemode.Deprecated:
+			case e.Mode == filemode.Symlink:
+				return nil, &fixture.Error{Kind: fixture.ErrNotRegular, Path: p, Detail: "is a symbolic link in the repository: a fixture holds regular files only"}
+			case e.Mode == filemode.Submodule:
+				return nil, &fixture.Error{Kind: fixture.ErrNotRegular, Path: p, Detail: "is a git submodule, which is not followed: put its files in the fixture"}
+			default:
+				return nil, &fixture.Error{Kind: fixture.ErrNotRegular, Path: p, Detail: fmt.Sprintf("has git mode %o, not a regular file", uint32(e.Mode))}
+			}
+			blob, err := object.GetBlob(st, e.Hash)
+			if err != nil {
+				return nil, unavailable("commit %s: file %q: %v", src.Commit, p, err)
+			}
+			if blob.Size > lim.MaxFileBytes {
+				return nil, &fixture.Error{Kind: fixture.ErrTooLarge, Path: p, Detail: fmt.Sprintf("%d bytes, more than the %d allowed per file", blob.Size, lim.MaxFileBytes)}
+			}
+			if total += blob.Size; total > lim.MaxTotalBytes {
+				return nil, &fixture.Error{Kind: fixture.ErrTooLarge, Detail: fmt.Sprintf("more than the %d bytes allowed in all", lim.MaxTotalBytes)}
+			}
+			if len(files) >= lim.MaxFiles {
+				return nil, &fixture.Error{Kind: fixture.ErrTooLarge, Detail: fmt.Sprintf("more than the %d files allowed", lim.MaxFiles)}
+			}
+			rd, err := blob.Reader()
+			if err != nil {
+				return nil, unavailable("commit %s: file %q: %v", src.Commit, p, err)
+			}
+			data, err := io.ReadAll(io.LimitReader(rd, lim.MaxFileBytes+1))
+			_ = rd.Close()
+			if err != nil {
+				return nil, unavailable("commit %s: file %q: %v", src.Commit, p, err)
+			}
+			if int64(len(data)) != blob.Size {
+				return nil, unavailable("commit %s: file %q has %d bytes, not the %d its object says", src.Commit, p, len(data), blob.Size)
+			}
+			files[p] = data
 		}
-		if err != nil {
-			return nil, unavailable("commit %s: reading its tree: %v", src.Commit, err)
-		}
-		// What is kept beside a fixture (a local run's evidence, with its
-		// links, among it) is left out whatever it holds, as from the
-		// folder on disk.
-		if fixture.BesideFixture(p) {
-			continue
-		}
-		if entries++; entries > lim.MaxEntries {
-			return nil, &fixture.Error{Kind: fixture.ErrTooLarge, Detail: fmt.Sprintf("more than the %d entries (files, directories and others) allowed", lim.MaxEntries)}
-		}
-		switch e.Mode {
-		case filemode.Dir:
-			continue
-		case filemode.Regular, filemode.Executable, filemode.Deprecated:
-		case filemode.Symlink:
-			return nil, &fixture.Error{Kind: fixture.ErrNotRegular, Path: p, Detail: "is a symbolic link in the repository: a fixture holds regular files only"}
-		case filemode.Submodule:
-			return nil, &fixture.Error{Kind: fixture.ErrNotRegular, Path: p, Detail: "is a git submodule, which is not followed: put its files in the fixture"}
-		default:
-			return nil, &fixture.Error{Kind: fixture.ErrNotRegular, Path: p, Detail: fmt.Sprintf("has git mode %o, not a regular file", uint32(e.Mode))}
-		}
-		blob, err := object.GetBlob(st, e.Hash)
-		if err != nil {
-			return nil, unavailable("commit %s: file %q: %v", src.Commit, p, err)
-		}
-		if blob.Size > lim.MaxFileBytes {
-			return nil, &fixture.Error{Kind: fixture.ErrTooLarge, Path: p, Detail: fmt.Sprintf("%d bytes, more than the %d allowed per file", blob.Size, lim.MaxFileBytes)}
-		}
-		if total += blob.Size; total > lim.MaxTotalBytes {
-			return nil, &fixture.Error{Kind: fixture.ErrTooLarge, Detail: fmt.Sprintf("more than the %d bytes allowed in all", lim.MaxTotalBytes)}
-		}
-		if len(files) >= lim.MaxFiles {
-			return nil, &fixture.Error{Kind: fixture.ErrTooLarge, Detail: fmt.Sprintf("more than the %d files allowed", lim.MaxFiles)}
-		}
-		rd, err := blob.Reader()
-		if err != nil {
-			return nil, unavailable("commit %s: file %q: %v", src.Commit, p, err)
-		}
-		data, err := io.ReadAll(io.LimitReader(rd, lim.MaxFileBytes+1))
-		_ = rd.Close()
-		if err != nil {
-			return nil, unavailable("commit %s: file %q: %v", src.Commit, p, err)
-		}
-		if int64(len(data)) != blob.Size {
-			return nil, unavailable("commit %s: file %q has %d bytes, not the %d its object says", src.Commit, p, len(data), blob.Size)
-		}
-		files[p] = data
 	}
 	return files, nil
 }

@@ -3,7 +3,9 @@ package fixturesource_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -306,5 +308,66 @@ func TestGitLeavesOutLocalEvidence(t *testing.T) {
 	}
 	if got.Fixture.Digest != want || len(got.Fixture.Files) != 3 {
 		t.Fatalf("%d files, digest %s; want the 3 files without the evidence, %s", len(got.Fixture.Files), got.Fixture.Digest, want)
+	}
+}
+
+// gitIn runs git in dir with stdin, for trees the repository helper cannot
+// write (a tree that names another tree many times).
+func gitIn(t *testing.T, dir, stdin string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(gitserver.Git(t), args...)
+	cmd.Dir = dir
+	cmd.Env = []string{"HOME=" + t.TempDir(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+		"GIT_AUTHOR_NAME=a", "GIT_AUTHOR_EMAIL=a@a.invalid", "GIT_COMMITTER_NAME=a", "GIT_COMMITTER_EMAIL=a@a.invalid"}
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// A tree bomb: eight objects, each tree naming the one below it 64 times,
+// 64^6 paths. Under a folder that is left out (a local run's evidence) it
+// is not entered; anywhere else every entry counts toward maxEntries; and
+// the run's end stops the walk. Before, the walk went on for hours under
+// evidence/, uncounted, past the run's deadline, holding the cache's lock.
+func TestGitTreeBomb(t *testing.T) {
+	srv := gitserver.Start(t, "", "")
+	for _, under := range []string{"evidence", "workspace"} {
+		t.Run(under, func(t *testing.T) {
+			repo := srv.Repo(t, "bomb-"+under, true)
+			repo.Commit(map[string]string{"fixture.yaml": "prompt: p\n"}, "first")
+			bare := filepath.Join(srv.Root, "bomb-"+under+".git")
+			blob := gitIn(t, bare, "prompt: p\n", "hash-object", "-w", "--stdin")
+			tree := gitIn(t, bare, "100644 blob "+blob+"\tx\n", "mktree")
+			for range 6 {
+				var b strings.Builder
+				for i := range 64 {
+					fmt.Fprintf(&b, "040000 tree %s\td%02d\n", tree, i)
+				}
+				tree = gitIn(t, bare, b.String(), "mktree")
+			}
+			root := gitIn(t, bare, "100644 blob "+blob+"\tfixture.yaml\n040000 tree "+tree+"\t"+under+"\n", "mktree")
+			commit := gitIn(t, bare, "", "commit-tree", root, "-m", "bomb")
+			gitIn(t, bare, "", "update-ref", "refs/heads/main", commit)
+
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			res, err := fixturesource.NewCache(t.TempDir(), 0, fixturesource.Options{}).Git(ctx, fixturesource.Git{URL: repo.URL, Commit: commit})
+			if ctx.Err() != nil {
+				t.Fatalf("the walk ran to the deadline: %v", err)
+			}
+			switch under {
+			case "evidence":
+				if err != nil || len(res.Fixture.Files) != 1 {
+					t.Fatalf("got %v, %v; want the fixture of fixture.yaml alone", res, err)
+				}
+			default:
+				if !errors.Is(err, fixture.ErrTooLarge) {
+					t.Fatalf("err %v, want %v", err, fixture.ErrTooLarge)
+				}
+			}
+		})
 	}
 }
