@@ -433,7 +433,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// not a JSON object as Go reads it (what a more lenient parser, taking
 	// NaN or a byte-order mark, makes of it cannot be known). No CLI sends
 	// either.
-	d := usage.DialectOf(p)
+	d := requestDialect(p)
 	var req request
 	if d != "" {
 		if enc := encoded(r.Header); enc != "" {
@@ -474,6 +474,20 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ctx = context.WithValue(ctx, askedUsageKey{}, true)
 	}
 	g.proxy.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// requestDialect is the dialect of a model request's body: a generation
+// request's, or, for a count of tokens (free, never counted), the
+// generation request it counts, which the provider reads the same way (its
+// tools, and an MCP connector it would connect to for their definitions).
+func requestDialect(p string) usage.Dialect {
+	switch {
+	case p == "/v1/messages/count_tokens":
+		return usage.Anthropic
+	case strings.HasSuffix(p, ":countTokens"):
+		return usage.Gemini
+	}
+	return usage.DialectOf(p)
 }
 
 // encoded is the first coding other than identity among every

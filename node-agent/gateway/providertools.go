@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -13,13 +14,19 @@ import (
 // connects to. With egress ProviderOnly the agent reaches nothing but its
 // provider, and such a tool would make the provider its proxy, fetching
 // whatever the agent put in a URL or a query (a workspace's content in an
-// attacker's URL). Unless the run allows them (spec.network.providerTools),
-// the gateway refuses every request that names one.
+// attacker's URL), and so would content the provider fetches from a URL
+// (an image by URL). Unless the run allows them
+// (spec.network.providerTools), the gateway refuses every request that
+// names one.
 
 // networkTool names the first tool of a model request of dialect d (read
 // as req) that makes the provider reach the network, "" when there is
-// none. Gemini also takes the proto's snake_case names.
+// none: a tool, or content the provider fetches from a URL (urlContent).
+// Gemini also takes the proto's snake_case names.
 func networkTool(d usage.Dialect, req request) string {
+	if what := urlContent(d, req); what != "" {
+		return what
+	}
 	switch d {
 	case usage.Anthropic:
 		// Server tools: web_search_20250305, web_fetch_20250910 and their
@@ -99,4 +106,131 @@ func typedTool(raw rawValue, prefixes ...string) string {
 func refusedToolMessage(tool string) string {
 	return fmt.Sprintf("the model gateway refused this request: its %s would have the provider reach the network for the agent, "+
 		"past the run's egress ProviderOnly (spec.network.providerTools: Allowed forwards such requests)", tool)
+}
+
+// contentKeys are, per dialect, the request's keys that hold the
+// conversation: the messages and the system prompt, not the tools' own
+// schemas (a "url" parameter there is the agent's tool's).
+var contentKeys = map[usage.Dialect][]string{
+	usage.Anthropic: {"messages", "system"},
+	usage.Chat:      {"messages"},
+	usage.Responses: {"input"},
+	usage.Gemini:    {"contents", "systemInstruction", "system_instruction", "generateContentRequest"},
+}
+
+// urlContent names the first part of a request's conversation that the
+// provider would fetch from a URL, "" when there is none: an image, a
+// document or a file given by URL rather than inline (Anthropic's source
+// of type "url"; Chat Completions' image_url and the like other than a
+// data: URL; the Responses API's input_image by URL and input_file's
+// file_url; Gemini's fileData). The provider fetches it with the agent's
+// URL, query and all: the same channel out as a fetch tool. The CLIs send
+// images and files inline. Parts are found at any depth (a tool result
+// can hold an image).
+func urlContent(d usage.Dialect, req request) string {
+	for _, k := range contentKeys[d] {
+		raw := req[k]
+		// Only a value that could name one is decoded: every key below
+		// has "url", "Uri" or "uri" in its name (keys are read
+		// case-sensitively, as the providers read them), or is written
+		// with an escape (\u0075rl), which is decoded as they would.
+		if !present(raw) || !containsAny(raw, "url", "Uri", "uri", `\u`) {
+			continue
+		}
+		var v any
+		if json.Unmarshal(raw, &v) != nil {
+			continue // not what the provider takes either: it refuses it
+		}
+		if what := findURLPart(d, v, 0); what != "" {
+			return what
+		}
+	}
+	return ""
+}
+
+// maxContentDepth bounds the walk; Go's decoder already refuses nesting
+// deeper than 10,000.
+const maxContentDepth = 10000
+
+func findURLPart(d usage.Dialect, v any, depth int) string {
+	if depth > maxContentDepth {
+		return ""
+	}
+	switch v := v.(type) {
+	case []any:
+		for _, e := range v {
+			if what := findURLPart(d, e, depth+1); what != "" {
+				return what
+			}
+		}
+	case map[string]any:
+		if what := urlPart(d, v); what != "" {
+			return what
+		}
+		for _, e := range v {
+			if what := findURLPart(d, e, depth+1); what != "" {
+				return what
+			}
+		}
+	}
+	return ""
+}
+
+// urlPart says what the content part o is when the provider would fetch it
+// from a URL.
+func urlPart(d usage.Dialect, o map[string]any) string {
+	typ, _ := o["type"].(string)
+	switch d {
+	case usage.Anthropic:
+		if src, ok := o["source"].(map[string]any); ok && src["type"] == "url" {
+			return orPart(typ) + " content from a URL"
+		}
+	case usage.Chat:
+		// image_url, and the video_url, audio_url, file_url parts that
+		// OpenAI-compatible providers take.
+		if strings.HasSuffix(typ, "_url") {
+			u := o[typ]
+			if m, ok := u.(map[string]any); ok {
+				u = m["url"]
+			}
+			if s, ok := u.(string); ok && !isDataURL(s) {
+				return typ + " content from a URL"
+			}
+		}
+	case usage.Responses:
+		if s, ok := o["image_url"].(string); ok && typ == "input_image" && !isDataURL(s) {
+			return "input_image content from a URL"
+		}
+		if s, ok := o["file_url"].(string); ok && typ == "input_file" && s != "" {
+			return "input_file content from a URL"
+		}
+	case usage.Gemini:
+		for _, k := range []string{"fileData", "file_data"} {
+			if fd, ok := o[k].(map[string]any); ok && (fd["fileUri"] != nil || fd["file_uri"] != nil) {
+				return k + " content from a URI"
+			}
+		}
+	}
+	return ""
+}
+
+func orPart(typ string) string {
+	if typ == "" {
+		return "a part's"
+	}
+	return typ
+}
+
+// isDataURL: the content is inline, nothing to fetch.
+func isDataURL(s string) bool {
+	return len(s) >= 5 && strings.EqualFold(s[:5], "data:")
+}
+
+func containsAny(b []byte, subs ...string) bool {
+	for _, s := range subs {
+		if bytes.Contains(b, []byte(s)) {
+			return true
+		}
+	}
+	return false
 }

