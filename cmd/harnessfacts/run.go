@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -121,6 +122,14 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 			sources.FixtureDir = dir
 		}
 	}
+	// The host folders this run reads from are the harness's to read, not
+	// the agent's: the sandbox shows the host's root read-only, and these
+	// may sit anywhere (a CI workspace, /srv, /opt). The fixture's own
+	// folder holds its verifier part, which the agent must not see before
+	// its checks; the secrets folder holds keys the run did not select
+	// (and the redactor does not know); the evidence folders hold other
+	// runs'; the caller's home is theirs.
+	hidden = append(hidden, localHostPaths(f, sources)...)
 	progress := &localProgress{w: cmd.ErrOrStderr(), quiet: f.quiet, start: time.Now()}
 	key, pubFile, err := localSigningKey(f.evidenceKey)
 	if err != nil {
@@ -234,6 +243,46 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 		return errNotPass
 	}
 	return nil
+}
+
+// localHostPaths are the host folders and files a local run reads (its
+// run file, fixtures, secrets and evidence folders) and the caller's home,
+// absolute, each also as its links resolve: the sandbox masks them. The
+// root itself is never among them (a run file at / names it).
+func localHostPaths(f runFlags, sources localrun.Sources) []string {
+	evidence := f.evidenceDir
+	if evidence == "" {
+		evidence = fixture.LocalEvidenceDir
+	}
+	paths := []string{f.file, f.fixturesDir, sources.FixtureDir, f.secretsDir, evidence}
+	if home, err := os.UserHomeDir(); err == nil {
+		paths = append(paths, home)
+	}
+	var out []string
+	for _, p := range paths {
+		if p == "" {
+			continue
+		}
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			continue
+		}
+		for _, q := range []string{abs, resolved(abs)} {
+			if q != "" && q != "/" && !slices.Contains(out, q) {
+				out = append(out, q)
+			}
+		}
+	}
+	return out
+}
+
+// resolved is p with its links resolved, "" when it does not exist.
+func resolved(p string) string {
+	r, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return ""
+	}
+	return r
 }
 
 func fileExists(p string) bool {

@@ -363,3 +363,70 @@ func TestLocalRunTwiceInTheFixturesFolder(t *testing.T) {
 		t.Fatalf("evidence/hello holds %d entries, want two runs' and the link", len(entries))
 	}
 }
+
+// The host folders a local run reads from are masked in its sandbox,
+// wherever they are (here below /var/tmp, which no default mask covers, as
+// a CI workspace or /srv would be): the agent finds neither its fixture's
+// verifier part (whose copy would pass its check) nor the secrets folder's
+// keys the run did not select (which the redactor does not know).
+func TestLocalRunHidesTheHostFoldersItReads(t *testing.T) {
+	bin := harnessfactsBinary(t)
+	base, err := os.MkdirTemp("/var/tmp", "hf-hide-")
+	if err == nil {
+		err = os.Chmod(base, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(base) })
+	fix := filepath.Join(base, "fixtures", "guess")
+	files := map[string]string{
+		filepath.Join(fix, "fixture.yaml"): "prompt: guess the number\nartifacts: [answer.txt, loot.txt]\nchecks:\n" +
+			"- name: guessed\n  shell: cmp -s answer.txt \"$HARNESSFACTS_TESTS/expected.txt\"\n",
+		filepath.Join(fix, "workspace", "README"):      "guess\n",
+		filepath.Join(fix, "tests", "expected.txt"):    "secret-answer-1729\n",
+		filepath.Join(base, "secrets", "used", "key"):  "sk-selected-0123456789abcdef\n",
+		filepath.Join(base, "secrets", "other", "key"): "sk-not-selected-of-another-team-0123456789\n",
+		filepath.Join(base, "run.yaml"): `apiVersion: harnessfacts.io/v1alpha1
+kind: HarnessRun
+metadata: {name: guess}
+spec:
+  agent:
+    adapter: exec
+    command: [sh, -c, "f=$(find / -xdev -path '*/fixtures/guess/tests/expected.txt' 2>/dev/null | head -1); echo found $f; cat \"$f\" > answer.txt; for s in $(find / -xdev -path '*/secrets/*/key' 2>/dev/null); do echo \"$s: $(cat $s)\"; done > loot.txt; cat ` + filepath.Join(base, "run.yaml") + ` >> loot.txt"]
+    credentials:
+    - {env: MY_KEY, secretKeyRef: {name: used, key: key}}
+  fixture: {configMapRef: {name: guess}}
+`,
+	}
+	for p, c := range files {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ev := filepath.Join(base, "ev")
+	cmd := exec.Command(bin, "run", "-f", filepath.Join(base, "run.yaml"), "--fixtures", filepath.Join(base, "fixtures"),
+		"--secrets", filepath.Join(base, "secrets"), "--run-root", filepath.Join(base, "runs"), "--evidence", ev, "--evidence-key", "")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	runErr := cmd.Run()
+	if !strings.Contains(out.String(), "verdict: Fail") {
+		t.Errorf("the run's verdict is not Fail (%v):\n%s", runErr, out.String())
+	}
+	answer, _ := os.ReadFile(filepath.Join(ev, "artifacts", "answer.txt"))
+	loot, err := os.ReadFile(filepath.Join(ev, "artifacts", "loot.txt"))
+	if err != nil {
+		t.Fatalf("the agent's loot.txt: %v\n%s", err, out.String())
+	}
+	if strings.Contains(string(answer), "secret-answer") {
+		t.Errorf("the agent read its fixture's verifier part from the host: %q", answer)
+	}
+	for _, leak := range []string{"sk-not-selected", "sk-selected", "kind: HarnessRun"} {
+		if strings.Contains(string(loot), leak) {
+			t.Errorf("the agent read %q from the host:\n%s", leak, loot)
+		}
+	}
+}
