@@ -189,9 +189,20 @@ func providerBase(raw string) (*url.URL, bool) {
 // GatewayLimits are the model gateway's limits for one run (0: none).
 type GatewayLimits struct {
 	MaxRequests, MaxTokens int64
+	// Budgets name the spend rules over the run's namespace: a budget is
+	// charged from the tokens counted, which only the gateway counts for
+	// the run (an agent's own report of its usage is the agent's to make).
+	Budgets []string
 	// Sources name the policy rule each came from.
 	Sources []string
 }
+
+// Any says whether a policy limits the run's model use: each limit holds
+// only for the model requests the gateway carries.
+func (l GatewayLimits) Any() bool { return l.MaxRequests > 0 || l.MaxTokens > 0 || len(l.Budgets) > 0 }
+
+// Rules names every rule behind the limits.
+func (l GatewayLimits) Rules() []string { return append(slices.Clone(l.Sources), l.Budgets...) }
 
 // GatewayLimitsOf is the smallest of the gateway limits of the policies
 // given (those that select the run's namespace).
@@ -209,6 +220,16 @@ func GatewayLimitsOf(policies []HarnessPolicy) GatewayLimits {
 		if v := g.MaxTokensPerRun; v != nil && (out.MaxTokens == 0 || *v < out.MaxTokens) {
 			out.MaxTokens = *v
 			out.Sources = append(out.Sources, "HarnessPolicy "+policies[i].Name+" gateway.maxTokensPerRun")
+		}
+	}
+	for i := range policies {
+		if sp := policies[i].Spec.Spend; sp != nil {
+			if sp.NamespaceTokens != nil {
+				out.Budgets = append(out.Budgets, "HarnessPolicy "+policies[i].Name+" spend.namespaceTokens")
+			}
+			if sp.SuiteTokens != nil {
+				out.Budgets = append(out.Budgets, "HarnessPolicy "+policies[i].Name+" spend.suiteTokens")
+			}
 		}
 	}
 	return out

@@ -51,7 +51,7 @@ type ran struct {
 
 // prepareAgent has the run's adapter turn the run into a command line,
 // environment and files.
-func (a *attempt) prepareAgent(context.Context) error {
+func (a *attempt) prepareAgent(ctx context.Context) error {
 	run := a.run
 	adapter, err := a.e.opts.Adapters.Get(run.Spec.Agent.Adapter)
 	if err != nil {
@@ -75,6 +75,9 @@ func (a *attempt) prepareAgent(context.Context) error {
 	creds, gatewayNote := a.routeModel(agent)
 	if a.route != nil {
 		agent.ProviderURL = gatewayURL
+	}
+	if err := a.readGatewayLimits(ctx, gatewayNote); err != nil {
+		return err
 	}
 	a.prompt = prompt
 	in := adapters.Input{

@@ -402,9 +402,11 @@ type attempt struct {
 	bridge *providerBridge
 	// route is how the run's model requests go through the model gateway
 	// (nil when they do not); gw serves them.
-	route      *adapters.ModelRoute
-	gw         *modelGateway
-	cliVersion string
+	route *adapters.ModelRoute
+	gw    *modelGateway
+	// gatewayLimits are the policies' limits for the gateway.
+	gatewayLimits harnessv1.GatewayLimits
+	cliVersion    string
 	// prompt is the task given to the agent (the trajectory's first step).
 	prompt string
 	// usageNote says why the run's usage has no estimated cost, when a

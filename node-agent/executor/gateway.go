@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -61,22 +62,46 @@ func (a *attempt) routeModel(agent harnessv1.AgentSpec) (creds []adapters.Creden
 	return route.Credentials, ""
 }
 
+// readGatewayLimits reads the run's model limits from the HarnessPolicies
+// over its namespace, for its gateway. A run whose credentials reach the
+// agent without the gateway (an adapter or a credential the gateway cannot
+// carry, egress other than ProviderOnly: why says which) is refused when a
+// policy limits model use (gateway.maxRequestsPerRun, maxTokensPerRun, a
+// spend budget): the agent would hold the key itself, so no limit could
+// hold and only the agent would say what it spent.
+func (a *attempt) readGatewayLimits(ctx context.Context, why string) error {
+	f := a.e.opts.GatewayLimits
+	if f == nil || a.route == nil && len(a.creds) == 0 {
+		return nil
+	}
+	lim, err := f(ctx, a.run)
+	if err != nil {
+		if a.route == nil {
+			return fail(harnessv1.ReasonPolicyViolation, fmt.Errorf("the namespace's HarnessPolicies could not be read to see whether they limit model use, so the run is refused: %w", err))
+		}
+		return fail(harnessv1.ReasonEgressProxyFailed, fmt.Errorf("the model gateway's limits could not be read: %w", err))
+	}
+	if a.route == nil && lim.Any() {
+		if why == "" {
+			why = "its credentials are delivered to the agent"
+		}
+		return fail(harnessv1.ReasonPolicyViolation, fmt.Errorf("refused by the namespace's HarnessPolicies: %s limit model use, which only the model gateway can hold, "+
+			"and this run's credentials would reach the agent without it (%s)", strings.Join(lim.Rules(), ", "), why))
+	}
+	if len(lim.Sources) > 0 {
+		log.FromContext(ctx).V(1).Info("model gateway limits", "maxRequests", lim.MaxRequests, "maxTokens", lim.MaxTokens, "from", lim.Sources)
+	}
+	a.gatewayLimits = lim
+	return nil
+}
+
 // startGateway serves the run's model gateway on sockets/gateway.sock; the
 // agent's CLI reaches it at gatewayURL through sandbox-init's bridge.
 func (a *attempt) startGateway(ctx context.Context) error {
 	if a.route == nil {
 		return nil
 	}
-	var lim harnessv1.GatewayLimits
-	if f := a.e.opts.GatewayLimits; f != nil {
-		var err error
-		if lim, err = f(ctx, a.run); err != nil {
-			return fail(harnessv1.ReasonEgressProxyFailed, fmt.Errorf("the model gateway's limits could not be read: %w", err))
-		}
-		if len(lim.Sources) > 0 {
-			log.FromContext(ctx).V(1).Info("model gateway limits", "maxRequests", lim.MaxRequests, "maxTokens", lim.MaxTokens, "from", lim.Sources)
-		}
-	}
+	lim := a.gatewayLimits
 	mg := &modelGateway{socket: a.dir.Socket(fixture.SocketGateway), stopped: make(chan struct{})}
 	g, err := gateway.New(gateway.Options{
 		Upstream: a.route.Upstream, Header: a.route.Header, Key: a.route.Key, Scope: a.route.Scope,

@@ -134,3 +134,67 @@ func TestPoliciesAreAskedLastBeforeTheAgent(t *testing.T) {
 		t.Errorf("left in the run root: %v", entries)
 	}
 }
+
+// secretSources is inlineSources whose Secrets all hold one key.
+type secretSources struct{ inlineSources }
+
+func (secretSources) SecretKey(context.Context, *harnessv1.HarnessRun, harnessv1.SecretKeySelector) ([]byte, error) {
+	return []byte("sk-ant-api03-policy-test-0123456789"), nil
+}
+
+// TestModelLimitsRefuseRunsWithoutTheGateway: a policy's model limits
+// (gateway.maxTokensPerRun and maxRequestsPerRun, a spend budget) hold only
+// for the requests the model gateway carries. A run whose credentials would
+// reach the agent without it (here the exec adapter, which no gateway
+// serves) is refused under such a policy, naming the rules, before its
+// agent starts; a run without credentials, or under no such policy, runs.
+// Real bwrap.
+func TestModelLimitsRefuseRunsWithoutTheGateway(t *testing.T) {
+	root := rootRunRoot(t, "hf-limits-")
+	limits := map[string]harnessv1.GatewayLimits{
+		"tokens": {MaxTokens: 1000, Sources: []string{"HarnessPolicy p gateway.maxTokensPerRun"}},
+		"budget": {Budgets: []string{"HarnessPolicy p spend.namespaceTokens"}},
+	}
+	obs := &startedAgents{started: map[string]int{}}
+	e, err := New(Options{Sources: secretSources{}, RunRoot: root, InitBinary: "/bin/true", Observer: obs,
+		GatewayLimits: func(_ context.Context, run *harnessv1.HarnessRun) (harnessv1.GatewayLimits, error) {
+			return limits[run.Labels["limits"]], nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(name, lim string, creds bool) harnessv1.HarnessRunStatus {
+		r := &harnessv1.HarnessRun{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "tenant", UID: types.UID("uid-" + name), Labels: map[string]string{"limits": lim}},
+			Spec: harnessv1.HarnessRunSpec{
+				Agent:   harnessv1.AgentSpec{Adapter: harnessv1.AdapterExec, Command: []string{"true"}},
+				Fixture: harnessv1.FixtureSource{Inline: &harnessv1.InlineFixture{Files: map[string]string{"fixture.yaml": "prompt: nothing\n"}}},
+				Network: harnessv1.NetworkSpec{Egress: harnessv1.EgressProviderOnly},
+			},
+			Status: harnessv1.HarnessRunStatus{Attempt: 1},
+		}
+		if creds {
+			r.Spec.Agent.Credentials = []harnessv1.Credential{{SecretKeyRef: harnessv1.SecretKeySelector{Name: "keys", Key: "anthropic"}, Env: "MY_KEY"}}
+		}
+		return e.Execute(context.Background(), r).Status
+	}
+	for name, want := range map[string]string{"tokens": "HarnessPolicy p gateway.maxTokensPerRun limit model use", "budget": "HarnessPolicy p spend.namespaceTokens limit model use"} {
+		st := run("refused-"+name, name, true)
+		if st.Phase != harnessv1.RunFailed || st.Reason != harnessv1.ReasonPolicyViolation || st.Verdict != "" || !strings.Contains(st.Message, want) {
+			t.Errorf("%s: %s %s %q (verdict %q), want Failed PolicyViolation saying %q", name, st.Phase, st.Reason, st.Message, st.Verdict, want)
+		}
+	}
+	if st := run("no-credentials", "tokens", false); st.Verdict != harnessv1.VerdictPass {
+		t.Errorf("a run without credentials under a token limit: %s %s %s: %s", st.Phase, st.Verdict, st.Reason, st.Message)
+	}
+	if st := run("no-limits", "", true); st.Verdict != harnessv1.VerdictPass {
+		t.Errorf("a run with credentials under no limit: %s %s %s: %s", st.Phase, st.Verdict, st.Reason, st.Message)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	for name, n := range map[string]int{"refused-tokens": 0, "refused-budget": 0, "no-credentials": 1, "no-limits": 1} {
+		if obs.started[name] != n {
+			t.Errorf("%s: agent started %d times, want %d", name, obs.started[name], n)
+		}
+	}
+}
