@@ -2,7 +2,10 @@ package nodeagent
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -124,12 +127,17 @@ const (
 )
 
 // EvidenceName is the name of the evidence ConfigMap of the run's current
-// attempt.
+// attempt. A name too long for the suffix is cut and given a digest of the
+// whole name: two runs whose names share their first 230 characters must
+// not share (and overwrite) one evidence ConfigMap.
 func EvidenceName(run *harnessv1.HarnessRun) string {
 	suffix := fmt.Sprintf("-evidence-%d", run.Status.Attempt)
 	name := run.Name
 	if len(name)+len(suffix) > 253 {
-		name = name[:253-len(suffix)]
+		sum := sha256.Sum256([]byte(run.Name))
+		tag := "-" + hex.EncodeToString(sum[:])[:12]
+		// Cut where a DNS subdomain may go on with "-".
+		name = strings.TrimRight(name[:253-len(suffix)-len(tag)], ".-") + tag
 	}
 	return name + suffix
 }
