@@ -11,9 +11,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -217,35 +215,52 @@ func (r *HarnessSuiteReconciler) unexpect(key client.ObjectKey, name string) {
 	delete(r.expected[key], name)
 }
 
-// deleteEarlierRounds deletes, with one collection delete, the runs of the
-// suite's earlier rounds the cache still shows. Their summary is in
-// status.rounds; a run still going is stopped through the cancel protocol
-// (its finalizer keeps it until its node-agent let go).
+// deleteEarlierRounds deletes the runs of the suite's earlier rounds the
+// cache still shows: only runs the suite owns (runs comes from the owner
+// index), each by its UID. A collection delete by label would also take
+// runs the suite does not own that carry its label (a run author labels
+// their own runs as they like), in effect letting a suite's author delete
+// others' runs. Their summary is in status.rounds; a run still going is
+// stopped through the cancel protocol (its finalizer keeps it until its
+// node-agent let go).
 func (r *HarnessSuiteReconciler) deleteEarlierRounds(ctx context.Context, p *suitePass, runs []*harnessv1.HarnessRun) error {
 	round := strconv.Itoa(int(p.suite.Status.Round))
-	stale := false
+	var stale []*harnessv1.HarnessRun
 	for _, run := range runs {
-		if run.Labels[harnessv1.LabelSuiteRound] != round && run.DeletionTimestamp == nil {
-			stale = true
-			break
+		if run.Labels[harnessv1.LabelSuiteRound] != round && run.DeletionTimestamp == nil && metav1.IsControlledBy(run, p.suite) {
+			stale = append(stale, run)
 		}
 	}
-	if !stale {
+	if len(stale) == 0 {
 		return nil
 	}
-	notCurrent, err := labels.NewRequirement(harnessv1.LabelSuiteRound, selection.NotEquals, []string{round})
-	if err != nil {
-		return err
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+		work = make(chan *harnessv1.HarnessRun)
+	)
+	for range min(r.opts.CreateWorkers, len(stale)) {
+		wg.Go(func() {
+			for run := range work {
+				// A copy: run is the cache's own (UnsafeDisableDeepCopy).
+				del := &harnessv1.HarnessRun{ObjectMeta: metav1.ObjectMeta{Name: run.Name, Namespace: run.Namespace}}
+				err := r.client.Delete(ctx, del, client.Preconditions{UID: &run.UID}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+				if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
+		})
 	}
-	ofSuite, err := labels.NewRequirement(harnessv1.LabelSuite, selection.Equals, []string{p.suite.Name})
-	if err != nil {
-		return err
+	for _, run := range stale {
+		work <- run
 	}
-	err = r.client.DeleteAllOf(ctx, &harnessv1.HarnessRun{}, client.InNamespace(p.suite.Namespace),
-		client.MatchingLabelsSelector{Selector: labels.NewSelector().Add(*ofSuite, *notCurrent)},
-		client.PropagationPolicy(metav1.DeletePropagationBackground))
-	if err != nil {
-		return fmt.Errorf("deleting the earlier rounds' runs of HarnessSuite %s/%s: %w", p.suite.Namespace, p.suite.Name, err)
+	close(work)
+	wg.Wait()
+	if len(errs) > 0 {
+		return fmt.Errorf("deleting %d of the %d earlier rounds' runs of HarnessSuite %s/%s: %w", len(errs), len(stale), p.suite.Namespace, p.suite.Name, errors.Join(errs...))
 	}
 	return nil
 }

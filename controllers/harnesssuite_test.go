@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -428,9 +429,17 @@ func TestSuiteRevisionStartsANewRound(t *testing.T) {
 	create(t, makeSuite(ns, "rounds", []string{"good", "bad"}, 2, 4))
 	first := waitSuite(t, ns, "rounds", time.Minute, "complete", suiteComplete)
 	round1 := map[string]bool{}
+	var one harnessv1.HarnessRun
 	for _, r := range suiteRuns(t, ns, "rounds") {
 		round1[r.Name] = true
+		one = r
 	}
+	// A run of the namespace's that carries the suite's labels but that
+	// the suite does not own (a run author labels runs as they like): the
+	// new round's cleanup must leave it alone.
+	foreign := &harnessv1.HarnessRun{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "not-the-suites",
+		Labels: map[string]string{harnessv1.LabelSuite: "rounds", harnessv1.LabelSuiteRound: "1"}}, Spec: *one.Spec.DeepCopy()}
+	create(t, foreign)
 
 	// fixture-b changes between the rounds, fixture-a does not.
 	cm := &corev1.ConfigMap{}
@@ -467,7 +476,7 @@ func TestSuiteRevisionStartsANewRound(t *testing.T) {
 	}
 	// The earlier round's runs are deleted; the new round's are new.
 	eventually(t, 30*time.Second, func() error {
-		runs := suiteRuns(t, ns, "rounds")
+		runs := slices.DeleteFunc(suiteRuns(t, ns, "rounds"), func(r harnessv1.HarnessRun) bool { return r.Name == foreign.Name })
 		for _, r := range runs {
 			if round1[r.Name] || r.Labels[harnessv1.LabelSuiteRound] != "2" {
 				return fmt.Errorf("run %s of round %s is still there", r.Name, r.Labels[harnessv1.LabelSuiteRound])
@@ -478,6 +487,9 @@ func TestSuiteRevisionStartsANewRound(t *testing.T) {
 		}
 		return nil
 	})
+	if got := getRun(t, ns, "not-the-suites"); got.DeletionTimestamp != nil {
+		t.Errorf("the new round deleted a run the suite does not own")
+	}
 }
 
 func TestSuiteFixtureChangedMidRound(t *testing.T) {
