@@ -1,6 +1,9 @@
 package envimage
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -13,6 +16,8 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/static"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/harnessfacts/harnessfacts/test/oci"
 )
@@ -320,6 +325,43 @@ func TestSizeBound(t *testing.T) {
 	if ents, _ := os.ReadDir(cache.Dir()); len(ents) != 0 {
 		t.Fatalf("left behind: %v", ents)
 	}
+}
+
+// A layer of a few hundred KiB that inflates to 64 MiB of bytes nothing
+// writes (a folder header's content, which a tar reader skips, and zeros
+// after the tar's end, read only for the digest) is refused once it has
+// inflated past what its entries and the cache's bound allow, not inflated
+// to its end.
+func TestInflationBound(t *testing.T) {
+	var gz bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&gz, gzip.BestCompression)
+	tw := tar.NewWriter(zw)
+	zeros := make([]byte, 1<<20)
+	_ = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "etc/os-release", Mode: 0o644, Size: 3})
+	_, _ = tw.Write([]byte("ID\n"))
+	_ = tw.Close()
+	for range 64 {
+		_, _ = zw.Write(zeros)
+	}
+	_ = zw.Close()
+	img, err := oci.Build([]v1.Layer{static.NewLayer(gz.Bytes(), types.DockerLayer)}, oci.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := startRegistry(t)
+	ref, err := reg.Push(context.Background(), img, "tasks/inflating", "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache, err := NewCache(t.TempDir(), 4<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = cache.Get(context.Background(), ref, PullOptions{})
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "inflate") {
+		t.Fatalf("a %d-byte layer inflating to 64 MiB in a 4 MiB cache: %v", gz.Len(), err)
+	}
+	t.Logf("refused: %v", err)
 }
 
 // The cache evicts the least recently used image that no run uses.

@@ -26,6 +26,8 @@ type Bounds struct {
 type Stats struct {
 	Entries int
 	Bytes   int64
+	// Inflated counts the layers' uncompressed bytes read.
+	Inflated int64
 	// Skipped counts the device nodes, fifos and sockets left out: the
 	// sandbox has its own /dev.
 	Skipped int
@@ -89,11 +91,16 @@ const (
 )
 
 func unpackLayer(ctx context.Context, l v1.Layer, root *os.Root, b Bounds, st *Stats, modes map[string]fs.FileMode) error {
-	rc, err := l.Uncompressed()
+	layer, err := l.Uncompressed()
 	if err != nil {
 		return err
 	}
-	defer rc.Close()
+	defer layer.Close()
+	// What the layer inflates to is bounded too, not only what is written:
+	// a tar reader skips the content of a folder's or a link's header, and
+	// bytes after the end marker are only read for the digest. A layer of a
+	// megabyte can inflate to a gigabyte of such bytes, each one decompressed.
+	rc := &inflateBound{r: layer, st: st, b: b}
 	tr := tar.NewReader(rc)
 	here := map[string]bool{} // what this layer wrote: an opaque marker spares it
 	for {
@@ -142,7 +149,32 @@ func unpackLayer(ctx context.Context, l v1.Layer, root *os.Root, b Bounds, st *S
 	if _, err := io.Copy(io.Discard, rc); err != nil {
 		return fmt.Errorf("verifying it: %w", err)
 	}
-	return rc.Close()
+	return layer.Close()
+}
+
+// inflateBound reads a layer's uncompressed stream and fails once the
+// image's layers together have inflated to more than the files they wrote
+// may take (Bounds.MaxBytes), a header block and its padding for each
+// entry seen, and 1 MiB (a tar's end and its record's padding, 10 KiB with
+// GNU tar). The count is across layers, in Stats.
+type inflateBound struct {
+	r  io.Reader
+	st *Stats
+	b  Bounds
+}
+
+// Each entry may take a 512-byte header, a PAX or GNU long-name header of
+// its own with its padding: 4 KiB leaves room for long names.
+const entryInflation = 4 << 10
+
+func (r *inflateBound) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	r.st.Inflated += int64(n)
+	if limit := r.b.MaxBytes + int64(r.st.Entries+1)*entryInflation + 1<<20; r.st.Inflated > limit {
+		return n, fmt.Errorf("%w: the layers inflate to more than %d bytes, past what their %d entries and %d bytes of files take",
+			ErrTooLarge, limit, r.st.Entries, r.st.Bytes)
+	}
+	return n, err
 }
 
 // emptyDir removes what lower layers put in dir (an opaque whiteout).
