@@ -156,6 +156,7 @@ func (a *attempt) runAgent(ctx context.Context) (*ran, error) {
 		return nil, fail(harnessv1.ReasonRunDirFailed, fmt.Errorf("the agent's output cannot be kept: %w", err))
 	}
 	a.deferCleanup(out.release)
+	out.pace = a.pace
 	if a.live != nil {
 		out.startLive(a.redactor, a.live)
 	}

@@ -406,7 +406,9 @@ type attempt struct {
 	gw    *modelGateway
 	// gatewayLimits are the policies' limits for the gateway.
 	gatewayLimits harnessv1.GatewayLimits
-	cliVersion    string
+	// pace holds the redaction of the run's output to a share of a core.
+	pace       *pace
+	cliVersion string
 	// prompt is the task given to the agent (the trajectory's first step).
 	prompt string
 	// usageNote says why the run's usage has no estimated cost, when a
@@ -446,7 +448,7 @@ func (e *Executor) Execute(ctx context.Context, run *harnessv1.HarnessRun) *Outc
 		}
 	}
 	// Until the fixture is read, the limits are resolved without it.
-	a := &attempt{e: e, run: run, started: time.Now().UTC(),
+	a := &attempt{e: e, run: run, started: time.Now().UTC(), pace: newPace(),
 		limits: harnessv1.ResolveLimits(run.Spec.Limits, nil, nil).Limits}
 	defer a.cleanup()
 	if e.opts.Live != nil {

@@ -31,6 +31,9 @@ type output struct {
 	spool   *spool.Spool     // the agent's
 	closed  bool
 	raw     int64
+	// pace holds the run's redaction to a share of a core (shared by the
+	// agent's and its checks' outputs; nil: unbounded).
+	pace *pace
 
 	// live is the live view's own redacting writer (nil without one): see
 	// startLive.
@@ -118,10 +121,18 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 	if w.o.watcher != nil {
 		_, _ = w.o.watcher.Write(p)
 	}
+	start := time.Now()
 	_, _ = w.o.redact.Write(p)
 	if w.o.live != nil && len(p) > 0 {
 		_, _ = w.o.live.Write(p)
 		w.o.liveHeld, w.o.liveNL = true, p[len(p)-1] == '\n'
+	}
+	if w.o.pace != nil {
+		// Held under the lock: both streams wait, the agent blocks on
+		// its pipes.
+		if wait := w.o.pace.spend(time.Since(start)); wait > 0 {
+			time.Sleep(wait)
+		}
 	}
 	// Output is never refused: a failing log must not kill the agent.
 	return len(p), nil

@@ -3,6 +3,7 @@ package executor
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/internal/termsafe"
@@ -85,6 +86,13 @@ func (a *attempt) verdict(in *ran) *Outcome {
 		// Loud: the agent's CLI got a 403 it may have hidden.
 		n := fmt.Sprintf("the model gateway refused %d model requests that asked the provider to reach the network for the agent (hosted web search or fetch, a remote MCP server); spec.network.providerTools: Allowed forwards them",
 			in.refusedProviderTools)
+		ag.Notes = append(ag.Notes, n)
+		res.Warnings = append(res.Warnings, Warning{Reason: harnessv1.ReasonAdapterNote, Message: n})
+	}
+	if d := a.pace.slowed(); d >= time.Second && len(ag.Notes) < 8 {
+		// Loud: the run took longer than its agent did.
+		n := fmt.Sprintf("the node-agent slowed the run's output by %s in all: redacting it (lines dense in the token rules' keywords) took more than %.0f%% of a core, "+
+			"the share a run's redaction may take", d.Round(time.Second), redactShare*100)
 		ag.Notes = append(ag.Notes, n)
 		res.Warnings = append(res.Warnings, Warning{Reason: harnessv1.ReasonAdapterNote, Message: n})
 	}

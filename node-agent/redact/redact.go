@@ -195,7 +195,9 @@ func Forms(s string) []string {
 	}
 	add(url.QueryEscape(s))
 	add(url.PathEscape(s))
-	// Hex, as xxd -p, od or a debugging dump prints it, in either case.
+	// Hex, in either case, as a debugging dump prints it on one line. (A
+	// form cut by a line break or spaced out is not recognised: xxd -p
+	// wraps at 60 characters, base64 at 76, od spaces bytes; docs/sandbox.md.)
 	h := hex.EncodeToString([]byte(s))
 	add(h)
 	add(strings.ToUpper(h))

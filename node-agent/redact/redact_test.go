@@ -61,8 +61,8 @@ func TestSecretFormsAreRedactedAcrossWriteBoundaries(t *testing.T) {
 		"path-escaped":   "https://x.test/" + url.PathEscape(secret) + "/x",
 		"base64 aligned": strings.Join(blobs, "\n"),
 		"twice adjacent": secret + secret,
-		// xxd -p, od or a debugging dump: printing a key in hex is no way
-		// around the redactor.
+		// A debugging dump in hex on one line (xxd -p wraps at 60
+		// characters: a longer value, cut, is not recognised).
 		"hex":       "key bytes " + hex.EncodeToString([]byte(secret)) + ".",
 		"upper hex": "0x" + strings.ToUpper(hex.EncodeToString([]byte(secret))),
 	}
