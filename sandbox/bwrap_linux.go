@@ -116,6 +116,12 @@ func bwrapArgs(spec Spec, v1Sync, seccomp bool) []string {
 		// must be out of sight.
 		a = append(a, maskedMounts()...)
 		a = append(a, hiddenMounts(outside(outermost(spec.Hidden), slices.Concat(SocketDirs, NodeDirs)))...)
+		// The host's /etc/hostname names the node (or the node-agent's
+		// pod): the sandbox reads its own name there, as uname says it,
+		// from its own UTS namespace's proc file.
+		if etc, err := filepath.EvalSymlinks("/etc/hostname"); err == nil {
+			a = append(a, "--ro-bind", "/proc/sys/kernel/hostname", etc)
+		}
 	}
 	for _, p := range spec.ReadOnly {
 		a = append(a, "--ro-bind-try", p, p)
