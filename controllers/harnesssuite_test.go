@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -611,4 +613,32 @@ func TestSuiteDeletionCascades(t *testing.T) {
 	if err := k8s.Update(context.Background(), s); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
+}
+
+// A suite copies its agent and prompt into every run, parallelism runs at
+// once: the namespace's ResourceQuota on count/harnessruns.harnessfacts.io
+// bounds what one suite makes the controller write, as it bounds a Job's
+// pods. The quota's refusal stalls the suite, saying so, and no more runs
+// are made. (envtest runs no quota controller: the quota's status is set
+// here as it would set it; the API server's quota admission then counts.)
+func TestSuiteIsBoundedByTheNamespacesQuota(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "runs"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"count/harnessruns.harnessfacts.io": resource.MustParse("3")}}}
+	create(t, quota)
+	quota.Status = corev1.ResourceQuotaStatus{Hard: quota.Spec.Hard, Used: corev1.ResourceList{"count/harnessruns.harnessfacts.io": resource.MustParse("0")}}
+	if err := k8s.Status().Update(ctx, quota); err != nil {
+		t.Fatal(err)
+	}
+	startSuiteController(t, ns)
+	create(t, fixtureCM(ns, "fixture-a", "do a"), makeSuite(ns, "wide", []string{"good"}, 20, 10))
+	s := waitSuite(t, ns, "wide", time.Minute, "stalled by the quota", func(s *harnessv1.HarnessSuite) bool {
+		c := meta.FindStatusCondition(s.Status.Conditions, harnessv1.SuiteConditionStalled)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == harnessv1.SuiteReasonRunsRefused && strings.Contains(c.Message, "exceeded quota")
+	})
+	if n := len(suiteRuns(t, ns, "wide")); n != 3 {
+		t.Errorf("%d runs made under a quota of 3", n)
+	}
+	t.Logf("stalled: %s", meta.FindStatusCondition(s.Status.Conditions, harnessv1.SuiteConditionStalled).Message)
 }
