@@ -115,6 +115,15 @@ func (p *HarnessPolicy) Violations(spec *HarnessRunSpec) []PolicyViolation {
 		if l.MaxDecisions != nil && lim.MaxDecisions > *l.MaxDecisions {
 			add("limits.maxDecisions", "limits.maxDecisions %d is above the ceiling %d", lim.MaxDecisions, *l.MaxDecisions)
 		}
+		if l.MaxProbeSeconds != nil && lim.ProbeSeconds > *l.MaxProbeSeconds {
+			add("limits.maxProbeSeconds", "limits.probeSeconds %d is above the ceiling %d", lim.ProbeSeconds, *l.MaxProbeSeconds)
+		}
+		if l.MaxProcesses != nil && lim.MaxProcesses > *l.MaxProcesses {
+			add("limits.maxProcesses", "limits.maxProcesses %d is above the ceiling %d", lim.MaxProcesses, *l.MaxProcesses)
+		}
+		if l.MaxArtifactBytes != nil && lim.MaxArtifactBytes > *l.MaxArtifactBytes {
+			add("limits.maxArtifactBytes", "limits.maxArtifactBytes %d is above the ceiling %d", lim.MaxArtifactBytes, *l.MaxArtifactBytes)
+		}
 	}
 	return out
 }

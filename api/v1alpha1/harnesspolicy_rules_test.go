@@ -15,7 +15,8 @@ func TestPolicyViolations(t *testing.T) {
 		Isolation: &PolicyIsolation{ForbidFallback: true},
 		Network:   &PolicyNetwork{ForbidUnrestricted: true, ForbidProviderTools: true, AllowedHosts: []string{"gw.example.com", "mirror.example.com:8443"}},
 		Limits: &PolicyLimits{MaxMemory: ptr.To(resource.MustParse("4Gi")), MaxDisk: ptr.To(resource.MustParse("2Gi")),
-			MaxEpisodeSeconds: ptr.To[int32](600), MaxOutputBytes: ptr.To[int64](1 << 20), MaxDecisions: ptr.To[int32](100)},
+			MaxEpisodeSeconds: ptr.To[int32](600), MaxOutputBytes: ptr.To[int64](1 << 20), MaxDecisions: ptr.To[int32](100),
+			MaxProbeSeconds: ptr.To[int32](60), MaxProcesses: ptr.To[int32](512), MaxArtifactBytes: ptr.To[int64](1 << 16)},
 		Adapters:             []Adapter{AdapterExec, AdapterCodex},
 		RequiredNodeSelector: map[string]string{"pool": "agents", "tier": "b"},
 	}}
@@ -60,13 +61,16 @@ func TestPolicyViolations(t *testing.T) {
 			[]string{"HarnessPolicy strict rule requiredNodeSelector: nodeSelector must include pool=agents, tier=b"}},
 		"every ceiling": {good(func(s *HarnessRunSpec) {
 			s.Limits = Limits{Memory: ptr.To(resource.MustParse("5Gi")), Disk: ptr.To(resource.MustParse("3Gi")),
-				EpisodeSeconds: 601, MaxOutputBytes: 1<<20 + 1, MaxDecisions: 101}
+				EpisodeSeconds: 601, MaxOutputBytes: 1<<20 + 1, MaxDecisions: 101, ProbeSeconds: 61, MaxProcesses: 513, MaxArtifactBytes: 1<<16 + 1}
 		}), []string{
 			"HarnessPolicy strict rule limits.maxMemory: limits.memory 5Gi is above the ceiling 4Gi",
 			"HarnessPolicy strict rule limits.maxDisk: limits.disk 3Gi is above the ceiling 2Gi",
 			"HarnessPolicy strict rule limits.maxEpisodeSeconds: limits.episodeSeconds 601 is above the ceiling 600",
 			"HarnessPolicy strict rule limits.maxOutputBytes: limits.maxOutputBytes 1048577 is above the ceiling 1048576",
 			"HarnessPolicy strict rule limits.maxDecisions: limits.maxDecisions 101 is above the ceiling 100",
+			"HarnessPolicy strict rule limits.maxProbeSeconds: limits.probeSeconds 61 is above the ceiling 60",
+			"HarnessPolicy strict rule limits.maxProcesses: limits.maxProcesses 513 is above the ceiling 512",
+			"HarnessPolicy strict rule limits.maxArtifactBytes: limits.maxArtifactBytes 65537 is above the ceiling 65536",
 		}},
 	}
 	for name, tc := range cases {

@@ -230,6 +230,24 @@ type PolicyLimits struct {
 	// +optional
 	MaxDecisions *int32 `json:"maxDecisions,omitempty"`
 
+	// maxProbeSeconds is the most limits.probeSeconds may be: how long one
+	// check (or MCP call) may hold its run's node slot.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxProbeSeconds *int32 `json:"maxProbeSeconds,omitempty"`
+
+	// maxProcesses is the most limits.maxProcesses may be: the processes
+	// (pids) one run may hold of its node's.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxProcesses *int32 `json:"maxProcesses,omitempty"`
+
+	// maxArtifactBytes is the most limits.maxArtifactBytes may be: what one
+	// run's artifacts may add to its evidence.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxArtifactBytes *int64 `json:"maxArtifactBytes,omitempty"`
+
 	// maxDisk is the most limits.disk may be.
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('1Mi')) >= 0",message="limits.maxDisk must be at least 1Mi, the least limits.disk may be"
 	// +optional

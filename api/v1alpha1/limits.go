@@ -104,6 +104,18 @@ func Ceilings(policies []*HarnessPolicy) *LimitCeilings {
 			c.MaxDecisions = ptrTo(*l.MaxDecisions)
 			lower("maxDecisions", p.Name)
 		}
+		if l.MaxProbeSeconds != nil && (c.MaxProbeSeconds == nil || *l.MaxProbeSeconds < *c.MaxProbeSeconds) {
+			c.MaxProbeSeconds = ptrTo(*l.MaxProbeSeconds)
+			lower("maxProbeSeconds", p.Name)
+		}
+		if l.MaxProcesses != nil && (c.MaxProcesses == nil || *l.MaxProcesses < *c.MaxProcesses) {
+			c.MaxProcesses = ptrTo(*l.MaxProcesses)
+			lower("maxProcesses", p.Name)
+		}
+		if l.MaxArtifactBytes != nil && (c.MaxArtifactBytes == nil || *l.MaxArtifactBytes < *c.MaxArtifactBytes) {
+			c.MaxArtifactBytes = ptrTo(*l.MaxArtifactBytes)
+			lower("maxArtifactBytes", p.Name)
+		}
 	}
 	if len(c.Policies) == 0 {
 		return nil
@@ -154,14 +166,14 @@ func ResolveLimits(run Limits, fixture *Limits, ceilings *LimitCeilings) Resolve
 	r := &resolver{out: ResolvedLimits{Sources: map[string]string{}}, ceilings: c}
 	l := &r.out.Limits
 	l.EpisodeSeconds = resolve(r, "episodeSeconds", "maxEpisodeSeconds", run.EpisodeSeconds, fix.EpisodeSeconds, DefaultEpisodeSeconds, c.MaxEpisodeSeconds, zero32, less32, fmtInt)
-	l.ProbeSeconds = resolve(r, "probeSeconds", "", run.ProbeSeconds, fix.ProbeSeconds, DefaultProbeSeconds, nil, zero32, less32, fmtInt)
+	l.ProbeSeconds = resolve(r, "probeSeconds", "maxProbeSeconds", run.ProbeSeconds, fix.ProbeSeconds, DefaultProbeSeconds, c.MaxProbeSeconds, zero32, less32, fmtInt)
 	l.ProbeSeconds = min(l.ProbeSeconds, l.EpisodeSeconds)
 	l.Memory = resolveQuantity(r, "memory", "maxMemory", run.Memory, fix.Memory, DefaultMemory, c.MaxMemory)
 	l.Disk = resolveQuantity(r, "disk", "maxDisk", run.Disk, fix.Disk, DefaultDisk, c.MaxDisk)
 	l.MaxDecisions = resolve(r, "maxDecisions", "maxDecisions", run.MaxDecisions, fix.MaxDecisions, DefaultMaxDecisions, c.MaxDecisions, zero32, less32, fmtInt)
-	l.MaxProcesses = resolve(r, "maxProcesses", "", run.MaxProcesses, fix.MaxProcesses, DefaultMaxProcesses, nil, zero32, less32, fmtInt)
+	l.MaxProcesses = resolve(r, "maxProcesses", "maxProcesses", run.MaxProcesses, fix.MaxProcesses, DefaultMaxProcesses, c.MaxProcesses, zero32, less32, fmtInt)
 	l.MaxOutputBytes = resolve(r, "maxOutputBytes", "maxOutputBytes", run.MaxOutputBytes, fix.MaxOutputBytes, DefaultMaxOutputBytes, c.MaxOutputBytes, zero64, less64, fmtInt)
-	l.MaxArtifactBytes = resolve(r, "maxArtifactBytes", "", run.MaxArtifactBytes, fix.MaxArtifactBytes, DefaultMaxArtifactBytes, nil, zero64, less64, fmtInt)
+	l.MaxArtifactBytes = resolve(r, "maxArtifactBytes", "maxArtifactBytes", run.MaxArtifactBytes, fix.MaxArtifactBytes, DefaultMaxArtifactBytes, c.MaxArtifactBytes, zero64, less64, fmtInt)
 	return r.out
 }
 

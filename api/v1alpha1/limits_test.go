@@ -87,6 +87,14 @@ func TestResolveLimits(t *testing.T) {
 				"HarnessPolicy short rule limits.maxEpisodeSeconds: limits.episodeSeconds 600 (set by the fixture) is above the ceiling 300",
 				"HarnessPolicy small rule limits.maxDisk: limits.disk 1Gi (set by the fixture) is above the ceiling 512Mi",
 			}},
+		"the ceilings of checks' time, processes and artifacts": {fixture: &Limits{MaxProcesses: 4096}, ceilings: &LimitCeilings{
+			PolicyLimits: PolicyLimits{MaxProbeSeconds: ptr.To[int32](30), MaxProcesses: ptr.To[int32](512), MaxArtifactBytes: ptr.To[int64](1 << 16)},
+			Policies:     map[string]string{"maxProbeSeconds": "brief", "maxProcesses": "few", "maxArtifactBytes": "small"}},
+			want: with(func(l *Limits) { l.ProbeSeconds, l.MaxProcesses, l.MaxArtifactBytes = 30, 4096, 1<<16 }),
+			sources: allFrom(LimitFromDefault, map[string]string{
+				"probeSeconds": "HarnessPolicy brief limits.maxProbeSeconds", "maxProcesses": "fixture",
+				"maxArtifactBytes": "HarnessPolicy small limits.maxArtifactBytes"}),
+			refused: []string{"HarnessPolicy few rule limits.maxProcesses: limits.maxProcesses 4096 (set by the fixture) is above the ceiling 512"}},
 		"a run above a ceiling is refused too": {run: Limits{MaxOutputBytes: 1<<20 + 1}, ceilings: ceilings,
 			want: with(func(l *Limits) {
 				l.EpisodeSeconds, l.Memory, l.Disk, l.MaxOutputBytes, l.MaxDecisions = 300, q("1Gi"), q("512Mi"), 1<<20+1, 100

@@ -1273,6 +1273,21 @@ func (in *PolicyLimits) DeepCopyInto(out *PolicyLimits) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.MaxProbeSeconds != nil {
+		in, out := &in.MaxProbeSeconds, &out.MaxProbeSeconds
+		*out = new(int32)
+		**out = **in
+	}
+	if in.MaxProcesses != nil {
+		in, out := &in.MaxProcesses, &out.MaxProcesses
+		*out = new(int32)
+		**out = **in
+	}
+	if in.MaxArtifactBytes != nil {
+		in, out := &in.MaxArtifactBytes, &out.MaxArtifactBytes
+		*out = new(int64)
+		**out = **in
+	}
 	if in.MaxDisk != nil {
 		in, out := &in.MaxDisk, &out.MaxDisk
 		x := (*in).DeepCopy()

@@ -56,7 +56,8 @@ func TestHarnessPolicyRefusesWhatItForbids(t *testing.T) {
 			Isolation:         &harnessv1.PolicyIsolation{ForbidFallback: true},
 			Network:           &harnessv1.PolicyNetwork{ForbidUnrestricted: true, ForbidProviderTools: true, AllowedHosts: []string{"gateway.example.com", "mirror.example.com:8443"}},
 			Limits: &harnessv1.PolicyLimits{MaxMemory: ptr.To(resource.MustParse("4Gi")), MaxEpisodeSeconds: ptr.To[int32](600),
-				MaxOutputBytes: ptr.To[int64](1 << 20), MaxDecisions: ptr.To[int32](100), MaxDisk: ptr.To(resource.MustParse("2Gi"))},
+				MaxOutputBytes: ptr.To[int64](1 << 20), MaxDecisions: ptr.To[int32](100), MaxDisk: ptr.To(resource.MustParse("2Gi")),
+				MaxProbeSeconds: ptr.To[int32](60), MaxProcesses: ptr.To[int32](512), MaxArtifactBytes: ptr.To[int64](1 << 16)},
 			Adapters:             []harnessv1.Adapter{harnessv1.AdapterExec, harnessv1.AdapterCodex},
 			RequiredNodeSelector: map[string]string{"pool": "agents"},
 		},
@@ -90,7 +91,7 @@ func TestHarnessPolicyRefusesWhatItForbids(t *testing.T) {
 				Isolation:    harnessv1.IsolationSpec{Policy: harnessv1.IsolationRequired},
 				NodeSelector: map[string]string{"pool": "agents", "zone": "z1"},
 				Limits: harnessv1.Limits{Memory: ptr.To(resource.MustParse("4Gi")), EpisodeSeconds: 600, ProbeSeconds: 60,
-					MaxOutputBytes: 1 << 20, MaxDecisions: 100, Disk: ptr.To(resource.MustParse("2Gi"))},
+					MaxOutputBytes: 1 << 20, MaxDecisions: 100, Disk: ptr.To(resource.MustParse("2Gi")), MaxProcesses: 512, MaxArtifactBytes: 1 << 16},
 			},
 		}
 		if change != nil {
@@ -168,6 +169,14 @@ func TestHarnessPolicyRefusesWhatItForbids(t *testing.T) {
 			rule + "limits.maxDecisions: limits.maxDecisions 101 is above the ceiling 100"},
 		{"disk above the ceiling", good(governed, func(r *harnessv1.HarnessRun) { r.Spec.Limits.Disk = ptr.To(resource.MustParse("3Gi")) }),
 			rule + "limits.maxDisk: limits.disk 3Gi is above the ceiling 2Gi"},
+		{"checks' time above the ceiling", good(governed, func(r *harnessv1.HarnessRun) { r.Spec.Limits.ProbeSeconds = 61 }),
+			rule + "limits.maxProbeSeconds: limits.probeSeconds 61 is above the ceiling 60"},
+		{"processes above the ceiling", good(governed, func(r *harnessv1.HarnessRun) { r.Spec.Limits.MaxProcesses = 513 }),
+			rule + "limits.maxProcesses: limits.maxProcesses 513 is above the ceiling 512"},
+		{"artifacts above the ceiling", good(governed, func(r *harnessv1.HarnessRun) { r.Spec.Limits.MaxArtifactBytes = 1<<16 + 1 }),
+			rule + "limits.maxArtifactBytes: limits.maxArtifactBytes 65537 is above the ceiling 65536"},
+		{"a suite above the processes ceiling", suite(governed, func(s *harnessv1.HarnessSuite) { s.Spec.Template.Limits.MaxProcesses = 4096 }),
+			rule + "limits.maxProcesses"},
 		{"a suite that keeps every rule", suite(governed, nil), ""},
 		{"a suite whose template falls back", suite(governed, func(s *harnessv1.HarnessSuite) {
 			s.Spec.Template.Isolation = &harnessv1.IsolationSpec{Policy: harnessv1.IsolationAllowFallback}
