@@ -163,7 +163,7 @@ Progress **2/5**: 1 passed, 1 failed, 0 errored, 0 running, 0 pending. Pass rate
 
 | Agent | Fixture | n | Passed | Failed | Errored | Unfinished | Pass rate | 95% CI | Reward [95% CI] (n) | Tokens in / out / cache |
 |---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|
-| co\|dex | hello | 2 | 1 | 1 | 0 | 0 | 50.0% | 9.5%–90.5% | – | 1230 / 349 / 76 |
+| co\|dex | hello | 2 | 1 | 1 | 0 | 0 | 50.0% | 9.5%–90.5% | – | 1230 / 349 / 76 (1 runs with answers uncounted) |
 
 Earlier rounds: round 1 (revision old) 40.0%.
 `
