@@ -126,104 +126,22 @@ var contentKeys = map[usage.Dialect][]string{
 // file_url; Gemini's fileData). The provider fetches it with the agent's
 // URL, query and all: the same channel out as a fetch tool. The CLIs send
 // images and files inline. Parts are found at any depth (a tool result
-// can hold an image).
+// can hold an image), by one pass over the body's bytes (urlcontent.go).
 func urlContent(d usage.Dialect, req request) string {
 	for _, k := range contentKeys[d] {
 		raw := req[k]
-		// Only a value that could name one is decoded: every key below
+		// Only a value that could name one is scanned: every key below
 		// has "url", "Uri" or "uri" in its name (keys are read
 		// case-sensitively, as the providers read them), or is written
-		// with an escape (\u0075rl), which is decoded as they would.
+		// with an escape (\u0075rl), which is read as they would.
 		if !present(raw) || !containsAny(raw, "url", "Uri", "uri", `\u`) {
 			continue
 		}
-		var v any
-		if json.Unmarshal(raw, &v) != nil {
-			continue // not what the provider takes either: it refuses it
-		}
-		if what := findURLPart(d, v, 0); what != "" {
+		if what := scanURLParts(d, raw); what != "" {
 			return what
 		}
 	}
 	return ""
-}
-
-// maxContentDepth bounds the walk; Go's decoder already refuses nesting
-// deeper than 10,000.
-const maxContentDepth = 10000
-
-func findURLPart(d usage.Dialect, v any, depth int) string {
-	if depth > maxContentDepth {
-		return ""
-	}
-	switch v := v.(type) {
-	case []any:
-		for _, e := range v {
-			if what := findURLPart(d, e, depth+1); what != "" {
-				return what
-			}
-		}
-	case map[string]any:
-		if what := urlPart(d, v); what != "" {
-			return what
-		}
-		for _, e := range v {
-			if what := findURLPart(d, e, depth+1); what != "" {
-				return what
-			}
-		}
-	}
-	return ""
-}
-
-// urlPart says what the content part o is when the provider would fetch it
-// from a URL.
-func urlPart(d usage.Dialect, o map[string]any) string {
-	typ, _ := o["type"].(string)
-	switch d {
-	case usage.Anthropic:
-		if src, ok := o["source"].(map[string]any); ok && src["type"] == "url" {
-			return orPart(typ) + " content from a URL"
-		}
-	case usage.Chat:
-		// image_url, and the video_url, audio_url, file_url parts that
-		// OpenAI-compatible providers take.
-		if strings.HasSuffix(typ, "_url") {
-			u := o[typ]
-			if m, ok := u.(map[string]any); ok {
-				u = m["url"]
-			}
-			if s, ok := u.(string); ok && !isDataURL(s) {
-				return typ + " content from a URL"
-			}
-		}
-	case usage.Responses:
-		if s, ok := o["image_url"].(string); ok && typ == "input_image" && !isDataURL(s) {
-			return "input_image content from a URL"
-		}
-		if s, ok := o["file_url"].(string); ok && typ == "input_file" && s != "" {
-			return "input_file content from a URL"
-		}
-	case usage.Gemini:
-		for _, k := range []string{"fileData", "file_data"} {
-			if fd, ok := o[k].(map[string]any); ok && (fd["fileUri"] != nil || fd["file_uri"] != nil) {
-				return k + " content from a URI"
-			}
-		}
-	}
-	return ""
-}
-
-func orPart(typ string) string {
-	if typ == "" {
-		return "a part's"
-	}
-	return typ
-}
-
-// isDataURL: the content is inline, nothing to fetch.
-func isDataURL(s string) bool {
-	return len(s) >= 5 && strings.EqualFold(s[:5], "data:")
 }
 
 func containsAny(b []byte, subs ...string) bool {

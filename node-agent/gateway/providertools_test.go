@@ -1,9 +1,13 @@
 package gateway
 
 import (
+	"encoding/json"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/harnessfacts/harnessfacts/node-agent/usage"
 )
 
 // networkRequests ask the provider to reach the network for the agent, one
@@ -41,6 +45,9 @@ var networkRequests = []struct {
 	{"responses input_image by URL", "/v1/responses", `{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"?"},{"type":"input_image","image_url":"https://evil.example/x.png"}]}]}`, "input_image content from a URL"},
 	{"responses input_file by URL", "/v1/responses/compact", `{"model":"m","input":[{"role":"user","content":[{"type":"input_file","file_url":"https://evil.example/f.pdf"}]}]}`, "input_file content from a URL"},
 	{"gemini fileData", "/v1beta/models/g:generateContent", `{"contents":[{"role":"user","parts":[{"fileData":{"mimeType":"image/png","fileUri":"https://evil.example/x.png"}}]}]}`, "fileData content from a URI"},
+	// A repeated member counts each time: a provider may read either.
+	{"anthropic URL source then another", "/v1/messages", `{"model":"m","messages":[{"role":"user","content":[{"type":"image","source":{"type":"url","url":"https://evil.example/x.png"},"source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}}]}]}`, "image content from a URL"},
+	{"chat escaped scheme", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"\u0068ttps://evil.example/x.png"}}]}]}`, "image_url content from a URL"},
 	{"gemini file_data in a count", "/v1beta/models/g:countTokens", `{"generateContentRequest":{"model":"models/g","contents":[{"parts":[{"file_data":{"file_uri":"gs://evil/x"}}]}]}}`, "file_data content from a URI"},
 }
 
@@ -69,6 +76,7 @@ func TestNetworkTool(t *testing.T) {
 		{"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgo="}},{"type":"text","text":"see https://example.com"}]}]}`},
 		{"/v1/responses", `{"model":"m","input":[{"role":"user","content":[{"type":"input_image","image_url":"data:image/png;base64,iVBORw0KGgo="}]},{"type":"function_call","name":"fetch","arguments":"{\"url\":\"https://example.com\"}"}]}`},
 		{"/v1beta/models/g:generateContent", `{"contents":[{"role":"user","parts":[{"inlineData":{"mimeType":"image/png","data":"iVBORw0KGgo="}},{"text":"url: https://example.com"}]}]}`},
+		{"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"\u0064ata:image/png;base64,iVBORw0KGgo="}}]}]}`},
 	} {
 		if got := networkTool(requestDialect(c.path), parseRequest([]byte(c.body))); got != "" {
 			t.Errorf("%s %s: %q; want none", c.path, c.body, got)
@@ -179,5 +187,43 @@ func TestEncoded(t *testing.T) {
 		if got := encoded(h); got != c.want {
 			t.Errorf("%q: %q, want %q", c.values, got, c.want)
 		}
+	}
+}
+
+// TestURLContentScanIsFrugal: the scan of a conversation for content by
+// URL reads the body where it lies: a request of many tiny objects (which
+// decoded whole into maps would take many times its size of the
+// node-agent's memory) allocates a fraction of its size, and a part by URL
+// deep in nested arrays is found.
+func TestURLContentScanIsFrugal(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"model":"m","messages":[{"role":"user","content":[`)
+	for b.Len() < 8<<20 {
+		b.WriteString(`{},{"type":"text","text":"url"},[1,true,null,"x"],`)
+	}
+	b.WriteString(`{"type":"text","text":"end"}]}]}`)
+	body := []byte(b.String())
+	req := parseRequest(body)
+	var before, after runtime.MemStats
+	for _, d := range []usage.Dialect{usage.Anthropic, usage.Chat} {
+		runtime.ReadMemStats(&before)
+		if got := networkTool(d, req); got != "" {
+			t.Fatalf("%s: a request without content by URL: %q", d, got)
+		}
+		runtime.ReadMemStats(&after)
+		n := after.TotalAlloc - before.TotalAlloc
+		t.Logf("%s: scanning %d bytes allocated %d", d, len(body), n)
+		if n > 64<<10 {
+			t.Errorf("%s: scanning %d bytes allocated %d", d, len(body), n)
+		}
+	}
+	var v any
+	runtime.ReadMemStats(&before)
+	_ = json.Unmarshal(req["messages"], &v)
+	runtime.ReadMemStats(&after)
+	t.Logf("decoding it into maps would allocate %d", after.TotalAlloc-before.TotalAlloc)
+	deep := strings.Repeat("[", 5000) + `{"type":"image","source":{"type":"url","url":"https://evil.example/x"}}` + strings.Repeat("]", 5000)
+	if got := networkTool(usage.Anthropic, parseRequest([]byte(`{"messages":`+deep+`}`))); got != "image content from a URL" {
+		t.Errorf("a part 5000 arrays deep: %q", got)
 	}
 }

@@ -1,0 +1,276 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+
+	"github.com/harnessfacts/harnessfacts/node-agent/usage"
+)
+
+// scanURLParts finds, in one pass over raw (a JSON value of a body the
+// gateway has already read as valid JSON), the first object that is a
+// content part the provider would fetch from a URL (urlPart). It decodes
+// nothing but the few member values it compares: a request of 16 MiB of
+// tiny objects, decoded whole into maps, would take hundreds of megabytes
+// of the node-agent's memory, which every run shares.
+//
+// A member the scan looks at counts wherever it stands in its object, and
+// every time it stands there: a provider may read the first or the last of
+// a repeated key, so any of them that names a URL does.
+func scanURLParts(d usage.Dialect, raw []byte) (found string) {
+	defer func() {
+		if recover() != nil {
+			// Not reachable with valid JSON; refused rather than passed.
+			found = "a part the gateway could not read"
+		}
+	}()
+	s := partScanner{b: raw, d: d}
+	s.value(skipSpace(raw, 0))
+	return s.found
+}
+
+type partScanner struct {
+	b     []byte
+	d     usage.Dialect
+	found string
+}
+
+// part is what an object's members say that urlPart needs. Its slices are
+// pieces of the body (or, for the rare escaped one, its decoding): a scan
+// copies nothing.
+type part struct {
+	// typ is the first "type" member's string, moreTypes any later ones
+	// (a repeated key): the usual single one costs no allocation.
+	typ       []byte
+	moreTypes [][]byte
+	// sourceURL: a "source" member is an object of type "url" (Anthropic).
+	sourceURL bool
+	// url is the last "url" member (Chat's image_url object).
+	url []byte
+	// urls are the members whose key ends in "_url": their raw string, or
+	// their object's "url" (Chat's image_url, Responses' image_url and
+	// file_url).
+	urls []member
+	// fileData names a fileData or file_data member whose object has a
+	// fileUri or file_uri (Gemini); hasURI: this object has one.
+	fileData string
+	hasURI   bool
+}
+
+type member struct{ key, val []byte }
+
+// value reads the value at i and returns the index after it, and, for an
+// object, what its members say.
+func (s *partScanner) value(i int) (int, part, bool) {
+	switch s.b[i] {
+	case '{':
+		end, p := s.object(i)
+		return end, p, true
+	case '[':
+		i = skipSpace(s.b, i+1)
+		if s.b[i] == ']' {
+			return i + 1, part{}, false
+		}
+		for {
+			i, _, _ = s.value(i)
+			i = skipSpace(s.b, i)
+			if s.b[i] == ']' {
+				return i + 1, part{}, false
+			}
+			i = skipSpace(s.b, i+1) // past the comma
+		}
+	case '"':
+		return stringEnd(s.b, i), part{}, false
+	}
+	// A number, true, false or null.
+	for i < len(s.b) {
+		switch s.b[i] {
+		case ',', ']', '}', ' ', '\t', '\r', '\n':
+			return i, part{}, false
+		}
+		i++
+	}
+	return i, part{}, false
+}
+
+func (s *partScanner) object(i int) (int, part) {
+	var p part
+	i = skipSpace(s.b, i+1)
+	if s.b[i] == '}' {
+		return i + 1, p
+	}
+	for {
+		kEnd := stringEnd(s.b, i)
+		key := rawString(s.b[i:kEnd])
+		i = skipSpace(s.b, kEnd)
+		i = skipSpace(s.b, i+1) // past the colon
+		start := i
+		var child part
+		var isObj bool
+		i, child, isObj = s.value(i)
+		val := s.b[start:i]
+		switch string(key) {
+		case "type":
+			if t := rawString(val); p.typ == nil {
+				p.typ = t
+			} else {
+				p.moreTypes = append(p.moreTypes, t)
+			}
+		case "source":
+			if isObj && child.hasType("url") {
+				p.sourceURL = true
+			}
+		case "url":
+			if p.url == nil || isURL(val) {
+				p.url = val // any one that is a URL, of a repeated key
+			}
+		case "fileData", "file_data":
+			if isObj && child.hasURI {
+				p.fileData = string(key)
+			}
+		case "fileUri", "file_uri":
+			p.hasURI = true
+		}
+		if bytes.HasSuffix(key, []byte("_url")) {
+			u := val
+			if isObj {
+				u = child.url
+			}
+			p.urls = append(p.urls, member{key, u})
+		}
+		i = skipSpace(s.b, i)
+		if s.b[i] == '}' {
+			break
+		}
+		i = skipSpace(s.b, i+1) // past the comma
+	}
+	if s.found == "" {
+		s.found = urlPart(s.d, &p)
+	}
+	return i + 1, p
+}
+
+// urlPart says what the content part p is when the provider would fetch it
+// from a URL.
+func urlPart(d usage.Dialect, p *part) string {
+	switch d {
+	case usage.Anthropic:
+		if p.sourceURL {
+			return label(p.typ) + " content from a URL"
+		}
+	case usage.Chat:
+		// image_url, and the video_url, audio_url, file_url parts that
+		// OpenAI-compatible providers take.
+		for i := -1; i < len(p.moreTypes); i++ {
+			typ := p.typeAt(i)
+			if !bytes.HasSuffix(typ, []byte("_url")) {
+				continue
+			}
+			for _, m := range p.urls {
+				if bytes.Equal(m.key, typ) && isURL(m.val) {
+					return label(typ) + " content from a URL"
+				}
+			}
+		}
+	case usage.Responses:
+		for i := -1; i < len(p.moreTypes); i++ {
+			typ := p.typeAt(i)
+			for _, m := range p.urls {
+				switch {
+				case string(typ) == "input_image" && string(m.key) == "image_url" && isURL(m.val):
+					return "input_image content from a URL"
+				case string(typ) == "input_file" && string(m.key) == "file_url" && len(rawString(m.val)) > 0:
+					return "input_file content from a URL"
+				}
+			}
+		}
+	case usage.Gemini:
+		if p.fileData != "" {
+			return p.fileData + " content from a URI"
+		}
+	}
+	return ""
+}
+
+// label names a part by its type in the refusal, the agent's own words
+// kept short.
+func label(typ []byte) string {
+	if len(typ) == 0 || len(typ) > 32 {
+		return "a part's"
+	}
+	return string(typ)
+}
+
+// typeAt is the first "type" member's string for -1, else the i-th
+// later one.
+func (p *part) typeAt(i int) []byte {
+	if i < 0 {
+		return p.typ
+	}
+	return p.moreTypes[i]
+}
+
+// hasType: a "type" member is s.
+func (p *part) hasType(s string) bool {
+	if p.typ != nil && string(p.typ) == s {
+		return true
+	}
+	for _, t := range p.moreTypes {
+		if string(t) == s {
+			return true
+		}
+	}
+	return false
+}
+
+// rawString is the characters of raw, a JSON string with its quotes: a
+// piece of raw itself, decoded only when it holds an escape; nil when raw
+// is not a string.
+func rawString(raw []byte) []byte {
+	if len(raw) < 2 || raw[0] != '"' {
+		return nil
+	}
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return raw[1 : len(raw)-1]
+	}
+	var s string
+	_ = json.Unmarshal(raw, &s)
+	return []byte(s)
+}
+
+// isURL: raw is a non-empty JSON string that is not a data: URL (inline
+// content, nothing to fetch). Only its first characters are read, unless
+// an escape stands among them.
+func isURL(raw []byte) bool {
+	if len(raw) < 3 || raw[0] != '"' {
+		return false // not a string, or empty
+	}
+	var head string
+	if bytes.IndexByte(raw[:min(len(raw), 16)], '\\') < 0 {
+		head = string(raw[1:min(len(raw)-1, 6)])
+	} else {
+		head = string(rawString(raw))
+	}
+	return !(len(head) >= 5 && strings.EqualFold(head[:5], "data:"))
+}
+
+// stringEnd is the index after the JSON string that starts at i.
+func stringEnd(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return len(b)
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
