@@ -51,10 +51,17 @@ func (p *pace) spend(d time.Duration) time.Duration {
 	if p.credit >= 0 {
 		return 0
 	}
-	wait := time.Duration(float64(-p.credit) / p.share)
+	// One wait is at most maxPaceWait: the debt left is paid by the next
+	// writes. A longer one could outlast the few seconds the sandbox
+	// waits for its output to be copied once the agent has exited
+	// (exec.Cmd's WaitDelay), and the output's end would be dropped.
+	wait := min(time.Duration(float64(-p.credit)/p.share), maxPaceWait)
 	p.waited += wait
 	return wait
 }
+
+// maxPaceWait bounds one write's wait.
+const maxPaceWait = 2 * time.Second
 
 // slowed is how long the run's writers waited in all.
 func (p *pace) slowed() time.Duration {

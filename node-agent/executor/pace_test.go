@@ -25,6 +25,15 @@ func TestPaceSpend(t *testing.T) {
 	if p.slowed() < 990*time.Millisecond {
 		t.Fatalf("slowed %v", p.slowed())
 	}
+	// A write far over the credit waits at most maxPaceWait; the debt
+	// stays for the next.
+	p = &pace{share: 0.1, burst: time.Second, credit: 0, last: time.Now()}
+	if w := p.spend(time.Second); w != maxPaceWait {
+		t.Fatalf("a debt of 10 s: one wait of %v, want %v", w, maxPaceWait)
+	}
+	if w := p.spend(0); w != maxPaceWait {
+		t.Fatalf("the debt was forgotten: the next write waits %v", w)
+	}
 	var none *pace
 	if none.slowed() != 0 {
 		t.Fatal("a nil pace slowed")
