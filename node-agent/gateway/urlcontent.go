@@ -252,7 +252,7 @@ func isURL(raw []byte) bool {
 	} else {
 		head = string(rawString(raw))
 	}
-	return !(len(head) >= 5 && strings.EqualFold(head[:5], "data:"))
+	return len(head) < 5 || !strings.EqualFold(head[:5], "data:")
 }
 
 // stringEnd is the index after the JSON string that starts at i.
