@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package e2e runs HarnessRuns end to end: a real kube-apiserver and etcd,
 // the controller and a node-agent in this process, real bubblewrap, and the
 // harnessfacts binary built from this tree for what runs inside the sandbox
