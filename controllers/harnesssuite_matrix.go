@@ -158,50 +158,39 @@ func (r *HarnessSuiteReconciler) createRuns(ctx context.Context, p *suitePass, p
 	var (
 		mu   sync.Mutex
 		errs []error
-		wg   sync.WaitGroup
-		work = make(chan plannedRun)
 	)
-	for range min(r.opts.CreateWorkers, len(todo)) {
-		wg.Go(func() {
-			for pr := range work {
-				run, err := buildRun(suite, pr, r.client.Scheme())
-				if err == nil {
-					// Expected before the request: the watch may deliver the
-					// run before Create returns.
-					r.expect(key, pr.name)
-					err = r.client.Create(ctx, run)
-				}
-				mu.Lock()
-				switch {
-				case err == nil:
-					exists[pr.name] = true
-				case apierrors.IsAlreadyExists(err):
-					// Created by an earlier pass whose run the cache has
-					// not shown within the expectation's lifetime.
-					exists[pr.name] = true
-					log.FromContext(ctx).V(1).Info("run already exists", "suite", key, "run", pr.name)
-				case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err):
-					// Certainly not created: it must not hold a slot.
-					r.unexpect(key, pr.name)
-					errs = append(errs, err)
-					if p.refused == "" {
-						p.refused = fmt.Sprintf("creating run %s was refused: %v", pr.name, err)
-					}
-				default:
-					// The run may or may not exist: it stays expected
-					// until the cache shows it or the expectation expires.
-					exists[pr.name] = true
-					errs = append(errs, err)
-				}
-				mu.Unlock()
+	inParallel(r.opts.CreateWorkers, todo, func(pr plannedRun) {
+		run, err := buildRun(suite, pr, r.client.Scheme())
+		if err == nil {
+			// Expected before the request: the watch may deliver the
+			// run before Create returns.
+			r.expect(key, pr.name)
+			err = r.client.Create(ctx, run)
+		}
+		mu.Lock()
+		switch {
+		case err == nil:
+			exists[pr.name] = true
+		case apierrors.IsAlreadyExists(err):
+			// Created by an earlier pass whose run the cache has
+			// not shown within the expectation's lifetime.
+			exists[pr.name] = true
+			log.FromContext(ctx).V(1).Info("run already exists", "suite", key, "run", pr.name)
+		case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err):
+			// Certainly not created: it must not hold a slot.
+			r.unexpect(key, pr.name)
+			errs = append(errs, err)
+			if p.refused == "" {
+				p.refused = fmt.Sprintf("creating run %s was refused: %v", pr.name, err)
 			}
-		})
-	}
-	for _, pr := range todo {
-		work <- pr
-	}
-	close(work)
-	wg.Wait()
+		default:
+			// The run may or may not exist: it stays expected
+			// until the cache shows it or the expectation expires.
+			exists[pr.name] = true
+			errs = append(errs, err)
+		}
+		mu.Unlock()
+	})
 	if len(errs) > 0 {
 		log.FromContext(ctx).Error(errs[0], "creating runs", "suite", key, "failed", len(errs), "of", len(todo))
 		return exists, fmt.Errorf("creating %d of %d runs of HarnessSuite %s: %w", len(errs), len(todo), key, errors.Join(errs...))
@@ -237,30 +226,38 @@ func (r *HarnessSuiteReconciler) deleteEarlierRounds(ctx context.Context, p *sui
 	var (
 		mu   sync.Mutex
 		errs []error
-		wg   sync.WaitGroup
-		work = make(chan *harnessv1.HarnessRun)
 	)
-	for range min(r.opts.CreateWorkers, len(stale)) {
-		wg.Go(func() {
-			for run := range work {
-				// A copy: run is the cache's own (UnsafeDisableDeepCopy).
-				del := &harnessv1.HarnessRun{ObjectMeta: metav1.ObjectMeta{Name: run.Name, Namespace: run.Namespace}}
-				err := r.client.Delete(ctx, del, client.Preconditions{UID: &run.UID}, client.PropagationPolicy(metav1.DeletePropagationBackground))
-				if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	for _, run := range stale {
-		work <- run
-	}
-	close(work)
-	wg.Wait()
+	inParallel(r.opts.CreateWorkers, stale, func(run *harnessv1.HarnessRun) {
+		// A copy: run is the cache's own (UnsafeDisableDeepCopy).
+		del := &harnessv1.HarnessRun{ObjectMeta: metav1.ObjectMeta{Name: run.Name, Namespace: run.Namespace}}
+		err := r.client.Delete(ctx, del, client.Preconditions{UID: &run.UID}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		}
+	})
 	if len(errs) > 0 {
 		return fmt.Errorf("deleting %d of the %d earlier rounds' runs of HarnessSuite %s/%s: %w", len(errs), len(stale), p.suite.Namespace, p.suite.Name, errors.Join(errs...))
 	}
 	return nil
+}
+
+// inParallel calls fn for each item, at most n at once, and returns when
+// every call has.
+func inParallel[T any](n int, items []T, fn func(T)) {
+	var wg sync.WaitGroup
+	work := make(chan T)
+	for range min(n, len(items)) {
+		wg.Go(func() {
+			for it := range work {
+				fn(it)
+			}
+		})
+	}
+	for _, it := range items {
+		work <- it
+	}
+	close(work)
+	wg.Wait()
 }

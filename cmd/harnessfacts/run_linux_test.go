@@ -23,7 +23,13 @@ import (
 // a path short enough for a run root's unix sockets.
 func openDir(t *testing.T) string {
 	t.Helper()
-	d, err := os.MkdirTemp("", "hf-cmd-")
+	return openDirIn(t, "")
+}
+
+// openDirIn is openDir below parent ("": the temporary directory).
+func openDirIn(t *testing.T, parent string) string {
+	t.Helper()
+	d, err := os.MkdirTemp(parent, "hf-cmd-")
 	if err == nil {
 		err = os.Chmod(d, 0o755)
 	}
@@ -371,14 +377,7 @@ func TestLocalRunTwiceInTheFixturesFolder(t *testing.T) {
 // keys the run did not select (which the redactor does not know).
 func TestLocalRunHidesTheHostFoldersItReads(t *testing.T) {
 	bin := harnessfactsBinary(t)
-	base, err := os.MkdirTemp("/var/tmp", "hf-hide-")
-	if err == nil {
-		err = os.Chmod(base, 0o755)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(base) })
+	base := openDirIn(t, "/var/tmp")
 	fix := filepath.Join(base, "fixtures", "guess")
 	files := map[string]string{
 		filepath.Join(fix, "fixture.yaml"): "prompt: guess the number\nartifacts: [answer.txt, loot.txt]\nchecks:\n" +
