@@ -16,6 +16,8 @@ package envimage
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -154,10 +156,15 @@ func (c *Cache) Get(ctx context.Context, ref string, opts PullOptions) (img *Ima
 		}
 		return nil, nil, fmt.Errorf("the environment image reference %q is not valid: %w", ref, err)
 	}
-	key := strings.TrimPrefix(d.DigestStr(), "sha256:")
-	if len(key) != 64 || strings.Trim(key, "0123456789abcdef") != "" {
+	hexDigest := strings.TrimPrefix(d.DigestStr(), "sha256:")
+	if len(hexDigest) != 64 || strings.Trim(hexDigest, "0123456789abcdef") != "" {
 		return nil, nil, fmt.Errorf("%w: %s has no sha256 digest", ErrNotPinned, ref)
 	}
+	// An entry is the image of one repository: a registry's word that it
+	// has a digest (a HEAD) proves nothing of content it never served, so
+	// the same digest named under another registry or repository is pulled
+	// and checked in full, never served from another repository's entry.
+	key := cacheKey(d.Context().Name(), hexDigest)
 	lock := c.lockFor(key)
 	lock.Lock()
 	defer lock.Unlock()
@@ -234,6 +241,14 @@ func (c *Cache) lockFor(key string) *sync.Mutex {
 		c.busy[key] = m
 	}
 	return m
+}
+
+// cacheKey names the entry of a repository's image: the digest, then a
+// digest of the repository's name (registry and path), so that entries of
+// one image sort together.
+func cacheKey(repository, hexDigest string) string {
+	sum := sha256.Sum256([]byte(repository))
+	return hexDigest + "-" + hex.EncodeToString(sum[:8])
 }
 
 // has says whether the cache holds the image of key.

@@ -8,6 +8,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"io/fs"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -190,6 +192,27 @@ func TestCachedPrivateImageNeedsTheRunsCredentials(t *testing.T) {
 		} else {
 			t.Logf("%s: refused: %v", c.name, err)
 		}
+	}
+	// A registry of the attacker's that answers every HEAD with the digest
+	// asked for: its word is no proof of content it never served.
+	forger := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v2/" {
+			return
+		}
+		w.Header().Set("Content-Type", "application/vnd.oci.image.manifest.v1+json")
+		w.Header().Set("Docker-Content-Digest", digest)
+		w.Header().Set("Content-Length", "500")
+		if r.Method != http.MethodHead {
+			w.WriteHeader(http.StatusNotFound)
+		}
+	}))
+	t.Cleanup(forger.Close)
+	forged := strings.TrimPrefix(forger.URL, "http://") + "/me/anything@" + digest
+	if got, rel, err := cache.Get(context.Background(), forged, PullOptions{}); err == nil {
+		rel()
+		t.Errorf("a registry that claims the digest got the cached private image (%s)", got.Root)
+	} else {
+		t.Logf("a registry that claims the digest: refused: %v", err)
 	}
 	again, release, err := cache.Get(context.Background(), ref, PullOptions{Keychain: kc})
 	if err != nil {
