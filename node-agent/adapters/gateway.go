@@ -36,6 +36,13 @@ type ModelRoute struct {
 // the OpenAI-Organization and OpenAI-Project headers.
 var scopeEnv = map[string]string{"OPENAI_ORGANIZATION": "OpenAI-Organization", "OPENAI_ORG_ID": "OpenAI-Organization", "OPENAI_PROJECT": "OpenAI-Project", "OPENAI_PROJECT_ID": "OpenAI-Project"}
 
+// IsScopeEnv says whether name is a variable that chooses a key's
+// organization or project (no key itself).
+func IsScopeEnv(name string) bool {
+	_, ok := scopeEnv[name]
+	return ok
+}
+
 // modelKeys are, per adapter, the env credentials that are model API keys
 // (in the order the adapter prefers them) and the header each goes in.
 var modelKeys = map[harnessv1.Adapter][]struct {

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -81,18 +82,59 @@ func (a *attempt) readGatewayLimits(ctx context.Context, why string) error {
 		}
 		return fail(harnessv1.ReasonEgressProxyFailed, fmt.Errorf("the model gateway's limits could not be read: %w", err))
 	}
-	if a.route == nil && lim.Any() {
-		if why == "" {
-			why = "its credentials are delivered to the agent"
-		}
-		return fail(harnessv1.ReasonPolicyViolation, fmt.Errorf("refused by the namespace's HarnessPolicies: %s limit model use, which only the model gateway can hold, "+
-			"and this run's credentials would reach the agent without it (%s)", strings.Join(lim.Rules(), ", "), why))
+	if refusal := modelLimitRefusal(lim, a.route, a.creds, a.run.Spec.Network.AllowHosts, why); refusal != "" {
+		return fail(harnessv1.ReasonPolicyViolation, errors.New(refusal))
 	}
 	if len(lim.Sources) > 0 {
 		log.FromContext(ctx).V(1).Info("model gateway limits", "maxRequests", lim.MaxRequests, "maxTokens", lim.MaxTokens, "from", lim.Sources)
 	}
 	a.gatewayLimits = lim
 	return nil
+}
+
+// modelLimitRefusal says why a run is refused under the policies' model
+// limits lim ("" when it is not): its credentials reach the agent without
+// the gateway (route nil: why says how), or, through it, credentials other
+// than its key reach the agent while the run may reach hosts of its own
+// (one could be a second model key, a host its provider).
+func modelLimitRefusal(lim harnessv1.GatewayLimits, route *adapters.ModelRoute, creds []adapters.Credential, allowHosts []string, why string) string {
+	if !lim.Any() {
+		return ""
+	}
+	rules := strings.Join(lim.Rules(), ", ")
+	if route == nil {
+		if len(creds) == 0 {
+			return ""
+		}
+		if why == "" {
+			why = "its credentials are delivered to the agent"
+		}
+		return fmt.Sprintf("refused by the namespace's HarnessPolicies: %s limit model use, which only the model gateway can hold, "+
+			"and this run's credentials would reach the agent without it (%s)", rules, why)
+	}
+	if names := passedThrough(route.Credentials); len(names) > 0 && len(allowHosts) > 0 {
+		return fmt.Sprintf("refused by the namespace's HarnessPolicies: %s limit model use, which only the model gateway can hold, "+
+			"and this run gives the agent credentials other than the key the gateway carries (%s) while it may reach hosts of its own (network.allowHosts): "+
+			"one could be a second model key", rules, strings.Join(names, ", "))
+	}
+	return ""
+}
+
+// passedThrough names the credentials the agent gets as they are (not a
+// gateway placeholder, not a key scope).
+func passedThrough(creds []adapters.Credential) []string {
+	var names []string
+	for _, c := range creds {
+		if string(c.Value) == adapters.GatewayPlaceholder || adapters.IsScopeEnv(c.Env) {
+			continue
+		}
+		name := c.Env
+		if name == "" {
+			name = string(c.File)
+		}
+		names = append(names, name)
+	}
+	return names
 }
 
 // startGateway serves the run's model gateway on sockets/gateway.sock; the

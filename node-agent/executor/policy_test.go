@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
 	"github.com/harnessfacts/harnessfacts/sandbox"
 )
@@ -195,6 +196,40 @@ func TestModelLimitsRefuseRunsWithoutTheGateway(t *testing.T) {
 	for name, n := range map[string]int{"refused-tokens": 0, "refused-budget": 0, "no-credentials": 1, "no-limits": 1} {
 		if obs.started[name] != n {
 			t.Errorf("%s: agent started %d times, want %d", name, obs.started[name], n)
+		}
+	}
+}
+
+// TestModelLimitRefusal: under model limits, a run through the gateway is
+// refused when a credential other than the gateway's key reaches the agent
+// and the run may reach hosts of its own (a second model key, its
+// provider); a run without allowHosts, or whose only credentials are the
+// gateway's key and its scope, is not.
+func TestModelLimitRefusal(t *testing.T) {
+	lim := harnessv1.GatewayLimits{MaxTokens: 1000, Sources: []string{"HarnessPolicy p gateway.maxTokensPerRun"}}
+	key := adapters.Credential{Env: "ANTHROPIC_API_KEY", Value: []byte(adapters.GatewayPlaceholder)}
+	spare := adapters.Credential{Env: "SPARE_KEY", Value: []byte("sk-ant-api03-spare")}
+	scope := adapters.Credential{Env: "OPENAI_PROJECT", Value: []byte("proj_1")}
+	route := func(creds ...adapters.Credential) *adapters.ModelRoute {
+		return &adapters.ModelRoute{Credentials: creds}
+	}
+	for name, c := range map[string]struct {
+		lim   harnessv1.GatewayLimits
+		route *adapters.ModelRoute
+		creds []adapters.Credential
+		hosts []string
+		want  string
+	}{
+		"no gateway, a key":                 {lim, nil, []adapters.Credential{spare}, nil, "would reach the agent without it"},
+		"no gateway, no credentials":        {lim, nil, nil, nil, ""},
+		"gateway, a second key, own hosts":  {lim, route(key, spare), nil, []string{"api.anthropic.com"}, "(SPARE_KEY) while it may reach hosts of its own"},
+		"gateway, a second key, no hosts":   {lim, route(key, spare), nil, nil, ""},
+		"gateway, its key and scope, hosts": {lim, route(key, scope), nil, []string{"mirror.example.com"}, ""},
+		"no limits":                         {harnessv1.GatewayLimits{}, route(key, spare), nil, []string{"api.anthropic.com"}, ""},
+	} {
+		got := modelLimitRefusal(c.lim, c.route, c.creds, c.hosts, "")
+		if c.want == "" && got != "" || c.want != "" && !strings.Contains(got, c.want) {
+			t.Errorf("%s: %q, want %q", name, got, c.want)
 		}
 	}
 }

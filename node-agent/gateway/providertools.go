@@ -43,10 +43,20 @@ func networkTool(d usage.Dialect, req request) string {
 			return "web_search_options"
 		}
 		// OpenAI's search models (gpt-4o-search-preview,
-		// gpt-5-search-api) search the web on every request, asked or not.
+		// gpt-5-search-api) search the web on every request, asked or not;
+		// so do OpenRouter's models named with ":online".
 		var model string
-		if json.Unmarshal(req["model"], &model) == nil && strings.Contains(strings.ToLower(model), "search") {
-			return "search model " + model
+		if json.Unmarshal(req["model"], &model) == nil {
+			if m := strings.ToLower(model); strings.Contains(m, "search") || strings.Contains(m, ":online") {
+				return "search model " + model
+			}
+		}
+		// OpenRouter's web plugin: {"plugins":[{"id":"web"}]}.
+		for _, pl := range objects(req["plugins"]) {
+			var id string
+			if json.Unmarshal(pl["id"], &id) == nil && id == "web" {
+				return "web plugin"
+			}
 		}
 	case usage.Gemini:
 		for _, t := range objects(req["tools"]) {
@@ -115,7 +125,7 @@ var contentKeys = map[usage.Dialect][]string{
 	usage.Anthropic: {"messages", "system"},
 	usage.Chat:      {"messages"},
 	usage.Responses: {"input"},
-	usage.Gemini:    {"contents", "systemInstruction", "system_instruction", "generateContentRequest"},
+	usage.Gemini:    {"contents", "systemInstruction", "system_instruction", "generateContentRequest", "generate_content_request"},
 }
 
 // urlContent names the first part of a request's conversation that the
@@ -130,11 +140,12 @@ var contentKeys = map[usage.Dialect][]string{
 func urlContent(d usage.Dialect, req request) string {
 	for _, k := range contentKeys[d] {
 		raw := req[k]
-		// Only a value that could name one is scanned: every key below
-		// has "url", "Uri" or "uri" in its name (keys are read
-		// case-sensitively, as the providers read them), or is written
-		// with an escape (\u0075rl), which is read as they would.
-		if !present(raw) || !containsAny(raw, "url", "Uri", "uri", `\u`) {
+		// Only a value that could name one is scanned: every key that
+		// decides has "url", "Uri" or "uri" in its name, or is file_data
+		// (keys are read case-sensitively, as the providers read them),
+		// or is written with an escape (\u0075rl), which is read as they
+		// would.
+		if !present(raw) || !containsAny(raw, "url", "Uri", "uri", "file_data", `\u`) {
 			continue
 		}
 		if what := scanURLParts(d, raw); what != "" {

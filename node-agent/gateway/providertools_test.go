@@ -2,10 +2,12 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/harnessfacts/harnessfacts/node-agent/usage"
 )
@@ -48,6 +50,13 @@ var networkRequests = []struct {
 	// A repeated member counts each time: a provider may read either.
 	{"anthropic URL source then another", "/v1/messages", `{"model":"m","messages":[{"role":"user","content":[{"type":"image","source":{"type":"url","url":"https://evil.example/x.png"},"source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}}]}]}`, "image content from a URL"},
 	{"chat escaped scheme", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"\u0068ttps://evil.example/x.png"}}]}]}`, "image_url content from a URL"},
+	{"chat file part by URL", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":[{"type":"file","file":{"filename":"a.pdf","file_data":"https://evil.example/a.pdf"}}]}]}`, "file content from a URL"},
+	{"responses screenshot by URL", "/v1/responses", `{"model":"m","input":[{"type":"computer_call_output","call_id":"c","output":{"type":"computer_screenshot","image_url":"https://evil.example/s.png"}}]}`, "computer_screenshot content from a URL"},
+	{"gemini snake_case count", "/v1beta/models/g:countTokens", `{"generate_content_request":{"contents":[{"parts":[{"fileData":{"fileUri":"https://evil.example/x"}}]}]}}`, "fileData content from a URI"},
+	{"chat online model", "/v1/chat/completions", `{"model":"openai/gpt-4o:online","messages":[]}`, "search model openai/gpt-4o:online"},
+	{"chat web plugin", "/v1/chat/completions", `{"model":"m","messages":[],"plugins":[{"id":"file-parser"},{"id":"web","max_results":3}]}`, "web plugin"},
+	// A part no CLI sends, too many of the members the scan reads.
+	{"chat part of many types", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":[{"type":"a_url","type":"b_url","type":"c_url","type":"d_url","type":"e_url"}]}]}`, "a part with more than 4 type members"},
 	{"gemini file_data in a count", "/v1beta/models/g:countTokens", `{"generateContentRequest":{"model":"models/g","contents":[{"parts":[{"file_data":{"file_uri":"gs://evil/x"}}]}]}}`, "file_data content from a URI"},
 }
 
@@ -77,6 +86,7 @@ func TestNetworkTool(t *testing.T) {
 		{"/v1/responses", `{"model":"m","input":[{"role":"user","content":[{"type":"input_image","image_url":"data:image/png;base64,iVBORw0KGgo="}]},{"type":"function_call","name":"fetch","arguments":"{\"url\":\"https://example.com\"}"}]}`},
 		{"/v1beta/models/g:generateContent", `{"contents":[{"role":"user","parts":[{"inlineData":{"mimeType":"image/png","data":"iVBORw0KGgo="}},{"text":"url: https://example.com"}]}]}`},
 		{"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"\u0064ata:image/png;base64,iVBORw0KGgo="}}]}]}`},
+		{"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":[{"type":"file","file":{"filename":"a.pdf","file_data":"data:application/pdf;base64,JVBERi0="}},{"type":"file","file":{"file_data":"JVBERi0xLjcK"}}]}]}`},
 	} {
 		if got := networkTool(requestDialect(c.path), parseRequest([]byte(c.body))); got != "" {
 			t.Errorf("%s %s: %q; want none", c.path, c.body, got)
@@ -222,6 +232,22 @@ func TestURLContentScanIsFrugal(t *testing.T) {
 	_ = json.Unmarshal(req["messages"], &v)
 	runtime.ReadMemStats(&after)
 	t.Logf("decoding it into maps would allocate %d", after.TotalAlloc-before.TotalAlloc)
+	// One object of many repeated members the scan compares (types and
+	// *_url members) is refused at once, not compared pairwise.
+	b.Reset()
+	b.WriteString(`{"model":"m","messages":[{"role":"user","content":[{`)
+	for i := 0; b.Len() < 4<<20; i++ {
+		fmt.Fprintf(&b, `"type":"a_url","a%d_url":0,`, i)
+	}
+	b.WriteString(`"text":"x"}]}]}`)
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	got := networkTool(usage.Chat, parseRequest([]byte(b.String())))
+	took := time.Since(start)
+	runtime.ReadMemStats(&after)
+	if !strings.Contains(got, "a part with more than") || took > time.Second || after.TotalAlloc-before.TotalAlloc > 64<<20 {
+		t.Errorf("an object of repeated members: %q in %v, %d bytes allocated", got, took, after.TotalAlloc-before.TotalAlloc)
+	}
 	deep := strings.Repeat("[", 5000) + `{"type":"image","source":{"type":"url","url":"https://evil.example/x"}}` + strings.Repeat("]", 5000)
 	if got := networkTool(usage.Anthropic, parseRequest([]byte(`{"messages":`+deep+`}`))); got != "image content from a URL" {
 		t.Errorf("a part 5000 arrays deep: %q", got)

@@ -3,6 +3,8 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"strconv"
 	"strings"
 
 	"github.com/harnessfacts/harnessfacts/node-agent/usage"
@@ -18,16 +20,42 @@ import (
 // A member the scan looks at counts wherever it stands in its object, and
 // every time it stands there: a provider may read the first or the last of
 // a repeated key, so any of them that names a URL does.
+//
+// The scan is linear in the body and holds a fixed amount per object: an
+// object with more "type" members than maxTypes, or more members named
+// "…_url" than maxURLMembers, is refused rather than summed up (no content
+// part has more than one or two), and the scan stops at the first part it
+// refuses.
 func scanURLParts(d usage.Dialect, raw []byte) (found string) {
+	s := partScanner{b: raw, d: d}
 	defer func() {
-		if recover() != nil {
+		switch r := recover(); {
+		case r == nil:
+		case r == errStopScan:
+			found = s.found
+		default:
 			// Not reachable with valid JSON; refused rather than passed.
 			found = "a part the gateway could not read"
 		}
 	}()
-	s := partScanner{b: raw, d: d}
 	s.value(skipSpace(raw, 0))
 	return s.found
+}
+
+// errStopScan ends a scan that found what it refuses.
+var errStopScan = errors.New("stop")
+
+// The most "type" members, and members named "…_url", one object may
+// have before the request is refused.
+const (
+	maxTypes      = 4
+	maxURLMembers = 8
+)
+
+// refuse ends the scan with what.
+func (s *partScanner) refuse(what string) {
+	s.found = what
+	panic(errStopScan)
 }
 
 type partScanner struct {
@@ -56,6 +84,11 @@ type part struct {
 	// fileUri or file_uri (Gemini); hasURI: this object has one.
 	fileData string
 	hasURI   bool
+	// fileRef: a "file_data" or "file_url" member names a URL (an
+	// OpenAI-compatible file part's file object); fileByURL: a "file"
+	// member is such an object.
+	fileRef, fileByURL bool
+	ntypes             int
 }
 
 type member struct{ key, val []byte }
@@ -112,10 +145,17 @@ func (s *partScanner) object(i int) (int, part) {
 		val := s.b[start:i]
 		switch string(key) {
 		case "type":
+			if p.ntypes++; p.ntypes > maxTypes {
+				s.refuse("a part with more than " + strconv.Itoa(maxTypes) + " type members")
+			}
 			if t := rawString(val); p.typ == nil {
 				p.typ = t
 			} else {
 				p.moreTypes = append(p.moreTypes, t)
+			}
+		case "file":
+			if isObj && child.fileRef {
+				p.fileByURL = true
 			}
 		case "source":
 			if isObj && child.hasType("url") {
@@ -126,18 +166,27 @@ func (s *partScanner) object(i int) (int, part) {
 				p.url = val // any one that is a URL, of a repeated key
 			}
 		case "fileData", "file_data":
-			if isObj && child.hasURI {
+			switch {
+			case isObj && child.hasURI: // Gemini's file by URI
 				p.fileData = string(key)
+			case string(key) == "file_data" && isURL(val): // an OpenAI-compatible file's
+				p.fileRef = true
 			}
 		case "fileUri", "file_uri":
 			p.hasURI = true
 		}
 		if bytes.HasSuffix(key, []byte("_url")) {
+			if len(p.urls) == maxURLMembers {
+				s.refuse("a part with more than " + strconv.Itoa(maxURLMembers) + " members named *_url")
+			}
 			u := val
 			if isObj {
 				u = child.url
 			}
 			p.urls = append(p.urls, member{key, u})
+			if string(key) == "file_url" && isURL(u) {
+				p.fileRef = true
+			}
 		}
 		i = skipSpace(s.b, i)
 		if s.b[i] == '}' {
@@ -145,8 +194,8 @@ func (s *partScanner) object(i int) (int, part) {
 		}
 		i = skipSpace(s.b, i+1) // past the comma
 	}
-	if s.found == "" {
-		s.found = urlPart(s.d, &p)
+	if what := urlPart(s.d, &p); what != "" {
+		s.refuse(what)
 	}
 	return i + 1, p
 }
@@ -173,16 +222,20 @@ func urlPart(d usage.Dialect, p *part) string {
 				}
 			}
 		}
+		// An OpenAI-compatible file part: {"type":"file","file":{"file_data"
+		// or "file_url": a URL}} (a provider such as OpenRouter fetches it).
+		if p.fileByURL && p.hasType("file") {
+			return "file content from a URL"
+		}
 	case usage.Responses:
-		for i := -1; i < len(p.moreTypes); i++ {
-			typ := p.typeAt(i)
-			for _, m := range p.urls {
-				switch {
-				case string(typ) == "input_image" && string(m.key) == "image_url" && isURL(m.val):
-					return "input_image content from a URL"
-				case string(typ) == "input_file" && string(m.key) == "file_url" && len(rawString(m.val)) > 0:
-					return "input_file content from a URL"
-				}
+		// input_image, and any other item with an image by URL
+		// (computer_screenshot); input_file's file_url.
+		for _, m := range p.urls {
+			switch {
+			case string(m.key) == "image_url" && isURL(m.val):
+				return label(p.typ) + " content from a URL"
+			case string(m.key) == "file_url" && len(rawString(m.val)) > 0:
+				return label(p.typ) + " content from a URL"
 			}
 		}
 	case usage.Gemini:
@@ -239,20 +292,31 @@ func rawString(raw []byte) []byte {
 	return []byte(s)
 }
 
-// isURL: raw is a non-empty JSON string that is not a data: URL (inline
-// content, nothing to fetch). Only its first characters are read, unless
-// an escape stands among them.
+// isURL: raw is a JSON string that starts with a URL's scheme other than
+// data: (inline content, nothing to fetch). Base64, which some parts carry
+// without a data: prefix, has no colon. Only the first characters are
+// read, unless an escape stands among them.
 func isURL(raw []byte) bool {
 	if len(raw) < 3 || raw[0] != '"' {
 		return false // not a string, or empty
 	}
 	var head string
-	if bytes.IndexByte(raw[:min(len(raw), 16)], '\\') < 0 {
-		head = string(raw[1:min(len(raw)-1, 6)])
+	if bytes.IndexByte(raw[:min(len(raw), 24)], '\\') < 0 {
+		head = string(raw[1:min(len(raw)-1, 20)])
 	} else {
 		head = string(rawString(raw))
 	}
-	return len(head) < 5 || !strings.EqualFold(head[:5], "data:")
+	scheme, _, ok := strings.Cut(head, ":")
+	if !ok || scheme == "" || len(scheme) > 16 || strings.EqualFold(scheme, "data") {
+		return false
+	}
+	for i, c := range scheme {
+		letter := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		if !letter && (i == 0 || !(c >= '0' && c <= '9' || c == '+' || c == '.' || c == '-')) {
+			return false
+		}
+	}
+	return true
 }
 
 // stringEnd is the index after the JSON string that starts at i.
