@@ -51,7 +51,7 @@ func (a *attempt) runChecks(ctx context.Context) []harnessv1.CheckResult {
 		}
 		rewardDir := a.dir.Join(fmt.Sprintf("check-%d", i), "verifier")
 		out := newOutput(a.redactor, "", checkOutputBytes)
-		out.pace = a.pace
+		out.pace = a.checksPace
 		spec.Stdout, spec.Stderr = out.writer(), out.writer()
 		done := a.e.graves.sandbox()
 		res, err := a.runner.Run(ctx, spec)

@@ -406,9 +406,11 @@ type attempt struct {
 	gw    *modelGateway
 	// gatewayLimits are the policies' limits for the gateway.
 	gatewayLimits harnessv1.GatewayLimits
-	// pace holds the redaction of the run's output to a share of a core.
-	pace       *pace
-	cliVersion string
+	// pace holds the redaction of the agent's output to a share of a core;
+	// checksPace that of its checks, together (the agent's debt is not
+	// theirs).
+	pace, checksPace *pace
+	cliVersion       string
 	// prompt is the task given to the agent (the trajectory's first step).
 	prompt string
 	// usageNote says why the run's usage has no estimated cost, when a
@@ -448,7 +450,7 @@ func (e *Executor) Execute(ctx context.Context, run *harnessv1.HarnessRun) *Outc
 		}
 	}
 	// Until the fixture is read, the limits are resolved without it.
-	a := &attempt{e: e, run: run, started: time.Now().UTC(), pace: newPace(),
+	a := &attempt{e: e, run: run, started: time.Now().UTC(), pace: newPace(), checksPace: newPace(),
 		limits: harnessv1.ResolveLimits(run.Spec.Limits, nil, nil).Limits}
 	defer a.cleanup()
 	if e.opts.Live != nil {

@@ -14,7 +14,8 @@ import (
 // one printf loop, for the whole episode, from every other run's output,
 // MCP server, proxies and heartbeats.
 //
-// pace holds one run's redaction to a share of a core: once the time spent
+// pace holds one run's redaction (its agent's; its checks' have one of
+// their own) to a share of a core: once the time spent
 // redacting passes its burst, each write waits until the share has paid
 // for it. The agent then blocks on its own output pipe: its output is
 // slowed, never less redacted. Real agents' output, tens of kilobytes a

@@ -89,7 +89,7 @@ func (a *attempt) verdict(in *ran) *Outcome {
 		ag.Notes = append(ag.Notes, n)
 		res.Warnings = append(res.Warnings, Warning{Reason: harnessv1.ReasonAdapterNote, Message: n})
 	}
-	if d := a.pace.slowed(); d >= time.Second && len(ag.Notes) < 8 {
+	if d := a.pace.slowed() + a.checksPace.slowed(); d >= time.Second && len(ag.Notes) < 8 {
 		// Loud: the run took longer than its agent did.
 		n := fmt.Sprintf("the node-agent slowed the run's output by %s in all: redacting it (lines dense in the token rules' keywords) took more than %.0f%% of a core, "+
 			"the share a run's redaction may take", d.Round(time.Second), redactShare*100)

@@ -87,6 +87,10 @@ func TestNetworkTool(t *testing.T) {
 		{"/v1beta/models/g:generateContent", `{"contents":[{"role":"user","parts":[{"inlineData":{"mimeType":"image/png","data":"iVBORw0KGgo="}},{"text":"url: https://example.com"}]}]}`},
 		{"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"\u0064ata:image/png;base64,iVBORw0KGgo="}}]}]}`},
 		{"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":[{"type":"file","file":{"filename":"a.pdf","file_data":"data:application/pdf;base64,JVBERi0="}},{"type":"file","file":{"file_data":"JVBERi0xLjcK"}}]}]}`},
+		// A tool's own input names what the tool defines, not content
+		// for the provider: an MCP tool that takes an image source.
+		{"/v1/messages", `{"model":"m","messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"mcp__img__import","input":{"image":{"type":"image","source":{"type":"url","url":"https://example.com/a.png"}}}}]}]}`},
+		{"/v1beta/models/g:generateContent", `{"contents":[{"role":"model","parts":[{"functionCall":{"name":"f","args":{"fileData":{"fileUri":"https://example.com/x"}}}}]},{"role":"user","parts":[{"functionResponse":{"name":"f","response":{"fileData":{"fileUri":"gs://b/x"}}}}]}]}`},
 	} {
 		if got := networkTool(requestDialect(c.path), parseRequest([]byte(c.body))); got != "" {
 			t.Errorf("%s %s: %q; want none", c.path, c.body, got)

@@ -62,6 +62,26 @@ type partScanner struct {
 	b     []byte
 	d     usage.Dialect
 	found string
+	// quiet counts the values being read that are no content: a tool
+	// call's own input (Anthropic's tool_use "input", Gemini's
+	// functionCall "args" and functionResponse "response"), which the
+	// agent's tools define and the provider fetches nothing of. Objects in
+	// them are read for their end only.
+	quiet int
+}
+
+// quietKey says whether key's value is no content, in dialect d.
+func quietKey(d usage.Dialect, key []byte) bool {
+	switch d {
+	case usage.Anthropic:
+		return string(key) == "input"
+	case usage.Gemini:
+		switch string(key) {
+		case "args", "response":
+			return true
+		}
+	}
+	return false
 }
 
 // part is what an object's members say that urlPart needs. Its slices are
@@ -141,8 +161,23 @@ func (s *partScanner) object(i int) (int, part) {
 		start := i
 		var child part
 		var isObj bool
+		quiet := quietKey(s.d, key)
+		if quiet {
+			s.quiet++
+		}
 		i, child, isObj = s.value(i)
+		if quiet {
+			s.quiet--
+		}
 		val := s.b[start:i]
+		if s.quiet > 0 {
+			i = skipSpace(s.b, i)
+			if s.b[i] == '}' {
+				break
+			}
+			i = skipSpace(s.b, i+1) // past the comma
+			continue
+		}
 		switch string(key) {
 		case "type":
 			if p.ntypes++; p.ntypes > maxTypes {
@@ -194,8 +229,10 @@ func (s *partScanner) object(i int) (int, part) {
 		}
 		i = skipSpace(s.b, i+1) // past the comma
 	}
-	if what := urlPart(s.d, &p); what != "" {
-		s.refuse(what)
+	if s.quiet == 0 {
+		if what := urlPart(s.d, &p); what != "" {
+			s.refuse(what)
+		}
 	}
 	return i + 1, p
 }
