@@ -3,7 +3,6 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"strconv"
 	"strings"
 
@@ -29,9 +28,9 @@ import (
 func scanURLParts(d usage.Dialect, raw []byte) (found string) {
 	s := partScanner{b: raw, d: d}
 	defer func() {
-		switch r := recover(); {
-		case r == nil:
-		case r == errStopScan:
+		switch recover().(type) {
+		case nil:
+		case stopScan:
 			found = s.found
 		default:
 			// Not reachable with valid JSON; refused rather than passed.
@@ -42,8 +41,9 @@ func scanURLParts(d usage.Dialect, raw []byte) (found string) {
 	return s.found
 }
 
-// errStopScan ends a scan that found what it refuses.
-var errStopScan = errors.New("stop")
+// stopScan ends a scan that found what it refuses (a panic the scan
+// recovers from: the recursion unwinds at once).
+type stopScan struct{}
 
 // The most "type" members, and members named "…_url", one object may
 // have before the request is refused.
@@ -55,7 +55,7 @@ const (
 // refuse ends the scan with what.
 func (s *partScanner) refuse(what string) {
 	s.found = what
-	panic(errStopScan)
+	panic(stopScan{})
 }
 
 type partScanner struct {
@@ -348,8 +348,10 @@ func isURL(raw []byte) bool {
 		return false
 	}
 	for i, c := range scheme {
-		letter := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
-		if !letter && (i == 0 || !(c >= '0' && c <= '9' || c == '+' || c == '.' || c == '-')) {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z':
+		case i > 0 && (c >= '0' && c <= '9' || c == '+' || c == '.' || c == '-'):
+		default:
 			return false
 		}
 	}
