@@ -13,6 +13,11 @@ import (
 
 const aiderKey = "hf-planted-aider-env-3e9a7c51"
 
+// aiderAnthropicKey is TestAiderAnthropicKeyAtProviderURL's own: it runs
+// beside TestAiderEdit on the same fixture, and the provider's records of
+// the two are told apart by their key.
+const aiderAnthropicKey = "hf-planted-aider-anth-8d2f4b60"
+
 func TestAiderEdit(t *testing.T) {
 	t.Parallel()
 	o := Run(t, Case{Name: "aider-edit", Adapter: harnessv1.AdapterAider, Fixture: "edit",
@@ -37,11 +42,11 @@ func TestAiderEdit(t *testing.T) {
 func TestAiderAnthropicKeyAtProviderURL(t *testing.T) {
 	t.Parallel()
 	o := Run(t, Case{Name: "aider-anthkey", Adapter: harnessv1.AdapterAider, Fixture: "edit",
-		Creds: []Cred{{Env: "ANTHROPIC_API_KEY", Value: aiderKey}}})
+		Creds: []Cred{{Env: "ANTHROPIC_API_KEY", Value: aiderAnthropicKey}}})
 	RequirePass(t, o)
-	RequireClean(t, o, aiderKey)
-	RequireKeyArrived(t, o, aiderKey)
-	RequireUsage(t, o, aiderKey)
+	RequireClean(t, o, aiderAnthropicKey)
+	RequireKeyArrived(t, o, aiderAnthropicKey)
+	RequireUsage(t, o, aiderAnthropicKey)
 }
 
 // TestAiderMCPUnsupported: hello asks for MCP over HTTP. Aider runs without
