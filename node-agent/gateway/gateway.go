@@ -452,7 +452,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, `the model gateway does not forward background responses ("background": true): they run on past the run, uncounted`, http.StatusForbidden)
 			return
 		}
-		if tool := networkTool(d, req); tool != "" && !g.opts.AllowProviderTools {
+		tool, err := networkTool(d, req)
+		if err != nil {
+			http.Error(w, "the model gateway reads each model request for content the provider would fetch, and will not read this one: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		if tool != "" && !g.opts.AllowProviderTools {
 			g.refusedTools.Add(1)
 			http.Error(w, refusedToolMessage(tool), http.StatusForbidden)
 			return

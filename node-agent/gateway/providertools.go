@@ -23,10 +23,19 @@ import (
 // as req) that makes the provider reach the network, "" when there is
 // none: a tool, or content the provider fetches from a URL (urlContent).
 // Gemini also takes the proto's snake_case names.
-func networkTool(d usage.Dialect, req request) string {
-	if what := urlContent(d, req); what != "" {
-		return what
+//
+// The error is for a request whose conversation the gateway will not read
+// (urlcontent.go): refused whatever the run allows, as an unreadable body.
+func networkTool(d usage.Dialect, req request) (string, error) {
+	if what, err := urlContent(d, req); what != "" || err != nil {
+		return what, err
 	}
+	return hostedTool(d, req), nil
+}
+
+// hostedTool names the first of a request's tools that has the provider
+// reach the network, "" when there is none.
+func hostedTool(d usage.Dialect, req request) string {
 	switch d {
 	case usage.Anthropic:
 		// Server tools: web_search_20250305, web_fetch_20250910 and their
@@ -137,7 +146,7 @@ var contentKeys = map[usage.Dialect][]string{
 // URL, query and all: the same channel out as a fetch tool. The CLIs send
 // images and files inline. Parts are found at any depth (a tool result
 // can hold an image), by one pass over the body's bytes (urlcontent.go).
-func urlContent(d usage.Dialect, req request) string {
+func urlContent(d usage.Dialect, req request) (string, error) {
 	for _, k := range contentKeys[d] {
 		raw := req[k]
 		// Only a value that could name one is scanned: every key that
@@ -148,11 +157,11 @@ func urlContent(d usage.Dialect, req request) string {
 		if !present(raw) || !containsAny(raw, "url", "Uri", "uri", "file_data", `\u`) {
 			continue
 		}
-		if what := scanURLParts(d, raw); what != "" {
-			return what
+		if what, err := scanURLParts(d, raw); what != "" || err != nil {
+			return what, err
 		}
 	}
-	return ""
+	return "", nil
 }
 
 func containsAny(b []byte, subs ...string) bool {

@@ -55,16 +55,14 @@ var networkRequests = []struct {
 	{"gemini snake_case count", "/v1beta/models/g:countTokens", `{"generate_content_request":{"contents":[{"parts":[{"fileData":{"fileUri":"https://evil.example/x"}}]}]}}`, "fileData content from a URI"},
 	{"chat online model", "/v1/chat/completions", `{"model":"openai/gpt-4o:online","messages":[]}`, "search model openai/gpt-4o:online"},
 	{"chat web plugin", "/v1/chat/completions", `{"model":"m","messages":[],"plugins":[{"id":"file-parser"},{"id":"web","max_results":3}]}`, "web plugin"},
-	// A part no CLI sends, too many of the members the scan reads.
-	{"chat part of many types", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":[{"type":"a_url","type":"b_url","type":"c_url","type":"d_url","type":"e_url"}]}]}`, "a part with more than 4 type members"},
 	{"gemini file_data in a count", "/v1beta/models/g:countTokens", `{"generateContentRequest":{"model":"models/g","contents":[{"parts":[{"file_data":{"file_uri":"gs://evil/x"}}]}]}}`, "file_data content from a URI"},
 }
 
 func TestNetworkTool(t *testing.T) {
 	for _, c := range networkRequests {
 		path, _, _ := strings.Cut(c.path, "?")
-		if got := networkTool(requestDialect(path), parseRequest([]byte(c.body))); got != c.tool {
-			t.Errorf("%s: %q; want %q", c.name, got, c.tool)
+		if got, err := networkTool(requestDialect(path), parseRequest([]byte(c.body))); got != c.tool || err != nil {
+			t.Errorf("%s: %q, %v; want %q", c.name, got, err, c.tool)
 		}
 	}
 	// What the CLIs send by default, and tools that stay on the agent's
@@ -92,7 +90,7 @@ func TestNetworkTool(t *testing.T) {
 		{"/v1/messages", `{"model":"m","messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"mcp__img__import","input":{"image":{"type":"image","source":{"type":"url","url":"https://example.com/a.png"}}}}]}]}`},
 		{"/v1beta/models/g:generateContent", `{"contents":[{"role":"model","parts":[{"functionCall":{"name":"f","args":{"fileData":{"fileUri":"https://example.com/x"}}}}]},{"role":"user","parts":[{"functionResponse":{"name":"f","response":{"fileData":{"fileUri":"gs://b/x"}}}}]}]}`},
 	} {
-		if got := networkTool(requestDialect(c.path), parseRequest([]byte(c.body))); got != "" {
+		if got, err := networkTool(requestDialect(c.path), parseRequest([]byte(c.body))); got != "" || err != nil {
 			t.Errorf("%s %s: %q; want none", c.path, c.body, got)
 		}
 	}
@@ -168,6 +166,9 @@ func TestGatewayRefusesWhatItCannotRead(t *testing.T) {
 			{"/v1/responses", `{"model":"m","background":false,"background":true}`, nil, http.StatusForbidden},
 			{"/v1/responses", `{"model":"m","background":"true"}`, nil, http.StatusForbidden},
 			{"/v1/responses", `{"model":"m","background":1}`, nil, http.StatusForbidden},
+			// A part no CLI sends, too many of the members the content
+			// scan reads: not read, not forwarded.
+			{"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":[{"type":"a_url","type":"b_url","type":"c_url","type":"d_url","type":"e_url"}]}]}`, nil, http.StatusBadRequest},
 		} {
 			if resp, body := post(t, base+c.path, c.body, c.header); resp.StatusCode != c.status {
 				t.Errorf("allowed %v, %s %s: status %d, want %d: %s", allow, c.path, c.body, resp.StatusCode, c.status, body)
@@ -221,8 +222,8 @@ func TestURLContentScanIsFrugal(t *testing.T) {
 	var before, after runtime.MemStats
 	for _, d := range []usage.Dialect{usage.Anthropic, usage.Chat} {
 		runtime.ReadMemStats(&before)
-		if got := networkTool(d, req); got != "" {
-			t.Fatalf("%s: a request without content by URL: %q", d, got)
+		if got, err := networkTool(d, req); got != "" || err != nil {
+			t.Fatalf("%s: a request without content by URL: %q, %v", d, got, err)
 		}
 		runtime.ReadMemStats(&after)
 		n := after.TotalAlloc - before.TotalAlloc
@@ -246,14 +247,14 @@ func TestURLContentScanIsFrugal(t *testing.T) {
 	b.WriteString(`"text":"x"}]}]}`)
 	runtime.ReadMemStats(&before)
 	start := time.Now()
-	got := networkTool(usage.Chat, parseRequest([]byte(b.String())))
+	_, err := networkTool(usage.Chat, parseRequest([]byte(b.String())))
 	took := time.Since(start)
 	runtime.ReadMemStats(&after)
-	if !strings.Contains(got, "a part with more than") || took > time.Second || after.TotalAlloc-before.TotalAlloc > 64<<20 {
-		t.Errorf("an object of repeated members: %q in %v, %d bytes allocated", got, took, after.TotalAlloc-before.TotalAlloc)
+	if err == nil || !strings.Contains(err.Error(), "a part with more than") || took > time.Second || after.TotalAlloc-before.TotalAlloc > 64<<20 {
+		t.Errorf("an object of repeated members: %v in %v, %d bytes allocated", err, took, after.TotalAlloc-before.TotalAlloc)
 	}
 	deep := strings.Repeat("[", 5000) + `{"type":"image","source":{"type":"url","url":"https://evil.example/x"}}` + strings.Repeat("]", 5000)
-	if got := networkTool(usage.Anthropic, parseRequest([]byte(`{"messages":`+deep+`}`))); got != "image content from a URL" {
+	if got, _ := networkTool(usage.Anthropic, parseRequest([]byte(`{"messages":`+deep+`}`))); got != "image content from a URL" {
 		t.Errorf("a part 5000 arrays deep: %q", got)
 	}
 }

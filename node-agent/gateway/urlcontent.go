@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 
@@ -22,23 +23,25 @@ import (
 //
 // The scan is linear in the body and holds a fixed amount per object: an
 // object with more "type" members than maxTypes, or more members named
-// "…_url" than maxURLMembers, is refused rather than summed up (no content
-// part has more than one or two), and the scan stops at the first part it
-// refuses.
-func scanURLParts(d usage.Dialect, raw []byte) (found string) {
+// "…_url" than maxURLMembers, is not read (no content part has more than
+// one or two), and the scan stops at the first part it refuses.
+//
+// It returns what it found, or an error for a request it will not read
+// (such an object; anything but valid JSON, which cannot reach it).
+func scanURLParts(d usage.Dialect, raw []byte) (found string, err error) {
 	s := partScanner{b: raw, d: d}
 	defer func() {
 		switch recover().(type) {
 		case nil:
 		case stopScan:
-			found = s.found
+			found, err = s.found, s.unread
 		default:
 			// Not reachable with valid JSON; refused rather than passed.
-			found = "a part the gateway could not read"
+			found, err = "", errors.New("a part the gateway could not read")
 		}
 	}()
 	s.value(skipSpace(raw, 0))
-	return s.found
+	return s.found, nil
 }
 
 // stopScan ends a scan that found what it refuses (a panic the scan
@@ -58,10 +61,17 @@ func (s *partScanner) refuse(what string) {
 	panic(stopScan{})
 }
 
+// unreadable ends the scan with a part it will not read.
+func (s *partScanner) unreadable(why string) {
+	s.unread = errors.New(why)
+	panic(stopScan{})
+}
+
 type partScanner struct {
-	b     []byte
-	d     usage.Dialect
-	found string
+	b      []byte
+	d      usage.Dialect
+	found  string
+	unread error
 	// quiet counts the values being read that are no content: a tool
 	// call's own input (Anthropic's tool_use "input", Gemini's
 	// functionCall "args" and functionResponse "response"), which the
@@ -181,7 +191,7 @@ func (s *partScanner) object(i int) (int, part) {
 		switch string(key) {
 		case "type":
 			if p.ntypes++; p.ntypes > maxTypes {
-				s.refuse("a part with more than " + strconv.Itoa(maxTypes) + " type members")
+				s.unreadable("a part with more than " + strconv.Itoa(maxTypes) + " type members")
 			}
 			if t := rawString(val); p.typ == nil {
 				p.typ = t
@@ -212,7 +222,7 @@ func (s *partScanner) object(i int) (int, part) {
 		}
 		if bytes.HasSuffix(key, []byte("_url")) {
 			if len(p.urls) == maxURLMembers {
-				s.refuse("a part with more than " + strconv.Itoa(maxURLMembers) + " members named *_url")
+				s.unreadable("a part with more than " + strconv.Itoa(maxURLMembers) + " members named *_url")
 			}
 			u := val
 			if isObj {
