@@ -129,8 +129,12 @@ func lower(c byte) byte {
 const lanes = 6
 
 // kwLanes is the lanes' memory, kept between scans so that they allocate
-// nothing once warm: the hits of each lane.
-type kwLanes [lanes][]kwHit
+// nothing once warm: the hits of each lane, and the steps with ends the
+// loop noted.
+type kwLanes struct {
+	hits [lanes][]kwHit
+	recs [kwRecs]kwRec
+}
 
 // hitsIn appends, in order of end, the keywords that end in (from0, to0]
 // of buf. The part is cut into lanes, equally spaced so that one pointer
@@ -154,24 +158,33 @@ func (d *kwDFA) hitsIn(buf []byte, from0, to0 int, out []kwHit, lane *kwLanes) [
 	}
 	from[0], to[lanes-1] = from0, to0
 	common := stride + ov // every lane has at least this many bytes to scan
-	for i := range lane {
-		lane[i] = lane[i][:0]
+	for i := range lane.hits {
+		lane.hits[i] = lane.hits[i][:0]
 	}
 	var s [lanes]uint32
 	for j := 0; ; j++ {
-		j = d.step(buf, base, stride, j, common, &s)
+		j0 := j
+		var noted int
+		j, noted = d.step(buf, base, stride, j, common, &s, &lane.recs)
+		for _, r := range lane.recs[:noted] {
+			for i := range lanes {
+				if r.s[i]&outFlag != 0 {
+					lane.hits[i] = append(lane.hits[i], kwHit{end: int32(st[i] + j0 + int(r.k) + 1), state: r.s[i] &^ outFlag})
+				}
+			}
+		}
 		if j == common {
 			break
 		}
 		for i := range lanes {
 			if s[i]&outFlag != 0 {
 				s[i] &^= outFlag
-				lane[i] = append(lane[i], kwHit{end: int32(st[i] + j + 1), state: s[i]})
+				lane.hits[i] = append(lane.hits[i], kwHit{end: int32(st[i] + j + 1), state: s[i]})
 			}
 		}
 	}
 	for i := range lanes {
-		for _, h := range lane[i] {
+		for _, h := range lane.hits[i] {
 			if int(h.end) > from[i] {
 				out = append(out, h)
 			}

@@ -6,59 +6,100 @@ import (
 )
 
 // step advances the six lanes' automata, lane i reading buf[base+i*stride+k]
-// for k from j, until keywords end in one of them (it returns that k, the
-// states in s with their flags) or until k reaches n (it returns n).
+// for k from j, until k reaches n (it returns n) or until keywords end in
+// a lane once recs is full (it returns that k, the states in s with their
+// flags). Until then, each k at which keywords end in some lane is noted
+// in recs (k and the six states, flags set on those that end) and the
+// scan goes on: it returns how many it noted.
 //
-// This is the one place the package reads memory without Go's bounds
-// checks. Each lane's next state waits on an add and a load, and the scan
-// is fastest with as many lanes as the registers hold: with slices, the six
-// lanes' pointers, lengths and the table's bounds did not fit, went through
-// the stack at every byte, and the six lanes ran no faster than four.
-// Reading through one pointer and a stride, the scan is about 1.35× faster
-// (BenchmarkKeywordScan, docs/performance.md). It stays memory-safe
-// because:
+// This is the one place the package reads and writes memory without Go's
+// bounds checks. Each lane's next state waits on an add and a load, and
+// the scan is fastest with as many lanes as the registers hold: with
+// slices, the six lanes' pointers, lengths and the table's bounds did not
+// fit, went through the stack at every byte, and the six lanes ran no
+// faster than four. Reading through one pointer and a stride, the scan is
+// about 1.35× faster (BenchmarkKeywordScan, docs/performance.md). Noting
+// the ends in recs, rather than returning through here and hitsIn at each,
+// is what keeps output dense in keywords fast (an agent's usage lines name
+// "tokens" three times each: 8-10 % more of it a second). It stays
+// memory-safe because:
 //   - the bytes read are checked to lie in buf before the loop (the last
 //     lane's last byte is buf[base+5*stride+n-1]);
 //   - every state is a row start of delta: states come from delta, whose
 //     entries newKwDFA checks (checkRows) to be row starts, plus outFlag,
-//     which is cleared here before a state is used and which stops the
-//     loop as soon as a lane's state has it; a row has 256 entries, so a
-//     row start plus a byte is in delta.
-func (d *kwDFA) step(buf []byte, base, stride, j, n int, s *[lanes]uint32) int {
+//     at which run6 stops as soon as a lane's state has it and which is
+//     cleared (in step6, or here) before the state is used again; a row
+//     has 256 entries, so a row start plus a byte is in delta;
+//   - a note is written only at r != rEnd, r starting at recs[0] and
+//     moving one kwRec at a time: within recs.
+func (d *kwDFA) step(buf []byte, base, stride, j, n int, s *[lanes]uint32, recs *[kwRecs]kwRec) (k, noted int) {
 	if base < 0 || stride < 0 || j < 0 || j > n || base+(lanes-1)*stride+n > len(buf) {
 		panic(fmt.Sprintf("redact: keyword scan out of its buffer (base %d, stride %d, %d..%d of %d)", base, stride, j, n, len(buf)))
 	}
 	if j == n {
-		return n
+		return n, 0
 	}
-	k, s0, s1, s2, s3, s4, s5 := step6(unsafe.Pointer(unsafe.SliceData(d.delta)), unsafe.Pointer(&buf[base+j]), uintptr(stride), uintptr(n-j),
+	p := unsafe.Pointer(&buf[base+j])
+	r0 := unsafe.Pointer(&recs[0])
+	q, r, s0, s1, s2, s3, s4, s5 := step6(unsafe.Pointer(unsafe.SliceData(d.delta)), p, unsafe.Add(p, n-j), uintptr(stride),
+		r0, unsafe.Add(r0, kwRecs*unsafe.Sizeof(kwRec{})),
 		s[0]&^outFlag, s[1]&^outFlag, s[2]&^outFlag, s[3]&^outFlag, s[4]&^outFlag, s[5]&^outFlag)
 	*s = [lanes]uint32{s0, s1, s2, s3, s4, s5}
-	return j + int(k)
+	return j + int(uintptr(q)-uintptr(p)), int((uintptr(r) - uintptr(r0)) / unsafe.Sizeof(kwRec{}))
 }
 
-// step6 is step's loop, in a function of its own with its state in
-// arguments and results so that the compiler keeps all of it in registers.
-func step6(dp, p unsafe.Pointer, stride, n uintptr, s0, s1, s2, s3, s4, s5 uint32) (uintptr, uint32, uint32, uint32, uint32, uint32, uint32) {
-	var k uintptr
-	for ; k < n; k++ {
-		q := unsafe.Add(p, k)
-		s0 = *(*uint32)(unsafe.Add(dp, uintptr(s0+uint32(*(*byte)(q)))*4))
-		q = unsafe.Add(q, stride)
-		s1 = *(*uint32)(unsafe.Add(dp, uintptr(s1+uint32(*(*byte)(q)))*4))
-		q = unsafe.Add(q, stride)
-		s2 = *(*uint32)(unsafe.Add(dp, uintptr(s2+uint32(*(*byte)(q)))*4))
-		q = unsafe.Add(q, stride)
-		s3 = *(*uint32)(unsafe.Add(dp, uintptr(s3+uint32(*(*byte)(q)))*4))
-		q = unsafe.Add(q, stride)
-		s4 = *(*uint32)(unsafe.Add(dp, uintptr(s4+uint32(*(*byte)(q)))*4))
-		q = unsafe.Add(q, stride)
-		s5 = *(*uint32)(unsafe.Add(dp, uintptr(s5+uint32(*(*byte)(q)))*4))
+// kwRec is a step of the scan at which keywords ended in some lane: the
+// step (from where that scan began) and the six states, flags set on those
+// that ended.
+type kwRec struct {
+	k uint32
+	s [lanes]uint32
+}
+
+// kwRecs is how many steps with ends step notes before it returns.
+const kwRecs = 64
+
+// step6 is step's loop: it runs the lanes from p to end (run6), notes
+// each step with ends at r until rEnd, and returns where q and r stopped.
+func step6(dp, p, end unsafe.Pointer, stride uintptr, r, rEnd unsafe.Pointer, s0, s1, s2, s3, s4, s5 uint32) (unsafe.Pointer, unsafe.Pointer, uint32, uint32, uint32, uint32, uint32, uint32) {
+	q := p
+	for {
+		q, s0, s1, s2, s3, s4, s5 = run6(dp, q, end, stride, s0, s1, s2, s3, s4, s5)
+		if q == end || r == rEnd {
+			return q, r, s0, s1, s2, s3, s4, s5
+		}
+		*(*kwRec)(r) = kwRec{k: uint32(uintptr(q) - uintptr(p)), s: [lanes]uint32{s0, s1, s2, s3, s4, s5}}
+		r = unsafe.Add(r, unsafe.Sizeof(kwRec{}))
+		s0, s1, s2, s3, s4, s5 = s0&^outFlag, s1&^outFlag, s2&^outFlag, s3&^outFlag, s4&^outFlag, s5&^outFlag
+		q = unsafe.Add(q, 1)
+	}
+}
+
+// run6 is the loop over bytes that end no keyword in any lane, in a
+// function of its own with its state in arguments and results so that the
+// compiler keeps all of it in registers: six lookups and a test a byte. It
+// returns at end, or where keywords end in some lane.
+//
+//go:noinline
+func run6(dp, q, end unsafe.Pointer, stride uintptr, s0, s1, s2, s3, s4, s5 uint32) (unsafe.Pointer, uint32, uint32, uint32, uint32, uint32, uint32) {
+	for ; q != end; q = unsafe.Add(q, 1) {
+		l := q
+		s0 = *(*uint32)(unsafe.Add(dp, uintptr(s0+uint32(*(*byte)(l)))*4))
+		l = unsafe.Add(l, stride)
+		s1 = *(*uint32)(unsafe.Add(dp, uintptr(s1+uint32(*(*byte)(l)))*4))
+		l = unsafe.Add(l, stride)
+		s2 = *(*uint32)(unsafe.Add(dp, uintptr(s2+uint32(*(*byte)(l)))*4))
+		l = unsafe.Add(l, stride)
+		s3 = *(*uint32)(unsafe.Add(dp, uintptr(s3+uint32(*(*byte)(l)))*4))
+		l = unsafe.Add(l, stride)
+		s4 = *(*uint32)(unsafe.Add(dp, uintptr(s4+uint32(*(*byte)(l)))*4))
+		l = unsafe.Add(l, stride)
+		s5 = *(*uint32)(unsafe.Add(dp, uintptr(s5+uint32(*(*byte)(l)))*4))
 		if (s0|s1|s2|s3|s4|s5)&outFlag != 0 {
 			break
 		}
 	}
-	return k, s0, s1, s2, s3, s4, s5
+	return q, s0, s1, s2, s3, s4, s5
 }
 
 // checkRows panics unless every entry of delta, its flag cleared, is the

@@ -119,7 +119,8 @@ func TestKeywordStepRefusesAPartOutsideItsBuffer(t *testing.T) {
 	d := newKwDFA([]string{"key"})
 	buf := make([]byte, 100)
 	var s [lanes]uint32
-	if got := d.step(buf, 0, 10, 0, 50, &s); got != 50 {
+	var recs [kwRecs]kwRec
+	if got, _ := d.step(buf, 0, 10, 0, 50, &s, &recs); got != 50 {
 		t.Fatalf("step over the whole buffer stopped at %d, want 50", got)
 	}
 	for _, c := range []struct{ base, stride, j, n int }{
@@ -131,7 +132,7 @@ func TestKeywordStepRefusesAPartOutsideItsBuffer(t *testing.T) {
 					t.Errorf("step(base %d, stride %d, %d..%d) over 100 bytes did not panic", c.base, c.stride, c.j, c.n)
 				}
 			}()
-			d.step(buf, c.base, c.stride, c.j, c.n, &s)
+			d.step(buf, c.base, c.stride, c.j, c.n, &s, &recs)
 		}()
 	}
 }
