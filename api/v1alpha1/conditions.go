@@ -176,8 +176,10 @@ const (
 	// Infrastructure).
 	ReasonProviderCertificateInvalid = "ProviderCertificateInvalid"
 	// ReasonProviderUnavailable: the model provider still answered 429 or
-	// 5xx (or could not be reached) after the gateway's retries; the run is
-	// an infrastructure failure, retried while spec.retries allows.
+	// 5xx (or could not be reached) after the gateway's retries at the
+	// agent's last model request, whose CLI had that answer, and the agent
+	// did not pass; the run is an infrastructure failure, retried while
+	// spec.retries allows.
 	ReasonProviderUnavailable = "ProviderUnavailable"
 	// ReasonRunDirFailed: the run dir could not be prepared on the node.
 	ReasonRunDirFailed = "RunDirFailed"

@@ -33,6 +33,11 @@ type ran struct {
 	egressStats     *egress.Stats // nil when the run had no egress proxy
 	// gatewayStop is why the model gateway ended the run (nil if it did not).
 	gatewayStop *gateway.Stop
+	// providerFailing is the provider's failure at the agent's last model
+	// request it failed, if no later one was answered; providerErrors
+	// counts the requests whose failure went to the agent's CLI.
+	providerFailing *gateway.Stop
+	providerErrors  int64
 	// refusedProviderTools counts the model requests the gateway refused
 	// for a tool that has the provider reach the network.
 	refusedProviderTools int64
@@ -188,6 +193,7 @@ func (a *attempt) runAgent(ctx context.Context) (*ran, error) {
 	if a.gw != nil {
 		r.gatewayStop = a.gw.g.Stopped()
 		r.refusedProviderTools = a.gw.g.RefusedProviderTools()
+		r.providerFailing, r.providerErrors = a.gw.g.ProviderFailing(), a.gw.g.ProviderErrorsHandedOver()
 	}
 	// A full run dir, looked at when the agent's tree is gone: the agent
 	// may have ignored ENOSPC and exited 0.

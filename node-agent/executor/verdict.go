@@ -89,6 +89,13 @@ func (a *attempt) verdict(in *ran) *Outcome {
 		ag.Notes = append(ag.Notes, n)
 		res.Warnings = append(res.Warnings, Warning{Reason: harnessv1.ReasonAdapterNote, Message: n})
 	}
+	if in.providerErrors > 0 && len(ag.Notes) < 8 {
+		// Loud: the CLI's own retries, or its failure, followed.
+		n := fmt.Sprintf("the provider failed %d of the agent's model requests even after the model gateway's tries (a rate limit, an overload or an outage); each failure went to the agent's CLI as its answer",
+			in.providerErrors)
+		ag.Notes = append(ag.Notes, n)
+		res.Warnings = append(res.Warnings, Warning{Reason: harnessv1.ReasonAdapterNote, Message: n})
+	}
 	if d := a.pace.slowed() + a.checksPace.slowed(); d >= time.Second && len(ag.Notes) < 8 {
 		// Loud: the run took longer than its agent did.
 		n := fmt.Sprintf("the node-agent slowed the run's output by %s in all: redacting it (lines dense in the token rules' keywords) took more than %.0f%% of a core, "+
@@ -142,7 +149,8 @@ func (a *attempt) verdict(in *ran) *Outcome {
 
 	// Verdict: a pure function of what the attempt found.
 	j := judgement{
-		Stop: in.stop, StoppedInChecks: in.stoppedInChecks, Gateway: in.gatewayStop, TimedOut: in.agent.TimedOut, OOMKilled: ag.OOMKilled, Signal: ag.Signal,
+		Stop: in.stop, StoppedInChecks: in.stoppedInChecks, Gateway: in.gatewayStop, ProviderFailing: in.providerFailing,
+		TimedOut: in.agent.TimedOut, OOMKilled: ag.OOMKilled, Signal: ag.Signal,
 		Exited: ag.ExitCode != nil, ExitCode: in.agent.ExitCode,
 		MCPUnsupported: a.inv != nil && a.inv.MCPUnsupported, WantMCP: wantMCP, TokenSeen: in.tokenSeen,
 		MCPMessage: st.MCP.Message, Checks: in.checks,
@@ -206,6 +214,10 @@ type judgement struct {
 	StoppedInChecks bool
 	// Gateway is why the model gateway ended the run; nil if it did not.
 	Gateway *gateway.Stop
+	// ProviderFailing is the provider's failure at the agent's last model
+	// request it failed (its CLI had the failure as the answer), if no
+	// later request was answered.
+	ProviderFailing *gateway.Stop
 	// TimedOut, OOMKilled and Signal say how the agent ended, when it did
 	// not exit by itself; Exited says it did, with ExitCode.
 	TimedOut  bool
@@ -271,6 +283,13 @@ func judge(j judgement) verdict {
 		// A request or token limit: the agent used what the run allows.
 		v = verdict{Phase: harnessv1.RunSucceeded, Verdict: harnessv1.VerdictFail, FailureClass: harnessv1.FailureAgent,
 			Reason: j.Gateway.Reason, Message: j.Gateway.Message + "; the agent's process tree was killed"}
+	case j.ProviderFailing != nil && !j.OOMKilled && j.DiskFull == nil && !passes(j):
+		// The agent's CLI had its provider's failure for an answer, kept
+		// it to the end, and did not pass: the provider, not the agent,
+		// is what the run shows (a retry of the run may pass). An agent
+		// that passed anyway passes.
+		v = verdict{Phase: harnessv1.RunFailed, Verdict: harnessv1.VerdictError, FailureClass: harnessv1.FailureInfrastructure,
+			Reason: j.ProviderFailing.Reason, Message: j.ProviderFailing.Message + "; " + agentEnd(j)}
 	case j.TimedOut:
 		v = verdict{Phase: harnessv1.RunFailed, Verdict: harnessv1.VerdictError, FailureClass: harnessv1.FailureTimeout,
 			Reason:  harnessv1.ReasonDeadlineExceeded,
@@ -320,6 +339,31 @@ func judge(j judgement) verdict {
 		v.Message += " (UNSANDBOXED: see condition Sandboxed)"
 	}
 	return v
+}
+
+// passes says whether the agent's end and its checks make a Pass, as the
+// last cases of judge do.
+func passes(j judgement) bool {
+	return !j.TimedOut && j.Exited && j.ExitCode == 0 && !j.MCPUnsupported && allPassed(j.Checks) && (!j.WantMCP || j.TokenSeen)
+}
+
+// agentEnd says how an agent that did not pass ended, for a message that
+// names another cause first.
+func agentEnd(j judgement) string {
+	switch {
+	case j.TimedOut:
+		return fmt.Sprintf("the agent then did not finish within limits.episodeSeconds (%ds)", j.EpisodeSeconds)
+	case j.Signal != "":
+		return "the agent was then killed by " + j.Signal
+	case !j.Exited || j.ExitCode != 0:
+		return fmt.Sprintf("the agent then exited with code %d", j.ExitCode)
+	case !allPassed(j.Checks):
+		return "the agent then ended and " + failedChecks(j.Checks)
+	case j.MCPUnsupported:
+		return "the agent's CLI could not use the run's MCP server"
+	default:
+		return "the agent then ended without the MCP token in its output or artifacts"
+	}
 }
 
 func allPassed(checks []harnessv1.CheckResult) bool {

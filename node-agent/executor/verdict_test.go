@@ -48,6 +48,28 @@ func TestJudgementOrder(t *testing.T) {
 			j.TimedOut, j.Exited, j.Signal = true, false, "signal 9"
 		}), harnessv1.RunFailed, harnessv1.VerdictError, harnessv1.FailureInfrastructure, harnessv1.ReasonProviderUnavailable,
 			"=the provider still failed; the agent's process tree was killed"},
+		{"a provider failing at the agent's last request, and the checks failed", with(func(j *judgement) {
+			j.ProviderFailing = &gateway.Stop{Reason: harnessv1.ReasonProviderUnavailable, Message: "the provider p failed the agent's last model request", Infrastructure: true}
+			j.Checks = failing
+		}), harnessv1.RunFailed, harnessv1.VerdictError, harnessv1.FailureInfrastructure, harnessv1.ReasonProviderUnavailable,
+			"=the provider p failed the agent's last model request; the agent then ended and 1 of 2 checks failed: b"},
+		{"a provider failing while the CLI retried to the deadline", with(func(j *judgement) {
+			j.ProviderFailing = &gateway.Stop{Reason: harnessv1.ReasonProviderUnavailable, Message: "429", Infrastructure: true}
+			j.TimedOut, j.Exited, j.Signal = true, false, "signal 9"
+		}), harnessv1.RunFailed, harnessv1.VerdictError, harnessv1.FailureInfrastructure, harnessv1.ReasonProviderUnavailable,
+			"=429; the agent then did not finish within limits.episodeSeconds (60s)"},
+		{"a provider failing at the end, and the agent passed anyway", with(func(j *judgement) {
+			j.ProviderFailing = &gateway.Stop{Reason: harnessv1.ReasonProviderUnavailable, Message: "429", Infrastructure: true}
+		}), harnessv1.RunSucceeded, harnessv1.VerdictPass, "", harnessv1.ReasonCompleted, "2 checks passed"},
+		{"a provider failing does not hide the agent's OOM", with(func(j *judgement) {
+			j.ProviderFailing = &gateway.Stop{Reason: harnessv1.ReasonProviderUnavailable, Message: "429", Infrastructure: true}
+			j.Exited, j.OOMKilled, j.Signal = false, true, "signal 9"
+		}), harnessv1.RunSucceeded, harnessv1.VerdictFail, harnessv1.FailureAgent, harnessv1.ReasonAgentFailed, "memory limit"},
+		{"a gateway stop before a provider failing", with(func(j *judgement) {
+			j.Gateway = &gateway.Stop{Reason: harnessv1.ReasonGatewayTokenLimit, Message: "tokens"}
+			j.ProviderFailing = &gateway.Stop{Reason: harnessv1.ReasonProviderUnavailable, Message: "429", Infrastructure: true}
+			j.Exited, j.Signal = false, "signal 9"
+		}), harnessv1.RunSucceeded, harnessv1.VerdictFail, harnessv1.FailureAgent, harnessv1.ReasonGatewayTokenLimit, "tokens"},
 		{"a certificate that does not verify", with(func(j *judgement) {
 			j.Gateway = &gateway.Stop{Reason: harnessv1.ReasonProviderCertificateInvalid, Message: "x509", Infrastructure: true}
 		}), harnessv1.RunFailed, harnessv1.VerdictError, harnessv1.FailureInfrastructure, harnessv1.ReasonProviderCertificateInvalid, "x509"},

@@ -109,12 +109,14 @@ type Retry struct {
 	// Attempts is the number of tries of one request (1: no retry).
 	Attempts int
 	// Base is the first backoff, doubled at each retry (with jitter) up to
-	// Max; a Retry-After the provider sends is honoured up to Max.
+	// Max. A provider's own wait (Retry-After, retry-after-ms) is kept to
+	// the letter: one longer than Max is not waited here, the answer goes
+	// to the CLI at once, whose own retries honour it.
 	Base, Max time.Duration
 }
 
 // DefaultRetry is four tries, 0.5 s, 1 s, 2 s apart (or as the provider's
-// Retry-After says, up to 8 s).
+// Retry-After says, if that is at most 8 s).
 var DefaultRetry = Retry{Attempts: 4, Base: 500 * time.Millisecond, Max: 8 * time.Second}
 
 // Options configure a gateway.
@@ -175,6 +177,11 @@ type Gateway struct {
 	requests atomic.Int64
 	// refusedTools counts the requests refused for a network tool.
 	refusedTools atomic.Int64
+	// failing is the provider's failure at the last request it failed
+	// after the gateway's tries, until a later request is answered;
+	// handedOver counts those requests.
+	failing    atomic.Pointer[Stop]
+	handedOver atomic.Int64
 
 	stopOnce sync.Once
 	stopped  atomic.Pointer[Stop]
@@ -285,6 +292,16 @@ func (g *Gateway) Tally() *usage.Tally { return &g.tally }
 // RefusedProviderTools is the number of requests refused because they
 // asked the provider to reach the network.
 func (g *Gateway) RefusedProviderTools() int64 { return g.refusedTools.Load() }
+
+// ProviderFailing is the provider's failure if the last model request it
+// failed, after the gateway's tries, was not followed by one it answered:
+// the agent's CLI had the failure as its answer and the run went on. It
+// judges the run (class Infrastructure) only if the agent did not pass.
+func (g *Gateway) ProviderFailing() *Stop { return g.failing.Load() }
+
+// ProviderErrorsHandedOver is the number of model requests whose provider
+// failure (after the gateway's tries) went to the agent's CLI as its answer.
+func (g *Gateway) ProviderErrorsHandedOver() int64 { return g.handedOver.Load() }
 
 // Stopped is why the gateway ended the run, nil while it has not.
 func (g *Gateway) Stopped() *Stop { return g.stopped.Load() }
@@ -649,8 +666,13 @@ func (g *Gateway) fail(w http.ResponseWriter, r *http.Request, err error) {
 // connection could not be made, with backoff, within the run's deadline.
 // Only then: the provider did no work (an error status carries no model
 // output; a failed dial sent nothing), so a second try is no second answer.
-// A request still failing after the last try ends the run as an
-// infrastructure failure, and its last answer goes to the CLI.
+// It never tries again before the provider said it may (Retry-After,
+// retry-after-ms), nor at all when it said not to (x-should-retry: false)
+// or asked for longer than the policy's Max. A request still failing then
+// does not end the run: its last answer goes to the CLI, whose own retries
+// (Claude Code waits out a Retry-After of 30 s) are part of what the run
+// shows, and the gateway remembers the failure (ProviderFailing) until the
+// provider answers a later request.
 type retrier struct {
 	g    *Gateway
 	base http.RoundTripper
@@ -683,22 +705,38 @@ func (t *retrier) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		retriable := err == nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500) || err != nil && isDialError(err)
 		if !retriable {
+			if err == nil {
+				t.g.failing.Store(nil) // the provider answers again
+			}
 			return resp, err
 		}
-		wait := backoff(pol, attempt, resp)
-		last := attempt >= pol.Attempts
-		if !last && !t.g.opts.Deadline.IsZero() && time.Now().Add(wait).After(t.g.opts.Deadline) {
-			last = true
+		wait := backoff(pol, attempt)
+		asked, hasAsked := providerWait(resp, time.Now())
+		if hasAsked {
+			wait = asked
 		}
-		if last {
+		var why string
+		switch {
+		case resp != nil && strings.EqualFold(strings.TrimSpace(resp.Header.Get("X-Should-Retry")), "false"):
+			why = "it said not to retry (x-should-retry: false)"
+		case hasAsked && asked > pol.Max:
+			why = fmt.Sprintf("it asked for a wait of %s before the next try", asked.Round(time.Millisecond))
+		case attempt >= pol.Attempts:
+			why = fmt.Sprintf("after %d tries", attempt)
+		case !t.g.opts.Deadline.IsZero() && time.Now().Add(wait).After(t.g.opts.Deadline):
+			why = fmt.Sprintf("after %d tries: the episode ends before the next", attempt)
+		}
+		if why != "" {
 			what := ""
 			if err != nil {
 				what = err.Error()
 			} else {
 				what = "HTTP " + resp.Status
 			}
-			t.g.stop(&Stop{Reason: ReasonProviderUnavailable, Infrastructure: true,
-				Message: fmt.Sprintf("the provider %s still failed after %d tries: %s", t.g.upstream.Redacted(), attempt, what)})
+			t.g.handedOver.Add(1)
+			t.g.failing.Store(&Stop{Reason: ReasonProviderUnavailable, Infrastructure: true,
+				Message: fmt.Sprintf("the provider %s failed the agent's last model request (%s, %s); that answer went to the agent's CLI",
+					t.g.upstream.Redacted(), what, why)})
 			return resp, err
 		}
 		if resp != nil {
@@ -720,15 +758,30 @@ func isDialError(err error) bool {
 	return errors.As(err, &op) && op.Op == "dial"
 }
 
-// backoff is the wait before the next try: the provider's Retry-After (in
-// seconds) when it gave one, else Base doubled per try with jitter, at most
-// Max.
-func backoff(pol Retry, attempt int, resp *http.Response) time.Duration {
-	if resp != nil {
-		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {
-			return min(time.Duration(s)*time.Second, pol.Max)
-		}
+// providerWait is how long the provider asked to wait before the next
+// try, if it did: OpenAI's retry-after-ms (milliseconds), else the HTTP
+// Retry-After, in seconds or as a date (RFC 9110; Anthropic, OpenAI and
+// Google send seconds).
+func providerWait(resp *http.Response, now time.Time) (time.Duration, bool) {
+	if resp == nil {
+		return 0, false
 	}
+	if ms, err := strconv.ParseFloat(strings.TrimSpace(resp.Header.Get("Retry-After-Ms")), 64); err == nil && ms >= 0 && ms < 1e12 {
+		return time.Duration(ms * float64(time.Millisecond)), true
+	}
+	v := strings.TrimSpace(resp.Header.Get("Retry-After"))
+	if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 && s < 1e9 {
+		return time.Duration(s * float64(time.Second)), true
+	}
+	if at, err := http.ParseTime(v); err == nil {
+		return max(0, at.Sub(now)), true
+	}
+	return 0, false
+}
+
+// backoff is the gateway's own wait before the next try: Base doubled per
+// try with jitter, at most Max.
+func backoff(pol Retry, attempt int) time.Duration {
 	d := pol.Base << (attempt - 1)
 	d += time.Duration(rand.Int64N(int64(d)/4 + 1))
 	return min(d, pol.Max)

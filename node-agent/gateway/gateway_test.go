@@ -432,28 +432,102 @@ func TestGatewayRetries(t *testing.T) {
 		}
 	}
 
-	// Failing to the end: the CLI gets the last answer, the run ends as
-	// an infrastructure failure.
+	// Failing to the end: the CLI gets the last answer and the run goes
+	// on (the CLI's own retries are the agent's), the failure remembered
+	// until the provider answers again.
 	up.hits.Store(0)
+	down := true
 	up.fail = func(w http.ResponseWriter, _ int) bool {
-		http.Error(w, "down", http.StatusBadGateway)
-		return true
+		if down {
+			http.Error(w, "down", http.StatusBadGateway)
+		}
+		return down
 	}
 	g, base = serve(t, Options{Upstream: up.srv.URL, Header: XAPIKey, Key: []byte(realKey), RootCAs: up.pool, Retry: fast})
 	if resp, _ := post(t, base+"/v1/messages", body, nil); resp.StatusCode != http.StatusBadGateway {
 		t.Errorf("status %d, want the provider's 502", resp.StatusCode)
 	}
-	if s := g.Stopped(); s == nil || s.Reason != ReasonProviderUnavailable || !s.Infrastructure || up.hits.Load() != 3 {
-		t.Errorf("stop %+v after %d tries, want %s after 3", s, up.hits.Load(), ReasonProviderUnavailable)
+	f := g.ProviderFailing()
+	if g.Stopped() != nil || f == nil || f.Reason != ReasonProviderUnavailable || !f.Infrastructure || !strings.Contains(f.Message, "after 3 tries") ||
+		up.hits.Load() != 3 || g.ProviderErrorsHandedOver() != 1 {
+		t.Errorf("stop %+v, failing %+v, %d handed over, after %d tries: want no stop, %s after 3 tries, 1", g.Stopped(), f, g.ProviderErrorsHandedOver(), up.hits.Load(), ReasonProviderUnavailable)
+	}
+	down = false
+	if resp, b := post(t, base+"/v1/messages", body, nil); resp.StatusCode != 200 {
+		t.Fatalf("the provider back: status %d: %s", resp.StatusCode, b)
+	}
+	if f := g.ProviderFailing(); f != nil || g.ProviderErrorsHandedOver() != 1 {
+		t.Errorf("after an answered request: failing %+v, %d handed over; want none, 1", f, g.ProviderErrorsHandedOver())
 	}
 
 	// No retry would end before the deadline: one try only.
 	up.hits.Store(0)
+	down = true
 	g, base = serve(t, Options{Upstream: up.srv.URL, Header: XAPIKey, Key: []byte(realKey), RootCAs: up.pool,
 		Retry: Retry{Attempts: 5, Base: time.Hour, Max: time.Hour}, Deadline: time.Now().Add(time.Minute)})
 	post(t, base+"/v1/messages", body, nil)
-	if s := g.Stopped(); s == nil || s.Reason != ReasonProviderUnavailable || up.hits.Load() != 1 {
-		t.Errorf("stop %+v after %d tries, want %s after 1", s, up.hits.Load(), ReasonProviderUnavailable)
+	if f := g.ProviderFailing(); g.Stopped() != nil || f == nil || !strings.Contains(f.Message, "the episode ends") || up.hits.Load() != 1 {
+		t.Errorf("stop %+v, failing %+v after %d tries, want %s after 1", g.Stopped(), f, up.hits.Load(), ReasonProviderUnavailable)
+	}
+}
+
+// TestGatewayKeepsTheProvidersWait: the gateway never tries again before
+// the provider said it may (Retry-After in seconds or as a date, OpenAI's
+// retry-after-ms), nor at all when it said not to (x-should-retry: false)
+// or asked for longer than the gateway waits: then the CLI has the answer,
+// Retry-After and all, at once, and its own retries wait.
+func TestGatewayKeepsTheProvidersWait(t *testing.T) {
+	body := `{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`
+	pol := Retry{Attempts: 3, Base: time.Millisecond, Max: 2 * time.Second}
+	for _, c := range []struct {
+		name   string
+		header [2]string
+		tries  int64
+		status int
+		wait   time.Duration // at least, between the two tries
+	}{
+		{"Retry-After in seconds", [2]string{"Retry-After", "0.4"}, 2, 200, 400 * time.Millisecond},
+		{"retry-after-ms", [2]string{"Retry-After-Ms", "300"}, 2, 200, 300 * time.Millisecond},
+		{"Retry-After as a date", [2]string{"Retry-After", "date"}, 2, 200, 800 * time.Millisecond},
+		{"longer than the gateway waits", [2]string{"Retry-After", "30"}, 1, http.StatusTooManyRequests, 0},
+		{"x-should-retry: false", [2]string{"X-Should-Retry", "false"}, 1, http.StatusTooManyRequests, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			up := startUpstream(t)
+			var first, second time.Time
+			up.fail = func(w http.ResponseWriter, n int) bool {
+				if n == 1 {
+					first = time.Now()
+					v := c.header[1]
+					if v == "date" {
+						// A second's resolution: at least a second from now.
+						v = first.Add(2 * time.Second).UTC().Format(http.TimeFormat)
+					}
+					w.Header().Set(c.header[0], v)
+					http.Error(w, `{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}`, http.StatusTooManyRequests)
+					return true
+				}
+				second = time.Now()
+				return false
+			}
+			g, base := serve(t, Options{Upstream: up.srv.URL, Header: XAPIKey, Key: []byte(realKey), RootCAs: up.pool, Retry: pol})
+			resp, b := post(t, base+"/v1/messages", body, nil)
+			if resp.StatusCode != c.status || up.hits.Load() != c.tries || g.Stopped() != nil {
+				t.Fatalf("status %d after %d tries, stop %+v: want %d after %d, no stop (%s)", resp.StatusCode, up.hits.Load(), g.Stopped(), c.status, c.tries, b)
+			}
+			if c.tries == 2 {
+				if d := second.Sub(first); d < c.wait {
+					t.Errorf("tried again %s after the provider's %s: %q", d, c.header[0], c.header[1])
+				}
+				return
+			}
+			if got := resp.Header.Get(c.header[0]); got != c.header[1] {
+				t.Errorf("the CLI had %s %q, want the provider's %q", c.header[0], got, c.header[1])
+			}
+			if f := g.ProviderFailing(); f == nil || !strings.Contains(f.Message, "429") {
+				t.Errorf("failing %+v, want the 429 remembered", f)
+			}
+		})
 	}
 }
 
