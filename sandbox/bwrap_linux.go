@@ -337,10 +337,15 @@ func within(p, parent string) bool {
 
 // argsFile returns a sealed memfd holding args NUL-separated, for --args.
 // A memfd has no size limit (a pipe would need a writer goroutine past 64
-// KiB of environment) and is never on disk.
+// KiB of environment) and is never on disk. An argument holding a NUL
+// would become two, the second an option of its own: refused (Spec.validate
+// refuses it first; this is the last guard).
 func argsFile(args []string) (*os.File, error) {
 	var buf bytes.Buffer
-	for _, s := range args {
+	for i, s := range args {
+		if strings.IndexByte(s, 0) >= 0 {
+			return nil, fmt.Errorf("bwrap argument %d holds a NUL byte", i)
+		}
 		buf.WriteString(s)
 		buf.WriteByte(0)
 	}

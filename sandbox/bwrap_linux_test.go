@@ -623,6 +623,34 @@ func TestBwrapNetworkNoneCannotReachHostLoopback(t *testing.T) {
 	}
 }
 
+// TestBwrapNulCannotAddAnOption: bwrap's options travel NUL-separated
+// (--args), so a value holding a NUL would add an option of its own:
+// "x\x00--share-net" in a prompt or a Secret put the agent on the host's
+// network (a review found it). Such a spec is refused before bwrap starts
+// (the payload, which would report the host's loopback as reachable, never
+// runs), and argsFile refuses it as well.
+func TestBwrapNulCannotAddAnOption(t *testing.T) {
+	r := requireBwrapHost(t)
+	base := testBase(t)
+	for _, inject := range []func(*Spec){
+		func(s *Spec) { s.Env = append(s.Env, "HARNESSFACTS_PROMPT=x\x00--share-net") },
+		func(s *Spec) { s.Argv = append(s.Argv, "x\x00--share-net") },
+	} {
+		spec := runDir(t, base, "sh", "-c", "echo RAN; cat /proc/net/dev")
+		inject(&spec)
+		var out bytes.Buffer
+		spec.Stdout, spec.Stderr = &out, &out
+		res, err := r.Run(context.Background(), spec)
+		if err == nil || !strings.Contains(err.Error(), "NUL") || strings.Contains(out.String(), "RAN") {
+			t.Errorf("a NUL in %v / %v: %+v, %v, output %q", spec.Argv, spec.Env, res, err, out.String())
+		}
+	}
+	if f, err := argsFile([]string{"--setenv", "K", "x\x00--share-net"}); err == nil {
+		f.Close()
+		t.Error("argsFile took an argument holding a NUL")
+	}
+}
+
 // awaitCount waits up to five seconds for an accept loop's count to reach
 // want: a connection is made once it is in the listener's backlog, so the
 // client may have printed and exited before the loop counted it (seen

@@ -200,6 +200,33 @@ func (s Spec) validate() error {
 	if len(s.Argv) == 0 || s.Argv[0] == "" {
 		return errors.New("sandbox: empty argv")
 	}
+	// No argument, variable or path may hold a NUL byte: none can carry
+	// one to the payload (execve ends each string at it), and bwrap's
+	// options travel NUL-separated (--args), where one would start an
+	// option of its own ("x\x00--share-net").
+	for i, a := range s.Argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			return fmt.Errorf("sandbox: argument %d holds a NUL byte", i)
+		}
+	}
+	for _, kv := range s.Env {
+		if strings.IndexByte(kv, 0) >= 0 {
+			k, _, _ := strings.Cut(kv, "=") // the value may be a credential
+			return fmt.Errorf("sandbox: the environment variable %q holds a NUL byte", redactedKey(k))
+		}
+	}
+	for _, group := range [][]string{{s.Dir, s.Root}, s.ReadWrite, s.ReadOnly, s.Hidden} {
+		for _, p := range group {
+			if strings.IndexByte(p, 0) >= 0 {
+				return fmt.Errorf("sandbox: path %q holds a NUL byte", p)
+			}
+		}
+	}
+	for _, b := range s.BindAt {
+		if strings.IndexByte(b.Source+b.Target, 0) >= 0 {
+			return fmt.Errorf("sandbox: bind %q at %q holds a NUL byte", b.Source, b.Target)
+		}
+	}
 	if !isAbs(s.Dir) {
 		return fmt.Errorf("sandbox: working directory %q is not absolute", s.Dir)
 	}

@@ -31,6 +31,12 @@ func TestSpecValidate(t *testing.T) {
 		"bad env":       {Argv: []string{"x"}, Dir: "/", Env: []string{"SECRETVALUEWITHOUTKEY"}},
 		"relative path": {Argv: []string{"x"}, Dir: "/", Hidden: []string{"home"}},
 		"negative uid":  {Argv: []string{"x"}, Dir: "/", UID: -1},
+		// A NUL would end an argument early, and in bwrap's --args it
+		// would start an option of its own.
+		"NUL in an argument": {Argv: []string{"x", "a\x00--share-net"}, Dir: "/"},
+		"NUL in a value":     {Argv: []string{"x"}, Dir: "/", Env: []string{"K=SECRETVALUEWITHOUTKEY\x00--share-net"}},
+		"NUL in a path":      {Argv: []string{"x"}, Dir: "/", ReadOnly: []string{"/a\x00--share-net"}},
+		"NUL in the dir":     {Argv: []string{"x"}, Dir: "/a\x00b"},
 	} {
 		err := s.validate()
 		if err == nil {

@@ -192,6 +192,7 @@ type HarnessRunSpec struct {
 //
 // +kubebuilder:validation:XValidation:rule="self.adapter != 'exec' || (has(self.command) && size(self.command) > 0)",message="agent.command is required when agent.adapter is exec"
 // +kubebuilder:validation:XValidation:rule="self.adapter == 'exec' || !has(self.command)",message="agent.command is only allowed with agent.adapter exec: the other adapters build their own command line (use agent.extraArgs to add flags)"
+// +kubebuilder:validation:XValidation:rule="!has(self.command) || size(self.command) == 0 || size(self.command[0]) > 0",message="agent.command[0], the program to run, must not be empty"
 // +kubebuilder:validation:XValidation:rule="!has(self.credentials) || self.credentials.all(c, !has(c.file) || c.file != 'CodexAuth' || self.adapter == 'codex')",message="credential file CodexAuth is only accepted by the codex adapter"
 // +kubebuilder:validation:XValidation:rule="!has(self.credentials) || self.credentials.all(c, !has(c.file) || c.file != 'ClaudeCredentials' || self.adapter == 'claude-code')",message="credential file ClaudeCredentials is only accepted by the claude-code adapter"
 // +kubebuilder:validation:XValidation:rule="!has(self.credentials) || self.credentials.all(c, !has(c.file) || c.file != 'OpenCodeAuth' || self.adapter == 'opencode')",message="credential file OpenCodeAuth is only accepted by the opencode adapter"
@@ -209,6 +210,7 @@ type AgentSpec struct {
 
 	// model is the model the CLI is asked to use; the CLI's default when empty.
 	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule=`!self.contains('\u0000')`,message="must not hold a NUL byte: it would end the model name where the agent receives it"
 	// +optional
 	Model string `json:"model,omitempty"`
 
@@ -218,6 +220,7 @@ type AgentSpec struct {
 	// secret here: command lines are world-readable on a node.
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MaxLength=4096
+	// +kubebuilder:validation:XValidation:rule=`self.all(a, !a.contains('\u0000'))`,message="must not hold a NUL byte: it would end the argument where the agent receives it"
 	// +listType=atomic
 	// +optional
 	Command []string `json:"command,omitempty"`
@@ -225,6 +228,7 @@ type AgentSpec struct {
 	// extraArgs are appended to the argv the adapter builds.
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MaxLength=4096
+	// +kubebuilder:validation:XValidation:rule=`self.all(a, !a.contains('\u0000'))`,message="must not hold a NUL byte: it would end the argument where the agent receives it"
 	// +listType=atomic
 	// +optional
 	ExtraArgs []string `json:"extraArgs,omitempty"`
@@ -327,6 +331,7 @@ type FixtureSource struct {
 
 	// prompt overrides the fixture's prompt.
 	// +kubebuilder:validation:MaxLength=65536
+	// +kubebuilder:validation:XValidation:rule=`!self.contains('\u0000')`,message="must not hold a NUL byte: it would end the prompt where the agent receives it"
 	// +optional
 	Prompt string `json:"prompt,omitempty"`
 }

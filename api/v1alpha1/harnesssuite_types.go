@@ -129,6 +129,7 @@ type SuiteFixtures struct {
 type SuiteRunTemplate struct {
 	// prompt overrides each fixture's prompt.
 	// +kubebuilder:validation:MaxLength=65536
+	// +kubebuilder:validation:XValidation:rule=`!self.contains('\u0000')`,message="must not hold a NUL byte: it would end the prompt where the agent receives it"
 	// +optional
 	Prompt string `json:"prompt,omitempty"`
 

@@ -293,6 +293,24 @@ func TestRejectsBadRuns(t *testing.T) {
 		{"environment image with an upper-case digest", func(o map[string]any) {
 			set(o, "spec.environment.image", "registry.test/task/env@sha256:"+strings.Repeat("A", 64))
 		}, "environment.image must be pinned by digest"},
+		// A NUL would end a string where the agent receives it, and in
+		// bwrap's NUL-separated options it added one of its own
+		// ("x\x00--share-net" put the agent on the node's network).
+		{"a NUL in the prompt", func(o map[string]any) { set(o, "spec.fixture.prompt", "x\x00--share-net") },
+			"must not hold a NUL byte: it would end the prompt"},
+		{"a NUL in the model", func(o map[string]any) { set(o, "spec.agent.model", "m\x00--share-net") },
+			"must not hold a NUL byte: it would end the model name"},
+		{"a NUL in an extra argument", func(o map[string]any) {
+			set(o, "spec.agent.extraArgs", []any{"--verbose", "x\x00--share-net"})
+		}, "must not hold a NUL byte: it would end the argument"},
+		{"a NUL in the exec command", func(o map[string]any) {
+			set(o, "spec.agent.adapter", "exec")
+			set(o, "spec.agent.command", []any{"sh", "-c", "true\x00--share-net"})
+		}, "must not hold a NUL byte: it would end the argument"},
+		{"an empty program", func(o map[string]any) {
+			set(o, "spec.agent.adapter", "exec")
+			set(o, "spec.agent.command", []any{"", "x"})
+		}, "agent.command[0], the program to run, must not be empty"},
 	}
 	if len(cases) < 15 {
 		t.Fatalf("the table must hold at least 15 bad runs, has %d", len(cases))

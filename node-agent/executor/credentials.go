@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 
@@ -9,8 +10,8 @@ import (
 	"github.com/harnessfacts/harnessfacts/node-agent/redact"
 )
 
-// readCredentials reads the Secret keys the run selects; an empty one is
-// refused.
+// readCredentials reads the Secret keys the run selects; an empty one, or
+// one for an environment variable that holds a NUL, is refused.
 func (a *attempt) readCredentials(ctx context.Context) error {
 	for _, c := range a.run.Spec.Agent.Credentials {
 		v, err := a.e.opts.Sources.SecretKey(ctx, a.run, c.SecretKeyRef)
@@ -19,6 +20,13 @@ func (a *attempt) readCredentials(ctx context.Context) error {
 		}
 		if len(v) == 0 {
 			return fail(harnessv1.ReasonCredentialsUnavailable, fmt.Errorf("credential %s/%s is empty", c.SecretKeyRef.Name, c.SecretKeyRef.Key))
+		}
+		// An environment variable ends at a NUL (and in bwrap's options,
+		// which travel NUL-separated, the rest would be an option of its
+		// own): a value that holds one is refused, not cut.
+		if c.Env != "" && bytes.IndexByte(v, 0) >= 0 {
+			return fail(harnessv1.ReasonCredentialsUnavailable, fmt.Errorf("credential %s/%s holds a NUL byte, which the environment variable %s cannot carry (store a binary value encoded, base64 for example)",
+				c.SecretKeyRef.Name, c.SecretKeyRef.Key, c.Env))
 		}
 		a.creds = append(a.creds, adapters.Credential{Env: c.Env, File: c.File, Value: v})
 	}

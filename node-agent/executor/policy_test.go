@@ -233,3 +233,53 @@ func TestModelLimitRefusal(t *testing.T) {
 		}
 	}
 }
+
+// nulSources is inlineSources whose Secrets hold a value with a NUL, as a
+// binary Secret (or a hostile one: "x\x00--share-net") does.
+type nulSources struct{ inlineSources }
+
+func (nulSources) SecretKey(context.Context, *harnessv1.HarnessRun, harnessv1.SecretKeySelector) ([]byte, error) {
+	return []byte("sk-ant-api03-nul\x00--share-net"), nil
+}
+
+// TestCredentialWithANulIsRefused: an environment variable cannot carry a
+// NUL, and in bwrap's NUL-separated options the rest of the value was an
+// option of its own (a review put the agent on the node's network so). A
+// credential delivered as a variable that holds one is refused with
+// CredentialsUnavailable, naming the key, before the agent starts. Real
+// bwrap.
+func TestCredentialWithANulIsRefused(t *testing.T) {
+	root := rootRunRoot(t, "hf-nul-")
+	obs := &startedAgents{started: map[string]int{}}
+	e, err := New(Options{Sources: nulSources{}, RunRoot: root, InitBinary: "/bin/true", Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = e.Close() }()
+	run := func(name string, c harnessv1.Credential, command string) harnessv1.HarnessRunStatus {
+		r := &harnessv1.HarnessRun{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "tenant", UID: types.UID("uid-" + name)},
+			Spec: harnessv1.HarnessRunSpec{
+				Agent: harnessv1.AgentSpec{Adapter: harnessv1.AdapterExec, Command: []string{"sh", "-c", command},
+					Credentials: []harnessv1.Credential{c}},
+				Fixture: harnessv1.FixtureSource{Inline: &harnessv1.InlineFixture{Files: map[string]string{"fixture.yaml": "prompt: nothing\n"}}},
+				Network: harnessv1.NetworkSpec{Egress: harnessv1.EgressNone},
+			},
+			Status: harnessv1.HarnessRunStatus{Attempt: 1},
+		}
+		return e.Execute(context.Background(), r).Status
+	}
+	ref := harnessv1.SecretKeySelector{Name: "keys", Key: "bin"}
+	st := run("env", harnessv1.Credential{SecretKeyRef: ref, Env: "MY_KEY"}, "true")
+	if st.Phase != harnessv1.RunFailed || st.Reason != harnessv1.ReasonCredentialsUnavailable || !strings.Contains(st.Message, "keys/bin holds a NUL byte") {
+		t.Errorf("a NUL in a variable's credential: %s %s %q", st.Phase, st.Reason, st.Message)
+	}
+	if strings.Contains(st.Message, "share-net") {
+		t.Errorf("the message repeats the value: %q", st.Message)
+	}
+	obs.mu.Lock()
+	if n := obs.started["env"]; n != 0 {
+		t.Errorf("the agent started %d times", n)
+	}
+	obs.mu.Unlock()
+}
