@@ -11,8 +11,11 @@ import (
 	"os"
 	"time"
 
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
@@ -28,8 +31,14 @@ func ReadRunFile(ctx context.Context, path string) (*harnessv1.HarnessRun, error
 	if err != nil {
 		return nil, err
 	}
+	// As the API server reads a request: a key given twice is refused, and
+	// a whole number is an int64 (the CEL rules compare limits as ints).
+	js, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	obj := map[string]any{}
-	if err := yaml.Unmarshal(data, &obj); err != nil {
+	if err := utiljson.Unmarshal(js, &obj); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if err := crdschema.DefaultAndValidate(ctx, obj); err != nil {
@@ -43,11 +52,13 @@ func ReadRunFile(ctx context.Context, path string) (*harnessv1.HarnessRun, error
 	if err := yaml.UnmarshalStrict(defaulted, run); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if run.Name == "" {
-		return nil, fmt.Errorf("%s: metadata.name is required", path)
-	}
 	if run.Namespace == "" {
 		run.Namespace = "default"
+	}
+	// The API server's checks of a custom resource's metadata: a name it
+	// would refuse is refused here too (it names the evidence folder).
+	if errs := apivalidation.ValidateObjectMeta(&run.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata")); len(errs) > 0 {
+		return nil, fmt.Errorf("%s is not a valid HarnessRun: %w", path, errs.ToAggregate())
 	}
 	return run, nil
 }
