@@ -1,6 +1,10 @@
 package main
 
 import (
+	"go.uber.org/zap/zapcore"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
 	"context"
 	"errors"
 	"fmt"
@@ -103,6 +107,10 @@ check the signature too. The exit code is 0 for verdict Pass, 1 otherwise.`,
 var errNotPass = errors.New("the run did not pass")
 
 func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
+	// The executor logs what a node-agent would (a run dir it could not
+	// remove, a sandbox set up again): to stderr, as lines, without
+	// controller-runtime's complaint (and its stack) that no logger was set.
+	ctrl.SetLogger(zap.New(zap.WriteTo(cmd.ErrOrStderr()), zap.ConsoleEncoder(), zap.StacktraceLevel(zapcore.PanicLevel)))
 	userWarning, err := checkLocalRunUser(cmd.Flags().Changed("run-as-uid") || cmd.Flags().Changed("run-as-gid"))
 	if err != nil {
 		return err

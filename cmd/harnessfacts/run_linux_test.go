@@ -429,3 +429,39 @@ spec:
 		}
 	}
 }
+
+// A local run longer than 30 s (every real CLI's run) ended with
+// controller-runtime's complaint that no logger was set, and a goroutine's
+// stack, on stderr; the executor's own log lines were dropped. The run now
+// has a logger: stderr holds neither.
+func TestLongLocalRunPrintsNoStack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 31-second run")
+	}
+	bin := harnessfactsBinary(t)
+	base := openDir(t)
+	fix := filepath.Join(base, "slow")
+	if err := os.MkdirAll(filepath.Join(fix, "workspace"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"fixture.yaml": "prompt: wait\nlimits: {episodeSeconds: 60}\n",
+		"run.yaml": "apiVersion: harnessfacts.io/v1alpha1\nkind: HarnessRun\nmetadata: {name: slow}\n" +
+			"spec:\n  agent: {adapter: exec, command: [sleep, \"31\"]}\n  fixture: {configMapRef: {name: slow}}\n",
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(fix, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(bin, "run", "-q", "-f", filepath.Join(fix, "run.yaml"), "--run-root", filepath.Join(base, "runs"),
+		"--evidence", filepath.Join(base, "ev"), "--evidence-key", "")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if out, err := cmd.Output(); err != nil {
+		t.Fatalf("%v\n%s\n%s", err, out, stderr.String())
+	}
+	if s := stderr.String(); strings.Contains(s, "SetLogger") || strings.Contains(s, "goroutine") {
+		t.Errorf("stderr of a 31 s run:\n%s", s)
+	}
+}
