@@ -62,6 +62,14 @@ func (a *attempt) prepareEnvironment(ctx context.Context) error {
 		return bad(err)
 	}
 	a.deferCleanup(release)
+	for _, kv := range img.Config.Env {
+		if strings.IndexByte(kv, 0) >= 0 {
+			// The registry's config, not the run: refused as the image's
+			// fault, before a sandbox would refuse it as the node's.
+			k, _, _ := strings.Cut(kv, "=")
+			return bad(fmt.Errorf("the environment image %s sets the variable %q to a value holding a NUL byte, which no environment can carry", ref, strings.ToValidUTF8(k, "?")))
+		}
+	}
 	uid, gid := a.runIDs().uid, a.runIDs().gid
 	ov, err := envimage.Mount(img.Root, filepath.Join(a.dir.Path, "env"), uid, gid)
 	if err != nil {

@@ -177,3 +177,33 @@ func TestWrongEnvironmentDigestIsRefused(t *testing.T) {
 		t.Fatalf("the agent ran: %+v", st.Agent)
 	}
 }
+
+// An image whose config sets a variable holding a NUL (its registry's
+// doing: "x\x00--share-net" would be a bwrap option of its own) is refused
+// before the agent starts, as the image's fault (EnvironmentUnavailable),
+// naming the variable.
+func TestEnvironmentImageWithANulInItsEnvIsRefused(t *testing.T) {
+	environmentImage(t) // its registry
+	layer, err := oci.LayerFromFiles(t.TempDir(), []oci.File{{Path: "etc/os-release", Mode: 0o644, Content: []byte("ID=" + envOSID + "\n")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := oci.Build([]v1.Layer{layer}, oci.Config{Env: []string{"PATH=/usr/bin:/bin", "EVIL=x\x00--share-net"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := envImage.reg.Push(context.Background(), img, "tasks/nul-env", "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Run(t, Case{Name: "nul-env", Adapter: harnessv1.AdapterExec, Fixture: "hello", Environment: ref,
+		Command: []string{"sh", "-c", "echo the agent must not run; exit 3"}})
+	st := o.Run.Status
+	if st.Phase != harnessv1.RunFailed || st.Reason != harnessv1.ReasonEnvironmentUnavailable ||
+		!strings.Contains(st.Message, `the variable "EVIL" to a value holding a NUL byte`) || strings.Contains(st.Message, "share-net") {
+		t.Fatalf("phase %s reason %s: %s", st.Phase, st.Reason, st.Message)
+	}
+	if st.Agent != nil && st.Agent.ExitCode != nil {
+		t.Fatalf("the agent ran: %+v", st.Agent)
+	}
+}
