@@ -1,0 +1,119 @@
+package agents
+
+import (
+	"bytes"
+	"compress/gzip"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
+)
+
+// realistic serves the fake provider's answers the way the real providers'
+// servers send theirs, not the way fake-provider writes them: gzip when the
+// client takes it (the gateway asks for it), an event stream with CRLF line
+// ends, a comment line (": keep-alive"; not for Gemini) and, for
+// Anthropic's Messages API, a ping event after the first event, all
+// written in 13-byte pieces, each flushed. What HarnessFacts reads of a provider (the gateway's usage and
+// content scan, the CLIs through it) must not depend on fake-provider's own
+// framing.
+type realistic struct{}
+
+func (realistic) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rec := httptest.NewRecorder()
+	provider.ServeHTTP(rec, r)
+	res := rec.Result()
+	body := rec.Body.Bytes()
+	for k, v := range res.Header {
+		if k != "Content-Length" {
+			w.Header()[k] = v
+		}
+	}
+	if strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
+		body = bytes.ReplaceAll(body, []byte("\n"), []byte("\r\n"))
+		if i := bytes.Index(body, []byte("\r\n\r\n")); i > 0 {
+			// A comment, as OpenRouter sends while it waits; not to
+			// Gemini CLI, whose SDK reads nothing but data lines (and
+			// Google sends none).
+			extra := ": keep-alive\r\n\r\n"
+			if strings.Contains(r.URL.Path, ":streamGenerateContent") {
+				extra = ""
+			}
+			if strings.HasSuffix(r.URL.Path, "/v1/messages") {
+				extra = "event: ping\r\ndata: {\"type\": \"ping\"}\r\n\r\n" + extra
+			}
+			body = append(body[:i+4:i+4], append([]byte(extra), body[i+4:]...)...)
+		}
+	}
+	var out io.Writer = w
+	var zw *gzip.Writer
+	if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+		w.Header().Set("Content-Encoding", "gzip")
+		zw = gzip.NewWriter(w)
+		out = zw
+	}
+	w.WriteHeader(res.StatusCode)
+	for len(body) > 0 {
+		n := min(13, len(body))
+		_, _ = out.Write(body[:n])
+		if zw != nil {
+			_ = zw.Flush()
+		}
+		w.(http.Flusher).Flush()
+		body = body[n:]
+	}
+	if zw != nil {
+		_ = zw.Close()
+	}
+}
+
+// TestCLIsAgainstARealisticProvider: Claude Code, Codex, Gemini CLI and
+// OpenCode pass hello through the model gateway to a provider that frames
+// its answers as the real ones do (realistic), and the gateway counts
+// their usage exactly.
+func TestCLIsAgainstARealisticProvider(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: realistic{}, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	url := "http://" + ln.Addr().String() + "/s/hello"
+	for _, c := range []struct {
+		adapter harnessv1.Adapter
+		env     string
+		key     string
+		check   func(*testing.T, *Outcome)
+	}{
+		{harnessv1.AdapterClaudeCode, "ANTHROPIC_API_KEY", "sk-ant-api03-planted-realistic-3c1e", func(t *testing.T, o *Outcome) {
+			requireClaudeHello(t, o, harnessv1.MCPTransportHTTP)
+		}},
+		{harnessv1.AdapterCodex, "OPENAI_API_KEY", "sk-proj-planted-realistic-codex-7d2a", func(t *testing.T, o *Outcome) {
+			requireCodexHello(t, o, harnessv1.MCPTransportHTTP, adapters.CodexDefaultModel)
+		}},
+		{harnessv1.AdapterGemini, "GEMINI_API_KEY", "hf-planted-gemini-realistic-5b90e1", func(t *testing.T, o *Outcome) {
+			requireGeminiHello(t, o, harnessv1.MCPTransportHTTP)
+		}},
+		{harnessv1.AdapterOpenCode, "OPENAI_API_KEY", "sk-proj-planted-realistic-opencode-9e4f", func(t *testing.T, o *Outcome) {
+			RequirePass(t, o)
+			RequireToken(t, o, harnessv1.MCPTransportHTTP)
+		}},
+	} {
+		// One after another: the CLIs' hello checks read the provider's log
+		// of the run's time, which another CLI's run would mix into.
+		t.Run(string(c.adapter), func(t *testing.T) {
+			o := Run(t, Case{Name: "realistic-" + string(c.adapter), Adapter: c.adapter, Fixture: "hello",
+				Transport: harnessv1.MCPTransportHTTP, Creds: []Cred{{Env: c.env, Value: c.key}}, ProviderURL: url})
+			c.check(t, o)
+			RequireClean(t, o, c.key)
+			RequireUsage(t, o, c.key)
+		})
+	}
+}
