@@ -175,11 +175,12 @@ const (
 	// no request reached the provider over that connection (class
 	// Infrastructure).
 	ReasonProviderCertificateInvalid = "ProviderCertificateInvalid"
-	// ReasonProviderUnavailable: the model provider still answered 429 or
-	// 5xx (or could not be reached) after the gateway's retries at the
-	// agent's last model request, whose CLI had that answer, and the agent
-	// did not pass; the run is an infrastructure failure, retried while
-	// spec.retries allows.
+	// ReasonProviderUnavailable: the model provider still answered 5xx (or
+	// could not be reached) after the gateway's retries at the agent's
+	// last model requests, or rate-limited them for a minute and three
+	// requests, with no answer since; the CLI had those answers and the
+	// agent did not pass. The run is an infrastructure failure, retried
+	// while spec.retries allows.
 	ReasonProviderUnavailable = "ProviderUnavailable"
 	// ReasonRunDirFailed: the run dir could not be prepared on the node.
 	ReasonRunDirFailed = "RunDirFailed"

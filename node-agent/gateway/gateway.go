@@ -177,10 +177,11 @@ type Gateway struct {
 	requests atomic.Int64
 	// refusedTools counts the requests refused for a network tool.
 	refusedTools atomic.Int64
-	// failing is the provider's failure at the last request it failed
-	// after the gateway's tries, until a later request is answered;
-	// handedOver counts those requests.
-	failing    atomic.Pointer[Stop]
+	// failing is the provider's failures since the last request it
+	// answered, those that went to the CLI after the gateway's tries (nil
+	// when it answered last); handedOver counts such requests in all.
+	failingMu  sync.Mutex
+	failing    *failure
 	handedOver atomic.Int64
 
 	stopOnce sync.Once
@@ -293,11 +294,67 @@ func (g *Gateway) Tally() *usage.Tally { return &g.tally }
 // asked the provider to reach the network.
 func (g *Gateway) RefusedProviderTools() int64 { return g.refusedTools.Load() }
 
-// ProviderFailing is the provider's failure if the last model request it
-// failed, after the gateway's tries, was not followed by one it answered:
-// the agent's CLI had the failure as its answer and the run went on. It
-// judges the run (class Infrastructure) only if the agent did not pass.
-func (g *Gateway) ProviderFailing() *Stop { return g.failing.Load() }
+// failure is a span of the provider's failures with no answer between.
+type failure struct {
+	first, last time.Time
+	requests    int
+	// rateLimited: a 429 was among them. An agent can cause one itself
+	// (one large request spends the key's window), so rate limits count
+	// only when they last (rateLimitSpan, rateLimitRequests).
+	rateLimited bool
+	what        string // the last failure, for the message
+}
+
+// A span of rate limits judges the run only once it held for a minute
+// across three requests of the agent's (its CLI's own retries, waiting as
+// told): a provider limited by others' use (a key shared by a suite's
+// runs), not one request of the agent's own.
+const (
+	rateLimitSpan     = time.Minute
+	rateLimitRequests = 3
+)
+
+// ProviderFailing is why the provider, not the agent, is what the run shows
+// if the agent does not pass, or nil: the agent's last model requests had
+// the provider's failure for their answer (the CLI had it, the run went
+// on), with no answer since, and the failure held: a 5xx or an unreachable
+// provider after the gateway's tries, or rate limits for rateLimitSpan
+// across rateLimitRequests requests.
+func (g *Gateway) ProviderFailing() *Stop {
+	g.failingMu.Lock()
+	defer g.failingMu.Unlock()
+	f := g.failing
+	if f == nil {
+		return nil
+	}
+	if f.rateLimited && (f.requests < rateLimitRequests || f.last.Sub(f.first) < rateLimitSpan) {
+		return nil
+	}
+	return &Stop{Reason: ReasonProviderUnavailable, Infrastructure: true,
+		Message: fmt.Sprintf("the provider %s failed the agent's last %d model requests, over %s with no answer between (the last: %s); each failure went to the agent's CLI",
+			g.upstream.Redacted(), f.requests, f.last.Sub(f.first).Round(time.Second), f.what)}
+}
+
+// providerFailed notes a failure handed to the CLI; providerAnswered ends
+// the span.
+func (g *Gateway) providerFailed(what string, rateLimited bool) {
+	g.handedOver.Add(1)
+	now := time.Now()
+	g.failingMu.Lock()
+	defer g.failingMu.Unlock()
+	if g.failing == nil {
+		g.failing = &failure{first: now}
+	}
+	g.failing.last, g.failing.what = now, what
+	g.failing.requests++
+	g.failing.rateLimited = g.failing.rateLimited || rateLimited
+}
+
+func (g *Gateway) providerAnswered() {
+	g.failingMu.Lock()
+	g.failing = nil
+	g.failingMu.Unlock()
+}
 
 // ProviderErrorsHandedOver is the number of model requests whose provider
 // failure (after the gateway's tries) went to the agent's CLI as its answer.
@@ -706,7 +763,7 @@ func (t *retrier) RoundTrip(req *http.Request) (*http.Response, error) {
 		retriable := err == nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500) || err != nil && isDialError(err)
 		if !retriable {
 			if err == nil {
-				t.g.failing.Store(nil) // the provider answers again
+				t.g.providerAnswered()
 			}
 			return resp, err
 		}
@@ -733,10 +790,7 @@ func (t *retrier) RoundTrip(req *http.Request) (*http.Response, error) {
 			} else {
 				what = "HTTP " + resp.Status
 			}
-			t.g.handedOver.Add(1)
-			t.g.failing.Store(&Stop{Reason: ReasonProviderUnavailable, Infrastructure: true,
-				Message: fmt.Sprintf("the provider %s failed the agent's last model request (%s, %s); that answer went to the agent's CLI",
-					t.g.upstream.Redacted(), what, why)})
+			t.g.providerFailed(what+", "+why, resp != nil && resp.StatusCode == http.StatusTooManyRequests)
 			return resp, err
 		}
 		if resp != nil {

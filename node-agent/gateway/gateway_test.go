@@ -524,10 +524,44 @@ func TestGatewayKeepsTheProvidersWait(t *testing.T) {
 			if got := resp.Header.Get(c.header[0]); got != c.header[1] {
 				t.Errorf("the CLI had %s %q, want the provider's %q", c.header[0], got, c.header[1])
 			}
-			if f := g.ProviderFailing(); f == nil || !strings.Contains(f.Message, "429") {
-				t.Errorf("failing %+v, want the 429 remembered", f)
+			// One rate limit judges nothing: an agent can cause one itself.
+			if f := g.ProviderFailing(); f != nil || g.ProviderErrorsHandedOver() != 1 {
+				t.Errorf("failing %+v, %d handed over: want none yet, 1", f, g.ProviderErrorsHandedOver())
 			}
 		})
+	}
+}
+
+// TestProviderFailingHolds: a failure after the gateway's tries judges a run
+// that did not pass only if it held: a 5xx or an unreachable provider at
+// once, rate limits only over a minute and three requests with no answer
+// between (one the agent caused itself, spending the key's window with a
+// large request, must not turn its failure into the provider's).
+func TestProviderFailingHolds(t *testing.T) {
+	g, err := New(Options{Upstream: "https://provider.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	for name, c := range map[string]struct {
+		f    *failure
+		want bool
+	}{
+		"none":                             {nil, false},
+		"a 502 after the tries":            {&failure{first: t0, last: t0, requests: 1, what: "HTTP 502"}, true},
+		"one rate limit":                   {&failure{first: t0, last: t0, requests: 1, rateLimited: true}, false},
+		"rate limits for 59 s":             {&failure{first: t0, last: t0.Add(59 * time.Second), requests: 5, rateLimited: true}, false},
+		"two rate limits over two minutes": {&failure{first: t0, last: t0.Add(2 * time.Minute), requests: 2, rateLimited: true}, false},
+		"three over a minute":              {&failure{first: t0, last: t0.Add(time.Minute), requests: 3, rateLimited: true, what: "HTTP 429"}, true},
+	} {
+		g.failing = c.f
+		got := g.ProviderFailing()
+		if (got != nil) != c.want {
+			t.Errorf("%s: %+v, want judged %v", name, got, c.want)
+		}
+		if got != nil && (got.Reason != ReasonProviderUnavailable || !got.Infrastructure || !strings.Contains(got.Message, c.f.what)) {
+			t.Errorf("%s: %+v", name, got)
+		}
 	}
 }
 
