@@ -20,6 +20,7 @@
 package harbor
 
 import (
+	"bytes"
 	"fmt"
 	"io/fs"
 	"math"
@@ -128,6 +129,11 @@ func Read(dir string, opts Options) (*Task, error) {
 	}
 	if len(instruction) > fixture.MaxPromptBytes {
 		return nil, fmt.Errorf("%s: instruction.md is %d bytes, more than the %d a prompt may have", dir, len(instruction), fixture.MaxPromptBytes)
+	}
+	if bytes.IndexByte(instruction, 0) >= 0 {
+		// The fixture's manifest refuses it (the prompt would end there
+		// where the agent receives it): said at import, not at each run.
+		return nil, fmt.Errorf("%s: instruction.md holds a NUL byte, which a prompt may not", dir)
 	}
 	t.Manifest.Prompt = string(instruction)
 

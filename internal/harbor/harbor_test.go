@@ -259,14 +259,15 @@ func TestTasksHarnessFactsCannotRunAreRefused(t *testing.T) {
 		files map[string]string
 		want  string
 	}{
-		"no instruction":   {with("instruction.md", ""), "instruction.md"},
-		"empty prompt":     {with("instruction.md", " \n"), "instruction.md is empty"},
-		"no test.sh":       {with("tests/test.sh", ""), "tests/test.sh"},
-		"multi-step":       {with("task.toml", "[[steps]]\nname = \"one\"\n"), "multi-step"},
-		"windows":          {with("task.toml", "[environment]\nos = \"windows\"\n"), "Linux"},
-		"bad toml":         {with("task.toml", "[agent\n"), "task.toml line 1"},
-		"bad verifier env": {with("task.toml", "[verifier]\nenv = { \"A B\" = \"x\" }\n"), "not an environment variable name"},
-		"harness variable": {with("task.toml", "[verifier]\nenv = { HARNESSFACTS_TESTS = \"/x\" }\n"), "harness's own"},
+		"no instruction":      {with("instruction.md", ""), "instruction.md"},
+		"empty prompt":        {with("instruction.md", " \n"), "instruction.md is empty"},
+		"a NUL in the prompt": {with("instruction.md", "do it\x00--share-net\n"), "instruction.md holds a NUL byte"},
+		"no test.sh":          {with("tests/test.sh", ""), "tests/test.sh"},
+		"multi-step":          {with("task.toml", "[[steps]]\nname = \"one\"\n"), "multi-step"},
+		"windows":             {with("task.toml", "[environment]\nos = \"windows\"\n"), "Linux"},
+		"bad toml":            {with("task.toml", "[agent\n"), "task.toml line 1"},
+		"bad verifier env":    {with("task.toml", "[verifier]\nenv = { \"A B\" = \"x\" }\n"), "not an environment variable name"},
+		"harness variable":    {with("task.toml", "[verifier]\nenv = { HARNESSFACTS_TESTS = \"/x\" }\n"), "harness's own"},
 	} {
 		dir := makeTask(t, "task", tc.files)
 		if _, err := Read(dir, Options{}); err == nil || !strings.Contains(err.Error(), tc.want) {
