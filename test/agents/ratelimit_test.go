@@ -10,6 +10,7 @@ import (
 	"time"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
 )
 
 // rateLimited answers its first model request with a rate limit as the
@@ -44,39 +45,65 @@ func (p *rateLimited) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	provider.ServeHTTP(w, r)
 }
 
-// TestClaudeWaitsOutARateLimit: a provider's rate limit asks for a longer
-// wait than the model gateway keeps (8 s); the gateway hands the 429 to
-// Claude Code at once, Retry-After and all, and the run goes on: the CLI
-// waits as asked, tries again and passes, and status says a request
-// failed so. (The gateway used to retry before the provider's time was up
-// and then end the run as ProviderUnavailable.)
-func TestClaudeWaitsOutARateLimit(t *testing.T) {
-	const key = "sk-ant-api03-planted-ratelimit-8c1d"
-	p := &rateLimited{retryAfter: "10"}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
+// TestCLIsWaitOutARateLimit: a provider's rate limit asks for a longer wait
+// than the model gateway keeps (8 s); the gateway hands the 429 to the CLI at
+// once, Retry-After and all, and the run goes on: Claude Code, Codex, Gemini
+// CLI and OpenCode each try again and pass, and status says a request failed
+// so. Claude Code, Codex and OpenCode wait as asked; Gemini CLI retries on
+// its own backoff, sooner (about 5 s here). (The gateway used to retry
+// before the provider's time was up and then end the run as
+// ProviderUnavailable.)
+func TestCLIsWaitOutARateLimit(t *testing.T) {
+	for _, c := range []struct {
+		adapter  harnessv1.Adapter
+		env, key string
+		waits    bool // the CLI waits out Retry-After
+		check    func(*testing.T, *Outcome)
+	}{
+		{harnessv1.AdapterClaudeCode, "ANTHROPIC_API_KEY", "sk-ant-api03-planted-ratelimit-8c1d", true, func(t *testing.T, o *Outcome) {
+			requireClaudeHello(t, o, harnessv1.MCPTransportHTTP)
+		}},
+		{harnessv1.AdapterCodex, "OPENAI_API_KEY", "sk-proj-planted-ratelimit-codex-1a2b", true, func(t *testing.T, o *Outcome) {
+			requireCodexHello(t, o, harnessv1.MCPTransportHTTP, adapters.CodexDefaultModel)
+		}},
+		{harnessv1.AdapterGemini, "GEMINI_API_KEY", "hf-planted-gemini-ratelimit-3c4d5e", false, func(t *testing.T, o *Outcome) {
+			requireGeminiHello(t, o, harnessv1.MCPTransportHTTP)
+		}},
+		{harnessv1.AdapterOpenCode, "OPENAI_API_KEY", "sk-proj-planted-ratelimit-opencode-6f7a", true, func(t *testing.T, o *Outcome) {
+			RequirePass(t, o)
+			RequireToken(t, o, harnessv1.MCPTransportHTTP)
+		}},
+	} {
+		// One after another: the hello checks read the provider's log of
+		// the run's time, which another CLI's run would mix into.
+		t.Run(string(c.adapter), func(t *testing.T) {
+			p := &rateLimited{retryAfter: "10"}
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
+			go func() { _ = srv.Serve(ln) }()
+			t.Cleanup(func() { _ = srv.Close() })
 
-	o := Run(t, Case{Name: "claude-rate-limited", Adapter: harnessv1.AdapterClaudeCode, Fixture: "hello",
-		Transport: harnessv1.MCPTransportHTTP, Creds: []Cred{{Env: "ANTHROPIC_API_KEY", Value: key}},
-		ProviderURL: "http://" + ln.Addr().String() + "/s/hello"})
-	requireClaudeHello(t, o, harnessv1.MCPTransportHTTP)
-	p.mu.Lock()
-	waited := p.nextAt.Sub(p.limitedAt)
-	p.mu.Unlock()
-	if p.nextAt.IsZero() || waited < 9*time.Second {
-		t.Errorf("the next model request came %s after the 429 with Retry-After 10 s", waited)
+			o := Run(t, Case{Name: "rate-limited-" + string(c.adapter), Adapter: c.adapter, Fixture: "hello",
+				Transport: harnessv1.MCPTransportHTTP, Creds: []Cred{{Env: c.env, Value: c.key}},
+				ProviderURL: "http://" + ln.Addr().String() + "/s/hello"})
+			c.check(t, o)
+			p.mu.Lock()
+			waited := p.nextAt.Sub(p.limitedAt)
+			p.mu.Unlock()
+			if p.nextAt.IsZero() || c.waits && waited < 9*time.Second {
+				t.Errorf("the next model request came %s after the 429 with Retry-After 10 s", waited)
+			}
+			noted := false
+			for _, n := range o.Run.Status.Agent.Notes {
+				noted = noted || strings.Contains(n, "the provider failed 1 of the agent's model requests")
+			}
+			if !noted {
+				t.Errorf("status.agent.notes %q do not say the provider failed a request", o.Run.Status.Agent.Notes)
+			}
+			RequireUsage(t, o, c.key)
+		})
 	}
-	noted := false
-	for _, n := range o.Run.Status.Agent.Notes {
-		noted = noted || strings.Contains(n, "the provider failed 1 of the agent's model requests")
-	}
-	if !noted {
-		t.Errorf("status.agent.notes %q do not say the provider failed a request", o.Run.Status.Agent.Notes)
-	}
-	RequireUsage(t, o, key)
 }
