@@ -48,9 +48,10 @@ func (p *rateLimited) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // TestCLIsWaitOutARateLimit: a provider's rate limit asks for a longer wait
 // than the model gateway keeps (8 s); the gateway hands the 429 to the CLI at
 // once, Retry-After and all, and the run goes on: Claude Code, Codex, Gemini
-// CLI and OpenCode each try again and pass, and status says a request failed
-// so. Claude Code, Codex and OpenCode wait as asked; Gemini CLI retries on
-// its own backoff, sooner (about 5 s here). (The gateway used to retry
+// CLI and OpenCode (hello) and Aider (edit) each try again and pass, and
+// status says a request failed so. Claude Code, Codex and OpenCode wait as
+// asked; Gemini CLI retries on its own backoff, sooner (about 5 s here);
+// Aider's wait is not held to. (The gateway used to retry
 // before the provider's time was up and then end the run as
 // ProviderUnavailable.)
 func TestCLIsWaitOutARateLimit(t *testing.T) {
@@ -59,20 +60,24 @@ func TestCLIsWaitOutARateLimit(t *testing.T) {
 		env, key string
 		waits    bool // the CLI waits out Retry-After
 		check    func(*testing.T, *Outcome)
+		fixture  string // hello when ""
 	}{
 		{harnessv1.AdapterClaudeCode, "ANTHROPIC_API_KEY", "sk-ant-api03-planted-ratelimit-8c1d", true, func(t *testing.T, o *Outcome) {
 			requireClaudeHello(t, o, harnessv1.MCPTransportHTTP)
-		}},
+		}, ""},
 		{harnessv1.AdapterCodex, "OPENAI_API_KEY", "sk-proj-planted-ratelimit-codex-1a2b", true, func(t *testing.T, o *Outcome) {
 			requireCodexHello(t, o, harnessv1.MCPTransportHTTP, adapters.CodexDefaultModel)
-		}},
+		}, ""},
 		{harnessv1.AdapterGemini, "GEMINI_API_KEY", "hf-planted-gemini-ratelimit-3c4d5e", false, func(t *testing.T, o *Outcome) {
 			requireGeminiHello(t, o, harnessv1.MCPTransportHTTP)
-		}},
+		}, ""},
 		{harnessv1.AdapterOpenCode, "OPENAI_API_KEY", "sk-proj-planted-ratelimit-opencode-6f7a", true, func(t *testing.T, o *Outcome) {
 			RequirePass(t, o)
 			RequireToken(t, o, harnessv1.MCPTransportHTTP)
-		}},
+		}, ""},
+		{harnessv1.AdapterAider, "OPENAI_API_KEY", "sk-proj-planted-ratelimit-aider-4e9d", false, func(t *testing.T, o *Outcome) {
+			RequirePass(t, o)
+		}, "edit"},
 	} {
 		// One after another: the hello checks read the provider's log of
 		// the run's time, which another CLI's run would mix into.
@@ -86,9 +91,13 @@ func TestCLIsWaitOutARateLimit(t *testing.T) {
 			go func() { _ = srv.Serve(ln) }()
 			t.Cleanup(func() { _ = srv.Close() })
 
-			o := Run(t, Case{Name: "rate-limited-" + string(c.adapter), Adapter: c.adapter, Fixture: "hello",
-				Transport: harnessv1.MCPTransportHTTP, Creds: []Cred{{Env: c.env, Value: c.key}},
-				ProviderURL: "http://" + ln.Addr().String() + "/s/hello"})
+			fixture, transport := "hello", harnessv1.MCPTransportHTTP
+			if c.fixture != "" {
+				fixture, transport = c.fixture, ""
+			}
+			o := Run(t, Case{Name: "rate-limited-" + string(c.adapter), Adapter: c.adapter, Fixture: fixture,
+				Transport: transport, Creds: []Cred{{Env: c.env, Value: c.key}},
+				ProviderURL: "http://" + ln.Addr().String() + "/s/" + fixture})
 			c.check(t, o)
 			p.mu.Lock()
 			waited := p.nextAt.Sub(p.limitedAt)

@@ -74,7 +74,7 @@ func (realistic) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // TestCLIsAgainstARealisticProvider: Claude Code, Codex, Gemini CLI and
-// OpenCode pass hello through the model gateway to a provider that frames
+// OpenCode pass hello (Aider edit) through the model gateway to a provider that frames
 // its answers as the real ones do (realistic), and the gateway counts
 // their usage exactly.
 func TestCLIsAgainstARealisticProvider(t *testing.T) {
@@ -85,32 +85,42 @@ func TestCLIsAgainstARealisticProvider(t *testing.T) {
 	srv := &http.Server{Handler: realistic{}, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
-	url := "http://" + ln.Addr().String() + "/s/hello"
 	for _, c := range []struct {
 		adapter harnessv1.Adapter
 		env     string
 		key     string
 		check   func(*testing.T, *Outcome)
+		fixture string // hello when ""
 	}{
 		{harnessv1.AdapterClaudeCode, "ANTHROPIC_API_KEY", "sk-ant-api03-planted-realistic-3c1e", func(t *testing.T, o *Outcome) {
 			requireClaudeHello(t, o, harnessv1.MCPTransportHTTP)
-		}},
+		}, ""},
 		{harnessv1.AdapterCodex, "OPENAI_API_KEY", "sk-proj-planted-realistic-codex-7d2a", func(t *testing.T, o *Outcome) {
 			requireCodexHello(t, o, harnessv1.MCPTransportHTTP, adapters.CodexDefaultModel)
-		}},
+		}, ""},
 		{harnessv1.AdapterGemini, "GEMINI_API_KEY", "hf-planted-gemini-realistic-5b90e1", func(t *testing.T, o *Outcome) {
 			requireGeminiHello(t, o, harnessv1.MCPTransportHTTP)
-		}},
+		}, ""},
 		{harnessv1.AdapterOpenCode, "OPENAI_API_KEY", "sk-proj-planted-realistic-opencode-9e4f", func(t *testing.T, o *Outcome) {
 			RequirePass(t, o)
 			RequireToken(t, o, harnessv1.MCPTransportHTTP)
-		}},
+		}, ""},
+		// Aider has no MCP: the edit fixture. Its Chat Completions stream
+		// gets the gateway's usage request and filter on top.
+		{harnessv1.AdapterAider, "OPENAI_API_KEY", "sk-proj-planted-realistic-aider-2b8c", func(t *testing.T, o *Outcome) {
+			RequirePass(t, o)
+		}, "edit"},
 	} {
 		// One after another: the CLIs' hello checks read the provider's log
 		// of the run's time, which another CLI's run would mix into.
 		t.Run(string(c.adapter), func(t *testing.T) {
-			o := Run(t, Case{Name: "realistic-" + string(c.adapter), Adapter: c.adapter, Fixture: "hello",
-				Transport: harnessv1.MCPTransportHTTP, Creds: []Cred{{Env: c.env, Value: c.key}}, ProviderURL: url})
+			fixture, transport := "hello", harnessv1.MCPTransportHTTP
+			if c.fixture != "" {
+				fixture, transport = c.fixture, ""
+			}
+			o := Run(t, Case{Name: "realistic-" + string(c.adapter), Adapter: c.adapter, Fixture: fixture,
+				Transport: transport, Creds: []Cred{{Env: c.env, Value: c.key}},
+				ProviderURL: "http://" + ln.Addr().String() + "/s/" + fixture})
 			c.check(t, o)
 			RequireClean(t, o, c.key)
 			RequireUsage(t, o, c.key)
