@@ -33,9 +33,9 @@ type ran struct {
 	egressStats     *egress.Stats // nil when the run had no egress proxy
 	// gatewayStop is why the model gateway ended the run (nil if it did not).
 	gatewayStop *gateway.Stop
-	// providerFailing is the provider's failure at the agent's last model
-	// request it failed, if no later one was answered; providerErrors
-	// counts the requests whose failure went to the agent's CLI.
+	// providerFailing is the provider's failure that answered the agent's
+	// last model requests, if it held (gateway.ProviderFailing);
+	// providerErrors counts the requests whose failure went to its CLI.
 	providerFailing *gateway.Stop
 	providerErrors  int64
 	// refusedProviderTools counts the model requests the gateway refused

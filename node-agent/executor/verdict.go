@@ -214,9 +214,9 @@ type judgement struct {
 	StoppedInChecks bool
 	// Gateway is why the model gateway ended the run; nil if it did not.
 	Gateway *gateway.Stop
-	// ProviderFailing is the provider's failure at the agent's last model
-	// request it failed (its CLI had the failure as the answer), if no
-	// later request was answered.
+	// ProviderFailing is the provider's failure that answered the agent's
+	// last model requests, with no answer since, if it held
+	// (gateway.ProviderFailing).
 	ProviderFailing *gateway.Stop
 	// TimedOut, OOMKilled and Signal say how the agent ended, when it did
 	// not exit by itself; Exited says it did, with ExitCode.
@@ -283,13 +283,19 @@ func judge(j judgement) verdict {
 		// A request or token limit: the agent used what the run allows.
 		v = verdict{Phase: harnessv1.RunSucceeded, Verdict: harnessv1.VerdictFail, FailureClass: harnessv1.FailureAgent,
 			Reason: j.Gateway.Reason, Message: j.Gateway.Message + "; the agent's process tree was killed"}
-	case j.ProviderFailing != nil && !j.OOMKilled && j.DiskFull == nil && !passes(j):
-		// The agent's CLI had its provider's failure for an answer, kept
-		// it to the end, and did not pass: the provider, not the agent,
-		// is what the run shows (a retry of the run may pass). An agent
-		// that passed anyway passes.
-		v = verdict{Phase: harnessv1.RunFailed, Verdict: harnessv1.VerdictError, FailureClass: harnessv1.FailureInfrastructure,
-			Reason: j.ProviderFailing.Reason, Message: j.ProviderFailing.Message + "; " + agentEnd(j)}
+	case j.ProviderFailing != nil && !j.OOMKilled && j.DiskFull == nil:
+		// The agent's CLI had its provider's failure for an answer to the
+		// end: if the agent did not pass, the provider, not the agent, is
+		// what the run shows (a retry of the run may pass), and the
+		// message says how the agent ended; an agent that passed anyway
+		// passes. How it ended is what the cases below say of it.
+		rest := j
+		rest.ProviderFailing, rest.Unsandboxed = nil, false
+		v = judge(rest)
+		if v.Verdict != harnessv1.VerdictPass {
+			v = verdict{Phase: harnessv1.RunFailed, Verdict: harnessv1.VerdictError, FailureClass: harnessv1.FailureInfrastructure,
+				Reason: j.ProviderFailing.Reason, Message: j.ProviderFailing.Message + "; then " + v.Message}
+		}
 	case j.TimedOut:
 		v = verdict{Phase: harnessv1.RunFailed, Verdict: harnessv1.VerdictError, FailureClass: harnessv1.FailureTimeout,
 			Reason:  harnessv1.ReasonDeadlineExceeded,
@@ -339,31 +345,6 @@ func judge(j judgement) verdict {
 		v.Message += " (UNSANDBOXED: see condition Sandboxed)"
 	}
 	return v
-}
-
-// passes says whether the agent's end and its checks make a Pass, as the
-// last cases of judge do.
-func passes(j judgement) bool {
-	return !j.TimedOut && j.Exited && j.ExitCode == 0 && !j.MCPUnsupported && allPassed(j.Checks) && (!j.WantMCP || j.TokenSeen)
-}
-
-// agentEnd says how an agent that did not pass ended, for a message that
-// names another cause first.
-func agentEnd(j judgement) string {
-	switch {
-	case j.TimedOut:
-		return fmt.Sprintf("the agent then did not finish within limits.episodeSeconds (%ds)", j.EpisodeSeconds)
-	case j.Signal != "":
-		return "the agent was then killed by " + j.Signal
-	case !j.Exited || j.ExitCode != 0:
-		return fmt.Sprintf("the agent then exited with code %d", j.ExitCode)
-	case !allPassed(j.Checks):
-		return "the agent then ended and " + failedChecks(j.Checks)
-	case j.MCPUnsupported:
-		return "the agent's CLI could not use the run's MCP server"
-	default:
-		return "the agent then ended without the MCP token in its output or artifacts"
-	}
 }
 
 func allPassed(checks []harnessv1.CheckResult) bool {

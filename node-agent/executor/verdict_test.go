@@ -52,12 +52,17 @@ func TestJudgementOrder(t *testing.T) {
 			j.ProviderFailing = &gateway.Stop{Reason: harnessv1.ReasonProviderUnavailable, Message: "the provider p failed the agent's last model request", Infrastructure: true}
 			j.Checks = failing
 		}), harnessv1.RunFailed, harnessv1.VerdictError, harnessv1.FailureInfrastructure, harnessv1.ReasonProviderUnavailable,
-			"=the provider p failed the agent's last model request; the agent then ended and 1 of 2 checks failed: b"},
+			"=the provider p failed the agent's last model request; then 1 of 2 checks failed: b"},
 		{"a provider failing while the CLI retried to the deadline", with(func(j *judgement) {
 			j.ProviderFailing = &gateway.Stop{Reason: harnessv1.ReasonProviderUnavailable, Message: "429", Infrastructure: true}
 			j.TimedOut, j.Exited, j.Signal = true, false, "signal 9"
 		}), harnessv1.RunFailed, harnessv1.VerdictError, harnessv1.FailureInfrastructure, harnessv1.ReasonProviderUnavailable,
-			"=429; the agent then did not finish within limits.episodeSeconds (60s)"},
+			"=429; then the agent did not finish within limits.episodeSeconds (60s) and was killed"},
+		{"a provider failing, unsandboxed: the fallback said once", with(func(j *judgement) {
+			j.ProviderFailing = &gateway.Stop{Reason: harnessv1.ReasonProviderUnavailable, Message: "502", Infrastructure: true}
+			j.ExitCode, j.Unsandboxed = 1, true
+		}), harnessv1.RunFailed, harnessv1.VerdictError, harnessv1.FailureInfrastructure, harnessv1.ReasonProviderUnavailable,
+			"=502; then the agent exited with code 1 (UNSANDBOXED: see condition Sandboxed)"},
 		{"a provider failing at the end, and the agent passed anyway", with(func(j *judgement) {
 			j.ProviderFailing = &gateway.Stop{Reason: harnessv1.ReasonProviderUnavailable, Message: "429", Infrastructure: true}
 		}), harnessv1.RunSucceeded, harnessv1.VerdictPass, "", harnessv1.ReasonCompleted, "2 checks passed"},
