@@ -2,7 +2,6 @@ package agents
 
 import (
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
-	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
 )
 
 // rateLimited answers its first model request with a rate limit as the
@@ -55,54 +53,17 @@ func (p *rateLimited) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // before the provider's time was up and then end the run as
 // ProviderUnavailable.)
 func TestCLIsWaitOutARateLimit(t *testing.T) {
-	for _, c := range []struct {
-		adapter  harnessv1.Adapter
-		env, key string
-		waits    bool // the CLI waits out Retry-After
-		check    func(*testing.T, *Outcome)
-		fixture  string // hello when ""
-	}{
-		{harnessv1.AdapterClaudeCode, "ANTHROPIC_API_KEY", "sk-ant-api03-planted-ratelimit-8c1d", true, func(t *testing.T, o *Outcome) {
-			requireClaudeHello(t, o, harnessv1.MCPTransportHTTP)
-		}, ""},
-		{harnessv1.AdapterCodex, "OPENAI_API_KEY", "sk-proj-planted-ratelimit-codex-1a2b", true, func(t *testing.T, o *Outcome) {
-			requireCodexHello(t, o, harnessv1.MCPTransportHTTP, adapters.CodexDefaultModel)
-		}, ""},
-		{harnessv1.AdapterGemini, "GEMINI_API_KEY", "hf-planted-gemini-ratelimit-3c4d5e", false, func(t *testing.T, o *Outcome) {
-			requireGeminiHello(t, o, harnessv1.MCPTransportHTTP)
-		}, ""},
-		{harnessv1.AdapterOpenCode, "OPENAI_API_KEY", "sk-proj-planted-ratelimit-opencode-6f7a", true, func(t *testing.T, o *Outcome) {
-			RequirePass(t, o)
-			RequireToken(t, o, harnessv1.MCPTransportHTTP)
-		}, ""},
-		{harnessv1.AdapterAider, "OPENAI_API_KEY", "sk-proj-planted-ratelimit-aider-4e9d", false, func(t *testing.T, o *Outcome) {
-			RequirePass(t, o)
-		}, "edit"},
-	} {
+	for _, c := range providerCLIs {
 		// One after another: the hello checks read the provider's log of
 		// the run's time, which another CLI's run would mix into.
 		t.Run(string(c.adapter), func(t *testing.T) {
 			p := &rateLimited{retryAfter: "10"}
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv := &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
-			go func() { _ = srv.Serve(ln) }()
-			t.Cleanup(func() { _ = srv.Close() })
-
-			fixture, transport := "hello", harnessv1.MCPTransportHTTP
-			if c.fixture != "" {
-				fixture, transport = c.fixture, ""
-			}
-			o := Run(t, Case{Name: "rate-limited-" + string(c.adapter), Adapter: c.adapter, Fixture: fixture,
-				Transport: transport, Creds: []Cred{{Env: c.env, Value: c.key}},
-				ProviderURL: "http://" + ln.Addr().String() + "/s/" + fixture})
-			c.check(t, o)
+			o, key := runAgainst(t, c, "ratelimit", serveProvider(t, p))
 			p.mu.Lock()
 			waited := p.nextAt.Sub(p.limitedAt)
 			p.mu.Unlock()
-			if p.nextAt.IsZero() || c.waits && waited < 9*time.Second {
+			waits := c.adapter != harnessv1.AdapterGemini && c.adapter != harnessv1.AdapterAider
+			if p.nextAt.IsZero() || waits && waited < 9*time.Second {
 				t.Errorf("the next model request came %s after the 429 with Retry-After 10 s", waited)
 			}
 			noted := false
@@ -112,7 +73,7 @@ func TestCLIsWaitOutARateLimit(t *testing.T) {
 			if !noted {
 				t.Errorf("status.agent.notes %q do not say the provider failed a request", o.Run.Status.Agent.Notes)
 			}
-			RequireUsage(t, o, c.key)
+			RequireUsage(t, o, key)
 		})
 	}
 }

@@ -73,57 +73,81 @@ func (realistic) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// TestCLIsAgainstARealisticProvider: Claude Code, Codex, Gemini CLI and
-// OpenCode pass hello (Aider edit) through the model gateway to a provider that frames
-// its answers as the real ones do (realistic), and the gateway counts
-// their usage exactly.
-func TestCLIsAgainstARealisticProvider(t *testing.T) {
+// providerCLI is a CLI run against a provider of a test's own: the variable
+// its key goes in, the key's form, and the check of its run (hello; Aider,
+// which has no MCP, edit).
+type providerCLI struct {
+	adapter harnessv1.Adapter
+	env     string
+	keyHead string
+	fixture string
+	check   func(*testing.T, *Outcome)
+}
+
+var providerCLIs = []providerCLI{
+	{harnessv1.AdapterClaudeCode, "ANTHROPIC_API_KEY", "sk-ant-api03-planted-", "hello", func(t *testing.T, o *Outcome) {
+		requireClaudeHello(t, o, harnessv1.MCPTransportHTTP)
+	}},
+	{harnessv1.AdapterCodex, "OPENAI_API_KEY", "sk-proj-planted-", "hello", func(t *testing.T, o *Outcome) {
+		requireCodexHello(t, o, harnessv1.MCPTransportHTTP, adapters.CodexDefaultModel)
+	}},
+	{harnessv1.AdapterGemini, "GEMINI_API_KEY", "hf-planted-gemini-", "hello", func(t *testing.T, o *Outcome) {
+		requireGeminiHello(t, o, harnessv1.MCPTransportHTTP)
+	}},
+	{harnessv1.AdapterOpenCode, "OPENAI_API_KEY", "sk-proj-planted-", "hello", func(t *testing.T, o *Outcome) {
+		RequirePass(t, o)
+		RequireToken(t, o, harnessv1.MCPTransportHTTP)
+	}},
+	// Its Chat Completions stream gets the gateway's usage request and
+	// filter on top.
+	{harnessv1.AdapterAider, "OPENAI_API_KEY", "sk-proj-planted-", "edit", func(t *testing.T, o *Outcome) {
+		RequirePass(t, o)
+	}},
+}
+
+// serveProvider serves h on loopback for the rest of the test and returns
+// its root URL.
+func serveProvider(t *testing.T, h http.Handler) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: realistic{}, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
-	for _, c := range []struct {
-		adapter harnessv1.Adapter
-		env     string
-		key     string
-		check   func(*testing.T, *Outcome)
-		fixture string // hello when ""
-	}{
-		{harnessv1.AdapterClaudeCode, "ANTHROPIC_API_KEY", "sk-ant-api03-planted-realistic-3c1e", func(t *testing.T, o *Outcome) {
-			requireClaudeHello(t, o, harnessv1.MCPTransportHTTP)
-		}, ""},
-		{harnessv1.AdapterCodex, "OPENAI_API_KEY", "sk-proj-planted-realistic-codex-7d2a", func(t *testing.T, o *Outcome) {
-			requireCodexHello(t, o, harnessv1.MCPTransportHTTP, adapters.CodexDefaultModel)
-		}, ""},
-		{harnessv1.AdapterGemini, "GEMINI_API_KEY", "hf-planted-gemini-realistic-5b90e1", func(t *testing.T, o *Outcome) {
-			requireGeminiHello(t, o, harnessv1.MCPTransportHTTP)
-		}, ""},
-		{harnessv1.AdapterOpenCode, "OPENAI_API_KEY", "sk-proj-planted-realistic-opencode-9e4f", func(t *testing.T, o *Outcome) {
-			RequirePass(t, o)
-			RequireToken(t, o, harnessv1.MCPTransportHTTP)
-		}, ""},
-		// Aider has no MCP: the edit fixture. Its Chat Completions stream
-		// gets the gateway's usage request and filter on top.
-		{harnessv1.AdapterAider, "OPENAI_API_KEY", "sk-proj-planted-realistic-aider-2b8c", func(t *testing.T, o *Outcome) {
-			RequirePass(t, o)
-		}, "edit"},
-	} {
+	return "http://" + ln.Addr().String()
+}
+
+// runAgainst runs c's fixture with a key of its own (named for the test and
+// the CLI) against the provider at root, checks it as c says, and returns
+// the outcome and the key.
+func runAgainst(t *testing.T, c providerCLI, test, root string) (*Outcome, string) {
+	t.Helper()
+	key := c.keyHead + test + "-" + string(c.adapter) + "-7d2a9e4f"
+	transport := harnessv1.MCPTransportHTTP
+	if c.fixture != "hello" {
+		transport = ""
+	}
+	o := Run(t, Case{Name: test + "-" + string(c.adapter), Adapter: c.adapter, Fixture: c.fixture,
+		Transport: transport, Creds: []Cred{{Env: c.env, Value: key}}, ProviderURL: root + "/s/" + c.fixture})
+	c.check(t, o)
+	return o, key
+}
+
+// TestCLIsAgainstARealisticProvider: Claude Code, Codex, Gemini CLI and
+// OpenCode pass hello (Aider edit) through the model gateway to a provider
+// that frames its answers as the real ones do (realistic), and the gateway
+// counts their usage exactly.
+func TestCLIsAgainstARealisticProvider(t *testing.T) {
+	root := serveProvider(t, realistic{})
+	for _, c := range providerCLIs {
 		// One after another: the CLIs' hello checks read the provider's log
 		// of the run's time, which another CLI's run would mix into.
 		t.Run(string(c.adapter), func(t *testing.T) {
-			fixture, transport := "hello", harnessv1.MCPTransportHTTP
-			if c.fixture != "" {
-				fixture, transport = c.fixture, ""
-			}
-			o := Run(t, Case{Name: "realistic-" + string(c.adapter), Adapter: c.adapter, Fixture: fixture,
-				Transport: transport, Creds: []Cred{{Env: c.env, Value: c.key}},
-				ProviderURL: "http://" + ln.Addr().String() + "/s/" + fixture})
-			c.check(t, o)
-			RequireClean(t, o, c.key)
-			RequireUsage(t, o, c.key)
+			o, key := runAgainst(t, c, "realistic", root)
+			RequireClean(t, o, key)
+			RequireUsage(t, o, key)
 		})
 	}
 }
