@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 
+	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -158,8 +159,9 @@ func (r *HarnessSuiteReconciler) createRuns(ctx context.Context, p *suitePass, p
 	var (
 		mu   sync.Mutex
 		errs []error
+		g    errgroup.Group // every error is kept in errs, not only the first
 	)
-	inParallel(r.opts.CreateWorkers, todo, func(pr plannedRun) {
+	create := func(pr plannedRun) {
 		run, err := buildRun(suite, pr, r.client.Scheme())
 		if err == nil {
 			// Expected before the request: the watch may deliver the
@@ -190,7 +192,12 @@ func (r *HarnessSuiteReconciler) createRuns(ctx context.Context, p *suitePass, p
 			errs = append(errs, err)
 		}
 		mu.Unlock()
-	})
+	}
+	g.SetLimit(r.opts.CreateWorkers)
+	for _, pr := range todo {
+		g.Go(func() error { create(pr); return nil })
+	}
+	_ = g.Wait()
 	if len(errs) > 0 {
 		log.FromContext(ctx).Error(errs[0], "creating runs", "suite", key, "failed", len(errs), "of", len(todo))
 		return exists, fmt.Errorf("creating %d of %d runs of HarnessSuite %s: %w", len(errs), len(todo), key, errors.Join(errs...))
@@ -226,38 +233,25 @@ func (r *HarnessSuiteReconciler) deleteEarlierRounds(ctx context.Context, p *sui
 	var (
 		mu   sync.Mutex
 		errs []error
+		g    errgroup.Group // every error is kept in errs, not only the first
 	)
-	inParallel(r.opts.CreateWorkers, stale, func(run *harnessv1.HarnessRun) {
-		// A copy: run is the cache's own (UnsafeDisableDeepCopy).
-		del := &harnessv1.HarnessRun{ObjectMeta: metav1.ObjectMeta{Name: run.Name, Namespace: run.Namespace}}
-		err := r.client.Delete(ctx, del, client.Preconditions{UID: &run.UID}, client.PropagationPolicy(metav1.DeletePropagationBackground))
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			mu.Lock()
-			errs = append(errs, err)
-			mu.Unlock()
-		}
-	})
+	g.SetLimit(r.opts.CreateWorkers)
+	for _, run := range stale {
+		g.Go(func() error {
+			// A copy: run is the cache's own (UnsafeDisableDeepCopy).
+			del := &harnessv1.HarnessRun{ObjectMeta: metav1.ObjectMeta{Name: run.Name, Namespace: run.Namespace}}
+			err := r.client.Delete(ctx, del, client.Preconditions{UID: &run.UID}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
 	if len(errs) > 0 {
 		return fmt.Errorf("deleting %d of the %d earlier rounds' runs of HarnessSuite %s/%s: %w", len(errs), len(stale), p.suite.Namespace, p.suite.Name, errors.Join(errs...))
 	}
 	return nil
-}
-
-// inParallel calls fn for each item, at most n at once, and returns when
-// every call has.
-func inParallel[T any](n int, items []T, fn func(T)) {
-	var wg sync.WaitGroup
-	work := make(chan T)
-	for range min(n, len(items)) {
-		wg.Go(func() {
-			for it := range work {
-				fn(it)
-			}
-		})
-	}
-	for _, it := range items {
-		work <- it
-	}
-	close(work)
-	wg.Wait()
 }
