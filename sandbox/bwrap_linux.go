@@ -287,10 +287,17 @@ func outside(paths, dirs []string) []string {
 // made bwrap create their mount points in it, so the masked directory
 // showed their names (an empty /root/.config/harnessfacts/keys in a local
 // run's masked /root) and cost a mount. A bind that uncovers one of them
-// masks it again after the binds (bwrapArgs' inner).
+// masks it again after the binds (bwrapArgs' inner). A path given twice
+// (a local run's home that is also a node-wide hidden folder) is masked
+// once.
 func outermost(paths []string) []string {
 	var out []string
+	seen := map[string]bool{}
 	for _, p := range paths {
+		if seen[filepath.Clean(p)] {
+			continue
+		}
+		seen[filepath.Clean(p)] = true
 		covered := false
 		for _, d := range paths {
 			if filepath.Clean(d) != filepath.Clean(p) && within(p, d) && isDir(d) {

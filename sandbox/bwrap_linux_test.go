@@ -1404,6 +1404,10 @@ func TestBwrapHiddenInsideHiddenLeavesNoTrace(t *testing.T) {
 	}
 	spec := runDir(t, base, "sh", "-c", fmt.Sprintf(`echo "home:$(ls -A %s | wc -l)"; cat %s/key %s/key 2>/dev/null; echo done`, home, keys, twice))
 	spec.Hidden = []string{home, keys, twice + "/", twice}
+	args := strings.Join(bwrapArgs(spec, false, false), "\n") + "\n"
+	if n := strings.Count(args, "--tmpfs\n"+twice+"\n") + strings.Count(args, "--tmpfs\n"+twice+"/\n"); n != 1 {
+		t.Errorf("a folder hidden twice is masked %d times, want once (a mount more at every start)", n)
+	}
 	res, out := run(t, r, spec)
 	if res.ExitCode != 0 || !strings.Contains(out, "home:0\n") || strings.Contains(out, secret) || !strings.HasSuffix(out, "done\n") {
 		t.Fatalf("the masked folder shows what was hidden inside it, or a secret: %+v %q", res, out)
