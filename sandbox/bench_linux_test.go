@@ -143,9 +143,9 @@ func BenchmarkSandboxStartCost(b *testing.B) {
 //     size-limited tmpfs (the disk limit's file system; the fixture is one
 //     small file), the next uid of the slot pool, the per-run cgroup, the
 //     seccomp filter; on a cgroup v1 host in a sandbox prepared ahead, as
-//     the node-agent and `harnessfacts run` keep them (NewPreparer);
-//   - cold: the same in a sandbox not prepared (a run that finds none
-//     ready; on cgroup v2 the only way);
+//     the node-agent keeps them (NewPreparer);
+//   - cold: the same in a sandbox not prepared (`harnessfacts run`, a
+//     node's run that finds none ready; on cgroup v2 the only way);
 //   - plain: a fork/exec of the same payload, for scale.
 //
 // It reports each start's median and sandbox/bare, the goal being at most
@@ -231,8 +231,8 @@ func BenchmarkSandboxStart(b *testing.B) {
 		into.start = append(into.start, out.at.Sub(start))
 	}
 	// Between a node's runs, a sandbox is made ready; each measure here
-	// waits for it, so that its making (which stalls every fork on the
-	// host for a moment, see Preparer.replenish) is in none of them.
+	// waits for it, so that its making (a Go program's start, CPU the
+	// measure would share, see Preparer.replenish) is in none of them.
 	waitPrepared := func() {
 		for p != nil && len(p.ready) == 0 && p.Err() == nil {
 			time.Sleep(time.Millisecond)

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/containerd/cgroups/v3"
 	"golang.org/x/sys/unix"
 )
 
@@ -487,8 +488,17 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 			return res, fmt.Errorf("sandbox: %w", err)
 		}
 		cg = z.cg
-	} else if cg, err = newRunCgroup(r.opts, limits); err != nil {
-		return res, fmt.Errorf("sandbox: %w", err)
+	} else {
+		// bwrap's own process is born in the cgroup too (but on v1 with
+		// a user-mode network, where only its child is moved): it comes
+		// on top, so that the command gets MaxProcesses.
+		lim := limits
+		if cgroups.Mode() == cgroups.Unified || spec.Network != NetworkUserMode {
+			lim.MaxProcesses++
+		}
+		if cg, err = newRunCgroup(r.opts, lim); err != nil {
+			return res, fmt.Errorf("sandbox: %w", err)
+		}
 	}
 	res.cgroup = cgroupDescription(cg)
 	defer func() {
@@ -502,13 +512,15 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 			z.kill() // Run failed before the spawner became bwrap
 		}
 	}()
-	// On v1 a bwrap not born in its cgroup has its sandbox child moved in.
-	move := cg.version() == 1 && z == nil
 	// A user-mode network stack is attached to the sandbox's network
-	// namespace between bwrap's setup and the payload: the same hold as
-	// the v1 cgroup placement.
+	// namespace between bwrap's setup and the payload: bwrap holds its
+	// child on --block-fd, and a guard holds the payload.
 	userNet := spec.Network == NetworkUserMode
-	hold := move || userNet
+	hold := userNet
+	// On v1 bwrap is born in its cgroup by a shell that moves itself in
+	// first (v1Cgroup.beforeStart), but for a hold: that shell has no
+	// descriptor numbers left for it, and bwrap's child is moved instead.
+	move := cg.version() == 1 && z == nil && hold
 	var slirp string
 	var resolv *os.File
 	if userNet {
@@ -585,8 +597,10 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 		// creates and everything in it, belong to an unprivileged host
 		// uid. (A spawner was started the same way, and takes the uid.)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred, Pdeathsig: syscall.SIGKILL}
-		if err := cg.beforeStart(cmd); err != nil {
-			return res, fmt.Errorf("sandbox: %w", err)
+		if !move {
+			if err := cg.beforeStart(cmd); err != nil {
+				return res, fmt.Errorf("sandbox: %w", err)
+			}
 		}
 	}
 
@@ -609,7 +623,12 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 		}
 	} else {
 		err = cmd.Start()
-		cg.afterStart()
+		if aerr := cg.afterStart(); err == nil && aerr != nil {
+			// Its shell exits 125 without running bwrap.
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return res, fmt.Errorf("sandbox: %w", aerr)
+		}
 	}
 	for _, f := range extra[2:] {
 		if f != nil && f != resolv {

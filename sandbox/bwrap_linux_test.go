@@ -285,7 +285,7 @@ func TestBwrapEnvironmentNeverOnACommandLine(t *testing.T) {
 			continue
 		}
 		lines++
-		if bytes.HasPrefix(b, []byte("bwrap\x00--args\x00")) {
+		if argv0, rest, ok := bytes.Cut(b, []byte{0}); ok && filepath.Base(string(argv0)) == "bwrap" && bytes.HasPrefix(rest, []byte("--args\x00")) {
 			bwraps++
 		}
 		if bytes.Contains(b, []byte(secret)) {
@@ -804,29 +804,21 @@ func TestCgroupV2EvacuateToLeaf(t *testing.T) {
 	}
 }
 
-// A caller that dies after starting bwrap and before moving its child into
-// the cgroup (cgroup v1) must not let the payload run outside its limits:
-// the release guard sees end of file instead of "go" and exits 125.
+// A caller that dies after starting bwrap and before it let the payload go
+// must not let the payload run unprepared: with a user-mode network (the
+// stack not attached yet; on cgroup v1, bwrap's child not yet moved into
+// the cgroup) the release guard sees end of file instead of "go" and exits
+// 125.
 func TestBwrapPayloadNeverRunsWithoutRelease(t *testing.T) {
 	r := requireBwrapHost(t)
-	v1 := cgroupV1(t, r)
-	if !v1 {
-		t.Log("cgroup v2 here: the process is born in its cgroup and no guard is needed; checking the payload still runs")
-	}
 	base := testBase(t)
 	spec := runDir(t, base, "sh", "-c", "echo ran > ran.txt")
+	spec.Network = NetworkUserMode
 	saved := releasePayload
 	releasePayload = func(w *os.File) { _ = w.Close() } // the caller "died" before the release
 	t.Cleanup(func() { releasePayload = saved })
 	res, out := run(t, r, spec)
-	_, statErr := os.Stat(filepath.Join(spec.Dir, "ran.txt"))
-	if !v1 {
-		if statErr != nil {
-			t.Errorf("the payload did not run: %v (%q)", statErr, out)
-		}
-		return
-	}
-	if statErr == nil {
+	if _, err := os.Stat(filepath.Join(spec.Dir, "ran.txt")); err == nil {
 		t.Fatalf("the payload ran without being released (exit %d, %q)", res.ExitCode, out)
 	}
 	if res.ExitCode != 125 {
@@ -837,6 +829,7 @@ func TestBwrapPayloadNeverRunsWithoutRelease(t *testing.T) {
 	// own argv and no extra file descriptor.
 	releasePayload = saved
 	spec = runDir(t, testBase(t), "sh", "-c", `echo "$0 $1" > ran.txt; ls /proc/self/fd | tr '\n' ' ' >> ran.txt`, "arg0", "arg1")
+	spec.Network = NetworkUserMode
 	if res, out := run(t, r, spec); res.ExitCode != 0 {
 		t.Fatalf("exit %d: %q", res.ExitCode, out)
 	}
@@ -846,6 +839,75 @@ func TestBwrapPayloadNeverRunsWithoutRelease(t *testing.T) {
 	}
 	if !strings.HasPrefix(string(got), "arg0 arg1\n") || strings.Contains(string(got), " 6 ") {
 		t.Errorf("the payload saw %q: want its own argv and no descriptor 6", got)
+	}
+}
+
+// bwrap is born in its run's cgroup, on cgroup v1 too (its shell moved
+// itself in before it became bwrap), so the sandbox's cgroup namespace is
+// rooted there: the payload sees its own cgroup as "/" in every hierarchy
+// that bounds it, nothing of the host's cgroup paths, and no descriptor of
+// the shell's. (A child moved in after bwrap made the namespace sees the
+// path from where it was made.)
+func TestBwrapIsBornInItsCgroup(t *testing.T) {
+	r := requireBwrapHost(t)
+	spec := runDir(t, testBase(t), "sh", "-c", `cat /proc/self/cgroup; echo fds $(ls /proc/self/fd | tr '\n' ' ')`)
+	res, out := run(t, r, spec)
+	if res.ExitCode != 0 {
+		t.Fatalf("%+v %q", res, out)
+	}
+	hierarchies := 0
+	for _, line := range strings.Split(out, "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		if parts[1] == "" || slices.Contains(strings.Split(parts[1], ","), "memory") || slices.Contains(strings.Split(parts[1], ","), "pids") {
+			hierarchies++
+			if parts[2] != "/" {
+				t.Errorf("the payload is at %q in %q: not born in the run's cgroup", parts[2], parts[1])
+			}
+		}
+	}
+	if hierarchies == 0 {
+		t.Fatalf("no memory, pids or unified line in /proc/self/cgroup: %q", out)
+	}
+	if !strings.Contains(out, "fds 0 1 2 3\n") {
+		t.Errorf("the payload has descriptors beyond its stdio (3 is ls's own): %q", out)
+	}
+}
+
+// A v1 cgroup the command's shell cannot enter (removed under it) fails the
+// run with an error that says so, and nothing runs: not an exit 125 that
+// would look like the command's.
+func TestBwrapThatCannotEnterItsCgroupSaysSo(t *testing.T) {
+	r := requireBwrapHost(t)
+	if !cgroupV1(t, r) {
+		t.Skip("cgroup v2 here: the kernel places the command (CLONE_INTO_CGROUP), no shell moves itself")
+	}
+	cg, err := newRunCgroup(r.opts, Limits{}.WithDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cmd := exec.Command("/bin/sh", "-c", "touch ran")
+	cmd.Dir = dir
+	if err := cg.beforeStart(cmd); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Dir = dir
+	if err := cg.remove(); err != nil { // its tasks files, opened, now lead nowhere
+		t.Fatal(err)
+	}
+	startErr := cmd.Start()
+	err = cg.afterStart()
+	if startErr == nil {
+		_ = cmd.Wait()
+	}
+	if err == nil || !strings.Contains(err.Error(), "could not put itself into") {
+		t.Errorf("afterStart: %v, want the shell's failure to enter", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ran")); err == nil {
+		t.Error("the command ran outside its cgroup")
 	}
 }
 
