@@ -208,6 +208,18 @@ func runScaleSuite(tb testing.TB, agents, fixtures, repeats, parallelism, nodes,
 		tb.Fatalf("the suite did not complete in 10 minutes: progress %s, counts %+v, conditions %v", s.Status.Progress, s.Status.Counts, conditionSummary(s.Status.Conditions))
 	}
 	cpu := processCPU() - cpu0
+	// The suite's watch and the runs' are two streams: the suite's Complete
+	// can arrive while this informer is still behind on the runs' events
+	// (it was 199 runs behind once, on a loaded machine). Wait until it has
+	// seen every run finish, as `kubectl get -w` would a moment later.
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		caughtUp := len(done) >= total
+		mu.Unlock()
+		if caughtUp || time.Now().After(deadline) {
+			break
+		}
+	}
 	outcomeMu.Lock()
 	defer outcomeMu.Unlock()
 	api1, _ := apiServerCPU()
