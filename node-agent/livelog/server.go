@@ -1,6 +1,7 @@
 package livelog
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -28,8 +30,19 @@ const (
 	Subresource = "log"
 )
 
-// MaxConnections bounds the streams one node-agent serves at once.
-const MaxConnections = 64
+// Bounds of the server. A follower is the run author's own terminal: one
+// user's followers, or one that stopped reading (`logs -f | less` left
+// open), must not keep every other user of the node out.
+const (
+	// MaxConnections bounds the requests one node-agent serves at once.
+	MaxConnections = 64
+	// MaxPerUser bounds the requests of one user (as the API server named
+	// them) at once.
+	MaxPerUser = 16
+	// DefaultWriteTimeout is how long one write to a follower may wait for
+	// it to read before the stream is cut off.
+	DefaultWriteTimeout = 30 * time.Second
+)
 
 // Path is the URL path of a run's output: /runs/NAMESPACE/NAME/log;
 // ?follow=true streams it until the agent ends.
@@ -54,8 +67,12 @@ type Server struct {
 	Certificate tls.Certificate
 	// Log records refusals and errors.
 	Log logr.Logger
+	// WriteTimeout is DefaultWriteTimeout when 0.
+	WriteTimeout time.Duration
 
 	slots    chan struct{}
+	mu       sync.Mutex
+	perUser  map[string]int
 	reviewer *kubeauth.Reviewer
 }
 
@@ -73,6 +90,7 @@ func (s *Server) TLSConfig() *tls.Config {
 func (s *Server) Handler() http.Handler {
 	if s.slots == nil {
 		s.slots = make(chan struct{}, MaxConnections)
+		s.perUser = map[string]int{}
 	}
 	if s.reviewer == nil {
 		s.reviewer = &kubeauth.Reviewer{Client: s.Reviews, ClientCAs: s.ClientCAs}
@@ -85,7 +103,7 @@ func (s *Server) Handler() http.Handler {
 // Serve serves on l until ctx ends.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	srv := &http.Server{Handler: s.Handler(), TLSConfig: s.TLSConfig(), ReadHeaderTimeout: 10 * time.Second,
-		BaseContext: func(net.Listener) context.Context { return ctx }}
+		IdleTimeout: 2 * time.Minute, BaseContext: func(net.Listener) context.Context { return ctx }}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ServeTLS(l, "", "") }()
 	select {
@@ -125,6 +143,16 @@ func (s *Server) serveLog(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), status)
 		return
 	}
+	if !s.takeUserSlot(who.Name) {
+		http.Error(w, fmt.Sprintf("user %q has %d log requests open on this node, the most one user may", who.Name, MaxPerUser), http.StatusTooManyRequests)
+		return
+	}
+	defer s.releaseUserSlot(who.Name)
+	// Every write waits for the follower at most this long: one that
+	// stopped reading is cut off, and gives its slots back.
+	rc := http.NewResponseController(w)
+	timeout := cmp.Or(s.WriteTimeout, DefaultWriteTimeout)
+	deadline := func() { _ = rc.SetWriteDeadline(time.Now().Add(timeout)) }
 	stream, ok := s.Hub.Lookup(ns, name)
 	if !ok {
 		http.Error(w, fmt.Sprintf("HarnessRun %s/%s is not running on this node: it has not started or has ended (a finished run's output is in its evidence: harnessfacts logs %s)", ns, name, name), http.StatusNotFound)
@@ -137,6 +165,7 @@ func (s *Server) serveLog(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-HarnessFacts-Run-UID", string(stream.UID))
 	h.Set("X-HarnessFacts-Attempt", fmt.Sprint(stream.Attempt))
 	if r.URL.Query().Get("follow") != "true" {
+		deadline()
 		_, _ = w.Write(stream.Snapshot())
 		return
 	}
@@ -146,7 +175,7 @@ func (s *Server) serveLog(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer f.Close()
-	rc := http.NewResponseController(w)
+	deadline()
 	w.WriteHeader(http.StatusOK)
 	_ = rc.Flush()
 	for {
@@ -154,12 +183,33 @@ func (s *Server) serveLog(w http.ResponseWriter, r *http.Request) {
 		if err != nil || done {
 			return
 		}
+		deadline()
 		if _, err := w.Write(b); err != nil {
 			return
 		}
 		if err := rc.Flush(); err != nil {
 			return
 		}
+	}
+}
+
+// takeUserSlot counts one more request of user, unless they have
+// MaxPerUser.
+func (s *Server) takeUserSlot(user string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.perUser[user] >= MaxPerUser {
+		return false
+	}
+	s.perUser[user]++
+	return true
+}
+
+func (s *Server) releaseUserSlot(user string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.perUser[user]--; s.perUser[user] <= 0 {
+		delete(s.perUser, user)
 	}
 }
 

@@ -1,0 +1,175 @@
+package livelog
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+)
+
+// reviews stands in for the API server's TokenReview and
+// SubjectAccessReview (the e2e tests use the real ones; here the server's
+// own bounds are under test): the token "mallory" is user mallory, allowed
+// the log of every run in namespace tenant-a only; "alice" is user alice,
+// allowed namespace tenant-b only.
+func reviews(t *testing.T) client.Client {
+	t.Helper()
+	s := runtime.NewScheme()
+	if err := authenticationv1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := authorizationv1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	home := map[string]string{"mallory": "tenant-a", "alice": "tenant-b"}
+	return interceptor.NewClient(fake.NewClientBuilder().WithScheme(s).Build(), interceptor.Funcs{
+		Create: func(_ context.Context, _ client.WithWatch, obj client.Object, _ ...client.CreateOption) error {
+			switch o := obj.(type) {
+			case *authenticationv1.TokenReview:
+				if _, ok := home[o.Spec.Token]; ok {
+					o.Status.Authenticated = true
+					o.Status.User = authenticationv1.UserInfo{Username: o.Spec.Token, Groups: []string{"system:authenticated"}}
+				}
+			case *authorizationv1.SubjectAccessReview:
+				ra := o.Spec.ResourceAttributes
+				o.Status.Allowed = ra != nil && home[o.Spec.User] == ra.Namespace && ra.Subresource == "log"
+			}
+			return nil
+		},
+	})
+}
+
+func serve(t *testing.T, hub *Hub, writeTimeout time.Duration) *Listening {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	l, err := Listen(ctx, hub, Config{BindAddress: "127.0.0.1:0", AdvertiseHost: "127.0.0.1", Reviews: reviews(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Server.WriteTimeout = writeTimeout
+	go func() { _ = l.Server.Serve(ctx, l.Listener) }()
+	return l
+}
+
+// stalledFollow sends a follow request as token and reads only the answer's
+// head, never its body, with a small receive window: a `logs -f | less` left
+// open. It returns the status.
+func stalledFollow(t *testing.T, addr, path, token string) (net.Conn, int) {
+	t.Helper()
+	raw, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = raw.(*net.TCPConn).SetReadBuffer(2048)
+	c := tls.Client(raw, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // the test's own server
+	t.Cleanup(func() { _ = c.Close() })
+	if _, err := fmt.Fprintf(c, "GET %s?follow=true HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n", path, token); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReaderSize(c, 512), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, resp.StatusCode
+}
+
+func get(t *testing.T, l *Listening, path, token string) (int, string) {
+	t.Helper()
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the test's own server
+	req, _ := http.NewRequest(http.MethodGet, l.BaseURL+path, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// One user following their own runs with followers that never read (8 runs,
+// 8 followers each: every stream slot of the node) holds at most MaxPerUser
+// of them, and a user of another namespace still follows her own run.
+// (Before, the slots were taken before the caller was even known, and each
+// stalled follower held its slot for as long as its connection lived.)
+func TestOneUserCannotTakeEveryStream(t *testing.T) {
+	hub := NewHub()
+	l := serve(t, hub, 0)
+	var mine []*Stream
+	for i := range MaxConnections / MaxFollowers {
+		mine = append(mine, hub.OpenStream(&harnessv1.HarnessRun{ObjectMeta: metav1.ObjectMeta{
+			Namespace: "tenant-a", Name: fmt.Sprintf("run-%d", i), UID: types.UID(fmt.Sprint("a", i))}}))
+	}
+	victim := hub.OpenStream(&harnessv1.HarnessRun{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-b", Name: "victim", UID: "b"}})
+	_, _ = victim.Write([]byte("alice's output\n"))
+	accepted := 0
+	for i := range MaxConnections {
+		if _, status := stalledFollow(t, l.Listener.Addr().String(), Path("tenant-a", fmt.Sprintf("run-%d", i/MaxFollowers)), "mallory"); status == http.StatusOK {
+			accepted++
+		} else if status != http.StatusTooManyRequests {
+			t.Fatalf("follower %d: status %d, want 200 or 429", i, status)
+		}
+	}
+	if accepted != MaxPerUser {
+		t.Errorf("one user's followers were accepted %d times, want %d", accepted, MaxPerUser)
+	}
+	chunk := []byte(strings.Repeat("x", 32<<10) + "\n")
+	for range 100 {
+		for _, s := range mine {
+			_, _ = s.Write(chunk)
+		}
+	}
+	if status, body := get(t, l, Path("tenant-b", "victim"), "alice"); status != http.StatusOK || !strings.Contains(body, "alice's output") {
+		t.Errorf("alice, allowed to read tenant-b/victim, got %d %q beside another user's stalled followers", status, strings.TrimSpace(body))
+	}
+}
+
+// A follower that stopped reading is cut off once a write has waited
+// WriteTimeout, and gives its slot back: the same user can follow again.
+func TestFollowerThatStopsReadingIsCutOff(t *testing.T) {
+	hub := NewHub()
+	l := serve(t, hub, 500*time.Millisecond)
+	run := hub.OpenStream(&harnessv1.HarnessRun{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "chatty", UID: "a"}})
+	defer run.Close()
+	for i := range MaxPerUser {
+		if _, status := stalledFollow(t, l.Listener.Addr().String(), Path("tenant-a", "chatty"), "mallory"); status != http.StatusOK && i < MaxFollowers {
+			t.Fatalf("follower %d: status %d", i, status)
+		}
+	}
+	chunk := []byte(strings.Repeat("x", 32<<10) + "\n")
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, _ = run.Write(chunk) // fills the stalled followers' windows and buffers
+		l.Server.mu.Lock()
+		open := l.Server.perUser["mallory"]
+		l.Server.mu.Unlock()
+		if open == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d stalled followers still served 20 s after they stopped reading (write timeout 500 ms)", open)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, status := stalledFollow(t, l.Listener.Addr().String(), Path("tenant-a", "chatty"), "mallory"); status != http.StatusOK {
+		t.Errorf("after its stalled followers were cut off, the user's next follow got %d", status)
+	}
+}
