@@ -404,8 +404,12 @@ func (c *v1Cgroup) afterStart() error {
 	defer r.Close()
 	_ = r.SetReadDeadline(time.Now().Add(30 * time.Second))
 	b := make([]byte, 3)
-	if n, err := io.ReadFull(r, b); err != nil || string(b[:n]) != "in\n" {
-		return fmt.Errorf("cgroup v1: the command could not put itself into %s (%q, %v)", c.paths[cgroup1.Pids], b[:n], err)
+	n, err := io.ReadFull(r, b)
+	switch {
+	case err != nil:
+		return fmt.Errorf("cgroup v1: the command could not put itself into %s (it said %q): %w", c.paths[cgroup1.Pids], b[:n], err)
+	case string(b) != "in\n":
+		return fmt.Errorf("cgroup v1: the command could not put itself into %s (it said %q)", c.paths[cgroup1.Pids], b)
 	}
 	return nil
 }
