@@ -2,6 +2,7 @@ package evidence
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -156,12 +157,18 @@ func SealParts(r Receipt, parts Parts, maxBytes int) (*Bundle, error) {
 	for step := 0; ; step++ {
 		r.Output.StoredDigest = Sum(b.Output)
 		r.Output.StoredBytes = int64(len(b.Output))
+		if err := normalize(&r); err != nil {
+			return nil, err
+		}
 		raw, err := r.Canonical()
 		if err != nil {
 			return nil, err
 		}
 		stmt, err := statement(&r, raw)
 		if err != nil {
+			return nil, err
+		}
+		if err := selfCheck(&r, raw, stmt); err != nil {
 			return nil, err
 		}
 		// Room for the signed envelope is kept whether or not it is signed.
@@ -367,4 +374,39 @@ func validRel(p string) bool {
 		}
 	}
 	return true
+}
+
+// normalize makes every string of the receipt valid UTF-8 (an invalid byte
+// becomes U+FFFD), as the receipt reads back: encoding/json writes an
+// invalid byte as the escape \ufffd and reads it back as the character,
+// which it then writes as itself, so a receipt holding one (a check's
+// output that is not UTF-8, or cut inside a character) was sealed and
+// signed but never in canonical form when verified.
+func normalize(r *Receipt) error {
+	b, err := r.Canonical()
+	if err != nil {
+		return err
+	}
+	var n Receipt
+	if err := json.Unmarshal(b, &n); err != nil {
+		return err
+	}
+	*r = n
+	return nil
+}
+
+// selfCheck verifies the receipt and its statement as Verify will, before
+// they are sealed: evidence that its own verifier refuses must not be
+// signed and stored as a run's record (a field normalize does not cover,
+// a number the statement cannot carry exactly).
+func selfCheck(r *Receipt, raw, stmt []byte) error {
+	if _, err := parseReceipt(raw); err != nil {
+		return fmt.Errorf("the sealed receipt would not verify: %w", err)
+	}
+	var rep Report
+	checkStatement(&rep, stmt, r, raw)
+	if err := rep.Err(); err != nil {
+		return fmt.Errorf("the sealed receipt's statement would not verify: %w", err)
+	}
+	return nil
 }

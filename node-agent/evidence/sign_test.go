@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
+
+	"github.com/harnessfacts/harnessfacts/api/v1alpha1"
 )
 
 func signedDir(t *testing.T) (string, *Key) {
@@ -280,5 +282,53 @@ func TestTrustedKeyBoundToItsNode(t *testing.T) {
 	rep := verifyDir(t, dir, bound("node-2"))
 	if err := rep.Err(); err == nil || !strings.Contains(err.Error(), "signed by key "+key.Public().ID+" of node node-2, but the receipt says node node-1") {
 		t.Fatalf("another node's receipt: %v", err)
+	}
+}
+
+// Genuine evidence verifies whatever strings its receipt holds: a check's
+// output that is not UTF-8 (an agent can put any byte in a file a check
+// prints) or cut inside a character, a lone surrogate escape, control
+// bytes. Before, such a receipt was sealed and signed but refused by its
+// own verifier ("not in canonical form"), on a cluster and as a folder, and
+// the controller would never store it. A count the signed statement cannot
+// carry exactly is refused when sealing, not when verifying.
+func TestSealedReceiptAlwaysVerifies(t *testing.T) {
+	key, err := LoadOrCreateKey(filepath.Join(t.TempDir(), "keys", "evidence-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := int32(1)
+	for _, msg := range []string{
+		"exited with code 1: answer: caf\xe9",
+		"exited with code 1: " + strings.Repeat("✓", 170)[1:], // cut inside the first character
+		"\xff\xfe\x00\x1b[31m\u2028\ufffd",
+		`\ud800 as text`,
+	} {
+		r := sampleReceipt()
+		r.Checks = []v1alpha1.CheckResult{{Name: "shows-answer", ExitCode: &code, Message: msg}}
+		r.Agent.CLIVersion = "1.0 \xc3" // what the CLI printed as its version
+		b, err := SealLog(r, BytesLog("done\n"), sampleArtifacts(), 0)
+		if err != nil {
+			t.Fatalf("sealing a receipt with the message %q: %v", msg, err)
+		}
+		if err := b.Sign(context.Background(), key); err != nil {
+			t.Fatal(err)
+		}
+		data, bin := b.ConfigMapData()
+		if rep := VerifyConfigMap(data, bin, b.Digest, key.Public()); !rep.OK() {
+			t.Errorf("message %q: the genuine evidence does not verify on a cluster: %v", msg, rep.Err())
+		}
+		dir := filepath.Join(t.TempDir(), "ev")
+		if err := b.WriteDir(dir); err != nil {
+			t.Fatal(err)
+		}
+		if rep := verifyDir(t, dir, key.Public()); !rep.OK() {
+			t.Errorf("message %q: the genuine evidence does not verify as a folder: %v", msg, rep.Err())
+		}
+	}
+	r := sampleReceipt()
+	r.Usage = &v1alpha1.UsageStatus{Source: v1alpha1.UsageFromAgentOutput, InputTokens: 1<<53 + 1}
+	if _, err := SealLog(r, BytesLog("done\n"), sampleArtifacts(), 0); err == nil || !strings.Contains(err.Error(), "would not verify") {
+		t.Errorf("a receipt with 2^53+1 input tokens was sealed (%v): its statement would not verify", err)
 	}
 }

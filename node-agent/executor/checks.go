@@ -7,10 +7,12 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/termsafe"
 	"github.com/harnessfacts/harnessfacts/sandbox"
 )
 
@@ -72,7 +74,10 @@ func (a *attempt) runChecks(ctx context.Context) []harnessv1.CheckResult {
 				r.Message = fmt.Sprintf("exited with code %d", res.ExitCode)
 			}
 		}
-		if tail := strings.TrimSpace(string(out.tail(512))); tail != "" {
+		// Shown by kubectl describe and kept in the receipt: valid UTF-8
+		// from a character's start, control sequences inert, as the
+		// agent's outputTail.
+		if tail := strings.TrimSpace(termsafe.String(validUTF8(fromRuneStart(out.tail(512))))); tail != "" {
 			if r.Message != "" {
 				r.Message += ": "
 			}
@@ -174,4 +179,18 @@ func noteSetupRetries(ctx context.Context, what string, res sandbox.Result) {
 	if res.SetupRetries > 0 {
 		log.FromContext(ctx).Info("the sandbox's setup failed before the command ran, and it was started again (bubblewrap issue 650: a host mount changed under bwrap)", "command", what, "retries", res.SetupRetries)
 	}
+}
+
+// fromRuneStart drops the bytes of a character cut at b's start (a tail
+// taken by bytes), at most three.
+func fromRuneStart(b []byte) []byte {
+	for i := 0; i < len(b) && i < utf8.UTFMax-1; i++ {
+		if utf8.RuneStart(b[i]) {
+			return b[i:]
+		}
+	}
+	if len(b) >= utf8.UTFMax-1 {
+		return b[utf8.UTFMax-1:]
+	}
+	return nil
 }

@@ -65,9 +65,12 @@ func (a *attempt) usageStatus(ctx context.Context, log []byte) *harnessv1.UsageS
 
 // modelTokens are counts served by model (the model asked for when the
 // reply named none).
-func modelTokens(model, requested string, c usage.Counts) harnessv1.ModelTokens {
+func modelTokens(model, requested string, counts usage.Counts) harnessv1.ModelTokens {
 	if model == "" {
 		model = requested
 	}
+	var c usage.Counts
+	c.Add(counts) // bounded as status.usage is
+
 	return harnessv1.ModelTokens{Model: model, Input: c.Input, Output: c.Output, CacheRead: c.CacheRead, CacheWrite: c.CacheWrite}
 }

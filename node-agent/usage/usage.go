@@ -60,15 +60,28 @@ type Counts struct {
 	Input, Output, CacheRead, CacheWrite int64
 }
 
-// Add adds o to c.
+// MaxCount is the most a count holds: the largest integer that a JSON
+// number, and so the signed receipt's statement (a protobuf Struct of
+// doubles), carries exactly. Figures beyond it or below zero, from a
+// provider's reply or a CLI's output (which the agent can write), cannot
+// be right; they are bounded rather than let them make the run's status
+// (whose counts are at least 0) or its evidence fail.
+const MaxCount = 1<<53 - 1
+
+// Add adds o to c, each count bounded to [0, MaxCount].
 func (c *Counts) Add(o Counts) {
-	c.Input += o.Input
-	c.Output += o.Output
-	c.CacheRead += o.CacheRead
-	c.CacheWrite += o.CacheWrite
+	c.Input = boundedSum(c.Input, o.Input)
+	c.Output = boundedSum(c.Output, o.Output)
+	c.CacheRead = boundedSum(c.CacheRead, o.CacheRead)
+	c.CacheWrite = boundedSum(c.CacheWrite, o.CacheWrite)
 }
 
-// Total is every token of c.
+func boundedSum(a, b int64) int64 {
+	a, b = min(max(a, 0), MaxCount), min(max(b, 0), MaxCount)
+	return min(a+b, MaxCount) // no overflow: both at most 2^53
+}
+
+// Total is every token of c (at most 2^55: no overflow).
 func (c Counts) Total() int64 { return c.Input + c.Output + c.CacheRead + c.CacheWrite }
 
 // Reply is what one response said it served.

@@ -236,3 +236,21 @@ func TestTallySumsReplies(t *testing.T) {
 		t.Errorf("by model (-want +got):\n%s", diff)
 	}
 }
+
+// A provider's or a CLI's figure below zero or past what a JSON number
+// carries exactly is bounded: a negative count would make the run's
+// terminal status write fail (its counts are at least 0), and one past
+// 2^53 the signed receipt's statement (doubles).
+func TestCountsAreBounded(t *testing.T) {
+	var c Counts
+	c.Add(Counts{Input: -5, Output: 1<<53 + 1, CacheRead: 1 << 62, CacheWrite: 7})
+	c.Add(Counts{Input: 3, Output: 1 << 62, CacheRead: 1 << 62, CacheWrite: -1 << 62})
+	if want := (Counts{Input: 3, Output: MaxCount, CacheRead: MaxCount, CacheWrite: 7}); c != want {
+		t.Errorf("got %+v, want %+v", c, want)
+	}
+	var tally Tally
+	tally.Add(Reply{Counts: Counts{Input: -1, Output: 1<<63 - 1}, Found: true})
+	if st := tally.Status("Gateway", ""); st.InputTokens != 0 || st.OutputTokens != MaxCount {
+		t.Errorf("status %+v", st)
+	}
+}
