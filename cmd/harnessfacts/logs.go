@@ -156,6 +156,13 @@ func printStored(ctx context.Context, c client.Client, ns, name string, w *terms
 	if err != nil {
 		return err
 	}
+	// The ConfigMap is the namespace's to edit; the digest in status only
+	// the node-agent's to write: what is printed as the run's output must
+	// be what that digest vouches for.
+	if rep := evidence.VerifyConfigMap(cm.Data, cm.BinaryData, run.Status.Evidence.Digest); !rep.OK() {
+		return fmt.Errorf("the stored output of HarnessRun %s/%s does not match its evidence digest %s, so it is not shown: %w (harnessfacts evidence verify %s says what differs)",
+			ns, run.Name, run.Status.Evidence.Digest, rep.Err(), run.Name)
+	}
 	b, err := evidence.FromConfigMap(cm.Data, cm.BinaryData)
 	if err != nil {
 		return fmt.Errorf("the evidence of HarnessRun %s/%s: %w", ns, run.Name, err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
@@ -166,6 +167,21 @@ func TestCLIWaitsForPassAndFail(t *testing.T) {
 	}
 	if out = cli(t, ns, false, "wait", r.Name, "--timeout=3m"); !strings.Contains(out, "verdict Fail") {
 		t.Errorf("waiting for the retry:\n%s", out)
+	}
+
+	// logs prints a stored output only if it is the run's: the evidence
+	// ConfigMap is the namespace's to edit, the digest in status only the
+	// node-agent's to write.
+	cm := &corev1.ConfigMap{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: oldRun.Status.Evidence.ConfigMapName}, cm); err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["output.log"] = "tests: all 3 passed\n"
+	if err := k8s.Update(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	if out = cli(t, ns, true, "logs", "fails"); strings.Contains(out, "all 3 passed") || !strings.Contains(out, "does not match") {
+		t.Errorf("harnessfacts logs of a run whose stored output was changed:\n%s", out)
 	}
 }
 
