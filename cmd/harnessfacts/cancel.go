@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -43,7 +45,6 @@ command.`,
 				cmd.Printf(format, a...)
 				return nil
 			}
-			patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"cancel":true}}`))
 			for _, name := range args {
 				run := &harnessv1.HarnessRun{}
 				if err := c.Get(cmd.Context(), client.ObjectKey{Namespace: ns, Name: name}, run); err != nil {
@@ -56,7 +57,14 @@ command.`,
 				case run.Spec.Cancel:
 					err = say(run, "harnessrun.harnessfacts.io/%s cancel already requested\n", name)
 				default:
+					// The UID is a precondition: a run deleted and made
+					// again under its name since the read is not the one
+					// cancelled (the API server refuses to change a UID).
+					patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"uid":%q},"spec":{"cancel":true}}`, run.UID))
 					if err := c.Patch(cmd.Context(), run, patch); err != nil {
+						if uidChanged(err) {
+							return fmt.Errorf("HarnessRun %s/%s was deleted and made again since it was read: the new run was not cancelled (run the command again to cancel it)", ns, name)
+						}
 						return describeErr(err, ns, name)
 					}
 					err = say(run, "harnessrun.harnessfacts.io/%s cancel requested\n", name)
@@ -151,4 +159,19 @@ func retryOf(old *harnessv1.HarnessRun) *harnessv1.HarnessRun {
 	}
 	run.Spec.Cancel = false
 	return run
+}
+
+// uidChanged says whether a patch carrying the read run's UID was refused
+// because the run under that name now has another.
+func uidChanged(err error) bool {
+	var status apierrors.APIStatus
+	if !apierrors.IsInvalid(err) || !errors.As(err, &status) || status.Status().Details == nil {
+		return false
+	}
+	for _, c := range status.Status().Details.Causes {
+		if c.Field == "metadata.uid" {
+			return true
+		}
+	}
+	return false
 }
