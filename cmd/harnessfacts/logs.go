@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -66,7 +67,7 @@ has not started yet, it waits for it to start.`,
 			if run == nil {
 				return nil // printed live
 			}
-			if err := printStored(ctx, c, ns, run.Name, w); err != nil {
+			if err := printStored(ctx, c, ns, run.Name, run.UID, w); err != nil {
 				return err
 			}
 			if follow {
@@ -87,10 +88,16 @@ has not started yet, it waits for it to start.`,
 // an error), for its stored output to be printed.
 func liveOrWait(ctx context.Context, cmd *cobra.Command, c client.Client, cfg *rest.Config, ns, name string, follow bool, w *termsafe.Writer) (*harnessv1.HarnessRun, error) {
 	said := ""
+	var uid types.UID
 	for {
 		run := &harnessv1.HarnessRun{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, run); err != nil {
 			return nil, describeErr(err, ns, name)
+		}
+		if uid == "" {
+			uid = run.UID
+		} else if err := sameRun(run, uid); err != nil {
+			return nil, err
 		}
 		st := &run.Status
 		if st.Phase.Terminal() {
@@ -103,7 +110,7 @@ func liveOrWait(ctx context.Context, cmd *cobra.Command, c client.Client, cfg *r
 				cmd.PrintErrf("(HarnessRun %s/%s is still running: -f follows its output)\n", ns, name)
 				return nil, nil
 			case err == nil:
-				return nil, finished(ctx, cmd, c, ns, name)
+				return nil, finished(ctx, cmd, c, ns, name, uid)
 			case !errors.Is(err, errNotServed):
 				return nil, err
 			}
@@ -132,11 +139,14 @@ func liveOrWait(ctx context.Context, cmd *cobra.Command, c client.Client, cfg *r
 
 // finished waits, after the live stream ended, for the run to be Finished
 // and says how it ended, on stderr.
-func finished(ctx context.Context, cmd *cobra.Command, c client.Client, ns, name string) error {
+func finished(ctx context.Context, cmd *cobra.Command, c client.Client, ns, name string, uid types.UID) error {
 	for {
 		run := &harnessv1.HarnessRun{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, run); err != nil {
 			return describeErr(err, ns, name)
+		}
+		if err := sameRun(run, uid); err != nil {
+			return err
 		}
 		if run.Status.Phase.Terminal() {
 			cmd.PrintErrf("HarnessRun %s/%s ended: phase %s, verdict %s\n", ns, name, run.Status.Phase, orDash(string(run.Status.Verdict)))
@@ -151,9 +161,12 @@ func finished(ctx context.Context, cmd *cobra.Command, c client.Client, ns, name
 }
 
 // printStored prints output.log of a finished run's evidence.
-func printStored(ctx context.Context, c client.Client, ns, name string, w *termsafe.Writer) error {
+func printStored(ctx context.Context, c client.Client, ns, name string, uid types.UID, w *termsafe.Writer) error {
 	run, cm, err := runEvidence(ctx, c, ns, name)
 	if err != nil {
+		return err
+	}
+	if err := sameRun(run, uid); err != nil {
 		return err
 	}
 	// The ConfigMap is the namespace's to edit; the digest in status only
@@ -169,4 +182,14 @@ func printStored(ctx context.Context, c client.Client, ns, name string, w *terms
 	}
 	_, err = w.Write(b.Output)
 	return err
+}
+
+// sameRun: the command looks the run up by name again as it waits; a run
+// deleted and made again under that name meanwhile is another run, whose
+// output or end is not the one asked for.
+func sameRun(run *harnessv1.HarnessRun, uid types.UID) error {
+	if run.UID != uid {
+		return fmt.Errorf("HarnessRun %s/%s was deleted and made again (UID %s, was %s) while its output was followed: stopped", run.Namespace, run.Name, run.UID, uid)
+	}
+	return nil
 }

@@ -256,6 +256,52 @@ func TestCLICancel(t *testing.T) {
 	waitNoRunDirs(t)
 }
 
+// TestLogsFollowStopsWhenTheRunIsMadeAgain: `logs -f` looks the run up by
+// name as it waits; a run deleted and made again under that name meanwhile
+// is another run, and the command stops rather than follow it as the one
+// asked for.
+func TestLogsFollowStopsWhenTheRunIsMadeAgain(t *testing.T) {
+	ns := newNamespace(t, "e2e-logs-again")
+	fixtureConfigMap(t, ns, "fixture-hello", filepath.Join(testenv.RepoRoot(), "fixtures", "hello"))
+	ctx := context.Background()
+	pending := func() *harnessv1.HarnessRun {
+		run := execRun(ns, "waits", "true")
+		run.Spec.NodeSelector = map[string]string{"harnessfacts.io/e2e": "no-such-node"} // stays Pending
+		return run
+	}
+	run := pending()
+	if err := k8s.Create(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := env.Kubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	follow := exec.Command(binary, "logs", "waits", "-f", "--timeout=1m", "--kubeconfig", kubeconfig, "-n", ns)
+	var out strings.Builder
+	follow.Stdout, follow.Stderr = &out, &out
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // it waits for the run to start
+	if err := k8s.Delete(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if err := k8s.Create(ctx, pending()); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("making the run again: %v", err)
+		}
+	}
+	err := follow.Wait()
+	// Its look between the delete and the create may find no run at all;
+	// either way it stops, never following the new run for the old.
+	if err == nil || !strings.Contains(out.String(), "was deleted and made again") && !strings.Contains(out.String(), "not found") {
+		t.Errorf("logs -f of a run made again under its name: %v\n%s", err, out.String())
+	}
+}
+
 // TestLocalRunTwiceKeepsBothEvidence: re-running is normal. Each
 // `harnessfacts run` writes its own folder evidence/NAME/<time>, the link
 // evidence/NAME/latest points at the newest, and `evidence verify` takes the
