@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -71,17 +72,38 @@ func (a *Agent) watchUnderWay(r *running) {
 
 // writeLimits writes the attempt's settled limits into status.limits and
 // status.limitSources: a merge patch of those two fields over the run as
-// this process last wrote it, so it never conflicts with the controller's
-// writes, and the terminal write then starts from its answer. The terminal
-// write records the same limits again. The caller holds r.writeMu.
+// this process last wrote it, and the terminal write then starts from its
+// answer. The patch is conditional on the run's resourceVersion, so that it
+// cannot land on a run deleted and made again under the same name since
+// the claim (a status patch ignores a UID in it); when someone else wrote
+// the run meanwhile, it is read again and written only if it is still this
+// attempt's. The terminal write records the same limits again. The caller
+// holds r.writeMu.
 func (a *Agent) writeLimits(ctx context.Context, r *running) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	cur := r.last.DeepCopy()
-	base := cur.DeepCopy()
-	cur.Status.Limits = r.limits.Limits.DeepCopy()
-	cur.Status.LimitSources = r.limits.Sources
-	if err := a.client.Status().Patch(ctx, cur, client.MergeFrom(base)); err != nil {
+	last := r.last
+	cur := last.DeepCopy()
+	fresh := false
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		if fresh {
+			cur = &harnessv1.HarnessRun{}
+			if err := a.apiReader.Get(ctx, client.ObjectKeyFromObject(last), cur); err != nil {
+				return err
+			}
+			if cur.UID != last.UID || cur.Status.Attempt != last.Status.Attempt || cur.Status.Phase.Terminal() ||
+				cur.Status.NodeName != a.opts.NodeName {
+				cur = nil
+				return nil // not this attempt's any more
+			}
+		}
+		fresh = true
+		base := cur.DeepCopy()
+		cur.Status.Limits = r.limits.Limits.DeepCopy()
+		cur.Status.LimitSources = r.limits.Sources
+		return a.client.Status().Patch(ctx, cur, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	})
+	if err != nil {
 		if !apierrors.IsNotFound(err) {
 			// Not fatal: the node-agent enforces the limits itself; the
 			// controller keeps its backstop.
@@ -89,5 +111,8 @@ func (a *Agent) writeLimits(ctx context.Context, r *running) {
 		}
 		return
 	}
-	r.last, r.limits = cur, nil
+	if cur != nil {
+		r.last = cur
+	}
+	r.limits = nil
 }
