@@ -57,10 +57,34 @@ func (a *Agent) heartbeat(ctx context.Context) error {
 		if err := a.renewLease(ctx); err != nil {
 			logger.Error(err, "retrying at the next tick")
 		}
-		if err := a.updateSlotsInUse(ctx); err != nil {
+		err := a.updateSlotsInUse(ctx)
+		if apierrors.IsNotFound(err) {
+			err = a.registerAgain(ctx)
+		}
+		if err != nil {
 			logger.Error(err, "updating status.slotsInUse failed")
 		}
 	}
+}
+
+// registerAgain makes the HarnessNode again when someone deleted it while
+// this node-agent runs (`kubectl delete hfnode`): made only at start, it
+// was otherwise gone for good, and the node took no run until the pod was
+// restarted. The controller has ended the runs it held (NodeLost); their
+// attempts stop through the claim reconciler as usual. A draining
+// node-agent leaves it to the next one: it would say Ready and claim
+// nothing. No Event: the node-agent may write Events only about runs.
+func (a *Agent) registerAgain(ctx context.Context) error {
+	logger := log.FromContext(ctx).WithName("heartbeat")
+	if a.isDraining() {
+		logger.Info("the HarnessNode was deleted; the node-agent drains, so the next one registers it")
+		return nil
+	}
+	logger.Info("the HarnessNode was deleted while the node-agent runs; registering it again")
+	if err := a.register(ctx); err != nil {
+		return fmt.Errorf("registering the deleted HarnessNode again: %w", err)
+	}
+	return nil
 }
 
 // updateSlotsInUse keeps the informational slotsInUse fresh; the controller
