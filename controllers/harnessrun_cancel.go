@@ -96,16 +96,21 @@ func stopReason(run *harnessv1.HarnessRun) string {
 	return ""
 }
 
+// stopWhat says in words what happened to a run stopped for reason.
+func stopWhat(reason string) string {
+	if reason == harnessv1.ReasonDeleted {
+		return "deleted"
+	}
+	return "cancelled (spec.cancel)"
+}
+
 // reconcileStop carries out spec.cancel and deletion.
 func (r *HarnessRunReconciler) reconcileStop(_ context.Context, p *pass) error {
 	reason := stopReason(p.run)
 	if reason == "" {
 		return nil
 	}
-	what := "cancelled (spec.cancel)"
-	if reason == harnessv1.ReasonDeleted {
-		what = "deleted"
-	}
+	what := stopWhat(reason)
 	switch effectivePhase(p.run) {
 	case harnessv1.RunPending, harnessv1.RunScheduled:
 		msg := fmt.Sprintf("the run was %s before its node-agent started it", what)

@@ -49,10 +49,11 @@ func (r *HarnessRunReconciler) infrastructureFailure(ctx context.Context, p *pas
 // reconcileNodeLoss ends or retries the runs of a lost node. Only this
 // infrastructure failure is retried (spec.retries): an agent's own failure,
 // a timeout or a failed check never comes here, and a run being cancelled or
-// deleted is not started again. An attempt handed back by a node-agent that
-// was shutting down (reason HandedBack) is scheduled again without using a
-// retry, MaxHandBacks times at most; status.handedBack counts them, and the
-// retries used are the attempts so far less those.
+// deleted is not started again: it ends Cancelled or Deleted, with no
+// failure class, the lost attempt in its message. An attempt handed back by
+// a node-agent that was shutting down (reason HandedBack) is scheduled again
+// without using a retry, MaxHandBacks times at most; status.handedBack
+// counts them, and the retries used are the attempts so far less those.
 func (r *HarnessRunReconciler) reconcileNodeLoss(ctx context.Context, p *pass) error {
 	run := p.run
 	if run.Status.NodeName == "" || (run.Status.Phase != harnessv1.RunScheduled && run.Status.Phase != harnessv1.RunRunning) {
@@ -62,9 +63,17 @@ func (r *HarnessRunReconciler) reconcileNodeLoss(ctx context.Context, p *pass) e
 	if reason == "" {
 		return nil
 	}
+	if stop := stopReason(run); stop != "" {
+		// Cancelled or deleted, and the attempt lost meanwhile: the run
+		// ends as the user asked, as if its node-agent had stopped it. A
+		// stop judges nothing (no verdict, no failure class); the message
+		// says what became of the attempt.
+		p.fail(stop, fmt.Sprintf("the run was %s, and its attempt was lost meanwhile: %s", stopWhat(stop), msg), "", "")
+		return nil
+	}
 	attempt := max(run.Status.Attempt, 1)
 	handedBack := min(run.Status.HandedBack, attempt-1)
-	if reason == harnessv1.ReasonHandedBack && stopReason(run) == "" && run.Status.HandedBack < harnessv1.MaxHandBacks {
+	if reason == harnessv1.ReasonHandedBack && run.Status.HandedBack < harnessv1.MaxHandBacks {
 		msg = fmt.Sprintf("%s; scheduling it again as attempt %d, without using a retry (hand-back %d of at most %d)",
 			msg, attempt+1, run.Status.HandedBack+1, harnessv1.MaxHandBacks)
 		p.run.Status.HandedBack = run.Status.HandedBack + 1
@@ -74,8 +83,8 @@ func (r *HarnessRunReconciler) reconcileNodeLoss(ctx context.Context, p *pass) e
 	}
 	// The attempts that count against spec.retries, this one included.
 	counted := attempt - handedBack
-	if stopReason(run) != "" || counted > run.Spec.Retries {
-		if run.Spec.Retries > 0 && stopReason(run) == "" {
+	if counted > run.Spec.Retries {
+		if run.Spec.Retries > 0 {
 			msg = fmt.Sprintf("%s; no retries left (attempt %d of %d)", msg, counted, run.Spec.Retries+1)
 		}
 		p.fail(reason, msg, harnessv1.VerdictError, harnessv1.FailureInfrastructure)

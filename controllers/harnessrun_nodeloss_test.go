@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
@@ -242,4 +243,75 @@ func TestClaimTimeoutRetriesThenFails(t *testing.T) {
 	eventually(t, wait, func() error {
 		return wantReasons(runEvents(t, ns, "unclaimed"), "Scheduled", harnessv1.ReasonRetrying, "Scheduled", harnessv1.ReasonClaimTimeout)
 	})
+}
+
+// TestStoppedRunWhoseAttemptIsLostEndsAsTheStop: a run cancelled or deleted
+// whose attempt is then lost (its node lost, its node-agent restarted, or
+// the attempt handed back by a node-agent shutting down) ends as the user
+// asked: Failed, reason Cancelled or Deleted, no verdict and no failure
+// class, the lost attempt in the message; it is neither retried nor
+// scheduled again. A node-agent that is dead (Stop) cannot end the run
+// itself, as the real one cannot when it is killed.
+func TestStoppedRunWhoseAttemptIsLostEndsAsTheStop(t *testing.T) {
+	ns := newNamespace(t)
+	// Lost a second after its node-agent stops heartbeating.
+	lost := startNode(t, ns, fakenode.Options{Name: "stop-lost", Slots: 1, Adapters: codexOnly, LeaseDuration: time.Second, RunFor: -1,
+		Labels: map[string]string{"stop": "lost"}})
+	// Fresh for the whole test: only what its node-agent reports counts.
+	left := startNode(t, ns, fakenode.Options{Name: "stop-left", Slots: 2, Adapters: codexOnly, LeaseDuration: time.Minute, RunFor: -1,
+		Labels: map[string]string{"stop": "left"}})
+	startController(t, ns, controllers.Options{}, nil)
+	mk := hftesting.MakeHarnessRun
+	create(t,
+		mk("cancelled-node-lost", ns).Retries(1).NodeSelector(map[string]string{"stop": "lost"}).Obj(),
+		mk("cancelled-handed-back", ns).NodeSelector(map[string]string{"stop": "left"}).Obj(),
+		mk("deleted-restarted", ns).Retries(1).NodeSelector(map[string]string{"stop": "left"}).Obj())
+	for _, name := range []string{"cancelled-node-lost", "cancelled-handed-back", "deleted-restarted"} {
+		waitRun(t, ns, name, wait, "Running", phaseIs(harnessv1.RunRunning))
+	}
+	// Let the node-agents finish reporting the claims before they die.
+	for _, name := range []string{"cancelled-node-lost", "cancelled-handed-back", "deleted-restarted"} {
+		eventually(t, wait, func() error { return wantReasons(runEvents(t, ns, name), "Scheduled", "Running") })
+	}
+	lost.Stop()
+	left.Stop()
+	stopAsked := func(r *harnessv1.HarnessRun) bool {
+		return meta.IsStatusConditionTrue(r.Status.Conditions, harnessv1.ConditionStopRequested)
+	}
+
+	cancelRun(t, ns, "cancelled-node-lost")
+	cancelRun(t, ns, "cancelled-handed-back")
+	waitRun(t, ns, "cancelled-handed-back", wait, "asked to stop", stopAsked)
+	if err := left.MarkHandedBack(context.Background(), types.NamespacedName{Namespace: ns, Name: "cancelled-handed-back"}); err != nil {
+		t.Fatal(err)
+	}
+	deleteRun(t, ns, "deleted-restarted")
+	waitRun(t, ns, "deleted-restarted", wait, "asked to stop", stopAsked)
+	if err := left.MarkRestarted(context.Background(), types.NamespacedName{Namespace: ns, Name: "deleted-restarted"}); err != nil {
+		t.Fatal(err)
+	}
+
+	for name, because := range map[string]string{
+		"cancelled-node-lost":   "node stop-lost was lost",
+		"cancelled-handed-back": "the node-agent was shutting down and handed the attempt back",
+	} {
+		run := waitRun(t, ns, name, wait, "Failed without finalizer", func(r *harnessv1.HarnessRun) bool {
+			return r.Status.Phase == harnessv1.RunFailed && len(r.Finalizers) == 0
+		})
+		st := run.Status
+		if st.Reason != harnessv1.ReasonCancelled || st.FailureClass != "" || st.Verdict != "" || st.Attempt != 1 || st.HandedBack != 0 ||
+			!strings.Contains(st.Message, "the run was cancelled (spec.cancel)") || !strings.Contains(st.Message, because) {
+			t.Errorf("%s: reason %q class %q verdict %q attempt %d handedBack %d message %q; want Cancelled, no class, no verdict, attempt 1, not handed back, saying %q",
+				name, st.Reason, st.FailureClass, st.Verdict, st.Attempt, st.HandedBack, st.Message, because)
+		}
+	}
+	waitGone(t, ns, "deleted-restarted")
+	eventually(t, wait, func() error {
+		return wantReasons(runEvents(t, ns, "deleted-restarted"), "Scheduled", "Running", harnessv1.ConditionStopRequested, harnessv1.ReasonDeleted)
+	})
+	for _, e := range runEvents(t, ns, "deleted-restarted") {
+		if e.Reason == harnessv1.ReasonDeleted && !strings.Contains(e.Note, "the node-agent on stop-left restarted") {
+			t.Errorf("the Deleted Event says %q; want it to name the node-agent's restart", e.Note)
+		}
+	}
 }

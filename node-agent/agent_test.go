@@ -507,3 +507,116 @@ func TestDrainLetsAnAttemptFinish(t *testing.T) {
 		t.Errorf("the run that could finish was stopped: %v", c)
 	}
 }
+
+// handedOver is an Executor that, once its attempt is stopped, says so on
+// stopped with the cause and returns only when release is closed: a test
+// changes the run in between.
+type handedOver struct {
+	stopped chan error
+	release chan struct{}
+}
+
+func (h *handedOver) Execute(ctx context.Context, run *harnessv1.HarnessRun) *executor.Outcome {
+	<-ctx.Done()
+	h.stopped <- context.Cause(ctx)
+	<-h.release
+	var sc *executor.StopCause
+	reason := harnessv1.ReasonStopped
+	if errors.As(context.Cause(ctx), &sc) {
+		reason = sc.Reason
+	}
+	return &executor.Outcome{
+		Status: harnessv1.HarnessRunStatus{Phase: harnessv1.RunFailed, Verdict: harnessv1.VerdictError, Reason: reason,
+			Message: context.Cause(ctx).Error() + "; the agent's process tree was killed", Evidence: &harnessv1.EvidenceStatus{Digest: "sha256:00"}},
+		Evidence: &executor.Evidence{Data: map[string]string{"receipt.json": "{}"}},
+	}
+}
+
+// TestDrainEndsARunCancelledWhileItIsHandedBack: the drain stops an
+// attempt to hand it back, and the run is cancelled before the hand-back
+// is written. The run is not handed back (to be scheduled again, or to end
+// as an infrastructure failure): it ends as the cancel asks, Failed,
+// reason Cancelled, Ready reason Stopped, no failure class, with its
+// evidence.
+func TestDrainEndsARunCancelledWhileItIsHandedBack(t *testing.T) {
+	exec := &handedOver{stopped: make(chan error, 1), release: make(chan struct{})}
+	const node = "node-drain-cancelled"
+	stop := startAgent(t, node, exec, func(o *nodeagent.Options) { o.HandBackAfter = 0 })
+	boundRun(t, "cancelled-in-hand-back", node, harnessv1.RunScheduled)
+	waitFor(t, "the run to start", func() bool { return getRun(t, "cancelled-in-hand-back").Status.Phase == harnessv1.RunRunning })
+
+	stopped := make(chan struct{})
+	go func() {
+		stop()
+		close(stopped)
+	}()
+	var sc *executor.StopCause
+	if cause := <-exec.stopped; !errors.As(cause, &sc) || sc.Reason != harnessv1.ReasonHandedBack {
+		t.Errorf("the attempt was stopped by %v, want the drain's hand-back", cause)
+	}
+	run := getRun(t, "cancelled-in-hand-back")
+	run.Spec.Cancel = true
+	if err := k8s.Update(context.Background(), run); err != nil {
+		t.Fatal(err)
+	}
+	close(exec.release)
+	<-stopped
+
+	run = getRun(t, "cancelled-in-hand-back")
+	st := run.Status
+	ready := meta.FindStatusCondition(st.Conditions, harnessv1.ConditionReady)
+	if st.Phase != harnessv1.RunFailed || st.Reason != harnessv1.ReasonCancelled || st.FailureClass != "" ||
+		ready == nil || ready.Reason != harnessv1.ReasonStopped || !strings.Contains(st.Message, "spec.cancel stopped the run") {
+		t.Errorf("a run cancelled while it was handed back: %s/%s class %q Ready %+v: %s; want Failed/Cancelled, no class, Ready Stopped",
+			st.Phase, st.Reason, st.FailureClass, ready, st.Message)
+	}
+	cm := &corev1.ConfigMap{}
+	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: "default", Name: nodeagent.EvidenceName(run)}, cm); err != nil {
+		t.Errorf("the cancelled attempt's evidence: %v", err)
+	}
+}
+
+// TestDrainStopsARunCancelledWhileItDrains: a run cancelled while its
+// node-agent drains is stopped within about a second (the claim reconciler
+// has stopped; the drain reads the runs itself), long before the hand-back
+// (30s), and ends Failed/Cancelled; the drain then ends at once.
+func TestDrainStopsARunCancelledWhileItDrains(t *testing.T) {
+	exec := &draining{causes: map[string]error{}, calls: map[string]int{}}
+	const node = "node-drain-cancel"
+	stop := startAgent(t, node, exec, func(o *nodeagent.Options) { o.HandBackAfter = 30 * time.Second })
+	boundRun(t, "cancelled-while-draining", node, harnessv1.RunScheduled)
+	waitFor(t, "the run to start", func() bool { return getRun(t, "cancelled-while-draining").Status.Phase == harnessv1.RunRunning })
+
+	stopped := make(chan struct{})
+	go func() {
+		stop()
+		close(stopped)
+	}()
+	waitFor(t, "the HarnessNode to say Draining", func() bool {
+		hn := &harnessv1.HarnessNode{}
+		if err := k8s.Get(context.Background(), types.NamespacedName{Name: node}, hn); err != nil {
+			t.Fatal(err)
+		}
+		c := meta.FindStatusCondition(hn.Status.Conditions, harnessv1.ConditionNodeReady)
+		return c != nil && c.Reason == harnessv1.ReasonDraining
+	})
+	run := getRun(t, "cancelled-while-draining")
+	run.Spec.Cancel = true
+	if err := k8s.Update(context.Background(), run); err != nil {
+		t.Fatal(err)
+	}
+	cancelledAt := time.Now()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the drain went on 10s after the cancel of its only attempt")
+	}
+	t.Logf("the drain ended %v after the cancel", time.Since(cancelledAt).Round(10*time.Millisecond))
+	exec.mu.Lock()
+	cause := exec.causes["cancelled-while-draining"]
+	exec.mu.Unlock()
+	var sc *executor.StopCause
+	if !errors.As(cause, &sc) || sc.Reason != harnessv1.ReasonCancelled {
+		t.Errorf("the attempt was stopped by %v, want the cancel", cause)
+	}
+}

@@ -39,11 +39,23 @@ func (a *Agent) runAttempt(ctx context.Context, run *harnessv1.HarnessRun, r *ru
 	defer cancel()
 	if handedBack {
 		// Stopped by the drain: whatever the agent did before it was
-		// killed is not judged, and no evidence is written for it.
-		if err := a.handBack(writeCtx, run); err != nil {
+		// killed is not judged, and no evidence is written for it,
+		// unless the run was cancelled or deleted meanwhile (below).
+		stop, err := a.handBack(writeCtx, run)
+		if err != nil {
 			logger.Error(err, "handing back the attempt failed; the next node-agent reports it as orphaned")
 		}
-		return
+		if stop == nil {
+			return
+		}
+		// Cancelled or deleted meanwhile: the run ends as that stop, as
+		// if it had stopped the agent itself (the executor judged the
+		// hand-back's stop just as it would have judged this one).
+		if out.Status.Reason == harnessv1.ReasonHandedBack {
+			out.Status.Reason = stop.Reason
+			out.Status.Message = fmt.Sprintf("%s; the node-agent, shutting down, had stopped the agent to hand the attempt back (%s)",
+				stop.Message, out.Status.Message)
+		}
 	}
 	if err := a.finish(writeCtx, run, r, out); err != nil {
 		logger.Error(err, "writing the outcome failed")

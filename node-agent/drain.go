@@ -3,6 +3,7 @@ package nodeagent
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,6 +33,12 @@ import (
 // carried out twice at once; a node-agent killed before it could write it
 // leaves the attempt to the next one's sweep (NodeAgentRestarted), so no
 // run is lost either.
+//
+// A run cancelled or deleted meanwhile still ends as a stop does (Cancelled
+// or Deleted, no failure class): the claim reconciler stopped with the
+// manager, so the drain itself looks for stop requests every second
+// (watchStops), and a hand-back that finds one writes the stopped outcome
+// instead (handBack).
 
 // drain stops claiming, waits for the attempts until HandBackAfter, and
 // hands back those left. ctx lives until the drain is done.
@@ -48,6 +55,12 @@ func (a *Agent) drain(ctx context.Context) {
 		a.wg.Wait()
 		close(done)
 	}()
+	stopsWatched := make(chan struct{})
+	go func() {
+		defer close(stopsWatched)
+		a.watchStops(ctx, done)
+	}()
+	defer func() { <-stopsWatched }()
 	if n := a.runningCount(); n > 0 {
 		logger.Info("stopping: no new run is claimed; running attempts may finish, then those left are handed back",
 			"attempts", n, "handBackAfter", a.opts.HandBackAfter)
@@ -61,6 +74,57 @@ func (a *Agent) drain(ctx context.Context) {
 	}
 	a.handBackAll(logger)
 	<-done
+}
+
+// watchStops, until done, stops every second the attempts whose run was
+// cancelled or deleted since, with that cause, as the claim reconciler
+// does while the manager runs: each then finishes as usual (Cancelled or
+// Deleted, its evidence written) instead of running on until it is handed
+// back. The runs are read through the API reader: the cache stopped with
+// the manager.
+func (a *Agent) watchStops(ctx context.Context, done <-chan struct{}) {
+	ticker := a.opts.Clock.NewTicker(time.Second)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-ticker.C():
+		}
+		a.stopRequestedAttempts(ctx)
+	}
+}
+
+// stopRequestedAttempts reads the run of each attempt whose agent still
+// runs and was not stopped yet, and stops those whose run asks for it.
+func (a *Agent) stopRequestedAttempts(ctx context.Context) {
+	logger := log.FromContext(ctx)
+	a.mu.Lock()
+	live := map[types.UID]*running{}
+	for uid, r := range a.running {
+		if !r.finishing && r.ctx.Err() == nil {
+			live[uid] = r
+		}
+	}
+	a.mu.Unlock()
+	for uid, r := range live {
+		run := &harnessv1.HarnessRun{}
+		err := a.apiReader.Get(ctx, r.key, run)
+		var cause *executor.StopCause
+		switch {
+		case apierrors.IsNotFound(err) || (err == nil && run.UID != uid):
+			cause = &executor.StopCause{Reason: harnessv1.ReasonDeleted, Message: "the run was deleted"}
+		case err != nil:
+			logger.Error(err, "reading a run while draining, to see whether it must stop; trying again in a second", "run", r.key)
+			continue
+		default:
+			cause = stopRequested(run)
+		}
+		if cause != nil {
+			logger.Info("stopping an attempt whose run must stop while the node-agent drains", "run", r.key, "attempt", r.attempt, "reason", cause.Reason)
+			r.cancel(cause)
+		}
+	}
 }
 
 // isDraining says whether the Agent stopped claiming.
@@ -109,12 +173,15 @@ func (a *Agent) markDraining(ctx context.Context) error {
 // handBack reports the stopped attempt as handed back: Ready=False, reason
 // HandedBack, phase left Running, written only while the run is still this
 // node's attempt. Its executor has returned: the agent is gone and its run
-// dir removed.
-func (a *Agent) handBack(ctx context.Context, run *harnessv1.HarnessRun) error {
+// dir removed. A run cancelled or deleted since the drain stopped its agent
+// is not handed back: handBack returns its stop, and the caller writes the
+// stopped outcome, so that the run ends as the user asked.
+func (a *Agent) handBack(ctx context.Context, run *harnessv1.HarnessRun) (*executor.StopCause, error) {
 	key := client.ObjectKeyFromObject(run)
 	msg := fmt.Sprintf("the node-agent on %s was shut down (its pod replaced or deleted) before attempt %d finished within its shutdown grace; it stopped the agent, removed the run dir and handed the attempt back",
 		a.opts.NodeName, run.Status.Attempt)
 	var written *harnessv1.HarnessRun
+	var stop *executor.StopCause
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		cur := &harnessv1.HarnessRun{}
 		if err := a.apiReader.Get(ctx, key, cur); err != nil {
@@ -123,6 +190,9 @@ func (a *Agent) handBack(ctx context.Context, run *harnessv1.HarnessRun) error {
 		if cur.UID != run.UID || cur.Status.Attempt != run.Status.Attempt || cur.Status.Phase != harnessv1.RunRunning ||
 			cur.Status.NodeName != a.opts.NodeName {
 			return nil // the controller already ended or rebound this attempt
+		}
+		if stop = stopRequested(cur); stop != nil {
+			return nil
 		}
 		base := cur.DeepCopy()
 		cur.Status.ObservedGeneration = cur.Generation
@@ -137,13 +207,13 @@ func (a *Agent) handBack(ctx context.Context, run *harnessv1.HarnessRun) error {
 		return nil
 	})
 	if apierrors.IsNotFound(err) {
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return fmt.Errorf("handing back %s: %w", key, err)
+		return nil, fmt.Errorf("handing back %s: %w", key, err)
 	}
 	if written != nil {
 		a.recorder.Eventf(written, nil, corev1.EventTypeNormal, harnessv1.ReasonHandedBack, "HandBack", "%s", msg)
 	}
-	return nil
+	return stop, nil
 }

@@ -8,10 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -141,5 +143,60 @@ func TestDeletedHarnessNodeIsRegisteredAgain(t *testing.T) {
 	if st := waitTerminal(t, client.ObjectKeyFromObject(next)).Status; st.Phase != harnessv1.RunSucceeded || st.NodeName != node {
 		t.Errorf("the next run on the node registered again ended %s/%s on %q: %s; want Succeeded on %s",
 			st.Phase, st.Reason, st.NodeName, st.Message, node)
+	}
+}
+
+// TestCancelWhileDrainingStopsTheAgent: the node-agent gets SIGTERM (its
+// pod replaced by a helm upgrade) while an agent runs, and the run is
+// cancelled (`harnessfacts cancel`) while it drains. The draining
+// node-agent, whose claim reconciler has stopped, still sees the cancel
+// within about a second: it stops the agent and the run ends
+// Failed/Cancelled with no failure class and its evidence written, as a
+// cancel outside a drain does, long before the drain would hand it back
+// (12s here).
+func TestCancelWhileDrainingStopsTheAgent(t *testing.T) {
+	ns := newNamespace(t, "e2e-drain-cancel")
+	const node = "drain-cancel-node"
+	runs := filepath.Join(openDir(t), "runs")
+	// 18s: attempts may go on for 12s, then those left are handed back.
+	agent, exited := startNodeAgentOn(t, node, runs, "--shutdown-grace", "18s")
+	const marker = "harnessfacts-e2e-drain-cancel"
+	key := createAndWaitAgent(t, sleepingRun(ns, "cancelled-while-draining", node, marker), marker)
+
+	if err := agent.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the HarnessNode to say Draining", func() bool {
+		hn := &harnessv1.HarnessNode{}
+		if err := k8s.Get(context.Background(), types.NamespacedName{Name: node}, hn); err != nil {
+			return false
+		}
+		c := meta.FindStatusCondition(hn.Status.Conditions, harnessv1.ConditionNodeReady)
+		return c != nil && c.Reason == harnessv1.ReasonDraining
+	})
+	t.Logf("harnessfacts cancel: %s", cli(t, ns, false, "cancel", key.Name))
+	cancelledAt := time.Now()
+	waitFor(t, 5*time.Second, "the cancelled agent to be stopped", func() bool { return len(processesWith(marker)) == 0 })
+	t.Logf("the agent was stopped %v after the cancel", time.Since(cancelledAt).Round(100*time.Millisecond))
+
+	st := waitTerminal(t, key).Status
+	if st.Phase != harnessv1.RunFailed || st.Reason != harnessv1.ReasonCancelled || st.FailureClass != "" || st.Attempt != 1 {
+		t.Errorf("a run cancelled while its node-agent drained ended %s/%s class %q attempt %d: %s; want Failed/Cancelled, no failure class, attempt 1",
+			st.Phase, st.Reason, st.FailureClass, st.Attempt, st.Message)
+	}
+	if st.Evidence == nil || st.Evidence.ConfigMapName == "" {
+		t.Errorf("the cancelled run has no evidence: %+v", st.Evidence)
+	}
+	select {
+	case <-exited:
+		exited <- nil
+	case <-time.After(30 * time.Second):
+		t.Fatal("the node-agent did not exit after SIGTERM")
+	}
+	if elapsed := time.Since(cancelledAt); elapsed > 10*time.Second {
+		t.Errorf("the node-agent exited %v after the cancel: its drain waited for the hand-back", elapsed)
+	}
+	if entries, _ := os.ReadDir(runs); len(entries) > 0 {
+		t.Errorf("run dirs left: %v", entries)
 	}
 }
