@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -62,6 +63,13 @@ type Options struct {
 	// evidence ConfigMaps, which the cache does not hold.
 	EvidenceRepository string
 	EvidenceReader     client.Reader
+
+	// EvidenceSigningKeySecret is the operator's signing key Secret
+	// (--evidence-signing-key-secret), nil when the nodes sign with their
+	// own keys. The store gate checks a receipt signed by it against its
+	// public part: receipt.dsse.json is outside the receipt's digest, so
+	// only the signature check tells the node's envelope from a swapped one.
+	EvidenceSigningKeySecret *types.NamespacedName
 }
 
 // Default fills the unset fields of o.

@@ -121,6 +121,18 @@ func (f runSourceFlags) accounts() (runsource.Accounts, error) {
 	return a, nil
 }
 
+// signingKeySecret reads --evidence-signing-key-secret; nil when unset.
+func (f runSourceFlags) signingKeySecret() (*types.NamespacedName, error) {
+	if f.signingKey == "" {
+		return nil, nil
+	}
+	ns, name, ok := strings.Cut(f.signingKey, "/")
+	if !ok || ns == "" || name == "" {
+		return nil, fmt.Errorf("--evidence-signing-key-secret %q: want NAMESPACE/NAME", f.signingKey)
+	}
+	return &types.NamespacedName{Namespace: ns, Name: name}, nil
+}
+
 // addRunSource adds the run source's server to mgr.
 func addRunSource(mgr ctrl.Manager, f runSourceFlags) error {
 	if f.addr == "0" {
@@ -134,13 +146,9 @@ func addRunSource(mgr ctrl.Manager, f runSourceFlags) error {
 	if err != nil {
 		return err
 	}
-	var signingKey *types.NamespacedName
-	if f.signingKey != "" {
-		ns, name, ok := strings.Cut(f.signingKey, "/")
-		if !ok || ns == "" || name == "" {
-			return fmt.Errorf("--evidence-signing-key-secret %q: want NAMESPACE/NAME", f.signingKey)
-		}
-		signingKey = &types.NamespacedName{Namespace: ns, Name: name}
+	signingKey, err := f.signingKeySecret()
+	if err != nil {
+		return err
 	}
 	srv, err := runsource.NewServer(runsource.Options{
 		Reader: mgr.GetAPIReader(), Reviewer: mgr.GetClient(), Accounts: accounts, Namespaces: f.namespaces,
@@ -175,12 +183,19 @@ func runController(cmd *cobra.Command, f controllerFlags) error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
+	// The run source serves the operator's key to the nodes; the store
+	// gate checks the receipts it signed against its public part.
+	signingKey, err := f.runSource.signingKeySecret()
+	if err != nil {
+		return err
+	}
 	if err := controllers.Setup(cmd.Context(), mgr, controllers.Options{
-		DeadlineGrace:           f.deadlineGrace,
-		ClaimTimeout:            f.claimTimeout,
-		DefaultLeaseDuration:    f.defaultLeaseDuration,
-		MaxConcurrentReconciles: f.workers,
-		EvidenceRepository:      f.evidenceRepository,
+		DeadlineGrace:            f.deadlineGrace,
+		ClaimTimeout:             f.claimTimeout,
+		DefaultLeaseDuration:     f.defaultLeaseDuration,
+		MaxConcurrentReconciles:  f.workers,
+		EvidenceRepository:       f.evidenceRepository,
+		EvidenceSigningKeySecret: signingKey,
 	}, controllers.SuiteOptions{MaxConcurrentReconciles: f.suiteWorkers}); err != nil {
 		return err
 	}
