@@ -171,7 +171,7 @@ func VerifyFiles(files map[string][]byte, wantDigest string, keys ...*PublicKey)
 
 type fileStore map[string][]byte
 
-func (f fileStore) get(name string) ([]byte, bool, error) {
+func (f fileStore) get(name string, _ int64) ([]byte, bool, error) {
 	b, ok := f[name]
 	return b, ok, nil
 }

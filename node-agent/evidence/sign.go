@@ -96,7 +96,7 @@ const (
 // by their digests, and, when keys are given, one of them must have signed
 // it. With keys, an unsigned evidence is a problem.
 func checkEnvelope(ctx context.Context, rep *Report, s store, r *Receipt, raw []byte, keys []*PublicKey) {
-	envJSON, ok, err := s.get(EnvelopeName)
+	envJSON, ok, err := s.get(EnvelopeName, MaxConfigMapBytes)
 	switch {
 	case err != nil:
 		rep.add(EnvelopeName, "%v", err)

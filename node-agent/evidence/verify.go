@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -58,7 +59,12 @@ func (r *Report) add(part, format string, args ...any) {
 
 // store is a form of evidence: a folder or a ConfigMap.
 type store interface {
-	get(name string) ([]byte, bool, error)
+	// get reads a part. A part larger than limit bytes is an error and,
+	// in a folder, is not read at all: a folder handed over for
+	// verification may hold a sparse file of many GiB where the receipt
+	// says a few bytes. The ConfigMap and pulled forms are in memory
+	// already, bounded where they came from.
+	get(name string, limit int64) ([]byte, bool, error)
 	artifactName(i int, a Artifact) string
 	// rest lists the names not in seen.
 	rest(seen map[string]bool) ([]string, error)
@@ -92,7 +98,7 @@ func VerifyConfigMap(data map[string]string, binaryData map[string][]byte, wantD
 func verify(s store, wantDigest string, keys []*PublicKey) *Report {
 	rep := &Report{}
 	seen := map[string]bool{ReceiptName: true, DigestName: true, OutputName: true, EnvelopeName: true}
-	raw, ok, err := s.get(ReceiptName)
+	raw, ok, err := s.get(ReceiptName, MaxConfigMapBytes)
 	if err != nil {
 		rep.add(ReceiptName, "%v", err)
 		return rep
@@ -105,7 +111,9 @@ func verify(s store, wantDigest string, keys []*PublicKey) *Report {
 	if wantDigest != "" && rep.Digest != wantDigest {
 		rep.add(ReceiptName, "digest %s, but the run's status says %s", rep.Digest, wantDigest)
 	}
-	if d, ok, _ := s.get(DigestName); !ok {
+	if d, ok, err := s.get(DigestName, MaxConfigMapBytes); err != nil {
+		rep.add(DigestName, "%v", err)
+	} else if !ok {
 		rep.add(DigestName, "missing")
 	} else if got := strings.TrimSpace(string(d)); got != rep.Digest {
 		rep.add(DigestName, "says %s, the receipt's digest is %s", got, rep.Digest)
@@ -117,7 +125,7 @@ func verify(s store, wantDigest string, keys []*PublicKey) *Report {
 	}
 	rep.Receipt = r
 	checkEnvelope(context.Background(), rep, s, r, raw, keys)
-	if out, ok, err := s.get(OutputName); err != nil {
+	if out, ok, err := s.get(OutputName, partLimit(r.Output.StoredBytes)); err != nil {
 		rep.add(OutputName, "%v", err)
 	} else if !ok {
 		rep.add(OutputName, "missing")
@@ -126,7 +134,7 @@ func verify(s store, wantDigest string, keys []*PublicKey) *Report {
 	}
 	if t := r.Trajectory; t != nil && t.Stored {
 		seen[TrajectoryName] = true
-		data, ok, err := s.get(TrajectoryName)
+		data, ok, err := s.get(TrajectoryName, partLimit(t.Size))
 		switch {
 		case err != nil:
 			rep.add(TrajectoryName, "%v", err)
@@ -145,7 +153,7 @@ func verify(s store, wantDigest string, keys []*PublicKey) *Report {
 			continue
 		}
 		seen[name] = true
-		data, ok, err := s.get(name)
+		data, ok, err := s.get(name, partLimit(a.Size))
 		switch {
 		case err != nil:
 			rep.add(name, "%v", err)
@@ -165,9 +173,13 @@ func verify(s store, wantDigest string, keys []*PublicKey) *Report {
 	return rep
 }
 
+// partLimit is what may be read of a part the receipt says has size
+// bytes: that, and never more than a ConfigMap holds.
+func partLimit(size int64) int64 { return min(max(size, 0), MaxConfigMapBytes) }
+
 type dirStore struct{ root *os.Root }
 
-func (d dirStore) get(name string) ([]byte, bool, error) {
+func (d dirStore) get(name string, limit int64) ([]byte, bool, error) {
 	// Refuse links: the folder could have been tampered with.
 	info, err := d.root.Lstat(filepath.FromSlash(name))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -179,9 +191,21 @@ func (d dirStore) get(name string) ([]byte, bool, error) {
 	if !info.Mode().IsRegular() {
 		return nil, false, fmt.Errorf("not a regular file")
 	}
-	b, err := d.root.ReadFile(filepath.FromSlash(name))
+	if info.Size() > limit {
+		return nil, false, fmt.Errorf("%d bytes, more than the %d it may have: not read", info.Size(), limit)
+	}
+	f, err := d.root.Open(filepath.FromSlash(name))
 	if err != nil {
 		return nil, false, err
+	}
+	defer func() { _ = f.Close() }()
+	// Bounded again: the file may grow between Lstat and the read.
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, false, err
+	}
+	if int64(len(b)) > limit {
+		return nil, false, fmt.Errorf("more than the %d bytes it may have: not read", limit)
 	}
 	return b, true, nil
 }
@@ -210,7 +234,7 @@ type cmStore struct {
 	binary map[string][]byte
 }
 
-func (c cmStore) get(name string) ([]byte, bool, error) {
+func (c cmStore) get(name string, _ int64) ([]byte, bool, error) {
 	if v, ok := c.data[name]; ok {
 		return []byte(v), true, nil
 	}
