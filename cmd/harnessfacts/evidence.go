@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -33,9 +34,12 @@ receipt, output.log, each artifact) and compare them with the receipt, and
 the receipt's digest with the run's status.evidence.digest.
 
 DIR is an evidence folder written by 'harnessfacts run' or 'harnessfacts
-evidence export': one run's folder (evidence/NAME/<time>), its 'latest'
-link, or the run's folder evidence/NAME (its latest run is verified). RUN is
-the name of a HarnessRun on the cluster; its evidence ConfigMap is read.
+evidence export', written as a path (with a slash: ./NAME, evidence/NAME):
+one run's folder (evidence/NAME/<time>), its 'latest' link, or the run's
+folder evidence/NAME (its latest run is verified; its 'latest' must be a
+relative link to a folder in it). RUN is the name of a HarnessRun on the
+cluster, even when a folder of that name is here; its evidence ConfigMap is
+read, and the receipt must be of that run (namespace, name, UID, attempt).
 REFERENCE is evidence stored in an OCI registry (status.evidence.storedRef,
 registry/repository@sha256:..., or oci://...): it is fetched and verified
 without the cluster (registry credentials from $DOCKER_CONFIG).
@@ -52,33 +56,46 @@ a third party verifies an exported folder offline (docs/evidence.md).`,
 			if err != nil {
 				return err
 			}
-			if fi, err := os.Stat(args[0]); err != nil || !fi.IsDir() {
-				if ref, ok := evidence.IsReference(args[0]); ok {
-					// Stored evidence: fetched from its registry, no cluster.
-					files, err := evidence.Pull(cmd.Context(), ref)
-					if err != nil {
-						return err
-					}
-					return printReport(cmd, ref, evidence.VerifyFiles(files, "", keys...))
-				}
+			arg := args[0]
+			isDir := false
+			if fi, err := os.Stat(arg); err == nil && fi.IsDir() {
+				isDir = true
 			}
-			if fi, err := os.Stat(args[0]); err == nil && fi.IsDir() {
-				dir := resolveEvidenceDir(args[0])
+			if isDir && writtenAsPath(arg) {
+				dir, err := resolveEvidenceDir(cmd, arg)
+				if err != nil {
+					return err
+				}
 				report, err := evidence.VerifyDir(dir, "", keys...)
 				if err != nil {
 					return err
 				}
 				return printReport(cmd, dir, report)
 			}
+			if ref, ok := evidence.IsReference(arg); ok && !isDir {
+				// Stored evidence: fetched from its registry, no cluster.
+				files, err := evidence.Pull(cmd.Context(), ref)
+				if err != nil {
+					return err
+				}
+				return printReport(cmd, ref, evidence.VerifyFiles(files, "", keys...))
+			}
+			if isDir {
+				// A run's name never holds a slash, so the rule is plain; a
+				// folder of the same name here is said, not used: verifying
+				// it would show another run's evidence as the cluster's.
+				cmd.PrintErrf("NOTE %s is read as a HarnessRun on the cluster, not as the folder %s here; to verify the folder, write ./%s\n", arg, arg, arg)
+			}
 			c, ns, err := k.client()
 			if err != nil {
 				return err
 			}
-			run, cm, err := runEvidence(cmd.Context(), c, ns, args[0])
+			run, cm, err := runEvidence(cmd.Context(), c, ns, arg)
 			if err != nil {
 				return err
 			}
 			report := evidence.VerifyConfigMap(cm.Data, cm.BinaryData, run.Status.Evidence.Digest, keys...)
+			receiptOfRun(report, run)
 			return printReport(cmd, fmt.Sprintf("HarnessRun %s/%s (ConfigMap %s)", ns, run.Name, cm.Name), report)
 		},
 	}
@@ -141,6 +158,7 @@ verified against the run's status.evidence.digest; a mismatch is an error
 			if err != nil {
 				return err
 			}
+			receiptOfRun(report, run)
 			cmd.Printf("exported the evidence of HarnessRun %s/%s to %s\n", ns, run.Name, args[1])
 			return printReport(cmd, args[1], report)
 		},
@@ -166,16 +184,63 @@ func runEvidence(ctx context.Context, c client.Client, ns, name string) (*harnes
 	return run, cm, nil
 }
 
-// resolveEvidenceDir is dir itself when it holds a receipt; else its
-// 'latest' link (a run's folder of 'harnessfacts run'); else dir.
-func resolveEvidenceDir(dir string) string {
+// writtenAsPath reports whether arg is written as a path (a slash, ".",
+// ".." or a volume), which a HarnessRun's name never is: only such an
+// argument is a folder, so `verify hello -n prod` reads the cluster even
+// where a folder hello happens to be.
+func writtenAsPath(arg string) bool {
+	return strings.ContainsRune(arg, '/') || strings.ContainsRune(arg, filepath.Separator) ||
+		arg == "." || arg == ".." || filepath.VolumeName(arg) != ""
+}
+
+// resolveEvidenceDir is dir itself when it holds a receipt; else the
+// folder its 'latest' link names (a run's folder of 'harnessfacts run'),
+// which must be a relative link to a folder directly in dir, as
+// 'harnessfacts run' makes it: a link that points elsewhere would have the
+// verifier report on evidence that is not in the folder handed over. The
+// resolved folder is said; without a 'latest', dir (whose report says what
+// is missing).
+func resolveEvidenceDir(cmd *cobra.Command, dir string) (string, error) {
 	if fileExists(filepath.Join(dir, evidence.ReceiptName)) {
-		return dir
+		return dir, nil
 	}
-	if latest := filepath.Join(dir, latestLink); fileExists(filepath.Join(latest, evidence.ReceiptName)) {
-		return latest
+	latest := filepath.Join(dir, latestLink)
+	info, err := os.Lstat(latest)
+	if err != nil || info.Mode()&os.ModeSymlink == 0 {
+		// No link: dir, or a copied 'latest' folder, which is in dir.
+		if err == nil && info.IsDir() {
+			return latest, nil
+		}
+		return dir, nil
 	}
-	return dir
+	target, err := os.Readlink(latest)
+	if err != nil {
+		return "", err
+	}
+	if target != filepath.Base(target) || target == "." || target == ".." || filepath.VolumeName(target) != "" {
+		return "", fmt.Errorf("%s points to %s: only a relative link to a folder directly in %s is followed", latest, target, dir)
+	}
+	resolved := filepath.Join(dir, target)
+	if ti, err := os.Lstat(resolved); err != nil || !ti.IsDir() {
+		return "", fmt.Errorf("%s points to %s, which is not a folder in %s (a link is followed once)", latest, target, dir)
+	}
+	cmd.Printf("%s -> %s\n", latest, resolved)
+	return resolved, nil
+}
+
+// receiptOfRun adds a problem to rep when its receipt is not of run's
+// current attempt: a valid receipt of another run (or attempt) would
+// otherwise verify as this one's.
+func receiptOfRun(rep *evidence.Report, run *harnessv1.HarnessRun) {
+	r := rep.Receipt
+	if r == nil {
+		return
+	}
+	if got := r.Run; got.Namespace != run.Namespace || got.Name != run.Name || got.UID != string(run.UID) || got.Attempt != run.Status.Attempt {
+		rep.Problems = append(rep.Problems, evidence.Problem{Part: evidence.ReceiptName, Detail: fmt.Sprintf(
+			"the receipt of HarnessRun %s/%s (uid %s, attempt %d), not of %s/%s (uid %s, attempt %d)",
+			got.Namespace, got.Name, got.UID, got.Attempt, run.Namespace, run.Name, run.UID, run.Status.Attempt)})
+	}
 }
 
 func printReport(cmd *cobra.Command, what string, r *evidence.Report) error {

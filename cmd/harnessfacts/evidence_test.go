@@ -1,0 +1,190 @@
+//go:build !windows
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/testing/testenv"
+	"github.com/harnessfacts/harnessfacts/node-agent/evidence"
+)
+
+// sealedEvidence is a signed bundle whose receipt is of run, as a
+// node-agent (or `harnessfacts run`) seals it.
+func sealedEvidence(t *testing.T, key *evidence.Key, run evidence.RunRef, output string) *evidence.Bundle {
+	t.Helper()
+	now := time.Now()
+	b, err := evidence.SealLog(evidence.Receipt{Run: run, Node: "node-1", Agent: evidence.Agent{Adapter: harnessv1.AdapterExec},
+		Timings: evidence.Timings{Started: now, Finished: now}}, evidence.BytesLog(output), nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Sign(context.Background(), key); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// verifyCommand runs `harnessfacts evidence verify ARGS` in this process.
+func verifyCommand(args ...string) (stdout, stderr string, err error) {
+	cmd := newEvidenceVerifyCommand()
+	var out, errOut bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs(args)
+	err = cmd.Execute()
+	return out.String(), errOut.String(), err
+}
+
+// A bare name is a HarnessRun on the cluster, even where a folder of that
+// name is (the folder is named on stderr, and ./NAME verifies it); with no
+// cluster to reach it fails rather than verify the folder. The receipt must
+// be of the run verified: a ConfigMap holding a valid receipt of another
+// run, or of another attempt, fails, naming both. A real API server.
+func TestVerifyReadsTheRunNotAFolderOfItsName(t *testing.T) {
+	env, err := testenv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := env.Kubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const ns = "prod"
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	key, err := evidence.LoadOrCreateKey(filepath.Join(t.TempDir(), "keys", "evidence-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := filepath.Join(t.TempDir(), "key.pub")
+	if err := os.WriteFile(pub, []byte(key.Public().PEM), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// mk creates a finished run whose evidence ConfigMap holds the
+	// receipt receiptOf makes of it.
+	mk := func(name string, attempt int32, receiptOf func(*harnessv1.HarnessRun) evidence.RunRef) {
+		run := &harnessv1.HarnessRun{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: harnessv1.HarnessRunSpec{Agent: harnessv1.AgentSpec{Adapter: harnessv1.AdapterCodex},
+				Fixture: harnessv1.FixtureSource{ConfigMapRef: &harnessv1.ConfigMapFixture{Name: "fixture-hello"}}}}
+		if err := c.Create(ctx, run); err != nil {
+			t.Fatal(err)
+		}
+		b := sealedEvidence(t, key, receiptOf(run), "cluster\n")
+		data, bin := b.ConfigMapData()
+		if err := c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name + "-evidence", Namespace: ns}, Data: data, BinaryData: bin}); err != nil {
+			t.Fatal(err)
+		}
+		run.Status = harnessv1.HarnessRunStatus{Phase: harnessv1.RunSucceeded, Verdict: harnessv1.VerdictPass, Attempt: attempt,
+			Evidence: &harnessv1.EvidenceStatus{Digest: b.Digest, ConfigMapName: name + "-evidence", SignedBy: key.Public().ID}}
+		if err := c.Status().Update(ctx, run); err != nil {
+			t.Fatal(err)
+		}
+	}
+	own := func(r *harnessv1.HarnessRun) evidence.RunRef {
+		return evidence.RunRef{Namespace: r.Namespace, Name: r.Name, UID: string(r.UID), Attempt: 1}
+	}
+	mk("hello", 1, own)
+	mk("other", 1, func(*harnessv1.HarnessRun) evidence.RunRef {
+		return evidence.RunRef{Namespace: ns, Name: "hello", UID: "not-this-one", Attempt: 1}
+	})
+	mk("retried", 2, own)
+
+	// A folder hello here, with valid evidence of a local run of that name.
+	t.Chdir(t.TempDir())
+	if err := sealedEvidence(t, key, evidence.RunRef{Namespace: "default", Name: "hello", Attempt: 1}, "local\n").WriteDir("hello"); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err := verifyCommand("hello", "-n", ns, "--kubeconfig", kubeconfig, "--key", pub)
+	if err != nil || !strings.Contains(out, "verified HarnessRun prod/hello (ConfigMap hello-evidence)") ||
+		!strings.Contains(errOut, "NOTE hello is read as a HarnessRun on the cluster, not as the folder hello here; to verify the folder, write ./hello") {
+		t.Errorf("verify hello -n prod, with a folder hello here: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+	if out, _, err := verifyCommand("hello", "-n", ns, "--kubeconfig", filepath.Join(t.TempDir(), "none"), "--key", pub); err == nil {
+		t.Errorf("verify hello with no cluster to reach verified something:\n%s", out)
+	}
+	if out, errOut, err := verifyCommand("./hello", "--key", pub); err != nil || !strings.Contains(out, "verified ./hello: ") ||
+		!strings.Contains(out, "receipt of HarnessRun default/hello") {
+		t.Errorf("verify ./hello: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+
+	for name, want := range map[string]string{
+		"other":   "DIFFERS receipt.json: the receipt of HarnessRun prod/hello (uid not-this-one, attempt 1), not of prod/other (uid ",
+		"retried": ", attempt 1), not of prod/retried (uid ",
+	} {
+		out, errOut, err := verifyCommand(name, "-n", ns, "--kubeconfig", kubeconfig, "--key", pub)
+		if err == nil || !strings.Contains(errOut, want) {
+			t.Errorf("verify %s, whose ConfigMap holds another run's (or attempt's) valid receipt: %v, want %q\nstdout:\n%s\nstderr:\n%s", name, err, want, out, errOut)
+		}
+	}
+}
+
+// A run's folder (evidence/NAME) is verified through its 'latest' link only
+// when the link is relative and names a folder directly in it, as
+// `harnessfacts run` makes it; the resolved folder is said. A link that
+// points outside the folder handed over (absolute, or up) is refused, so
+// the report is never about evidence elsewhere. evidence/NAME/latest given
+// itself, as the README shows, still verifies.
+func TestLatestLinkStaysInTheRunsFolder(t *testing.T) {
+	key, err := evidence.LoadOrCreateKey(filepath.Join(t.TempDir(), "keys", "evidence-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := filepath.Join(t.TempDir(), "key.pub")
+	if err := os.WriteFile(pub, []byte(key.Public().PEM), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := sealedEvidence(t, key, evidence.RunRef{Namespace: "default", Name: "hello", Attempt: 1}, "done\n")
+	base := t.TempDir()
+	runDir := filepath.Join(base, "evidence", "hello")
+	if err := b.WriteDir(filepath.Join(runDir, "20261202T001500Z")); err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := filepath.Join(base, "elsewhere")
+	if err := b.WriteDir(elsewhere); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(runDir, latestLink)
+
+	for _, target := range []string{elsewhere, "../../elsewhere", "20261202T001500Z/../../../elsewhere"} {
+		_ = os.Remove(link)
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+		out, _, err := verifyCommand(runDir, "--key", pub)
+		if err == nil || !strings.Contains(err.Error(), link+" points to "+target+": only a relative link to a folder directly in "+runDir+" is followed") {
+			t.Errorf("latest -> %s (outside %s): %v\n%s", target, runDir, err, out)
+		}
+	}
+
+	_ = os.Remove(link)
+	if err := os.Symlink("20261202T001500Z", link); err != nil {
+		t.Fatal(err)
+	}
+	resolved := filepath.Join(runDir, "20261202T001500Z")
+	out, errOut, err := verifyCommand(runDir, "--key", pub)
+	if err != nil || !strings.Contains(out, link+" -> "+resolved+"\n") || !strings.Contains(out, "verified "+resolved+": "+b.Digest) {
+		t.Errorf("latest -> 20261202T001500Z: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+	if out, errOut, err := verifyCommand(link, "--key", pub); err != nil || !strings.Contains(out, "verified "+link+": "+b.Digest) {
+		t.Errorf("verify %s: %v\nstdout:\n%s\nstderr:\n%s", link, err, out, errOut)
+	}
+}
