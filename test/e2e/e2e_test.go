@@ -158,7 +158,13 @@ func startStack(ctx context.Context) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := controllers.Setup(ctx, cmgr, controllers.Options{DeadlineGrace: 30 * time.Second, DefaultLeaseDuration: 40 * time.Second, MaxConcurrentReconciles: 16, EvidenceRepository: evidenceRepository}, controllers.SuiteOptions{}); err != nil {
+	// The operator's signing key Secret the run source is told of when a
+	// test switches it on (TestOperatorKeySignsInsteadOfTheNodes): the
+	// controller's store gate knows it the way --evidence-signing-key-secret
+	// tells both.
+	opKey := &types.NamespacedName{Namespace: leaseNS, Name: operatorKeySecret}
+	if err := controllers.Setup(ctx, cmgr, controllers.Options{DeadlineGrace: 30 * time.Second, DefaultLeaseDuration: 40 * time.Second, MaxConcurrentReconciles: 16,
+		EvidenceRepository: evidenceRepository, EvidenceSigningKeySecret: opKey}, controllers.SuiteOptions{}); err != nil {
 		return nil, err
 	}
 	if secretPath, err = runsourcetest.Add(ctx, cmgr, k8s, leaseNS); err != nil {

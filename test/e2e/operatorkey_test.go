@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,7 +41,7 @@ func TestOperatorKeySignsInsteadOfTheNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "operator-evidence-key", Namespace: leaseNS},
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: operatorKeySecret, Namespace: leaseNS},
 		Data: map[string][]byte{runsource.SigningKeyDataKey: pemBytes}}
 	if err := k8s.Create(ctx, sec); err != nil {
 		t.Fatal(err)
@@ -86,6 +87,20 @@ func TestOperatorKeySignsInsteadOfTheNodes(t *testing.T) {
 	if out, err := verify(nodePub); err == nil || !strings.Contains(out, "not among the trusted keys") {
 		t.Errorf("verify with the node's key: %v\n%s", err, out)
 	}
+	// The controller's store gate checks the signature with the key
+	// signedBy names, the operator's here, and stores the evidence.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		got := &harnessv1.HarnessRun{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(run), got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.Evidence.StoredRef != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the operator-signed evidence was not stored: %+v", got.Status.Evidence)
+		}
+	}
 
 	// The Secret named but gone: no evidence, and the run says why.
 	secretPath.SetSigningKeySecret(&types.NamespacedName{Namespace: leaseNS, Name: "no-such-key"})
@@ -99,3 +114,6 @@ func TestOperatorKeySignsInsteadOfTheNodes(t *testing.T) {
 		t.Errorf("with the operator's Secret missing: evidence %+v, message %q", st.Evidence, st.Message)
 	}
 }
+
+// operatorKeySecret names the operator's signing key Secret in leaseNS.
+const operatorKeySecret = "operator-evidence-key"
