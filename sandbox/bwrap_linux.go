@@ -517,10 +517,6 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 	// child on --block-fd, and a guard holds the payload.
 	userNet := spec.Network == NetworkUserMode
 	hold := userNet
-	// On v1 bwrap is born in its cgroup by a shell that moves itself in
-	// first (v1Cgroup.beforeStart), but for a hold: that shell has no
-	// descriptor numbers left for it, and bwrap's child is moved instead.
-	move := cg.version() == 1 && z == nil && hold
 	var slirp string
 	var resolv *os.File
 	if userNet {
@@ -597,10 +593,10 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 		// creates and everything in it, belong to an unprivileged host
 		// uid. (A spawner was started the same way, and takes the uid.)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred, Pdeathsig: syscall.SIGKILL}
-		if !move {
-			if err := cg.beforeStart(cmd); err != nil {
-				return res, fmt.Errorf("sandbox: %w", err)
-			}
+		// Born in its cgroup: v2's clone3, or on v1 a shell that moves
+		// itself in first (v1Cgroup.beforeStart).
+		if err := cg.beforeStart(cmd); err != nil {
+			return res, fmt.Errorf("sandbox: %w", err)
 		}
 	}
 
@@ -641,26 +637,12 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 
 	var killErr error
 	if hold {
-		// cgroup v1 has no CLONE_INTO_CGROUP. bwrap tells us its sandbox
-		// child's pid on --info-fd and then that child waits on --block-fd
-		// before it drops into the payload. We move the child into the
-		// cgroup in that window and only then release the block: no payload
-		// instruction, and no fork, happens outside the cgroup. (A ptrace
-		// stop at exec or a re-exec'd trampoline would also work, but need
-		// either ptrace rights or a hook in the caller's main.)
-		// (The few KiB bwrap allocated before the move stay charged to the
-		// parent cgroup, as v1 does not move charges.)
-		// The user-mode network stack is attached once bwrap's setup is
-		// over and the guard holds the payload, so the payload starts with
-		// its network up.
+		// bwrap tells us its sandbox child's pid on --info-fd and then that
+		// child waits on --block-fd before it drops into the payload, which
+		// the release guard holds until "go": the user-mode network stack
+		// is attached to the child's namespace once bwrap's setup is over,
+		// so the payload starts with its network up.
 		pid, perr := childPid(infoR)
-		if perr == nil && pid > 0 && move {
-			// Gone already: bwrap failed in its setup (Wait says how),
-			// and with it everything in its pid namespace; nothing ran.
-			if err := cg.add(pid); err != nil && !errors.Is(err, unix.ESRCH) {
-				perr = err
-			}
-		}
 		if perr == nil {
 			if _, err := blockW.Write([]byte{1}); err != nil && !errors.Is(err, syscall.EPIPE) {
 				perr = fmt.Errorf("release bwrap's block: %w", err)

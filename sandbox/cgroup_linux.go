@@ -42,8 +42,6 @@ type runCgroup interface {
 	// afterStart releases what beforeStart opened, once the command is in
 	// the cgroup (v1: its shell said so), or says why it is not.
 	afterStart() error
-	// add moves a process into the cgroup (v1 placement).
-	add(pid int) error
 	// killAll kills every process of the cgroup and waits until it is empty.
 	killAll() error
 	// stats reports whether the OOM killer fired and the peak memory use.
@@ -199,10 +197,11 @@ type v1Cgroup struct {
 	paths map[cgroup1.Name]string
 	// tidy are the runs' parents to remove with the run (newRunCgroup).
 	tidy []string
-	// enter holds what beforeStart opened for the command's shell: the
-	// hierarchies' tasks files and the end of the pipe it answers on.
-	enter   []*os.File
-	entered *os.File
+	// What beforeStart made for the command's shell: the end of the pipe
+	// it answers on, this process's end, and the tasks files lent to the
+	// command's uid until it has moved itself in.
+	answer, answered *os.File
+	lent             []string
 }
 
 func v1Hierarchy() ([]cgroup1.Subsystem, error) {
@@ -342,90 +341,99 @@ const cgroupEnterName = "harnessfacts-cgroup-enter"
 
 // beforeStart has the command born in the cgroup, as v2's clone3 does: it
 // starts as a shell that moves itself into each hierarchy by writing 0 to
-// that hierarchy's tasks file, says so on a pipe, closes what it was given
-// and becomes the command. Moving itself is what makes it cheap: the kernel
-// moves a single thread that writes 0 without its global threadgroup lock,
-// where writing another process's pid to cgroup.procs takes that lock and
-// waits for an RCU grace period (6–7 ms for the two hierarchies on an idle
-// machine here, against 0.14 ms), and meanwhile every fork and exit on the
-// host waits too. The shell runs with the command's credentials (an
-// unprivileged uid): the tasks files are opened here, and the kernel checks
-// a write to them against the credentials they were opened with. The shell
-// gets them as descriptors above the command's own, which dash can only name
-// up to 9: a command with more than two ExtraFiles (bwrap holding on its
-// info and block descriptors) is moved the old way (add).
+// that hierarchy's tasks file, says so on a pipe and becomes the command.
+// Moving itself is what makes it cheap: the kernel moves a single thread
+// that writes 0 without its global threadgroup lock, where writing another
+// process's pid to cgroup.procs takes that lock and waits for an RCU grace
+// period (6–7 ms for the two hierarchies on an idle machine here, against
+// 0.14 ms), and meanwhile every fork and exit on the host waits too.
+//
+// The shell runs with the command's credentials (a run's unprivileged uid),
+// so the tasks files are lent to that uid (chown, as cgroup v1 delegation
+// does) until it said it is in; afterStart gives them back to root. The
+// shell opens them by path: a descriptor opened here would carry root's
+// credentials, which the kernel checks a write against, and any process of
+// the run's uid could take it from the shell (pidfd_getfd) and move root's
+// processes into the run's cgroup, where the run's end kills them. Lent,
+// the files let a process of that uid move only processes of its own uid,
+// which it can signal and trace anyway. Before it says it is in, the shell
+// checks that it may run the command: a bwrap it cannot run must be the
+// sandbox's failure, not the command's exit 126.
 func (c *v1Cgroup) beforeStart(cmd *exec.Cmd) error {
-	names := []cgroup1.Name{}
+	var tasks []string
 	for _, n := range []cgroup1.Name{cgroup1.Memory, cgroup1.Pids, cgroup1.Cpu} {
-		if _, ok := c.paths[n]; ok {
-			names = append(names, n)
+		if p, ok := c.paths[n]; ok {
+			tasks = append(tasks, filepath.Join(p, "tasks"))
 		}
 	}
-	first := 3 + len(cmd.ExtraFiles)
-	if last := first + len(names); last > 9 {
-		return fmt.Errorf("cgroup v1: no descriptor numbers left for the cgroup's tasks files (%d to %d; the shell names 0 to 9)", first, last)
+	fd := 3 + len(cmd.ExtraFiles)
+	if fd > 9 {
+		return fmt.Errorf("cgroup v1: no descriptor number left for the shell's answer (%d; the shell names 0 to 9)", fd)
+	}
+	if a := cmd.SysProcAttr; a != nil && a.Credential != nil {
+		cred := a.Credential
+		for _, t := range tasks {
+			if err := os.Chown(t, int(cred.Uid), int(cred.Gid)); err != nil {
+				c.giveBack()
+				return fmt.Errorf("cgroup v1: lend %s to uid %d: %w", t, cred.Uid, err)
+			}
+			c.lent = append(c.lent, t)
+		}
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
+		c.giveBack()
 		return fmt.Errorf("cgroup v1: %w", err)
 	}
-	c.entered, c.enter = r, []*os.File{w}
-	var writes, closes []string
-	closes = append(closes, fmt.Sprintf("%d>&-", first))
-	for i, n := range names {
-		f, err := os.OpenFile(filepath.Join(c.paths[n], "tasks"), os.O_WRONLY, 0)
-		if err != nil {
-			c.closeEnter()
-			return fmt.Errorf("cgroup v1: %w", err)
-		}
-		c.enter = append(c.enter, f)
-		writes = append(writes, fmt.Sprintf("echo 0 >&%d", first+1+i))
-		closes = append(closes, fmt.Sprintf("%d>&-", first+1+i))
+	c.answered, c.answer = r, w
+	var writes []string
+	for i := range tasks {
+		writes = append(writes, fmt.Sprintf(`echo 0 >"$%d"`, i+1))
 	}
-	// dash exports PWD even from an empty environment: unset, so that the
-	// command (bwrap, whose environment its sandbox's init keeps) gets none.
-	script := fmt.Sprintf(`{ %s; } 2>/dev/null || exit 125; echo in >&%d; exec %s; unset PWD; exec "$@"`,
-		strings.Join(writes, " && "), first, strings.Join(closes, " "))
-	cmd.ExtraFiles = append(cmd.ExtraFiles, c.enter...)
-	cmd.Args = append([]string{cgroupEnterName, "-c", script, cgroupEnterName, cmd.Path}, cmd.Args[1:]...)
+	// dash exports PWD even from an empty environment, and bash's exec
+	// adds SHLVL unless -c: neither reaches the command (bwrap, whose
+	// environment its sandbox's init keeps).
+	script := fmt.Sprintf(`{ %s; } 2>/dev/null || exit 125; shift %d; `+
+		`[ -f "$1" ] && [ -x "$1" ] || { echo "uid $(id -u) may not run $1" >&%d; exit 126; }; echo in >&%d; exec %d>&-; `+
+		`unset PWD; if [ -n "${BASH_VERSION-}" ]; then exec -c "$@"; fi; exec "$@"`,
+		strings.Join(writes, " && "), len(tasks), fd, fd, fd)
+	cmd.ExtraFiles = append(cmd.ExtraFiles, w)
+	cmd.Args = slices.Concat([]string{cgroupEnterName, "-c", script, cgroupEnterName}, tasks, []string{cmd.Path}, cmd.Args[1:])
 	cmd.Path = "/bin/sh"
 	return nil
 }
 
-// afterStart closes what beforeStart opened once the shell said it is in
-// the cgroup, or says that it is not (it then exits 125 without running
-// the command).
+// afterStart waits for the shell's answer and gives the tasks files back to
+// root: nil once it is in the cgroup, else why not (it then exits without
+// running the command).
 func (c *v1Cgroup) afterStart() error {
-	if c.entered == nil {
+	if c.answered == nil {
 		return nil
 	}
-	r := c.entered
-	c.closeEnter()
+	r := c.answered
 	defer r.Close()
+	_ = c.answer.Close()
+	c.answer, c.answered = nil, nil
 	_ = r.SetReadDeadline(time.Now().Add(30 * time.Second))
-	b := make([]byte, 3)
-	n, err := io.ReadFull(r, b)
-	switch {
+	b, err := io.ReadAll(io.LimitReader(r, 256))
+	c.giveBack()
+	switch said := strings.TrimSpace(string(b)); {
 	case err != nil:
-		return fmt.Errorf("cgroup v1: the command could not put itself into %s (it said %q): %w", c.paths[cgroup1.Pids], b[:n], err)
-	case string(b) != "in\n":
-		return fmt.Errorf("cgroup v1: the command could not put itself into %s (it said %q)", c.paths[cgroup1.Pids], b)
+		return fmt.Errorf("cgroup v1: waiting for the command to put itself into %s: %w", c.paths[cgroup1.Pids], err)
+	case said == "":
+		return fmt.Errorf("cgroup v1: the command could not put itself into %s", c.paths[cgroup1.Pids])
+	case said != "in":
+		return fmt.Errorf("cgroup v1: %s", said)
 	}
 	return nil
 }
 
-func (c *v1Cgroup) closeEnter() {
-	for _, f := range c.enter {
-		_ = f.Close()
+// giveBack makes the lent tasks files root's again.
+func (c *v1Cgroup) giveBack() {
+	for _, t := range c.lent {
+		_ = os.Chown(t, 0, 0)
 	}
-	c.enter, c.entered = nil, nil
-}
-
-func (c *v1Cgroup) add(pid int) error {
-	if err := c.cg.AddProc(uint64(pid)); err != nil {
-		return fmt.Errorf("cgroup v1: add pid %d: %w", pid, err)
-	}
-	return nil
+	c.lent = nil
 }
 
 // killAll sends SIGKILL to every process of the cgroup and repeats until it
@@ -569,13 +577,6 @@ func (c *v2Cgroup) afterStart() error {
 	if c.fd != nil {
 		_ = c.fd.Close()
 		c.fd = nil
-	}
-	return nil
-}
-
-func (c *v2Cgroup) add(pid int) error {
-	if err := c.m.AddProc(uint64(pid)); err != nil {
-		return fmt.Errorf("cgroup v2: add pid %d: %w", pid, err)
 	}
 	return nil
 }

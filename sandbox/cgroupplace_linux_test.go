@@ -154,17 +154,23 @@ func placeHelper(raw string) int {
 			n := strconv.FormatInt(cfg.RunAlloc, 10)
 			cmd := exec.Command("sh", "-c", "read go; head -c "+n+" /dev/zero | tail -c "+n+" >/dev/null")
 			in, _ := cmd.StdinPipe()
-			if err := cmd.Start(); err != nil {
+			if err := cg.beforeStart(cmd); err != nil {
 				rep.Err = err.Error()
 				report()
 				return 0
 			}
-			if err := cg.add(cmd.Process.Pid); err != nil {
+			err := cmd.Start()
+			if aerr := cg.afterStart(); err == nil {
+				err = aerr
+			}
+			if err != nil {
 				rep.Err = err.Error()
+				report()
+				return 0
 			}
 			_, _ = in.Write([]byte("go\n"))
 			_ = in.Close()
-			err := cmd.Wait()
+			err = cmd.Wait()
 			rep.RunExit = fmt.Sprint(err)
 			rep.RunOOM, rep.RunPeak = cg.stats()
 			cfg.RunAlloc = 0

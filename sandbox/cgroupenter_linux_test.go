@@ -1,0 +1,159 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// v1Enter makes a run cgroup on a v1 host, or skips: on v2 the kernel
+// places the command (CLONE_INTO_CGROUP) and no shell moves itself.
+func v1Enter(t *testing.T) (*BwrapRunner, *v1Cgroup) {
+	t.Helper()
+	r := requireBwrapHost(t)
+	cg, err := newRunCgroup(r.opts, Limits{}.WithDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cg.killAll(); _ = cg.remove() })
+	c, ok := cg.(*v1Cgroup)
+	if !ok {
+		t.Skip("cgroup v2 here: the kernel places the command, no shell moves itself")
+	}
+	return r, c
+}
+
+func tasksFiles(c *v1Cgroup) []string {
+	var out []string
+	for _, p := range c.paths {
+		out = append(out, filepath.Join(p, "tasks"))
+	}
+	return out
+}
+
+func owner(t *testing.T, path string) uint32 {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Uid
+}
+
+// The tasks files are lent to the command's uid only while its shell moves
+// itself in, and even then a process of that uid cannot move root's
+// processes in (the kernel checks the writer against the process it
+// moves): nothing of the run's uid can put a host daemon under the run's
+// limits, where the run's end would kill it. (A descriptor opened by root
+// and handed to the shell could: the kernel checks a write against the
+// opener, and any process of the uid could take it with pidfd_getfd.)
+func TestCgroupEnterLendsTasksOnlyToMoveItself(t *testing.T) {
+	_, c := v1Enter(t)
+	victim := exec.Command("sleep", "60")
+	if err := victim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = victim.Process.Kill(); _ = victim.Wait() }()
+
+	cmd := exec.Command("/bin/sh", "-c", "exit 0")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: runAs(DefaultUID, DefaultGID)}
+	if err := c.beforeStart(cmd); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range tasksFiles(c) {
+		if owner(t, f) != uint32(DefaultUID) {
+			t.Fatalf("%s is not lent to uid %d while the shell starts", f, DefaultUID)
+		}
+		// What another process of that uid could do meanwhile.
+		try := exec.Command("/bin/sh", "-c", fmt.Sprintf("echo %d > %s", victim.Process.Pid, f))
+		try.SysProcAttr = &syscall.SysProcAttr{Credential: runAs(DefaultUID, DefaultGID)}
+		if out, err := try.CombinedOutput(); err == nil {
+			t.Errorf("uid %d moved root's pid %d into %s: %s", DefaultUID, victim.Process.Pid, f, out)
+		}
+	}
+	err := cmd.Start()
+	if aerr := c.afterStart(); err != nil || aerr != nil {
+		t.Fatalf("start %v, enter %v", err, aerr)
+	}
+	_ = cmd.Wait()
+	for _, f := range tasksFiles(c) {
+		if owner(t, f) != 0 {
+			t.Errorf("%s is still lent to uid %d after the shell moved itself in", f, owner(t, f))
+		}
+	}
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", victim.Process.Pid))
+	if strings.Contains(string(b), "/harnessfacts/run-") {
+		t.Errorf("root's process is in a run's cgroup: %s", b)
+	}
+}
+
+// A bwrap the run's uid may not run is the sandbox's failure, said by Run,
+// not the command's exit 126 with the shell's complaint in its output.
+func TestBwrapTheRunsUIDCannotRunIsTheSandboxsFailure(t *testing.T) {
+	if !cgroupV1(t, requireBwrapHost(t)) {
+		t.Skip("cgroup v2 here: the kernel places the command, no shell moves itself")
+	}
+	bwrap, err := exec.LookPath("bwrap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hidden := filepath.Join(testBase(t), "root-only")
+	if err := os.Mkdir(hidden, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(bwrap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(hidden, "bwrap"), b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewBwrapRunner(Options{Bwrap: filepath.Join(hidden, "bwrap"), CgroupParent: testCgroupParent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := runDir(t, testBase(t), "true")
+	var out bytes.Buffer
+	spec.Stdout, spec.Stderr = &out, &out
+	res, err := r.Run(context.Background(), spec)
+	if err == nil || !strings.Contains(err.Error(), "may not run") {
+		t.Errorf("Run of a bwrap uid %d may not run: %v, exit %d, output %q", DefaultUID, err, res.ExitCode, out.String())
+	}
+	assertNoRunCgroups(t)
+}
+
+// The command the shell becomes (bwrap, whose environment its sandbox's
+// init keeps as /proc/1/environ) has an empty environment whether /bin/sh
+// is dash (which exports PWD) or bash (whose exec adds SHLVL).
+func TestCgroupEnterLeavesNoEnvironment(t *testing.T) {
+	for _, shell := range []string{"/bin/sh", "/bin/dash", "/bin/bash"} {
+		if _, err := os.Stat(shell); err != nil {
+			continue
+		}
+		_, c := v1Enter(t)
+		cmd := exec.Command("/usr/bin/env")
+		cmd.Env = []string{}
+		cmd.Dir = "/"
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: runAs(DefaultUID, DefaultGID)}
+		if err := c.beforeStart(cmd); err != nil {
+			t.Fatal(err)
+		}
+		cmd.Path = shell
+		err := cmd.Start()
+		if aerr := c.afterStart(); err != nil || aerr != nil {
+			t.Fatalf("%s: start %v, enter %v", shell, err, aerr)
+		}
+		_ = cmd.Wait()
+		if out.Len() != 0 {
+			t.Errorf("with %s, the command has an environment: %q", shell, out.String())
+		}
+	}
+}
