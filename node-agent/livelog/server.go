@@ -34,11 +34,19 @@ const (
 // user's followers, or one that stopped reading (`logs -f | less` left
 // open), must not keep every other user of the node out.
 const (
-	// MaxConnections bounds the requests one node-agent serves at once.
+	// MaxConnections bounds the requests one node-agent serves at once,
+	// and, apart, the requests whose caller is being reviewed (a token
+	// made up costs the API server a TokenReview).
 	MaxConnections = 64
 	// MaxPerUser bounds the requests of one user (as the API server named
-	// them) at once.
-	MaxPerUser = 16
+	// them) at once, and MaxPerNamespace those for runs of one namespace,
+	// whose admin can make as many ServiceAccounts as they like.
+	MaxPerUser      = 16
+	MaxPerNamespace = 32
+	// MaxReviewsPerAddress bounds the requests from one address being
+	// reviewed at once: one source of made-up tokens, against a slow API
+	// server, cannot hold every review slot.
+	MaxReviewsPerAddress = 8
 	// DefaultWriteTimeout is how long one write to a follower may wait for
 	// it to read before the stream is cut off.
 	DefaultWriteTimeout = 30 * time.Second
@@ -70,10 +78,11 @@ type Server struct {
 	// WriteTimeout is DefaultWriteTimeout when 0.
 	WriteTimeout time.Duration
 
-	slots    chan struct{}
-	mu       sync.Mutex
-	perUser  map[string]int
-	reviewer *kubeauth.Reviewer
+	slots, reviewing chan struct{}
+	mu               sync.Mutex
+	perUser, perNS   map[string]int
+	reviewsByAddr    map[string]int
+	reviewer         *kubeauth.Reviewer
 }
 
 // TLSConfig is the server's TLS configuration: its certificate, TLS 1.2 or
@@ -89,8 +98,8 @@ func (s *Server) TLSConfig() *tls.Config {
 // Handler is the HTTP handler of the log endpoint.
 func (s *Server) Handler() http.Handler {
 	if s.slots == nil {
-		s.slots = make(chan struct{}, MaxConnections)
-		s.perUser = map[string]int{}
+		s.slots, s.reviewing = make(chan struct{}, MaxConnections), make(chan struct{}, MaxConnections)
+		s.perUser, s.perNS, s.reviewsByAddr = map[string]int{}, map[string]int{}, map[string]int{}
 	}
 	if s.reviewer == nil {
 		s.reviewer = &kubeauth.Reviewer{Client: s.Reviews, ClientCAs: s.ClientCAs}
@@ -121,6 +130,17 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 }
 
 func (s *Server) serveLog(w http.ResponseWriter, r *http.Request) {
+	ns, name := r.PathValue("namespace"), r.PathValue("name")
+	who, status, err := s.review(r, ns, name)
+	if err != nil {
+		if status == http.StatusUnauthorized {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="harnessfacts node-agent"`)
+		}
+		http.Error(w, err.Error(), status)
+		return
+	}
+	// A slot is taken once the caller is known and allowed: a stream's,
+	// the node's, its user's and its namespace's.
 	select {
 	case s.slots <- struct{}{}:
 		defer func() { <-s.slots }()
@@ -128,26 +148,11 @@ func (s *Server) serveLog(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the node-agent serves too many log streams; try again later", http.StatusServiceUnavailable)
 		return
 	}
-	ns, name := r.PathValue("namespace"), r.PathValue("name")
-	who, status, err := s.reviewer.Authenticate(r)
-	if err != nil {
-		s.Log.Info("refused a log request", "run", ns+"/"+name, "status", status, "reason", err.Error(), "remote", r.RemoteAddr)
-		if status == http.StatusUnauthorized {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="harnessfacts node-agent"`)
-		}
-		http.Error(w, err.Error(), status)
+	if why := s.take(who.Name, ns); why != "" {
+		http.Error(w, why, http.StatusTooManyRequests)
 		return
 	}
-	if status, err := s.authorize(r.Context(), who, ns, name); err != nil {
-		s.Log.Info("refused a log request", "run", ns+"/"+name, "user", who.Name, "status", status, "reason", err.Error())
-		http.Error(w, err.Error(), status)
-		return
-	}
-	if !s.takeUserSlot(who.Name) {
-		http.Error(w, fmt.Sprintf("user %q has %d log requests open on this node, the most one user may", who.Name, MaxPerUser), http.StatusTooManyRequests)
-		return
-	}
-	defer s.releaseUserSlot(who.Name)
+	defer s.release(who.Name, ns)
 	// Every write waits for the follower at most this long: one that
 	// stopped reading is cut off, and gives its slots back.
 	rc := http.NewResponseController(w)
@@ -193,23 +198,72 @@ func (s *Server) serveLog(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// takeUserSlot counts one more request of user, unless they have
-// MaxPerUser.
-func (s *Server) takeUserSlot(user string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.perUser[user] >= MaxPerUser {
-		return false
+// review authenticates the caller and asks whether they may read the run's
+// log, holding one of the reviews' own slots meanwhile: a burst of callers
+// with made-up tokens waits on the API server without taking the streams'.
+func (s *Server) review(r *http.Request, ns, name string) (kubeauth.User, int, error) {
+	busy := errors.New("the node-agent is reviewing too many log requests; try again later")
+	addr, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		addr = r.RemoteAddr
 	}
-	s.perUser[user]++
-	return true
+	s.mu.Lock()
+	mine := s.reviewsByAddr[addr] < MaxReviewsPerAddress
+	if mine {
+		s.reviewsByAddr[addr]++
+	}
+	s.mu.Unlock()
+	if !mine {
+		return kubeauth.User{}, http.StatusServiceUnavailable, busy
+	}
+	defer func() {
+		s.mu.Lock()
+		if s.reviewsByAddr[addr]--; s.reviewsByAddr[addr] <= 0 {
+			delete(s.reviewsByAddr, addr)
+		}
+		s.mu.Unlock()
+	}()
+	select {
+	case s.reviewing <- struct{}{}:
+		defer func() { <-s.reviewing }()
+	default:
+		return kubeauth.User{}, http.StatusServiceUnavailable, busy
+	}
+	who, status, err := s.reviewer.Authenticate(r)
+	if err != nil {
+		s.Log.Info("refused a log request", "run", ns+"/"+name, "status", status, "reason", err.Error(), "remote", r.RemoteAddr)
+		return who, status, err
+	}
+	if status, err := s.authorize(r.Context(), who, ns, name); err != nil {
+		s.Log.Info("refused a log request", "run", ns+"/"+name, "user", who.Name, "status", status, "reason", err.Error())
+		return who, status, err
+	}
+	return who, 0, nil
 }
 
-func (s *Server) releaseUserSlot(user string) {
+// take counts one more request of user for a run in ns, or says why not.
+func (s *Server) take(user, ns string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.perUser[user] >= MaxPerUser:
+		return fmt.Sprintf("user %q has %d log requests open on this node, the most one user may", user, MaxPerUser)
+	case s.perNS[ns] >= MaxPerNamespace:
+		return fmt.Sprintf("namespace %q has %d log requests open on this node, the most one namespace may", ns, MaxPerNamespace)
+	}
+	s.perUser[user]++
+	s.perNS[ns]++
+	return ""
+}
+
+func (s *Server) release(user, ns string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.perUser[user]--; s.perUser[user] <= 0 {
 		delete(s.perUser, user)
+	}
+	if s.perNS[ns]--; s.perNS[ns] <= 0 {
+		delete(s.perNS, ns)
 	}
 }
 

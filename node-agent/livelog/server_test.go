@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,7 +30,12 @@ import (
 // own bounds are under test): the token "mallory" is user mallory, allowed
 // the log of every run in namespace tenant-a only; "alice" is user alice,
 // allowed namespace tenant-b only.
-func reviews(t *testing.T) client.Client {
+func reviews(t *testing.T) client.Client { return slowReviews(t, nil) }
+
+// slowReviews is reviews, where the tokens "sa-N" are ServiceAccounts of
+// tenant-a, and a made-up token "fake-…" waits for slow to close before it
+// is refused (an API server slow to answer).
+func slowReviews(t *testing.T, slow chan struct{}) client.Client {
 	t.Helper()
 	s := runtime.NewScheme()
 	if err := authenticationv1.AddToScheme(s); err != nil {
@@ -38,11 +44,20 @@ func reviews(t *testing.T) client.Client {
 	if err := authorizationv1.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
+	var mu sync.Mutex
 	home := map[string]string{"mallory": "tenant-a", "alice": "tenant-b"}
 	return interceptor.NewClient(fake.NewClientBuilder().WithScheme(s).Build(), interceptor.Funcs{
 		Create: func(_ context.Context, _ client.WithWatch, obj client.Object, _ ...client.CreateOption) error {
+			if o, ok := obj.(*authenticationv1.TokenReview); ok && strings.HasPrefix(o.Spec.Token, "fake-") && slow != nil {
+				<-slow
+			}
+			mu.Lock()
+			defer mu.Unlock()
 			switch o := obj.(type) {
 			case *authenticationv1.TokenReview:
+				if strings.HasPrefix(o.Spec.Token, "sa-") {
+					home[o.Spec.Token] = "tenant-a"
+				}
 				if _, ok := home[o.Spec.Token]; ok {
 					o.Status.Authenticated = true
 					o.Status.User = authenticationv1.UserInfo{Username: o.Spec.Token, Groups: []string{"system:authenticated"}}
@@ -57,10 +72,14 @@ func reviews(t *testing.T) client.Client {
 }
 
 func serve(t *testing.T, hub *Hub, writeTimeout time.Duration) *Listening {
+	return serveWith(t, hub, writeTimeout, reviews(t))
+}
+
+func serveWith(t *testing.T, hub *Hub, writeTimeout time.Duration, api client.Client) *Listening {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	l, err := Listen(ctx, hub, Config{BindAddress: "127.0.0.1:0", AdvertiseHost: "127.0.0.1", Reviews: reviews(t)})
+	l, err := Listen(ctx, hub, Config{BindAddress: "127.0.0.1:0", AdvertiseHost: "127.0.0.1", Reviews: api})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,4 +191,70 @@ func TestFollowerThatStopsReadingIsCutOff(t *testing.T) {
 	if _, status := stalledFollow(t, l.Listener.Addr().String(), Path("tenant-a", "chatty"), "mallory"); status != http.StatusOK {
 		t.Errorf("after its stalled followers were cut off, the user's next follow got %d", status)
 	}
+}
+
+// One namespace's followers, however many ServiceAccounts they come as,
+// hold at most MaxPerNamespace of the node's streams.
+func TestOneNamespaceCannotTakeEveryStream(t *testing.T) {
+	hub := NewHub()
+	l := serve(t, hub, 0)
+	for i := range MaxConnections / MaxFollowers {
+		hub.OpenStream(&harnessv1.HarnessRun{ObjectMeta: metav1.ObjectMeta{
+			Namespace: "tenant-a", Name: fmt.Sprintf("run-%d", i), UID: types.UID(fmt.Sprint("a", i))}})
+	}
+	victim := hub.OpenStream(&harnessv1.HarnessRun{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-b", Name: "victim", UID: "b"}})
+	_, _ = victim.Write([]byte("alice's output\n"))
+	accepted := 0
+	for i := range MaxConnections {
+		token := fmt.Sprintf("sa-%d", i/MaxPerUser) // four ServiceAccounts
+		if _, status := stalledFollow(t, l.Listener.Addr().String(), Path("tenant-a", fmt.Sprintf("run-%d", i/MaxFollowers)), token); status == http.StatusOK {
+			accepted++
+		}
+	}
+	if accepted != MaxPerNamespace {
+		t.Errorf("one namespace's followers were accepted %d times, want %d", accepted, MaxPerNamespace)
+	}
+	if status, body := get(t, l, Path("tenant-b", "victim"), "alice"); status != http.StatusOK || !strings.Contains(body, "alice's output") {
+		t.Errorf("alice got %d %q beside another namespace's stalled followers", status, strings.TrimSpace(body))
+	}
+}
+
+// Requests with made-up tokens, waiting on a slow API server's
+// TokenReviews, take no stream slot, and from one address at most
+// MaxReviewsPerAddress review slots: a user elsewhere still follows her run.
+func TestUnauthenticatedRequestsDoNotTakeTheStreams(t *testing.T) {
+	slow := make(chan struct{})
+	hub := NewHub()
+	l := serveWith(t, hub, 0, slowReviews(t, slow))
+	victim := hub.OpenStream(&harnessv1.HarnessRun{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-b", Name: "victim", UID: "b"}})
+	_, _ = victim.Write([]byte("alice's output\n"))
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the test's own server
+	var wg sync.WaitGroup
+	for i := range MaxConnections {
+		wg.Go(func() {
+			req, _ := http.NewRequest(http.MethodGet, l.BaseURL+Path("tenant-b", "victim"), nil)
+			req.Header.Set("Authorization", fmt.Sprintf("Bearer fake-%d", i))
+			if resp, err := hc.Do(req); err == nil {
+				_ = resp.Body.Close()
+			}
+		})
+	}
+	time.Sleep(500 * time.Millisecond) // the made-up tokens wait on the API server
+	// Alice, from another address.
+	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}
+	other := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: dialer.DialContext,
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the test's own server
+	req, _ := http.NewRequest(http.MethodGet, l.BaseURL+Path("tenant-b", "victim"), nil)
+	req.Header.Set("Authorization", "Bearer alice")
+	resp, err := other.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "alice's output") {
+		t.Errorf("alice got %s %q while another address's made-up tokens waited on the API server", resp.Status, strings.TrimSpace(string(body)))
+	}
+	close(slow)
+	wg.Wait()
 }
