@@ -13,10 +13,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
-	"github.com/harnessfacts/harnessfacts/internal/testing/testenv"
 	"github.com/harnessfacts/harnessfacts/node-agent/evidence"
 )
 
@@ -53,24 +51,9 @@ func verifyCommand(args ...string) (stdout, stderr string, err error) {
 // be of the run verified: a ConfigMap holding a valid receipt of another
 // run, or of another attempt, fails, naming both. A real API server.
 func TestVerifyReadsTheRunNotAFolderOfItsName(t *testing.T) {
-	env, err := testenv.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := env.Kubeconfig(kubeconfig); err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(env.Config, client.Options{Scheme: env.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
 	const ns = "prod"
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
+	c, kubeconfig := apiServerWithNamespace(t, ns)
+	ctx := context.Background()
 	key, err := evidence.LoadOrCreateKey(filepath.Join(t.TempDir(), "keys", "evidence-key.pem"))
 	if err != nil {
 		t.Fatal(err)

@@ -28,24 +28,9 @@ import (
 // the node-agents leave them): only the current round is reported, in
 // Markdown on stdout and in the HTML file.
 func TestReportCommand(t *testing.T) {
-	env, err := testenv.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := env.Kubeconfig(kubeconfig); err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(env.Config, client.Options{Scheme: env.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
 	const ns = "reports"
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
+	c, kubeconfig := apiServerWithNamespace(t, ns)
+	ctx := context.Background()
 	suite := &harnessv1.HarnessSuite{
 		ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: ns},
 		Spec: harnessv1.HarnessSuiteSpec{
@@ -208,4 +193,27 @@ func TestReportCommand(t *testing.T) {
 		ju.Suites[0].Cases[2].Name != "nightly-c" || ju.Suites[0].Cases[2].Failure == nil || ju.Suites[0].Cases[0].Failure != nil {
 		t.Errorf("the JUnit report:\n%s", raw)
 	}
+}
+
+// apiServerWithNamespace starts a real API server for the test, with the
+// namespace ns, and returns a client and a kubeconfig file for it.
+func apiServerWithNamespace(t *testing.T, ns string) (client.Client, string) {
+	t.Helper()
+	env, err := testenv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := env.Kubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	return c, kubeconfig
 }
