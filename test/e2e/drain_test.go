@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -35,42 +34,10 @@ import (
 func TestNodeAgentDrainHandsBack(t *testing.T) {
 	ns := newNamespace(t, "e2e-drain")
 	const node = "drain-node"
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := env.Kubeconfig(kubeconfig); err != nil {
-		t.Fatal(err)
-	}
 	runs := filepath.Join(openDir(t), "runs")
-	t.Cleanup(func() {
-		_ = k8s.Delete(context.Background(), &harnessv1.HarnessNode{ObjectMeta: metav1.ObjectMeta{Name: node}})
-	})
-	controllerFlags, err := secretPath.Flags(context.Background(), node, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := func() (*exec.Cmd, *bytes.Buffer, chan error) {
-		cmd := exec.Command(nodeAgentBinary, append([]string{"node-agent", "--kubeconfig", kubeconfig, "--node-name", node,
-			"--lease-namespace", leaseNS, "--lease-duration", "8s", "--slots", "1", "--run-root", runs,
-			// 6s: attempts may finish for 4s, then those left are handed back.
-			"--shutdown-grace", "6s",
-			"--node-labels", "harnessfacts.io/e2e=drain", "--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, controllerFlags...)...)
-		logs := &bytes.Buffer{}
-		cmd.Stdout, cmd.Stderr = logs, logs
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		t.Cleanup(func() {
-			_ = cmd.Process.Kill()
-			<-exited
-			exited <- nil
-			if t.Failed() {
-				t.Logf("node-agent logs:\n%s", logs.String())
-			}
-		})
-		return cmd, logs, exited
-	}
-	first, _, firstExited := start()
+	// 6s: attempts may finish for 4s, then those left are handed back.
+	start := func() (*exec.Cmd, chan error) { return startNodeAgentOn(t, node, runs, "--shutdown-grace", "6s") }
+	first, firstExited := start()
 
 	if err := k8s.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "keys", Namespace: ns},
 		Data: map[string][]byte{"api": []byte("sk-drain-Zq81xV0pLmN7")}}); err != nil {
@@ -86,7 +53,7 @@ func TestNodeAgentDrainHandsBack(t *testing.T) {
 				Credentials: []harnessv1.Credential{{SecretKeyRef: harnessv1.SecretKeySelector{Name: "keys", Key: "api"}, Env: "DRAIN_KEY"}}},
 			Fixture: harnessv1.FixtureSource{Inline: &harnessv1.InlineFixture{Files: map[string]string{
 				"fixture.yaml": "prompt: wait\nartifacts: [done.txt]\n"}}},
-			NodeSelector: map[string]string{"harnessfacts.io/e2e": "drain"},
+			NodeSelector: map[string]string{"harnessfacts.io/e2e": node},
 			// spec.retries 0: a hand-back that used a retry would fail it.
 		},
 	}
