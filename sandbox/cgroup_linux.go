@@ -201,7 +201,7 @@ type v1Cgroup struct {
 	// it answers on, this process's end, and the tasks files lent to the
 	// command's uid until it has moved itself in.
 	answer, answered *os.File
-	lent             []string
+	lent             []lentFile
 }
 
 func v1Hierarchy() ([]cgroup1.Subsystem, error) {
@@ -350,7 +350,7 @@ const cgroupEnterName = "harnessfacts-cgroup-enter"
 //
 // The shell runs with the command's credentials (a run's unprivileged uid),
 // so the tasks files are lent to that uid (chown, as cgroup v1 delegation
-// does) until it said it is in; afterStart gives them back to root. The
+// does) until it said it is in; afterStart gives them back. The
 // shell opens them by path: a descriptor opened here would carry root's
 // credentials, which the kernel checks a write against, and any process of
 // the run's uid could take it from the shell (pidfd_getfd) and move root's
@@ -373,11 +373,16 @@ func (c *v1Cgroup) beforeStart(cmd *exec.Cmd) error {
 	if a := cmd.SysProcAttr; a != nil && a.Credential != nil {
 		cred := a.Credential
 		for _, t := range tasks {
+			var st unix.Stat_t
+			if err := unix.Stat(t, &st); err != nil {
+				c.giveBack()
+				return fmt.Errorf("cgroup v1: %w", err)
+			}
 			if err := os.Chown(t, int(cred.Uid), int(cred.Gid)); err != nil {
 				c.giveBack()
 				return fmt.Errorf("cgroup v1: lend %s to uid %d: %w", t, cred.Uid, err)
 			}
-			c.lent = append(c.lent, t)
+			c.lent = append(c.lent, lentFile{path: t, uid: int(st.Uid), gid: int(st.Gid)})
 		}
 	}
 	r, w, err := os.Pipe()
@@ -428,10 +433,17 @@ func (c *v1Cgroup) afterStart() error {
 	return nil
 }
 
-// giveBack makes the lent tasks files root's again.
+// lentFile is a tasks file lent to a run's uid, and whose it was.
+type lentFile struct {
+	path     string
+	uid, gid int
+}
+
+// giveBack gives the lent tasks files back to their owners (root, or the
+// user a delegated cgroup parent belongs to).
 func (c *v1Cgroup) giveBack() {
-	for _, t := range c.lent {
-		_ = os.Chown(t, 0, 0)
+	for _, f := range c.lent {
+		_ = os.Chown(f.path, f.uid, f.gid)
 	}
 	c.lent = nil
 }
