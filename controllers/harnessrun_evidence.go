@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -116,10 +117,16 @@ func (r *HarnessRunReconciler) signerKey(ctx context.Context, run *harnessv1.Har
 	var known []string
 	if name := run.Status.NodeName; name != "" {
 		node := &harnessv1.HarnessNode{}
-		if err := r.opts.EvidenceReader.Get(ctx, types.NamespacedName{Name: name}, node); err != nil {
+		err := r.opts.EvidenceReader.Get(ctx, types.NamespacedName{Name: name}, node)
+		switch {
+		case apierrors.IsNotFound(err):
+			// A node gone has no key to check with; the operator's may
+			// still be the signer.
+			known = append(known, fmt.Sprintf("HarnessNode %s is gone", name))
+		case err != nil:
 			return nil, fmt.Errorf("reading HarnessNode %s: %w", name, err)
 		}
-		if k := node.Status.EvidenceKey; k != nil {
+		if k := node.Status.EvidenceKey; err == nil && k != nil {
 			if k.KeyID == want {
 				keys, err := evidence.ParsePublicKeys([]byte(k.PublicKey))
 				if err != nil {
