@@ -54,14 +54,7 @@ func TestVerifyReadsTheRunNotAFolderOfItsName(t *testing.T) {
 	const ns = "prod"
 	c, kubeconfig := apiServerWithNamespace(t, ns)
 	ctx := context.Background()
-	key, err := evidence.LoadOrCreateKey(filepath.Join(t.TempDir(), "keys", "evidence-key.pem"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub := filepath.Join(t.TempDir(), "key.pub")
-	if err := os.WriteFile(pub, []byte(key.Public().PEM), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	key, pub := signingKey(t)
 	// mk creates a finished run whose evidence ConfigMap holds the
 	// receipt receiptOf makes of it.
 	mk := func(name string, attempt int32, receiptOf func(*harnessv1.HarnessRun) evidence.RunRef) {
@@ -127,14 +120,7 @@ func TestVerifyReadsTheRunNotAFolderOfItsName(t *testing.T) {
 // the report is never about evidence elsewhere. evidence/NAME/latest given
 // itself, as the README shows, still verifies.
 func TestLatestLinkStaysInTheRunsFolder(t *testing.T) {
-	key, err := evidence.LoadOrCreateKey(filepath.Join(t.TempDir(), "keys", "evidence-key.pem"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub := filepath.Join(t.TempDir(), "key.pub")
-	if err := os.WriteFile(pub, []byte(key.Public().PEM), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	key, pub := signingKey(t)
 	b := sealedEvidence(t, key, evidence.RunRef{Namespace: "default", Name: "hello", Attempt: 1}, "done\n")
 	base := t.TempDir()
 	runDir := filepath.Join(base, "evidence", "hello")
@@ -170,4 +156,19 @@ func TestLatestLinkStaysInTheRunsFolder(t *testing.T) {
 	if out, errOut, err := verifyCommand(link, "--key", pub); err != nil || !strings.Contains(out, "verified "+link+": "+b.Digest) {
 		t.Errorf("verify %s: %v\nstdout:\n%s\nstderr:\n%s", link, err, out, errOut)
 	}
+}
+
+// signingKey makes an evidence signing key and writes its public part to a
+// file, as --key takes it.
+func signingKey(t *testing.T) (*evidence.Key, string) {
+	t.Helper()
+	key, err := evidence.LoadOrCreateKey(filepath.Join(t.TempDir(), "keys", "evidence-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := filepath.Join(t.TempDir(), "key.pub")
+	if err := os.WriteFile(pub, []byte(key.Public().PEM), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return key, pub
 }
