@@ -216,12 +216,25 @@ var NodeDirs = []string{"/sys/fs/cgroup", "/sys/class/net", "/sys/devices/virtua
 // nodeNetDirs are the folders below /sys/devices that hold the host's
 // network interfaces outside /sys/devices/virtual/net: the net folder of
 // each physical device a /sys/class/net link points into. Read at each
-// sandbox's start, since interfaces come and go.
+// sandbox's start, since interfaces come and go. Each link is read once and
+// its target found lexically: sysfs's links are relative, and neither
+// /sys/class/net nor the device folders below /sys/devices are links
+// themselves, so that is the real path (EvalSymlinks took an lstat for
+// every folder on the way, a dozen per interface, at every start).
 func nodeNetDirs() []string {
-	entries, _ := os.ReadDir("/sys/class/net")
+	const class = "/sys/class/net"
+	entries, _ := os.ReadDir(class)
 	var dirs []string
 	for _, e := range entries {
-		if dev, err := filepath.EvalSymlinks(filepath.Join("/sys/class/net", e.Name())); err == nil && within(dev, "/sys/devices") {
+		link, err := os.Readlink(filepath.Join(class, e.Name()))
+		if err != nil {
+			continue
+		}
+		dev := link
+		if !filepath.IsAbs(dev) {
+			dev = filepath.Join(class, link)
+		}
+		if within(dev, "/sys/devices") && !within(dev, "/sys/devices/virtual/net") {
 			dirs = append(dirs, filepath.Dir(dev))
 		}
 	}
@@ -241,12 +254,19 @@ const SandboxHostname = "localhost"
 func maskedMounts() []string {
 	var a []string
 	seen := map[string]bool{"/tmp": true}
-	mask := func(d string, readOnly bool) {
-		resolved, err := filepath.EvalSymlinks(d)
-		if err != nil || seen[resolved] {
+	mask := func(d string, readOnly, isReal bool) {
+		// Most of the list is missing on a given host: one stat says so.
+		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
 			return
 		}
-		if fi, err := os.Stat(resolved); err != nil || !fi.IsDir() {
+		resolved := d
+		if !isReal {
+			var err error
+			if resolved, err = filepath.EvalSymlinks(d); err != nil {
+				return
+			}
+		}
+		if seen[resolved] {
 			return
 		}
 		seen[resolved] = true
@@ -256,10 +276,13 @@ func maskedMounts() []string {
 		}
 	}
 	for _, d := range SocketDirs {
-		mask(d, false)
+		mask(d, false, false)
 	}
-	for _, d := range append(slices.Clone(NodeDirs), nodeNetDirs()...) {
-		mask(d, true)
+	for _, d := range NodeDirs {
+		mask(d, true, false)
+	}
+	for _, d := range nodeNetDirs() {
+		mask(d, true, true)
 	}
 	return a
 }

@@ -1046,6 +1046,33 @@ func TestBwrapHostNetworkDevicesHidden(t *testing.T) {
 	}
 }
 
+// nodeNetDirs finds each interface's folder from its link alone: the
+// folders it names are the real ones (what EvalSymlinks says), and every
+// interface outside /sys/devices/virtual/net (masked whole) has one.
+func TestNodeNetDirsAreTheRealFolders(t *testing.T) {
+	host, err := os.ReadDir("/sys/class/net")
+	if err != nil || len(host) == 0 {
+		t.Skipf("no /sys/class/net here (%v)", err)
+	}
+	got := map[string]bool{}
+	for _, d := range nodeNetDirs() {
+		resolved, err := filepath.EvalSymlinks(d)
+		if err != nil || resolved != d {
+			t.Errorf("nodeNetDirs gave %s, whose real path is %s (%v)", d, resolved, err)
+		}
+		got[d] = true
+	}
+	for _, e := range host {
+		dev, err := filepath.EvalSymlinks(filepath.Join("/sys/class/net", e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !within(dev, "/sys/devices/virtual/net") && !got[filepath.Dir(dev)] {
+			t.Errorf("interface %s (%s) has no masked folder in %v", e.Name(), dev, got)
+		}
+	}
+}
+
 // The sandbox has a name of its own: the host's (the node's, or the
 // node-agent pod's) does not reach the agent, and the name resolves without
 // DNS (the sandbox has none).

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -204,7 +205,30 @@ type v1Cgroup struct {
 	lent             []lentFile
 }
 
+// v1Found is v1Hierarchy's answer once it had one: where the hierarchies
+// are mounted does not change under a running process, and reading the
+// mount table again took a tenth of a millisecond of every sandbox's start.
+var v1Found struct {
+	sync.Mutex
+	subs []cgroup1.Subsystem
+}
+
+// v1Hierarchy returns the v1 controllers a run's cgroup is made in: memory
+// and pids, and cpu where this process may write it.
 func v1Hierarchy() ([]cgroup1.Subsystem, error) {
+	v1Found.Lock()
+	defer v1Found.Unlock()
+	if v1Found.subs == nil {
+		subs, err := findV1Hierarchy()
+		if err != nil {
+			return nil, err
+		}
+		v1Found.subs = subs
+	}
+	return slices.Clone(v1Found.subs), nil
+}
+
+func findV1Hierarchy() ([]cgroup1.Subsystem, error) {
 	all, err := cgroup1.Default()
 	if err != nil {
 		return nil, fmt.Errorf("cgroup v1: %w", err)
@@ -456,7 +480,7 @@ func (c *v1Cgroup) giveBack() {
 func (c *v1Cgroup) killAll() error {
 	deadline := time.Now().Add(killTimeout)
 	for delay := time.Millisecond; ; delay = min(delay*2, 50*time.Millisecond) {
-		procs, err := c.cg.Processes(cgroup1.Pids, true)
+		procs, err := v1Procs(c.paths[cgroup1.Pids])
 		if err != nil {
 			if errors.Is(err, os.ErrNotExist) {
 				return nil
@@ -469,8 +493,8 @@ func (c *v1Cgroup) killAll() error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("cgroup v1: %d processes still alive after %s", len(procs), killTimeout)
 		}
-		for _, p := range procs {
-			_ = unix.Kill(p.Pid, unix.SIGKILL)
+		for _, pid := range procs {
+			_ = unix.Kill(pid, unix.SIGKILL)
 		}
 		time.Sleep(delay)
 	}
@@ -491,13 +515,87 @@ func (c *v1Cgroup) stats() (bool, int64) {
 }
 
 func (c *v1Cgroup) remove() error {
-	if err := c.cg.Delete(); err != nil {
+	var errs []error
+	for _, dir := range c.paths {
+		if err := removeV1(dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("cgroup v1: remove: %w", err)
 	}
 	for _, d := range c.tidy {
 		removeRunParent(d)
 	}
 	return nil
+}
+
+// v1Procs lists the processes of the v1 cgroup at dir and of every cgroup
+// below it (a run's cgroup has none: nothing in the sandbox can make one).
+// It reads each cgroup.procs and finds the cgroups below by their
+// directory entries' types alone; containerd's cgroup1 walks the tree with
+// an lstat of every control file (some thirty in a memory cgroup), which
+// was most of the time a run's cgroup took to remove.
+func v1Procs(dir string) ([]int, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		below, err := v1Procs(filepath.Join(dir, e.Name()))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		pids = append(pids, below...)
+	}
+	return pids, nil
+}
+
+// removeV1 removes the v1 cgroup at dir, and any below it first. The
+// kernel refuses (EBUSY) while a process is in it, and a killed process
+// leaves its cgroups only once it has run its exit: it tries again for
+// up to 150 ms, as containerd's cgroup1 does. Gone already is done.
+func removeV1(dir string) error {
+	delay := 10 * time.Millisecond
+	for try := 1; ; try++ {
+		err := unix.Rmdir(dir)
+		if err == nil || errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		busy := errors.Is(err, unix.EBUSY) || errors.Is(err, unix.ENOTEMPTY)
+		if busy {
+			// A cgroup below it (never made by a run) goes first.
+			entries, _ := os.ReadDir(dir)
+			for _, e := range entries {
+				if e.IsDir() {
+					if err := removeV1(filepath.Join(dir, e.Name())); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		if try == 5 || !busy {
+			if pids, perr := v1Procs(dir); perr == nil && len(pids) > 0 {
+				return fmt.Errorf("%s holds %d processes still: %w", dir, len(pids), err)
+			}
+			return fmt.Errorf("%s: %w", dir, err)
+		}
+		time.Sleep(delay)
+		delay *= 2
+	}
 }
 
 // ---- cgroup v2 ----

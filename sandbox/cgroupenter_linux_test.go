@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // v1Enter makes a run cgroup on a v1 host, or skips: on v2 the kernel
@@ -155,5 +156,72 @@ func TestCgroupEnterLeavesNoEnvironment(t *testing.T) {
 		if out.Len() != 0 {
 			t.Errorf("with %s, the command has an environment: %q", shell, out.String())
 		}
+	}
+}
+
+// A v1 run cgroup is removed by rmdir alone (no walk of its control
+// files): never while a process is in it, whether in the run's cgroup or
+// in one below it (which nothing in a sandbox can make, but a run's end
+// must not leave a process behind if something did); killAll finds and
+// kills both, and remove then takes the cgroup below first.
+func TestCgroupV1KillAllAndRemoveReachBelow(t *testing.T) {
+	_, c := v1Enter(t)
+	cmd := exec.Command("/bin/sh", "-c", "sleep 1000 & exec sleep 1000")
+	if err := c.beforeStart(cmd); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Start()
+	if aerr := c.afterStart(); err != nil || aerr != nil {
+		t.Fatal(err, aerr)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	// A second process, moved into a cgroup below the run's in every
+	// hierarchy.
+	other := exec.Command("sleep", "1000")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = other.Process.Kill(); _ = other.Wait() }()
+	for _, p := range c.paths {
+		below := filepath.Join(p, "below")
+		if err := os.Mkdir(below, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(below, "cgroup.procs"), []byte(fmt.Sprint(other.Process.Pid)), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The shell starts its first sleep in the background: wait for it.
+	var pids []int
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if pids, err = v1Procs(c.paths["pids"]); err != nil || len(pids) == 3 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil || len(pids) != 3 {
+		t.Fatalf("v1Procs found %v (%v), want the shell's two sleeps and the one below", pids, err)
+	}
+	if err := c.remove(); err == nil || !strings.Contains(err.Error(), "holds") {
+		t.Fatalf("remove with processes inside: %v, want a refusal that says the cgroup holds processes", err)
+	}
+	for _, p := range c.paths {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("the refused remove took %s away: %v", p, err)
+		}
+	}
+	if err := c.killAll(); err != nil {
+		t.Fatal(err)
+	}
+	_ = other.Wait()
+	if err := c.remove(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range c.paths {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Fatalf("%s is still there after remove: %v", p, err)
+		}
+	}
+	if err := c.remove(); err != nil {
+		t.Fatalf("removing it again: %v", err)
 	}
 }
