@@ -642,7 +642,7 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 		}
 	} else {
 		err = cmd.Start()
-		if aerr := cg.afterStart(); err == nil && aerr != nil {
+		if aerr := cg.afterStart(runCtx); err == nil && aerr != nil {
 			// Its shell exits 125 without running bwrap.
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()

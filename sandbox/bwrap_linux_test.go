@@ -743,7 +743,7 @@ func TestCgroupV2PlacementAndKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = cmd.Start()
-	cg.afterStart()
+	cg.afterStart(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -899,7 +899,7 @@ func TestBwrapThatCannotEnterItsCgroupSaysSo(t *testing.T) {
 		t.Fatal(err)
 	}
 	startErr := cmd.Start()
-	err = cg.afterStart()
+	err = cg.afterStart(context.Background())
 	if startErr == nil {
 		_ = cmd.Wait()
 	}

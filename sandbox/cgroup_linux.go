@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bufio"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -41,8 +42,9 @@ type runCgroup interface {
 	// first).
 	beforeStart(cmd *exec.Cmd) error
 	// afterStart releases what beforeStart opened, once the command is in
-	// the cgroup (v1: its shell said so), or says why it is not.
-	afterStart() error
+	// the cgroup (v1: its shell said so), or says why it is not. It waits
+	// no longer than ctx lasts.
+	afterStart(ctx context.Context) error
 	// killAll kills every process of the cgroup and waits until it is empty.
 	killAll() error
 	// stats reports whether the OOM killer fired and the peak memory use.
@@ -434,8 +436,10 @@ func (c *v1Cgroup) beforeStart(cmd *exec.Cmd) error {
 
 // afterStart waits for the shell's answer and gives the tasks files back to
 // root: nil once it is in the cgroup, else why not (it then exits without
-// running the command).
-func (c *v1Cgroup) afterStart() error {
+// running the command). A process of the run's uid can stop the shell
+// before it answers: the wait ends with ctx (the run's cancel or its
+// timeout), and after 30 s whatever ctx says.
+func (c *v1Cgroup) afterStart(ctx context.Context) error {
 	if c.answered == nil {
 		return nil
 	}
@@ -444,8 +448,13 @@ func (c *v1Cgroup) afterStart() error {
 	_ = c.answer.Close()
 	c.answer, c.answered = nil, nil
 	_ = r.SetReadDeadline(time.Now().Add(30 * time.Second))
+	stop := context.AfterFunc(ctx, func() { _ = r.SetReadDeadline(time.Now()) })
 	b, err := io.ReadAll(io.LimitReader(r, 256))
+	stop()
 	c.giveBack()
+	if err != nil && ctx.Err() != nil {
+		err = fmt.Errorf("%w (%w)", ctx.Err(), err)
+	}
 	switch said := strings.TrimSpace(string(b)); {
 	case err != nil:
 		return fmt.Errorf("cgroup v1: waiting for the command to put itself into %s: %w", c.paths[cgroup1.Pids], err)
@@ -683,7 +692,7 @@ func (c *v2Cgroup) beforeStart(cmd *exec.Cmd) error {
 	return nil
 }
 
-func (c *v2Cgroup) afterStart() error {
+func (c *v2Cgroup) afterStart(context.Context) error {
 	if c.fd != nil {
 		_ = c.fd.Close()
 		c.fd = nil

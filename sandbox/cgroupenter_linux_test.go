@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -79,7 +80,7 @@ func TestCgroupEnterLendsTasksOnlyToMoveItself(t *testing.T) {
 		}
 	}
 	err := cmd.Start()
-	if aerr := c.afterStart(); err != nil || aerr != nil {
+	if aerr := c.afterStart(context.Background()); err != nil || aerr != nil {
 		t.Fatalf("start %v, enter %v", err, aerr)
 	}
 	_ = cmd.Wait()
@@ -149,7 +150,7 @@ func TestCgroupEnterLeavesNoEnvironment(t *testing.T) {
 		}
 		cmd.Path = shell
 		err := cmd.Start()
-		if aerr := c.afterStart(); err != nil || aerr != nil {
+		if aerr := c.afterStart(context.Background()); err != nil || aerr != nil {
 			t.Fatalf("%s: start %v, enter %v", shell, err, aerr)
 		}
 		_ = cmd.Wait()
@@ -171,7 +172,7 @@ func TestCgroupV1KillAllAndRemoveReachBelow(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := cmd.Start()
-	if aerr := c.afterStart(); err != nil || aerr != nil {
+	if aerr := c.afterStart(context.Background()); err != nil || aerr != nil {
 		t.Fatal(err, aerr)
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
@@ -223,5 +224,37 @@ func TestCgroupV1KillAllAndRemoveReachBelow(t *testing.T) {
 	}
 	if err := c.remove(); err != nil {
 		t.Fatalf("removing it again: %v", err)
+	}
+}
+
+// A process of the run's uid can stop the enter shell before it answers
+// (it may signal or trace its own uid's processes). The wait for the answer
+// ends with the run's context, not 30 s later: here the shell is held at
+// its exec by ptrace, as such a process would hold it.
+func TestCgroupEnterWaitEndsWithTheContext(t *testing.T) {
+	_, c := v1Enter(t)
+	cmd := exec.Command("/bin/sh", "-c", "exit 0")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: runAs(DefaultUID, DefaultGID)}
+	if err := c.beforeStart(cmd); err != nil {
+		t.Fatal(err)
+	}
+	cmd.SysProcAttr.Ptrace = true // stops at its exec, before its first line
+	err := cmd.Start()
+	if err != nil {
+		c.giveBack()
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	aerr := c.afterStart(ctx)
+	if took := time.Since(start); aerr == nil || !errors.Is(aerr, context.DeadlineExceeded) || took > 5*time.Second {
+		t.Fatalf("afterStart with a stopped shell: %v after %s, want the context's end within seconds", aerr, took)
+	}
+	for _, f := range tasksFiles(c) {
+		if owner(t, f) == uint32(DefaultUID) {
+			t.Errorf("%s is still lent to uid %d after the wait ended", f, DefaultUID)
+		}
 	}
 }

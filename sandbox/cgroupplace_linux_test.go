@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -160,7 +161,7 @@ func placeHelper(raw string) int {
 				return 0
 			}
 			err := cmd.Start()
-			if aerr := cg.afterStart(); err == nil {
+			if aerr := cg.afterStart(context.Background()); err == nil {
 				err = aerr
 			}
 			if err != nil {

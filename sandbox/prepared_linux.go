@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -219,7 +220,8 @@ func prepare(spawner string, opts Options) (z *prepared, err error) {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
 	err = cmd.Start()
-	entered := cg.afterStart()
+	// The spawner's shell runs as root: nothing of a run can stop it.
+	entered := cg.afterStart(context.Background())
 	child.Close() // the spawner's copy is what matters: its end is seen at once
 	if err != nil {
 		ctl.Close()
