@@ -242,6 +242,9 @@ func TestCgroupEnterWaitEndsWithTheContext(t *testing.T) {
 	err := cmd.Start()
 	if err != nil {
 		c.giveBack()
+		if errors.Is(err, syscall.EPERM) {
+			t.Skipf("this host does not let a child be traced (%v): the stopped shell cannot be made here", err)
+		}
 		t.Fatal(err)
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
