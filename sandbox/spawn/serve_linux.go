@@ -30,6 +30,13 @@ func Serve() int {
 	_ = unix.Close(ControlFd)
 	buf := make([]byte, MaxRequest)
 	oob := make([]byte, unix.CmsgSpace(MaxFds*4))
+	// The first decode of a Request builds encoding/json's decoder for the
+	// type (reflection, once per process) and touches code not run yet:
+	// done here, before Ready, it is no run's wait. Measured with perf's
+	// events over BenchmarkSandboxStart: the request's receipt to bwrap's
+	// fork 0.37-0.39 ms before, 0.22 ms after.
+	var warm Request
+	_ = json.Unmarshal([]byte(`{"path":"/","argv":["a"],"env":["a=b"],"uid":1,"gid":1,"fds":[0]}`), &warm)
 	if _, err := unix.Write(ctl, []byte(Ready)); err != nil {
 		return 127
 	}
