@@ -1,7 +1,7 @@
 package fixturesource
 
 import (
-	"bytes"
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -207,15 +207,17 @@ func (c *Cache) store(k, source string, fix *fixture.Fixture, manifestDigest str
 		return
 	}
 	defer func() { _ = os.RemoveAll(tmp) }() // gone once renamed
-	var buf bytes.Buffer
-	if fix.WriteTar(&buf) != nil {
-		return
-	}
-	meta, err := json.Marshal(entry{Source: source, Digest: fix.Digest, ManifestDigest: manifestDigest, Size: int64(buf.Len())})
+	// Written straight to the file: a copy of the fixture in memory beside
+	// the fixture itself would double what the node-agent holds.
+	size, err := writeTarFile(filepath.Join(tmp, tarName), fix)
 	if err != nil {
 		return
 	}
-	if os.WriteFile(filepath.Join(tmp, tarName), buf.Bytes(), 0o600) != nil || os.WriteFile(filepath.Join(tmp, metaName), meta, 0o600) != nil {
+	meta, err := json.Marshal(entry{Source: source, Digest: fix.Digest, ManifestDigest: manifestDigest, Size: size})
+	if err != nil {
+		return
+	}
+	if os.WriteFile(filepath.Join(tmp, metaName), meta, 0o600) != nil {
 		return
 	}
 	c.drop(k)
@@ -223,6 +225,30 @@ func (c *Cache) store(k, source string, fix *fixture.Fixture, manifestDigest str
 		return
 	}
 	c.evict()
+}
+
+// writeTarFile writes fix's tar into a new file at p and returns its size.
+func writeTarFile(p string, fix *fixture.Fixture) (int64, error) {
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	w := bufio.NewWriter(f)
+	err = fix.WriteTar(w)
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return 0, err
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		return 0, err
+	}
+	return st.Size(), nil
 }
 
 // drop removes an entry, renamed first so that a half-removed entry is

@@ -291,6 +291,7 @@ func readTree(ctx context.Context, st *memory.Storage, commit *object.Commit, sr
 	}
 	lim = withDefaults(lim)
 	files := map[string][]byte{}
+	read := map[plumbing.Hash][]byte{} // blobs read, dropped from st
 	var total int64
 	entries := 0
 	// The walk is the repository's to shape: a few tree objects can name
@@ -337,6 +338,17 @@ func readTree(ctx context.Context, st *memory.Storage, commit *object.Commit, sr
 			default:
 				return nil, &fixture.Error{Kind: fixture.ErrNotRegular, Path: p, Detail: fmt.Sprintf("has git mode %o, not a regular file", uint32(e.Mode))}
 			}
+			if data, ok := read[e.Hash]; ok {
+				// The same content at another path: the same bytes.
+				if total += int64(len(data)); total > lim.MaxTotalBytes {
+					return nil, &fixture.Error{Kind: fixture.ErrTooLarge, Detail: fmt.Sprintf("more than the %d bytes allowed in all", lim.MaxTotalBytes)}
+				}
+				if len(files) >= lim.MaxFiles {
+					return nil, &fixture.Error{Kind: fixture.ErrTooLarge, Detail: fmt.Sprintf("more than the %d files allowed", lim.MaxFiles)}
+				}
+				files[p] = data
+				continue
+			}
 			blob, err := object.GetBlob(st, e.Hash)
 			if err != nil {
 				return nil, unavailable("commit %s: file %q: %v", src.Commit, p, err)
@@ -354,15 +366,24 @@ func readTree(ctx context.Context, st *memory.Storage, commit *object.Commit, sr
 			if err != nil {
 				return nil, unavailable("commit %s: file %q: %v", src.Commit, p, err)
 			}
-			data, err := io.ReadAll(io.LimitReader(rd, lim.MaxFileBytes+1))
+			// Read into a buffer of the blob's size (bounded above), and the
+			// object dropped once read: the fetched objects and the
+			// fixture's files are not both held whole.
+			data := make([]byte, blob.Size)
+			_, err = io.ReadFull(rd, data)
+			if err == nil {
+				if extra, _ := rd.Read(make([]byte, 1)); extra > 0 {
+					err = fmt.Errorf("longer than the %d bytes its object says", blob.Size)
+				}
+			}
 			_ = rd.Close()
 			if err != nil {
 				return nil, unavailable("commit %s: file %q: %v", src.Commit, p, err)
 			}
-			if int64(len(data)) != blob.Size {
-				return nil, unavailable("commit %s: file %q has %d bytes, not the %d its object says", src.Commit, p, len(data), blob.Size)
-			}
 			files[p] = data
+			read[e.Hash] = data
+			delete(st.Objects, e.Hash)
+			delete(st.Blobs, e.Hash)
 		}
 	}
 	return files, nil

@@ -122,23 +122,48 @@ func pullOCI(ctx context.Context, src OCI, o Options) (*fixture.Fixture, string,
 	if err != nil {
 		return nil, "", unavailable("the fixture artifact %s: its layer: %v", src.Ref, err)
 	}
-	blob, err := io.ReadAll(io.LimitReader(rc, layer.Size+1))
+	// The layer is read once, as it arrives: hashed, counted and unpacked
+	// together, so that the node-agent never holds the compressed layer
+	// beside the files it holds (a layer near the bound held twice over
+	// went past the node-agent's memory bound). Nothing read is used
+	// before its digest and size are checked, at the end.
+	h := sha256.New()
+	n := &countingReader{r: io.LimitReader(rc, layer.Size+1)}
+	body := io.TeeReader(n, h)
+	fix, ferr := unpackLayer(body, lim)
+	_, derr := io.Copy(io.Discard, body) // the rest, so the digest covers every byte
 	_ = rc.Close()
-	if err != nil {
-		return nil, "", unavailable("the fixture artifact %s: reading its layer: %v", src.Ref, err)
+	if derr != nil {
+		return nil, "", unavailable("the fixture artifact %s: reading its layer: %v", src.Ref, derr)
 	}
-	if int64(len(blob)) != layer.Size || sha256Digest(blob) != layer.Digest.String() {
+	if n.n != layer.Size || "sha256:"+hex.EncodeToString(h.Sum(nil)) != layer.Digest.String() {
 		return nil, "", unavailable("the fixture artifact %s: its layer is not the %d bytes of digest %s its manifest names", src.Ref, layer.Size, layer.Digest)
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(blob))
-	if err != nil {
-		return nil, "", &fixture.Error{Kind: fixture.ErrBadSource, Detail: fmt.Sprintf("the fixture artifact's layer is not gzip: %v", err)}
-	}
-	fix, err := fixture.FromTar(zr, lim)
-	if err != nil {
-		return nil, "", err
+	if ferr != nil {
+		return nil, "", ferr
 	}
 	return fix, d.DigestStr(), nil
+}
+
+// unpackLayer reads a fixture layer: a gzip-compressed tar.
+func unpackLayer(r io.Reader, lim fixture.Limits) (*fixture.Fixture, error) {
+	zr, err := gzip.NewReader(r)
+	if err != nil {
+		return nil, &fixture.Error{Kind: fixture.ErrBadSource, Detail: fmt.Sprintf("the fixture artifact's layer is not gzip: %v", err)}
+	}
+	return fixture.FromTar(zr, lim)
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 func sha256Digest(b []byte) string {

@@ -1,0 +1,104 @@
+package fixturesource_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
+	"github.com/harnessfacts/harnessfacts/node-agent/fixturesource"
+)
+
+// bigFixtureFiles is a fixture of n files of 32 MiB that do not compress.
+func bigFixtureFiles(n int) map[string][]byte {
+	files := map[string][]byte{"fixture.yaml": []byte("prompt: p\n")}
+	for i := range n {
+		b := make([]byte, 32<<20)
+		_, _ = rand.Read(b)
+		files[fmt.Sprintf("workspace/blob%d", i)] = b
+	}
+	return files
+}
+
+// fetchPeakEnv names the source the child process fetches.
+const fetchPeakEnv = "HARNESSFACTS_TEST_FETCH_PEAK"
+
+// TestFetchPeakChild is the child of TestFetchHoldsTheFixtureOnce: it
+// fetches the source its environment names into an empty cache and prints
+// its peak resident memory.
+func TestFetchPeakChild(t *testing.T) {
+	src := os.Getenv(fetchPeakEnv)
+	if src == "" {
+		t.Skip("the child of TestFetchHoldsTheFixtureOnce")
+	}
+	cache := fixturesource.NewCache(t.TempDir(), 0, fixturesource.Options{})
+	var err error
+	if url, commit, ok := strings.Cut(src, " "); ok {
+		_, err = cache.Git(context.Background(), fixturesource.Git{URL: url, Commit: commit})
+	} else {
+		_, err = cache.OCI(context.Background(), fixturesource.OCI{Ref: src})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for s := bufio.NewScanner(f); s.Scan(); {
+		if v, ok := strings.CutPrefix(s.Text(), "VmHWM:"); ok {
+			fmt.Printf("PEAK %s\n", strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+		}
+	}
+}
+
+// An OCI fixture is held once in the node-agent's memory while it is
+// fetched and cached, not two or three times over (the compressed layer,
+// the files, the cache entry's tar, buffers grown as they filled): a
+// fixture near its documented bound of 256 MiB took 624 MiB, past the
+// chart's 512Mi hard bound of the node-agent, which the kernel then
+// OOM-killed with every run on its node. Measured in a child process with
+// the chart's GOMEMLIMIT, on 96 MiB of files.
+func TestFetchHoldsTheFixtureOnce(t *testing.T) {
+	const size = 3 * 32 << 20
+	files := bigFixtureFiles(3)
+	reg := startRegistry(t, "", "")
+	fix, err := fixture.New(files, fixturesource.DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := fixturesource.Push(context.Background(), fix, reg.Host+"/fixtures/big:v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Git's fetch is not measured here: go-git's pack parser keeps a cache
+	// of its own (96 MiB) while it reads a pack, whatever the fixture.
+	for name, src := range map[string]string{"oci": ref} {
+		t.Run(name, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestFetchPeakChild$", "-test.v", "-test.count=1")
+			cmd.Env = append(os.Environ(), fetchPeakEnv+"="+src, "GOMEMLIMIT=256MiB")
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("the child: %v\n%s", err, out)
+			}
+			_, rest, ok := strings.Cut(string(out), "PEAK ")
+			kb, perr := strconv.ParseInt(strings.Fields(rest + " x")[0], 10, 64)
+			if !ok || perr != nil {
+				t.Fatalf("no peak in the child's output:\n%s", out)
+			}
+			peak := kb << 10
+			// The files once, and room for the runtime and the test binary.
+			if limit := int64(size) + size/4 + 32<<20; peak > limit {
+				t.Errorf("fetching %d MiB of fixture peaked at %d MiB of resident memory, more than %d MiB: the fixture is held more than once", size>>20, peak>>20, limit>>20)
+			}
+			t.Logf("%d MiB of fixture, peak %d MiB", size>>20, peak>>20)
+		})
+	}
+}
