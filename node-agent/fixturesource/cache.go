@@ -105,7 +105,10 @@ func (c *Cache) Git(ctx context.Context, src Git) (*Result, error) {
 			return &Result{Fixture: fix, Cached: true}, nil
 		}
 	}
-	files, err := fetchGit(ctx, src, c.opts)
+	if err := os.MkdirAll(c.dir, 0o700); err != nil {
+		return nil, unavailable("the fixture cache %s: %v", c.dir, err)
+	}
+	files, err := fetchGit(ctx, src, c.opts, c.dir)
 	if err != nil {
 		return nil, err
 	}

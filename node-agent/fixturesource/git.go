@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -43,11 +45,13 @@ type Git struct {
 
 // Bounds of a git fetch, besides the fixture's own Limits: what the server
 // may send (the pack, compressed) and what its objects may hold once
-// inflated. The fetch is held in memory; these keep a hostile or simply
-// huge repository from taking the node-agent's.
+// inflated. The pack is kept on disk; its objects are held in memory once
+// inflated, so the inflated bound (checked on the pack's headers before
+// anything is inflated) is what keeps a hostile or simply huge repository
+// within the node-agent's memory (the chart's hard bound is 512Mi).
 const (
 	DefaultMaxPackBytes     int64 = 256 << 20
-	DefaultMaxInflatedBytes int64 = 512 << 20
+	DefaultMaxInflatedBytes int64 = 256 << 20
 	DefaultMaxObjects             = 500000
 )
 
@@ -168,7 +172,10 @@ func (r *gitRemote) wrap(err error) error {
 // content (go-git hashes every object it receives, with SHA-1 collision
 // detection), so a server that sends another commit leaves this one
 // missing, and the fetch is refused.
-func fetchGit(ctx context.Context, src Git, o Options) (map[string][]byte, error) {
+//
+// dir holds the pack while it is read (the cache's folder: hidden from
+// every sandbox, its leftovers removed at the next start).
+func fetchGit(ctx context.Context, src Git, o Options, dir string) (map[string][]byte, error) {
 	r, err := newGitRemote(src, o.RootCAs, o.maxPackBytes())
 	if err != nil {
 		return nil, err
@@ -215,18 +222,40 @@ func fetchGit(ctx context.Context, src Git, o Options) (map[string][]byte, error
 	case req.Capabilities.Supports(capability.Sideband):
 		pack = sideband.NewDemuxer(sideband.Sideband, resp)
 	}
+	// The pack is kept on disk, not in memory, and its objects' sizes, as
+	// its headers declare them (the scanner holds each object to its
+	// declared size), are summed before any is inflated into memory: a
+	// pack of a few KiB can inflate to gigabytes, and go-git's parser
+	// reports the inflated sizes only after it has stored every object.
+	spool, err := os.CreateTemp(dir, ".tmp-pack-")
+	if err != nil {
+		return nil, unavailable("fetching %s: a file for its pack: %v", src.URL, err)
+	}
+	defer func() { _ = spool.Close(); _ = os.Remove(spool.Name()) }()
+	if _, err := io.Copy(spool, pack); err != nil {
+		if errors.Is(err, errPackTooLarge) || r.received.Load() > r.maxPack {
+			return nil, r.wrap(errPackTooLarge)
+		}
+		return nil, r.wrap(err)
+	}
+	if err := checkDeclaredSizes(spool, o.maxObjects(), o.limits().MaxFileBytes, o.maxInflatedBytes()); err != nil {
+		if fe := (*fixture.Error)(nil); errors.As(err, &fe) {
+			return nil, err
+		}
+		return nil, unavailable("the repository %s: %v", src.URL, err)
+	}
+	if _, err := spool.Seek(0, io.SeekStart); err != nil {
+		return nil, unavailable("fetching %s: %v", src.URL, err)
+	}
 	st := memory.NewStorage()
 	bounds := &packBounds{maxObjects: o.maxObjects(), left: o.maxInflatedBytes()}
-	parser, err := packfile.NewParserWithStorage(packfile.NewScanner(pack), st, bounds)
+	parser, err := packfile.NewParserWithStorage(packfile.NewScanner(spool), st, bounds)
 	if err != nil {
 		return nil, r.wrap(err)
 	}
 	if _, err := parser.Parse(); err != nil {
 		if bounds.err != nil {
 			return nil, unavailable("the repository %s: %v", src.URL, bounds.err)
-		}
-		if errors.Is(err, errPackTooLarge) || r.received.Load() > r.maxPack {
-			return nil, r.wrap(errPackTooLarge)
 		}
 		return nil, r.wrap(err)
 	}
@@ -387,6 +416,99 @@ func readTree(ctx context.Context, st *memory.Storage, commit *object.Commit, sr
 		}
 	}
 	return files, nil
+}
+
+// checkDeclaredSizes reads a pack's object headers and refuses it when it
+// holds more than maxObjects objects or when its objects, as declared,
+// would inflate to more than maxTotal bytes in all (each object's own size,
+// and for a delta also the size of the object it makes, its header's
+// second number: both are held while the pack is parsed), or one of them
+// to more than maxObject (a fixture's file may not be larger; the parser
+// grows each object's buffer as it fills, so one large object costs about
+// twice its size). Nothing is kept: each object is inflated into nothing,
+// held to its declared size by the scanner.
+func checkDeclaredSizes(pack io.ReadSeeker, maxObjects uint32, maxObject, maxTotal int64) error {
+	if _, err := pack.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	sc := packfile.NewScanner(pack)
+	_, count, err := sc.Header()
+	if err != nil {
+		return err
+	}
+	if count > maxObjects {
+		return fmt.Errorf("its pack holds %d objects, more than the %d a fixture fetch may", count, maxObjects)
+	}
+	tooMuch := errors.New("its objects inflate to more than a fixture fetch may hold")
+	left := maxTotal
+	for range count {
+		oh, err := sc.NextObjectHeader()
+		if err != nil {
+			return err
+		}
+		if oh.Length < 0 || oh.Length > left {
+			return tooMuch
+		}
+		if oh.Length > maxObject {
+			return &fixture.Error{Kind: fixture.ErrTooLarge, Detail: fmt.Sprintf("the repository sends an object of %d bytes, more than the %d allowed per file", oh.Length, maxObject)}
+		}
+		left -= oh.Length
+		head := &headWriter{}
+		if _, _, err := sc.NextObject(head); err != nil {
+			return err
+		}
+		if oh.Type.IsDelta() {
+			target, ok := deltaTargetSize(head.b)
+			if !ok {
+				return errors.New("its pack holds a delta without a valid header")
+			}
+			if target > left {
+				return tooMuch
+			}
+			if target > maxObject {
+				return &fixture.Error{Kind: fixture.ErrTooLarge, Detail: fmt.Sprintf("the repository sends an object of %d bytes, more than the %d allowed per file", target, maxObject)}
+			}
+			left -= target
+		}
+	}
+	return nil
+}
+
+// headWriter keeps the first bytes written to it (a delta's header) and
+// drops the rest.
+type headWriter struct{ b []byte }
+
+func (h *headWriter) Write(p []byte) (int, error) {
+	if room := 32 - len(h.b); room > 0 {
+		h.b = append(h.b, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+// deltaTargetSize reads a delta's header: the size of its base, then the
+// size of the object it makes, each a little-endian base-128 number.
+func deltaTargetSize(b []byte) (int64, bool) {
+	i := 0
+	next := func() (uint64, bool) {
+		var v uint64
+		for shift := uint(0); i < len(b) && shift < 64; shift += 7 {
+			c := b[i]
+			i++
+			v |= uint64(c&0x7f) << shift
+			if c&0x80 == 0 {
+				return v, true
+			}
+		}
+		return 0, false
+	}
+	if _, ok := next(); !ok {
+		return 0, false
+	}
+	t, ok := next()
+	if !ok || t > math.MaxInt64 {
+		return 0, false
+	}
+	return int64(t), true
 }
 
 // packBounds refuses a pack with too many objects or whose objects, as

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/harnessfacts/harnessfacts/internal/testing/gitserver"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixturesource"
 )
@@ -44,9 +45,7 @@ func TestFetchPeakChild(t *testing.T) {
 	} else {
 		_, err = cache.OCI(context.Background(), fixturesource.OCI{Ref: src})
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	fmt.Printf("ERR %v\n", err)
 	f, err := os.Open("/proc/self/status")
 	if err != nil {
 		t.Fatal(err)
@@ -82,18 +81,10 @@ func TestFetchHoldsTheFixtureOnce(t *testing.T) {
 	// of its own (96 MiB) while it reads a pack, whatever the fixture.
 	for name, src := range map[string]string{"oci": ref} {
 		t.Run(name, func(t *testing.T) {
-			cmd := exec.Command(os.Args[0], "-test.run=^TestFetchPeakChild$", "-test.v", "-test.count=1")
-			cmd.Env = append(os.Environ(), fetchPeakEnv+"="+src, "GOMEMLIMIT=256MiB")
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				t.Fatalf("the child: %v\n%s", err, out)
+			peak, ferr := fetchPeak(t, src)
+			if ferr != "<nil>" {
+				t.Fatalf("the fetch failed: %s", ferr)
 			}
-			_, rest, ok := strings.Cut(string(out), "PEAK ")
-			kb, perr := strconv.ParseInt(strings.Fields(rest + " x")[0], 10, 64)
-			if !ok || perr != nil {
-				t.Fatalf("no peak in the child's output:\n%s", out)
-			}
-			peak := kb << 10
 			// The files once, and room for the runtime and the test binary.
 			if limit := int64(size) + size/4 + 32<<20; peak > limit {
 				t.Errorf("fetching %d MiB of fixture peaked at %d MiB of resident memory, more than %d MiB: the fixture is held more than once", size>>20, peak>>20, limit>>20)
@@ -101,4 +92,45 @@ func TestFetchHoldsTheFixtureOnce(t *testing.T) {
 			t.Logf("%d MiB of fixture, peak %d MiB", size>>20, peak>>20)
 		})
 	}
+}
+
+// fetchPeak fetches src in a child process with the chart's GOMEMLIMIT and
+// returns its peak resident memory and its error ("<nil>" for none).
+func fetchPeak(t *testing.T, src string) (int64, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestFetchPeakChild$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), fetchPeakEnv+"="+src, "GOMEMLIMIT=256MiB")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the child: %v\n%s", err, out)
+	}
+	_, rest, ok := strings.Cut(string(out), "PEAK ")
+	kb, perr := strconv.ParseInt(strings.Fields(rest + " x")[0], 10, 64)
+	_, ferr, eok := strings.Cut(string(out), "ERR ")
+	ferr, _, _ = strings.Cut(ferr, "\n")
+	if !ok || perr != nil || !eok {
+		t.Fatalf("no peak or error in the child's output:\n%s", out)
+	}
+	return kb << 10, ferr
+}
+
+// A repository whose pack is small but whose objects inflate past the
+// bound (a blob of 600 MiB of zeros is a pack of about 600 KiB) is refused
+// before anything is inflated into memory. go-git's parser reports the
+// inflated sizes only after it has stored every object: the node-agent
+// inflated the whole blob first, 2.8 GiB of resident memory for a blob of
+// 700 MiB, and the kernel OOM-killed it under the chart's 512Mi bound,
+// with every run on its node. Any run author can name such a repository.
+func TestGitInflationBombIsRefusedBeforeItInflates(t *testing.T) {
+	srv := gitserver.Start(t, "", "")
+	repo := srv.Repo(t, "bomb", true)
+	commit := repo.Commit(map[string]string{"fixture.yaml": "prompt: p\n", "workspace/zeros": strings.Repeat("\x00", 600<<20)}, "bomb")
+	peak, ferr := fetchPeak(t, repo.URL+" "+commit)
+	if !strings.Contains(ferr, "more than") {
+		t.Errorf("the bomb was not refused: %s", ferr)
+	}
+	if peak > 64<<20 {
+		t.Errorf("refusing the bomb took %d MiB of resident memory: it was inflated first", peak>>20)
+	}
+	t.Logf("peak %d MiB: %s", peak>>20, ferr)
 }
