@@ -4,12 +4,18 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/harnessfacts/harnessfacts/internal/testing/gitserver"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
@@ -131,6 +137,45 @@ func TestGitInflationBombIsRefusedBeforeItInflates(t *testing.T) {
 	}
 	if peak > 64<<20 {
 		t.Errorf("refusing the bomb took %d MiB of resident memory: it was inflated first", peak>>20)
+	}
+	t.Logf("peak %d MiB: %s", peak>>20, ferr)
+}
+
+// rawManifest is a manifest pushed as it is.
+type rawManifest []byte
+
+func (r rawManifest) RawManifest() ([]byte, error)        { return r, nil }
+func (r rawManifest) MediaType() (types.MediaType, error) { return types.OCIManifestSchema1, nil }
+
+// A registry that answers a fixture reference with a manifest of 95 MiB
+// (valid JSON, its digest the one pinned: the run author's own registry)
+// is refused as it reads past MaxManifestBytes. go-containerregistry
+// alone reads up to 100 MiB, and the node-agent then hashed and parsed
+// it: 591 MiB of resident memory, past the chart's 512Mi bound.
+func TestOCIManifestIsReadWithinItsBound(t *testing.T) {
+	reg := startRegistry(t, "", "")
+	var sb strings.Builder
+	sb.WriteString(`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","artifactType":"application/vnd.harnessfacts.fixture.v1",` +
+		`"config":{"mediaType":"application/vnd.oci.empty.v1+json","size":2,"digest":"sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"},"layers":[],"annotations":{`)
+	for i := 0; sb.Len() < 95<<20; i++ {
+		fmt.Fprintf(&sb, `"k%d":"v",`, i)
+	}
+	sb.WriteString(`"z":"z"}}`)
+	raw := []byte(sb.String())
+	tag, err := name.NewTag(reg.Host + "/fixtures/huge:v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Put(tag, rawManifest(raw)); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(raw)
+	peak, ferr := fetchPeak(t, reg.Host+"/fixtures/huge@sha256:"+hex.EncodeToString(sum[:]))
+	if !strings.Contains(ferr, "manifest") || !strings.Contains(ferr, "bytes") {
+		t.Errorf("the huge manifest was not refused for its size: %s", ferr)
+	}
+	if peak > 64<<20 {
+		t.Errorf("refusing the manifest took %d MiB of resident memory", peak>>20)
 	}
 	t.Logf("peak %d MiB: %s", peak>>20, ferr)
 }
