@@ -21,6 +21,7 @@ import (
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
 	"github.com/harnessfacts/harnessfacts/node-agent/evidence"
 	"github.com/harnessfacts/harnessfacts/node-agent/executor"
+	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
 	"github.com/harnessfacts/harnessfacts/runsource"
 	"github.com/harnessfacts/harnessfacts/sandbox"
 )
@@ -42,6 +43,8 @@ type SetupOptions struct {
 	// FixtureSourceCAs verify git servers' and registries' certificates
 	// when fetching fixtures (--fixture-source-ca-file; nil: the system's).
 	FixtureSourceCAs *x509.CertPool
+	// FixtureLimits bound each git or OCI fixture (executor.Options).
+	FixtureLimits fixture.Limits
 	// IDs gives each run its own uid and gid (the --run-uids range;
 	// sandbox.DefaultIDRange when nil).
 	IDs      *sandbox.IDPool
@@ -122,6 +125,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts SetupOptions) (*Agent,
 		ImageCacheBytes:   opts.ImageCacheBytes,
 		FixtureCacheBytes: opts.FixtureCacheBytes,
 		FixtureSourceCAs:  opts.FixtureSourceCAs,
+		FixtureLimits:     opts.FixtureLimits,
 		Sandbox:           opts.Sandbox,
 		Hidden:            opts.Hidden,
 		IDs:               opts.IDs,

@@ -25,6 +25,7 @@ import (
 	nodeagent "github.com/harnessfacts/harnessfacts/node-agent"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
 	"github.com/harnessfacts/harnessfacts/node-agent/executor"
+	"github.com/harnessfacts/harnessfacts/node-agent/fixturesource"
 	"github.com/harnessfacts/harnessfacts/node-agent/livelog"
 	"github.com/harnessfacts/harnessfacts/node-agent/nodemetrics"
 	"github.com/harnessfacts/harnessfacts/runsource"
@@ -352,6 +353,15 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 	if err != nil || fixtureQty.Value() <= 0 {
 		return fmt.Errorf("--fixture-cache-size %q: want a positive size such as 4Gi", f.fixtureCache)
 	}
+	// Git and OCI fixtures are held in the node-agent's memory while their
+	// runs last: under a memory bound, each is bounded so that a full set
+	// of slots cannot take the node-agent past it (a run author could
+	// otherwise have it killed, and every run of the node with it).
+	fixtureLimits := fixturesource.LimitsFor(memoryLimit, int(f.slots))
+	if memoryLimit > 0 && fixtureLimits.MaxTotalBytes < fixturesource.DefaultLimits.MaxTotalBytes {
+		logger.Info("git and OCI fixtures are bounded by the node-agent's memory: raise --memory-limit for larger ones",
+			"maxFixtureBytes", fixtureLimits.MaxTotalBytes, "memoryLimit", memoryLimit, "slots", f.slots)
+	}
 	fixtureCAs, err := loadCAs(f.fixtureSourceCA)
 	if err != nil {
 		return fmt.Errorf("--fixture-source-ca-file: %w", err)
@@ -359,7 +369,7 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 	_, err = nodeagent.Setup(ctx, mgr, nodeagent.SetupOptions{
 		NodeName: f.nodeName, LeaseNamespace: f.leaseNamespace, LeaseDuration: f.leaseDuration, Slots: f.slots,
 		RunRoot: f.runRoot, Hidden: hidden, IDs: ids, ImageCacheBytes: imageCacheBytes,
-		FixtureCacheBytes: fixtureQty.Value(), FixtureSourceCAs: fixtureCAs,
+		FixtureCacheBytes: fixtureQty.Value(), FixtureSourceCAs: fixtureCAs, FixtureLimits: fixtureLimits,
 		Sandbox:  sandboxOpts,
 		Adapters: adapters.New(adapters.Config{CLIDir: f.agentCLIs}), ExtraLabels: f.labels,
 		Controller: controller, RefuseFallback: f.refuseFallback, ProviderCAs: providerCAs, ClusterCIDRs: clusterCIDRs,

@@ -140,6 +140,10 @@ type Options struct {
 	Fixtures          *fixturesource.Cache
 	FixtureCacheBytes int64
 	FixtureSourceCAs  *x509.CertPool
+	// FixtureLimits bound each git or OCI fixture (zero:
+	// fixturesource.DefaultLimits); a node-agent with a memory bound
+	// passes fixturesource.LimitsFor it.
+	FixtureLimits fixture.Limits
 }
 
 // Executor carries out attempts, for the node-agent and `harnessfacts run`.
@@ -189,7 +193,7 @@ func (e *Executor) fixtureCache() *fixturesource.Cache {
 		e.fixtures = e.opts.Fixtures
 		if e.fixtures == nil {
 			e.fixtures = fixturesource.NewCache(filepath.Join(e.opts.RunRoot, FixtureCacheDir), e.opts.FixtureCacheBytes,
-				fixturesource.Options{RootCAs: e.opts.FixtureSourceCAs})
+				fixturesource.Options{RootCAs: e.opts.FixtureSourceCAs, Limits: e.opts.FixtureLimits})
 		}
 	})
 	return e.fixtures

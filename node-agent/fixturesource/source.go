@@ -53,6 +53,34 @@ var DefaultLimits = fixture.Limits{
 	MaxEntries:    100000,
 }
 
+// memoryReserve is what a node-agent is taken to need besides the fixtures
+// it holds (its heap and binary at work: 40-60 MiB measured).
+const memoryReserve int64 = 64 << 20
+
+// LimitsFor are DefaultLimits lowered so that a node-agent with the memory
+// bound memoryLimit can hold every fixture it may hold at once: one per
+// slot for as long as the run lasts, twice over (the fixture's files in
+// its memory, and the same bytes in the run dir's tmpfs, whose pages count
+// against the cgroup of the process that wrote them), and a fetch in
+// flight, about twice its size again. So each fixture may take
+// (memoryLimit - 64 MiB) / (2 slots + 2), but never more than
+// DefaultLimits, nor less than a ConfigMap fixture may (8 MiB). A review
+// showed two runs naming 224 MiB fixtures at once (each under the default
+// 256 MiB) take a node-agent bound to 512 MiB past its bound: the kernel
+// killed it, and every run of the node with it. memoryLimit <= 0 (no
+// bound) is DefaultLimits.
+func LimitsFor(memoryLimit int64, slots int) fixture.Limits {
+	l := DefaultLimits
+	if memoryLimit <= 0 || slots <= 0 {
+		return l
+	}
+	each := (memoryLimit - memoryReserve) / int64(2*slots+2)
+	each = max(min(each, l.MaxTotalBytes), fixture.DefaultMaxTotalBytes)
+	l.MaxTotalBytes = each
+	l.MaxFileBytes = min(l.MaxFileBytes, each)
+	return l
+}
+
 // Options say how to reach sources and what a fetch may take.
 type Options struct {
 	// RootCAs verify the sources' certificates; nil is the system's roots.
@@ -99,7 +127,9 @@ func (o Options) maxInflatedBytes() int64 {
 	if o.MaxInflatedBytes > 0 {
 		return o.MaxInflatedBytes
 	}
-	return DefaultMaxInflatedBytes
+	// The objects inflated are the fixture's files and the trees naming
+	// them: a fixture's bound, lowered, lowers this one with it.
+	return min(DefaultMaxInflatedBytes, max(2*o.limits().MaxTotalBytes, fixture.DefaultMaxTotalBytes))
 }
 
 func (o Options) maxObjects() uint32 {
