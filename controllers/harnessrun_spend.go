@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -132,24 +133,7 @@ func (r *HarnessRunReconciler) charge(ctx context.Context, name string, run *har
 		ns := &pol.Status.Spent[i]
 		ns.Tokens += delta
 		if suite != "" {
-			j := -1
-			for k := range ns.Suites {
-				if ns.Suites[k].Suite == suite {
-					j = k
-				}
-			}
-			switch {
-			case j < 0:
-				ns.Suites = append(ns.Suites, harnessv1.SuiteSpend{Suite: suite, Round: round, Tokens: delta})
-			case ns.Suites[j].Round < round:
-				// A new round starts at 0: the earlier one's tokens stay
-				// in the namespace's.
-				ns.Suites[j] = harnessv1.SuiteSpend{Suite: suite, Round: round, Tokens: delta}
-			case ns.Suites[j].Round == round:
-				ns.Suites[j].Tokens += delta
-			}
-			// A run of an earlier round than the one counted is the
-			// namespace's only.
+			ns.Suites = chargeSuite(ns.Suites, suite, round, delta)
 		}
 		return r.client.Status().Update(ctx, pol)
 	})
@@ -157,6 +141,41 @@ func (r *HarnessRunReconciler) charge(ctx context.Context, name string, run *har
 		return fmt.Errorf("charging %d tokens of HarnessRun %s/%s to HarnessPolicy %s: %w", delta, run.Namespace, run.Name, name, err)
 	}
 	return nil
+}
+
+// MaxSuitesSpent is how many suites a namespace's entry of a policy's
+// status.spent keeps (the CRD's bound on spent[].suites).
+const MaxSuitesSpent = 1000
+
+// chargeSuite adds delta tokens of round of suite to suites, and returns
+// them, the suite charged last. The list is kept in the order of the
+// charges, least recent first, and at most MaxSuitesSpent long: a new suite
+// when it is full takes the place of the least recently charged one. A run
+// author labels their runs with suite names as they like, so they can fill
+// the list; were a full list refused, the status write and so the charge
+// would fail, and the run, its finalizer stripped and deleted, would never
+// be charged to the namespace. The suite dropped is one whose round has
+// had no charge for the longest: spend.suiteTokens keeps an honest suite
+// within its round, and such a suite's round is most likely over.
+func chargeSuite(suites []harnessv1.SuiteSpend, suite string, round int32, delta int64) []harnessv1.SuiteSpend {
+	cur := harnessv1.SuiteSpend{Suite: suite, Round: round, Tokens: delta}
+	if j := slices.IndexFunc(suites, func(s harnessv1.SuiteSpend) bool { return s.Suite == suite }); j >= 0 {
+		switch old := suites[j]; {
+		case old.Round > round:
+			// A run of an earlier round than the one counted is the
+			// namespace's only.
+			return suites
+		case old.Round == round:
+			cur.Tokens += old.Tokens
+		}
+		// else a new round starts at 0: the earlier one's tokens stay in
+		// the namespace's.
+		suites = slices.Delete(suites, j, j+1)
+	}
+	if len(suites) >= MaxSuitesSpent {
+		suites = slices.Delete(suites, 0, len(suites)-MaxSuitesSpent+1)
+	}
+	return append(suites, cur)
 }
 
 func spentIndex(pol *harnessv1.HarnessPolicy, namespace string) int {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -244,4 +245,66 @@ func TestSpendChargesARunDeletedBeforeItsEnd(t *testing.T) {
 	create(t, hftesting.MakeHarnessRun("after", ns).Adapter(harnessv1.AdapterGemini).Obj())
 	waitRun(t, ns, "after", wait, "waiting after the deletion",
 		waitingOnSpend("namespace "+ns+" has used 500 of its 100 tokens (500 charged by ended runs, 0 by runs present)"))
+}
+
+// TestSpendChargesARunOfASuiteBeyondTheSuitesKept: a namespace's entry in
+// status.spent keeps at most 1000 suites. A run author labels their runs
+// with suite names as they like, so they can fill that list (1000 runs of
+// a token each, each with its own suite label). A run with a new suite
+// label must still be charged to the namespace: before, the status write
+// was refused (too many suites), the charge failed on every pass, and the
+// author stripped the finalizer and deleted the run: its tokens were never
+// charged, and the namespace's budget was stepped around.
+func TestSpendChargesARunOfASuiteBeyondTheSuitesKept(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	policy := spendPolicy(t, ns, harnessv1.PolicySpend{NamespaceTokens: ptr.To[int64](2000)})
+	// What 1000 earlier one-token runs, each labelled with a suite of its
+	// own, leave in the policy's status.
+	p := &harnessv1.HarnessPolicy{}
+	if err := k8s.Get(ctx, types.NamespacedName{Name: policy.Name}, p); err != nil {
+		t.Fatal(err)
+	}
+	entry := harnessv1.NamespaceSpend{Namespace: ns, Tokens: 1000}
+	for i := range 1000 {
+		entry.Suites = append(entry.Suites, harnessv1.SuiteSpend{Suite: fmt.Sprintf("fill-%04d", i), Round: 1, Tokens: 1})
+	}
+	p.Status.Spent = []harnessv1.NamespaceSpend{entry}
+	if err := k8s.Status().Update(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	startController(t, ns, controllers.Options{}, nil)
+	node := startNode(t, ns, fakenode.Options{Name: "fill-" + ns, Adapters: map[harnessv1.Adapter]string{harnessv1.AdapterGemini: "1"}, Slots: 10, RunFor: -1})
+
+	create(t, hftesting.MakeHarnessRun("big", ns).Adapter(harnessv1.AdapterGemini).
+		Label(harnessv1.LabelSuite, "one-more").Label(harnessv1.LabelSuiteRound, "1").Obj())
+	waitRun(t, ns, "big", wait, "Running", phaseIs(harnessv1.RunRunning))
+	key := types.NamespacedName{Namespace: ns, Name: "big"}
+	if err := node.Finish(ctx, key, passWith(4000, 1000, 0)); err != nil {
+		t.Fatal(err)
+	}
+	waitRun(t, ns, "big", wait, "ended", phaseIs(harnessv1.RunSucceeded))
+
+	// The author strips the finalizer and deletes the run at once.
+	run := &harnessv1.HarnessRun{}
+	if err := k8s.Get(ctx, key, run); err != nil {
+		t.Fatal(err)
+	}
+	base := run.DeepCopy()
+	run.Finalizers = nil
+	if err := k8s.Patch(ctx, run, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Delete(ctx, run); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	eventually(t, wait, func() error {
+		if s := spent(t, policy.Name, ns); s.Tokens != 6000 || len(s.Suites) > 1000 {
+			return fmt.Errorf("status.spent has %d tokens and %d suites, want the 5000 tokens of the deleted run charged (6000) and at most 1000 suites", s.Tokens, len(s.Suites))
+		}
+		return nil
+	})
+	create(t, hftesting.MakeHarnessRun("after", ns).Adapter(harnessv1.AdapterGemini).Obj())
+	waitRun(t, ns, "after", wait, "waiting on the namespace's budget",
+		waitingOnSpend("namespace "+ns+" has used 6000 of its 2000 tokens (6000 charged by ended runs, 0 by runs present)"))
 }
