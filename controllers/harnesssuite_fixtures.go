@@ -117,7 +117,7 @@ func (r *HarnessSuiteReconciler) resolveFixtures(ctx context.Context, p *suitePa
 
 	fixtures := make([]suiteFixture, 0, len(cms))
 	for _, cm := range cms {
-		fixtures = append(fixtures, suiteFixture{name: cm.Name, hash: FixtureHash(cm)})
+		fixtures = append(fixtures, suiteFixture{name: cm.Name, hash: fixtureHash(cm)})
 	}
 	sort.Slice(fixtures, func(i, j int) bool { return fixtures[i].name < fixtures[j].name })
 	p.suite.Status.Fixtures = fixtureStatuses(p.suite, fixtures)

@@ -32,8 +32,9 @@ type ManagerConfig struct {
 
 // ManagerOptions returns the options of a manager that runs the controller.
 // The cache drops managed fields (half of a run's size in memory, never
-// read) and holds only the fixture ConfigMaps of suites, never the evidence
-// (CacheByObject). Metrics and health endpoints are the caller's to set.
+// read) and holds only the fixture ConfigMaps of suites, never the evidence,
+// and of those and of runs none of the content run authors make large
+// (CacheByObject, cache_transform.go). Metrics and health endpoints are the caller's to set.
 func ManagerOptions(c ManagerConfig) ctrl.Options {
 	byObject := CacheByObject()
 	if c.LeaseNamespace != "" {

@@ -48,11 +48,15 @@ func TestManagerOptions(t *testing.T) {
 			byKind["ConfigMap"] = sel
 		case *coordinationv1.Lease:
 			byKind["Lease"] = sel
+		case *harnessv1.HarnessRun:
+			// Every run; a transform keeps their content out
+			// (cache_transform.go).
+			byKind["HarnessRun"] = sel
 		default:
 			byKind["other"] = sel
 		}
 	}
-	if diff := cmp.Diff(map[string]string{"ConfigMap": harnessv1.LabelFixture + "=true"}, byKind); diff != "" {
+	if diff := cmp.Diff(map[string]string{"ConfigMap": harnessv1.LabelFixture + "=true", "HarnessRun": ""}, byKind); diff != "" {
 		t.Errorf("cache by object (-want +got):\n%s", diff)
 	}
 
@@ -73,7 +77,7 @@ func TestManagerOptions(t *testing.T) {
 	}
 	// Each call builds its own map: a caller changing one never changes
 	// another's.
-	if len(ManagerOptions(ManagerConfig{}).Cache.ByObject) != 1 {
+	if len(ManagerOptions(ManagerConfig{}).Cache.ByObject) != 2 {
 		t.Error("ManagerOptions shares its ByObject map between calls")
 	}
 }
