@@ -224,18 +224,7 @@ func TestSpendChargesARunDeletedBeforeItsEnd(t *testing.T) {
 		waitingOnSpend("namespace "+ns+" has used 500 of its 100 tokens (0 charged by ended runs, 500 by runs present)"))
 
 	// The author strips the finalizer and deletes the run.
-	run := &harnessv1.HarnessRun{}
-	if err := k8s.Get(ctx, key, run); err != nil {
-		t.Fatal(err)
-	}
-	base := run.DeepCopy()
-	run.Finalizers = nil
-	if err := k8s.Patch(ctx, run, client.MergeFrom(base)); err != nil {
-		t.Fatal(err)
-	}
-	if err := k8s.Delete(ctx, run); err != nil {
-		t.Fatal(err)
-	}
+	stripAndDelete(ctx, t, key)
 	eventually(t, wait, func() error {
 		if s := spent(t, policy.Name, ns); s.Tokens != 500 {
 			return fmt.Errorf("status.spent %+v, want the deleted run's 500 tokens", s)
@@ -286,6 +275,22 @@ func TestSpendChargesARunOfASuiteBeyondTheSuitesKept(t *testing.T) {
 	waitRun(t, ns, "big", wait, "ended", phaseIs(harnessv1.RunSucceeded))
 
 	// The author strips the finalizer and deletes the run at once.
+	stripAndDelete(ctx, t, key)
+	eventually(t, wait, func() error {
+		if s := spent(t, policy.Name, ns); s.Tokens != 6000 || len(s.Suites) > 1000 {
+			return fmt.Errorf("status.spent has %d tokens and %d suites, want the 5000 tokens of the deleted run charged (6000) and at most 1000 suites", s.Tokens, len(s.Suites))
+		}
+		return nil
+	})
+	create(t, hftesting.MakeHarnessRun("after", ns).Adapter(harnessv1.AdapterGemini).Obj())
+	waitRun(t, ns, "after", wait, "waiting on the namespace's budget",
+		waitingOnSpend("namespace "+ns+" has used 6000 of its 2000 tokens (6000 charged by ended runs, 0 by runs present)"))
+}
+
+// stripAndDelete does what a run author may to a run the controller still
+// holds: remove its finalizer, then delete it.
+func stripAndDelete(ctx context.Context, t *testing.T, key types.NamespacedName) {
+	t.Helper()
 	run := &harnessv1.HarnessRun{}
 	if err := k8s.Get(ctx, key, run); err != nil {
 		t.Fatal(err)
@@ -298,13 +303,4 @@ func TestSpendChargesARunOfASuiteBeyondTheSuitesKept(t *testing.T) {
 	if err := k8s.Delete(ctx, run); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
-	eventually(t, wait, func() error {
-		if s := spent(t, policy.Name, ns); s.Tokens != 6000 || len(s.Suites) > 1000 {
-			return fmt.Errorf("status.spent has %d tokens and %d suites, want the 5000 tokens of the deleted run charged (6000) and at most 1000 suites", s.Tokens, len(s.Suites))
-		}
-		return nil
-	})
-	create(t, hftesting.MakeHarnessRun("after", ns).Adapter(harnessv1.AdapterGemini).Obj())
-	waitRun(t, ns, "after", wait, "waiting on the namespace's budget",
-		waitingOnSpend("namespace "+ns+" has used 6000 of its 2000 tokens (6000 charged by ended runs, 0 by runs present)"))
 }
