@@ -35,7 +35,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/harnessfacts/harnessfacts/node-agent/diskcache"
-	"github.com/harnessfacts/harnessfacts/node-agent/egress"
+	"github.com/harnessfacts/harnessfacts/node-agent/registry"
 )
 
 // DefaultMaxBytes bounds the cache (the unpacked images together) when the
@@ -261,7 +261,7 @@ func (c *Cache) has(key string) bool {
 // descriptor of d's manifest, which must have d's digest: HEAD, so nothing
 // is pulled again.
 func checkAccess(ctx context.Context, d name.Digest, kc authn.Keychain) error {
-	desc, err := remote.Head(d, remote.WithContext(ctx), remote.WithAuthFromKeychain(kc), remote.WithTransport(egress.FetchTransport(nil)))
+	desc, err := remote.Head(d, registry.Options(ctx, kc, nil)...)
 	if err != nil {
 		return fmt.Errorf("the environment image %s is cached on this node, but the registry did not confirm this run may pull it: %w", d.String(), err)
 	}
@@ -296,10 +296,9 @@ func (c *Cache) pull(ctx context.Context, d name.Digest, kc authn.Keychain, plat
 	if platform != nil {
 		plat = *platform
 	}
-	// Metadata and link-local addresses are refused at connect: the run
-	// author names the registry and the node-agent dials it from the node.
-	rimg, err := remote.Image(d, remote.WithContext(ctx), remote.WithAuthFromKeychain(kc), remote.WithPlatform(plat),
-		remote.WithTransport(egress.FetchTransport(nil)))
+	// The registry is the run author's to name: registry.Options bound what
+	// it may make the node-agent hold.
+	rimg, err := remote.Image(d, append(registry.Options(ctx, kc, nil), remote.WithPlatform(plat))...)
 	if err != nil {
 		return tmp, nil, fmt.Errorf("pulling the environment image %s: %w", d.String(), err)
 	}
@@ -307,9 +306,18 @@ func (c *Cache) pull(ctx context.Context, d name.Digest, kc authn.Keychain, plat
 	if err != nil {
 		return tmp, nil, fmt.Errorf("the environment image %s: %w", d.String(), err)
 	}
-	cfgName, err := rimg.ConfigName()
+	// The manifest's declared sizes are judged before anything they name
+	// is fetched: go-containerregistry reads a config whole, and the
+	// layers' sizes are a first, cheap refusal of an image that cannot fit.
+	man, err := rimg.Manifest()
 	if err != nil {
-		return tmp, nil, fmt.Errorf("the environment image %s: its config: %w", d.String(), err)
+		return tmp, nil, fmt.Errorf("the environment image %s: its manifest: %w", d.String(), err)
+	}
+	if err := registry.CheckManifest(man, c.maxBytes); err != nil {
+		if errors.Is(err, registry.ErrTooLarge) {
+			err = fmt.Errorf("%w: %w", ErrTooLarge, err)
+		}
+		return tmp, nil, fmt.Errorf("the environment image %s: %w", d.String(), err)
 	}
 	cf, err := rimg.ConfigFile()
 	if err != nil {
@@ -317,21 +325,6 @@ func (c *Cache) pull(ctx context.Context, d name.Digest, kc authn.Keychain, plat
 	}
 	if cf.OS != "" && cf.OS != "linux" {
 		return tmp, nil, fmt.Errorf("the environment image %s is for %s, not linux", d.String(), cf.OS)
-	}
-	// What the manifest says the layers hold, compressed: a first,
-	// cheap refusal of an image that cannot fit.
-	layers, err := rimg.Layers()
-	if err != nil {
-		return tmp, nil, fmt.Errorf("the environment image %s: its layers: %w", d.String(), err)
-	}
-	var compressed int64
-	for _, l := range layers {
-		if sz, err := l.Size(); err == nil {
-			compressed += sz
-		}
-	}
-	if compressed > c.maxBytes {
-		return tmp, nil, fmt.Errorf("the environment image %s has %d bytes of layers, more than the node's image cache holds (%d bytes)", d.String(), compressed, c.maxBytes)
 	}
 	if err := c.makeDir(); err != nil {
 		return "", nil, err
@@ -347,7 +340,7 @@ func (c *Cache) pull(ctx context.Context, d name.Digest, kc authn.Keychain, plat
 	if err != nil {
 		return tmp, nil, fmt.Errorf("unpacking the environment image %s: %w", d.String(), err)
 	}
-	m := meta{Ref: d.String(), Digest: digest.String(), ConfigDigest: cfgName.String(), Config: cf.Config, Size: st.Bytes}
+	m := meta{Ref: d.String(), Digest: digest.String(), ConfigDigest: man.Config.Digest.String(), Config: cf.Config, Size: st.Bytes}
 	b, err := json.Marshal(m)
 	if err != nil {
 		return tmp, nil, err

@@ -9,8 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
-	"strings"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -20,8 +18,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
-	"github.com/harnessfacts/harnessfacts/node-agent/egress"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
+	"github.com/harnessfacts/harnessfacts/node-agent/registry"
 )
 
 // OCI names a fixture artifact.
@@ -53,59 +51,8 @@ func parseDigestRef(ref string) (name.Digest, error) {
 }
 
 func (o Options) remoteOptions(ctx context.Context, kc authn.Keychain) []remote.Option {
-	if kc == nil {
-		kc = authn.NewMultiKeychain() // anonymous
-	}
-	// Metadata and link-local addresses are refused at connect: the run
-	// author names the registry and the node-agent dials it from the node.
-	return []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(kc),
-		remote.WithTransport(manifestCap{next: egress.FetchTransport(o.RootCAs)})}
+	return registry.Options(ctx, kc, o.RootCAs)
 }
-
-// MaxManifestBytes bounds a fixture artifact's manifest, as it is read: a
-// fixture's is under 1 KiB, and 4 MiB is what the OCI distribution spec
-// asks registries to accept at least. go-containerregistry alone reads up
-// to 100 MiB, which the node-agent then parsed: a 95 MiB manifest of
-// annotations took it to 591 MiB of resident memory, past the chart's
-// 512Mi hard bound.
-const MaxManifestBytes = 4 << 20
-
-// manifestCap cuts every manifest response at MaxManifestBytes.
-type manifestCap struct{ next http.RoundTripper }
-
-func (m manifestCap) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := m.next.RoundTrip(req)
-	if err != nil || !isManifestPath(req.URL.Path) {
-		return resp, err
-	}
-	if resp.ContentLength > MaxManifestBytes {
-		_ = resp.Body.Close()
-		return nil, fmt.Errorf("the registry's manifest has %d bytes, more than the %d a fixture artifact's may", resp.ContentLength, MaxManifestBytes)
-	}
-	resp.Body = &cappedManifest{rc: resp.Body, left: MaxManifestBytes}
-	return resp, nil
-}
-
-// isManifestPath reports whether p is a registry's /v2/<name>/manifests/<ref>.
-func isManifestPath(p string) bool {
-	parts := strings.Split(p, "/")
-	return len(parts) >= 3 && parts[len(parts)-2] == "manifests"
-}
-
-type cappedManifest struct {
-	rc   io.ReadCloser
-	left int64
-}
-
-func (c *cappedManifest) Read(p []byte) (int, error) {
-	n, err := c.rc.Read(p)
-	if c.left -= int64(n); c.left < 0 {
-		return n, fmt.Errorf("the registry's manifest is longer than the %d bytes a fixture artifact's may have", MaxManifestBytes)
-	}
-	return n, err
-}
-
-func (c *cappedManifest) Close() error { return c.rc.Close() }
 
 // checkAccess asks the registry, with the run's credentials, for the
 // manifest's descriptor: a cached fixture is used only for a run that may
