@@ -103,10 +103,21 @@ func bwrapArgs(spec Spec, v1Sync, seccomp bool) []string {
 	} else {
 		a = append(a, "--ro-bind", "/", "/")
 	}
+	// In a Root, each mount lands where the root's links lead its path
+	// (rootTargets); on the node's root, where the path says.
+	at := func(p string) string {
+		if spec.rootDests == nil {
+			return p
+		}
+		if d, ok := spec.rootDests[filepath.Clean(p)]; ok {
+			return d
+		}
+		return p
+	}
 	a = append(a,
-		"--dev", "/dev",
-		"--proc", "/proc",
-		"--tmpfs", "/tmp",
+		"--dev", at("/dev"),
+		"--proc", at("/proc"),
+		"--tmpfs", at("/tmp"),
 	)
 	if spec.Root == "" {
 		// Masks go before the binds, so that a run dir inside a hidden
@@ -116,7 +127,7 @@ func bwrapArgs(spec Spec, v1Sync, seccomp bool) []string {
 		// read-only root does not stop connect(), so every daemon socket
 		// must be out of sight.
 		a = append(a, maskedMounts()...)
-		a = append(a, hiddenMounts(outside(outermost(spec.Hidden), slices.Concat(SocketDirs, NodeDirs)))...)
+		a = append(a, hiddenMounts(outside(outermost(spec.Hidden), slices.Concat(SocketDirs, NodeDirs)), at)...)
 		// The host's /etc/hostname names the node (or the node-agent's
 		// pod): the sandbox reads its own name there, as uname says it,
 		// from its own UTS namespace's proc file.
@@ -125,24 +136,15 @@ func bwrapArgs(spec Spec, v1Sync, seccomp bool) []string {
 		}
 	}
 	for _, p := range spec.ReadOnly {
-		a = append(a, "--ro-bind-try", p, p)
+		a = append(a, "--ro-bind-try", p, at(p))
 	}
 	for _, p := range spec.ReadWrite {
-		a = append(a, "--bind", p, p)
+		a = append(a, "--bind", p, at(p))
 	}
 	for _, b := range spec.BindAt {
-		a = append(a, "--bind", b.Source, b.Target)
+		a = append(a, "--bind", b.Source, at(b.Target))
 	}
-	var inner []string
-	for _, h := range spec.Hidden {
-		for _, b := range append(append([]string{}, spec.ReadOnly...), spec.ReadWrite...) {
-			if within(h, b) {
-				inner = append(inner, h)
-				break
-			}
-		}
-	}
-	a = append(a, hiddenMounts(inner)...)
+	a = append(a, hiddenMounts(innerHidden(spec), at)...)
 	a = append(a, "--clearenv")
 	for _, kv := range spec.Env {
 		k, v, _ := strings.Cut(kv, "=")
@@ -156,7 +158,7 @@ func bwrapArgs(spec Spec, v1Sync, seccomp bool) []string {
 		if spec.Root != "" {
 			resolv = "/etc/resolv.conf" // the image's, whatever the host's is
 		}
-		a = append(a, "--ro-bind-data", fmt.Sprint(fdResolv), resolv)
+		a = append(a, "--ro-bind-data", fmt.Sprint(fdResolv), at(resolv))
 	}
 	a = append(a, "--chdir", spec.Dir)
 	if seccomp {
@@ -344,7 +346,7 @@ func isDir(p string) bool {
 // hiddenMounts masks each existing directory with an empty tmpfs and each
 // existing file with /dev/null. A missing path has nothing to hide, and bwrap
 // could not make a mount point for it in the read-only root.
-func hiddenMounts(paths []string) []string {
+func hiddenMounts(paths []string, at func(string) string) []string {
 	var a []string
 	for _, h := range paths {
 		fi, err := os.Stat(h)
@@ -352,12 +354,27 @@ func hiddenMounts(paths []string) []string {
 		case err != nil:
 			continue
 		case fi.IsDir():
-			a = append(a, "--tmpfs", h)
+			a = append(a, "--tmpfs", at(h))
 		default:
-			a = append(a, "--ro-bind", "/dev/null", h)
+			a = append(a, "--ro-bind", "/dev/null", at(h))
 		}
 	}
 	return a
+}
+
+// innerHidden are the hidden paths inside a bound one, masked again after
+// the binds, which would uncover them.
+func innerHidden(spec Spec) []string {
+	var inner []string
+	for _, h := range spec.Hidden {
+		for _, b := range slices.Concat(spec.ReadOnly, spec.ReadWrite) {
+			if within(h, b) {
+				inner = append(inner, h)
+				break
+			}
+		}
+	}
+	return inner
 }
 
 // within reports whether p is parent or below it.
@@ -560,6 +577,11 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 		}
 		defer sf.Close()
 		res.Seccomp = prof.String()
+	}
+	if spec.Root != "" {
+		if spec.rootDests, err = rootTargets(spec.Root, rootMounts(spec)); err != nil {
+			return res, err
+		}
 	}
 	af, err := argsFile(bwrapArgs(spec, hold, sf != nil))
 	if err != nil {

@@ -177,6 +177,9 @@ type Spec struct {
 	// writable overlay, and what the root held there is hidden. Only with
 	// Root.
 	BindAt []BindAt
+	// rootDests maps the mounts a Root's links move to where they are
+	// made (rootTargets), set by the runner.
+	rootDests map[string]string
 	// Started, when set, is called once when the command has been started
 	// in the sandbox and let go (bwrap started and, where the runner holds
 	// it, placed in its cgroup and network and released; the AppContainer
