@@ -27,6 +27,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -73,6 +74,11 @@ type Cache struct {
 	mu    sync.Mutex
 	inUse map[string]int         // digest hex → runs using it
 	busy  map[string]*sync.Mutex // digest hex → held while pulling it
+
+	// unpacking counts the bytes the pulls in progress have written to
+	// their temporary folders: each image is bounded by maxBytes, and so
+	// are all of them at once (Bounds.InFlight).
+	unpacking atomic.Int64
 }
 
 // NewCache reuses the cache in dir, or makes it, 0700, at the first pull: a
@@ -196,7 +202,11 @@ func (c *Cache) Get(ctx context.Context, ref string, opts PullOptions) (img *Ima
 		return nil, nil, err
 	}
 	if img == nil {
-		tmp, pulled, err := c.pull(ctx, d, kc, opts.Platform)
+		var reserved int64
+		// Taken back once the pull's folder is gone or in the cache (the
+		// deferred removal below runs first).
+		defer func() { c.unpacking.Add(-reserved) }()
+		tmp, pulled, err := c.pull(ctx, d, kc, opts.Platform, &reserved)
 		if tmp != "" {
 			defer func() { _ = os.RemoveAll(tmp) }() // gone once renamed
 		}
@@ -291,7 +301,7 @@ func (c *Cache) lookup(ref, key string) (*Image, error) {
 // pull fetches the image, checks it, and unpacks it into a new temporary
 // folder of the cache, which it returns (also with an error, for the
 // caller to remove).
-func (c *Cache) pull(ctx context.Context, d name.Digest, kc authn.Keychain, platform *v1.Platform) (tmp string, img *Image, err error) {
+func (c *Cache) pull(ctx context.Context, d name.Digest, kc authn.Keychain, platform *v1.Platform, reserved *int64) (tmp string, img *Image, err error) {
 	plat := v1.Platform{OS: "linux", Architecture: runtime.GOARCH}
 	if platform != nil {
 		plat = *platform
@@ -336,7 +346,8 @@ func (c *Cache) pull(ctx context.Context, d name.Digest, kc authn.Keychain, plat
 	if err := os.Mkdir(rootfs, 0o755); err != nil {
 		return tmp, nil, fmt.Errorf("envimage: %w", err)
 	}
-	st, err := Unpack(ctx, rimg, rootfs, Bounds{MaxBytes: c.maxBytes, MaxEntries: c.maxEntries})
+	st, err := Unpack(ctx, rimg, rootfs, Bounds{MaxBytes: c.maxBytes, MaxEntries: c.maxEntries, InFlight: &c.unpacking})
+	*reserved = st.Reserved
 	if err != nil {
 		return tmp, nil, fmt.Errorf("unpacking the environment image %s: %w", d.String(), err)
 	}

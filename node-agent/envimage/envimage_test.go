@@ -350,6 +350,36 @@ func TestSizeBound(t *testing.T) {
 	}
 }
 
+// Images pulled at once are bounded together, not each alone: with 3 MiB
+// being unpacked by another pull, a 2 MiB image does not fit a 4 MiB cache
+// and is refused, saying why; once that pull is done it is pulled, and what
+// it reserved is given back.
+func TestSizeBoundAcrossPullsAtOnce(t *testing.T) {
+	reg := startRegistry(t)
+	ref, _ := push(t, reg, "tasks/two", []oci.File{{Path: "/two", Content: make([]byte, 2<<20), Mode: 0o644}})
+	cache, err := NewCache(t.TempDir(), 4<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache.unpacking.Store(3 << 20) // another pull's, in progress
+	_, _, err = cache.Get(context.Background(), ref, PullOptions{})
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "at the same time") {
+		t.Fatalf("a 2 MiB image beside 3 MiB being unpacked, in a 4 MiB cache: %v", err)
+	}
+	if n := cache.unpacking.Load(); n != 3<<20 {
+		t.Fatalf("the refused pull left %d bytes reserved", n-3<<20)
+	}
+	cache.unpacking.Store(0)
+	_, release, err := cache.Get(context.Background(), ref, PullOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	if n := cache.unpacking.Load(); n != 0 {
+		t.Fatalf("the pull left %d bytes reserved", n)
+	}
+}
+
 // A layer of a few hundred KiB that inflates to 64 MiB of bytes nothing
 // writes (a folder header's content, which a tar reader skips, and zeros
 // after the tar's end, read only for the digest) is refused once it has

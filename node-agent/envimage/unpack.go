@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"sync/atomic"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
@@ -20,6 +21,12 @@ type Bounds struct {
 	MaxBytes int64
 	// MaxEntries bounds the entries (files, folders, links).
 	MaxEntries int
+	// InFlight, when set, counts the bytes of files that every unpack in
+	// progress sharing it has written: together they too stay within
+	// MaxBytes (a node's runs pulling different images at once). What an
+	// unpack added is in Stats.Reserved, for its caller to take back once
+	// its folder is gone or in the cache.
+	InFlight *atomic.Int64
 }
 
 // Stats say what Unpack wrote and what it left out.
@@ -31,6 +38,8 @@ type Stats struct {
 	// Skipped counts the device nodes, fifos and sockets left out: the
 	// sandbox has its own /dev.
 	Skipped int
+	// Reserved is what this unpack added to Bounds.InFlight.
+	Reserved int64
 }
 
 // ErrTooLarge is returned when an image breaks its Bounds.
@@ -235,6 +244,13 @@ func writeEntry(root *os.Root, tr *tar.Reader, hdr *tar.Header, name string, b B
 	case tar.TypeReg, tar.TypeRegA: //nolint:staticcheck // old images still carry TypeRegA
 		if hdr.Size < 0 || st.Bytes+hdr.Size > b.MaxBytes {
 			return fmt.Errorf("%w: more than %d bytes of files (at %s)", ErrTooLarge, b.MaxBytes, name)
+		}
+		if b.InFlight != nil {
+			if b.InFlight.Add(hdr.Size) > b.MaxBytes {
+				b.InFlight.Add(-hdr.Size)
+				return fmt.Errorf("%w: with the images being unpacked on this node at the same time, more than %d bytes of files (at %s); try again once they are done", ErrTooLarge, b.MaxBytes, name)
+			}
+			st.Reserved += hdr.Size
 		}
 		f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if err != nil {
