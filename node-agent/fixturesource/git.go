@@ -160,6 +160,8 @@ func (r *gitRemote) wrap(err error) error {
 		return unavailable("the repository %s was not found (or the credentials may not read it)", r.src.URL)
 	case errors.Is(err, errPackTooLarge):
 		return unavailable("the repository %s sent more than the %d bytes a fixture fetch may receive", r.src.URL, r.maxPack)
+	case errors.Is(err, errRefsTooLarge):
+		return unavailable("the repository %s advertises more than the %d bytes of references a fixture fetch reads", r.src.URL, MaxRefsBytes)
 	}
 	return unavailable("fetching %s: %v", r.src.URL, err)
 }
@@ -541,6 +543,17 @@ func (b *packBounds) OnFooter(plumbing.Hash) error                              
 // errPackTooLarge ends a response read past the fetch's bound.
 var errPackTooLarge = errors.New("the server sent more than a fixture fetch may receive")
 
+// MaxRefsBytes bounds a git server's reference discovery (info/refs), as
+// it is read: go-git keeps every reference it reads, about twice its bytes
+// again in memory, and a run author's server answering with 240 MiB of
+// references took the fetch to 516 MiB, past the node-agent's 512Mi. A
+// repository with every pull request's refs advertised (about 200,000)
+// answers with under 20 MiB.
+const MaxRefsBytes = 32 << 20
+
+// errRefsTooLarge ends a reference discovery read past MaxRefsBytes.
+var errRefsTooLarge = fmt.Errorf("the server advertises more than %d bytes of references", MaxRefsBytes)
+
 // cappedTransport cuts every response body once the fetch received max
 // bytes in all.
 type cappedTransport struct {
@@ -554,19 +567,35 @@ func (c *cappedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp.Body = &cappedBody{rc: resp.Body, t: c}
+	body := &cappedBody{rc: resp.Body, t: c, refsLeft: -1}
+	if strings.HasSuffix(req.URL.Path, "/info/refs") {
+		body.refsLeft = MaxRefsBytes
+	}
+	resp.Body = body
 	return resp, nil
 }
 
 type cappedBody struct {
 	rc io.ReadCloser
 	t  *cappedTransport
+	// refsLeft is what a reference discovery may still send; -1 for
+	// other responses. A read past it fails, and so does every read after.
+	refsLeft int64
 }
 
 func (b *cappedBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
 	if b.t.used.Add(int64(n)) > b.t.left {
 		return n, errPackTooLarge
+	}
+	if b.refsLeft >= 0 {
+		// Sticky: io.ReadFull drops the error of a read that filled its
+		// buffer, and go-git's pkt-line scanner reads that way.
+		if b.refsLeft < int64(n) {
+			b.refsLeft = 0
+			return 0, errRefsTooLarge
+		}
+		b.refsLeft -= int64(n)
 	}
 	return n, err
 }

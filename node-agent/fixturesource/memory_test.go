@@ -7,6 +7,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strconv"
@@ -176,6 +179,51 @@ func TestOCIManifestIsReadWithinItsBound(t *testing.T) {
 	}
 	if peak > 64<<20 {
 		t.Errorf("refusing the manifest took %d MiB of resident memory", peak>>20)
+	}
+	t.Logf("peak %d MiB: %s", peak>>20, ferr)
+}
+
+// hugeRefsServer answers a git client's reference discovery with size
+// bytes of references (valid pkt-lines, every one naming the same commit):
+// the run author's own git server.
+func hugeRefsServer(t *testing.T, size int) string {
+	t.Helper()
+	pkt := func(w io.Writer, s string) { fmt.Fprintf(w, "%04x%s", len(s)+4, s) }
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasSuffix(r.URL.Path, "/info/refs") {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/x-git-upload-pack-advertisement")
+		bw := bufio.NewWriterSize(w, 1<<20)
+		defer bw.Flush()
+		pkt(bw, "# service=git-upload-pack\n")
+		_, _ = io.WriteString(bw, "0000")
+		hash := strings.Repeat("ab", 20)
+		pkt(bw, hash+" HEAD\x00multi_ack thin-pack side-band side-band-64k ofs-delta shallow no-progress include-tag\n")
+		for n, i := 0, 0; n < size; i++ {
+			line := fmt.Sprintf("%s refs/heads/branch-%09d\n", hash, i)
+			pkt(bw, line)
+			n += len(line) + 4
+		}
+		_, _ = io.WriteString(bw, "0000")
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/repo.git"
+}
+
+// A git server whose reference discovery answers with 240 MiB of
+// references (a run author's own) is cut at MaxRefsBytes: go-git keeps
+// every reference it reads, and the answer took the fetch to 503-516 MiB
+// of resident memory, past the chart's 512Mi bound of the node-agent.
+func TestGitRefsAnswerIsReadWithinItsBound(t *testing.T) {
+	url := hugeRefsServer(t, 240<<20)
+	peak, ferr := fetchPeak(t, url+" "+strings.Repeat("ab", 20))
+	if !strings.Contains(ferr, "references") {
+		t.Errorf("the refs answer was not refused for its size: %s", ferr)
+	}
+	if peak > 128<<20 {
+		t.Errorf("refusing the refs answer took %d MiB of resident memory", peak>>20)
 	}
 	t.Logf("peak %d MiB: %s", peak>>20, ferr)
 }
