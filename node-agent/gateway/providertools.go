@@ -61,23 +61,26 @@ func hostedTool(d usage.Dialect, req request) string {
 			}
 		}
 		// OpenRouter's web plugin: {"plugins":[{"id":"web"}]}.
-		for _, pl := range objects(req["plugins"]) {
-			var id string
-			if json.Unmarshal(pl["id"], &id) == nil && id == "web" {
-				return "web plugin"
-			}
+		web := false
+		arrayMembers(req["plugins"], func(key []byte, v rawValue) bool {
+			web = string(key) == "id" && string(rawString(v)) == "web"
+			return !web
+		})
+		if web {
+			return "web plugin"
 		}
 	case usage.Gemini:
-		for _, t := range objects(req["tools"]) {
-			for k, v := range t {
-				switch strings.ToLower(strings.ReplaceAll(k, "_", "")) {
-				case "googlesearch", "googlesearchretrieval", "urlcontext":
-					if present(v) {
-						return k
-					}
+		found := ""
+		arrayMembers(req["tools"], func(key []byte, v rawValue) bool {
+			switch strings.ToLower(strings.ReplaceAll(string(key), "_", "")) {
+			case "googlesearch", "googlesearchretrieval", "urlcontext":
+				if present(v) {
+					found = string(key)
 				}
 			}
-		}
+			return found == ""
+		})
+		return found
 	}
 	return ""
 }
@@ -93,32 +96,94 @@ func present(v rawValue) bool {
 	return len(v) > 0 && string(v) != "null"
 }
 
-// objects reads raw as an array of JSON objects, as maps (so that keys
-// are matched exactly: Go's struct decoding would match "Type" as "type");
-// nil when it is not one, which the provider refuses.
-func objects(raw rawValue) []map[string]rawValue {
-	var out []map[string]rawValue
-	if json.Unmarshal(raw, &out) != nil {
-		return nil
+// arrayMembers calls fn with each member of each object in raw, a JSON
+// array of a body already read as valid JSON, until fn returns false;
+// anything else in raw (not an array, an element not an object) is
+// skipped, as the provider would refuse it. Nothing is decoded into a map:
+// a 16 MiB array of two million tiny objects decoded into maps took about
+// 780 MiB of the node-agent's memory, which every run shares. Keys are
+// matched exactly (Go's struct decoding would match "Type" as "type"),
+// and each member is seen, every time a key repeats: a provider may read
+// the first or the last of them.
+func arrayMembers(raw rawValue, fn func(key []byte, val rawValue) bool) {
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '[' {
+		return
 	}
-	return out
+	for i = skipSpace(raw, i+1); i < len(raw) && raw[i] != ']'; {
+		if raw[i] == '{' {
+			for i = skipSpace(raw, i+1); i < len(raw) && raw[i] == '"'; {
+				kEnd := stringEnd(raw, i)
+				key := rawString(raw[i:kEnd])
+				i = skipSpace(raw, kEnd)
+				i = skipSpace(raw, i+1) // past the colon
+				vEnd := skipValue(raw, i)
+				if !fn(key, raw[i:vEnd]) {
+					return
+				}
+				i = skipSpace(raw, vEnd)
+				if i < len(raw) && raw[i] == ',' {
+					i = skipSpace(raw, i+1)
+				}
+			}
+			i++ // past the object's brace
+		} else {
+			i = skipValue(raw, i)
+		}
+		i = skipSpace(raw, i)
+		if i < len(raw) && raw[i] == ',' {
+			i = skipSpace(raw, i+1)
+		}
+	}
+}
+
+// skipValue is the index after the JSON value that starts at i of b
+// (valid JSON), found without recursion.
+func skipValue(b []byte, i int) int {
+	depth := 0
+	for ; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			i = stringEnd(b, i) - 1
+			if depth == 0 {
+				return i + 1
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return i // the end of a scalar
+			}
+			if depth--; depth == 0 {
+				return i + 1
+			}
+		case ',', ' ', '\t', '\r', '\n':
+			if depth == 0 {
+				return i // the end of a scalar
+			}
+		}
+	}
+	return i
 }
 
 // typedTool is the type of the first tool in raw (a JSON array of objects
 // with a "type") that starts with one of prefixes.
 func typedTool(raw rawValue, prefixes ...string) string {
-	for _, t := range objects(raw) {
-		var typ string
-		if json.Unmarshal(t["type"], &typ) != nil {
-			continue
+	found := ""
+	arrayMembers(raw, func(key []byte, v rawValue) bool {
+		if string(key) != "type" {
+			return true
 		}
+		typ := string(rawString(v))
 		for _, p := range prefixes {
 			if strings.HasPrefix(typ, p) {
-				return typ
+				found = typ
+				return false
 			}
 		}
-	}
-	return ""
+		return true
+	})
+	return found
 }
 
 // refusedToolMessage is the 403's body, for the agent's CLI to show.

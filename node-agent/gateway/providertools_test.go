@@ -258,3 +258,54 @@ func TestURLContentScanIsFrugal(t *testing.T) {
 		t.Errorf("a part 5000 arrays deep: %q", got)
 	}
 }
+
+// TestToolScanIsFrugal: a request's tools (and Chat's plugins) are read
+// where they lie: a 16 MiB array of two million tiny objects, which
+// decoded into maps took about 780 MiB of the node-agent's memory (shared
+// by every run on the node) for one request, allocates almost nothing,
+// and a network tool after them, or in one repeated key of an element, is
+// still found.
+func TestToolScanIsFrugal(t *testing.T) {
+	tiny := func(key, last string) []byte {
+		var b strings.Builder
+		b.WriteString(`{"model":"m","` + key + `":[`)
+		for b.Len() < 15<<20 {
+			b.WriteString(`{"a":0},`)
+		}
+		b.WriteString(last + `]}`)
+		return []byte(b.String())
+	}
+	for _, c := range []struct {
+		d         usage.Dialect
+		key, last string
+		want      string
+	}{
+		{usage.Anthropic, "tools", `{"type":"custom","name":"x"}`, ""},
+		{usage.Anthropic, "tools", `{"type":"custom", "type" : "web_fetch_20250910","name":"x"}`, "web_fetch_20250910"},
+		{usage.Responses, "tools", `{"type":"mcp"}`, "mcp"},
+		{usage.Gemini, "tools", `{"functionDeclarations":[{"name":"urlContext"}]},{"url_context":{}}`, "url_context"},
+		{usage.Chat, "plugins", `{"id":"file-parser"},{"id":"web"}`, "web plugin"},
+	} {
+		body := tiny(c.key, c.last)
+		req := parseRequest(body)
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		got, err := networkTool(c.d, req)
+		runtime.ReadMemStats(&after)
+		n := after.TotalAlloc - before.TotalAlloc
+		t.Logf("%s %s: %d bytes scanned, %d allocated", c.d, c.key, len(body), n)
+		if got != c.want || err != nil {
+			t.Errorf("%s %s: %q, %v; want %q", c.d, c.key, got, err, c.want)
+		}
+		if n > 1<<20 {
+			t.Errorf("%s %s: scanning %d bytes of tools allocated %d MiB", c.d, c.key, len(body), n>>20)
+		}
+	}
+	// Written loosely: spaces everywhere, nested values, an element that
+	// is not an object.
+	loose := ` [ { "name" : "a\"]}" , "input_schema" : { "type" : "web_search" } } , [ { "type" : "web_search" } ] , 1 , { "b" : [ ] , "type" : "web_search_2" } ] `
+	if got := typedTool(rawValue(loose), "web_search"); got != "web_search_2" {
+		t.Errorf("loose tools: %q", got)
+	}
+}
