@@ -36,12 +36,40 @@ func (r *rawValue) UnmarshalJSON(b []byte) error {
 // MarshalJSON writes the value as it stood.
 func (r rawValue) MarshalJSON() ([]byte, error) { return r, nil }
 
+// parseRequest reads body as a request, nil when it is not one.
+// An object of more than maxMembers members is not read (nil): each costs
+// the map about 70 bytes besides its bytes in the body, so a 16 MiB body of
+// a million and a half tiny members held a 100 MiB map, and more again to
+// ask for its usage (askForUsage encodes it anew), in the node-agent that
+// every run shares. No provider's request has more than a few dozen.
 func parseRequest(body []byte) request {
 	var req request
-	if json.Unmarshal(body, &req) != nil {
+	if !json.Valid(body) || members(body) > maxMembers || json.Unmarshal(body, &req) != nil {
 		return nil
 	}
 	return req
+}
+
+// maxMembers bounds the members of an object the gateway decodes into a
+// map (a request, its stream_options).
+const maxMembers = 256
+
+// members is the number of members of raw, a valid JSON value, when it is
+// an object, counted up to maxMembers+1; 0 for anything else.
+func members(raw []byte) int {
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '{' {
+		return 0
+	}
+	n := 0
+	for i = skipSpace(raw, i+1); i < len(raw) && raw[i] == '"' && n <= maxMembers; n++ {
+		i = skipSpace(raw, stringEnd(raw, i))
+		i = skipValue(raw, skipSpace(raw, i+1)) // past the colon, the value
+		if i = skipSpace(raw, i); i < len(raw) && raw[i] == ',' {
+			i = skipSpace(raw, i+1)
+		}
+	}
+	return n
 }
 
 // askForUsage returns a Chat Completions request body (read as req) that
@@ -71,7 +99,8 @@ func askForUsage(body []byte, req request) ([]byte, bool) {
 	}
 	var opts map[string]rawValue
 	if !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
-		if json.Unmarshal(raw, &opts) != nil || opts == nil {
+		// At most maxMembers, as the request's own (parseRequest).
+		if members(raw) > maxMembers || json.Unmarshal(raw, &opts) != nil || opts == nil {
 			return body, false // not an object: the provider will refuse it
 		}
 	}

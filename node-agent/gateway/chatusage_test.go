@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"crypto/x509"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -293,5 +295,42 @@ func TestParseRequestDoesNotCopyTheBody(t *testing.T) {
 	}
 	if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
 		t.Errorf("reading a 16 MiB request allocated %d KiB", n>>10)
+	}
+}
+
+// TestParseRequestBoundsItsMembers: a request, or its stream_options, of
+// a million and a half tiny members is not decoded into a map (which held
+// 100 MiB, and asking for its usage allocated 255 MiB more, of the
+// node-agent's memory for one request); one of maxMembers still is.
+func TestParseRequestBoundsItsMembers(t *testing.T) {
+	object := func(head string, n int) []byte {
+		var b strings.Builder
+		b.WriteString(head + "{")
+		for i := range n {
+			fmt.Fprintf(&b, `"%s":0,`, strconv.FormatInt(int64(i), 36))
+		}
+		b.WriteString(`"last":0}`)
+		return []byte(b.String())
+	}
+	many := object("", 1_500_000)
+	streamOpts := append([]byte(`{"model":"m","stream":true,"stream_options":`), object("", 1_500_000)...)
+	streamOpts = append(streamOpts, '}')
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	req := parseRequest(many)
+	out, asked := askForUsage(streamOpts, parseRequest(streamOpts))
+	runtime.ReadMemStats(&after)
+	if req != nil || asked || len(out) != len(streamOpts) {
+		t.Errorf("1.5 million members read: %d keys; stream_options asked anew: %v", len(req), asked)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
+		t.Errorf("reading 1.5 million members allocated %d MiB", n>>20)
+	}
+	if req := parseRequest(object("", maxMembers-1)); len(req) != maxMembers {
+		t.Errorf("a request of %d members: %d read", maxMembers, len(req))
+	}
+	if req := parseRequest([]byte(` { "a" : [ {"x":"}"} ] , "b" : "\"" , "c" : 1e3 } `)); len(req) != 3 {
+		t.Errorf("a loose request: %d members read", len(req))
 	}
 }

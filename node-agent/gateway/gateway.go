@@ -515,7 +515,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if req = parseRequest(body); req == nil {
-			http.Error(w, "the model gateway forwards only model requests whose body is a JSON object", http.StatusBadRequest)
+			http.Error(w, fmt.Sprintf("the model gateway forwards only model requests whose body is a JSON object of at most %d members", maxMembers), http.StatusBadRequest)
 			return
 		}
 		if d == usage.Responses && !isFalse(req["background"]) {
