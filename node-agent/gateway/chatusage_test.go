@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -332,5 +333,99 @@ func TestParseRequestBoundsItsMembers(t *testing.T) {
 	}
 	if req := parseRequest([]byte(` { "a" : [ {"x":"}"} ] , "b" : "\"" , "c" : 1e3 } `)); len(req) != 3 {
 		t.Errorf("a loose request: %d members read", len(req))
+	}
+}
+
+// TestGatewayHoldsTheTokenLimitOverCutAnswers: an agent that closes each
+// stream once it has the text it wants, before the provider's closing
+// figures (Chat's usage chunk, the Responses API's response.completed,
+// Anthropic's message_delta), had every answer's tokens, or its output's,
+// go uncounted, and spent past the run's token limit with no end: five
+// answers of 5000 tokens each under a limit of 1000 counted 0 (Chat) and
+// 55 (Anthropic). The cut answer itself does not end the run (the agent's
+// own end cuts its last one), but under a token limit the next request is
+// refused and the run ended.
+func TestGatewayHoldsTheTokenLimitOverCutAnswers(t *testing.T) {
+	const (
+		chatText   = "data: {\"id\":\"c\",\"model\":\"gpt-c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"all the text\"},\"finish_reason\":\"stop\"}]}\n\n"
+		chatUsage  = "data: {\"id\":\"c\",\"choices\":[],\"usage\":{\"prompt_tokens\":1000,\"completion_tokens\":4000}}\n\ndata: [DONE]\n\n"
+		claudeText = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-m\",\"usage\":{\"input_tokens\":10,\"output_tokens\":1}}}\n\n" +
+			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"all the text\"}}\n\n" +
+			"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n"
+		claudeUsage = "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":4990}}\n\n" +
+			"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	)
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		text, figures := chatText, chatUsage
+		if r.URL.Path == "/v1/messages" {
+			text, figures = claudeText, claudeUsage
+		}
+		_, _ = io.WriteString(w, text)
+		w.(http.Flusher).Flush()
+		if r.URL.Path == "/v1/responses" {
+			// The provider's connection fails mid-stream: not the agent's
+			// doing, which ends nothing.
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				_ = conn.Close()
+			}
+			return
+		}
+		// The closing figures come once the agent has gone (a real
+		// provider sends them right after; an agent cuts a few tokens
+		// earlier).
+		select {
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+		_, _ = io.WriteString(w, figures)
+	}))
+	t.Cleanup(srv.Close)
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+
+	for _, c := range []struct{ path, body, text string }{
+		{"/v1/chat/completions", `{"model":"gpt-c","stream":true,"messages":[]}`, chatText},
+		{"/v1/messages", `{"model":"claude-m","stream":true,"max_tokens":5000,"messages":[]}`, claudeText},
+		{"/v1/responses", `{"model":"gpt-r","stream":true,"input":"hi"}`, chatText},
+	} {
+		g, base := serve(t, Options{Upstream: srv.URL, Header: Bearer, Key: []byte(realKey), RootCAs: pool, MaxTokens: 1000})
+		var statuses []int
+		for range 5 {
+			resp, err := http.Post(base+c.path, "application/json", strings.NewReader(c.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			statuses = append(statuses, resp.StatusCode)
+			switch {
+			case c.path == "/v1/responses":
+				// Read until the gateway ends the cut answer.
+				_, _ = io.ReadAll(resp.Body)
+			case resp.StatusCode == http.StatusOK:
+				got := make([]byte, len(c.text))
+				if _, err := io.ReadFull(resp.Body, got); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_ = resp.Body.Close()
+			// The gateway has taken the cut answer before the next request.
+			for deadline := time.Now().Add(5 * time.Second); g.Tally().Status("Gateway", "").UncountedResponses+int64(len(g.Tally().ByModel())) == 0 && time.Now().Before(deadline); {
+				time.Sleep(5 * time.Millisecond)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		st := g.Tally().Status("Gateway", "")
+		s := g.Stopped()
+		t.Logf("%s: statuses %v, %d tokens counted, %d uncounted, stop %v", c.path, statuses, g.Tally().Counts().Total(), st.UncountedResponses, s)
+		if c.path == "/v1/responses" {
+			if s != nil || slices.ContainsFunc(statuses, func(s int) bool { return s != http.StatusOK }) {
+				t.Errorf("answers the provider cut: statuses %v, stop %+v", statuses, s)
+			}
+			continue
+		}
+		if s == nil || s.Reason != ReasonTokenLimit || statuses[0] != http.StatusOK || statuses[1] != http.StatusTooManyRequests {
+			t.Errorf("%s: statuses %v, stop %+v: want the request after a cut answer refused, and %s", c.path, statuses, s, ReasonTokenLimit)
+		}
 	}
 }

@@ -177,6 +177,9 @@ type Gateway struct {
 	requests atomic.Int64
 	// refusedTools counts the requests refused for a network tool.
 	refusedTools atomic.Int64
+	// cutShort: the agent cut an answer before its closing token figures
+	// (countingBody), so what it was served is not known.
+	cutShort atomic.Bool
 	// failing is the provider's failures since the last request it
 	// answered, those that went to the CLI after the gateway's tries (nil
 	// when it answered last); handedOver counts such requests in all.
@@ -465,6 +468,17 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the model gateway's token limit for this run is reached", http.StatusTooManyRequests)
 		return
 	}
+	if g.opts.MaxTokens > 0 && g.cutShort.Load() {
+		// The cut answer itself did not end the run (the agent's own end
+		// cuts its last answer), but an agent that goes on could cut each
+		// answer once it has the text it wants, before the provider's
+		// figures, and spend without limit.
+		g.stop(&Stop{Reason: ReasonTokenLimit, Message: fmt.Sprintf("the agent cut an answer short before the provider's closing token figures and went on with another model request: "+
+			"the tokens it was served could not be counted, so the run's limit of %d tokens (HarnessPolicy gateway.maxTokensPerRun) could not be held: %d counted before it",
+			g.opts.MaxTokens, g.tally.Counts().Total())})
+		http.Error(w, "the model gateway's token limit for this run cannot be held: an earlier answer was cut short before its token figures", http.StatusTooManyRequests)
+		return
+	}
 	// The body is held (bounded, for the run and for the node) so that a
 	// retry can send it again.
 	select {
@@ -635,7 +649,7 @@ func (g *Gateway) count(resp *http.Response) error {
 		return nil
 	}
 	ct := resp.Header.Get("Content-Type")
-	resp.Body = &countingBody{rc: resp.Body, p: usage.NewParser(d, ct), done: g.counted}
+	resp.Body = &countingBody{rc: resp.Body, p: usage.NewParser(d, ct), ctx: resp.Request.Context(), done: g.counted}
 	if asked, _ := resp.Request.Context().Value(askedUsageKey{}).(bool); asked && usage.IsEventStream(ct) {
 		resp.Body = newUsageChunkFilter(resp.Body)
 		// The agent gets fewer bytes than the provider sent.
@@ -651,9 +665,14 @@ func (g *Gateway) count(resp *http.Response) error {
 // purpose). One the agent cut short is counted as uncounted only: the
 // agent's own end (a timeout, a kill) cuts its last answer, and that is
 // not the run's reason. So is one that carried an error (a stream that
-// failed on the provider's side), which is not the agent's doing.
-func (g *Gateway) counted(r usage.Reply, whole bool) {
+// failed on the provider's side), which is not the agent's doing. One the
+// agent cut before its closing figures (cut) is noted, for the next
+// request to end the run under a token limit.
+func (g *Gateway) counted(r usage.Reply, whole, cut bool) {
 	g.tally.Add(r)
+	if cut {
+		g.cutShort.Store(true)
+	}
 	switch {
 	case g.opts.MaxTokens <= 0:
 	case !r.Found && whole && !r.Failed:
@@ -667,12 +686,15 @@ func (g *Gateway) counted(r usage.Reply, whole bool) {
 }
 
 // countingBody feeds what is read through it to a parser, and reports the
-// reply once, at the end of the body or when it is closed early.
+// reply once, at the end of the body or when it is closed early: whole, or
+// cut by the agent before the answer's closing figures (cut).
 type countingBody struct {
-	rc   io.ReadCloser
-	p    *usage.Parser
+	rc io.ReadCloser
+	p  *usage.Parser
+	// ctx is the agent's request's: ended when the agent went away.
+	ctx  context.Context
 	once sync.Once
-	done func(r usage.Reply, whole bool)
+	done func(r usage.Reply, whole, cut bool)
 }
 
 func (b *countingBody) Read(p []byte) (int, error) {
@@ -681,18 +703,26 @@ func (b *countingBody) Read(p []byte) (int, error) {
 		_, _ = b.p.Write(p[:n])
 	}
 	if err != nil {
-		b.finish(errors.Is(err, io.EOF))
+		// Not the end: the agent went away (its request's context
+		// ended), or else the provider's connection failed.
+		whole := errors.Is(err, io.EOF)
+		b.finish(whole, !whole && b.ctx.Err() != nil)
 	}
 	return n, err
 }
 
+// Close before the end: the proxy stopped because writing to the agent
+// failed.
 func (b *countingBody) Close() error {
-	b.finish(false)
+	b.finish(false, true)
 	return b.rc.Close()
 }
 
-func (b *countingBody) finish(whole bool) {
-	b.once.Do(func() { b.done(b.p.Result(), whole) })
+func (b *countingBody) finish(whole, byAgent bool) {
+	b.once.Do(func() {
+		r := b.p.Result()
+		b.done(r, whole, byAgent && !b.p.Final() && !r.Failed)
+	})
 }
 
 // fail answers a request the provider could not be asked; a certificate

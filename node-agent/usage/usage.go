@@ -109,6 +109,8 @@ type Parser struct {
 	d     Dialect
 	sse   bool
 	reply Reply
+	// final: the figures are the answer's closing ones (Final).
+	final bool
 
 	// whole JSON: the body so far; over maxJSONBody it is dropped.
 	body     bytes.Buffer
@@ -233,6 +235,13 @@ func (p *Parser) Result() Reply {
 	return p.reply
 }
 
+// Final says whether the figures of Result are the answer's closing ones:
+// not only an Anthropic stream's message_start (its input, and its first
+// output token), so that a stream cut before its message_delta, whose
+// output no figure counts, is told from a counted one. A Gemini stream's
+// figures are its total so far, final wherever it is cut.
+func (p *Parser) Final() bool { return p.final }
+
 // event reads one JSON object: a whole response or one streamed event. Each
 // dialect's figures are cumulative within a response, so a later event's
 // replace an earlier one's.
@@ -295,6 +304,7 @@ func (p *Parser) anthropic(data []byte) {
 	case "message":
 		p.setModel(ev.Model)
 		ev.Usage.setInto(&p.reply)
+		p.final = p.reply.Found
 	case "message_start":
 		if ev.Message != nil {
 			p.setModel(ev.Message.Model)
@@ -302,6 +312,7 @@ func (p *Parser) anthropic(data []byte) {
 		}
 	case "message_delta":
 		ev.Usage.setInto(&p.reply)
+		p.final = p.reply.Found
 	}
 }
 
@@ -350,7 +361,7 @@ func (p *Parser) responses(data []byte) {
 		if u.InputTokensDetails != nil {
 			cached = u.InputTokensDetails.CachedTokens
 		}
-		p.reply.Found = true
+		p.reply.Found, p.final = true, true
 		p.reply.Counts = Counts{Input: nonNegative(u.InputTokens - cached), Output: u.OutputTokens, CacheRead: cached}
 	}
 }
@@ -375,7 +386,7 @@ func (p *Parser) chat(data []byte) {
 		if u.PromptTokensDetails != nil {
 			cached = u.PromptTokensDetails.CachedTokens
 		}
-		p.reply.Found = true
+		p.reply.Found, p.final = true, true
 		p.reply.Counts = Counts{Input: nonNegative(u.PromptTokens - cached), Output: u.CompletionTokens, CacheRead: cached}
 	}
 }
@@ -402,7 +413,7 @@ func (p *Parser) gemini(data []byte) {
 	}
 	p.setModel(ev.ModelVersion)
 	if u := ev.UsageMetadata; u != nil {
-		p.reply.Found = true
+		p.reply.Found, p.final = true, true
 		p.reply.Counts = Counts{
 			Input:     nonNegative(u.PromptTokenCount + u.ToolUsePromptTokenCount - u.CachedContentTokenCount),
 			Output:    u.CandidatesTokenCount + u.ThoughtsTokenCount,

@@ -254,3 +254,31 @@ func TestCountsAreBounded(t *testing.T) {
 		t.Errorf("status %+v", st)
 	}
 }
+
+// TestParserFinal: an Anthropic stream's figures are final only with its
+// message_delta (message_start's output is its first token); the other
+// dialects' once they are found at all.
+func TestParserFinal(t *testing.T) {
+	start := "data: {\"type\":\"message_start\",\"message\":{\"model\":\"m\",\"usage\":{\"input_tokens\":10,\"output_tokens\":1}}}\n\n"
+	for _, c := range []struct {
+		d     Dialect
+		ct    string
+		body  string
+		final bool
+	}{
+		{Anthropic, "text/event-stream", start, false},
+		{Anthropic, "text/event-stream", start + "data: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":90}}\n\n", true},
+		{Anthropic, "application/json", `{"type":"message","usage":{"input_tokens":1,"output_tokens":2}}`, true},
+		{Chat, "text/event-stream", "data: {\"choices\":[{\"delta\":{}}]}\n\n", false},
+		{Chat, "text/event-stream", "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1}}\n\n", true},
+		{Responses, "text/event-stream", "data: {\"type\":\"response.created\",\"response\":{\"usage\":null}}\n\n", false},
+		{Gemini, "text/event-stream", "data: {\"usageMetadata\":{\"promptTokenCount\":3}}\n\n", true},
+	} {
+		p := NewParser(c.d, c.ct)
+		_, _ = p.Write([]byte(c.body))
+		p.Result()
+		if p.Final() != c.final {
+			t.Errorf("%s %q: final %v, want %v", c.d, c.body, p.Final(), c.final)
+		}
+	}
+}
