@@ -79,7 +79,9 @@ func hostedTool(d usage.Dialect, req request) string {
 		found := ""
 		arrayMembers(req["tools"], func(key []byte, v rawValue) bool {
 			switch strings.ToLower(strings.ReplaceAll(string(key), "_", "")) {
-			case "googlesearch", "googlesearchretrieval", "urlcontext":
+			// Grounding with Google Maps and Vertex AI's enterprise web
+			// grounding reach the network on the provider's side too.
+			case "googlesearch", "googlesearchretrieval", "urlcontext", "googlemaps", "enterprisewebsearch":
 				if present(v) {
 					found = string(key)
 				}

@@ -33,6 +33,8 @@ var networkRequests = []struct {
 	{"gemini google_search", "/v1beta/models/g:streamGenerateContent?alt=sse", `{"contents":[],"tools":[{"google_search":{}}]}`, "google_search"},
 	{"gemini urlContext", "/v1/models/g:generateContent", `{"tools":[{"urlContext":{}}]}`, "urlContext"},
 	{"gemini googleSearchRetrieval", "/v1beta/models/g:generateContent", `{"tools":[{"googleSearchRetrieval":{"dynamicRetrievalConfig":{}}}]}`, "googleSearchRetrieval"},
+	{"gemini googleMaps", "/v1beta/models/g:generateContent", `{"tools":[{"googleMaps":{}}]}`, "googleMaps"},
+	{"gemini enterprise_web_search", "/v1beta/models/g:streamGenerateContent", `{"tools":[{"enterprise_web_search":{}}]}`, "enterprise_web_search"},
 	// A count of tokens is read as the request it counts: the provider
 	// would connect to the MCP server for its tools' definitions.
 	{"anthropic count_tokens mcp_servers", "/v1/messages/count_tokens", `{"model":"m","messages":[],"mcp_servers":[{"type":"url","url":"https://evil.example/mcp","name":"x"}]}`, "mcp_servers"},
