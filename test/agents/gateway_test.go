@@ -112,3 +112,43 @@ func TestGatewayRefusesTheProvidersNetworkTools(t *testing.T) {
 	RequireUsage(t, o, key)
 	RequireClean(t, o, key)
 }
+
+// TestGatewayTokenLimitLetsEveryCLIFinish: under a HarnessPolicy token
+// limit far above what hello takes, every CLI's run passes. The gateway
+// ends a run under a token limit when the agent cuts an answer before the
+// provider's closing figures and asks again (an agent could otherwise
+// spend without limit); no CLI may read its answers that way, or each of
+// its runs under a token limit would end at its second request.
+func TestGatewayTokenLimitLetsEveryCLIFinish(t *testing.T) {
+	for _, c := range []Case{
+		{Name: "tokens-claude", Adapter: harnessv1.AdapterClaudeCode, Fixture: "hello", Transport: harnessv1.MCPTransportHTTP,
+			Creds: []Cred{{Env: "ANTHROPIC_API_KEY", Value: "sk-ant-api03-planted-tokens-claude-4f1a"}}},
+		{Name: "tokens-codex", Adapter: harnessv1.AdapterCodex, Fixture: "hello", Transport: harnessv1.MCPTransportHTTP,
+			Creds: []Cred{{Env: "OPENAI_API_KEY", Value: "sk-proj-planted-tokens-codex-7b2e"}}},
+		{Name: "tokens-gemini", Adapter: harnessv1.AdapterGemini, Fixture: "hello", Transport: harnessv1.MCPTransportHTTP,
+			Creds: []Cred{{Env: "GEMINI_API_KEY", Value: "hf-planted-tokens-gemini-93cd"}}},
+		{Name: "tokens-opencode", Adapter: harnessv1.AdapterOpenCode, Fixture: "hello", Transport: harnessv1.MCPTransportHTTP,
+			Creds: []Cred{{Env: "OPENAI_API_KEY", Value: "sk-proj-planted-tokens-opencode-0d5c"}}},
+		{Name: "tokens-aider", Adapter: harnessv1.AdapterAider, Fixture: "edit",
+			Creds: []Cred{{Env: "OPENAI_API_KEY", Value: "hf-planted-tokens-aider-6a81"}}},
+	} {
+		t.Run(c.Name, func(t *testing.T) {
+			t.Parallel()
+			policy := &harnessv1.HarnessPolicy{ObjectMeta: metav1.ObjectMeta{Name: c.Name}, Spec: harnessv1.HarnessPolicySpec{
+				NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "agents-" + c.Name}},
+				Gateway:           &harnessv1.PolicyGateway{MaxTokensPerRun: ptr.To[int64](10_000_000)},
+			}}
+			if err := k8s.Create(context.Background(), policy); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = k8s.Delete(context.Background(), policy) })
+			o := Run(t, c)
+			RequirePass(t, o)
+			RequireUsage(t, o, c.Creds[0].Value)
+			RequireClean(t, o, c.Creds[0].Value)
+			if c.Adapter != harnessv1.AdapterAider && len(o.Requests) < 2 {
+				t.Errorf("%d model requests: the limit's check on a second request was never reached", len(o.Requests))
+			}
+		})
+	}
+}
