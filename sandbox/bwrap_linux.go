@@ -37,6 +37,9 @@ func NewBwrapRunner(opts Options) (*BwrapRunner, error) {
 	if inheritedErr != nil {
 		return nil, fmt.Errorf("sandbox: cannot keep the descriptors this process inherited out of sandboxes: %w", inheritedErr)
 	}
+	if err := noCoreDumps(); err != nil {
+		return nil, err
+	}
 	path := opts.Bwrap
 	if path == "" {
 		path = "bwrap"
@@ -46,6 +49,24 @@ func NewBwrapRunner(opts Options) (*BwrapRunner, error) {
 		return nil, fmt.Errorf("sandbox: bwrap not found (%w): install Debian's bubblewrap package (apt-get install bubblewrap)", err)
 	}
 	return &BwrapRunner{bwrap: p, opts: opts}, nil
+}
+
+// noCoreDumps sets this process's core limit, soft and hard, to 0, which
+// every sandbox, spawner and slirp4netns it starts inherits. A crash dumps
+// core through kernel.core_pattern, which is the node's: a pipe there
+// (systemd-coredump, apport, a crash collector) starts a helper as root in
+// the node's own namespaces and outside the run's cgroup, which keeps the
+// core on the node's disk; a plain pattern writes into the crashing
+// process's folder. Without this an agent raised its soft limit to the hard
+// one it inherited (unlimited) and could crash as often as it liked. Only
+// CAP_SYS_RESOURCE in the node's user namespace raises a hard limit again,
+// which nothing in a sandbox has. The runner's own process loses its cores
+// too: a core of it would hold the runs' credentials.
+func noCoreDumps() error {
+	if err := unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{}); err != nil {
+		return fmt.Errorf("sandbox: cannot turn core dumps off for sandboxes: %w", err)
+	}
+	return nil
 }
 
 // Mode returns ModeBwrap.

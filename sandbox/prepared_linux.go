@@ -58,6 +58,14 @@ func NewPreparer(opts Options, spawner string, n int, report func(error)) *Prepa
 		return nil
 	}
 	opts.Preparer = nil
+	// The spawners become the sandboxes: no core dumps (NewBwrapRunner's
+	// noCoreDumps, which may come later).
+	if err := noCoreDumps(); err != nil {
+		if report != nil {
+			report(err)
+		}
+		return nil
+	}
 	p := &Preparer{spawner: spawner, opts: opts, ready: make(chan *prepared, n), refill: make(chan struct{}, n), done: make(chan struct{}), report: report}
 	for range n {
 		p.refill <- struct{}{}

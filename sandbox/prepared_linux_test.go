@@ -103,6 +103,7 @@ func TestPreparedSandboxes(t *testing.T) {
 		{"SeccompDeniesCallsInSandbox", TestSeccompDeniesCallsInSandbox},
 		{"SetupFailureIsStartedAgain", TestBwrapSetupFailureIsStartedAgain},
 		{"CommandThatFailsIsNotStartedAgain", TestBwrapCommandThatFailsIsNotStartedAgain},
+		{"CrashDumpsNoCore", TestBwrapCrashDumpsNoCore},
 	} {
 		waitReady(t, p)
 		before := p.taken.Load()
