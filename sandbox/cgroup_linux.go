@@ -45,6 +45,11 @@ type runCgroup interface {
 	// the cgroup (v1: its shell said so), or says why it is not. It waits
 	// no longer than ctx lasts.
 	afterStart(ctx context.Context) error
+	// adopt moves a helper the runner started for the run (slirp4netns)
+	// into the cgroup, before it opens any connection: its memory, CPU
+	// and the buffers of its sockets count in the run's (see
+	// runUserModeStackInCgroup).
+	adopt(pid int) error
 	// killAll kills every process of the cgroup and waits until it is empty.
 	killAll() error
 	// stats reports whether the OOM killer fired and the peak memory use.
@@ -466,6 +471,30 @@ func (c *v1Cgroup) afterStart(ctx context.Context) error {
 	return nil
 }
 
+// adopt moves pid into each of the run's hierarchies. v1 charges TCP
+// socket buffers to a memory cgroup only once it has a TCP limit of its
+// own, apart from memory.limit_in_bytes: the run's memory limit is given
+// to memory.kmem.tcp.limit_in_bytes first, so that the buffers of the
+// connections pid opens for the run are bounded by it too. A kernel
+// without kernel memory accounting has no such file: the helper's own
+// memory is still the run's.
+func (c *v1Cgroup) adopt(pid int) error {
+	mem := c.paths[cgroup1.Memory]
+	if limit := strings.TrimSpace(readString(filepath.Join(mem, "memory.limit_in_bytes"))); limit != "" {
+		if err := os.WriteFile(filepath.Join(mem, "memory.kmem.tcp.limit_in_bytes"), []byte(limit), 0); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("cgroup v1: bound the run's TCP buffers: %w", err)
+		}
+	}
+	for _, n := range []cgroup1.Name{cgroup1.Memory, cgroup1.Pids, cgroup1.Cpu} {
+		if p, ok := c.paths[n]; ok {
+			if err := os.WriteFile(filepath.Join(p, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+				return fmt.Errorf("cgroup v1: move %d into %s: %w", pid, p, err)
+			}
+		}
+	}
+	return nil
+}
+
 // lentFile is a tasks file lent to a run's uid, and whose it was.
 type lentFile struct {
 	path     string
@@ -696,6 +725,15 @@ func (c *v2Cgroup) afterStart(context.Context) error {
 	if c.fd != nil {
 		_ = c.fd.Close()
 		c.fd = nil
+	}
+	return nil
+}
+
+// adopt moves pid into the cgroup. v2 charges the buffers of a socket to
+// the memory cgroup of the process that made it.
+func (c *v2Cgroup) adopt(pid int) error {
+	if err := os.WriteFile(filepath.Join(c.dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+		return fmt.Errorf("cgroup v2: move %d into %s: %w", pid, c.dir, err)
 	}
 	return nil
 }

@@ -1,15 +1,18 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/harnessfacts/harnessfacts/internal/testing/nethost"
 )
@@ -124,4 +127,125 @@ exit 1
 			t.Fatalf("run %d: %+v\n%s", i, res, out)
 		}
 	}
+}
+
+// slirp4netns holds a host socket for every connection the agent opens,
+// with the data the far end sent that the agent has not read yet: an agent
+// that opens many connections to a server that streams and reads none
+// made the node hold far more than its memory limit, outside its cgroup
+// (200 connections: about 217 MiB of receive queues, and slirp4netns's own
+// buffers, under a limit of 32 MiB). In the run's cgroup they count in its
+// memory: the queues of slirp4netns's sockets stay near the limit.
+func TestBwrapUserModeNetworkBuffersAreTheRuns(t *testing.T) {
+	r := requireBwrapHost(t)
+	nethost.Outside(t) // a non-loopback address here, the veth's, at least
+	host := nonLoopbackIPv4(t)
+	ln, err := net.Listen("tcp4", host+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns sync.WaitGroup
+	stop := make(chan struct{})
+	go func() {
+		chunk := make([]byte, 64<<10)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			go func() {
+				defer conns.Done()
+				defer c.Close()
+				// Small send buffers: what piles up is on slirp4netns's
+				// side, where a real server's far end would leave it.
+				_ = c.(*net.TCPConn).SetWriteBuffer(64 << 10)
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					_ = c.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
+					if _, err := c.Write(chunk); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	defer func() { ln.Close(); close(stop); conns.Wait() }()
+
+	const limit = 32 << 20
+	script := fmt.Sprintf(`use IO::Socket::INET; my @k;
+for (1..200) { my $s = IO::Socket::INET->new(PeerAddr => "%s", Timeout => 5) or last; push @k, $s }
+print "open ", scalar(@k), "\n"; sleep 8;`, ln.Addr())
+	spec := runDir(t, testBase(t), "perl", "-e", script)
+	spec.Network = NetworkUserMode
+	spec.Limits = Limits{MemoryBytes: limit, Timeout: 60 * time.Second}
+	var held atomic.Int64
+	watching := make(chan struct{})
+	go func() {
+		defer close(watching)
+		for i := 0; i < 24; i++ {
+			time.Sleep(500 * time.Millisecond)
+			if q := recvQueuedFrom(t, ln.Addr().(*net.TCPAddr)); q > held.Load() {
+				held.Store(q)
+			}
+		}
+	}()
+	res, out := run(t, r, spec)
+	<-watching
+	t.Logf("run: exit %d, OOM %v, peak %d MiB; %s; slirp4netns's sockets held up to %d MiB", res.ExitCode, res.OOMKilled, res.PeakMemory>>20, strings.TrimSpace(out), held.Load()>>20)
+	if !strings.Contains(out, "open ") {
+		t.Fatalf("the connections were not opened: %+v %q", res, out)
+	}
+	if held.Load() > 2*limit {
+		t.Errorf("slirp4netns held %d MiB for a run limited to %d MiB", held.Load()>>20, limit>>20)
+	}
+	if left := processesNamed("slirp4netns"); left != 0 {
+		t.Errorf("%d slirp4netns processes left after the run", left)
+	}
+}
+
+// nonLoopbackIPv4 is an address of this network namespace that
+// slirp4netns may connect to (--disable-host-loopback refuses 127.0.0.1).
+func nonLoopbackIPv4(t *testing.T) string {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
+			return n.IP.String()
+		}
+	}
+	t.Fatal("no non-loopback IPv4 address here")
+	return ""
+}
+
+// recvQueuedFrom sums the receive queues of this namespace's TCP sockets
+// whose far end is peer (/proc/net/tcp: addresses in hex, the IPv4 one in
+// the kernel's byte order; rx_queue after the colon of the fifth field).
+func recvQueuedFrom(t *testing.T, peer *net.TCPAddr) int64 {
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		t.Error(err)
+		return 0
+	}
+	ip := peer.IP.To4()
+	want := fmt.Sprintf("%02X%02X%02X%02X:%04X", ip[3], ip[2], ip[1], ip[0], peer.Port)
+	var sum int64
+	for _, l := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(l)
+		if len(f) < 5 || f[2] != want {
+			continue
+		}
+		_, rx, _ := strings.Cut(f[4], ":")
+		n, err := strconv.ParseInt(rx, 16, 64)
+		if err == nil {
+			sum += n
+		}
+	}
+	return sum
 }
