@@ -732,6 +732,11 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 					// slirp4netns under a 32 MiB limit. In it, they are
 					// the run's (and killAll ends it with the run).
 					perr = cg.adopt(net.cmd.Process.Pid)
+					if perr == nil {
+						// The node's cloud metadata service is never
+						// the run's to reach (unreachableFromUserMode).
+						perr = blackholeMetadata(pid)
+					}
 				}
 			}
 		}

@@ -249,3 +249,29 @@ func recvQueuedFrom(t *testing.T, peer *net.TCPAddr) int64 {
 	}
 	return sum
 }
+
+// A user-mode network run (egress Unrestricted) never reaches the
+// link-local range, where clouds' instance metadata services hand out the
+// node's credentials: slirp4netns connects from the node-agent's network
+// namespace and filters nothing. A host at a link-local address that the
+// caller's network reaches (the control, with the caller's network) is
+// refused at once from the sandbox, and the outside still answers.
+func TestBwrapUserModeNetworkNeverReachesLinkLocal(t *testing.T) {
+	r := requireBwrapHost(t)
+	metadata, outside := nethost.LinkLocal(t), nethost.Outside(t)
+	script := fmt.Sprintf(`
+if curl -sS --max-time 10 http://%s/; then echo " REACHED"; else echo refused; fi
+curl -sS --max-time 10 http://%s/`, metadata, outside)
+	spec := runDir(t, testBase(t), "sh", "-c", script)
+	spec.Network = NetworkUserMode
+	res, out := run(t, r, spec)
+	if res.ExitCode != 0 || strings.Contains(out, "REACHED") || !strings.Contains(out, "refused") ||
+		!strings.Contains(out, "hello from the outside") {
+		t.Fatalf("user-mode network and the link-local host %s: %+v\n%s", metadata, res, out)
+	}
+	spec = runDir(t, testBase(t), "sh", "-c", fmt.Sprintf("curl -sS --max-time 10 http://%s/", metadata))
+	spec.Network = NetworkShared
+	if res, out := run(t, r, spec); res.ExitCode != 0 || out != "hello from the outside" {
+		t.Fatalf("the control with the caller's network did not reach %s: %+v %q", metadata, res, out)
+	}
+}

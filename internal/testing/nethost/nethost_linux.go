@@ -23,15 +23,28 @@ import (
 // Outside is "the outside" of these machines: an HTTP server in a network
 // namespace of its own, joined to this one by a veth pair on a random /30.
 // It returns the server's address.
-func Outside(t testing.TB) string {
+func Outside(t testing.TB) string { t.Helper(); return outsideIn(t, "10.209") }
+
+// LinkLocal is Outside on a random /30 of 169.254.0.0/16, where clouds'
+// instance metadata services answer.
+func LinkLocal(t testing.TB) string { t.Helper(); return outsideIn(t, "169.254") }
+
+// outsideIn is Outside in prefix (two octets).
+func outsideIn(t testing.TB, prefix string) string {
 	t.Helper()
 	var r [3]byte
 	if _, err := rand.Read(r[:]); err != nil {
 		t.Fatal(err)
 	}
+	if r[1] == 169 || r[1] == 170 {
+		// Never 169.254.169.254 (a cloud's metadata service, which a
+		// route to the veth would hide from this machine) nor AWS's
+		// 169.254.170.2.
+		r[1] = 171
+	}
 	id := fmt.Sprintf("%02x%02x%02x", r[0], r[1], r[2])
 	ns, hostIf, peerIf := "hf-outside-"+id, "hfv"+id, "hfp"+id
-	subnet := fmt.Sprintf("10.209.%d.%d", r[1], r[2]&0xfc)
+	subnet := fmt.Sprintf("%s.%d.%d", prefix, r[1], r[2]&0xfc)
 	base := strings.TrimSuffix(subnet, fmt.Sprint(r[2]&0xfc))
 	hostIP, peerIP := fmt.Sprintf("%s%d", base, r[2]&0xfc+1), fmt.Sprintf("%s%d", base, r[2]&0xfc+2)
 	ip := func(args ...string) {

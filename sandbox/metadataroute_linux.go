@@ -1,0 +1,115 @@
+package sandbox
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"os"
+	"runtime"
+
+	"golang.org/x/sys/unix"
+)
+
+// unreachableFromUserMode are the prefixes a user-mode network (egress
+// Unrestricted) never reaches, whatever the node's network does: the
+// link-local range, where every cloud's instance metadata service answers
+// (169.254.169.254, and AWS's 169.254.170.2 for task credentials) with the
+// node's own credentials. slirp4netns connects from the node-agent's
+// network namespace and filters nothing, and a run author who may ask for
+// Unrestricted must not get the node's cloud identity. The fetches the
+// node-agent makes for a run refuse the same addresses (egress.FetchControl).
+// slirp4netns serves IPv4 only (no --enable-ipv6), so the IPv6 metadata
+// addresses are out of reach already.
+var unreachableFromUserMode = []netip.Prefix{netip.MustParsePrefix("169.254.0.0/16")}
+
+// blackholeMetadata adds a blackhole route for each prefix of
+// unreachableFromUserMode to the network namespace of pid (the sandbox's,
+// once slirp4netns configured it and before the payload runs): a connect
+// there fails at once with EINVAL. Nothing in the sandbox can remove them:
+// every capability is dropped and no user namespace can be made.
+func blackholeMetadata(pid int) error {
+	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", pid))
+	if err != nil {
+		return fmt.Errorf("the sandbox's network namespace: %w", err)
+	}
+	defer ns.Close()
+	fd, err := netlinkIn(ns)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	for i, p := range unreachableFromUserMode {
+		if err := addBlackhole(fd, uint32(i+1), p); err != nil {
+			return fmt.Errorf("a blackhole route for %s in the sandbox: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// netlinkIn opens a route netlink socket in the network namespace ns: a
+// socket belongs to the namespace of the thread that made it, so one
+// locked thread enters ns, makes it and comes back.
+func netlinkIn(ns *os.File) (int, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	own, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
+	if err != nil {
+		return -1, err
+	}
+	defer own.Close()
+	if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
+		return -1, fmt.Errorf("entering the sandbox's network namespace: %w", err)
+	}
+	fd, serr := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)
+	if err := unix.Setns(int(own.Fd()), unix.CLONE_NEWNET); err != nil {
+		// This thread cannot be trusted with its namespace any more: a
+		// locked thread that is not unlocked ends with its goroutine.
+		runtime.LockOSThread()
+		if serr == nil {
+			unix.Close(fd)
+		}
+		return -1, fmt.Errorf("leaving the sandbox's network namespace: %w", err)
+	}
+	if serr != nil {
+		return -1, fmt.Errorf("a netlink socket in the sandbox's network namespace: %w", serr)
+	}
+	return fd, nil
+}
+
+// addBlackhole sends RTM_NEWROUTE for a blackhole route to p on fd and
+// reads the kernel's acknowledgement.
+func addBlackhole(fd int, seq uint32, p netip.Prefix) error {
+	addr := p.Addr().As4()
+	const rtaLen = 4 + 4 // struct rtattr + an IPv4 address
+	msg := make([]byte, unix.SizeofNlMsghdr+unix.SizeofRtMsg+rtaLen)
+	binary.NativeEndian.PutUint32(msg[0:], uint32(len(msg)))
+	binary.NativeEndian.PutUint16(msg[4:], unix.RTM_NEWROUTE)
+	binary.NativeEndian.PutUint16(msg[6:], unix.NLM_F_REQUEST|unix.NLM_F_ACK|unix.NLM_F_CREATE|unix.NLM_F_EXCL)
+	binary.NativeEndian.PutUint32(msg[8:], seq)
+	rt := msg[unix.SizeofNlMsghdr:]
+	rt[0] = unix.AF_INET
+	rt[1] = byte(p.Bits()) // dst_len
+	rt[4] = unix.RT_TABLE_MAIN
+	rt[5] = unix.RTPROT_STATIC
+	rt[6] = unix.RT_SCOPE_UNIVERSE
+	rt[7] = unix.RTN_BLACKHOLE
+	attr := rt[unix.SizeofRtMsg:]
+	binary.NativeEndian.PutUint16(attr[0:], rtaLen)
+	binary.NativeEndian.PutUint16(attr[2:], unix.RTA_DST)
+	copy(attr[4:], addr[:])
+	if err := unix.Sendto(fd, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return err
+	}
+	buf := make([]byte, 4096)
+	n, _, err := unix.Recvfrom(fd, buf, 0)
+	if err != nil {
+		return err
+	}
+	if n < unix.SizeofNlMsghdr+4 || binary.NativeEndian.Uint16(buf[4:]) != unix.NLMSG_ERROR {
+		return fmt.Errorf("an unexpected answer from the kernel (%d bytes)", n)
+	}
+	if errno := int32(binary.NativeEndian.Uint32(buf[unix.SizeofNlMsghdr:])); errno != 0 {
+		return unix.Errno(-errno)
+	}
+	return nil
+}
