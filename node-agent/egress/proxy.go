@@ -24,8 +24,13 @@ const (
 	DefaultReadHeaderTimeout = 10 * time.Second
 	DefaultIdleTimeout       = 2 * time.Minute
 	DefaultMaxHeaderBytes    = 32 << 10
-	DefaultMaxConns          = 256
-	DefaultMaxDeniedHosts    = 10
+	// DefaultMaxConns: each tunnel's sockets hold what the far end sent
+	// and the agent did not read, in kernel memory charged to the
+	// node-agent, outside the run's cgroup: 256 tunnels to a host that
+	// kept sending held about 135 MiB of socket buffers. A CLI opens a
+	// handful; a package manager a few dozen.
+	DefaultMaxConns       = 64
+	DefaultMaxDeniedHosts = 10
 	// maxHostReport bounds one reported host (status.network.deniedHosts
 	// items are at most 261 characters).
 	maxHostReport = 261

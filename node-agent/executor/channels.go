@@ -22,7 +22,7 @@ var (
 	// A provider on the node's loopback: a model may think for minutes
 	// before it answers.
 	providerChannel = bounded.Limits{MaxConns: 64, MaxBytes: 4 << 30, Idle: 10 * time.Minute}
-	// The egress proxy bounds its connections (256) and idle time itself.
+	// The egress proxy bounds its connections (64) and idle time itself.
 	egressChannel = bounded.Limits{MaxBytes: 4 << 30}
 )
 
