@@ -734,7 +734,7 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 					perr = cg.adopt(net.cmd.Process.Pid)
 					if perr == nil {
 						// The node's cloud metadata service is never
-						// the run's to reach (unreachableFromUserMode).
+						// the run's to reach (UserModeUnreachable).
 						perr = blackholeMetadata(pid)
 					}
 				}

@@ -10,20 +10,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// unreachableFromUserMode are the prefixes a user-mode network (egress
-// Unrestricted) never reaches, whatever the node's network does: the
-// link-local range, where every cloud's instance metadata service answers
-// (169.254.169.254, and AWS's 169.254.170.2 for task credentials) with the
-// node's own credentials. slirp4netns connects from the node-agent's
-// network namespace and filters nothing, and a run author who may ask for
-// Unrestricted must not get the node's cloud identity. The fetches the
-// node-agent makes for a run refuse the same addresses (egress.FetchControl).
-// slirp4netns serves IPv4 only (no --enable-ipv6), so the IPv6 metadata
-// addresses are out of reach already.
-var unreachableFromUserMode = []netip.Prefix{netip.MustParsePrefix("169.254.0.0/16")}
-
 // blackholeMetadata adds a blackhole route for each prefix of
-// unreachableFromUserMode to the network namespace of pid (the sandbox's,
+// UserModeUnreachable to the network namespace of pid (the sandbox's,
 // once slirp4netns configured it and before the payload runs): a connect
 // there fails at once with EINVAL. Nothing in the sandbox can remove them:
 // every capability is dropped and no user namespace can be made.
@@ -38,7 +26,7 @@ func blackholeMetadata(pid int) error {
 		return err
 	}
 	defer unix.Close(fd)
-	for i, p := range unreachableFromUserMode {
+	for i, p := range userModeUnreachable {
 		if err := addBlackhole(fd, uint32(i+1), p); err != nil {
 			return fmt.Errorf("a blackhole route for %s in the sandbox: %w", p, err)
 		}

@@ -24,6 +24,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
+	"slices"
 	"strings"
 	"time"
 )
@@ -68,10 +70,31 @@ const (
 	// what the caller's network reaches (TCP and UDP; ping needs no more),
 	// but never the caller's loopback (127.0.0.1 through the stack's
 	// gateway is refused) nor the caller's abstract unix sockets, and its
-	// /etc/resolv.conf names the stack's DNS forwarder (10.0.2.3). Linux
-	// only; needs slirp4netns (Debian's package).
+	// /etc/resolv.conf names the stack's DNS forwarder (10.0.2.3), nor
+	// UserModeUnreachable. Linux only; needs slirp4netns (Debian's
+	// package).
 	NetworkUserMode
 )
+
+// userModeUnreachable: the link-local range, where AWS, GCP, Azure and
+// OpenStack serve their instance metadata (169.254.169.254, AWS's task
+// credentials at 169.254.170.2), Alibaba's metadata address (in the CGNAT
+// range) and Oracle's legacy one: each hands out the node's own cloud
+// credentials. egress's own list of metadata addresses is checked against
+// this one (TestUserModeBlocksEveryMetadataAddress). slirp4netns serves no
+// IPv6, so AWS's fd00:ec2::254 is out of reach already.
+var userModeUnreachable = []netip.Prefix{
+	netip.MustParsePrefix("169.254.0.0/16"),
+	netip.MustParsePrefix("100.100.100.200/32"),
+	netip.MustParsePrefix("192.0.0.192/32"),
+}
+
+// UserModeUnreachable are the prefixes a NetworkUserMode sandbox never
+// reaches, whatever the caller's network does: slirp4netns connects from
+// the caller's network namespace and filters nothing, and a run that may
+// reach the node's network must still not get the node's cloud identity.
+// The runner routes them to a blackhole inside the sandbox.
+func UserModeUnreachable() []netip.Prefix { return slices.Clone(userModeUnreachable) }
 
 func (n Network) String() string {
 	switch n {
