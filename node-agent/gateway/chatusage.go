@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"maps"
+	"slices"
 )
 
 // Chat Completions streams carry their usage only when the request asks
@@ -145,20 +146,27 @@ func marshalRaw(v any) ([]byte, error) {
 // by event, without the chunks that hold only the usage (an empty choices
 // array and a usage object): the ones the gateway asked for. Each event
 // goes on as soon as its blank line has arrived. An event longer than
-// maxEventBytes, or a stream with lines ended by a lone CR, is passed on
-// as it is from there on.
+// maxFilteredEvent is no usage chunk: it goes on as it arrives, and the
+// filter holds events again after its end (a stream with lines ended by a
+// lone CR, whose events never end so, goes on as it is from there on).
 type usageChunkFilter struct {
 	src     io.ReadCloser
 	pending []byte // bytes of the event not yet ended
 	ready   []byte // bytes that may go to the reader
 	err     error
-	through bool // no more filtering
+	// passing: the event being read is longer than maxFilteredEvent and
+	// goes on as it arrives; tail is its last two bytes, where its end
+	// may begin.
+	passing bool
+	tail    []byte
 	// scanned is where the search for the pending event's end goes on.
 	scanned int
 	buf     []byte
 }
 
-const maxFilteredEvent = 4 << 20
+// maxFilteredEvent is the most of an event the filter holds to tell a
+// usage chunk, which is well under 2 KiB (an id, the model, the figures).
+const maxFilteredEvent = 64 << 10
 
 func newUsageChunkFilter(src io.ReadCloser) *usageChunkFilter {
 	return &usageChunkFilter{src: src, buf: make([]byte, 32<<10)}
@@ -190,9 +198,18 @@ func (f *usageChunkFilter) Read(p []byte) (int, error) {
 // take adds b to the event being read and moves every ended event to
 // ready, unless it is a usage chunk.
 func (f *usageChunkFilter) take(b []byte) {
-	if f.through {
-		f.ready = append(f.ready, b...)
-		return
+	if f.passing {
+		w := append(slices.Clip(f.tail), b...)
+		end := eventEnd(w, 0)
+		if end < 0 {
+			f.ready = append(f.ready, b...)
+			f.tail = append(f.tail[:0], w[max(len(w)-2, 0):]...)
+			return
+		}
+		// The end's last byte is in b: the tail was searched before.
+		j := end - len(f.tail)
+		f.ready = append(f.ready, b[:j]...)
+		b, f.passing, f.tail = b[j:], false, f.tail[:0]
 	}
 	f.pending = append(f.pending, b...)
 	passed := false
@@ -211,9 +228,10 @@ func (f *usageChunkFilter) take(b []byte) {
 		f.pending, f.scanned, passed = f.pending[end:], 0, true
 	}
 	if len(f.pending) > maxFilteredEvent {
-		f.through = true
+		f.passing = true
 		f.ready = append(f.ready, f.pending...)
-		f.pending = nil
+		f.tail = append(f.tail[:0], f.pending[len(f.pending)-2:]...)
+		f.pending, f.scanned = nil, 0
 		return
 	}
 	if passed {

@@ -114,15 +114,67 @@ func TestUsageChunkFilter(t *testing.T) {
 	if err != nil || string(got) != keep {
 		t.Errorf("got %q, %v; want it unchanged", got, err)
 	}
-	// An event past the bound goes through as it is, and the rest too.
-	big := "data: {\"choices\":[],\"usage\":{\"a\":\"" + strings.Repeat("x", maxFilteredEvent+64<<10) + "\"}}\n\n" + chatUsageEv
-	got, err = io.ReadAll(newUsageChunkFilter(io.NopCloser(strings.NewReader(big))))
-	if err != nil {
-		t.Fatal(err)
+	// An event past the bound goes on as it is, and the events after its
+	// end are filtered again, its blank line in any read (LF or CRLF);
+	// lines ended by a lone CR never end an event, so all of it goes on.
+	for _, bigEnd := range []string{"\n\n", "\n\r\n"} {
+		big := "data: {\"choices\":[],\"usage\":{\"a\":\"" + strings.Repeat("x", maxFilteredEvent+64<<10) + "\"}}" + bigEnd
+		in, want := big+chatUsageEv+chatChunk1+chatUsageEv2, big+chatChunk1
+		for _, size := range []int{1, 3, 4093, 32 << 10, len(in)} {
+			got, err := io.ReadAll(newUsageChunkFilter(io.NopCloser(&chunkedReader{b: []byte(in), n: size})))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != want {
+				t.Errorf("an event over the bound, %q, read %d bytes at a time: %d bytes passed, want %d", bigEnd, size, len(got), len(want))
+			}
+		}
 	}
-	if string(got) != big {
-		t.Errorf("an event over the bound: %d bytes of %d passed", len(got), len(big))
+	cr := "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1}}\r\r" + strings.Repeat("data: {\"choices\":[]}\r\r", maxFilteredEvent/20) + chatUsageEv
+	got, err = io.ReadAll(newUsageChunkFilter(io.NopCloser(strings.NewReader(cr))))
+	if err != nil || string(got) != cr {
+		t.Errorf("a stream of lone CRs: %d bytes of %d passed, %v", len(got), len(cr), err)
 	}
+}
+
+// TestUsageChunkFilterHoldsLittle: an endless event goes on as it arrives;
+// the filter holds no more of it than its bound.
+func TestUsageChunkFilterHoldsLittle(t *testing.T) {
+	endless := io.MultiReader(strings.NewReader("data: {\"choices\":[{\"delta\":{\"content\":\""), &repeatReader{b: 'x', n: 64 << 20})
+	f := newUsageChunkFilter(io.NopCloser(endless))
+	p := make([]byte, 32<<10)
+	var n int64
+	for {
+		k, err := f.Read(p)
+		n += int64(k)
+		if held := cap(f.pending) + cap(f.ready) + cap(f.tail); held > 2*maxFilteredEvent+len(f.buf) {
+			t.Fatalf("the filter holds %d bytes after %d passed", held, n)
+		}
+		if err != nil {
+			break
+		}
+	}
+	if n < 64<<20 {
+		t.Errorf("%d bytes passed, want all of them", n)
+	}
+}
+
+// repeatReader reads n copies of b.
+type repeatReader struct {
+	b byte
+	n int
+}
+
+func (r *repeatReader) Read(p []byte) (int, error) {
+	if r.n == 0 {
+		return 0, io.EOF
+	}
+	k := min(len(p), r.n)
+	for i := range p[:k] {
+		p[i] = r.b
+	}
+	r.n -= k
+	return k, nil
 }
 
 // chunkedReader reads at most n bytes at a time.

@@ -80,6 +80,13 @@ const (
 	maxHeldBodies   = 4
 )
 
+// maxHeldAnswers bounds the bytes of answers a run's usage parsers hold at
+// once (usage.Budget): an event is held whole to be read, up to 4 MiB, and
+// a run has up to MaxInFlight answers streaming. 16 MiB is four of the
+// largest events at once; a provider's usage events are a few KiB, and
+// Responses' closing event, which holds the whole answer, seldom a MiB.
+const maxHeldAnswers = 16 << 20
+
 // MaxInFlight bounds a run's model requests with the provider at once (a
 // CLI sends a few at a time: its main loop and its subagents).
 const MaxInFlight = 16
@@ -193,6 +200,8 @@ type Gateway struct {
 	held chan struct{}
 	// inFlight are the slots of requests with the provider at once.
 	inFlight chan struct{}
+	// answers bounds what the run's usage parsers hold at once.
+	answers *usage.Budget
 }
 
 // releaseKey carries a request's release of its held body to the
@@ -264,7 +273,8 @@ func New(opts Options) (*Gateway, error) {
 	if opts.Retry.Attempts == 0 {
 		opts.Retry = DefaultRetry
 	}
-	g := &Gateway{opts: opts, upstream: up, held: make(chan struct{}, maxHeldBodies), inFlight: make(chan struct{}, MaxInFlight)}
+	g := &Gateway{opts: opts, upstream: up, held: make(chan struct{}, maxHeldBodies), inFlight: make(chan struct{}, MaxInFlight),
+		answers: usage.NewBudget(maxHeldAnswers)}
 	dial := opts.Dial
 	if dial == nil {
 		dial = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
@@ -649,7 +659,7 @@ func (g *Gateway) count(resp *http.Response) error {
 		return nil
 	}
 	ct := resp.Header.Get("Content-Type")
-	resp.Body = &countingBody{rc: resp.Body, p: usage.NewParser(d, ct), ctx: resp.Request.Context(), done: g.counted}
+	resp.Body = &countingBody{rc: resp.Body, p: usage.NewParser(d, ct, g.answers), ctx: resp.Request.Context(), done: g.counted}
 	if asked, _ := resp.Request.Context().Value(askedUsageKey{}).(bool); asked && usage.IsEventStream(ct) {
 		resp.Body = newUsageChunkFilter(resp.Body)
 		// The agent gets fewer bytes than the provider sent.
@@ -667,14 +677,21 @@ func (g *Gateway) count(resp *http.Response) error {
 // not the run's reason. So is one that carried an error (a stream that
 // failed on the provider's side), which is not the agent's doing. One the
 // agent cut before its closing figures (cut) is noted, for the next
-// request to end the run under a token limit.
-func (g *Gateway) counted(r usage.Reply, whole, cut bool) {
+// request to end the run under a token limit. One whose closing figures
+// may have been in a part too large to read (r.Unread, not final) ends it
+// at once.
+func (g *Gateway) counted(r usage.Reply, whole, cut, final bool) {
 	g.tally.Add(r)
 	if cut {
 		g.cutShort.Store(true)
 	}
 	switch {
 	case g.opts.MaxTokens <= 0:
+	case whole && !r.Failed && r.Unread && !final:
+		g.stop(&Stop{Reason: ReasonTokenLimit, Message: fmt.Sprintf("the provider's answer to a model request was too large to read for its token figures "+
+			"(an event over 4 MiB, or more than the %d MiB of answers a run's gateway holds at once to read them), "+
+			"so the run's limit of %d tokens (HarnessPolicy gateway.maxTokensPerRun) could not be held: %d counted before it",
+			maxHeldAnswers>>20, g.opts.MaxTokens, g.tally.Counts().Total())})
 	case !r.Found && whole && !r.Failed:
 		g.stop(&Stop{Reason: ReasonTokenLimit, Message: fmt.Sprintf("the provider's answer to a model request carried no token figures "+
 			"(a provider that does not report usage, or one that ignored the stream_options the gateway set), "+
@@ -694,7 +711,7 @@ type countingBody struct {
 	// ctx is the agent's request's: ended when the agent went away.
 	ctx  context.Context
 	once sync.Once
-	done func(r usage.Reply, whole, cut bool)
+	done func(r usage.Reply, whole, cut, final bool)
 }
 
 func (b *countingBody) Read(p []byte) (int, error) {
@@ -721,7 +738,7 @@ func (b *countingBody) Close() error {
 func (b *countingBody) finish(whole, byAgent bool) {
 	b.once.Do(func() {
 		r := b.p.Result()
-		b.done(r, whole, byAgent && !b.p.Final() && !r.Failed)
+		b.done(r, whole, byAgent && !b.p.Final() && !r.Failed, b.p.Final())
 	})
 }
 

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -834,5 +835,76 @@ func TestGatewayCountsCompaction(t *testing.T) {
 	}
 	if s := g.Stopped(); s == nil || s.Reason != ReasonTokenLimit {
 		t.Errorf("stop %+v after a compaction of 9210 tokens, want %s (limit 5000)", s, ReasonTokenLimit)
+	}
+}
+
+// TestGatewayHoldsLittleOfHostileAnswers: a provider (a run author's own)
+// that streams an event of megabytes on each of the run's 16 streams at
+// once holds no more of the node-agent's memory than the run's budget of
+// answers (maxHeldAnswers) and a little per stream: it held two copies of
+// each event before, 96 MiB here. The events after it are counted.
+func TestGatewayHoldsLittleOfHostileAnswers(t *testing.T) {
+	const event = 3 << 20
+	u := startUpstream(t)
+	gate := make(chan struct{})
+	var closeGate sync.Once
+	release := func() { closeGate.Do(func() { close(gate) }) }
+	t.Cleanup(release)
+	u.fail = func(w http.ResponseWriter, _ int) bool {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: {\"choices\":[{\"delta\":{\"content\":\""+strings.Repeat("x", event))
+		w.(http.Flusher).Flush()
+		<-gate
+		_, _ = io.WriteString(w, "\"}}]}\n\n"+chatUsageEv+chatDone)
+		return true
+	}
+	g, url := serve(t, Options{Upstream: u.srv.URL, Header: Bearer, Key: []byte("k"), RootCAs: u.pool})
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	var wg sync.WaitGroup
+	var arrived sync.WaitGroup
+	for range MaxInFlight {
+		arrived.Add(1)
+		wg.Go(func() {
+			resp, err := http.Post(url+"/v1/chat/completions", "application/json",
+				strings.NewReader(`{"model":"gpt-c","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+			if err != nil {
+				t.Error(err)
+				arrived.Done()
+				return
+			}
+			defer func() { _ = resp.Body.Close() }()
+			n, _ := io.CopyN(io.Discard, resp.Body, event)
+			arrived.Done()
+			rest, _ := io.ReadAll(resp.Body)
+			if n != event || !strings.Contains(string(rest), "[DONE]") || strings.Contains(string(rest), `"choices":[],"usage"`) {
+				t.Errorf("the agent read %d bytes of the event, then %q", n, rest)
+			}
+		})
+	}
+	all := make(chan struct{})
+	go func() { arrived.Wait(); close(all) }()
+	select {
+	case <-all:
+	case <-time.After(30 * time.Second):
+		// Held before: the filter kept each event until its end.
+		t.Errorf("the agents did not get their events as they arrived")
+	}
+	runtime.GC()
+	var during runtime.MemStats
+	runtime.ReadMemStats(&during)
+	release()
+	wg.Wait()
+	held := int64(during.HeapInuse) - int64(before.HeapInuse)
+	t.Logf("%d streams of a %d MiB event: %.1f MiB more heap in use", MaxInFlight, event>>20, float64(held)/(1<<20))
+	if held > maxHeldAnswers+16<<20 {
+		t.Errorf("the gateway holds %.1f MiB of %d streams' events, want at most the run's budget (%d MiB) and a little", float64(held)/(1<<20), MaxInFlight, maxHeldAnswers>>20)
+	}
+	if c := g.Tally().Counts(); c.Input != 5*MaxInFlight || c.Output != 2*MaxInFlight {
+		t.Errorf("counted %+v, want each stream's usage chunk", c)
+	}
+	if left := g.answers.Left(); left != maxHeldAnswers {
+		t.Errorf("the budget has %d bytes left once the answers are done, want %d", left, maxHeldAnswers)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 )
@@ -94,39 +95,103 @@ type Reply struct {
 	// Failed: the response carried an error (an error event in a stream,
 	// a failed response): the provider did not serve a whole answer.
 	Failed bool
+	// Unread: an event or a whole body was too large to read (over
+	// maxEventBytes or maxJSONBody, or past the parser's Budget), so
+	// figures it held were not counted.
+	Unread bool
 }
 
 // maxJSONBody bounds a whole (not streamed) body the parser keeps to decode;
-// a larger one is passed on, uncounted. maxEventBytes bounds one SSE event.
+// a larger one is passed on, uncounted. maxEventBytes bounds one SSE event's
+// data.
 const (
 	maxJSONBody   = 4 << 20
 	maxEventBytes = 4 << 20
 )
 
+// keptBuffer is the most a parser keeps between events, and what it holds
+// without its Budget: a provider's usage events are a few KiB, so they are
+// read whatever a run's other answers hold. A larger buffer goes back to
+// the Budget once its event is read.
+const keptBuffer = 64 << 10
+
+// charged is what a buffer of capacity c takes of a Budget.
+func charged(c int) int64 { return int64(max(c-keptBuffer, 0)) }
+
+// Budget bounds the bytes a run's parsers hold at once beyond keptBuffer
+// each, whatever its answers are: a provider that streams events of
+// megabytes on each of a run's streams at once (a run author's own
+// provider) would otherwise hold maxEventBytes of the node-agent's memory
+// per stream. An event or body that would take a parser past it is passed
+// on unread (Reply.Unread), as one over maxEventBytes is. Safe for
+// concurrent use.
+type Budget struct{ left atomic.Int64 }
+
+// NewBudget returns a budget of n bytes.
+func NewBudget(n int64) *Budget {
+	b := &Budget{}
+	b.left.Store(n)
+	return b
+}
+
+// Take takes n bytes of the budget, if it has them; a nil Budget has
+// every byte.
+func (b *Budget) Take(n int64) bool {
+	if b == nil || n <= 0 {
+		return true
+	}
+	if b.left.Add(-n) >= 0 {
+		return true
+	}
+	b.left.Add(n)
+	return false
+}
+
+// Give gives back n bytes taken.
+func (b *Budget) Give(n int64) {
+	if b != nil && n > 0 {
+		b.left.Add(n)
+	}
+}
+
+// Left is what the budget has not given out.
+func (b *Budget) Left() int64 { return b.left.Load() }
+
 // Parser reads one response body as it is written to it. It never fails a
 // write: a body it cannot read is passed on all the same and counts nothing.
 type Parser struct {
-	d     Dialect
-	sse   bool
-	reply Reply
+	d      Dialect
+	sse    bool
+	reply  Reply
+	budget *Budget
 	// final: the figures are the answer's closing ones (Final).
 	final bool
 
-	// whole JSON: the body so far; over maxJSONBody it is dropped.
-	body     bytes.Buffer
+	// whole JSON: the body so far; over maxJSONBody (or the budget) it is
+	// dropped.
+	body     []byte
 	overflow bool
 
-	// SSE: the line being read and the current event's data.
-	line      []byte
+	// SSE: the current event's data, written into it as each "data:"
+	// line arrives: a line is held only as far as its field name.
 	data      []byte
 	skipEvent bool
+	// field holds a line's first bytes until they tell whether it is a
+	// data line (fieldDone); then dataLine says whether the rest goes to
+	// data, and lineAt is where this line's value starts in data.
+	field     []byte
+	fieldDone bool
+	dataLine  bool
+	lineAt    int
 }
 
 // NewParser returns a parser for a response of dialect d with the given
 // Content-Type: text/event-stream is read as events, anything else as one
 // JSON document (an object, or an array of them as Gemini's plain stream is).
-func NewParser(d Dialect, contentType string) *Parser {
-	return &Parser{d: d, sse: IsEventStream(contentType)}
+// Its buffers are taken from budget (nil: unbounded but for maxEventBytes
+// and maxJSONBody) and given back by Result.
+func NewParser(d Dialect, contentType string, budget *Budget) *Parser {
+	return &Parser{d: d, sse: IsEventStream(contentType), budget: budget}
 }
 
 // IsEventStream says whether a Content-Type is server-sent events.
@@ -135,16 +200,48 @@ func IsEventStream(contentType string) bool {
 	return mt == "text/event-stream"
 }
 
+// grow makes room for n more bytes in buf, within limit, taking what a
+// larger buffer needs from the budget; false when it cannot.
+func (p *Parser) grow(buf []byte, n, limit int) ([]byte, bool) {
+	need := len(buf) + n
+	if need > limit {
+		return buf, false
+	}
+	if need <= cap(buf) {
+		return buf, true
+	}
+	// Doubling while small, then by a quarter, as append does: a buffer
+	// near its budget is not doubled past it by its event's last bytes.
+	c := max(need, 2*cap(buf), 512)
+	if cap(buf) >= keptBuffer {
+		c = max(need, cap(buf)+cap(buf)/4)
+	}
+	c = min(c, limit)
+	if !p.budget.Take(charged(c) - charged(cap(buf))) {
+		return buf, false
+	}
+	nb := make([]byte, len(buf), c)
+	copy(nb, buf)
+	return nb, true
+}
+
+// drop gives buf's bytes back to the budget.
+func (p *Parser) drop(buf []byte) []byte {
+	p.budget.Give(charged(cap(buf)))
+	return nil
+}
+
 // Write feeds the next bytes of the body.
 func (p *Parser) Write(b []byte) (int, error) {
 	n := len(b)
 	if !p.sse {
 		if !p.overflow {
-			if p.body.Len()+len(b) > maxJSONBody {
-				p.overflow = true
-				p.body = bytes.Buffer{}
+			var ok bool
+			if p.body, ok = p.grow(p.body, len(b), maxJSONBody); ok {
+				p.body = append(p.body, b...)
 			} else {
-				p.body.Write(b)
+				p.overflow, p.reply.Unread = true, true
+				p.body = p.drop(p.body)
 			}
 		}
 		return n, nil
@@ -162,41 +259,79 @@ func (p *Parser) Write(b []byte) (int, error) {
 	return n, nil
 }
 
+// dataField is what a data line starts with; one space after it is no
+// part of the value.
+var dataField = []byte("data:")
+
+// appendLine takes the next bytes of a line: its first ones into field,
+// until they tell a data line, whose value then goes to data.
 func (p *Parser) appendLine(b []byte) {
-	if len(p.line)+len(b) > maxEventBytes {
-		p.skipEvent = true
-		p.line = p.line[:0]
-		return
+	if !p.fieldDone {
+		k := min(len(b), len(dataField)+1-len(p.field))
+		p.field = append(p.field, b[:k]...)
+		b = b[k:]
+		if len(p.field) < len(dataField)+1 {
+			return // the line may still be a data line, or empty
+		}
+		p.fieldDone, p.dataLine = true, bytes.HasPrefix(p.field, dataField)
+		if p.dataLine {
+			p.startValue(bytes.TrimPrefix(p.field[len(dataField):], []byte(" ")))
+		}
 	}
-	p.line = append(p.line, b...)
+	if p.dataLine {
+		p.appendValue(b)
+	}
 }
 
-// endLine takes one SSE line: "data:" lines join into the event's data, an
+// startValue begins a data line's value: data lines join with a newline.
+func (p *Parser) startValue(v []byte) {
+	if len(p.data) > 0 {
+		p.appendValue([]byte{'\n'})
+	}
+	p.lineAt = len(p.data)
+	p.appendValue(v)
+}
+
+func (p *Parser) appendValue(v []byte) {
+	if p.skipEvent || len(v) == 0 {
+		return
+	}
+	var ok bool
+	if p.data, ok = p.grow(p.data, len(v), maxEventBytes); !ok {
+		p.skipEvent, p.reply.Unread = true, true
+		p.data = p.drop(p.data)
+		return
+	}
+	p.data = append(p.data, v...)
+}
+
+// endLine ends one SSE line: "data:" lines join into the event's data, an
 // empty line ends the event; other fields (event:, id:, comments) are not
 // needed, since every dialect names its event type in the data too.
 func (p *Parser) endLine() {
-	line := bytes.TrimSuffix(p.line, []byte("\r"))
-	defer func() { p.line = p.line[:0] }()
-	if len(line) == 0 {
+	field, dataLine, fieldDone := bytes.TrimSuffix(p.field, []byte("\r")), p.dataLine, p.fieldDone
+	p.field, p.fieldDone, p.dataLine = p.field[:0], false, false
+	switch {
+	case !fieldDone && len(field) == 0:
 		p.dispatch()
-		return
-	}
-	if v, ok := bytes.CutPrefix(line, []byte("data:")); ok {
-		v = bytes.TrimPrefix(v, []byte(" "))
-		if len(p.data)+len(v)+1 > maxEventBytes {
-			p.skipEvent = true
-			return
-		}
-		if len(p.data) > 0 {
-			p.data = append(p.data, '\n')
-		}
-		p.data = append(p.data, v...)
+	case !fieldDone && bytes.HasPrefix(field, dataField):
+		// A short data line, ended before its sixth byte.
+		p.startValue(bytes.TrimPrefix(field[len(dataField):], []byte(" ")))
+	case dataLine && !p.skipEvent && len(p.data) > p.lineAt && p.data[len(p.data)-1] == '\r':
+		p.data = p.data[:len(p.data)-1]
 	}
 }
 
 func (p *Parser) dispatch() {
 	data, skip := p.data, p.skipEvent
-	p.data, p.skipEvent = p.data[:0], false
+	p.skipEvent = false
+	defer func() {
+		if cap(p.data) > keptBuffer {
+			p.data = p.drop(p.data)
+		} else {
+			p.data = p.data[:0]
+		}
+	}()
 	if skip || len(data) == 0 || data[0] != '{' {
 		return // [DONE], a cut event, a keep-alive
 	}
@@ -210,11 +345,11 @@ func (p *Parser) dispatch() {
 }
 
 // Result is what the body said, once it has been written whole (or as much
-// of it as arrived: a cut stream counts the events that arrived).
+// of it as arrived: a cut stream counts the events that arrived). It gives
+// the parser's buffers back to its budget.
 func (p *Parser) Result() Reply {
-	if !p.sse && !p.overflow && p.body.Len() > 0 {
-		b := bytes.TrimSpace(p.body.Bytes())
-		p.body = bytes.Buffer{}
+	if !p.sse && !p.overflow && len(p.body) > 0 {
+		b := bytes.TrimSpace(p.body)
 		if len(b) > 0 && b[0] == '[' {
 			var arr []json.RawMessage
 			if json.Unmarshal(b, &arr) == nil {
@@ -226,12 +361,14 @@ func (p *Parser) Result() Reply {
 			p.event(b)
 		}
 	}
-	if p.sse && len(p.line) > 0 {
+	p.body = p.drop(p.body)
+	if p.sse && (len(p.field) > 0 || p.fieldDone) {
 		p.endLine()
 	}
 	if p.sse && len(p.data) > 0 {
 		p.dispatch()
 	}
+	p.data = p.drop(p.data)
 	return p.reply
 }
 
@@ -424,7 +561,7 @@ func (p *Parser) gemini(data []byte) {
 
 func (p *Parser) setModel(m string) {
 	if m != "" && p.reply.Model == "" {
-		p.reply.Model = m
+		p.reply.Model = truncate(m, maxModelName)
 	}
 }
 
@@ -435,8 +572,21 @@ func isSet(v json.RawMessage) bool {
 	return len(v) > 0 && !bytes.Equal(v, []byte("null"))
 }
 
-// maxModels is UsageStatus.models' bound.
-const maxModels = 8
+// maxModels is UsageStatus.models' bound; maxModelName a model's name's.
+const (
+	maxModels    = 8
+	maxModelName = 256
+)
+
+// maxPricedModels bounds the models a Tally keeps the figures of apart
+// (ByModel), for pricing: a provider may name any model in each answer.
+// The figures of the models beyond it are kept together as OtherModels.
+const maxPricedModels = 64
+
+// OtherModels is ByModel's name for the figures of the models beyond the
+// first 64 a run's answers named: no price table has it, so such a run
+// gets no estimated cost.
+const OtherModels = "(models beyond the first 64 named)"
 
 // Tally sums a run's replies; it is safe for concurrent use.
 type Tally struct {
@@ -471,12 +621,16 @@ func (t *Tally) Add(r Reply) {
 		if t.byModel == nil {
 			t.byModel = map[string]Counts{}
 		}
-		c := t.byModel[r.Model]
+		m := truncate(r.Model, maxModelName)
+		if _, ok := t.byModel[m]; !ok && len(t.byModel) >= maxPricedModels {
+			m = OtherModels
+		}
+		c := t.byModel[m]
 		c.Add(r.Counts)
-		t.byModel[r.Model] = c
+		t.byModel[m] = c
 	}
-	if m := r.Model; m != "" && len(t.models) < maxModels && !slices.Contains(t.models, m) {
-		t.models = append(t.models, truncate(m, 256))
+	if m := truncate(r.Model, maxModelName); m != "" && len(t.models) < maxModels && !slices.Contains(t.models, m) {
+		t.models = append(t.models, m)
 	}
 }
 

@@ -1,6 +1,7 @@
 package usage
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -140,6 +141,18 @@ var cases = []struct {
 			"event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_to",
 		want: Reply{Counts: Counts{Input: 1203, Output: 1}, Model: "claude-x", Found: true},
 	},
+	{
+		// The forms of an SSE line: data without a space after its
+		// colon, data in several lines (joined by a newline), data
+		// lines shorter than "data: ", comments, other fields, a line
+		// ended by CRLF within an LF stream, a field named like data.
+		name: "sse lines", dialect: Chat, contentType: "text/event-stream",
+		body: ": hi\nid: 1\nevent: chunk\ndatum: {\"usage\":{\"prompt_tokens\":99}}\n" +
+			"data:{\"model\":\"gpt-l\",\r\ndata:\ndata: \"usage\":\ndata:{\"prompt_tokens\":5,\n" +
+			"data:  \"completion_tokens\":3}}\r\n\r\n" +
+			"data\ndata:\n\ndata: [DONE]\n\n",
+		want: Reply{Counts: Counts{Input: 5, Output: 3}, Model: "gpt-l", Found: true},
+	},
 }
 
 // TestParserReadsEveryDialect feeds each body whole, byte by byte and in
@@ -148,7 +161,7 @@ var cases = []struct {
 func TestParserReadsEveryDialect(t *testing.T) {
 	for _, c := range cases {
 		for _, chunk := range []int{len(c.body), 1, 7, 64} {
-			p := NewParser(c.dialect, c.contentType)
+			p := NewParser(c.dialect, c.contentType, nil)
 			for b := []byte(c.body); len(b) > 0; {
 				n := min(chunk, len(b))
 				if w, err := p.Write(b[:n]); w != n || err != nil {
@@ -183,28 +196,77 @@ func TestDialectOf(t *testing.T) {
 }
 
 func TestOversizedBodiesAreNotHeld(t *testing.T) {
-	p := NewParser(Chat, "application/json")
+	p := NewParser(Chat, "application/json", nil)
 	big := strings.Repeat("x", 1<<20)
 	for range 5 {
 		_, _ = p.Write([]byte(big))
 	}
-	if p.body.Len() != 0 || !p.overflow {
-		t.Fatalf("a whole body over %d bytes is held (%d bytes)", maxJSONBody, p.body.Len())
+	if len(p.body) != 0 || !p.overflow {
+		t.Fatalf("a whole body over %d bytes is held (%d bytes)", maxJSONBody, len(p.body))
 	}
-	if got := p.Result(); got.Found {
-		t.Errorf("an oversized body counted %+v", got)
+	if got := p.Result(); got.Found || !got.Unread {
+		t.Errorf("an oversized body read %+v, want nothing found and Unread", got)
 	}
-	s := NewParser(Anthropic, "text/event-stream")
+	s := NewParser(Anthropic, "text/event-stream", nil)
 	_, _ = s.Write([]byte("data: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":5},\"x\":\""))
 	for range 5 {
 		_, _ = s.Write([]byte(big))
 	}
-	if len(s.line) > maxEventBytes {
-		t.Fatalf("an SSE line of over %d bytes is held (%d)", maxEventBytes, len(s.line))
+	if cap(s.data) > maxEventBytes {
+		t.Fatalf("an SSE event of over %d bytes is held (%d)", maxEventBytes, cap(s.data))
 	}
 	_, _ = s.Write([]byte("\"}\n\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":9}}\n\n"))
-	if got := s.Result(); got.Output != 9 {
-		t.Errorf("after an oversized event the stream reads %+v, want output 9", got)
+	if got := s.Result(); got.Output != 9 || !got.Unread {
+		t.Errorf("after an oversized event the stream reads %+v, want output 9 and Unread", got)
+	}
+}
+
+// TestParsersHoldWithinTheirBudget: parsers sharing a budget hold no more
+// than it beyond keptBuffer each; the event that would pass it is not
+// read, the others are, and every byte goes back once they are done.
+func TestParsersHoldWithinTheirBudget(t *testing.T) {
+	const budget = 2 << 20
+	b := NewBudget(budget)
+	event := func(tokens int, pad int) string {
+		return fmt.Sprintf("data: {\"type\":\"response.completed\",\"response\":{\"output\":\"%s\",\"usage\":{\"input_tokens\":%d,\"output_tokens\":1}}}\n\n",
+			strings.Repeat("y", pad), tokens)
+	}
+	var ps []*Parser
+	for i := range 3 {
+		p := NewParser(Responses, "text/event-stream", b)
+		ps = append(ps, p)
+		ev := event(10+i, 1<<20+i)
+		_, _ = p.Write([]byte(ev[:len(ev)-2])) // held: the event has not ended
+	}
+	if left := b.Left(); left < 0 || left > budget-2*(1<<20-keptBuffer) {
+		t.Fatalf("the budget has %d bytes left with two 1 MiB events held", left)
+	}
+	if held := cap(ps[2].data); held > keptBuffer {
+		t.Errorf("the third event is held (%d bytes) past the budget", held)
+	}
+	// Small events are read whatever the budget holds.
+	rest := b.Left()
+	if !b.Take(rest) {
+		t.Fatal("the budget refused what it had left")
+	}
+	small := NewParser(Responses, "text/event-stream", b)
+	_, _ = small.Write([]byte(event(7, 10)))
+	if r := small.Result(); r.Input != 7 || r.Unread {
+		t.Errorf("a small event beside two held ones reads %+v", r)
+	}
+	b.Give(rest)
+	for i, p := range ps {
+		_, _ = p.Write([]byte("\n\n"))
+		r := p.Result()
+		if got, want := r.Input, int64(10+i); i < 2 && (got != want || r.Unread) {
+			t.Errorf("parser %d reads %+v, want input %d", i, r, want)
+		}
+		if i == 2 && (r.Found || !r.Unread) {
+			t.Errorf("the event past the budget reads %+v, want it unread", r)
+		}
+	}
+	if b.Left() != budget {
+		t.Errorf("the budget has %d bytes left once every parser is done, want %d", b.Left(), budget)
 	}
 }
 
@@ -234,6 +296,37 @@ func TestTallySumsReplies(t *testing.T) {
 		{Model: "m-2", Counts: Counts{Input: 11, Output: 7, CacheRead: 5, CacheWrite: 3}}}
 	if diff := cmp.Diff(wantBy, tl.ByModel()); diff != "" {
 		t.Errorf("by model (-want +got):\n%s", diff)
+	}
+}
+
+// TestTallyBoundsItsModels: a provider may name any model, of any length,
+// in each answer; the tally keeps the first 64 apart (each name cut at 256
+// bytes) and the rest together.
+func TestTallyBoundsItsModels(t *testing.T) {
+	var tl Tally
+	long := strings.Repeat("m", 1<<20)
+	for i := range 1000 {
+		tl.Add(Reply{Counts: Counts{Input: 1}, Model: fmt.Sprintf("%d-%s", i, long), Found: true})
+	}
+	tl.Add(Reply{Counts: Counts{Input: 1}, Model: "m", Found: true})
+	by := tl.ByModel()
+	if len(by) != maxPricedModels+1 {
+		t.Fatalf("%d models kept apart, want %d and the others together", len(by), maxPricedModels)
+	}
+	var total int64
+	for _, m := range by {
+		if len(m.Model) > maxModelName {
+			t.Errorf("a model's name of %d bytes kept", len(m.Model))
+		}
+		total += m.Input
+	}
+	if other := by[0]; other.Model != OtherModels || other.Input != 1001-maxPricedModels || total != 1001 {
+		t.Errorf("the others: %+v, total %d", other, total)
+	}
+	for _, m := range tl.Status(harnessv1.UsageFromGateway, "").Models {
+		if len(m) > maxModelName {
+			t.Errorf("status names a model of %d bytes", len(m))
+		}
 	}
 }
 
@@ -274,7 +367,7 @@ func TestParserFinal(t *testing.T) {
 		{Responses, "text/event-stream", "data: {\"type\":\"response.created\",\"response\":{\"usage\":null}}\n\n", false},
 		{Gemini, "text/event-stream", "data: {\"usageMetadata\":{\"promptTokenCount\":3}}\n\n", true},
 	} {
-		p := NewParser(c.d, c.ct)
+		p := NewParser(c.d, c.ct, nil)
 		_, _ = p.Write([]byte(c.body))
 		p.Result()
 		if p.Final() != c.final {
