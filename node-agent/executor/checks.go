@@ -45,6 +45,16 @@ func (a *attempt) runChecks(ctx context.Context) []harnessv1.CheckResult {
 			results = append(results, harnessv1.CheckResult{Name: c.Name, Message: truncate("the check could not run: "+err.Error(), 1024)})
 			continue
 		}
+		// Before each check: the one before may have run the agent's code.
+		gitNotes, err := sanitizeGitConfig(a.dir.Workspace())
+		if err != nil {
+			results = append(results, harnessv1.CheckResult{Name: c.Name,
+				Message: truncate("the check could not run: the workspace's git config could not be made safe for checks: "+err.Error(), 1024)})
+			continue
+		}
+		if len(gitNotes) > 0 {
+			log.FromContext(ctx).Info("the workspace's git config was made safe for the checks", "check", c.Name, "changes", gitNotes)
+		}
 		spec.Argv = c.Argv()
 		spec.Limits = sandbox.Limits{
 			MemoryBytes:  a.limits.Memory.Value(),
@@ -55,6 +65,11 @@ func (a *attempt) runChecks(ctx context.Context) []harnessv1.CheckResult {
 		out := newOutput(a.redactor, "", checkOutputBytes)
 		out.pace = a.checksPace
 		spec.Stdout, spec.Stderr = out.writer(), out.writer()
+		if len(gitNotes) > 0 {
+			// Shown with the check's own output: the agent left git
+			// settings that a check would have run.
+			_, _ = fmt.Fprintf(spec.Stderr, "harnessfacts: the workspace's git config, for the checks: %s\n", strings.Join(gitNotes, "; "))
+		}
 		done := a.e.graves.sandbox()
 		res, err := a.runner.Run(ctx, spec)
 		done()
@@ -96,14 +111,19 @@ func (a *attempt) runChecks(ctx context.Context) []harnessv1.CheckResult {
 	return results
 }
 
-// checkGitConfig turns off what git would run from a repository the agent
-// wrote (the workspace's .git): hooks and a filesystem monitor. Settings
-// from the environment win over the repository's own config.
+// checkGitConfig turns off what git would run or read from a repository
+// the agent wrote, beyond its config (sanitizeGitConfig): hooks, a
+// filesystem monitor, replacement objects (refs/replace would show another
+// commit in HEAD's place), and a bare repository found without being named
+// (the workspace itself made one, its config beside it). Settings from the
+// environment win over the repository's own config.
 var checkGitConfig = []string{
 	"GIT_CONFIG_NOSYSTEM=1",
-	"GIT_CONFIG_COUNT=2",
+	"GIT_NO_REPLACE_OBJECTS=1",
+	"GIT_CONFIG_COUNT=3",
 	"GIT_CONFIG_KEY_0=core.hooksPath", "GIT_CONFIG_VALUE_0=/dev/null",
 	"GIT_CONFIG_KEY_1=core.fsmonitor", "GIT_CONFIG_VALUE_1=false",
+	"GIT_CONFIG_KEY_2=safe.bareRepository", "GIT_CONFIG_VALUE_2=explicit",
 }
 
 // checkSpec is a fresh sandbox for check i: its own empty HOME, TMPDIR and

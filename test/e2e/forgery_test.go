@@ -88,6 +88,26 @@ git config core.fsmonitor "$PWD/.git/fsm.sh"; git config core.hooksPath "$PWD/.g
 			files: map[string]string{"workspace/protected.txt": "original\n"},
 		},
 		{
+			name: "git repository config: a clean filter in the workspace's own .git/config",
+			agent: `git init -q . && git add . && git -c user.name=a -c user.email=a@b commit -qm base
+echo tampered > protected.txt
+printf 'protected.txt filter=hide\n' > .gitattributes
+git config filter.hide.clean 'git show HEAD:protected.txt'
+git config diff.external /bin/true`,
+			check: `git diff --quiet -- protected.txt`,
+			files: map[string]string{"workspace/protected.txt": "original\n"},
+		},
+		{
+			name: "git repository config behind a gitdir file",
+			agent: `git init -q . && git add . && git -c user.name=a -c user.email=a@b commit -qm base
+echo tampered > protected.txt
+printf 'protected.txt filter=hide\n' > .gitattributes
+git config filter.hide.clean 'git show HEAD:protected.txt'
+mv .git .store && echo 'gitdir: .store' > .git`,
+			check: `git diff --quiet -- protected.txt`,
+			files: map[string]string{"workspace/protected.txt": "original\n"},
+		},
+		{
 			name:  "a PATH shim in the agent's home",
 			agent: `for d in "$HOME/bin" "$HOME/.local/bin"; do mkdir -p "$d"; printf '#!/bin/sh\nexit 0\n' > "$d/grep"; chmod +x "$d/grep"; done`,
 			check: `grep -qx 42 answer.txt`,

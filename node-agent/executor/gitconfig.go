@@ -1,0 +1,286 @@
+package executor
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/go-git/gcfg"
+)
+
+// A check that runs git in the workspace reads the repository's own
+// config, which the agent wrote: a filter's clean command, diff.external,
+// a textconv, a pager or an include run or change what git reports in the
+// check's sandbox, where the verifier part is readable and the reward is
+// written. Before each check, the workspace's repository config keeps only
+// the keys that say what the repository is (gitConfigKeeps); none of them
+// runs anything or changes what git compares.
+//
+// Only the repository at the workspace's top is known to a check without
+// reading its script (the one git finds from the check's working
+// directory); a repository nested deeper is the agent's as before. What
+// cannot be vouched for is taken away, so that a check using git fails
+// rather than trusts it: a .git that is a link, or a gitdir file (or a
+// commondir) that leads out of the workspace.
+
+// gitConfigKeeps are the config keys kept, by section (and for remote and
+// branch, by subsection): lower case, as git compares them.
+var gitConfigKeeps = map[string][]string{
+	"core":       {"repositoryformatversion", "bare", "filemode", "symlinks", "ignorecase", "precomposeunicode", "logallrefupdates"},
+	"extensions": {"objectformat", "compatobjectformat", "refstorage"},
+	"remote":     {"url", "fetch", "pushurl"},
+	"branch":     {"remote", "merge"},
+	"user":       {"name", "email"},
+	"init":       {"defaultbranch"},
+}
+
+// maxGitConfig bounds a config file read; a larger one is replaced whole.
+const maxGitConfig = 1 << 20
+
+// maxGitDirEntries bounds the entries of a git directory walked for config
+// files (objects, refs and logs are not entered).
+const maxGitDirEntries = 20000
+
+// minimalGitConfig replaces a config that cannot be read as git's format.
+const minimalGitConfig = "[core]\n\trepositoryformatversion = 0\n"
+
+// sanitizeGitConfig leaves the workspace's top repository with only the
+// config keys that gitConfigKeeps names (see above). It returns what it
+// changed, for the check's log; an error is the node's (the workspace
+// could not be read or written).
+func sanitizeGitConfig(workspace string) ([]string, error) {
+	root, err := os.OpenRoot(workspace)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = root.Close() }()
+	st, err := root.Lstat(".git")
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case st.Mode()&fs.ModeSymlink != 0:
+		return []string{"removed .git, a link"}, root.Remove(".git")
+	case st.Mode().IsRegular():
+		gitdir, ok := gitdirOf(root, ".git", ".", workspace)
+		if !ok {
+			return []string{"removed .git, a gitdir file that leads out of the workspace"}, root.Remove(".git")
+		}
+		return sanitizeGitDir(root, gitdir, workspace)
+	case st.IsDir():
+		return sanitizeGitDir(root, ".git", workspace)
+	default:
+		return []string{"removed .git, neither a folder nor a file"}, root.Remove(".git")
+	}
+}
+
+// gitdirOf reads a "gitdir: PATH" (or commondir's "PATH") file and returns
+// PATH relative to the workspace, resolved from dir as git resolves it,
+// when it stays inside the workspace.
+func gitdirOf(root *os.Root, name, dir, workspace string) (string, bool) {
+	f, err := root.Open(name)
+	if err != nil {
+		return "", false
+	}
+	defer func() { _ = f.Close() }()
+	b, err := io.ReadAll(io.LimitReader(f, 4096))
+	if err != nil {
+		return "", false
+	}
+	p := strings.TrimRight(string(b), "\r\n")
+	p = strings.TrimPrefix(p, "gitdir: ")
+	if p == "" || strings.ContainsAny(p, "\x00\n") {
+		return "", false
+	}
+	if filepath.IsAbs(p) {
+		rel, err := filepath.Rel(workspace, filepath.Clean(p))
+		if err != nil || !filepath.IsLocal(rel) {
+			return "", false
+		}
+		p = rel
+	} else {
+		p = filepath.Join(dir, p)
+		if !filepath.IsLocal(p) {
+			return "", false
+		}
+	}
+	// Links on the way are followed within the workspace only: one that
+	// leads out of it (or through /proc) cannot be vouched for.
+	if st, err := root.Stat(p); err != nil || !st.IsDir() {
+		return "", false
+	}
+	return p, true
+}
+
+// sanitizeGitDir sanitizes every config file of a git directory (its
+// own, a worktree's, its submodules'), and of its commondir.
+func sanitizeGitDir(root *os.Root, gitdir, workspace string) ([]string, error) {
+	var changed []string
+	dirs := []string{gitdir}
+	if st, err := root.Lstat(path.Join(gitdir, "commondir")); err == nil {
+		common, ok := "", st.Mode().IsRegular()
+		if ok {
+			common, ok = gitdirOf(root, path.Join(gitdir, "commondir"), gitdir, workspace)
+		}
+		if !ok {
+			changed = append(changed, "removed "+path.Join(gitdir, "commondir")+", which leads out of the workspace")
+			if err := root.Remove(path.Join(gitdir, "commondir")); err != nil {
+				return changed, err
+			}
+		} else {
+			dirs = append(dirs, common)
+		}
+	}
+	for _, d := range dirs {
+		entries := 0
+		err := fs.WalkDir(root.FS(), d, func(p string, e fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if entries++; entries > maxGitDirEntries {
+				return fmt.Errorf("git directory %s holds over %d entries", d, maxGitDirEntries)
+			}
+			switch name := e.Name(); {
+			case e.IsDir() && p != d && (name == "objects" || name == "refs" || name == "logs"):
+				return fs.SkipDir
+			case !e.IsDir() && (name == "config" || name == "config.worktree"):
+				did, err := sanitizeGitConfigFile(root, p)
+				if did != "" {
+					changed = append(changed, did)
+				}
+				return err
+			}
+			return nil
+		})
+		if err != nil {
+			return changed, err
+		}
+	}
+	return changed, nil
+}
+
+// sanitizeGitConfigFile rewrites one config file with the keys kept; a
+// link is replaced by a file (what it led to is not changed).
+func sanitizeGitConfigFile(root *os.Root, name string) (string, error) {
+	st, err := root.Lstat(name)
+	if err != nil {
+		return "", err
+	}
+	var in []byte
+	if st.Mode().IsRegular() {
+		f, err := root.Open(name)
+		if err != nil {
+			return "", err
+		}
+		in, err = io.ReadAll(io.LimitReader(f, maxGitConfig+1))
+		_ = f.Close()
+		if err != nil {
+			return "", err
+		}
+	}
+	// Written as read here even when nothing is dropped, so that git
+	// reads what this parser read, never a construct the two parse apart.
+	out, dropped := keptGitConfig(in)
+	if !st.Mode().IsRegular() {
+		out = []byte(minimalGitConfig)
+	}
+	if st.Mode().IsRegular() && bytes.Equal(in, out) {
+		return "", nil
+	}
+	tmp := name + ".harnessfacts"
+	_ = root.Remove(tmp)
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return "", err
+	}
+	_, err = f.Write(out)
+	if err == nil {
+		// The agent's (the slot's) file, as it was: a check's git may
+		// write the config.
+		err = sameOwner(f, st)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = root.Rename(tmp, name)
+	}
+	if err != nil {
+		_ = root.Remove(tmp)
+		return "", err
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Sprintf("replaced %s, not a regular file, by a minimal config", name), nil
+	}
+	if dropped < 0 {
+		return fmt.Sprintf("replaced %s, which is not git's config format or is over 1 MiB, by a minimal config", name), nil
+	}
+	if dropped == 0 {
+		return "", nil
+	}
+	return fmt.Sprintf("dropped %d keys from %s", dropped, name), nil
+}
+
+// keptGitConfig is the config in with only the keys gitConfigKeeps names,
+// and how many were dropped (-1: in is not git's config format, and the
+// minimal config is returned).
+func keptGitConfig(in []byte) ([]byte, int) {
+	if len(in) > maxGitConfig {
+		return []byte(minimalGitConfig), -1
+	}
+	var out bytes.Buffer
+	dropped := 0
+	var section, sub string
+	header := false
+	err := gcfg.ReadWithCallback(bytes.NewReader(in), func(s, ss, k, v string, blank bool) error {
+		if k == "" {
+			return nil // a section's header alone
+		}
+		s, k = strings.ToLower(s), strings.ToLower(k)
+		keep := false
+		for _, name := range gitConfigKeeps[s] {
+			keep = keep || name == k
+		}
+		// remote and branch keys live in a subsection (a name); the others
+		// in the section itself. A name or value with a control character
+		// is no name git writes.
+		if keep && (ss != "") != (s == "remote" || s == "branch") ||
+			strings.ContainsFunc(ss+v, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+			keep = false
+		}
+		if !keep {
+			dropped++
+			return nil
+		}
+		if !header || s != section || ss != sub {
+			section, sub, header = s, ss, true
+			if ss == "" {
+				fmt.Fprintf(&out, "[%s]\n", s)
+			} else {
+				fmt.Fprintf(&out, "[%s %s]\n", s, quoteGitConfig(ss))
+			}
+		}
+		if blank {
+			fmt.Fprintf(&out, "\t%s\n", k)
+		} else {
+			fmt.Fprintf(&out, "\t%s = %s\n", k, quoteGitConfig(v))
+		}
+		return nil
+	})
+	if err != nil {
+		return []byte(minimalGitConfig), -1
+	}
+	return out.Bytes(), dropped
+}
+
+// quoteGitConfig quotes a subsection name or a value as git reads them.
+func quoteGitConfig(s string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
+}

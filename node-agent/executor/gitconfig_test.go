@@ -1,0 +1,292 @@
+//go:build linux
+
+package executor
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// gitIn runs git in dir as a check's sandbox would (its environment for
+// git, a fresh home, no global config) and returns its exit code.
+func gitIn(t *testing.T, dir string, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append([]string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH"), "GIT_CONFIG_GLOBAL=/dev/null"}, checkGitConfig...)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		return exit.ExitCode(), string(out)
+	case err != nil:
+		t.Fatal(err)
+	}
+	return 0, string(out)
+}
+
+// gitRepo makes a repository in dir with protected.txt committed.
+func gitRepo(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "protected.txt"), []byte("original\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"init", "-q", "."}, {"add", "."}, {"-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qm", "base"}} {
+		if code, out := gitIn(t, dir, args...); code != 0 {
+			t.Fatalf("git %v: %d %s", args, code, out)
+		}
+	}
+}
+
+// The agent's ways to have git in a check run its command or hide a
+// change, all through the repository's own config.
+const hostileGitConfig = `[filter "hide"]
+	clean = git show HEAD:protected.txt
+[diff]
+	external = /bin/true
+[core]
+	pager = /bin/true
+	attributesFile = /dev/null
+	repositoryformatversion = 0
+	bare = false
+[alias]
+	diff2 = !true
+[include]
+	path = /dev/null
+[remote "origin"]
+	url = https://example.invalid/r.git
+	fetch = +refs/heads/*:refs/remotes/origin/*
+[branch "main"]
+	remote = origin
+`
+
+func plantHostileConfig(t *testing.T, gitdir, workspace string) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(gitdir, "config"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(hostileGitConfig); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+	for name, body := range map[string]string{".gitattributes": "protected.txt filter=hide\n", "protected.txt": "tampered\n"} {
+		if err := os.WriteFile(filepath.Join(workspace, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestGitConfigOfTheWorkspaceIsSafeForChecks: a clean filter in the
+// repository's own config hides a change from `git diff` (checked first,
+// so that the test shows the attack works); with the config sanitized, the
+// check sees the change, and the keys that say what the repository is are
+// kept.
+func TestGitConfigOfTheWorkspaceIsSafeForChecks(t *testing.T) {
+	ws := t.TempDir()
+	gitRepo(t, ws)
+	plantHostileConfig(t, filepath.Join(ws, ".git"), ws)
+	if code, out := gitIn(t, ws, "diff", "--quiet", "--", "protected.txt"); code != 0 {
+		t.Fatalf("the planted filter did not hide the change (exit %d, %s): the test shows nothing", code, out)
+	}
+	notes, err := sanitizeGitConfig(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(notes) != 1 || !strings.Contains(notes[0], "dropped 6 keys from .git/config") {
+		t.Errorf("notes %q", notes)
+	}
+	if code, out := gitIn(t, ws, "diff", "--quiet", "--", "protected.txt"); code != 1 {
+		t.Errorf("git diff --quiet exits %d (%s) on a changed file, want 1", code, out)
+	}
+	if code, out := gitIn(t, ws, "diff", "--", "protected.txt"); code != 0 || !strings.Contains(out, "+tampered") {
+		t.Errorf("git diff: exit %d, %q", code, out)
+	}
+	for key, want := range map[string]string{"remote.origin.url": "https://example.invalid/r.git", "branch.main.remote": "origin", "core.bare": "false"} {
+		if code, out := gitIn(t, ws, "config", "--get", key); code != 0 || strings.TrimSpace(out) != want {
+			t.Errorf("git config %s: %d %q, want %q", key, code, out, want)
+		}
+	}
+	for _, key := range []string{"filter.hide.clean", "diff.external", "core.pager", "alias.diff2", "include.path"} {
+		if code, out := gitIn(t, ws, "config", "--get", key); code == 0 {
+			t.Errorf("git config %s still %q", key, out)
+		}
+	}
+	// Sanitized again (the next check), nothing changes.
+	if notes, err := sanitizeGitConfig(ws); err != nil || len(notes) != 0 {
+		t.Errorf("a second pass: %q, %v", notes, err)
+	}
+}
+
+// TestGitConfigEveryWayToTheRepository: a gitdir file inside the workspace
+// is followed and its config sanitized, as are a commondir's and a
+// submodule's; what leads out of the workspace (a link, a gitdir file to
+// elsewhere or through /proc) is removed, so that git finds no repository.
+func TestGitConfigEveryWayToTheRepository(t *testing.T) {
+	t.Run("gitdir file inside", func(t *testing.T) {
+		ws := t.TempDir()
+		gitRepo(t, ws)
+		if err := os.Rename(filepath.Join(ws, ".git"), filepath.Join(ws, ".hidden")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ws, ".git"), []byte("gitdir: .hidden\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		plantHostileConfig(t, filepath.Join(ws, ".hidden"), ws)
+		if code, _ := gitIn(t, ws, "diff", "--quiet", "--", "protected.txt"); code != 0 {
+			t.Fatal("the planted filter did not hide the change through a gitdir file")
+		}
+		if _, err := sanitizeGitConfig(ws); err != nil {
+			t.Fatal(err)
+		}
+		if code, out := gitIn(t, ws, "diff", "--quiet", "--", "protected.txt"); code != 1 {
+			t.Errorf("git diff --quiet exits %d (%s), want 1", code, out)
+		}
+	})
+	t.Run("commondir and submodule configs", func(t *testing.T) {
+		ws := t.TempDir()
+		gitRepo(t, ws)
+		for _, d := range []string{".git/modules/sub", ".common"} {
+			if err := os.MkdirAll(filepath.Join(ws, d), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(ws, d, "config"), []byte(hostileGitConfig), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(ws, ".git", "commondir"), []byte("../.common\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sanitizeGitConfig(ws); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range []string{".git/modules/sub", ".common"} {
+			b, _ := os.ReadFile(filepath.Join(ws, d, "config"))
+			if strings.Contains(string(b), "filter") || !strings.Contains(string(b), "origin") {
+				t.Errorf("%s/config after: %q", d, b)
+			}
+		}
+	})
+	out := map[string]func(ws string) error{
+		".git a link": func(ws string) error {
+			if err := os.Rename(filepath.Join(ws, ".git"), filepath.Join(ws, ".hidden")); err != nil {
+				return err
+			}
+			return os.Symlink(".hidden", filepath.Join(ws, ".git"))
+		},
+		"gitdir through /proc": func(ws string) error {
+			if err := os.Rename(filepath.Join(ws, ".git"), filepath.Join(ws, ".hidden")); err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(ws, ".git"), []byte("gitdir: /proc/self/cwd/.hidden\n"), 0o644)
+		},
+		"gitdir outside": func(ws string) error {
+			other := filepath.Join(filepath.Dir(ws), filepath.Base(ws)+"-other")
+			if err := os.Rename(filepath.Join(ws, ".git"), other); err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(ws, ".git"), []byte("gitdir: "+other+"\n"), 0o644)
+		},
+		"a link in the gitdir's path": func(ws string) error {
+			if err := os.Rename(filepath.Join(ws, ".git"), filepath.Join(ws, ".hidden")); err != nil {
+				return err
+			}
+			if err := os.Symlink(filepath.Join(ws, ".hidden"), filepath.Join(ws, "abs")); err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(ws, ".git"), []byte("gitdir: abs\n"), 0o644)
+		},
+	}
+	for name, move := range out {
+		t.Run(name, func(t *testing.T) {
+			ws := t.TempDir()
+			gitRepo(t, ws)
+			plantHostileConfig(t, filepath.Join(ws, ".git"), ws)
+			if err := move(ws); err != nil {
+				t.Fatal(err)
+			}
+			if code, _ := gitIn(t, ws, "diff", "--quiet", "--", "protected.txt"); code != 0 {
+				t.Fatal("the planted filter did not hide the change: the test shows nothing")
+			}
+			notes, err := sanitizeGitConfig(ws)
+			if err != nil || len(notes) != 1 || !strings.HasPrefix(notes[0], "removed .git") {
+				t.Fatalf("notes %q, %v", notes, err)
+			}
+			if code, out := gitIn(t, ws, "diff", "--quiet", "--", "protected.txt"); code == 0 {
+				t.Errorf("git diff --quiet passes (%s) after .git was removed", out)
+			}
+		})
+	}
+}
+
+// TestGitChecksFindNoBareRepositoryUnnamed: the workspace made a bare
+// repository itself (its config beside HEAD, objects and refs) is not
+// found by git in a check.
+func TestGitChecksFindNoBareRepositoryUnnamed(t *testing.T) {
+	ws := t.TempDir()
+	gitRepo(t, ws)
+	for _, n := range []string{"HEAD", "objects", "refs", "config"} {
+		if err := os.Rename(filepath.Join(ws, ".git", n), filepath.Join(ws, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.RemoveAll(filepath.Join(ws, ".git")); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := gitIn(t, ws, "rev-parse", "--git-dir"); code == 0 {
+		t.Errorf("git found a repository in the bare workspace: %s", out)
+	}
+}
+
+func TestKeptGitConfig(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"[core]\n\tbare\n\tfilemode = true\n", "[core]\n\tbare\n\tfilemode = \"true\"\n"},
+		{"[CORE]\n\tBare = false\n[Filter \"x\"]\n\tclean = evil\n", "[core]\n\tbare = \"false\"\n"},
+		// An includeIf: dropped. The old form of a subsection is not read
+		// by this parser: the config is replaced.
+		{"[includeIf \"gitdir:/\"]\n\tpath = x\n[core]\n\tbare = false\n", "[core]\n\tbare = \"false\"\n"},
+		{"[filter.hide]\n\tclean = evil\n", minimalGitConfig},
+		// A subsection's name and a value with quotes and backslashes.
+		{"[remote \"a\\\"b\"]\n\turl = \"x\\\\y\\\"z\"\n", "[remote \"a\\\"b\"]\n\turl = \"x\\\\y\\\"z\"\n"},
+		// A remote's key outside a subsection, a core key inside one.
+		{"[remote]\n\turl = x\n[core \"x\"]\n\tbare = true\n", ""},
+		// A value with a control character is no value git writes.
+		{"[user]\n\tname = \"a\\tb\"\n\temail = e\n", "[user]\n\temail = \"e\"\n"},
+		{"not [ a config", minimalGitConfig},
+	} {
+		got, _ := keptGitConfig([]byte(c.in))
+		if string(got) != c.want {
+			t.Errorf("keptGitConfig(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+// TestGitChecksSeeNoReplacedObjects: a check that compares the workspace
+// with the base commit by its id sees that commit, not the one the agent
+// put in its place with `git replace`.
+func TestGitChecksSeeNoReplacedObjects(t *testing.T) {
+	ws := t.TempDir()
+	gitRepo(t, ws)
+	_, base := gitIn(t, ws, "rev-parse", "HEAD")
+	base = strings.TrimSpace(base)
+	if err := os.WriteFile(filepath.Join(ws, "protected.txt"), []byte("tampered\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qam", "x"}, {"replace", base, "HEAD"}} {
+		if code, out := gitIn(t, ws, args...); code != 0 {
+			t.Fatalf("git %v: %d %s", args, code, out)
+		}
+	}
+	cmd := exec.Command("git", "diff", "--quiet", base, "--", "protected.txt")
+	cmd.Dir, cmd.Env = ws, []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH"), "GIT_CONFIG_GLOBAL=/dev/null"}
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("without the checks' environment the replacement did not hide the change (%v): the test shows nothing", err)
+	}
+	if code, out := gitIn(t, ws, "diff", "--quiet", base, "--", "protected.txt"); code != 1 {
+		t.Errorf("git diff --quiet %s exits %d (%s), want 1: the replacement hid the change", base, code, out)
+	}
+}
