@@ -43,7 +43,7 @@ func rootTargets(root string, targets []string) (map[string]string, error) {
 	resolved := make(map[string]string, len(uniq))
 	for _, t := range uniq {
 		if t == "/" {
-			return nil, fmt.Errorf("sandbox: a mount on the root's / itself")
+			return nil, &RootError{"sandbox: a mount on the root's / itself"}
 		}
 		if parent := enclosing(t, uniq); parent != "" {
 			resolved[t] = filepath.Join(resolved[parent], strings.TrimPrefix(t, parent))
@@ -51,18 +51,18 @@ func rootTargets(root string, targets []string) (map[string]string, error) {
 		}
 		p, err := securejoin.SecureJoin(root, t)
 		if err != nil {
-			return nil, fmt.Errorf("sandbox: resolving %s in the root: %w", t, err)
+			return nil, &RootError{fmt.Sprintf("sandbox: resolving %s in the root: %v", t, err)}
 		}
 		rel, err := filepath.Rel(root, p)
 		if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
-			return nil, fmt.Errorf("sandbox: the root's links lead %s to its top: nothing may be mounted over the whole root", t)
+			return nil, &RootError{fmt.Sprintf("sandbox: the root's links lead %s to its top: nothing may be mounted over the whole root", t)}
 		}
 		resolved[t] = "/" + rel
 	}
 	for i, a := range uniq {
 		for _, b := range uniq[i+1:] {
 			if relation(a, b) != relation(resolved[a], resolved[b]) {
-				return nil, fmt.Errorf("sandbox: the root's links lead %s to %s and %s to %s: a link may not move a mount onto, into or over another one", a, resolved[a], b, resolved[b])
+				return nil, &RootError{fmt.Sprintf("sandbox: the root's links lead %s to %s and %s to %s: a link may not move a mount onto, into or over another one", a, resolved[a], b, resolved[b])}
 			}
 		}
 	}

@@ -438,6 +438,14 @@ func Preflight(ctx context.Context, opts Options) []Availability {
 // node-agent's and every other run's.
 const NoCPUShare = "WITHOUT a CPU share per run"
 
+// RootError is a Spec.Root the sandbox refuses to mount in: its links
+// would move a mount onto, into or over another one, or over the whole
+// root. It is the root's fault (an environment image's, or what a command
+// before left in its overlay), not the node's.
+type RootError struct{ msg string }
+
+func (e *RootError) Error() string { return e.msg }
+
 // ErrNoSandbox is returned by New when the policy is Required and no sandbox
 // mode works on this host.
 var ErrNoSandbox = errors.New("sandbox: no sandbox mode works on this host")

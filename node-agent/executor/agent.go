@@ -3,6 +3,7 @@ package executor
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -204,7 +205,14 @@ func (a *attempt) runAgent(ctx context.Context) (*ran, error) {
 		st := a.proxy.proxy.Stats()
 		r.egressStats = &st
 	}
-	if runErr != nil && r.stop == nil && r.gatewayStop == nil && !res.TimedOut {
+	var rootErr *sandbox.RootError
+	switch {
+	case runErr == nil || r.stop != nil || r.gatewayStop != nil || res.TimedOut:
+	case errors.As(runErr, &rootErr):
+		// The image's links, before the agent ran: the environment's
+		// fault, not the node's sandbox.
+		return nil, fail(harnessv1.ReasonEnvironmentUnavailable, fmt.Errorf("the environment image cannot hold the sandbox's mounts: %w", runErr))
+	default:
 		return nil, fail(harnessv1.ReasonSandboxUnavailable, fmt.Errorf("the sandbox could not run the agent: %w", runErr))
 	}
 	return r, nil

@@ -207,3 +207,36 @@ func TestEnvironmentImageWithANulInItsEnvIsRefused(t *testing.T) {
 		t.Fatalf("the agent ran: %+v", st.Agent)
 	}
 }
+
+// An image whose links would move one of the sandbox's mounts onto another
+// (/tmp a link to /proc) is refused before the agent starts, as the
+// image's fault (EnvironmentUnavailable), naming the paths; it was refused
+// as the node's (SandboxUnavailable).
+func TestEnvironmentImageWhoseLinksMoveAMountIsRefused(t *testing.T) {
+	environmentImage(t) // its registry
+	layer, err := oci.LayerFromFiles(t.TempDir(), []oci.File{
+		{Path: "etc/os-release", Mode: 0o644, Content: []byte("ID=" + envOSID + "\n")},
+		{Path: "tmp", Link: "proc"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := oci.Build([]v1.Layer{layer}, oci.Config{Env: []string{"PATH=/usr/bin:/bin"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := envImage.reg.Push(context.Background(), img, "tasks/tmp-link", "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Run(t, Case{Name: "tmp-link", Adapter: harnessv1.AdapterExec, Fixture: "hello", Environment: ref,
+		Command: []string{"sh", "-c", "echo the agent must not run; exit 3"}})
+	st := o.Run.Status
+	if st.Phase != harnessv1.RunFailed || st.Reason != harnessv1.ReasonEnvironmentUnavailable ||
+		!strings.Contains(st.Message, "/tmp to /proc") || !strings.Contains(st.Message, "may not move a mount") {
+		t.Fatalf("phase %s reason %s: %s", st.Phase, st.Reason, st.Message)
+	}
+	if st.Agent != nil && st.Agent.ExitCode != nil {
+		t.Fatalf("the agent ran: %+v", st.Agent)
+	}
+}
