@@ -120,14 +120,16 @@ func TestDeletedHarnessNodeIsRegisteredAgain(t *testing.T) {
 	waitFor(t, 15*time.Second, "the agent stopped", func() bool { return len(processesWith(marker)) == 0 })
 	waitFor(t, 15*time.Second, "the run dir removed", func() bool { e, _ := os.ReadDir(runs); return len(e) == 0 })
 
-	// A heartbeat is every 2s; 15s leaves room for a loaded machine.
+	// A heartbeat is every 2s; 15s leaves room for a loaded machine. The
+	// node-agent creates the HarnessNode, then writes its status (the
+	// labels) in a second request: the test waits for both.
 	again := &harnessv1.HarnessNode{}
-	waitFor(t, 15*time.Second, "the HarnessNode registered again", func() bool {
+	waitFor(t, 15*time.Second, "the HarnessNode registered again, its status written", func() bool {
 		err := k8s.Get(context.Background(), types.NamespacedName{Name: node}, again)
 		if err != nil && !apierrors.IsNotFound(err) {
 			t.Fatal(err)
 		}
-		return err == nil
+		return err == nil && again.Status.Labels != nil
 	})
 	t.Logf("the HarnessNode came back %v after its deletion", time.Since(deletedAt).Round(100*time.Millisecond))
 	if again.UID == first.UID || again.Spec.Slots != 1 || again.Status.Labels["harnessfacts.io/e2e"] != node {
