@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/termsafe"
 	"github.com/harnessfacts/harnessfacts/node-agent/evidence"
 )
 
@@ -217,14 +218,15 @@ func resolveEvidenceDir(cmd *cobra.Command, dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// The link's target is the sender's text: shown inert.
 	if target != filepath.Base(target) || target == "." || target == ".." || filepath.VolumeName(target) != "" {
-		return "", fmt.Errorf("%s points to %s: only a relative link to a folder directly in %s is followed", latest, target, dir)
+		return "", fmt.Errorf("%s points to %s: only a relative link to a folder directly in %s is followed", latest, termsafe.String(target), dir)
 	}
 	resolved := filepath.Join(dir, target)
 	if ti, err := os.Lstat(resolved); err != nil || !ti.IsDir() {
-		return "", fmt.Errorf("%s points to %s, which is not a folder in %s (a link is followed once)", latest, target, dir)
+		return "", fmt.Errorf("%s points to %s, which is not a folder in %s (a link is followed once)", latest, termsafe.String(target), dir)
 	}
-	cmd.Printf("%s -> %s\n", latest, resolved)
+	cmd.Print(termsafe.String(fmt.Sprintf("%s -> %s\n", latest, resolved)))
 	return resolved, nil
 }
 
@@ -243,12 +245,19 @@ func receiptOfRun(rep *evidence.Report, run *harnessv1.HarnessRun) {
 	}
 }
 
+// printReport prints what verify found and returns its error. Every text
+// it prints is made inert (termsafe): a folder or a stored
+// artifact handed over names its own files, and every string of a receipt
+// no trusted key signed is the sender's, so a terminal control sequence in
+// one could otherwise erase the DIFFERS lines or write "signature: good"
+// over what verify said.
 func printReport(cmd *cobra.Command, what string, r *evidence.Report) error {
+	what = termsafe.String(what)
 	if err := r.Err(); err != nil {
 		for _, p := range r.Problems {
-			cmd.PrintErrf("DIFFERS %s\n", p)
+			cmd.PrintErrf("DIFFERS %s\n", termsafe.String(p.String()))
 		}
-		return fmt.Errorf("%s: %w", what, err)
+		return fmt.Errorf("%s: %s", what, termsafe.String(err.Error()))
 	}
 	parts := 1
 	if r.Receipt != nil {
@@ -262,8 +271,8 @@ func printReport(cmd *cobra.Command, what string, r *evidence.Report) error {
 	if rr := r.Receipt; rr != nil {
 		// What the evidence is about: a valid receipt of another run is
 		// still valid, so the reader must see whose it is.
-		cmd.Printf("receipt of HarnessRun %s/%s (uid %s, attempt %d) on node %s, finished %s\n", rr.Run.Namespace, rr.Run.Name,
-			rr.Run.UID, rr.Run.Attempt, rr.Node, rr.Timings.Finished.Format(time.RFC3339))
+		cmd.Print(termsafe.String(fmt.Sprintf("receipt of HarnessRun %s/%s (uid %s, attempt %d) on node %s, finished %s\n", rr.Run.Namespace, rr.Run.Name,
+			rr.Run.UID, rr.Run.Attempt, rr.Node, rr.Timings.Finished.Format(time.RFC3339))))
 	}
 	switch {
 	case r.SignedBy != "":

@@ -172,3 +172,43 @@ func signingKey(t *testing.T) (*evidence.Key, string) {
 	}
 	return key, pub
 }
+
+// A folder handed over is the sender's: its file names, and every string of
+// a receipt that no trusted key signed, are theirs, and verify prints them.
+// A terminal control sequence in any of them is shown inert, never sent to
+// the reader's terminal, where it could erase the DIFFERS lines or write
+// "signature: good" over "signature: none".
+func TestVerifyPrintsNoControlSequenceOfTheBundle(t *testing.T) {
+	const esc = "\x1b[1A\x1b[2K\x1b]52;c;ZXZpbA==\x07"
+	now := time.Now()
+	b, err := evidence.SealLog(evidence.Receipt{Run: evidence.RunRef{Namespace: "default", Name: "hello", Attempt: 1},
+		Node: "node-1" + esc, Agent: evidence.Agent{Adapter: harnessv1.AdapterExec},
+		Timings: evidence.Timings{Started: now, Finished: now}}, evidence.BytesLog("done\n"), nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "bundle")
+	if err := b.WriteDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	// Unsigned and consistent: verified, the receipt's node printed.
+	out, errOut, err := verifyCommand(dir)
+	if err != nil {
+		t.Fatalf("verify %s: %v\n%s%s", dir, err, out, errOut)
+	}
+	if strings.ContainsRune(out+errOut, 0x1b) || !strings.Contains(out, "on node node-1^[[1A") {
+		t.Errorf("verify printed the receipt's control sequences as they are:\n%q\n%q", out, errOut)
+	}
+	// A file of the sender's naming, and a key to check against: DIFFERS lines.
+	if err := os.WriteFile(filepath.Join(dir, "x"+esc), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, pub := signingKey(t)
+	out, errOut, err = verifyCommand(dir, "--key", pub)
+	if err == nil {
+		t.Fatalf("verify %s with a key, unsigned: no error\n%s", dir, out)
+	}
+	if strings.ContainsRune(out+errOut+err.Error(), 0x1b) || !strings.Contains(errOut, "DIFFERS x^[[1A") {
+		t.Errorf("verify printed the folder's control sequences as they are:\nstdout %q\nstderr %q\nerr %q", out, errOut, err)
+	}
+}

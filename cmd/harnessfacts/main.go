@@ -9,11 +9,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/harnessfacts/harnessfacts/internal/nodecmd"
+	"github.com/harnessfacts/harnessfacts/internal/termsafe"
 )
 
 func main() {
 	if err := newRootCommand().Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "harnessfacts:", err)
+		// An error may quote what a run, a folder or a registry handed
+		// over: shown inert, as everything the commands print of them.
+		fmt.Fprintln(os.Stderr, "harnessfacts:", termsafe.String(err.Error()))
 		os.Exit(1)
 	}
 }
