@@ -15,6 +15,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
 )
 
 // Evidence as an OCI artifact, the way signatures and SBOMs are kept in
@@ -33,6 +35,13 @@ const (
 	// maxStoredPart bounds what is read of one stored part: evidence fits a
 	// ConfigMap, so anything larger is not evidence this wrote.
 	maxStoredPart = MaxConfigMapBytes
+	// maxStoredTotal bounds all parts together: SealParts keeps every part
+	// of a bundle, with its envelope, within a ConfigMap too.
+	maxStoredTotal = MaxConfigMapBytes
+	// maxStoredParts bounds how many: receipt.json, receipt.sha256,
+	// receipt.dsse.json, output.log, trajectory.json and the artifacts a
+	// fixture may ask for.
+	maxStoredParts = 5 + fixture.MaxArtifacts
 )
 
 // Files is the evidence as files by their folder names: receipt.json,
@@ -116,7 +125,10 @@ func PushImage(ctx context.Context, ref string, img v1.Image) (string, error) {
 
 // Pull fetches stored evidence by reference and returns its files, by the
 // names of their title annotations. A part that is not a clean relative
-// name, a name twice, or a part over the size of any evidence is refused.
+// name, a name twice, a part over the size of any evidence, or parts more
+// (or larger together) than any evidence has are refused, by what the
+// manifest says, before a part is fetched: the registry is not trusted,
+// and a manifest of up to 100 MiB may name one blob thousands of times.
 func Pull(ctx context.Context, ref string) (map[string][]byte, error) {
 	r, err := name.ParseReference(ref)
 	if err != nil {
@@ -133,6 +145,20 @@ func Pull(ctx context.Context, ref string) (map[string][]byte, error) {
 	if string(m.Config.MediaType) != ArtifactType {
 		return nil, fmt.Errorf("%s is not HarnessFacts evidence (config media type %q, want %q)", ref, m.Config.MediaType, ArtifactType)
 	}
+	if len(m.Layers) > maxStoredParts {
+		return nil, fmt.Errorf("%s: %d parts, more than any evidence holds (%d)", ref, len(m.Layers), maxStoredParts)
+	}
+	var total int64
+	for _, l := range m.Layers {
+		n := l.Annotations[titleAnnotation]
+		if l.Size < 0 || l.Size > maxStoredPart {
+			return nil, fmt.Errorf("%s: the part %q is %d bytes, more than any evidence holds", ref, n, l.Size)
+		}
+		total += l.Size
+	}
+	if total > maxStoredTotal {
+		return nil, fmt.Errorf("%s: its parts are %d bytes together, more than any evidence holds (%d)", ref, total, maxStoredTotal)
+	}
 	files := map[string][]byte{}
 	for _, l := range m.Layers {
 		n := l.Annotations[titleAnnotation]
@@ -142,9 +168,6 @@ func Pull(ctx context.Context, ref string) (map[string][]byte, error) {
 		if _, dup := files[n]; dup {
 			return nil, fmt.Errorf("%s: the part %s twice", ref, n)
 		}
-		if l.Size > maxStoredPart {
-			return nil, fmt.Errorf("%s: the part %s is %d bytes, more than any evidence holds", ref, n, l.Size)
-		}
 		layer, err := img.LayerByDigest(l.Digest)
 		if err != nil {
 			return nil, err
@@ -153,8 +176,12 @@ func Pull(ctx context.Context, ref string) (map[string][]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %s: %w", ref, n, err)
 		}
-		data, err := io.ReadAll(io.LimitReader(rc, maxStoredPart+1))
+		// No more than the manifest said, which the bounds above hold.
+		data, err := io.ReadAll(io.LimitReader(rc, l.Size+1))
 		err = errors.Join(err, rc.Close())
+		if err == nil && int64(len(data)) != l.Size {
+			err = fmt.Errorf("not the %d bytes the manifest says", l.Size)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %s: %w", ref, n, err)
 		}
