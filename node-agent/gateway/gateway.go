@@ -15,6 +15,7 @@ package gateway
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -79,6 +80,15 @@ const (
 	MaxRequestBytes = 16 << 20
 	maxHeldBodies   = 4
 )
+
+// DefaultBodyTimeout bounds the time a request's body may take to arrive
+// once it holds its slots. The node's slots are shared by every run on the
+// node: an agent that sends a request's headers and then its body slowly,
+// or never, would otherwise hold them for its whole episode, and two such
+// runs every slot of the node, keeping every other run's agent from its
+// provider. A CLI writes its body at once, over a unix socket on the same
+// node (16 MiB in milliseconds).
+const DefaultBodyTimeout = 30 * time.Second
 
 // maxHeldAnswers bounds the bytes of answers a run's usage parsers hold at
 // once (usage.Budget): an event is held whole to be read, up to 4 MiB, and
@@ -158,6 +168,9 @@ type Options struct {
 	// many hostile agents together cannot grow the node-agent past its
 	// memory limit; nil bounds each run alone.
 	NodeBodies NodeBodies
+	// BodyTimeout bounds the time a request's body may take to arrive
+	// once the request holds its slots (0: DefaultBodyTimeout).
+	BodyTimeout time.Duration
 	// Dial connects to the provider; nil is a plain net.Dialer. The
 	// node-agent gives egress.Inside's, so that the gateway reaches no
 	// inside address (loopback but the providerURL's port, private,
@@ -515,11 +528,26 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		})
 	}
 	defer release()
+	// The body must arrive within the body timeout: the slots are the
+	// node's. The deadline is lifted once it has: a read deadline that
+	// passed during a long streamed answer would end the request.
+	rc := http.NewResponseController(w)
+	bodyTimeout := cmp.Or(g.opts.BodyTimeout, DefaultBodyTimeout)
+	if err := rc.SetReadDeadline(time.Now().Add(bodyTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		http.Error(w, "reading the request: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
 	if err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			http.Error(w, fmt.Sprintf("the model gateway takes a request's body within %s: the node's other runs share what it holds", bodyTimeout), http.StatusRequestTimeout)
+			return
+		}
 		http.Error(w, "reading the request: "+err.Error(), http.StatusBadRequest)
 		return
 	}
+	_ = rc.SetReadDeadline(time.Time{})
 	if len(body) > MaxRequestBytes {
 		http.Error(w, fmt.Sprintf("the model gateway takes request bodies of at most %d bytes", MaxRequestBytes), http.StatusRequestEntityTooLarge)
 		return

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bufio"
+	"context"
 	"crypto/x509"
 	"fmt"
 	"io"
@@ -701,6 +702,56 @@ func TestNodeBodiesBoundEveryRunTogether(t *testing.T) {
 		if c != http.StatusOK {
 			t.Errorf("a request got HTTP %d; waiting requests must be served, not refused", c)
 		}
+	}
+}
+
+// TestNodeBodiesAreNotHeldByABodyThatNeverArrives: the node's slots of
+// held request bodies are shared by every run on the node, whoever's they
+// are. Two hostile agents (runs of one namespace) that each open four
+// requests and send their headers and a byte of body, then nothing, must
+// not keep a third run's agent (another tenant's) from its provider: a
+// body must arrive within the gateway's body timeout, or the request is
+// refused and its slot given back.
+func TestNodeBodiesAreNotHeldByABodyThatNeverArrives(t *testing.T) {
+	u := startUpstream(t)
+	node := NewNodeBodies(128 << 20)
+	slots := cap(node)
+	opts := Options{Upstream: u.srv.URL, Header: XAPIKey, Key: []byte("k"), RootCAs: u.pool, NodeBodies: node, BodyTimeout: time.Second}
+	var hostile []string
+	for range slots / maxHeldBodies {
+		_, url := serve(t, opts)
+		hostile = append(hostile, strings.TrimPrefix(url, "http://"))
+	}
+	for i := range slots {
+		c, err := net.Dial("tcp", hostile[i%len(hostile)])
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		if _, err := io.WriteString(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(node) < slots && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(node) < slots {
+		t.Fatalf("the hostile requests hold %d of the node's %d slots, want all", len(node), slots)
+	}
+	_, victim := serve(t, opts)
+	req, _ := http.NewRequest(http.MethodPost, victim+"/v1/messages", strings.NewReader(`{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`))
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatalf("another run's request was not answered within %s while hostile bodies held the node's slots: %v", time.Since(start).Round(time.Millisecond), err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("another run's request got HTTP %d, want 200", resp.StatusCode)
 	}
 }
 
