@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"strings"
 	"time"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
@@ -59,13 +58,16 @@ func (e *Executor) serveMCP(ctx context.Context, dir *fixture.RunDir, transport 
 	ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	switch transport {
 	case harnessv1.MCPTransportHTTP:
-		srv, err := mcp.StartHTTP(mcp.Options{MaxCalls: maxCalls, ExtraPorts: []int{SandboxMCPPort}})
+		// The server listens on a socket of the run dir's top level, the
+		// node-agent's alone (not on a loopback port, which every run's
+		// relay to a loopback provider could name); the run's socket
+		// relays to it.
+		server := dir.Join(mcpServerSocket)
+		srv, err := mcp.StartHTTP(mcp.Options{MaxCalls: maxCalls, ExtraPorts: []int{SandboxMCPPort}, Socket: server})
 		if err != nil {
 			return nil, err
 		}
 		s.http, s.token, s.receipts = srv, srv.Token, srv.Receipts
-		u := strings.TrimPrefix(srv.URL, "http://")
-		hostPort, path, _ := strings.Cut(u, "/")
 		s.httpSocket = dir.Socket(fixture.SocketMCPHTTP)
 		ln, err := listenBounded(s.httpSocket, httpMCPChannel, owner)
 		if err != nil {
@@ -73,8 +75,8 @@ func (e *Executor) serveMCP(ctx context.Context, dir *fixture.RunDir, transport 
 			return nil, err
 		}
 		s.listeners = append(s.listeners, ln)
-		go sandboxinit.Relay(ln, func() (net.Conn, error) { return net.Dial("tcp", hostPort) })
-		s.endpoint.URL = fmt.Sprintf("http://127.0.0.1:%d/%s", SandboxMCPPort, path)
+		go sandboxinit.Relay(ln, func() (net.Conn, error) { return net.Dial("unix", server) })
+		s.endpoint.URL = srv.URL
 	case harnessv1.MCPTransportStdio:
 		token, err := mcp.NewToken()
 		if err != nil {
@@ -107,6 +109,10 @@ func (e *Executor) serveMCP(ctx context.Context, dir *fixture.RunDir, transport 
 	}
 	return s, nil
 }
+
+// mcpServerSocket is where a run's HTTP MCP server listens, in the run
+// dir's top level.
+const mcpServerSocket = "mcp-server.sock"
 
 // socketOwner is the host uid and gid a run's sockets belong to: its
 // agent's.

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -83,12 +84,21 @@ type Options struct {
 	ExtraPorts []int
 	// Channel bounds the listener (DefaultChannel when zero).
 	Channel bounded.Limits
+	// Socket, when set, is a unix socket path the server listens on
+	// (0600, its owner's alone) instead of a TCP port on 127.0.0.1: a port
+	// there is open to every process of the node's (or the pod's) network
+	// namespace, other runs' relays to a loopback provider among them.
+	// Requests must then name one of ExtraPorts in their Host.
+	Socket string
 }
 
 // Server is a running HTTP token server.
 type Server struct {
-	// URL is the endpoint to give the agent (HARNESSFACTS_MCP_URL).
+	// URL is the endpoint to give the agent (HARNESSFACTS_MCP_URL); with
+	// a Socket, its port is the first of ExtraPorts.
 	URL string
+	// Path is the URL's path, a random one.
+	Path string
 	// Token is the run's token.
 	Token string
 	// Receipts records the calls.
@@ -99,8 +109,9 @@ type Server struct {
 }
 
 // StartHTTP serves the token server on 127.0.0.1, a random port and a random
-// path, until Shutdown.
+// path (or on Options.Socket), until Shutdown.
 func StartHTTP(opts Options) (*Server, error) {
+	var err error
 	if opts.Token == "" {
 		t, err := NewToken()
 		if err != nil {
@@ -116,11 +127,24 @@ func StartHTTP(opts Options) (*Server, error) {
 		return nil, err
 	}
 	path := "/mcp/" + hex.EncodeToString(p[:])
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	var ln net.Listener
+	var ports []int
+	if opts.Socket != "" {
+		if len(opts.ExtraPorts) == 0 {
+			return nil, errors.New("MCP server: a unix socket without a port for its requests' Host")
+		}
+		if ln, err = net.Listen("unix", opts.Socket); err == nil {
+			if err = os.Chmod(opts.Socket, 0o600); err != nil {
+				_ = ln.Close()
+			}
+		}
+		ports = opts.ExtraPorts
+	} else if ln, err = net.Listen("tcp4", "127.0.0.1:0"); err == nil {
+		ports = append([]int{ln.Addr().(*net.TCPAddr).Port}, opts.ExtraPorts...)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("MCP server: %w", err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
 	if opts.Channel == (bounded.Limits{}) {
 		opts.Channel = DefaultChannel
 	}
@@ -134,13 +158,14 @@ func StartHTTP(opts Options) (*Server, error) {
 		JSONResponse: true,
 	})
 	s := &Server{
-		URL:      fmt.Sprintf("http://127.0.0.1:%d%s", port, path),
+		URL:      fmt.Sprintf("http://127.0.0.1:%d%s", ports[0], path),
+		Path:     path,
 		Token:    opts.Token,
 		Receipts: rec,
 		done:     make(chan error, 1),
 	}
 	s.srv = &http.Server{
-		Handler: guard(path, append([]int{port}, opts.ExtraPorts...), opts.MaxBodyBytes, handler),
+		Handler: guard(path, ports, opts.MaxBodyBytes, handler),
 		// Stateless JSON answers are immediate: a client that takes longer
 		// than this to send or read one is stuck or hostile.
 		ReadHeaderTimeout: 10 * time.Second,

@@ -5,8 +5,11 @@ import (
 	"context"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -285,5 +288,34 @@ func TestTokenWatcherFindsWhatContainsFinds(t *testing.T) {
 				t.Fatalf("token %q in %q: index %d is not the token", token, p, i)
 			}
 		}
+	}
+}
+
+// TestHTTPOnASocketListensOnNoPort: with Options.Socket the server is
+// reached only through that socket, its owner's alone (no loopback port,
+// which other processes of the network namespace share), and answers
+// requests that name the bridge's port.
+func TestHTTPOnASocketListensOnNoPort(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "mcp.sock")
+	s := startServer(t, Options{Socket: sock, ExtraPorts: []int{7701}})
+	if !strings.HasPrefix(s.URL, "http://127.0.0.1:7701/mcp/") || !strings.HasSuffix(s.URL, s.Path) {
+		t.Fatalf("URL %s (path %s): want the bridge's port and the random path", s.URL, s.Path)
+	}
+	st, err := os.Stat(sock)
+	if err != nil || st.Mode()&os.ModeSocket == 0 || st.Mode().Perm() != 0o600 {
+		t.Fatalf("the socket: %v, %v", st, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	cs := connect(ctx, t, &sdk.StreamableClientTransport{Endpoint: s.URL, HTTPClient: client, DisableStandaloneSSE: true})
+	defer cs.Close()
+	if res := callToken(ctx, t, cs); res.IsError || text(res) != s.Token {
+		t.Fatalf("get_token over the socket = %q (error %v)", text(res), res.IsError)
+	}
+	if _, err := StartHTTP(Options{Socket: filepath.Join(t.TempDir(), "x.sock")}); err == nil {
+		t.Error("a socket without a port for the Host header was accepted")
 	}
 }
