@@ -134,6 +134,7 @@ func (r *HarnessRunReconciler) charge(ctx context.Context, name string, run *har
 		ns.Tokens += delta
 		if suite != "" {
 			ns.Suites = chargeSuite(ns.Suites, suite, round, delta)
+			boundSuites(pol.Status.Spent)
 		}
 		return r.client.Status().Update(ctx, pol)
 	})
@@ -176,6 +177,33 @@ func chargeSuite(suites []harnessv1.SuiteSpend, suite string, round int32, delta
 		suites = slices.Delete(suites, 0, len(suites)-MaxSuitesSpent+1)
 	}
 	return append(suites, cur)
+}
+
+// MaxPolicySuitesSpent is how many suites a policy's status.spent keeps
+// in all its namespaces together: 1,000 in each of a dozen namespaces
+// would take the policy past the size of an object etcd stores, and every
+// charge to it, any namespace's, would fail (about 110 bytes a suite: 4,000
+// are under half a MiB).
+const MaxPolicySuitesSpent = 4000
+
+// boundSuites keeps the suites of spent within MaxPolicySuitesSpent: past
+// it, the namespace that keeps the most suites loses its least recently
+// charged one (the first listed at the lowest index, among equals), so that
+// the namespaces that label runs by the thousand make room, not the others.
+func boundSuites(spent []harnessv1.NamespaceSpend) {
+	total := 0
+	for _, ns := range spent {
+		total += len(ns.Suites)
+	}
+	for ; total > MaxPolicySuitesSpent; total-- {
+		most := 0
+		for i := range spent {
+			if len(spent[i].Suites) > len(spent[most].Suites) {
+				most = i
+			}
+		}
+		spent[most].Suites = slices.Delete(spent[most].Suites, 0, 1)
+	}
 }
 
 func spentIndex(pol *harnessv1.HarnessPolicy, namespace string) int {
