@@ -49,6 +49,17 @@ func (a *attempt) usageStatus(ctx context.Context, log []byte) *harnessv1.UsageS
 	if st == nil {
 		return &harnessv1.UsageStatus{Source: harnessv1.UsageNone, ModelRequested: requested}
 	}
+	// The names are the CLI's output decoded (a credential escaped in its
+	// JSON passed the output's redaction) or the provider's words: they
+	// are redacted again, as the trajectory is, before status and receipt.
+	if a.redactor != nil {
+		for i, m := range st.Models {
+			st.Models[i] = a.redactor.String(m)
+		}
+		for i := range parts {
+			parts[i].Model = a.redactor.String(parts[i].Model)
+		}
+	}
 	if parts != nil && a.e.opts.Pricing != nil {
 		table, policy, err := a.e.opts.Pricing(ctx, a.run)
 		switch {
