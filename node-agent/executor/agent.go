@@ -119,9 +119,34 @@ func (a *attempt) writeAgentFiles(ctx context.Context) error {
 	}
 	a.cliVersion = a.e.cliVersion(ctx, a.adapter)
 	if len(a.inv.Argv) > 0 {
-		a.cliPath, a.cliDigest = a.e.cliBinary(a.inv.Argv[0], a.inv.PathDirs)
+		a.cliPath, a.cliDigest = a.e.cliBinary(a.inv.Argv[0], a.cliView())
 	}
 	return nil
+}
+
+// cliView is where the agent's sandbox finds its command: the adapter's
+// CLI folders, then PATH (the image's own, in an environment image), and
+// the workspace for a relative path.
+func (a *attempt) cliView() cliView {
+	v := cliView{pathDirs: a.inv.PathDirs, path: filepath.SplitList(a.e.opts.Path), workdir: a.dir.Workspace()}
+	if a.env != nil {
+		v.root = a.env.overlay.Root
+		if p, ok := envLookup(a.env.image.Config.Env, "PATH"); ok {
+			v.path = filepath.SplitList(p)
+		}
+	}
+	return v
+}
+
+// envLookup is key's value in env (KEY=VALUE entries), the last one set.
+func envLookup(env []string, key string) (string, bool) {
+	val, found := "", false
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
+			val, found = v, true
+		}
+	}
+	return val, found
 }
 
 // runAgent runs the agent in the sandbox, within the run's limits, its

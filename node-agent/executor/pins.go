@@ -9,55 +9,144 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+
+	securejoin "github.com/cyphar/filepath-securejoin"
 )
 
-// cliBinary is the command the sandbox will start, symbolic links
-// resolved, and its sha256, for the receipt. The digest is cached by path,
-// size and modification time: a CLI can be hundreds of megabytes, and it
-// does not change under a running node-agent unless reinstalled.
-func (e *Executor) cliBinary(argv0 string, pathDirs []string) (string, string) {
+// cliView is where the sandbox finds a command: the adapter's CLI folders
+// (the node's, bound in), then PATH's folders, which are the node's or,
+// in an environment image, the image's (inside Root); a relative path
+// with a slash is the working directory's (the workspace).
+type cliView struct {
+	pathDirs []string
+	path     []string
+	root     string // the environment image's merged root; "" for the node
+	workdir  string
+}
+
+// cliBinary is the command the sandbox will start, as the sandbox sees it
+// (symbolic links resolved), and its sha256, for the receipt. The command
+// is the run author's to name: a file is digested only when the sandbox
+// could read it too (readable by all, not under /proc, /sys or /dev), so
+// that the digest of a file only root reads (/etc/shadow, the
+// node-agent's own /proc/self/environ) is no oracle in the receipt, and a
+// pseudo-file that never ends (/proc/kmsg) holds nothing. A node file's
+// digest is cached by path, size and modification time: a CLI can be
+// hundreds of megabytes, and it does not change under a running node-agent
+// unless reinstalled.
+func (e *Executor) cliBinary(argv0 string, v cliView) (string, string) {
 	if argv0 == "" {
 		return "", ""
 	}
-	p := argv0
-	if !strings.ContainsRune(argv0, filepath.Separator) && !strings.ContainsRune(argv0, '/') {
-		p = ""
-		for _, dir := range append(append([]string(nil), pathDirs...), filepath.SplitList(e.opts.Path)...) {
-			cand := filepath.Join(dir, argv0)
-			if _, err := exec.LookPath(cand); err == nil {
-				p = cand
-				break
+	shown, host, onNode := v.find(argv0)
+	if host == "" {
+		return shown, ""
+	}
+	info, err := os.Stat(host)
+	if err != nil || !info.Mode().IsRegular() || info.Mode().Perm()&0o004 == 0 {
+		return shown, ""
+	}
+	if onNode {
+		for _, pseudo := range []string{"/proc", "/sys", "/dev"} {
+			if host == pseudo || strings.HasPrefix(host, pseudo+"/") {
+				return shown, ""
 			}
 		}
-		if p == "" {
-			return argv0, ""
+	}
+	key := fmt.Sprintf("%s\x00%d\x00%d", host, info.Size(), info.ModTime().UnixNano())
+	if onNode {
+		if d, ok := e.digests.Load(key); ok {
+			return shown, d.(string)
 		}
 	}
-	resolved, err := filepath.EvalSymlinks(p)
+	f, err := os.Open(host)
 	if err != nil {
-		return p, ""
-	}
-	info, err := os.Stat(resolved)
-	if err != nil || !info.Mode().IsRegular() {
-		return resolved, ""
-	}
-	key := fmt.Sprintf("%s\x00%d\x00%d", resolved, info.Size(), info.ModTime().UnixNano())
-	if d, ok := e.digests.Load(key); ok {
-		return resolved, d.(string)
-	}
-	f, err := os.Open(resolved)
-	if err != nil {
-		return resolved, ""
+		return shown, ""
 	}
 	defer func() { _ = f.Close() }()
 	h := sha256.New()
 	if _, err := io.Copy(h, f); err != nil {
-		return resolved, ""
+		return shown, ""
 	}
 	d := "sha256:" + hex.EncodeToString(h.Sum(nil))
-	e.digests.Store(key, d)
-	return resolved, d
+	if onNode {
+		// The image's and the workspace's files are the run's: caching
+		// them would keep a key for every run.
+		e.digests.Store(key, d)
+	}
+	return shown, d
+}
+
+// find resolves argv0 as the sandbox would: the path the sandbox shows,
+// the file on the host ("" when there is none), and whether it is the
+// node's own (not the image's, nor the workspace's).
+func (v cliView) find(argv0 string) (shown, host string, onNode bool) {
+	// inRoot is name's file inside root, links resolved there.
+	inRoot := func(root, name string) (string, string, bool) {
+		p, err := securejoin.SecureJoin(root, name)
+		if err != nil {
+			return name, "", false
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil || !filepath.IsLocal(rel) {
+			return name, "", false
+		}
+		return "/" + filepath.ToSlash(rel), p, true
+	}
+	onNodeFile := func(name string) (string, string, bool) {
+		p, err := filepath.EvalSymlinks(name)
+		if err != nil {
+			return name, "", false
+		}
+		return p, p, true
+	}
+	executable := func(p string) bool { _, err := exec.LookPath(p); return err == nil }
+	switch {
+	case !strings.ContainsRune(argv0, '/') && !strings.ContainsRune(argv0, filepath.Separator):
+		for _, dir := range v.pathDirs {
+			if cand := filepath.Join(dir, argv0); executable(cand) {
+				s, h, ok := onNodeFile(cand)
+				return s, h, ok
+			}
+		}
+		for _, dir := range v.path {
+			if !filepath.IsAbs(dir) {
+				continue
+			}
+			if v.root == "" {
+				if cand := filepath.Join(dir, argv0); executable(cand) {
+					s, h, ok := onNodeFile(cand)
+					return s, h, ok
+				}
+				continue
+			}
+			if s, h, ok := inRoot(v.root, filepath.Join(dir, argv0)); ok && executable(h) {
+				return s, h, false
+			}
+		}
+		return argv0, "", false
+	case !filepath.IsAbs(argv0):
+		if v.workdir == "" {
+			return argv0, "", false
+		}
+		_, h, ok := inRoot(v.workdir, argv0)
+		if !ok {
+			return argv0, "", false
+		}
+		rel, _ := filepath.Rel(v.workdir, h)
+		return filepath.Join(v.workdir, rel), h, false
+	case v.root != "" && !slices.ContainsFunc(v.pathDirs, func(d string) bool { return strings.HasPrefix(argv0, d+"/") }):
+		s, h, ok := inRoot(v.root, argv0)
+		if !ok {
+			return argv0, "", false
+		}
+		return s, h, false
+	default:
+		s, h, ok := onNodeFile(argv0)
+		return s, h, ok
+	}
 }
 
 // endpoint is a provider URL as the receipt may show it: no user info,
