@@ -10,6 +10,7 @@ import (
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/node-agent/envimage"
+	"github.com/harnessfacts/harnessfacts/node-agent/registry"
 	"github.com/harnessfacts/harnessfacts/sandbox"
 )
 
@@ -59,7 +60,7 @@ func (a *attempt) prepareEnvironment(ctx context.Context) error {
 	}
 	img, release, err := cache.Get(ctx, ref, envimage.PullOptions{Keychain: kc})
 	if err != nil {
-		return bad(err)
+		return bad(registry.Describe(err))
 	}
 	a.deferCleanup(release)
 	for _, kv := range img.Config.Env {

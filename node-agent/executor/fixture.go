@@ -9,6 +9,7 @@ import (
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixturesource"
+	"github.com/harnessfacts/harnessfacts/node-agent/registry"
 )
 
 // readFixture reads the fixture the run names and settles the attempt's
@@ -92,7 +93,7 @@ func (a *attempt) remoteFixture(ctx context.Context) (*fixture.Fixture, error) {
 	case errors.As(err, &bad):
 		return nil, fail(harnessv1.ReasonBadFixture, fmt.Errorf("the fixture cannot be used: %w", err))
 	case err != nil:
-		return nil, fail(harnessv1.ReasonFixtureUnavailable, err)
+		return nil, fail(harnessv1.ReasonFixtureUnavailable, registry.Describe(err))
 	}
 	a.fixtureSource.Digest, a.fixtureSource.Cached = res.Digest, res.Cached
 	return res.Fixture, nil

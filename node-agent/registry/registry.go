@@ -20,11 +20,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 
 	"github.com/harnessfacts/harnessfacts/node-agent/egress"
 )
@@ -131,3 +133,61 @@ func (c *cappedManifest) Read(p []byte) (int, error) {
 }
 
 func (c *cappedManifest) Close() error { return c.rc.Close() }
+
+// Describe is err as the run may show it: an answer of the registry that
+// is an error keeps its request, status and the registry's error codes,
+// and loses the body go-containerregistry quotes when the answer is no
+// registry's error document. The run author names the registry, and with
+// it a token endpoint (the realm of its WWW-Authenticate): the node-agent
+// fetches from the node's network, private addresses included, and what
+// an internal service answered there would reach the run's status. The
+// result unwraps to err.
+func Describe(err error) error {
+	var te *transport.Error
+	if err == nil || !errors.As(err, &te) {
+		return err
+	}
+	var b strings.Builder
+	if te.Request != nil {
+		fmt.Fprintf(&b, "%s %s: ", te.Request.Method, redactURL(te.Request.URL))
+	}
+	fmt.Fprintf(&b, "the registry answered %d %s", te.StatusCode, http.StatusText(te.StatusCode))
+	for i, d := range te.Errors {
+		if i == 4 {
+			fmt.Fprintf(&b, " (and %d more)", len(te.Errors)-i)
+			break
+		}
+		sep := ": "
+		if i > 0 {
+			sep = "; "
+		}
+		fmt.Fprintf(&b, "%s%s", sep, cut(string(d.Code)+" "+d.Message, 200))
+	}
+	return &described{msg: strings.Replace(err.Error(), te.Error(), b.String(), 1), err: err}
+}
+
+type described struct {
+	msg string
+	err error
+}
+
+func (d *described) Error() string { return d.msg }
+func (d *described) Unwrap() error { return d.err }
+
+// redactURL is u without its query and user (a token endpoint's query
+// names the scope; a URL may carry credentials).
+func redactURL(u *url.URL) string {
+	if u == nil {
+		return ""
+	}
+	c := *u
+	c.User, c.RawQuery, c.Fragment = nil, "", ""
+	return c.String()
+}
+
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
+}

@@ -1,14 +1,20 @@
 package registry
 
 import (
+	"context"
+	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
 func TestCheckManifest(t *testing.T) {
@@ -66,5 +72,61 @@ func TestTransportCutsManifests(t *testing.T) {
 	}
 	if n, err := get("/v2/tasks/x/blobs/sha256:ab"); err != nil || n != len(long) {
 		t.Errorf("a blob: %d bytes, %v", n, err)
+	}
+}
+
+// TestDescribeQuotesNoBodyOfTheAnswer: the run author names the registry
+// and with it a token endpoint (its WWW-Authenticate realm) anywhere the
+// node reaches; go-containerregistry quotes the body of an answer that is
+// no registry error document, so an internal service's answer there would
+// reach the run's status. Describe keeps the request and status only, and
+// a registry's own error codes.
+func TestDescribeQuotesNoBodyOfTheAnswer(t *testing.T) {
+	var srv *httptest.Server
+	var registryErrors atomic.Bool
+	srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/v2/" && registryErrors.Load():
+		case r.URL.Path == "/v2/":
+			w.Header().Set("WWW-Authenticate", `Bearer realm="`+srv.URL+`/internal/secret?q=1",service="s"`)
+			w.WriteHeader(http.StatusUnauthorized)
+		case r.URL.Path == "/internal/secret":
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = io.WriteString(w, "internal-secret-9z8y")
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, `{"errors":[{"code":"MANIFEST_UNKNOWN","message":"manifest unknown"}]}`)
+		}
+	}))
+	defer srv.Close()
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	host := strings.TrimPrefix(srv.URL, "https://")
+	ref, err := name.ParseReference(host + "/tasks/x:v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = remote.Head(ref, Options(context.Background(), nil, pool)...)
+	if err == nil || !strings.Contains(err.Error(), "internal-secret-9z8y") {
+		t.Fatalf("go-containerregistry's error %v: the test shows nothing", err)
+	}
+	wrapped := fmt.Errorf("the environment image x: %w", err)
+	got := Describe(wrapped)
+	if msg := got.Error(); strings.Contains(msg, "internal-secret") || !strings.Contains(msg, "the registry answered 403 Forbidden") ||
+		!strings.HasPrefix(msg, "the environment image x: ") || strings.Contains(msg, "q=1") {
+		t.Errorf("Describe: %q", msg)
+	}
+	if !errors.Is(got, err) {
+		t.Error("Describe does not unwrap to the error")
+	}
+	// A registry's own error document keeps its codes.
+	registryErrors.Store(true)
+	_, err = remote.Get(ref, Options(context.Background(), nil, pool)...)
+	if msg := Describe(err).Error(); !strings.Contains(msg, "404 Not Found: MANIFEST_UNKNOWN manifest unknown") {
+		t.Errorf("Describe of a registry's error: %q (from %v)", msg, err)
+	}
+	if Describe(nil) != nil {
+		t.Error("Describe(nil) is not nil")
 	}
 }
