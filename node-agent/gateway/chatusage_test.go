@@ -253,6 +253,11 @@ func TestGatewayHoldsTheTokenLimitWithoutUsage(t *testing.T) {
 			// One that ignores stream_options: a whole stream, no usage.
 			w.Header().Set("Content-Type", "text/event-stream")
 			_, _ = io.WriteString(w, chatChunk1+chatDone)
+		case bytes.Contains(body, []byte(`"no-delta"`)):
+			// A Messages stream that ends without its message_delta.
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"c\",\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n"+
+				"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
 		case bytes.Contains(body, []byte(`"cut"`)):
 			w.Header().Set("Content-Type", "text/event-stream")
 			_, _ = io.WriteString(w, chatChunk1)
@@ -294,6 +299,22 @@ func TestGatewayHoldsTheTokenLimitWithoutUsage(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("a Messages stream without its closing figures", func(t *testing.T) {
+		for _, limit := range []int64{0, 1000} {
+			g, base := serve(t, Options{Upstream: srv.URL, Header: XAPIKey, Key: []byte(realKey), RootCAs: pool, MaxTokens: limit})
+			if resp, body := post(t, base+"/v1/messages", `{"model":"no-delta","stream":true,"max_tokens":8,"messages":[]}`, nil); resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d: %s", resp.StatusCode, body)
+			}
+			s := g.Stopped()
+			switch {
+			case limit == 0 && s != nil:
+				t.Errorf("no limit: stopped: %v", s)
+			case limit > 0 && (s == nil || s.Reason != ReasonTokenLimit || !strings.Contains(s.Message, "without its closing token figures")):
+				t.Errorf("limit %d: stop %+v, want %s", limit, s, ReasonTokenLimit)
+			}
+		}
+	})
 
 	t.Run("failed on the provider's side", func(t *testing.T) {
 		g, base := serve(t, Options{Upstream: srv.URL, Header: Bearer, Key: []byte(realKey), RootCAs: pool, MaxTokens: 1000})
