@@ -29,6 +29,10 @@ type Limits struct {
 	// Idle closes a connection on which nothing was read or written for
 	// this long.
 	Idle time.Duration
+	// Node, when set, is a bound shared with other channels (every run's
+	// egress proxy on the node): a connection takes one of its tokens too,
+	// after one of MaxConns, and waits in the backlog while none is free.
+	Node chan struct{}
 }
 
 // ErrBudget is returned by a connection's Read or Write once the channel's
@@ -84,6 +88,16 @@ func (l *Listener) Accept() (net.Conn, error) {
 			select {
 			case l.sem <- struct{}{}:
 			case <-l.stop:
+				return nil, net.ErrClosed
+			}
+		}
+		if l.lim.Node != nil {
+			select {
+			case l.lim.Node <- struct{}{}:
+			case <-l.stop:
+				if l.sem != nil {
+					<-l.sem
+				}
 				return nil, net.ErrClosed
 			}
 		}
@@ -162,6 +176,9 @@ func (l *Listener) spend(n int) bool {
 }
 
 func (l *Listener) release() {
+	if l.lim.Node != nil {
+		<-l.lim.Node
+	}
 	if l.sem != nil {
 		<-l.sem
 	}

@@ -66,6 +66,64 @@ func TestAtMostMaxConnsAreServedAtOnce(t *testing.T) {
 	<-accepted // drain what the closes let in, so Close finds them
 }
 
+// TestNodeBoundsChannelsTogether: two channels of two connections each,
+// sharing a node bound of three, serve three at once; the fourth waits
+// until one of either closes, and a closed channel gives its tokens back.
+func TestNodeBoundsChannelsTogether(t *testing.T) {
+	node := make(chan struct{}, 3)
+	accepted := make(chan net.Conn, 10)
+	var ls []*Listener
+	for range 2 {
+		l := listen(t, Limits{MaxConns: 2, Node: node})
+		ls = append(ls, l)
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				accepted <- c
+			}
+		}()
+		dial(t, l)
+		dial(t, l)
+	}
+	var open []net.Conn
+	for range 3 {
+		select {
+		case c := <-accepted:
+			open = append(open, c)
+		case <-time.After(5 * time.Second):
+			t.Fatal("three connections were not accepted")
+		}
+	}
+	select {
+	case <-accepted:
+		t.Fatal("a fourth connection was accepted with the node's three taken")
+	case <-time.After(200 * time.Millisecond):
+	}
+	_ = open[0].Close()
+	select {
+	case c := <-accepted:
+		open[0] = c
+	case <-time.After(5 * time.Second):
+		t.Fatal("closing a connection did not let the fourth in")
+	}
+	for _, c := range open {
+		_ = c.Close()
+	}
+	for _, l := range ls {
+		_ = l.Close()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(node) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d node tokens still taken once every channel closed", len(node))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func TestTheByteBudgetClosesTheChannel(t *testing.T) {
 	l := listen(t, Limits{MaxBytes: 1 << 20})
 	got := make(chan error, 1)

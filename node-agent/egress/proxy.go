@@ -36,6 +36,22 @@ const (
 	maxHostReport = 261
 )
 
+// NodeConns are the node's slots of proxy connections, shared by every
+// run's proxy: each tunnel's socket buffers are kernel memory charged to
+// the node-agent (where the memory controller counts socket memory: cgroup
+// v2, or v1 with kmem.tcp), so eight runs of 64 tunnels each could hold
+// about 270 MiB of it. A run still has at most MaxConns; together the
+// node's runs have the slots NodeConns holds.
+type NodeConns chan struct{}
+
+// DefaultNodeConns is NewNodeConns' bound: four runs' worth, about 135 MiB
+// of socket buffers at the most.
+const DefaultNodeConns = 4 * DefaultMaxConns
+
+// NewNodeConns bounds the node's proxy connections to n (at least one
+// run's MaxConns).
+func NewNodeConns(n int) NodeConns { return make(NodeConns, max(n, DefaultMaxConns)) }
+
 // Options configure a Proxy. Zero values mean the defaults.
 type Options struct {
 	// Allow is what the proxy lets through; nil allows nothing.
@@ -50,6 +66,9 @@ type Options struct {
 	MaxHeaderBytes int
 	// MaxConns bounds the client connections served at once; more wait.
 	MaxConns int
+	// NodeConns, when set, bounds the client connections of every run's
+	// proxy on the node together (NewNodeConns); more wait.
+	NodeConns NodeConns
 	// MaxDeniedHosts is how many distinct denied hosts Stats keeps.
 	MaxDeniedHosts int
 	// Inside, when set, is what the proxy may reach of the inside (loopback,
@@ -161,7 +180,7 @@ func New(opts Options) *Proxy {
 func (p *Proxy) Serve(l net.Listener) error {
 	// At most MaxConns clients at once (more wait in the kernel's backlog),
 	// with connections that still half-close for the tunnels' relay.
-	err := p.srv.Serve(bounded.NewListener(l, bounded.Limits{MaxConns: p.opts.MaxConns}))
+	err := p.srv.Serve(bounded.NewListener(l, bounded.Limits{MaxConns: p.opts.MaxConns, Node: p.opts.NodeConns}))
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}

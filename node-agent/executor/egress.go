@@ -49,7 +49,7 @@ func (a *attempt) startEgress(ctx context.Context) error {
 		return fail(harnessv1.ReasonEgressProxyFailed, fmt.Errorf("what the run may reach of the inside cannot be settled: %w", err))
 	}
 	a.inside = inside
-	px, err := serveEgress(a.dir, allow, inside, a.runIDs())
+	px, err := serveEgress(a.dir, allow, inside, a.e.egressConns, a.runIDs())
 	if err != nil {
 		return fail(harnessv1.ReasonEgressProxyFailed, fmt.Errorf("the egress proxy could not start: %w", err))
 	}
@@ -163,8 +163,8 @@ type egressProxy struct {
 	done   chan struct{}
 }
 
-func serveEgress(dir *fixture.RunDir, allow *egress.AllowList, inside *egress.Inside, owner socketOwner) (*egressProxy, error) {
-	px := &egressProxy{proxy: egress.New(egress.Options{Allow: allow, Inside: inside}), socket: dir.Socket(fixture.SocketEgress), done: make(chan struct{})}
+func serveEgress(dir *fixture.RunDir, allow *egress.AllowList, inside *egress.Inside, node egress.NodeConns, owner socketOwner) (*egressProxy, error) {
+	px := &egressProxy{proxy: egress.New(egress.Options{Allow: allow, Inside: inside, NodeConns: node}), socket: dir.Socket(fixture.SocketEgress), done: make(chan struct{})}
 	ln, err := listenBounded(px.socket, egressChannel, owner)
 	if err != nil {
 		return nil, err

@@ -174,6 +174,8 @@ type Executor struct {
 	// gatewayBodies bounds the request bodies every run's model gateway
 	// holds at once (nodeGatewayBodies).
 	gatewayBodies gateway.NodeBodies
+	// egressConns bounds every run's egress proxy connections together.
+	egressConns egress.NodeConns
 
 	imagesOnce sync.Once
 	images     *envimage.Cache
@@ -286,7 +288,8 @@ func New(opts Options) (*Executor, error) {
 			return nil, fmt.Errorf("executor: %w", err)
 		}
 	}
-	e := &Executor{opts: opts, gatewayBodies: gateway.NewNodeBodies(nodeGatewayBodies), initInterp: elfInterpreter(opts.InitBinary)}
+	e := &Executor{opts: opts, gatewayBodies: gateway.NewNodeBodies(nodeGatewayBodies), egressConns: egress.NewNodeConns(egress.DefaultNodeConns),
+		initInterp: elfInterpreter(opts.InitBinary)}
 	// One preflight (a sandbox start) serves both policies and the
 	// HarnessNode's modes: it used to run once for each, two sandboxes
 	// before every local run's first.
