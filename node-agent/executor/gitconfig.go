@@ -44,7 +44,8 @@ var gitConfigKeeps = map[string][]string{
 const maxGitConfig = 1 << 20
 
 // maxGitDirEntries bounds the entries of a git directory walked for config
-// files (objects, refs and logs are not entered).
+// files (only its top, worktrees/ and modules/ are entered, and no data
+// folder there).
 const maxGitDirEntries = 20000
 
 // minimalGitConfig replaces a config that cannot be read as git's format.
@@ -148,7 +149,12 @@ func sanitizeGitDir(root *os.Root, gitdir, workspace string) ([]string, error) {
 				return fmt.Errorf("git directory %s holds over %d entries", d, maxGitDirEntries)
 			}
 			switch name := e.Name(); {
-			case e.IsDir() && p != d && (name == "objects" || name == "refs" || name == "logs"):
+			case e.IsDir() && p == d:
+			case e.IsDir() && (gitDataDirs[name] || !underConfigDirs(d, p)):
+				// Configs live at the git dir's top, in worktrees/ and in
+				// modules/ (submodules' git dirs, nested): the rest of it
+				// is objects, references, logs, LFS or annex content that
+				// may hold many thousands of files.
 				return fs.SkipDir
 			case !e.IsDir() && (name == "config" || name == "config.worktree"):
 				did, err := sanitizeGitConfigFile(root, p)
@@ -164,6 +170,16 @@ func sanitizeGitDir(root *os.Root, gitdir, workspace string) ([]string, error) {
 		}
 	}
 	return changed, nil
+}
+
+// gitDataDirs are a git dir's folders that hold data, never a config.
+var gitDataDirs = map[string]bool{"objects": true, "refs": true, "logs": true, "lfs": true, "annex": true, "rr-cache": true, "reftable": true}
+
+// underConfigDirs says whether p, a folder below the git dir d, lies in
+// its worktrees/ or modules/.
+func underConfigDirs(d, p string) bool {
+	first, _, _ := strings.Cut(strings.TrimPrefix(p, d+"/"), "/")
+	return first == "worktrees" || first == "modules"
 }
 
 // sanitizeGitConfigFile rewrites one config file with the keys kept; a

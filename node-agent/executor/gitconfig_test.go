@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -169,6 +170,29 @@ func TestGitConfigEveryWayToTheRepository(t *testing.T) {
 			if strings.Contains(string(b), "filter") || !strings.Contains(string(b), "origin") {
 				t.Errorf("%s/config after: %q", d, b)
 			}
+		}
+	})
+	t.Run("many files beside the configs", func(t *testing.T) {
+		// Git LFS keeps its objects in .git/lfs, hooks and info are
+		// small, but all of it is no config: a repository with more LFS
+		// objects than the walk's bound is sanitized all the same.
+		ws := t.TempDir()
+		gitRepo(t, ws)
+		plantHostileConfig(t, filepath.Join(ws, ".git"), ws)
+		lfs := filepath.Join(ws, ".git", "lfs", "objects")
+		if err := os.MkdirAll(lfs, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for i := range maxGitDirEntries + 10 {
+			if err := os.WriteFile(filepath.Join(lfs, strconv.Itoa(i)), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := sanitizeGitConfig(ws); err != nil {
+			t.Fatal(err)
+		}
+		if code, out := gitIn(t, ws, "diff", "--quiet", "--", "protected.txt"); code != 1 {
+			t.Errorf("git diff --quiet exits %d (%s), want 1", code, out)
 		}
 	})
 	out := map[string]func(ws string) error{
