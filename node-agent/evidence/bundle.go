@@ -364,8 +364,13 @@ func (b *Bundle) ConfigMapData() (data map[string]string, binaryData map[string]
 
 func artifactKey(i int) string { return fmt.Sprintf("%s%02d", artifactKeyPrefix, i) }
 
+// validRel says whether p is a clean, slash-separated relative name of a
+// file in an evidence folder, as this system names files: on Windows, a
+// reserved device name (CON, NUL, COM1…) or a colon (an alternate data
+// stream) is refused too (filepath.IsLocal), for it would not name a file
+// of the folder there.
 func validRel(p string) bool {
-	if p == "" || strings.HasPrefix(p, "/") || strings.Contains(p, "\\") {
+	if p == "" || strings.HasPrefix(p, "/") || strings.Contains(p, "\\") || !filepath.IsLocal(filepath.FromSlash(p)) {
 		return false
 	}
 	for _, s := range strings.Split(p, "/") {
