@@ -132,6 +132,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts SetupOptions) (*Agent,
 		InitBinary:        opts.InitBinary,
 		// Two ready: a finished run's next is usually bound at once.
 		PrepareSandboxes: min(int(opts.Slots), 2),
+		Slots:            int(opts.Slots),
 		Adapters:         opts.Adapters,
 		NodeName:         opts.NodeName,
 		SigningKey:       key,

@@ -64,6 +64,11 @@ type Options struct {
 	// `sandbox-init` and `mcp-stdio`: harnessfacts-sandbox-init or the
 	// harnessfacts binary (when empty, InitBinaryBeside(os.Executable())).
 	InitBinary string
+	// Slots is how many runs execute at once (the node-agent's --slots;
+	// 0 is 1): each run's model gateway may hold its share of the node's
+	// request bodies, so that the node's runs together never wait on one
+	// another's (gatewayBodiesPerRun).
+	Slots int
 	// PrepareSandboxes is how many sandboxes are kept made ahead on a
 	// cgroup v1 host, with InitBinary as their spawner (sandbox.Preparer):
 	// a run's bwrap is then born in its cgroup, without the cgroup moves

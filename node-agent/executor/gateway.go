@@ -29,6 +29,17 @@ var gatewayURL = fmt.Sprintf("http://127.0.0.1:%d", SandboxGatewayPort)
 // however many agents send big bodies. A request beyond it waits.
 const nodeGatewayBodies = 128 << 20
 
+// gatewayBodiesPerRun is how many request bodies one run's gateway may
+// hold at once: its share of the node's (at most gateway's own bound, at
+// least one). A run whose provider is slow to answer (a run author's own
+// may take up to ten minutes to send its headers) holds its bodies all
+// that time; with shares that add up to at most the node's slots, it
+// never keeps another run's requests waiting. Past eight slots a share is
+// one body and the node's bound can still be reached by all runs at once.
+func gatewayBodiesPerRun(node gateway.NodeBodies, slots int) int {
+	return min(gateway.MaxHeldBodies, max(1, cap(node)/max(slots, 1)))
+}
+
 // gatewayChannel bounds the gateway's socket like the provider relay's: a
 // model may think for minutes before it answers.
 var gatewayChannel = providerChannel
@@ -154,9 +165,10 @@ func (a *attempt) startGateway(ctx context.Context) error {
 		// that do, at admission and at claim).
 		AllowProviderTools: a.run.Spec.Network.ProviderTools == harnessv1.ProviderToolsAllowed,
 		// The episode has not begun yet: a retry waits no longer than it.
-		Deadline:   time.Now().Add(time.Duration(a.limits.EpisodeSeconds) * time.Second),
-		OnStop:     func(*gateway.Stop) { close(mg.stopped) },
-		NodeBodies: a.e.gatewayBodies,
+		Deadline:      time.Now().Add(time.Duration(a.limits.EpisodeSeconds) * time.Second),
+		OnStop:        func(*gateway.Stop) { close(mg.stopped) },
+		NodeBodies:    a.e.gatewayBodies,
+		MaxHeldBodies: gatewayBodiesPerRun(a.e.gatewayBodies, a.e.opts.Slots),
 		// The provider is reached as the egress proxy reaches a host: no
 		// inside address but a loopback providerURL's port and the names
 		// the policies allow.

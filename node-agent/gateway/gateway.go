@@ -73,12 +73,12 @@ var ScopeHeaders = []string{"OpenAI-Organization", "OpenAI-Project", "X-Goog-Use
 var credentialParams = []string{"key", "access_token", "userProject"}
 
 // MaxRequestBytes bounds a request body, which the gateway holds to retry
-// it; at most maxHeldBodies are held at once per run (more requests wait),
+// it; at most MaxHeldBodies are held at once per run (more requests wait),
 // so one run's agent holds at most 64 MiB of the node-agent's memory this
 // way, whatever it sends (a whole long conversation is a few MiB).
 const (
 	MaxRequestBytes = 16 << 20
-	maxHeldBodies   = 4
+	MaxHeldBodies   = 4
 )
 
 // DefaultBodyTimeout bounds the time a request's body may take to arrive
@@ -163,6 +163,10 @@ type Options struct {
 	Retry Retry
 	// OnStop is called once, when the gateway ends the run.
 	OnStop func(*Stop)
+	// MaxHeldBodies bounds the request bodies this run holds at once
+	// (0, or more than MaxHeldBodies: MaxHeldBodies): the executor gives
+	// each run its share of NodeBodies.
+	MaxHeldBodies int
 	// NodeBodies, shared by every run's gateway on the node, bounds the
 	// request bodies held at once across runs (NewNodeBodies), so that
 	// many hostile agents together cannot grow the node-agent past its
@@ -179,13 +183,20 @@ type Options struct {
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
+func heldBodies(n int) int {
+	if n <= 0 || n > MaxHeldBodies {
+		return MaxHeldBodies
+	}
+	return n
+}
+
 // NodeBodies are the node's slots of held request bodies.
 type NodeBodies chan struct{}
 
 // NewNodeBodies bounds the node's held request bodies to about maxBytes
 // (at least one run's worth), in slots of MaxRequestBytes.
 func NewNodeBodies(maxBytes int64) NodeBodies {
-	return make(NodeBodies, max(maxBytes/MaxRequestBytes, maxHeldBodies))
+	return make(NodeBodies, max(maxBytes/MaxRequestBytes, MaxHeldBodies))
 }
 
 // Gateway serves one run's model requests.
@@ -286,7 +297,7 @@ func New(opts Options) (*Gateway, error) {
 	if opts.Retry.Attempts == 0 {
 		opts.Retry = DefaultRetry
 	}
-	g := &Gateway{opts: opts, upstream: up, held: make(chan struct{}, maxHeldBodies), inFlight: make(chan struct{}, MaxInFlight),
+	g := &Gateway{opts: opts, upstream: up, held: make(chan struct{}, heldBodies(opts.MaxHeldBodies)), inFlight: make(chan struct{}, MaxInFlight),
 		answers: usage.NewBudget(maxHeldAnswers)}
 	dial := opts.Dial
 	if dial == nil {

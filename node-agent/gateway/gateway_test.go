@@ -662,8 +662,8 @@ func TestNodeBodiesBoundEveryRunTogether(t *testing.T) {
 		return false
 	}
 	node := NewNodeBodies(0) // the least: one run's worth, four slots
-	if cap(node) != maxHeldBodies {
-		t.Fatalf("NewNodeBodies(0) has %d slots, want %d", cap(node), maxHeldBodies)
+	if cap(node) != MaxHeldBodies {
+		t.Fatalf("NewNodeBodies(0) has %d slots, want %d", cap(node), MaxHeldBodies)
 	}
 	var urls []string
 	for range 2 {
@@ -718,7 +718,7 @@ func TestNodeBodiesAreNotHeldByABodyThatNeverArrives(t *testing.T) {
 	slots := cap(node)
 	opts := Options{Upstream: u.srv.URL, Header: XAPIKey, Key: []byte("k"), RootCAs: u.pool, NodeBodies: node, BodyTimeout: time.Second}
 	var hostile []string
-	for range slots / maxHeldBodies {
+	for range slots / MaxHeldBodies {
 		_, url := serve(t, opts)
 		hostile = append(hostile, strings.TrimPrefix(url, "http://"))
 	}
@@ -752,6 +752,69 @@ func TestNodeBodiesAreNotHeldByABodyThatNeverArrives(t *testing.T) {
 	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("another run's request got HTTP %d, want 200", resp.StatusCode)
+	}
+}
+
+// TestRunSharesOfNodeBodiesKeepSlowProvidersToTheirRuns: a run author's
+// own provider may take minutes to send its answer's headers, and the
+// request's body is held all that time. With each run holding at most its
+// share of the node's slots (8 slots over 4 runs: 2 each, as the executor
+// gives them), three runs whose provider never answers leave the fourth
+// run's requests their share; with four each, two such runs held all 8.
+func TestRunSharesOfNodeBodiesKeepSlowProvidersToTheirRuns(t *testing.T) {
+	u := startUpstream(t)
+	gate := make(chan struct{})
+	var closeGate sync.Once
+	release := func() { closeGate.Do(func() { close(gate) }) }
+	t.Cleanup(release)
+	var slow atomic.Int64
+	u.fail = func(w http.ResponseWriter, _ int) bool {
+		slow.Add(1)
+		<-gate
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return true
+	}
+	node := NewNodeBodies(128 << 20)
+	const runs = 4
+	share := cap(node) / runs
+	slowOpts := Options{Upstream: u.srv.URL, Header: XAPIKey, Key: []byte("k"), RootCAs: u.pool, NodeBodies: node, MaxHeldBodies: share,
+		Retry: Retry{Attempts: 1}}
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait)
+	t.Cleanup(release)
+	for range runs - 1 {
+		_, url := serve(t, slowOpts)
+		for range MaxHeldBodies {
+			wg.Go(func() {
+				resp, err := http.Post(url+"/v1/messages", "application/json", strings.NewReader(`{"model":"slow","max_tokens":8,"messages":[]}`))
+				if err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					_ = resp.Body.Close()
+				}
+			})
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for slow.Load() < int64((runs-1)*share) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // more would have reached the provider by now
+	if got, want := len(node), (runs-1)*share; got != want {
+		t.Fatalf("three slow runs hold %d of the node's %d slots, want their shares, %d", got, cap(node), want)
+	}
+	fast := startUpstream(t)
+	_, victim := serve(t, Options{Upstream: fast.srv.URL, Header: XAPIKey, Key: []byte("k"), RootCAs: fast.pool, NodeBodies: node, MaxHeldBodies: share})
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, victim+"/v1/messages", strings.NewReader(`{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("the fourth run's request waited on the slow runs' bodies: %v", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("the fourth run's request got HTTP %d, want 200", resp.StatusCode)
 	}
 }
 
