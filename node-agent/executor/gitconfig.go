@@ -27,7 +27,8 @@ import (
 // directory); a repository nested deeper is the agent's as before. What
 // cannot be vouched for is taken away, so that a check using git fails
 // rather than trusts it: a .git that is a link, or a gitdir file (or a
-// commondir) that leads out of the workspace.
+// commondir) that leads out of the workspace or through a link (read and
+// resolved as git reads and resolves them).
 
 // gitConfigKeeps are the config keys kept, by section (and for remote and
 // branch, by subsection): lower case, as git compares them.
@@ -70,9 +71,9 @@ func sanitizeGitConfig(workspace string) ([]string, error) {
 	case st.Mode()&fs.ModeSymlink != 0:
 		return []string{"removed .git, a link"}, root.Remove(".git")
 	case st.Mode().IsRegular():
-		gitdir, ok := gitdirOf(root, ".git", ".", workspace)
+		gitdir, ok := gitdirOf(root, ".git", ".", workspace, true)
 		if !ok {
-			return []string{"removed .git, a gitdir file that leads out of the workspace"}, root.Remove(".git")
+			return []string{"removed .git, a gitdir file that leads out of the workspace or through a link"}, root.Remove(".git")
 		}
 		return sanitizeGitDir(root, gitdir, workspace)
 	case st.IsDir():
@@ -82,42 +83,77 @@ func sanitizeGitConfig(workspace string) ([]string, error) {
 	}
 }
 
-// gitdirOf reads a "gitdir: PATH" (or commondir's "PATH") file and returns
-// PATH relative to the workspace, resolved from dir as git resolves it,
-// when it stays inside the workspace.
-func gitdirOf(root *os.Root, name, dir, workspace string) (string, bool) {
+// maxGitdirFile bounds a gitdir or commondir file; a longer one is not
+// vouched for (git reads it whole).
+const maxGitdirFile = 64 << 10
+
+// gitdirOf reads a gitdir file ("gitdir: PATH", gitfile true) or a
+// commondir ("PATH") as git reads them, and returns PATH relative to the
+// workspace, resolved from dir as git resolves it, when it stays inside the
+// workspace.
+func gitdirOf(root *os.Root, name, dir, workspace string, gitfile bool) (string, bool) {
 	f, err := root.Open(name)
 	if err != nil {
 		return "", false
 	}
 	defer func() { _ = f.Close() }()
-	b, err := io.ReadAll(io.LimitReader(f, 4096))
-	if err != nil {
+	b, err := io.ReadAll(io.LimitReader(f, maxGitdirFile+1))
+	if err != nil || len(b) > maxGitdirFile {
 		return "", false
 	}
-	p := strings.TrimRight(string(b), "\r\n")
-	p = strings.TrimPrefix(p, "gitdir: ")
-	if p == "" || strings.ContainsAny(p, "\x00\n") {
+	p := string(b)
+	if gitfile {
+		// read_gitfile_gently: the prefix, then trailing CRs and LFs dropped.
+		var ok bool
+		if p, ok = strings.CutPrefix(p, "gitdir: "); !ok {
+			return "", false
+		}
+		p = strings.TrimRight(p, "\r\n")
+	} else {
+		// get_common_dir_noenv: the whole file, trailing LFs dropped.
+		p = strings.TrimRight(p, "\n")
+	}
+	if p == "" || strings.ContainsAny(p, "\x00\r\n") {
 		return "", false
 	}
 	if filepath.IsAbs(p) {
-		rel, err := filepath.Rel(workspace, filepath.Clean(p))
-		if err != nil || !filepath.IsLocal(rel) {
+		rest, ok := strings.CutPrefix(p, workspace+"/")
+		if !ok {
 			return "", false
 		}
-		p = rel
-	} else {
-		p = filepath.Join(dir, p)
-		if !filepath.IsLocal(p) {
+		return physicalPath(root, ".", rest)
+	}
+	return physicalPath(root, dir, p)
+}
+
+// physicalPath resolves p from base (a folder of the workspace with no
+// link on its way) component by component, and says whether it is a folder
+// of the workspace reached through no link. Git resolves a ".." after a
+// link where the link leads (the kernel, realpath), not by the path's
+// text: a link on the way would make the two readings name different
+// folders, so none is vouched for.
+func physicalPath(root *os.Root, base, p string) (string, bool) {
+	cur := base
+	for _, c := range strings.Split(p, "/") {
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			if cur == "." {
+				return "", false
+			}
+			cur = path.Dir(cur)
+			continue
+		}
+		cur = path.Join(cur, c)
+		if st, err := root.Lstat(cur); err != nil || st.Mode()&fs.ModeSymlink != 0 {
 			return "", false
 		}
 	}
-	// Links on the way are followed within the workspace only: one that
-	// leads out of it (or through /proc) cannot be vouched for.
-	if st, err := root.Stat(p); err != nil || !st.IsDir() {
+	if st, err := root.Lstat(cur); err != nil || !st.IsDir() {
 		return "", false
 	}
-	return p, true
+	return cur, true
 }
 
 // sanitizeGitDir sanitizes every config file of a git directory (its
@@ -128,10 +164,10 @@ func sanitizeGitDir(root *os.Root, gitdir, workspace string) ([]string, error) {
 	if st, err := root.Lstat(path.Join(gitdir, "commondir")); err == nil {
 		common, ok := "", st.Mode().IsRegular()
 		if ok {
-			common, ok = gitdirOf(root, path.Join(gitdir, "commondir"), gitdir, workspace)
+			common, ok = gitdirOf(root, path.Join(gitdir, "commondir"), gitdir, workspace, false)
 		}
 		if !ok {
-			changed = append(changed, "removed "+path.Join(gitdir, "commondir")+", which leads out of the workspace")
+			changed = append(changed, "removed "+path.Join(gitdir, "commondir")+", which leads out of the workspace or through a link")
 			if err := root.Remove(path.Join(gitdir, "commondir")); err != nil {
 				return changed, err
 			}

@@ -314,3 +314,74 @@ func TestGitChecksSeeNoReplacedObjects(t *testing.T) {
 		t.Errorf("git diff --quiet %s exits %d (%s), want 1: the replacement hid the change", base, code, out)
 	}
 }
+
+// TestGitConfigDirsReadAsGitReadsThem: the sanitizer finds the config git
+// reads, not one beside it. A commondir holds a bare path (no "gitdir: "
+// prefix; only its trailing newlines are dropped) read whole, and git
+// resolves a gitdir's or a commondir's ".." after a link where the link
+// leads, not by the path's text. Each layout first fools git's diff.
+func TestGitConfigDirsReadAsGitReadsThem(t *testing.T) {
+	mkdirs := func(t *testing.T, ws string, dirs ...string) {
+		for _, d := range dirs {
+			if err := os.MkdirAll(filepath.Join(ws, d), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// commonAt moves the repository's common part (objects, refs and the
+	// hostile config) to dir, decoy being the folder the text names.
+	commonAt := func(t *testing.T, ws, dir, commondir string, decoy ...string) {
+		mkdirs(t, ws, append([]string{dir}, decoy...)...)
+		for _, n := range []string{"objects", "refs", "config"} {
+			if err := os.Rename(filepath.Join(ws, ".git", n), filepath.Join(ws, dir, n)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(ws, ".git", "commondir"), []byte(commondir), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, layout := range map[string]func(t *testing.T, ws string){
+		"a commondir with a gitdir: prefix": func(t *testing.T, ws string) {
+			commonAt(t, ws, ".git/gitdir: evil", "gitdir: evil\n", ".git/evil")
+		},
+		"a commondir over 4 KiB": func(t *testing.T, ws string) {
+			commonAt(t, ws, ".git/evil", strings.Repeat("./", 2100)+"evil\n")
+		},
+		"a commondir's .. after a link": func(t *testing.T, ws string) {
+			commonAt(t, ws, ".git/x/evil", "l/../evil\n", ".git/x/y", ".git/evil")
+			if err := os.Symlink("x/y", filepath.Join(ws, ".git", "l")); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"a gitdir file's .. after a link": func(t *testing.T, ws string) {
+			mkdirs(t, ws, "a/b", "store")
+			if err := os.Rename(filepath.Join(ws, ".git"), filepath.Join(ws, "a", "store")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("a/b", filepath.Join(ws, "l")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(ws, ".git"), []byte("gitdir: l/../store\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ws := t.TempDir()
+			gitRepo(t, ws)
+			plantHostileConfig(t, filepath.Join(ws, ".git"), ws)
+			layout(t, ws)
+			if code, out := gitIn(t, ws, "diff", "--quiet", "--", "protected.txt"); code != 0 {
+				t.Fatalf("the planted filter did not hide the change (exit %d, %s): the test shows nothing", code, out)
+			}
+			notes, err := sanitizeGitConfig(ws)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if code, out := gitIn(t, ws, "diff", "--quiet", "--", "protected.txt"); code == 0 {
+				t.Errorf("git diff --quiet passes (%s) after the sanitizer (%q): it read another config than git", out, notes)
+			}
+		})
+	}
+}
