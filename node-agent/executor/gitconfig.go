@@ -24,7 +24,8 @@ import (
 //
 // Only the repository at the workspace's top is known to a check without
 // reading its script (the one git finds from the check's working
-// directory); a repository nested deeper is the agent's as before. What
+// directory), with the gitlinks of its index that git at the top runs
+// `git status` in; another repository nested deeper is the agent's. What
 // cannot be vouched for is taken away, so that a check using git fails
 // rather than trusts it: a .git that is a link, or a gitdir file (or a
 // commondir) that leads out of the workspace or through a link (read and
@@ -62,25 +63,113 @@ func sanitizeGitConfig(workspace string) ([]string, error) {
 		return nil, err
 	}
 	defer func() { _ = root.Close() }()
-	st, err := root.Lstat(".git")
+	// The top repository, then each populated gitlink (submodule) of its
+	// index, and theirs: `git status` or `git diff` in a check runs
+	// `git status` in each with that repository's own config.
+	var changed []string
+	repos := []string{"."}
+	for n := 0; len(repos) > 0; n++ {
+		if n > maxGitlinks {
+			return changed, fmt.Errorf("over %d nested repositories", maxGitlinks)
+		}
+		dir := repos[0]
+		repos = repos[1:]
+		did, gitdir, err := sanitizeRepo(root, dir, workspace)
+		changed = append(changed, did...)
+		if err != nil || gitdir == "" {
+			if err != nil {
+				return changed, err
+			}
+			continue
+		}
+		links, err := gitlinksIn(root, gitdir)
+		if err != nil {
+			return changed, err
+		}
+		for _, l := range links {
+			p, did, err := gitlinkDir(root, dir, l)
+			if did != "" {
+				changed = append(changed, did)
+			}
+			if err != nil {
+				return changed, err
+			}
+			if p != "" {
+				repos = append(repos, p)
+			}
+		}
+	}
+	return changed, nil
+}
+
+// sanitizeRepo sanitizes the repository of the worktree dir (its .git)
+// and returns its git dir ("" for none).
+func sanitizeRepo(root *os.Root, dir, workspace string) ([]string, string, error) {
+	dotgit := path.Join(dir, ".git")
+	st, err := root.Lstat(dotgit)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, nil
+		return nil, "", nil
 	case err != nil:
-		return nil, err
+		return nil, "", err
 	case st.Mode()&fs.ModeSymlink != 0:
-		return []string{"removed .git, a link"}, root.Remove(".git")
+		return []string{"removed " + dotgit + ", a link"}, "", root.Remove(dotgit)
 	case st.Mode().IsRegular():
-		gitdir, ok := gitdirOf(root, ".git", ".", workspace, true)
+		gitdir, ok := gitdirOf(root, dotgit, dir, workspace, true)
 		if !ok {
-			return []string{"removed .git, a gitdir file that leads out of the workspace or through a link"}, root.Remove(".git")
+			return []string{"removed " + dotgit + ", a gitdir file that leads out of the workspace or through a link"}, "", root.Remove(dotgit)
 		}
-		return sanitizeGitDir(root, gitdir, workspace)
+		did, err := sanitizeGitDir(root, gitdir, workspace)
+		return did, gitdir, err
 	case st.IsDir():
-		return sanitizeGitDir(root, ".git", workspace)
+		did, err := sanitizeGitDir(root, dotgit, workspace)
+		return did, dotgit, err
 	default:
-		return []string{"removed .git, neither a folder nor a file"}, root.Remove(".git")
+		return []string{"removed " + dotgit + ", neither a folder nor a file"}, "", root.Remove(dotgit)
 	}
+}
+
+// gitlinksIn returns the gitlinks of a git dir's index (and of its shared
+// index, when split).
+func gitlinksIn(root *os.Root, gitdir string) ([]string, error) {
+	hashLen := 20
+	if b, err := root.ReadFile(path.Join(gitdir, "config")); err == nil {
+		_ = gcfg.ReadWithCallback(bytes.NewReader(b), func(s, _, k, v string, _ bool) error {
+			if strings.EqualFold(s, "extensions") && strings.EqualFold(k, "objectformat") && strings.EqualFold(v, "sha256") {
+				hashLen = 32
+			}
+			return nil
+		})
+	}
+	links, shared, err := gitlinksOf(root, path.Join(gitdir, "index"), hashLen)
+	if err != nil || shared == "" {
+		return links, err
+	}
+	more, _, err := gitlinksOf(root, path.Join(gitdir, "sharedindex."+shared), hashLen)
+	return append(links, more...), err
+}
+
+// gitlinkDir returns the folder of gitlink l of the worktree dir, when it
+// is one. Git follows a link on the way there (it runs `git status` in
+// l, and reads l/.git), so a link on the way is removed, as a .git link is.
+func gitlinkDir(root *os.Root, dir, l string) (string, string, error) {
+	cur := dir
+	for _, c := range strings.Split(l, "/") {
+		if c == "" || c == "." || c == ".." || c == ".git" {
+			return "", "", nil // no name git checks out
+		}
+		cur = path.Join(cur, c)
+		st, err := root.Lstat(cur)
+		switch {
+		case err != nil:
+			return "", "", nil
+		case st.Mode()&fs.ModeSymlink != 0:
+			return "", "removed " + cur + ", a link on the way to a gitlink", root.Remove(cur)
+		case !st.IsDir():
+			return "", "", nil
+		}
+	}
+	return cur, "", nil
 }
 
 // maxGitdirFile bounds a gitdir or commondir file; a longer one is not

@@ -385,3 +385,49 @@ func TestGitConfigDirsReadAsGitReadsThem(t *testing.T) {
 		})
 	}
 }
+
+// TestGitConfigOfNestedRepositories: `git status` at the workspace's top
+// runs `git status` in each populated gitlink with that repository's own
+// config: a clean filter there ran the agent's command in the check.
+func TestGitConfigOfNestedRepositories(t *testing.T) {
+	ws := t.TempDir()
+	gitRepo(t, ws)
+	sub := filepath.Join(ws, "a")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	gitRepo(t, sub)
+	ran := filepath.Join(t.TempDir(), "ran")
+	for _, args := range [][]string{{"add", "a"}, {"-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qm", "sub"}} {
+		if code, out := gitIn(t, ws, args...); code != 0 {
+			t.Fatalf("git %v: %d %s", args, code, out)
+		}
+	}
+	f, err := os.OpenFile(filepath.Join(sub, ".git", "config"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = f.WriteString("[filter \"run\"]\n\tclean = \"echo ran >> " + ran + "; cat\"\n")
+	_ = f.Close()
+	for name, body := range map[string]string{"a/.gitattributes": "protected.txt filter=run\n", "a/protected.txt": "tampered\n"} {
+		if err := os.WriteFile(filepath.Join(ws, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gitIn(t, ws, "status", "--porcelain")
+	if _, err := os.Stat(ran); err != nil {
+		t.Fatal("git status did not run the nested repository's filter: the test shows nothing")
+	}
+	_ = os.Remove(ran)
+	notes, err := sanitizeGitConfig(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"status", "--porcelain"}, {"diff-files", "--quiet"}, {"diff-index", "--quiet", "HEAD"}} {
+		gitIn(t, ws, args...)
+		if _, err := os.Stat(ran); err == nil {
+			t.Errorf("git %v ran the nested repository's filter after the sanitizer (%q)", args, notes)
+			_ = os.Remove(ran)
+		}
+	}
+}

@@ -1,0 +1,125 @@
+package executor
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+)
+
+// maxGitlinks bounds the gitlinks (submodules) sanitized in one workspace.
+const maxGitlinks = 1000
+
+// gitlinksOf returns the paths of the gitlink entries (mode 160000) of a
+// git index, read as a stream (v2, v3 and v4; hashLen 20 for SHA-1, 32
+// for SHA-256), and the hex name of its shared index when it is split.
+// `git status` and `git diff` run `git status` in each populated gitlink
+// with that repository's own config.
+func gitlinksOf(root *os.Root, name string, hashLen int) (links []string, shared string, err error) {
+	f, err := root.Open(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, "", nil
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	defer func() { _ = f.Close() }()
+	r := bufio.NewReader(f)
+	var hdr [12]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, "", fmt.Errorf("index %s: %w", name, err)
+	}
+	version, count := binary.BigEndian.Uint32(hdr[4:8]), binary.BigEndian.Uint32(hdr[8:12])
+	if string(hdr[:4]) != "DIRC" || version < 2 || version > 4 {
+		return nil, "", fmt.Errorf("index %s: not an index git reads", name)
+	}
+	fixed := make([]byte, 40+hashLen+2)
+	var prev []byte
+	for range count {
+		if _, err := io.ReadFull(r, fixed); err != nil {
+			return nil, "", fmt.Errorf("index %s: %w", name, err)
+		}
+		size := len(fixed)
+		mode := binary.BigEndian.Uint32(fixed[24:28])
+		if flags := binary.BigEndian.Uint16(fixed[40+hashLen:]); flags&0x4000 != 0 && version >= 3 {
+			if _, err := r.Discard(2); err != nil {
+				return nil, "", fmt.Errorf("index %s: %w", name, err)
+			}
+			size += 2
+		}
+		var entry []byte
+		if version == 4 {
+			strip, err := binary.ReadUvarint(r)
+			if err != nil || strip > uint64(len(prev)) {
+				return nil, "", fmt.Errorf("index %s: a name not git's", name)
+			}
+			suffix, err := readName(r)
+			if err != nil {
+				return nil, "", fmt.Errorf("index %s: %w", name, err)
+			}
+			entry = append(prev[:len(prev)-int(strip):len(prev)-int(strip)], suffix...)
+		} else {
+			if entry, err = readName(r); err != nil {
+				return nil, "", fmt.Errorf("index %s: %w", name, err)
+			}
+			// NUL padding: 1 to 8 bytes, the one readName took among them.
+			if _, err := r.Discard(7 - (size+len(entry))%8); err != nil {
+				return nil, "", fmt.Errorf("index %s: %w", name, err)
+			}
+		}
+		prev = entry
+		if mode == 0o160000 {
+			if len(links) == maxGitlinks {
+				return nil, "", fmt.Errorf("index %s: over %d gitlinks", name, maxGitlinks)
+			}
+			links = append(links, string(entry))
+		}
+	}
+	// Extensions: a split index names its shared part.
+	for {
+		var ext [8]byte
+		if _, err := io.ReadFull(r, ext[:]); err != nil {
+			break // the trailing hash, or the end
+		}
+		n := binary.BigEndian.Uint32(ext[4:])
+		if string(ext[:4]) == "link" {
+			oid := make([]byte, hashLen)
+			if n < uint32(hashLen) {
+				return nil, "", fmt.Errorf("index %s: a link extension not git's", name)
+			}
+			if _, err := io.ReadFull(r, oid); err != nil {
+				return nil, "", fmt.Errorf("index %s: %w", name, err)
+			}
+			if !bytes.Equal(oid, make([]byte, hashLen)) {
+				shared = hex.EncodeToString(oid)
+			}
+			n -= uint32(hashLen)
+		}
+		if _, err := r.Discard(int(n)); err != nil {
+			break
+		}
+	}
+	return links, shared, nil
+}
+
+// readName reads a NUL-terminated entry name, at most 64 KiB.
+func readName(r *bufio.Reader) ([]byte, error) {
+	var b []byte
+	for {
+		c, err := r.ReadByte()
+		if err != nil {
+			return nil, err
+		}
+		if c == 0 {
+			return b, nil
+		}
+		if b = append(b, c); len(b) > 64<<10 {
+			return nil, errors.New("an entry name over 64 KiB")
+		}
+	}
+}
