@@ -3,6 +3,8 @@
 package executor
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"os"
 	"os/exec"
@@ -430,4 +432,74 @@ func TestGitConfigOfNestedRepositories(t *testing.T) {
 			_ = os.Remove(ran)
 		}
 	}
+}
+
+// TestGitlinksOfEveryIndexVersion: the gitlinks are read from an index as
+// real git writes it in versions 2, 3 (an entry with extended flags) and 4
+// (names compressed against the one before); a version 4 index whose
+// names grow by each entry's suffix is refused, not held.
+func TestGitlinksOfEveryIndexVersion(t *testing.T) {
+	for _, v := range []string{"2", "3", "4"} {
+		t.Run("v"+v, func(t *testing.T) {
+			ws := t.TempDir()
+			gitRepo(t, ws)
+			for _, d := range []string{"lib/a", "lib/b"} {
+				sub := filepath.Join(ws, d)
+				if err := os.MkdirAll(sub, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				gitRepo(t, sub)
+				if code, out := gitIn(t, ws, "add", d); code != 0 {
+					t.Fatalf("git add %s: %d %s", d, code, out)
+				}
+			}
+			args := [][]string{{"add", "--intent-to-add", "new.txt"}, {"update-index", "--index-version", v}}
+			if err := os.WriteFile(filepath.Join(ws, "new.txt"), []byte("x"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range args {
+				if code, out := gitIn(t, ws, a...); code != 0 {
+					t.Fatalf("git %v: %d %s", a, code, out)
+				}
+			}
+			root, err := os.OpenRoot(ws)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = root.Close() }()
+			links, err := gitlinksIn(root, ".git")
+			if err != nil || strings.Join(links, ",") != "lib/a,lib/b" {
+				t.Errorf("gitlinks %q, %v; want lib/a, lib/b", links, err)
+			}
+		})
+	}
+	t.Run("v4 names growing", func(t *testing.T) {
+		dir := t.TempDir()
+		var b bytes.Buffer
+		b.WriteString("DIRC")
+		_ = binary.Write(&b, binary.BigEndian, uint32(4))
+		const entries = 100
+		_ = binary.Write(&b, binary.BigEndian, uint32(entries))
+		suffix := bytes.Repeat([]byte("n"), 4<<10)
+		for range entries {
+			b.Write(make([]byte, 40+20+2)) // stat data, hash, flags
+			b.WriteByte(0)                 // strip nothing of the name before
+			b.Write(suffix)
+			b.WriteByte(0)
+		}
+		if err := os.MkdirAll(filepath.Join(dir, ".git"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, ".git", "index"), b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		root, err := os.OpenRoot(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = root.Close() }()
+		if _, err := gitlinksIn(root, ".git"); err == nil || !strings.Contains(err.Error(), "over") {
+			t.Errorf("a v4 index whose names grow to %d KiB: %v, want refused", entries*4, err)
+		}
+	})
 }

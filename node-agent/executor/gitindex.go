@@ -62,6 +62,12 @@ func gitlinksOf(root *os.Root, name string, hashLen int) (links []string, shared
 			if err != nil {
 				return nil, "", fmt.Errorf("index %s: %w", name, err)
 			}
+			// A name is its predecessor's kept part and a suffix: bounded
+			// as a whole, or names growing by each entry's suffix would
+			// hold count × 64 KiB.
+			if len(prev)-int(strip)+len(suffix) > maxIndexName {
+				return nil, "", fmt.Errorf("index %s: an entry name over %d bytes", name, maxIndexName)
+			}
 			entry = append(prev[:len(prev)-int(strip):len(prev)-int(strip)], suffix...)
 		} else {
 			if entry, err = readName(r); err != nil {
@@ -107,7 +113,11 @@ func gitlinksOf(root *os.Root, name string, hashLen int) (links []string, shared
 	return links, shared, nil
 }
 
-// readName reads a NUL-terminated entry name, at most 64 KiB.
+// maxIndexName bounds an index entry's name (git's paths are at most
+// PATH_MAX, 4 KiB, on Linux).
+const maxIndexName = 64 << 10
+
+// readName reads a NUL-terminated entry name, at most maxIndexName bytes.
 func readName(r *bufio.Reader) ([]byte, error) {
 	var b []byte
 	for {
@@ -118,7 +128,7 @@ func readName(r *bufio.Reader) ([]byte, error) {
 		if c == 0 {
 			return b, nil
 		}
-		if b = append(b, c); len(b) > 64<<10 {
+		if b = append(b, c); len(b) > maxIndexName {
 			return nil, errors.New("an entry name over 64 KiB")
 		}
 	}
