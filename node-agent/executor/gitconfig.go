@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/go-git/gcfg"
@@ -265,31 +266,8 @@ func sanitizeGitDir(root *os.Root, gitdir, workspace string) ([]string, error) {
 		}
 	}
 	for _, d := range dirs {
-		entries := 0
-		err := fs.WalkDir(root.FS(), d, func(p string, e fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if entries++; entries > maxGitDirEntries {
-				return fmt.Errorf("git directory %s holds over %d entries", d, maxGitDirEntries)
-			}
-			switch name := e.Name(); {
-			case e.IsDir() && p == d:
-			case e.IsDir() && (gitDataDirs[name] || !underConfigDirs(d, p)):
-				// Configs live at the git dir's top, in worktrees/ and in
-				// modules/ (submodules' git dirs, nested): the rest of it
-				// is objects, references, logs, LFS or annex content that
-				// may hold many thousands of files.
-				return fs.SkipDir
-			case !e.IsDir() && (name == "config" || name == "config.worktree"):
-				did, err := sanitizeGitConfigFile(root, p)
-				if did != "" {
-					changed = append(changed, did)
-				}
-				return err
-			}
-			return nil
-		})
+		did, err := sanitizeConfigsIn(root, d)
+		changed = append(changed, did...)
 		if err != nil {
 			return changed, err
 		}
@@ -297,15 +275,76 @@ func sanitizeGitDir(root *os.Root, gitdir, workspace string) ([]string, error) {
 	return changed, nil
 }
 
+// gitConfigNames are the files of a git dir that git reads as config.
+var gitConfigNames = []string{"config", "config.worktree"}
+
+// sanitizeConfigsIn sanitizes the config files of the git dir d: at its
+// top (looked up by name: the top may hold any number of other files),
+// and in its worktrees/ and modules/ (submodules' git dirs, nested),
+// listed a few entries at a time, at most maxGitDirEntries, entering no
+// data folder (objects, references, logs, LFS or annex content).
+func sanitizeConfigsIn(root *os.Root, d string) ([]string, error) {
+	var changed []string
+	sanitize := func(p string) error {
+		did, err := sanitizeGitConfigFile(root, p)
+		if did != "" {
+			changed = append(changed, did)
+		}
+		return err
+	}
+	var pending []string
+	for _, n := range gitConfigNames {
+		if st, err := root.Lstat(path.Join(d, n)); err == nil && !st.IsDir() {
+			if err := sanitize(path.Join(d, n)); err != nil {
+				return changed, err
+			}
+		}
+	}
+	for _, n := range []string{"worktrees", "modules"} {
+		if st, err := root.Lstat(path.Join(d, n)); err == nil && st.IsDir() {
+			pending = append(pending, path.Join(d, n))
+		}
+	}
+	entries := 0
+	for len(pending) > 0 {
+		dir := pending[len(pending)-1]
+		pending = pending[:len(pending)-1]
+		f, err := root.Open(dir)
+		if err != nil {
+			return changed, err
+		}
+		for {
+			es, err := f.ReadDir(256)
+			for _, e := range es {
+				if entries++; entries > maxGitDirEntries {
+					_ = f.Close()
+					return changed, fmt.Errorf("git directory %s holds over %d entries in its worktrees and modules", d, maxGitDirEntries)
+				}
+				p := path.Join(dir, e.Name())
+				switch {
+				case e.IsDir() && !gitDataDirs[e.Name()]:
+					pending = append(pending, p)
+				case !e.IsDir() && slices.Contains(gitConfigNames, e.Name()):
+					if err := sanitize(p); err != nil {
+						_ = f.Close()
+						return changed, err
+					}
+				}
+			}
+			if err != nil {
+				_ = f.Close()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				return changed, err
+			}
+		}
+	}
+	return changed, nil
+}
+
 // gitDataDirs are a git dir's folders that hold data, never a config.
 var gitDataDirs = map[string]bool{"objects": true, "refs": true, "logs": true, "lfs": true, "annex": true, "rr-cache": true, "reftable": true}
-
-// underConfigDirs says whether p, a folder below the git dir d, lies in
-// its worktrees/ or modules/.
-func underConfigDirs(d, p string) bool {
-	first, _, _ := strings.Cut(strings.TrimPrefix(p, d+"/"), "/")
-	return first == "worktrees" || first == "modules"
-}
 
 // sanitizeGitConfigFile rewrites one config file with the keys kept; a
 // link is replaced by a file (what it led to is not changed).

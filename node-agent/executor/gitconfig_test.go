@@ -185,9 +185,13 @@ func TestGitConfigEveryWayToTheRepository(t *testing.T) {
 		if err := os.MkdirAll(lfs, 0o755); err != nil {
 			t.Fatal(err)
 		}
+		// And as many files at the git dir's top, which is not listed
+		// (its configs are looked up by name).
 		for i := range maxGitDirEntries + 10 {
-			if err := os.WriteFile(filepath.Join(lfs, strconv.Itoa(i)), nil, 0o644); err != nil {
-				t.Fatal(err)
+			for _, d := range []string{lfs, filepath.Join(ws, ".git")} {
+				if err := os.WriteFile(filepath.Join(d, "f"+strconv.Itoa(i)), nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 		if _, err := sanitizeGitConfig(ws); err != nil {
