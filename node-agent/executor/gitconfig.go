@@ -69,13 +69,20 @@ func sanitizeGitConfig(workspace string) ([]string, error) {
 	// `git status` in each with that repository's own config.
 	var changed []string
 	repos := []string{"."}
+	// Each worktree and each git dir once: gitdir files may name one git
+	// dir from many worktrees, whose index would be read again each time.
+	seen := map[string]bool{}
 	for n := 0; len(repos) > 0; n++ {
 		if n > maxGitlinks {
 			return changed, fmt.Errorf("over %d nested repositories", maxGitlinks)
 		}
 		dir := repos[0]
 		repos = repos[1:]
-		did, gitdir, err := sanitizeRepo(root, dir, workspace)
+		if seen["worktree "+dir] {
+			continue
+		}
+		seen["worktree "+dir] = true
+		did, gitdir, err := sanitizeRepo(root, dir, workspace, seen)
 		changed = append(changed, did...)
 		if err != nil || gitdir == "" {
 			if err != nil {
@@ -104,8 +111,16 @@ func sanitizeGitConfig(workspace string) ([]string, error) {
 }
 
 // sanitizeRepo sanitizes the repository of the worktree dir (its .git)
-// and returns its git dir ("" for none).
-func sanitizeRepo(root *os.Root, dir, workspace string) ([]string, string, error) {
+// and returns its git dir ("" for none, or one already in seen).
+func sanitizeRepo(root *os.Root, dir, workspace string, seen map[string]bool) ([]string, string, error) {
+	once := func(gitdir string) ([]string, string, error) {
+		if seen["gitdir "+gitdir] {
+			return nil, "", nil
+		}
+		seen["gitdir "+gitdir] = true
+		did, err := sanitizeGitDir(root, gitdir, workspace, seen)
+		return did, gitdir, err
+	}
 	dotgit := path.Join(dir, ".git")
 	st, err := root.Lstat(dotgit)
 	switch {
@@ -120,11 +135,9 @@ func sanitizeRepo(root *os.Root, dir, workspace string) ([]string, string, error
 		if !ok {
 			return []string{"removed " + dotgit + ", a gitdir file that leads out of the workspace or through a link"}, "", root.Remove(dotgit)
 		}
-		did, err := sanitizeGitDir(root, gitdir, workspace)
-		return did, gitdir, err
+		return once(gitdir)
 	case st.IsDir():
-		did, err := sanitizeGitDir(root, dotgit, workspace)
-		return did, dotgit, err
+		return once(dotgit)
 	default:
 		return []string{"removed " + dotgit + ", neither a folder nor a file"}, "", root.Remove(dotgit)
 	}
@@ -248,7 +261,7 @@ func physicalPath(root *os.Root, base, p string) (string, bool) {
 
 // sanitizeGitDir sanitizes every config file of a git directory (its
 // own, a worktree's, its submodules'), and of its commondir.
-func sanitizeGitDir(root *os.Root, gitdir, workspace string) ([]string, error) {
+func sanitizeGitDir(root *os.Root, gitdir, workspace string, seen map[string]bool) ([]string, error) {
 	var changed []string
 	dirs := []string{gitdir}
 	if st, err := root.Lstat(path.Join(gitdir, "commondir")); err == nil {
@@ -261,7 +274,8 @@ func sanitizeGitDir(root *os.Root, gitdir, workspace string) ([]string, error) {
 			if err := root.Remove(path.Join(gitdir, "commondir")); err != nil {
 				return changed, err
 			}
-		} else {
+		} else if !seen["gitdir "+common] {
+			seen["gitdir "+common] = true
 			dirs = append(dirs, common)
 		}
 	}
