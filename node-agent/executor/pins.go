@@ -45,15 +45,11 @@ func (e *Executor) cliBinary(argv0 string, v cliView) (string, string) {
 		return shown, ""
 	}
 	info, err := os.Stat(host)
-	if err != nil || !info.Mode().IsRegular() || info.Mode().Perm()&0o004 == 0 {
+	if err != nil || !info.Mode().IsRegular() || info.Mode().Perm()&0o004 == 0 || info.Size() > maxCLIDigestBytes {
 		return shown, ""
 	}
-	if onNode {
-		for _, pseudo := range []string{"/proc", "/sys", "/dev"} {
-			if host == pseudo || strings.HasPrefix(host, pseudo+"/") {
-				return shown, ""
-			}
-		}
+	if onNode && !e.allMayRead(host) {
+		return shown, ""
 	}
 	key := fmt.Sprintf("%s\x00%d\x00%d", host, info.Size(), info.ModTime().UnixNano())
 	if onNode {
@@ -77,6 +73,33 @@ func (e *Executor) cliBinary(argv0 string, v cliView) (string, string) {
 		e.digests.Store(key, d)
 	}
 	return shown, d
+}
+
+// maxCLIDigestBytes bounds the file digested for the receipt: a CLI is at
+// most a few hundred megabytes, and a run author naming a node's log of
+// gigabytes as its command would have the node-agent read all of it.
+const maxCLIDigestBytes = 2 << 30
+
+// allMayRead says whether any user of the node could read the node's file
+// p (resolved, absolute): every folder on its way searchable by all, and
+// not in what the sandbox hides (the run root, the node-agent's own
+// folders) nor a pseudo-file (/proc, /sys, /dev). A file readable by all
+// in a private folder is no one's to digest for a run.
+func (e *Executor) allMayRead(p string) bool {
+	for _, hidden := range append([]string{"/proc", "/sys", "/dev", e.opts.RunRoot}, e.opts.Hidden...) {
+		if hidden != "" && (p == hidden || strings.HasPrefix(p, strings.TrimSuffix(hidden, "/")+"/")) {
+			return false
+		}
+	}
+	for d := filepath.Dir(p); ; d = filepath.Dir(d) {
+		st, err := os.Stat(d)
+		if err != nil || st.Mode().Perm()&0o001 == 0 {
+			return false
+		}
+		if d == filepath.Dir(d) {
+			return true
+		}
+	}
 }
 
 // find resolves argv0 as the sandbox would: the path the sandbox shows,

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -16,8 +17,14 @@ import (
 // the sandbox could read it: a file only root reads and a pseudo-file get
 // no digest, so the receipt is no oracle on the node's files.
 func TestCLIBinaryAsTheSandboxSeesIt(t *testing.T) {
-	e := &Executor{}
 	dir := t.TempDir()
+	// t.TempDir's folders are 0700: the node's folders of a CLI are not.
+	for d := dir; d != filepath.Dir(d) && strings.HasPrefix(d, os.TempDir()+"/"); d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := &Executor{opts: Options{Hidden: []string{filepath.Join(dir, "hidden")}}}
 	write := func(p string, mode os.FileMode, body string) string {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
@@ -36,6 +43,11 @@ func TestCLIBinaryAsTheSandboxSeesIt(t *testing.T) {
 	}
 	secret := write(filepath.Join(dir, "node", "secret"), 0o600, "root's only")
 	public := write(filepath.Join(dir, "node", "tool"), 0o755, "#!/bin/sh\n")
+	inPrivate := write(filepath.Join(dir, "private", "tool"), 0o755, "in a private folder")
+	if err := os.Chmod(filepath.Dir(inPrivate), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	inHidden := write(filepath.Join(dir, "hidden", "tool"), 0o755, "in a hidden folder")
 	root := filepath.Join(dir, "image")
 	write(filepath.Join(root, "usr", "bin", "tool"), 0o755, "the image's tool")
 	if err := os.Symlink(secret, filepath.Join(root, "usr", "bin", "evil")); err != nil {
@@ -56,6 +68,8 @@ func TestCLIBinaryAsTheSandboxSeesIt(t *testing.T) {
 		{"a node file all may read", public, node, public, digest("#!/bin/sh\n")},
 		{"on the node's PATH", "tool", node, public, digest("#!/bin/sh\n")},
 		{"a node file only root reads", secret, node, secret, ""},
+		{"a node file all may read in a private folder", inPrivate, node, inPrivate, ""},
+		{"a node file in a folder the sandbox hides", inHidden, node, inHidden, ""},
 		{"a pseudo-file", "/proc/self/status", node, "", ""},
 		{"in the image's PATH", "tool", image, "/usr/bin/tool", digest("the image's tool")},
 		{"an absolute path in the image", "/usr/bin/tool", image, "/usr/bin/tool", digest("the image's tool")},
