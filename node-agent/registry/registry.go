@@ -163,7 +163,15 @@ func Describe(err error) error {
 		}
 		fmt.Fprintf(&b, "%s%s", sep, cut(string(d.Code)+" "+d.Message, 200))
 	}
-	return &described{msg: strings.Replace(err.Error(), te.Error(), b.String(), 1), err: err}
+	msg := err.Error()
+	if strings.Count(msg, te.Error()) == 1 {
+		msg = strings.Replace(msg, te.Error(), b.String(), 1)
+	} else {
+		// The answer's text was wrapped other than verbatim (quoted,
+		// joined with another): the request's description alone.
+		msg = b.String()
+	}
+	return &described{msg: msg, err: err}
 }
 
 type described struct {

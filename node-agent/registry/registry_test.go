@@ -120,6 +120,10 @@ func TestDescribeQuotesNoBodyOfTheAnswer(t *testing.T) {
 	if !errors.Is(got, err) {
 		t.Error("Describe does not unwrap to the error")
 	}
+	// Wrapped other than verbatim (quoted), the body is not kept either.
+	if msg := Describe(fmt.Errorf("pulling: %q: %w", err.Error(), err)).Error(); strings.Contains(msg, "internal-secret") {
+		t.Errorf("Describe of a quoted error: %q", msg)
+	}
 	// A registry's own error document keeps its codes.
 	registryErrors.Store(true)
 	_, err = remote.Get(ref, Options(context.Background(), nil, pool)...)
