@@ -507,3 +507,29 @@ func TestGitlinksOfEveryIndexVersion(t *testing.T) {
 		}
 	})
 }
+
+// TestGitConfigVisitsEachGitDirOnce: a gitdir file may name a git dir that
+// was already sanitized, here the top one, from a gitlink of that same
+// git dir's index, and so on down a chain of folders. Each git dir is
+// sanitized and its index read once, so the chain ends at its first link
+// instead of being followed past the bound on nested repositories.
+func TestGitConfigVisitsEachGitDirOnce(t *testing.T) {
+	ws := t.TempDir()
+	gitRepo(t, ws)
+	if code, out := gitIn(t, ws, "update-index", "--add", "--cacheinfo", "160000,"+strings.Repeat("1", 40)+",a"); code != 0 {
+		t.Fatalf("git update-index: %d %s", code, out)
+	}
+	dir, up := ws, ".git"
+	for range maxGitlinks + 2 {
+		dir, up = filepath.Join(dir, "a"), "../"+up
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, ".git"), []byte("gitdir: "+up+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if notes, err := sanitizeGitConfig(ws); err != nil {
+		t.Fatalf("a chain of worktrees naming the top git dir: %v (%q)", err, notes)
+	}
+}
