@@ -179,9 +179,16 @@ const (
 	// could not be reached) after the gateway's retries at the agent's
 	// last model requests, or rate-limited them for a minute and three
 	// requests, with no answer since; the CLI had those answers and the
-	// agent did not pass. The run is an infrastructure failure, retried
-	// while spec.retries allows.
+	// agent did not pass. The run is an infrastructure failure (class
+	// Infrastructure): a new run (harnessfacts retry) may pass.
 	ReasonProviderUnavailable = "ProviderUnavailable"
+	// ReasonProviderRefusedCredential: the model provider refused the
+	// run's credential or its account (401; 402; OpenAI's 429
+	// insufficient_quota; Gemini's API_KEY_INVALID) at the agent's last
+	// model requests, with no answer since; the CLI had those answers and
+	// the agent did not pass. Class Infrastructure: the key, not the
+	// agent, failed.
+	ReasonProviderRefusedCredential = "ProviderRefusedCredential"
 	// ReasonRunDirFailed: the run dir could not be prepared on the node.
 	ReasonRunDirFailed = "RunDirFailed"
 	// ReasonMCPServerFailed: the run's MCP token server could not start.

@@ -91,7 +91,7 @@ func (a *attempt) verdict(in *ran) *Outcome {
 	}
 	if in.providerErrors > 0 && len(ag.Notes) < 8 {
 		// Loud: the CLI's own retries, or its failure, followed.
-		n := fmt.Sprintf("the provider failed %d of the agent's model requests (a rate limit, an overload or an outage) after the model gateway's own tries, where the provider allowed them; each failure went to the agent's CLI as its answer",
+		n := fmt.Sprintf("the provider failed %d of the agent's model requests (a rate limit, an overload, an outage or a refused credential) after the model gateway's own tries, where the provider allowed them; each failure went to the agent's CLI as its answer",
 			in.providerErrors)
 		ag.Notes = append(ag.Notes, n)
 		res.Warnings = append(res.Warnings, Warning{Reason: harnessv1.ReasonAdapterNote, Message: n})

@@ -19,6 +19,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -107,6 +108,7 @@ const (
 	ReasonTokenLimit          = harnessv1.ReasonGatewayTokenLimit
 	ReasonProviderCertificate = harnessv1.ReasonProviderCertificateInvalid
 	ReasonProviderUnavailable = harnessv1.ReasonProviderUnavailable
+	ReasonProviderRefused     = harnessv1.ReasonProviderRefusedCredential
 )
 
 // Stop is why the gateway ended the run.
@@ -339,8 +341,19 @@ type failure struct {
 	// (one large request spends the key's window), so rate limits count
 	// only when they last (rateLimitSpan, rateLimitRequests).
 	rateLimited bool
-	what        string // the last failure, for the message
+	// refused: the last of them refused the run's credential or its
+	// account (refusal), which no retry of the CLI's mends; refusals
+	// counts those in a row.
+	refused  bool
+	refusals int
+	what     string // the last failure, for the message
 }
+
+// refusalsToStop is how many refusals in a row, with no answer between,
+// end the run: a CLI may retry a refused key for minutes (Claude Code
+// tries ten times over about three), and a key refused thrice is not
+// taken on the fourth.
+const refusalsToStop = 3
 
 // A span of rate limits judges the run only once it held for a minute
 // across three requests of the agent's (its CLI's own retries, waiting as
@@ -364,6 +377,9 @@ func (g *Gateway) ProviderFailing() *Stop {
 	if f == nil {
 		return nil
 	}
+	if f.refused {
+		return g.refusedStop(f)
+	}
 	if f.rateLimited && (f.requests < rateLimitRequests || f.last.Sub(f.first) < rateLimitSpan) {
 		return nil
 	}
@@ -372,19 +388,40 @@ func (g *Gateway) ProviderFailing() *Stop {
 			g.upstream.Redacted(), f.requests, f.last.Sub(f.first).Round(time.Second), f.what)}
 }
 
+// refusedStop is why a span ending in refusals ends the run.
+func (g *Gateway) refusedStop(f *failure) *Stop {
+	return &Stop{Reason: ReasonProviderRefused, Infrastructure: true,
+		Message: fmt.Sprintf("the provider %s refused the run's credential or its account at the agent's last %d model requests, with no answer between (the last: %s); each refusal went to the agent's CLI",
+			g.upstream.Redacted(), f.requests, f.what)}
+}
+
 // providerFailed notes a failure handed to the CLI; providerAnswered ends
-// the span.
-func (g *Gateway) providerFailed(what string, rateLimited bool) {
+// the span. The refusalsToStop-th refusal in a row ends the run.
+func (g *Gateway) providerFailed(what string, rateLimited, refused bool) {
 	g.handedOver.Add(1)
 	now := time.Now()
 	g.failingMu.Lock()
-	defer g.failingMu.Unlock()
 	if g.failing == nil {
 		g.failing = &failure{first: now}
 	}
-	g.failing.last, g.failing.what = now, what
-	g.failing.requests++
-	g.failing.rateLimited = g.failing.rateLimited || rateLimited
+	f := g.failing
+	f.last, f.what = now, what
+	f.requests++
+	f.rateLimited = f.rateLimited || rateLimited
+	f.refused = refused
+	if refused {
+		f.refusals++
+	} else {
+		f.refusals = 0
+	}
+	var stop *Stop
+	if f.refusals >= refusalsToStop {
+		stop = g.refusedStop(f)
+	}
+	g.failingMu.Unlock()
+	if stop != nil {
+		g.stop(stop)
+	}
 }
 
 func (g *Gateway) providerAnswered() {
@@ -854,6 +891,14 @@ func (t *retrier) RoundTrip(req *http.Request) (*http.Response, error) {
 				Message: fmt.Sprintf("the model gateway did not connect to the provider %s: %v", t.g.upstream.Redacted(), err)})
 			return nil, err
 		}
+		if err == nil {
+			if what, ok := refusal(resp); ok {
+				// Not retried, here or by the CLI's retries to any
+				// avail: the key or the account is what failed.
+				t.g.providerFailed(what, false, true)
+				return resp, nil
+			}
+		}
 		retriable := err == nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500) || err != nil && isDialError(err)
 		if !retriable {
 			if err == nil {
@@ -884,7 +929,7 @@ func (t *retrier) RoundTrip(req *http.Request) (*http.Response, error) {
 			} else {
 				what = "HTTP " + resp.Status
 			}
-			t.g.providerFailed(what+", "+why, resp != nil && resp.StatusCode == http.StatusTooManyRequests)
+			t.g.providerFailed(what+", "+why, resp != nil && resp.StatusCode == http.StatusTooManyRequests, false)
 			return resp, err
 		}
 		if resp != nil {
@@ -897,6 +942,117 @@ func (t *retrier) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, req.Context().Err()
 		}
 	}
+}
+
+// refusal says whether the provider's answer refuses the run's credential
+// or its account, as the providers document it: 401 (a key not valid or
+// revoked: Anthropic's authentication_error, OpenAI's invalid_api_key),
+// 402 (Anthropic's billing_error, a router's credits spent), OpenAI's 429
+// insufficient_quota (a spent balance, not a rate limit: waiting mends
+// nothing) and Gemini's 400 whose ErrorInfo reason is API_KEY_INVALID.
+// The agent cannot cause these with the run's key: the gateway replaces
+// every credential and scope header it sends. A refusal's body is read up
+// to maxRefusalBody and goes on to the CLI whole; what is returned names
+// the status and the provider's error code, nothing of its message.
+func refusal(resp *http.Response) (string, bool) {
+	switch resp.StatusCode {
+	case http.StatusUnauthorized, http.StatusPaymentRequired, http.StatusTooManyRequests, http.StatusBadRequest:
+	default:
+		return "", false
+	}
+	e := peekError(resp)
+	what := "HTTP " + resp.Status
+	if e.code != "" {
+		what += " (" + e.code + ")"
+	}
+	switch resp.StatusCode {
+	case http.StatusUnauthorized, http.StatusPaymentRequired:
+		return what, true
+	case http.StatusTooManyRequests:
+		return what, e.code == "insufficient_quota"
+	default:
+		return what, e.code == "API_KEY_INVALID"
+	}
+}
+
+// maxRefusalBody is the most of an error answer read to find its code: a
+// provider's error document is well under 1 KiB.
+const maxRefusalBody = 16 << 10
+
+// providerError is what refusal reads of an error answer: its code, the
+// most telling of OpenAI's code, an ErrorInfo reason (Gemini) and the
+// error's type (Anthropic, OpenAI), kept to a short token.
+type providerError struct{ code string }
+
+// peekError reads the start of resp's body for the provider's error code
+// and puts it back in front of the rest, so that the CLI reads the answer
+// as it came. A compressed body is not read.
+func peekError(resp *http.Response) providerError {
+	if resp.Body == nil || resp.Header.Get("Content-Encoding") != "" {
+		return providerError{}
+	}
+	head, err := io.ReadAll(io.LimitReader(resp.Body, maxRefusalBody))
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(head), errReader{err}, resp.Body), resp.Body}
+	var doc struct {
+		Error struct {
+			Type    string          `json:"type"`
+			Code    json.RawMessage `json:"code"`
+			Details []struct {
+				Reason string `json:"reason"`
+			} `json:"details"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(head, &doc) != nil {
+		return providerError{}
+	}
+	code := ""
+	for _, d := range doc.Error.Details {
+		if d.Reason != "" {
+			code = d.Reason
+			break
+		}
+	}
+	if code == "" {
+		var s string
+		if json.Unmarshal(doc.Error.Code, &s) == nil {
+			code = s
+		}
+	}
+	if code == "" {
+		code = doc.Error.Type
+	}
+	return providerError{code: errorToken(code)}
+}
+
+// errorToken keeps a provider's error code if it is a short token of
+// letters, digits and _.- (as every provider's are), else nothing: the
+// code goes into the run's status.
+func errorToken(s string) string {
+	if len(s) > 64 {
+		return ""
+	}
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '.', r == '-':
+		default:
+			return ""
+		}
+	}
+	return s
+}
+
+// errReader returns err once the bytes before it were read (nil: EOF, so
+// that the rest of the body follows).
+type errReader struct{ err error }
+
+func (r errReader) Read([]byte) (int, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	return 0, io.EOF
 }
 
 // isDialError: the connection was never made, so the request was not sent.

@@ -539,6 +539,99 @@ func TestGatewayKeepsTheProvidersWait(t *testing.T) {
 // once, rate limits only over a minute and three requests with no answer
 // between (one the agent caused itself, spending the key's window with a
 // large request, must not turn its failure into the provider's).
+// TestProviderRefusalsAreTheKeys: an answer that refuses the run's key or
+// its account, as each provider documents it, is not retried, goes to the
+// CLI byte for byte, and is judged at once (ProviderRefusedCredential),
+// unlike a rate limit of the agent's own making; the third in a row ends
+// the run, and an answer between ends the span. Look-alikes (a 429 rate limit, a 400 of the agent's request)
+// are not refusals.
+func TestProviderRefusalsAreTheKeys(t *testing.T) {
+	fast := Retry{Attempts: 3, Base: time.Millisecond, Max: 5 * time.Millisecond}
+	body := `{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`
+	for _, c := range []struct {
+		name, answer string
+		status       int
+		refused      bool
+		code         string
+		tries        int64
+	}{
+		{"Anthropic authentication_error", `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"},"request_id":"req_1"}`, 401, true, "authentication_error", 1},
+		{"Anthropic billing_error", `{"type":"error","error":{"type":"billing_error","message":"Your credit balance is too low."}}`, 402, true, "billing_error", 1},
+		{"OpenAI invalid_api_key", `{"error":{"message":"Incorrect API key provided: sk-proj-****abcd.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`, 401, true, "invalid_api_key", 1},
+		{"OpenAI insufficient_quota", `{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`, 429, true, "insufficient_quota", 1},
+		{"Gemini API_KEY_INVALID", `{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"API_KEY_INVALID","domain":"googleapis.com"}]}}`, 400, true, "API_KEY_INVALID", 1},
+		{"a 401 with no document", `unauthorized`, 401, true, "", 1},
+		{"OpenAI rate limit", `{"error":{"message":"Rate limit reached","type":"requests","param":null,"code":"rate_limit_exceeded"}}`, 429, false, "", 3},
+		{"Anthropic invalid request", `{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: field required"}}`, 400, false, "", 1},
+		{"Gemini bad argument", `{"error":{"code":400,"message":"bad","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.rpc.BadRequest"}]}}`, 400, false, "", 1},
+		{"a code that is no token", `{"error":{"code":"insufficient_quota \u001b[2J","type":"x"}}`, 429, false, "", 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			up := startUpstream(t)
+			refusing := true
+			up.fail = func(w http.ResponseWriter, _ int) bool {
+				if !refusing {
+					return false
+				}
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(c.status)
+				_, _ = io.WriteString(w, c.answer)
+				return true
+			}
+			g, base := serve(t, Options{Upstream: up.srv.URL, Header: XAPIKey, Key: []byte(realKey), RootCAs: up.pool, Retry: fast})
+			resp, got := post(t, base+"/v1/messages", body, nil)
+			if resp.StatusCode != c.status || got != c.answer {
+				t.Errorf("the CLI got %d %q, want the provider's %d %q", resp.StatusCode, got, c.status, c.answer)
+			}
+			if n := up.hits.Load(); n != c.tries {
+				t.Errorf("%d tries, want %d", n, c.tries)
+			}
+			f := g.ProviderFailing()
+			switch {
+			case c.refused && (f == nil || f.Reason != ReasonProviderRefused || !f.Infrastructure || !strings.Contains(f.Message, fmt.Sprint(c.status))):
+				t.Errorf("failing %+v, want %s naming HTTP %d", f, ReasonProviderRefused, c.status)
+			case c.refused && c.code != "" && !strings.Contains(f.Message, "("+c.code+")"):
+				t.Errorf("failing %q does not name the code %s", f.Message, c.code)
+			case c.refused && strings.Contains(f.Message, "abcd"):
+				t.Errorf("failing %q quotes the provider's message", f.Message)
+			case !c.refused && f != nil && f.Reason == ReasonProviderRefused:
+				t.Errorf("judged a refusal: %+v", f)
+			}
+			if !c.refused {
+				return
+			}
+			// The third refusal in a row ends the run.
+			if g.Stopped() != nil {
+				t.Errorf("one refusal stopped the run: %+v", g.Stopped())
+			}
+			post(t, base+"/v1/messages", body, nil)
+			if g.Stopped() != nil {
+				t.Errorf("two refusals stopped the run: %+v", g.Stopped())
+			}
+			post(t, base+"/v1/messages", body, nil)
+			if s := g.Stopped(); s == nil || s.Reason != ReasonProviderRefused || !s.Infrastructure || !strings.Contains(s.Message, "last 3 model requests") {
+				t.Errorf("after three refusals in a row: stop %+v, want %s", s, ReasonProviderRefused)
+			}
+			// An answer between ends the span.
+			g, base = serve(t, Options{Upstream: up.srv.URL, Header: XAPIKey, Key: []byte(realKey), RootCAs: up.pool, Retry: fast})
+			post(t, base+"/v1/messages", body, nil)
+			post(t, base+"/v1/messages", body, nil)
+			refusing = false
+			if resp, b := post(t, base+"/v1/messages", body, nil); resp.StatusCode != 200 {
+				t.Fatalf("the provider back: %d %s", resp.StatusCode, b)
+			}
+			if f := g.ProviderFailing(); f != nil {
+				t.Errorf("after an answer: failing %+v", f)
+			}
+			refusing = true
+			post(t, base+"/v1/messages", body, nil)
+			if s, f := g.Stopped(), g.ProviderFailing(); s != nil || f == nil || !strings.Contains(f.Message, "last 1 model requests") {
+				t.Errorf("two refusals, an answer, a refusal: stop %+v, failing %+v; want no stop, the last refusal judged", s, f)
+			}
+		})
+	}
+}
+
 func TestProviderFailingHolds(t *testing.T) {
 	g, err := New(Options{Upstream: "https://provider.test"})
 	if err != nil {
