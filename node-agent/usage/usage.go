@@ -679,9 +679,12 @@ func (t *Tally) Status(source harnessv1.UsageSource, modelRequested string) *har
 	}
 }
 
+// truncate cuts s to at most n bytes of valid UTF-8. A cut name is a copy:
+// a substring would keep the whole of s alive (a provider's name of
+// megabytes, for as long as the run's tally keeps it).
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return strings.ToValidUTF8(s[:n], "")
+	return strings.Clone(strings.ToValidUTF8(s[:n], ""))
 }

@@ -2,6 +2,7 @@ package usage
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -373,5 +374,32 @@ func TestParserFinal(t *testing.T) {
 		if p.Final() != c.final {
 			t.Errorf("%s %q: final %v, want %v", c.d, c.body, p.Final(), c.final)
 		}
+	}
+}
+
+// TestTallyHoldsNoLongModelNames: a name cut to 256 bytes must not keep
+// the provider's whole name alive. A provider naming a new model of
+// megabytes in each answer (each read within the budget, one at a time)
+// made the tally keep 64 + 8 of them whole: a cut name was a substring
+// sharing the decoded name's memory.
+func TestTallyHoldsNoLongModelNames(t *testing.T) {
+	var tl Tally
+	b := NewBudget(16 << 20)
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := range 100 {
+		p := NewParser(Chat, "text/event-stream", b)
+		_, _ = fmt.Fprintf(p, "data: {\"model\":\"%03d-%s\",\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}\n\n", i, strings.Repeat("m", 1<<20))
+		tl.Add(p.Result())
+	}
+	runtime.GC()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	if by := tl.ByModel(); len(by) != maxPricedModels+1 {
+		t.Fatalf("%d models kept apart", len(by))
+	}
+	if held := int64(after.HeapAlloc) - int64(before.HeapAlloc); held > 8<<20 {
+		t.Errorf("the tally of 72 names cut to %d bytes holds %d MiB", maxModelName, held>>20)
 	}
 }
