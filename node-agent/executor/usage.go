@@ -52,12 +52,20 @@ func (a *attempt) usageStatus(ctx context.Context, log []byte) *harnessv1.UsageS
 	// The names are the CLI's output decoded (a credential escaped in its
 	// JSON passed the output's redaction) or the provider's words: they
 	// are redacted again, as the trajectory is, before status and receipt.
+	// A name the tally cut to its bound may end in what the cut left of a
+	// credential, which the redactor no longer matches: that is cut too.
 	if a.redactor != nil {
+		redactName := func(m string) string {
+			if usage.MayBeCut(m) {
+				return a.redactor.CutShort(m)
+			}
+			return a.redactor.String(m)
+		}
 		for i, m := range st.Models {
-			st.Models[i] = a.redactor.String(m)
+			st.Models[i] = redactName(m)
 		}
 		for i := range parts {
-			parts[i].Model = a.redactor.String(parts[i].Model)
+			parts[i].Model = redactName(parts[i].Model)
 		}
 	}
 	if parts != nil && a.e.opts.Pricing != nil {

@@ -169,6 +169,14 @@ func (r *Redactor) partialStart(p []byte) int {
 	return start
 }
 
+// CutShort returns s, a text cut short, redacted and without its longest
+// tail that is a proper prefix of a secret's form: the cut may have gone
+// through a secret, and what it left of it is no match for the redactor.
+func (r *Redactor) CutShort(s string) string {
+	s = r.String(s)
+	return strings.ToValidUTF8(s[:r.partialStart([]byte(s))], "")
+}
+
 // Forms returns the ways a value may appear in output: raw first, then
 // JSON-escaped, URL-quoted, hex and base64 forms (deduplicated).
 func Forms(s string) []string {

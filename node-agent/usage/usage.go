@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 )
@@ -577,6 +578,11 @@ const (
 	maxModels    = 8
 	maxModelName = 256
 )
+
+// MayBeCut says whether a model's name of Tally's may have been cut to its
+// bound (256 bytes, less a rune's bytes that did not fit whole): a credential
+// the cut went through is no longer whole in it.
+func MayBeCut(name string) bool { return len(name) > maxModelName-utf8.UTFMax }
 
 // maxPricedModels bounds the models a Tally keeps the figures of apart
 // (ByModel), for pricing: a provider may name any model in each answer.
