@@ -3,7 +3,6 @@ package executor
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"io"
 	"net/url"
 	"os"
@@ -33,9 +32,10 @@ type cliView struct {
 // that the digest of a file only root reads (/etc/shadow, the
 // node-agent's own /proc/self/environ) is no oracle in the receipt, and a
 // pseudo-file that never ends (/proc/kmsg) holds nothing. A node file's
-// digest is cached by path, size and modification time: a CLI can be
-// hundreds of megabytes, and it does not change under a running node-agent
-// unless reinstalled.
+// digest is cached by its path and version (on Linux its inode and change
+// time, which its owner cannot set back as it can its modification time):
+// a CLI can be hundreds of megabytes, and it does not change under a
+// running node-agent unless reinstalled.
 func (e *Executor) cliBinary(argv0 string, v cliView) (string, string) {
 	if argv0 == "" {
 		return "", ""
@@ -44,26 +44,31 @@ func (e *Executor) cliBinary(argv0 string, v cliView) (string, string) {
 	if host == "" {
 		return shown, ""
 	}
-	info, err := os.Stat(host)
-	if err != nil || !info.Mode().IsRegular() || info.Mode().Perm()&0o004 == 0 || info.Size() > maxCLIDigestBytes {
+	// The checks are of the file opened, and the file read is the one
+	// checked (openToDigest): a folder or link on the way swapped between
+	// the two would have the node-agent digest a file no check saw.
+	f, _, key, err := openToDigest(host, func(real string, info os.FileInfo) bool {
+		if info.Mode().Perm()&0o004 == 0 || info.Size() > maxCLIDigestBytes {
+			return false
+		}
+		if onNode {
+			return e.allMayRead(real)
+		}
+		return within(real, v.root) || within(real, v.workdir)
+	})
+	if err != nil {
 		return shown, ""
 	}
-	if onNode && !e.allMayRead(host) {
-		return shown, ""
-	}
-	key := fmt.Sprintf("%s\x00%d\x00%d", host, info.Size(), info.ModTime().UnixNano())
+	defer func() { _ = f.Close() }()
 	if onNode {
 		if d, ok := e.digests.Load(key); ok {
 			return shown, d.(string)
 		}
 	}
-	f, err := os.Open(host)
-	if err != nil {
-		return shown, ""
-	}
-	defer func() { _ = f.Close() }()
+	// A file that grows as it is read (its owner appending) is read no
+	// further than the bound either.
 	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
+	if n, err := io.Copy(h, io.LimitReader(f, maxCLIDigestBytes+1)); err != nil || n > maxCLIDigestBytes {
 		return shown, ""
 	}
 	d := "sha256:" + hex.EncodeToString(h.Sum(nil))
@@ -79,6 +84,21 @@ func (e *Executor) cliBinary(argv0 string, v cliView) (string, string) {
 // most a few hundred megabytes, and a run author naming a node's log of
 // gigabytes as its command would have the node-agent read all of it.
 const maxCLIDigestBytes = 2 << 30
+
+// within says whether p (resolved) is base's or in it, base as given or
+// with its own links resolved; never for base "".
+func within(p, base string) bool {
+	if base == "" {
+		return false
+	}
+	bases := []string{filepath.Clean(base)}
+	if r, err := filepath.EvalSymlinks(base); err == nil {
+		bases = append(bases, r)
+	}
+	return slices.ContainsFunc(bases, func(b string) bool {
+		return p == b || strings.HasPrefix(p, strings.TrimSuffix(b, string(filepath.Separator))+string(filepath.Separator))
+	})
+}
 
 // allMayRead says whether any user of the node could read the node's file
 // p (resolved, absolute): every folder on its way searchable by all, and

@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestCLIBinaryAsTheSandboxSeesIt: the command is found where the sandbox
@@ -81,5 +84,98 @@ func TestCLIBinaryAsTheSandboxSeesIt(t *testing.T) {
 		if d != c.digest || c.shown != "" && shown != c.shown {
 			t.Errorf("%s: cliBinary(%q) = %q, %q; want %q, %q", c.name, c.argv0, shown, d, c.shown, c.digest)
 		}
+	}
+}
+
+// TestCLIBinaryDigestsOnlyWhatItChecked: the checks and the read are of
+// one file. A user of the node who owns a folder all may search swaps the
+// command named (a world-readable decoy, which every check passes) for a
+// link to a file only root reads, or for a FIFO, between the checks and the
+// read: the receipt must never carry the private file's digest, and the
+// node-agent never block on the FIFO.
+func TestCLIBinaryDigestsOnlyWhatItChecked(t *testing.T) {
+	dir := t.TempDir()
+	for d := dir; d != filepath.Dir(d) && strings.HasPrefix(d, os.TempDir()+"/"); d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	secret := filepath.Join(dir, "secret")
+	if err := os.WriteFile(secret, []byte("root's only"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte("root's only"))
+	secretDigest := "sha256:" + hex.EncodeToString(sum[:])
+	sum = sha256.Sum256([]byte("a decoy"))
+	decoyDigest := "sha256:" + hex.EncodeToString(sum[:])
+	cmd, other := filepath.Join(dir, "tool"), filepath.Join(dir, "swap")
+	if err := os.WriteFile(cmd, []byte("a decoy"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		make func() error
+	}{
+		{"a link to a file only root reads", func() error { return os.Symlink(secret, other) }},
+		{"a FIFO", func() error { return unix.Mkfifo(other, 0o666) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_ = os.Remove(other)
+			if err := c.make(); err != nil {
+				t.Fatal(err)
+			}
+			stop := make(chan struct{})
+			swapped := make(chan struct{})
+			go func() {
+				defer close(swapped)
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					_ = unix.Renameat2(unix.AT_FDCWD, cmd, unix.AT_FDCWD, other, unix.RENAME_EXCHANGE)
+				}
+			}()
+			done := make(chan string)
+			decoys := 0
+			go func() {
+				defer close(done)
+				for end := time.Now().Add(2 * time.Second); time.Now().Before(end); {
+					e := &Executor{} // no cache: the decoy's owner changes its time at will
+					switch _, d := e.cliBinary(cmd, cliView{}); d {
+					case secretDigest:
+						done <- d
+						return
+					case decoyDigest:
+						decoys++
+					}
+				}
+			}()
+			select {
+			case d, ok := <-done:
+				if ok {
+					t.Errorf("the receipt's digest is of the file only root reads: %s", d)
+				}
+			case <-time.After(10 * time.Second):
+				t.Error("cliBinary blocked (opening a FIFO swapped in after its checks)")
+			}
+			close(stop)
+			<-swapped
+			if decoys == 0 && !t.Failed() {
+				t.Error("the decoy was never digested: the test shows nothing")
+			}
+			// Whatever still waits on the FIFO is let go.
+			if f, err := os.OpenFile(cmd, os.O_WRONLY|unix.O_NONBLOCK, 0); err == nil {
+				_ = f.Close()
+			}
+			if f, err := os.OpenFile(other, os.O_WRONLY|unix.O_NONBLOCK, 0); err == nil {
+				_ = f.Close()
+			}
+			// Put the decoy back where the command is.
+			if st, err := os.Lstat(cmd); err == nil && !st.Mode().IsRegular() {
+				_ = unix.Renameat2(unix.AT_FDCWD, cmd, unix.AT_FDCWD, other, unix.RENAME_EXCHANGE)
+			}
+		})
 	}
 }
