@@ -142,9 +142,21 @@ func (c *cappedManifest) Close() error { return c.rc.Close() }
 // fetches from the node's network, private addresses included, and what
 // an internal service answered there would reach the run's status. The
 // result unwraps to err.
+//
+// A token endpoint's answer of 200 that is a JSON object without a token is
+// no transport.Error: go-containerregistry quotes all of it (up to 64 KiB)
+// after "no token in bearer response:", in a plain error; that text is cut
+// at its start.
 func Describe(err error) error {
+	if err == nil {
+		return nil
+	}
 	var te *transport.Error
-	if err == nil || !errors.As(err, &te) {
+	if !errors.As(err, &te) {
+		msg := err.Error()
+		if i := strings.Index(msg, noTokenAnswer); i >= 0 {
+			return &described{msg: msg[:i] + noTokenDescribed, err: err}
+		}
 		return err
 	}
 	var b strings.Builder
@@ -164,7 +176,11 @@ func Describe(err error) error {
 		fmt.Fprintf(&b, "%s%s", sep, cut(string(d.Code)+" "+d.Message, 200))
 	}
 	msg := err.Error()
-	if strings.Count(msg, te.Error()) == 1 {
+	if strings.Contains(msg, noTokenAnswer) {
+		// Both: the request's description alone, and that a token
+		// endpoint answered without a token.
+		msg = b.String() + "; " + noTokenDescribed
+	} else if strings.Count(msg, te.Error()) == 1 {
 		msg = strings.Replace(msg, te.Error(), b.String(), 1)
 	} else {
 		// The answer's text was wrapped other than verbatim (quoted,
@@ -173,6 +189,13 @@ func Describe(err error) error {
 	}
 	return &described{msg: msg, err: err}
 }
+
+// noTokenAnswer begins go-containerregistry's error for a token endpoint's
+// answer without a token, which it follows with the answer's body.
+const (
+	noTokenAnswer    = "no token in bearer response:"
+	noTokenDescribed = "the registry's token endpoint answered without a token (its answer is not shown)"
+)
 
 type described struct {
 	msg string

@@ -134,3 +134,42 @@ func TestDescribeQuotesNoBodyOfTheAnswer(t *testing.T) {
 		t.Error("Describe(nil) is not nil")
 	}
 }
+
+// TestDescribeQuotesNoTokenAnswer: a token endpoint that answers 200 with a
+// JSON object holding no token (any internal service's JSON, the realm
+// being the run author's to name) has go-containerregistry quote the whole
+// answer, up to 64 KiB, in a plain error that is no transport.Error:
+// Describe keeps none of it either.
+func TestDescribeQuotesNoTokenAnswer(t *testing.T) {
+	var srv *httptest.Server
+	srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v2/":
+			w.Header().Set("WWW-Authenticate", `Bearer realm="`+srv.URL+`/internal/config",service="s"`)
+			w.WriteHeader(http.StatusUnauthorized)
+		case "/internal/config":
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"database_password":"internal-secret-7x6w"}`)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+		}
+	}))
+	defer srv.Close()
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	ref, err := name.ParseReference(strings.TrimPrefix(srv.URL, "https://") + "/tasks/x:v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = remote.Get(ref, Options(context.Background(), nil, pool)...)
+	if err == nil || !strings.Contains(err.Error(), "internal-secret-7x6w") {
+		t.Fatalf("go-containerregistry's error %v: the test shows nothing", err)
+	}
+	got := Describe(fmt.Errorf("the fixture image x: %w", err))
+	if msg := got.Error(); strings.Contains(msg, "internal-secret") || !strings.HasPrefix(msg, "the fixture image x: ") {
+		t.Errorf("Describe: %q", msg)
+	}
+	if !errors.Is(got, err) {
+		t.Error("Describe does not unwrap to the error")
+	}
+}
