@@ -49,7 +49,7 @@ func (a *attempt) startEgress(ctx context.Context) error {
 		return fail(harnessv1.ReasonEgressProxyFailed, fmt.Errorf("what the run may reach of the inside cannot be settled: %w", err))
 	}
 	a.inside = inside
-	px, err := serveEgress(a.dir, allow, inside, a.e.egressConns, a.runIDs())
+	px, err := a.e.serveEgress(a.dir, allow, inside, a.runIDs())
 	if err != nil {
 		return fail(harnessv1.ReasonEgressProxyFailed, fmt.Errorf("the egress proxy could not start: %w", err))
 	}
@@ -163,8 +163,11 @@ type egressProxy struct {
 	done   chan struct{}
 }
 
-func serveEgress(dir *fixture.RunDir, allow *egress.AllowList, inside *egress.Inside, node egress.NodeConns, owner socketOwner) (*egressProxy, error) {
-	px := &egressProxy{proxy: egress.New(egress.Options{Allow: allow, Inside: inside, NodeConns: node}), socket: dir.Socket(fixture.SocketEgress), done: make(chan struct{})}
+// serveEgress serves the run's egress proxy on its socket: at most its
+// share of the node's tunnels (egressConnsPerRun).
+func (e *Executor) serveEgress(dir *fixture.RunDir, allow *egress.AllowList, inside *egress.Inside, owner socketOwner) (*egressProxy, error) {
+	px := &egressProxy{proxy: egress.New(egress.Options{Allow: allow, Inside: inside, NodeConns: e.egressConns,
+		MaxConns: egressConnsPerRun(e.egressConns, e.opts.Slots)}), socket: dir.Socket(fixture.SocketEgress), done: make(chan struct{})}
 	ln, err := listenBounded(px.socket, egressChannel, owner)
 	if err != nil {
 		return nil, err
@@ -176,6 +179,21 @@ func serveEgress(dir *fixture.RunDir, allow *egress.AllowList, inside *egress.In
 	}()
 	return px, nil
 }
+
+// egressConnsPerRun is how many connections one run's egress proxy serves
+// at once: its share of the node's (at most the proxy's own 64, at least
+// minEgressConns). A tunnel has no idle bound, so a run's agent can hold
+// every connection its proxy serves for its whole episode; with 64 a run
+// and 256 for the node, four such runs kept every other run's agent
+// waiting in its socket's backlog. With shares that add up to at most the
+// node's (up to 32 slots; the chart's 2 keep 64), no run waits on another's.
+func egressConnsPerRun(node egress.NodeConns, slots int) int {
+	return min(egress.DefaultMaxConns, max(minEgressConns, cap(node)/max(slots, 1)))
+}
+
+// minEgressConns is the fewest connections a run's proxy serves at once,
+// however many slots the node has: a CLI opens a handful.
+const minEgressConns = 8
 
 func (px *egressProxy) stop() {
 	_ = px.proxy.Close()

@@ -1,14 +1,17 @@
 package executor
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -16,6 +19,7 @@ import (
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
 	"github.com/harnessfacts/harnessfacts/node-agent/egress"
+	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
 	"github.com/harnessfacts/harnessfacts/node-agent/redact"
 	"github.com/harnessfacts/harnessfacts/node-agent/sandboxinit"
 )
@@ -224,5 +228,88 @@ func TestProviderBridgeReachesItsPort(t *testing.T) {
 	_ = c.Close()
 	if string(got) != "provider" {
 		t.Errorf("through the bridge: %q", got)
+	}
+}
+
+// TestEgressSharesKeepHostileRunsToTheirOwn: on a node of eight slots,
+// seven runs whose agents hold every connection their proxy serves (a
+// tunnel has no idle bound: one to an allowed host is held for the whole
+// episode) leave the eighth run's proxy connections to serve. With 64 a
+// run and 256 for the node, four such runs took every node slot, and every
+// other run's agent waited in its socket's backlog for as long as they ran.
+func TestEgressSharesKeepHostileRunsToTheirOwn(t *testing.T) {
+	const slots = 8
+	e := &Executor{opts: Options{Slots: slots}, egressConns: egress.NewNodeConns(egress.DefaultNodeConns)}
+	owner := socketOwner{uid: os.Getuid(), gid: os.Getgid()}
+	serve := func() string {
+		dir := &fixture.RunDir{Path: t.TempDir()}
+		if err := os.Mkdir(dir.Sockets(), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		allow, err := egress.NewAllowList("provider.example")
+		if err != nil {
+			t.Fatal(err)
+		}
+		px, err := e.serveEgress(dir, allow, nil, owner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(px.stop)
+		return px.socket
+	}
+	var held []net.Conn
+	t.Cleanup(func() {
+		for _, c := range held {
+			_ = c.Close()
+		}
+	})
+	for range slots - 1 {
+		sock := serve()
+		for range egress.DefaultMaxConns {
+			c, err := net.Dial("unix", sock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			held = append(held, c)
+		}
+	}
+	// The hostile runs' connections are taken as far as their proxies let them.
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if len(e.egressConns) == cap(e.egressConns) {
+			break
+		}
+	}
+	victim := serve()
+	c, err := net.Dial("unix", victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+	if _, err := io.WriteString(c, "CONNECT denied.example:443 HTTP/1.1\r\nHost: denied.example:443\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("the eighth run's proxy did not answer with %d of the node's %d tunnels held by seven runs: %v", len(e.egressConns), cap(e.egressConns), err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("the eighth run's proxy answered %s, want its refusal of a host not allowed", resp.Status)
+	}
+}
+
+// TestEgressConnsPerRunAddUpToTheNodes: each run's share of the node's
+// proxy connections; together at most the node's up to 32 slots.
+func TestEgressConnsPerRunAddUpToTheNodes(t *testing.T) {
+	node := egress.NewNodeConns(egress.DefaultNodeConns)
+	for slots, want := range map[int]int{0: 64, 1: 64, 2: 64, 4: 64, 5: 51, 8: 32, 16: 16, 32: 8, 100: 8} {
+		got := egressConnsPerRun(node, slots)
+		if got != want {
+			t.Errorf("%d slots: %d connections a run, want %d", slots, got, want)
+		}
+		if slots > 0 && slots <= 32 && got*slots > cap(node) {
+			t.Errorf("%d slots of %d connections each pass the node's %d", slots, got, cap(node))
+		}
 	}
 }
