@@ -175,6 +175,10 @@ type Executor struct {
 	versions sync.Map // harnessv1.Adapter → string
 	// digests caches CLI binaries' sha256 (cliBinary).
 	digests sync.Map
+	// masked are the node's folders every sandbox covers (sandboxMasks,
+	// links resolved): a CLI's file there is digested only in a CLI
+	// folder bound over them.
+	masked []string
 
 	// gatewayBodies bounds the request bodies every run's model gateway
 	// holds at once (nodeGatewayBodies).
@@ -293,7 +297,7 @@ func New(opts Options) (*Executor, error) {
 			return nil, fmt.Errorf("executor: %w", err)
 		}
 	}
-	e := &Executor{opts: opts, gatewayBodies: gateway.NewNodeBodies(nodeGatewayBodies), egressConns: egress.NewNodeConns(egress.DefaultNodeConns),
+	e := &Executor{opts: opts, masked: sandboxMasks(), gatewayBodies: gateway.NewNodeBodies(nodeGatewayBodies), egressConns: egress.NewNodeConns(egress.DefaultNodeConns),
 		initInterp: elfInterpreter(opts.InitBinary)}
 	// One preflight (a sandbox start) serves both policies and the
 	// HarnessNode's modes: it used to run once for each, two sandboxes

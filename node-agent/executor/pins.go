@@ -52,7 +52,7 @@ func (e *Executor) cliBinary(argv0 string, v cliView) (string, string) {
 			return false
 		}
 		if onNode {
-			return e.allMayRead(real)
+			return e.allMayRead(real, v.pathDirs)
 		}
 		return within(real, v.root) || within(real, v.workdir)
 	})
@@ -101,13 +101,22 @@ func within(p, base string) bool {
 }
 
 // allMayRead says whether any user of the node could read the node's file
-// p (resolved, absolute): every folder on its way searchable by all, and
-// not in what the sandbox hides (the run root, the node-agent's own
-// folders) nor a pseudo-file (/proc, /sys, /dev). A file readable by all
-// in a private folder is no one's to digest for a run.
-func (e *Executor) allMayRead(p string) bool {
+// p (resolved, absolute), and the sandbox too: every folder on its way
+// searchable by all, and not in what the sandbox hides (the run root, the
+// node-agent's own folders, the node's socket and workload folders that
+// every sandbox covers, unless in one of the CLI folders bound over them)
+// nor a pseudo-file (/proc, /sys, /dev). A file readable by all in a
+// private folder is no one's to digest for a run. Each folder is compared
+// as given and with its links resolved, as p is (the hidden
+// /var/run/secrets is /run/secrets on most nodes).
+func (e *Executor) allMayRead(p string, cliDirs []string) bool {
 	for _, hidden := range append([]string{"/proc", "/sys", "/dev", e.opts.RunRoot}, e.opts.Hidden...) {
-		if hidden != "" && (p == hidden || strings.HasPrefix(p, strings.TrimSuffix(hidden, "/")+"/")) {
+		if within(p, hidden) {
+			return false
+		}
+	}
+	for _, m := range e.masked {
+		if within(p, m) && !slices.ContainsFunc(cliDirs, func(d string) bool { return within(p, d) }) {
 			return false
 		}
 	}

@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/harnessfacts/harnessfacts/sandbox"
 )
 
 // openToDigest opens the file p names (its links followed) to digest it:
@@ -54,4 +57,10 @@ func openToDigest(p string, ok func(real string, info os.FileInfo) bool) (f *os.
 	}
 	key = fmt.Sprintf("%s\x00%d\x00%d\x00%d\x00%d.%d\x00%d", real, st.Dev, st.Ino, info.Size(), st.Ctim.Sec, st.Ctim.Nsec, info.ModTime().UnixNano())
 	return f, info, key, nil
+}
+
+// sandboxMasks are the node's folders every sandbox covers with an empty
+// tmpfs, whatever its Spec binds below them.
+func sandboxMasks() []string {
+	return slices.Concat(sandbox.SocketDirs, sandbox.NodeDirs)
 }

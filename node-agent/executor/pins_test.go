@@ -87,6 +87,51 @@ func TestCLIBinaryAsTheSandboxSeesIt(t *testing.T) {
 	}
 }
 
+// TestCLIDigestOfWhatEverySandboxCovers: a node file all may read in a
+// folder every sandbox covers (/run, /tmp: sandboxMasks) is no file the
+// agent could read, so it is not digested, unless it is in one of the
+// adapter's CLI folders, which the sandbox binds over the cover; and a
+// hidden folder is hidden by the path its links lead to as well (the
+// sandbox hides /var/run/secrets, which is /run/secrets on most nodes).
+func TestCLIDigestOfWhatEverySandboxCovers(t *testing.T) {
+	dir := t.TempDir()
+	for d := dir; d != filepath.Dir(d) && strings.HasPrefix(d, os.TempDir()+"/"); d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(rel, body string) string {
+		p := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	covered := write("run/state/tool", "a covered file")
+	cli := write("run/cli/agent", "the adapter's CLI")
+	token := write("srv/secrets/token", "a token")
+	if err := os.Symlink("srv", filepath.Join(dir, "varsrv")); err != nil {
+		t.Fatal(err)
+	}
+	e := &Executor{opts: Options{Hidden: []string{filepath.Join(dir, "varsrv", "secrets")}}, masked: []string{filepath.Join(dir, "run")}}
+	v := cliView{pathDirs: []string{filepath.Dir(cli)}}
+	sum := sha256.Sum256([]byte("the adapter's CLI"))
+	for _, c := range []struct {
+		name, argv0, digest string
+	}{
+		{"in a covered folder", covered, ""},
+		{"in a CLI folder bound over the cover", cli, "sha256:" + hex.EncodeToString(sum[:])},
+		{"in a hidden folder named through a link", token, ""},
+	} {
+		if _, d := e.cliBinary(c.argv0, v); d != c.digest {
+			t.Errorf("%s: digest %q, want %q", c.name, d, c.digest)
+		}
+	}
+}
+
 // TestCLIBinaryDigestsOnlyWhatItChecked: the checks and the read are of
 // one file. A user of the node who owns a folder all may search swaps the
 // command named (a world-readable decoy, which every check passes) for a
