@@ -47,14 +47,14 @@ func (e *Executor) cliBinary(argv0 string, v cliView) (string, string) {
 	// The checks are of the file opened, and the file read is the one
 	// checked (openToDigest): a folder or link on the way swapped between
 	// the two would have the node-agent digest a file no check saw.
-	f, _, key, err := openToDigest(host, func(real string, info os.FileInfo) bool {
+	f, _, key, err := openToDigest(host, func(resolved string, info os.FileInfo) bool {
 		if info.Mode().Perm()&0o004 == 0 || info.Size() > maxCLIDigestBytes {
 			return false
 		}
 		if onNode {
-			return e.allMayRead(real, v.pathDirs)
+			return e.allMayRead(resolved, v.pathDirs)
 		}
-		return within(real, v.root) || within(real, v.workdir)
+		return within(resolved, v.root) || within(resolved, v.workdir)
 	})
 	if err != nil {
 		return shown, ""

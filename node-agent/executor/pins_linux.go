@@ -24,7 +24,7 @@ import (
 // link to one only root reads, swapped in by a user who owns a folder on
 // its way). key names the file's version for the cache of digests: its
 // device, inode and change time, which no user sets.
-func openToDigest(p string, ok func(real string, info os.FileInfo) bool) (f *os.File, info os.FileInfo, key string, err error) {
+func openToDigest(p string, ok func(resolved string, info os.FileInfo) bool) (f *os.File, info os.FileInfo, key string, err error) {
 	fd, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, nil, "", err
@@ -38,8 +38,8 @@ func openToDigest(p string, ok func(real string, info os.FileInfo) bool) (f *os.
 		return nil, nil, "", errors.New("not a regular file")
 	}
 	self := "/proc/self/fd/" + strconv.Itoa(fd)
-	real, err := os.Readlink(self)
-	if err != nil || !filepath.IsAbs(real) || !ok(real, info) {
+	resolved, err := os.Readlink(self)
+	if err != nil || !filepath.IsAbs(resolved) || !ok(resolved, info) {
 		return nil, nil, "", errors.New("not a file to digest")
 	}
 	if f, err = os.OpenFile(self, os.O_RDONLY|unix.O_NOCTTY|unix.O_NONBLOCK, 0); err != nil {
@@ -55,7 +55,7 @@ func openToDigest(p string, ok func(real string, info os.FileInfo) bool) (f *os.
 		_ = f.Close()
 		return nil, nil, "", errors.New("no file status")
 	}
-	key = fmt.Sprintf("%s\x00%d\x00%d\x00%d\x00%d.%d\x00%d", real, st.Dev, st.Ino, info.Size(), st.Ctim.Sec, st.Ctim.Nsec, info.ModTime().UnixNano())
+	key = fmt.Sprintf("%s\x00%d\x00%d\x00%d\x00%d.%d\x00%d", resolved, st.Dev, st.Ino, info.Size(), st.Ctim.Sec, st.Ctim.Nsec, info.ModTime().UnixNano())
 	return f, info, key, nil
 }
 

@@ -11,7 +11,7 @@ import (
 // openToDigest opens the file p names to digest it, when it is a regular
 // file that ok accepts (see pins_linux.go); the file read must be the one
 // checked.
-func openToDigest(p string, ok func(real string, info os.FileInfo) bool) (f *os.File, info os.FileInfo, key string, err error) {
+func openToDigest(p string, ok func(resolved string, info os.FileInfo) bool) (f *os.File, info os.FileInfo, key string, err error) {
 	if info, err = os.Stat(p); err != nil {
 		return nil, nil, "", err
 	}
