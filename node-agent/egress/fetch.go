@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -39,14 +40,54 @@ func FetchControl(_, address string, _ syscall.RawConn) error {
 	return nil
 }
 
+// PullControl is FetchControl for the connections of one registry pull,
+// which the registry itself leads elsewhere: its token service (the
+// WWW-Authenticate realm, whose JSON answer's token go-containerregistry
+// then sends to the registry) and its blobs' redirects. When the pull's
+// first connection (the registry's) went to a public address, no later one
+// may go inside (loopback, private, CGNAT, the cluster's): a run author's
+// registry on the internet naming an internal service as its token
+// endpoint would have the node-agent fetch it and hand its token over. A
+// registry inside may name a token service anywhere, as in-cluster mirrors
+// with a public login do. Behind an HTTP proxy every connection is the
+// proxy's, and this judges nothing more than FetchControl.
+func PullControl() func(network, address string, c syscall.RawConn) error {
+	var (
+		once    sync.Once
+		outside bool
+	)
+	return func(network, address string, c syscall.RawConn) error {
+		if err := FetchControl(network, address, c); err != nil {
+			return err
+		}
+		ap, err := netip.ParseAddrPort(address)
+		if err != nil {
+			return err
+		}
+		kind := Classify(ap.Addr(), nil)
+		once.Do(func() { outside = kind == "" })
+		if outside && kind != "" {
+			return &insideError{target: address, msg: fmt.Sprintf(
+				"refusing to connect to %s, a %s address: the registry is on a public address, and its token service or redirects are not followed inside", address, kind)}
+		}
+		return nil
+	}
+}
+
 // FetchTransport is the HTTP transport of such fetches: proxies from the
 // environment as usual, every connection judged by FetchControl, and roots
 // (nil: the system's) to verify TLS.
 func FetchTransport(roots *x509.CertPool) *http.Transport {
+	return FetchTransportWith(roots, FetchControl)
+}
+
+// FetchTransportWith is FetchTransport with control (FetchControl, or
+// PullControl for a registry pull) judging every connection.
+func FetchTransportWith(roots *x509.CertPool, control func(network, address string, c syscall.RawConn) error) *http.Transport {
 	return &http.Transport{
 		Proxy: http.ProxyFromEnvironment,
 		DialContext: (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second,
-			Control: FetchControl}).DialContext,
+			Control: control}).DialContext,
 		TLSClientConfig:       &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
 		ForceAttemptHTTP2:     true,
 		TLSHandshakeTimeout:   15 * time.Second,

@@ -43,6 +43,41 @@ func TestFetchControl(t *testing.T) {
 	}
 }
 
+// TestPullControl: a pull whose registry (its first connection) is on a
+// public address follows its token service or a redirect to no inside
+// address, and to the metadata service never; a pull whose registry is
+// inside goes anywhere FetchControl allows.
+func TestPullControl(t *testing.T) {
+	const public, public2 = "93.184.215.14:443", "[2606:2800:21f:cb07:6820:80da:af6b:8b2c]:443"
+	for _, tc := range []struct {
+		name  string
+		addrs []string
+		bad   int // the first refused, -1 for none
+	}{
+		{"a public registry, its public token service", []string{public, public2, public}, -1},
+		{"a public registry naming a loopback token service", []string{public, "127.0.0.1:8080"}, 1},
+		{"a public registry redirecting to a private address", []string{public, public2, "10.0.0.5:443"}, 2},
+		{"a public registry naming the cluster's service", []string{public, "[fd00::1]:443"}, 1},
+		{"a public registry naming the metadata service", []string{public, "169.254.169.254:80"}, 1},
+		{"an in-cluster registry with a public login", []string{"10.96.0.10:5000", public, "10.96.0.10:5000"}, -1},
+		{"a registry on loopback", []string{"127.0.0.1:5000", "127.0.0.1:5001"}, -1},
+	} {
+		control := PullControl()
+		for i, a := range tc.addrs {
+			err := control("tcp", a, nil)
+			switch {
+			case i == tc.bad && !errors.Is(err, ErrInside):
+				t.Errorf("%s: connection %d to %s: %v, want a refusal", tc.name, i, a, err)
+			case i != tc.bad && err != nil:
+				t.Errorf("%s: connection %d to %s refused: %v", tc.name, i, a, err)
+			}
+			if i == tc.bad {
+				break
+			}
+		}
+	}
+}
+
 // The transport refuses at connect, before a byte is sent: a request to the
 // metadata service fails at once with the refusal, not with a timeout.
 func TestFetchTransportRefusesTheMetadataService(t *testing.T) {

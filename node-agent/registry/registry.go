@@ -65,11 +65,13 @@ func Options(ctx context.Context, kc authn.Keychain, roots *x509.CertPool) []rem
 		remote.WithTransport(Transport(roots))}
 }
 
-// Transport is egress.FetchTransport(roots) with every manifest response
-// cut at MaxManifestBytes: one that says it is longer is refused before
-// its body is read, one that runs longer fails as it passes the bound.
+// Transport is the transport of one pull: egress.FetchTransport(roots),
+// its connections judged by egress.PullControl (a registry on a public
+// address is not followed inside), with every manifest response cut at
+// MaxManifestBytes: one that says it is longer is refused before its body
+// is read, one that runs longer fails as it passes the bound.
 func Transport(roots *x509.CertPool) http.RoundTripper {
-	return manifestCap{next: egress.FetchTransport(roots)}
+	return manifestCap{next: egress.FetchTransportWith(roots, egress.PullControl())}
 }
 
 // CheckManifest refuses an image manifest whose config or layers a pull
