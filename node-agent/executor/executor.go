@@ -179,6 +179,10 @@ type Executor struct {
 	// links resolved): a CLI's file there is digested only in a CLI
 	// folder bound over them.
 	masked []string
+	// hidden and maskedForms are what allMayRead refuses, found once
+	// (nodeHidden).
+	hiddenOnce          sync.Once
+	hidden, maskedForms []string
 
 	// gatewayBodies bounds the request bodies every run's model gateway
 	// holds at once (nodeGatewayBodies).

@@ -88,13 +88,24 @@ const maxCLIDigestBytes = 2 << 30
 // within says whether p (resolved) is base's or in it, base as given or
 // with its own links resolved; never for base "".
 func within(p, base string) bool {
+	return under(p, forms(base))
+}
+
+// forms are base as given and with its links resolved (as given only,
+// when it does not exist); none for "".
+func forms(base string) []string {
 	if base == "" {
-		return false
+		return nil
 	}
-	bases := []string{filepath.Clean(base)}
-	if r, err := filepath.EvalSymlinks(base); err == nil {
-		bases = append(bases, r)
+	f := []string{filepath.Clean(base)}
+	if r, err := filepath.EvalSymlinks(base); err == nil && r != f[0] {
+		f = append(f, r)
 	}
+	return f
+}
+
+// under says whether p is one of bases or in it.
+func under(p string, bases []string) bool {
 	return slices.ContainsFunc(bases, func(b string) bool {
 		return p == b || strings.HasPrefix(p, strings.TrimSuffix(b, string(filepath.Separator))+string(filepath.Separator))
 	})
@@ -110,15 +121,12 @@ func within(p, base string) bool {
 // as given and with its links resolved, as p is (the hidden
 // /var/run/secrets is /run/secrets on most nodes).
 func (e *Executor) allMayRead(p string, cliDirs []string) bool {
-	for _, hidden := range append([]string{"/proc", "/sys", "/dev", e.opts.RunRoot}, e.opts.Hidden...) {
-		if within(p, hidden) {
-			return false
-		}
+	hidden, masked := e.nodeHidden()
+	if under(p, hidden) {
+		return false
 	}
-	for _, m := range e.masked {
-		if within(p, m) && !slices.ContainsFunc(cliDirs, func(d string) bool { return within(p, d) }) {
-			return false
-		}
+	if under(p, masked) && !slices.ContainsFunc(cliDirs, func(d string) bool { return within(p, d) }) {
+		return false
 	}
 	for d := filepath.Dir(p); ; d = filepath.Dir(d) {
 		st, err := os.Stat(d)
@@ -129,6 +137,21 @@ func (e *Executor) allMayRead(p string, cliDirs []string) bool {
 			return true
 		}
 	}
+}
+
+// nodeHidden are the folders allMayRead refuses, and those it refuses
+// outside the CLI folders, each in both forms: resolved once, not at each
+// run's start (a score of folders, each a few system calls).
+func (e *Executor) nodeHidden() (hidden, masked []string) {
+	e.hiddenOnce.Do(func() {
+		for _, h := range append([]string{"/proc", "/sys", "/dev", e.opts.RunRoot}, e.opts.Hidden...) {
+			e.hidden = append(e.hidden, forms(h)...)
+		}
+		for _, m := range e.masked {
+			e.maskedForms = append(e.maskedForms, forms(m)...)
+		}
+	})
+	return e.hidden, e.maskedForms
 }
 
 // find resolves argv0 as the sandbox would: the path the sandbox shows,
