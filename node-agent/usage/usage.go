@@ -179,11 +179,13 @@ type Parser struct {
 	skipEvent bool
 	// field holds a line's first bytes until they tell whether it is a
 	// data line (fieldDone); then dataLine says whether the rest goes to
-	// data, and lineAt is where this line's value starts in data.
+	// data.
 	field     []byte
 	fieldDone bool
 	dataLine  bool
-	lineAt    int
+	// afterCR: the last line ended in a CR, so an LF first in the next
+	// write belongs to that end.
+	afterCR bool
 }
 
 // NewParser returns a parser for a response of dialect d with the given
@@ -248,16 +250,40 @@ func (p *Parser) Write(b []byte) (int, error) {
 		return n, nil
 	}
 	for len(b) > 0 {
-		i := bytes.IndexByte(b, '\n')
+		if p.afterCR {
+			// A CR ended the last line: an LF right after it is part of
+			// that line's end (CRLF), not an empty line of its own.
+			p.afterCR = false
+			if b[0] == '\n' {
+				b = b[1:]
+				continue
+			}
+		}
+		i := lineEnd(b)
 		if i < 0 {
 			p.appendLine(b)
 			break
 		}
 		p.appendLine(b[:i])
 		p.endLine()
+		p.afterCR = b[i] == '\r'
 		b = b[i+1:]
 	}
 	return n, nil
+}
+
+// lineEnd is the index of the first CR or LF in b, -1 when there is none:
+// an event stream's lines end in CRLF, LF or a lone CR (the HTML standard's
+// event stream format; every SDK of the CLIs reads all three).
+func lineEnd(b []byte) int {
+	i := bytes.IndexByte(b, '\n')
+	if i < 0 {
+		return bytes.IndexByte(b, '\r')
+	}
+	if j := bytes.IndexByte(b[:i], '\r'); j >= 0 {
+		return j
+	}
+	return i
 }
 
 // dataField is what a data line starts with; one space after it is no
@@ -289,7 +315,6 @@ func (p *Parser) startValue(v []byte) {
 	if len(p.data) > 0 {
 		p.appendValue([]byte{'\n'})
 	}
-	p.lineAt = len(p.data)
 	p.appendValue(v)
 }
 
@@ -306,11 +331,12 @@ func (p *Parser) appendValue(v []byte) {
 	p.data = append(p.data, v...)
 }
 
-// endLine ends one SSE line: "data:" lines join into the event's data, an
-// empty line ends the event; other fields (event:, id:, comments) are not
-// needed, since every dialect names its event type in the data too.
+// endLine ends one SSE line (its CR or LF not part of it): "data:" lines
+// join into the event's data, an empty line ends the event; other fields
+// (event:, id:, retry:, comments) are not needed, since every dialect names
+// its event type in the data too.
 func (p *Parser) endLine() {
-	field, dataLine, fieldDone := bytes.TrimSuffix(p.field, []byte("\r")), p.dataLine, p.fieldDone
+	field, fieldDone := p.field, p.fieldDone
 	p.field, p.fieldDone, p.dataLine = p.field[:0], false, false
 	switch {
 	case !fieldDone && len(field) == 0:
@@ -318,8 +344,6 @@ func (p *Parser) endLine() {
 	case !fieldDone && bytes.HasPrefix(field, dataField):
 		// A short data line, ended before its sixth byte.
 		p.startValue(bytes.TrimPrefix(field[len(dataField):], []byte(" ")))
-	case dataLine && !p.skipEvent && len(p.data) > p.lineAt && p.data[len(p.data)-1] == '\r':
-		p.data = p.data[:len(p.data)-1]
 	}
 }
 

@@ -39,6 +39,27 @@ var cases = []struct {
 		want: Reply{Counts: Counts{Input: 1203, Output: 88, CacheRead: 377, CacheWrite: 41}, Model: "claude-x-1", Found: true},
 	},
 	{
+		// The event stream format ends a line with CRLF, LF or a lone CR
+		// (the HTML standard; the CLIs' SDKs read all three): the same
+		// stream with lone CRs, and with all three mixed, a CRLF across
+		// writes too (the chunked reads below).
+		name: "anthropic stream, lines ended by a lone CR", dialect: Anthropic, contentType: "text/event-stream",
+		body: "event: message_start\rdata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"model\":\"claude-x-1\",\"usage\":{\"input_tokens\":1203,\"cache_creation_input_tokens\":41,\"cache_read_input_tokens\":377,\"output_tokens\":1}}}\r\r" +
+			"event: ping\rdata: {\"type\": \"ping\"}\r\r: comment\r\r" +
+			"event: message_delta\rdata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":88}}\r\r" +
+			"event: message_stop\rdata: {\"type\":\"message_stop\"}\r\r",
+		want: Reply{Counts: Counts{Input: 1203, Output: 88, CacheRead: 377, CacheWrite: 41}, Model: "claude-x-1", Found: true},
+	},
+	{
+		name: "chat stream, line ends mixed", dialect: Chat, contentType: "text/event-stream",
+		body: "data: {\"model\":\"gpt-m\",\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\r\r\n" +
+			"id: 7\r\ndata:{\"model\":\"gpt-m\",\"choices\":[],\r" +
+			"data: \"usage\":{\"prompt_tokens\":1580,\"completion_tokens\":88,\r\n" +
+			"data: \"prompt_tokens_details\":{\"cached_tokens\":377}}}\n\r" +
+			"data: [DONE]\r\n\r\n",
+		want: Reply{Counts: Counts{Input: 1203, Output: 88, CacheRead: 377}, Model: "gpt-m", Found: true},
+	},
+	{
 		name: "responses object", dialect: Responses, contentType: "application/json",
 		body: `{"id":"resp_1","object":"response","status":"completed","model":"gpt-6.2-sol-2026","output":[],` +
 			`"usage":{"input_tokens":1580,"input_tokens_details":{"cached_tokens":377},"output_tokens":88,"output_tokens_details":{"reasoning_tokens":20},"total_tokens":1668}}`,

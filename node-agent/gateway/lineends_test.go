@@ -1,0 +1,52 @@
+package gateway
+
+import (
+	"crypto/x509"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/harnessfacts/harnessfacts/node-agent/usage"
+)
+
+// anthropicCRStream is a Messages stream whose lines end in a lone CR, as
+// the event stream format allows (and the CLIs' SDKs read).
+var anthropicCRStream = strings.ReplaceAll("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-cr\",\"usage\":{\"input_tokens\":50,\"cache_read_input_tokens\":20,\"output_tokens\":1}}}\n\n"+
+	"event: ping\ndata: {\"type\": \"ping\"}\n\n"+
+	"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\n"+
+	"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":7}}\n\n"+
+	"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n", "\n", "\r")
+
+// TestGatewayCountsLinesEndedByALoneCR: a provider whose event stream ends
+// its lines in a lone CR is counted as one that uses LF, its stream reaches
+// the agent unchanged, and a token limit does not end the run for an
+// answer "without figures" (before, nothing of such a stream was counted,
+// and under a limit every answer ended the run).
+func TestGatewayCountsLinesEndedByALoneCR(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+		for b := anthropicCRStream; len(b) > 0; {
+			n := min(5, len(b))
+			_, _ = io.WriteString(w, b[:n])
+			w.(http.Flusher).Flush()
+			b = b[n:]
+		}
+	}))
+	t.Cleanup(srv.Close)
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	g, base := serve(t, Options{Upstream: srv.URL, Header: XAPIKey, Key: []byte(realKey), RootCAs: pool, MaxTokens: 1000})
+	resp, body := post(t, base+"/v1/messages?beta=true", `{"model":"m","stream":true,"max_tokens":8,"messages":[]}`, nil)
+	if resp.StatusCode != http.StatusOK || body != anthropicCRStream {
+		t.Fatalf("status %d, body %q", resp.StatusCode, body)
+	}
+	if got, want := g.Tally().Counts(), (usage.Counts{Input: 50, Output: 7, CacheRead: 20}); got != want {
+		t.Errorf("counted %+v, want %+v", got, want)
+	}
+	if s := g.Stopped(); s != nil {
+		t.Errorf("stopped: %v", s)
+	}
+}
