@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"mime"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -128,7 +129,8 @@ type Retry struct {
 	// Attempts is the number of tries of one request (1: no retry).
 	Attempts int
 	// Base is the first backoff, doubled at each retry (with jitter) up to
-	// Max. A provider's own wait (Retry-After, retry-after-ms) is kept to
+	// Max. A provider's own wait (Retry-After, retry-after-ms, Google's
+	// RetryInfo) is kept to
 	// the letter: one longer than Max is not waited here, the answer goes
 	// to the CLI at once, whose own retries honour it.
 	Base, Max time.Duration
@@ -855,7 +857,7 @@ func (g *Gateway) fail(w http.ResponseWriter, r *http.Request, err error) {
 // Only then: the provider did no work (an error status carries no model
 // output; a failed dial sent nothing), so a second try is no second answer.
 // It never tries again before the provider said it may (Retry-After,
-// retry-after-ms), nor at all when it said not to (x-should-retry: false)
+// retry-after-ms, or Google's RetryInfo in the error body: bodyWait), nor at all when it said not to (x-should-retry: false)
 // or asked for longer than the policy's Max. A request still failing then
 // does not end the run: its last answer goes to the CLI, whose own retries
 // (Claude Code waits out a Retry-After of 30 s) are part of what the run
@@ -908,6 +910,9 @@ func (t *retrier) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		wait := backoff(pol, attempt)
 		asked, hasAsked := providerWait(resp, time.Now())
+		if !hasAsked && resp != nil {
+			asked, hasAsked = bodyWait(resp)
+		}
 		if hasAsked {
 			wait = asked
 		}
@@ -952,50 +957,33 @@ func (t *retrier) RoundTrip(req *http.Request) (*http.Response, error) {
 // nothing) and Gemini's 400 whose ErrorInfo reason is API_KEY_INVALID.
 // The agent cannot cause these with the run's key: the gateway replaces
 // every credential and scope header it sends. A refusal's body is read up
-// to maxRefusalBody and goes on to the CLI whole; what is returned names
-// the status and the provider's error code, nothing of its message.
+// to maxErrorPeek and goes on to the CLI whole; what is returned names the
+// status and the provider's error code, nothing of its message.
 func refusal(resp *http.Response) (string, bool) {
 	switch resp.StatusCode {
 	case http.StatusUnauthorized, http.StatusPaymentRequired, http.StatusTooManyRequests, http.StatusBadRequest:
 	default:
 		return "", false
 	}
-	e := peekError(resp)
+	code := errorCode(peekBody(resp))
 	what := "HTTP " + resp.Status
-	if e.code != "" {
-		what += " (" + e.code + ")"
+	if code != "" {
+		what += " (" + code + ")"
 	}
 	switch resp.StatusCode {
 	case http.StatusUnauthorized, http.StatusPaymentRequired:
 		return what, true
 	case http.StatusTooManyRequests:
-		return what, e.code == "insufficient_quota"
+		return what, code == "insufficient_quota"
 	default:
-		return what, e.code == "API_KEY_INVALID"
+		return what, code == "API_KEY_INVALID"
 	}
 }
 
-// maxRefusalBody is the most of an error answer read to find its code: a
-// provider's error document is well under 1 KiB.
-const maxRefusalBody = 16 << 10
-
-// providerError is what refusal reads of an error answer: its code, the
-// most telling of OpenAI's code, an ErrorInfo reason (Gemini) and the
-// error's type (Anthropic, OpenAI), kept to a short token.
-type providerError struct{ code string }
-
-// peekError reads the start of resp's body for the provider's error code
-// and puts it back in front of the rest, so that the CLI reads the answer
-// as it came. A compressed body is not read.
-func peekError(resp *http.Response) providerError {
-	if resp.Body == nil || resp.Header.Get("Content-Encoding") != "" {
-		return providerError{}
-	}
-	head, err := io.ReadAll(io.LimitReader(resp.Body, maxRefusalBody))
-	resp.Body = struct {
-		io.Reader
-		io.Closer
-	}{io.MultiReader(bytes.NewReader(head), errReader{err}, resp.Body), resp.Body}
+// errorCode is the provider's code in an error answer's body (peekBody),
+// kept to a short token (errorToken): an ErrorInfo reason (Gemini), else
+// OpenAI's code, else the error's type (Anthropic, OpenAI).
+func errorCode(peek []byte) string {
 	var doc struct {
 		Error struct {
 			Type    string          `json:"type"`
@@ -1005,8 +993,8 @@ func peekError(resp *http.Response) providerError {
 			} `json:"details"`
 		} `json:"error"`
 	}
-	if json.Unmarshal(head, &doc) != nil {
-		return providerError{}
+	if !errorDoc(peek, &doc) {
+		return ""
 	}
 	code := ""
 	for _, d := range doc.Error.Details {
@@ -1024,7 +1012,7 @@ func peekError(resp *http.Response) providerError {
 	if code == "" {
 		code = doc.Error.Type
 	}
-	return providerError{code: errorToken(code)}
+	return errorToken(code)
 }
 
 // errorToken keeps a provider's error code if it is a short token of
@@ -1042,17 +1030,6 @@ func errorToken(s string) string {
 		}
 	}
 	return s
-}
-
-// errReader returns err once the bytes before it were read (nil: EOF, so
-// that the rest of the body follows).
-type errReader struct{ err error }
-
-func (r errReader) Read([]byte) (int, error) {
-	if r.err != nil {
-		return 0, r.err
-	}
-	return 0, io.EOF
 }
 
 // isDialError: the connection was never made, so the request was not sent.
@@ -1082,6 +1059,83 @@ func providerWait(resp *http.Response, now time.Time) (time.Duration, bool) {
 	}
 	return 0, false
 }
+
+// maxErrorPeek is the most of an error answer's body the gateway reads
+// for its code or the wait it asks for: providers' error bodies are a few
+// hundred bytes.
+const maxErrorPeek = 64 << 10
+
+// bodyWait is the wait a Google API asked for in its error body, if it
+// did: Gemini sends no Retry-After, but a google.rpc.RetryInfo among the
+// error's details, {"@type": ".../google.rpc.RetryInfo", "retryDelay":
+// "22s"} (a Duration: seconds, with a fraction, and "s"), on a 429 and
+// some 503s; a streamed request's error comes as an array of one such
+// object. The body read is put back in front of the rest, for the CLI.
+func bodyWait(resp *http.Response) (time.Duration, bool) {
+	var e struct {
+		Error struct {
+			Details []struct {
+				Type       string `json:"@type"`
+				RetryDelay string `json:"retryDelay"`
+			} `json:"details"`
+		} `json:"error"`
+	}
+	if !errorDoc(peekBody(resp), &e) {
+		return 0, false
+	}
+	for _, d := range e.Error.Details {
+		if d.Type != "type.googleapis.com/google.rpc.RetryInfo" {
+			continue
+		}
+		v, ok := strings.CutSuffix(strings.TrimSpace(d.RetryDelay), "s")
+		if s, err := strconv.ParseFloat(v, 64); ok && err == nil && s >= 0 && s < 1e9 {
+			return time.Duration(s * float64(time.Second)), true
+		}
+	}
+	return 0, false
+}
+
+// peekBody reads up to maxErrorPeek of an error answer's JSON body and
+// puts what it read back in front of the rest, so that the CLI reads the
+// answer as it came; nil for another type, or a read that failed.
+func peekBody(resp *http.Response) []byte {
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if resp.Body == nil || mt != "application/json" {
+		return nil
+	}
+	peek, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorPeek))
+	var rest io.Reader = resp.Body
+	if err != nil {
+		rest = errReader{err}
+	}
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(peek), rest), resp.Body}
+	if err != nil {
+		return nil
+	}
+	return peek
+}
+
+// errorDoc decodes an error answer's body into v: an object, or a
+// streamed request's array of one (Gemini's).
+func errorDoc(peek []byte, v any) bool {
+	if peek = bytes.TrimSpace(peek); len(peek) > 0 && peek[0] == '[' {
+		var arr []json.RawMessage
+		if json.Unmarshal(peek, &arr) != nil || len(arr) == 0 {
+			return false
+		}
+		peek = arr[0]
+	}
+	return len(peek) > 0 && json.Unmarshal(peek, v) == nil
+}
+
+// errReader reads nothing but its error: after a body's first bytes, the
+// error that cut them.
+type errReader struct{ err error }
+
+func (r errReader) Read([]byte) (int, error) { return 0, r.err }
 
 // backoff is the gateway's own wait before the next try: Base doubled per
 // try with jitter, at most Max.

@@ -1115,3 +1115,63 @@ func TestGatewayHoldsLittleOfHostileAnswers(t *testing.T) {
 		t.Errorf("the budget has %d bytes left once the answers are done, want %d", left, maxHeldAnswers)
 	}
 }
+
+// geminiRateLimit is a 429 as the Gemini API sends it: no Retry-After
+// header, the wait in a google.rpc.RetryInfo among the error's details.
+func geminiRateLimit(delay string) string {
+	return `{"error":{"code":429,"message":"You exceeded your current quota, please check your plan and billing details.","status":"RESOURCE_EXHAUSTED",` +
+		`"details":[{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{"quotaMetric":"generativelanguage.googleapis.com/generate_content_free_tier_requests","quotaId":"GenerateRequestsPerMinutePerProjectPerModel-FreeTier","quotaValue":"10"}]},` +
+		`{"@type":"type.googleapis.com/google.rpc.Help","links":[{"description":"Learn more about Gemini API quotas","url":"https://ai.google.dev/gemini-api/docs/rate-limits"}]},` +
+		`{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"` + delay + `"}]}}`
+}
+
+// TestGatewayKeepsGeminisRetryDelay: Gemini says how long to wait in its
+// error body, not in a header. The gateway tries again no sooner than
+// that, and hands a longer wait to the CLI at once, its body whole (Gemini
+// CLI waits it out); before, it tried again after its own 0.5 s, 1 s and
+// 2 s, three more requests against a spent quota.
+func TestGatewayKeepsGeminisRetryDelay(t *testing.T) {
+	body := `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`
+	pol := Retry{Attempts: 3, Base: time.Millisecond, Max: 2 * time.Second}
+	for _, c := range []struct {
+		name, errBody string
+		tries         int64
+		status        int
+		wait          time.Duration
+	}{
+		{"a short wait", geminiRateLimit("0.4s"), 2, 200, 400 * time.Millisecond},
+		{"a streamed request's array", "[" + geminiRateLimit("0.3s") + "]", 2, 200, 300 * time.Millisecond},
+		{"longer than the gateway waits", geminiRateLimit("22s"), 1, http.StatusTooManyRequests, 0},
+		{"a body past what is read", strings.Repeat(" ", maxErrorPeek) + geminiRateLimit("22s"), 3, http.StatusTooManyRequests, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			up := startUpstream(t)
+			var first, second time.Time
+			up.fail = func(w http.ResponseWriter, n int) bool {
+				if n == 1 || c.status != 200 {
+					first = time.Now()
+					w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+					w.WriteHeader(http.StatusTooManyRequests)
+					_, _ = io.WriteString(w, c.errBody)
+					return true
+				}
+				second = time.Now()
+				return false
+			}
+			g, base := serve(t, Options{Upstream: up.srv.URL, Header: XGoogAPIKey, Key: []byte(realKey), RootCAs: up.pool, Retry: pol})
+			resp, b := post(t, base+"/v1beta/models/gemini-m:generateContent", body, nil)
+			if resp.StatusCode != c.status || up.hits.Load() != c.tries || g.Stopped() != nil {
+				t.Fatalf("status %d after %d tries, stop %+v: want %d after %d, no stop (%.200s)", resp.StatusCode, up.hits.Load(), g.Stopped(), c.status, c.tries, b)
+			}
+			if c.status == 200 {
+				if d := second.Sub(first); d < c.wait {
+					t.Errorf("tried again %s after the provider's retryDelay of %s", d, c.wait)
+				}
+				return
+			}
+			if b != c.errBody {
+				t.Errorf("the CLI had %d bytes of the provider's %d-byte error body", len(b), len(c.errBody))
+			}
+		})
+	}
+}
