@@ -147,22 +147,26 @@ func marshalRaw(v any) ([]byte, error) {
 // array and a usage object): the ones the gateway asked for. Each event
 // goes on as soon as its blank line has arrived. An event longer than
 // maxFilteredEvent is no usage chunk: it goes on as it arrives, and the
-// filter holds events again after its end (a stream with lines ended by a
-// lone CR, whose events never end so, goes on as it is from there on).
+// filter holds events again after its end. Lines end in CRLF, LF or a
+// lone CR, as the event stream format allows.
 type usageChunkFilter struct {
 	src     io.ReadCloser
 	pending []byte // bytes of the event not yet ended
 	ready   []byte // bytes that may go to the reader
 	err     error
 	// passing: the event being read is longer than maxFilteredEvent and
-	// goes on as it arrives; tail is its last two bytes, where its end
-	// may begin.
+	// goes on as it arrives; tail is its last endSpan bytes, where its
+	// end may begin.
 	passing bool
 	tail    []byte
 	// scanned is where the search for the pending event's end goes on.
 	scanned int
 	buf     []byte
 }
+
+// endSpan is how far back from the last byte read an event's end not yet
+// known may begin, and the byte before it (which tells a CRLF's LF).
+const endSpan = 4
 
 // maxFilteredEvent is the most of an event the filter holds to tell a
 // usage chunk, which is well under 2 KiB (an id, the model, the figures).
@@ -199,14 +203,16 @@ func (f *usageChunkFilter) Read(p []byte) (int, error) {
 // ready, unless it is a usage chunk.
 func (f *usageChunkFilter) take(b []byte) {
 	if f.passing {
+		// The tail's first byte is searched before: it only tells
+		// whether an LF after it ends a CRLF.
 		w := append(slices.Clip(f.tail), b...)
-		end := eventEnd(w, 0)
+		end := eventEnd(w, 1)
 		if end < 0 {
 			f.ready = append(f.ready, b...)
-			f.tail = append(f.tail[:0], w[max(len(w)-2, 0):]...)
+			f.tail = append(f.tail[:0], w[len(w)-endSpan:]...)
 			return
 		}
-		// The end's last byte is in b: the tail was searched before.
+		// The end is known from a byte of b: it was not, from the tail.
 		j := end - len(f.tail)
 		f.ready = append(f.ready, b[:j]...)
 		b, f.passing, f.tail = b[j:], false, f.tail[:0]
@@ -218,7 +224,7 @@ func (f *usageChunkFilter) take(b []byte) {
 		if end < 0 {
 			// The next search starts where an event's end could begin
 			// among the bytes still to come: each byte is searched once.
-			f.scanned = max(len(f.pending)-2, 0)
+			f.scanned = max(len(f.pending)-endSpan+1, 0)
 			break
 		}
 		ev := f.pending[:end]
@@ -230,7 +236,7 @@ func (f *usageChunkFilter) take(b []byte) {
 	if len(f.pending) > maxFilteredEvent {
 		f.passing = true
 		f.ready = append(f.ready, f.pending...)
-		f.tail = append(f.tail[:0], f.pending[len(f.pending)-2:]...)
+		f.tail = append(f.tail[:0], f.pending[len(f.pending)-endSpan:]...)
 		f.pending, f.scanned = nil, 0
 		return
 	}
@@ -244,25 +250,62 @@ func (f *usageChunkFilter) take(b []byte) {
 func (f *usageChunkFilter) Close() error { return f.src.Close() }
 
 // eventEnd is the length of the first whole event in b, its blank line
-// included (LF or CRLF line ends), or -1; the search starts at from. An
-// event ends at the first LF followed by an LF or by CR LF.
+// included, or -1; the search starts at from, and b[from-1], where there
+// is one, is read only to tell whether an LF at from is a CRLF's. A line
+// ends in CRLF, LF or a lone CR, and an empty line ends an event. A CR
+// last in b may be the first half of a CRLF, so an end made of one is known
+// only once the next byte has come: an end not yet known begins at
+// len(b)-3 or later.
 func eventEnd(b []byte, from int) int {
-	end := -1
-	if i := bytes.Index(b[from:], []byte("\n\n")); i >= 0 {
-		end = from + i + 2
+	for i := from; i < len(b); i++ {
+		k := bytes.IndexAny(b[i:], "\r\n")
+		if k < 0 {
+			return -1
+		}
+		i += k
+		if b[i] == '\n' && i > 0 && b[i-1] == '\r' {
+			continue // the LF of a CRLF, whose CR was the line's end
+		}
+		e := lineBreakEnd(b, i)
+		switch {
+		case e < 0 || e >= len(b):
+			return -1 // what follows the line's end is still to come
+		case b[e] == '\n' || b[e] == '\r':
+			return lineBreakEnd(b, e)
+		}
 	}
-	if i := bytes.Index(b[from:], []byte("\n\r\n")); i >= 0 && (end < 0 || from+i+3 < end) {
-		end = from + i + 3
+	return -1
+}
+
+// lineBreakEnd is where the line break at b[i] (CR or LF) ends: past a
+// CRLF, an LF, or a CR that the next byte shows is alone; -1 when a CR is
+// last in b.
+func lineBreakEnd(b []byte, i int) int {
+	switch {
+	case b[i] == '\n':
+		return i + 1
+	case i+1 >= len(b):
+		return -1
+	case b[i+1] == '\n':
+		return i + 2
 	}
-	return end
+	return i + 1
 }
 
 // isUsageChunk says whether an SSE event's data is a chunk with an empty
 // choices array and a usage object.
 func isUsageChunk(ev []byte) bool {
 	var data []byte
-	for line := range bytes.Lines(ev) {
-		line = bytes.TrimRight(line, "\r\n")
+	for len(ev) > 0 {
+		// Lines end in CRLF, LF or a lone CR.
+		line, rest := ev, []byte(nil)
+		if i := bytes.IndexAny(ev, "\r\n"); i >= 0 {
+			line, rest = ev[:i], ev[i+1:]
+			if ev[i] == '\r' {
+				rest = bytes.TrimPrefix(rest, []byte("\n"))
+			}
+		}
+		ev = rest
 		if v, ok := bytes.CutPrefix(line, []byte("data:")); ok {
 			v = bytes.TrimPrefix(v, []byte(" "))
 			if data != nil {

@@ -115,9 +115,9 @@ func TestUsageChunkFilter(t *testing.T) {
 		t.Errorf("got %q, %v; want it unchanged", got, err)
 	}
 	// An event past the bound goes on as it is, and the events after its
-	// end are filtered again, its blank line in any read (LF or CRLF);
-	// lines ended by a lone CR never end an event, so all of it goes on.
-	for _, bigEnd := range []string{"\n\n", "\n\r\n"} {
+	// end are filtered again, its blank line in any read (LF, CRLF, a
+	// lone CR, or mixed).
+	for _, bigEnd := range []string{"\n\n", "\n\r\n", "\r\r", "\r\n\r", "\r\n\n", "\n\r"} {
 		big := "data: {\"choices\":[],\"usage\":{\"a\":\"" + strings.Repeat("x", maxFilteredEvent+64<<10) + "\"}}" + bigEnd
 		in, want := big+chatUsageEv+chatChunk1+chatUsageEv2, big+chatChunk1
 		for _, size := range []int{1, 3, 4093, 32 << 10, len(in)} {
@@ -130,10 +130,19 @@ func TestUsageChunkFilter(t *testing.T) {
 			}
 		}
 	}
-	cr := "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1}}\r\r" + strings.Repeat("data: {\"choices\":[]}\r\r", maxFilteredEvent/20) + chatUsageEv
-	got, err = io.ReadAll(newUsageChunkFilter(io.NopCloser(strings.NewReader(cr))))
-	if err != nil || string(got) != cr {
-		t.Errorf("a stream of lone CRs: %d bytes of %d passed, %v", len(got), len(cr), err)
+	// Lines ended by a lone CR, and all three ends mixed (a CR then an
+	// LF is one end, in any reads): the usage chunks are told all the
+	// same (before, a lone CR never ended an event, and the agent got
+	// them).
+	cr := strings.NewReplacer("\r\n", "\r", "\n", "\r").Replace
+	mixed := chatChunk1 + cr(chatUsageEv) + cr(chatChunk2) + "data: {\"choices\":[],\r\ndata: \"usage\":{\"prompt_tokens\":1}}\r\n\r" + cr(chatComment) +
+		"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":2}}\n\r" + chatChunk1 + cr(chatUsageEv) + cr(chatDone)
+	wantMixed := chatChunk1 + cr(chatChunk2) + cr(chatComment) + chatChunk1 + cr(chatDone)
+	for _, size := range []int{1, 2, 3, 5, 64, len(mixed)} {
+		got, err := io.ReadAll(newUsageChunkFilter(io.NopCloser(&chunkedReader{b: []byte(mixed), n: size})))
+		if err != nil || string(got) != wantMixed {
+			t.Errorf("lone CRs and mixed line ends, read %d bytes at a time:\n%q, %v\nwant\n%q", size, got, err, wantMixed)
+		}
 	}
 }
 

@@ -50,3 +50,28 @@ func TestGatewayCountsLinesEndedByALoneCR(t *testing.T) {
 		t.Errorf("stopped: %v", s)
 	}
 }
+
+// TestGatewayFiltersTheUsageChunkOfALoneCRStream: a Chat Completions stream
+// with lines ended by a lone CR, whose usage the gateway asked for, is
+// counted, and the agent, which had not asked, gets it without the usage
+// chunk, as it would with LF (before, it got the chunk, and the first 64
+// KiB of the stream only once they had all arrived).
+func TestGatewayFiltersTheUsageChunkOfALoneCRStream(t *testing.T) {
+	cr := strings.NewReplacer("\r\n", "\r", "\n", "\r").Replace
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, cr(chatChunk1+chatChunk2+chatUsageEv+chatDone))
+	}))
+	t.Cleanup(srv.Close)
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	g, base := serve(t, Options{Upstream: srv.URL, Header: Bearer, Key: []byte(realKey), RootCAs: pool, MaxTokens: 1000})
+	resp, body := post(t, base+"/v1/chat/completions", `{"model":"m","stream":true,"messages":[]}`, nil)
+	if want := cr(chatChunk1 + chatChunk2 + chatDone); resp.StatusCode != http.StatusOK || body != want {
+		t.Fatalf("status %d, body\n%q\nwant\n%q", resp.StatusCode, body, want)
+	}
+	if got, want := g.Tally().Counts(), (usage.Counts{Input: 5, Output: 2}); got != want || g.Stopped() != nil {
+		t.Errorf("counted %+v, stopped %v; want %+v", got, g.Stopped(), want)
+	}
+}
