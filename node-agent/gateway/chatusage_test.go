@@ -267,6 +267,12 @@ func TestGatewayHoldsTheTokenLimitWithoutUsage(t *testing.T) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			_, _ = io.WriteString(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"c\",\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n"+
 				"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+		case bytes.Contains(body, []byte(`"early-usage"`)):
+			// A Responses stream whose usage came in response.created
+			// (output 0), its text after, and no response.completed.
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"model\":\"r\",\"usage\":{\"input_tokens\":5,\"output_tokens\":0}}}\n\n"+
+				"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"all of the answer\"}\n\n")
 		case bytes.Contains(body, []byte(`"cut"`)):
 			w.Header().Set("Content-Type", "text/event-stream")
 			_, _ = io.WriteString(w, chatChunk1)
@@ -313,6 +319,22 @@ func TestGatewayHoldsTheTokenLimitWithoutUsage(t *testing.T) {
 		for _, limit := range []int64{0, 1000} {
 			g, base := serve(t, Options{Upstream: srv.URL, Header: XAPIKey, Key: []byte(realKey), RootCAs: pool, MaxTokens: limit})
 			if resp, body := post(t, base+"/v1/messages", `{"model":"no-delta","stream":true,"max_tokens":8,"messages":[]}`, nil); resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d: %s", resp.StatusCode, body)
+			}
+			s := g.Stopped()
+			switch {
+			case limit == 0 && s != nil:
+				t.Errorf("no limit: stopped: %v", s)
+			case limit > 0 && (s == nil || s.Reason != ReasonTokenLimit || !strings.Contains(s.Message, "without its closing token figures")):
+				t.Errorf("limit %d: stop %+v, want %s", limit, s, ReasonTokenLimit)
+			}
+		}
+	})
+
+	t.Run("a Responses stream whose figures came before its text", func(t *testing.T) {
+		for _, limit := range []int64{0, 1000} {
+			g, base := serve(t, Options{Upstream: srv.URL, Header: Bearer, Key: []byte(realKey), RootCAs: pool, MaxTokens: limit})
+			if resp, body := post(t, base+"/v1/responses", `{"model":"early-usage","stream":true,"input":"hi"}`, nil); resp.StatusCode != http.StatusOK {
 				t.Fatalf("status %d: %s", resp.StatusCode, body)
 			}
 			s := g.Stopped()

@@ -776,11 +776,12 @@ func (g *Gateway) counted(r usage.Reply, whole, cut, final bool) {
 			"so the run's limit of %d tokens (HarnessPolicy gateway.maxTokensPerRun) could not be held: %d counted before it",
 			g.opts.MaxTokens, g.tally.Counts().Total())})
 	case whole && !r.Failed && !final:
-		// An Anthropic stream that ended without its message_delta: its
-		// output went uncounted (message_start's figure is its first
-		// token). A provider of the Messages API always sends one.
+		// An Anthropic stream that ended without its message_delta, or a
+		// Responses stream without its terminal event but with figures
+		// before it: its output went uncounted (message_start's figure
+		// is its first token). A provider of these APIs always sends one.
 		g.stop(&Stop{Reason: ReasonTokenLimit, Message: fmt.Sprintf("the provider's answer to a model request ended without its closing token figures "+
-			"(a Messages stream without message_delta), so its output could not be counted and the run's limit of %d tokens "+
+			"(a Messages stream without message_delta, or a Responses stream without response.completed), so its output could not be counted and the run's limit of %d tokens "+
 			"(HarnessPolicy gateway.maxTokensPerRun) could not be held: %d counted before it",
 			g.opts.MaxTokens, g.tally.Counts().Total())})
 	case g.tally.Counts().Total() >= g.opts.MaxTokens:

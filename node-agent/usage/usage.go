@@ -523,9 +523,23 @@ func (p *Parser) responses(data []byte) {
 		if u.InputTokensDetails != nil {
 			cached = u.InputTokensDetails.CachedTokens
 		}
-		p.reply.Found, p.final = true, true
+		// A stream's figures are its closing ones only in its terminal
+		// event: a provider that fills response.created's usage (OpenAI
+		// sends null there) gives an output of 0 before the text, and a
+		// stream cut after its text would have counted none of it.
+		p.reply.Found, p.final = true, !p.sse || responsesTerminal(ev.Type)
 		p.reply.Counts = Counts{Input: nonNegative(u.InputTokens - cached), Output: u.OutputTokens, CacheRead: cached}
 	}
+}
+
+// responsesTerminal says whether a Responses stream event ends the
+// response, holding its closing usage.
+func responsesTerminal(typ string) bool {
+	switch typ {
+	case "response.completed", "response.incomplete", "response.failed":
+		return true
+	}
+	return false
 }
 
 // chat: a chat.completion object, or the stream's chunks, the last of which

@@ -371,8 +371,9 @@ func TestCountsAreBounded(t *testing.T) {
 }
 
 // TestParserFinal: an Anthropic stream's figures are final only with its
-// message_delta (message_start's output is its first token); the other
-// dialects' once they are found at all.
+// message_delta (message_start's output is its first token), a Responses
+// stream's only in its terminal event; the other dialects' (cumulative in
+// each event) once they are found at all.
 func TestParserFinal(t *testing.T) {
 	start := "data: {\"type\":\"message_start\",\"message\":{\"model\":\"m\",\"usage\":{\"input_tokens\":10,\"output_tokens\":1}}}\n\n"
 	for _, c := range []struct {
@@ -387,6 +388,14 @@ func TestParserFinal(t *testing.T) {
 		{Chat, "text/event-stream", "data: {\"choices\":[{\"delta\":{}}]}\n\n", false},
 		{Chat, "text/event-stream", "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1}}\n\n", true},
 		{Responses, "text/event-stream", "data: {\"type\":\"response.created\",\"response\":{\"usage\":null}}\n\n", false},
+		// A provider that fills response.created's usage: not final
+		// until the response's end.
+		{Responses, "text/event-stream", "data: {\"type\":\"response.created\",\"response\":{\"usage\":{\"input_tokens\":5,\"output_tokens\":0}}}\n\n" +
+			"data: {\"type\":\"response.output_text.delta\",\"delta\":\"a long answer\"}\n\n", false},
+		{Responses, "text/event-stream", "data: {\"type\":\"response.created\",\"response\":{\"usage\":{\"input_tokens\":5,\"output_tokens\":0}}}\n\n" +
+			"data: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":5,\"output_tokens\":9}}}\n\n", true},
+		{Responses, "text/event-stream", "data: {\"type\":\"response.incomplete\",\"response\":{\"usage\":{\"input_tokens\":5,\"output_tokens\":9}}}\n\n", true},
+		{Responses, "application/json", `{"object":"response","usage":{"input_tokens":5,"output_tokens":9}}`, true},
 		{Gemini, "text/event-stream", "data: {\"usageMetadata\":{\"promptTokenCount\":3}}\n\n", true},
 	} {
 		p := NewParser(c.d, c.ct, nil)
