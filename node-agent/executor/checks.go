@@ -55,6 +55,17 @@ func (a *attempt) runChecks(ctx context.Context) []harnessv1.CheckResult {
 		if len(gitNotes) > 0 {
 			log.FromContext(ctx).Info("the workspace's git config was made safe for the checks", "check", c.Name, "changes", gitNotes)
 		}
+		// Also before each check: links the agent (or the code of an
+		// earlier check) left that lead out of the workspace to what
+		// only the checks have. In an environment image the checks run
+		// over the overlay the agent wrote (Harbor's way), which this
+		// does not judge.
+		if a.env == nil {
+			if err := refuseLinksOutOfReach(a.dir.Path, a.dir.Workspace(), []string{a.dir.Home(), a.dir.Tmp()}); err != nil {
+				results = append(results, harnessv1.CheckResult{Name: c.Name, Message: truncate("the check could not run: "+err.Error(), 1024)})
+				continue
+			}
+		}
 		spec.Argv = c.Argv()
 		spec.Limits = sandbox.Limits{
 			MemoryBytes:  a.limits.Memory.Value(),

@@ -88,7 +88,7 @@ const maxCLIDigestBytes = 2 << 30
 // within says whether p (resolved) is base's or in it, base as given or
 // with its own links resolved; never for base "".
 func within(p, base string) bool {
-	return under(p, forms(base))
+	return underAny(p, forms(base))
 }
 
 // forms are base as given and with its links resolved (as given only,
@@ -104,11 +104,9 @@ func forms(base string) []string {
 	return f
 }
 
-// under says whether p is one of bases or in it.
-func under(p string, bases []string) bool {
-	return slices.ContainsFunc(bases, func(b string) bool {
-		return p == b || strings.HasPrefix(p, strings.TrimSuffix(b, string(filepath.Separator))+string(filepath.Separator))
-	})
+// underAny says whether p is one of bases or in it.
+func underAny(p string, bases []string) bool {
+	return slices.ContainsFunc(bases, func(b string) bool { return under(p, b) })
 }
 
 // allMayRead says whether any user of the node could read the node's file
@@ -122,10 +120,10 @@ func under(p string, bases []string) bool {
 // /var/run/secrets is /run/secrets on most nodes).
 func (e *Executor) allMayRead(p string, cliDirs []string) bool {
 	hidden, masked := e.nodeHidden()
-	if under(p, hidden) {
+	if underAny(p, hidden) {
 		return false
 	}
-	if under(p, masked) && !slices.ContainsFunc(cliDirs, func(d string) bool { return within(p, d) }) {
+	if underAny(p, masked) && !slices.ContainsFunc(cliDirs, func(d string) bool { return within(p, d) }) {
 		return false
 	}
 	for d := filepath.Dir(p); ; d = filepath.Dir(d) {

@@ -135,6 +135,26 @@ mkdir -p ../fixture/tests 2>/dev/null && printf 'exit 0\n' > ../fixture/tests/ch
 			files: map[string]string{"tests/expected.txt": "secret-answer-1729\n"},
 		},
 		{
+			// The verifier part is not there while the agent runs, but a
+			// link to where it will be is followed by the check.
+			name:  "a link in the workspace to the verifier part",
+			agent: `ln -s ../fixture/tests/expected.txt answer.txt`,
+			check: `cmp -s answer.txt "$HARNESSFACTS_TESTS/expected.txt"`,
+			files: map[string]string{"tests/expected.txt": "secret-answer-1729\n"},
+		},
+		{
+			name:  "a link to the verifier part through a link to /",
+			agent: `ln -s / root && ln -s "root$HARNESSFACTS_RUN/fixture/tests/expected.txt" answer.txt`,
+			check: `cmp -s answer.txt "$HARNESSFACTS_TESTS/expected.txt"`,
+			files: map[string]string{"tests/expected.txt": "secret-answer-1729\n"},
+		},
+		{
+			name:  "a link to a descriptor the check holds open",
+			agent: `ln -s /dev/fd/3 answer.txt`,
+			check: `exec 3<"$HARNESSFACTS_TESTS/expected.txt"; grep -qx secret-answer-1729 answer.txt`,
+			files: map[string]string{"tests/expected.txt": "secret-answer-1729\n"},
+		},
+		{
 			name: ".bashrc, .profile, BASH_ENV and ENV hooks",
 			agent: `for f in .bashrc .bash_profile .profile .bash_login .shrc; do printf 'exit 0\n' > "$HOME/$f"; done
 printf 'exit 0\n' > "$TMPDIR/env.sh"`,

@@ -1,0 +1,162 @@
+package executor
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// maxLinkHops is how many links one path may go through, as the kernel's
+// limit (40) for a path it resolves.
+const maxLinkHops = 40
+
+// maxLinksNamed bounds how many refused links a check's message names.
+const maxLinksNamed = 3
+
+// linksOutOfReach finds the symbolic links of the workspace that a check
+// would follow to what the agent never had: into the run dir outside the
+// workspace and the agent's own home and temp folders (the fixture's
+// folder, which holds fixture.yaml and the verifier part only while the
+// checks run, and the checks' own folders), or through /proc (a check's
+// open descriptors: /proc/self/fd/3, /dev/fd/3, /dev/stdin). A link
+// `answer.txt -> ../fixture/tests/expected.txt` made by an agent that
+// never saw the expected answer passed `cmp answer.txt
+// "$HARNESSFACTS_TESTS/expected.txt"`; so did one that reached it through
+// a link to `/`, and `answer.txt -> /dev/fd/3` for a check that had the
+// expected answer open as its descriptor 3.
+//
+// Each link is resolved on the node as the check's sandbox resolves it:
+// without an environment image, the sandbox shows the node's root, and the
+// run dir's folders at their own paths; what it shows differently (/proc,
+// /dev's descriptor links, which lead into /proc) is refused as a whole.
+// It returns one line per such link, at most maxLinksNamed, and how many
+// there were.
+func linksOutOfReach(runDir, workspace string, allowed []string) ([]string, int, error) {
+	// Compared with where the links physically lead: the run root may
+	// itself lie behind a link of the node.
+	runDir, workspace = physical(runDir), physical(workspace)
+	ok := make([]string, len(allowed))
+	for i, a := range allowed {
+		ok[i] = physical(a)
+	}
+	allowed = ok
+	var found []string
+	n := 0
+	err := filepath.WalkDir(workspace, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == workspace {
+				return err
+			}
+			return nil // a folder the check could not read either
+		}
+		if d.Type()&fs.ModeSymlink == 0 {
+			return nil
+		}
+		to, why := resolveAsCheck(physical(filepath.Dir(p))+"/"+d.Name(), runDir, workspace, allowed)
+		if why == "" {
+			return nil
+		}
+		n++
+		if len(found) < maxLinksNamed {
+			rel, _ := filepath.Rel(workspace, p)
+			found = append(found, fmt.Sprintf("%q leads to %s (%s)", rel, to, why))
+		}
+		return nil
+	})
+	return found, n, err
+}
+
+// resolveAsCheck follows the link at p, component by component as the
+// kernel does, and says why a check must not follow it ("" when it may).
+func resolveAsCheck(p, runDir, workspace string, allowed []string) (string, string) {
+	todo := components(p)
+	cur := "/"
+	hops := 0
+	for len(todo) > 0 {
+		c := todo[0]
+		todo = todo[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
+			continue
+		}
+		next := filepath.Join(cur, c)
+		if under(next, "/proc") {
+			return next, "a check's own processes and descriptors"
+		}
+		fi, err := os.Lstat(next)
+		if err != nil {
+			// Missing from here on: what is left is taken as named.
+			cur = filepath.Join(append([]string{next}, todo...)...)
+			todo = nil
+			break
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		if hops++; hops > maxLinkHops {
+			return "", "" // the check's kernel says ELOOP too
+		}
+		t, err := os.Readlink(next)
+		if err != nil {
+			return "", ""
+		}
+		if filepath.IsAbs(t) {
+			cur = "/"
+		}
+		todo = append(components(t), todo...)
+	}
+	if under(cur, "/proc") {
+		return cur, "a check's own processes and descriptors"
+	}
+	if !under(cur, runDir) || under(cur, workspace) {
+		return "", ""
+	}
+	for _, a := range allowed {
+		if under(cur, a) {
+			return "", ""
+		}
+	}
+	rel, _ := filepath.Rel(runDir, cur)
+	if rel == "." {
+		return "the run dir", "the folder of the run's own files"
+	}
+	return "the run dir's " + rel, "out of the workspace, into the run's own files (the fixture's verifier part, the checks' folders)"
+}
+
+// physical is p with every link resolved, or p as it is if that fails.
+func physical(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return p
+}
+
+func components(p string) []string { return strings.Split(p, "/") }
+
+// under says whether p is dir or below it (both clean and absolute).
+func under(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
+}
+
+// refuseLinksOutOfReach is linksOutOfReach as a check's reason not to run.
+func refuseLinksOutOfReach(runDir, workspace string, allowed []string) error {
+	found, n, err := linksOutOfReach(runDir, workspace, allowed)
+	if err != nil {
+		return fmt.Errorf("the workspace could not be searched for links: %w", err)
+	}
+	if n == 0 {
+		return nil
+	}
+	more := ""
+	if n > len(found) {
+		more = fmt.Sprintf(" and %d more", n-len(found))
+	}
+	return fmt.Errorf("the workspace holds %d symbolic link(s) that a check would follow to what the agent never had: %s%s",
+		n, strings.Join(found, "; "), more)
+}
