@@ -267,7 +267,7 @@ spec:
 	for sc.Scan() {
 		l := sc.Text()
 		said = append(said, l)
-		if l == "waiting-for-go" {
+		if l == "| waiting-for-go" { // the agent's lines are shown behind "| "
 			ws, _ := filepath.Glob(filepath.Join(runs, "harnessfacts-*", "workspace")) // this run's alone: the root is the test's
 			if len(ws) != 1 {
 				t.Errorf("the run's workspace: %v", ws)
