@@ -147,7 +147,7 @@ func sanitizeRepo(root *os.Root, dir, workspace string, seen map[string]bool) ([
 // index, when split).
 func gitlinksIn(root *os.Root, gitdir string) ([]string, error) {
 	hashLen := 20
-	if b, err := root.ReadFile(path.Join(gitdir, "config")); err == nil {
+	if b, err := readRegular(root, path.Join(gitdir, "config"), maxGitConfig); err == nil {
 		_ = gcfg.ReadWithCallback(bytes.NewReader(b), func(s, _, k, v string, _ bool) error {
 			if strings.EqualFold(s, "extensions") && strings.EqualFold(k, "objectformat") && strings.EqualFold(v, "sha256") {
 				hashLen = 32
@@ -161,6 +161,23 @@ func gitlinksIn(root *os.Root, gitdir string) ([]string, error) {
 	}
 	more, _, err := gitlinksOf(root, path.Join(gitdir, "sharedindex."+shared), hashLen)
 	return append(links, more...), err
+}
+
+// readRegular reads name when it is a regular file of at most max bytes.
+func readRegular(root *os.Root, name string, limit int64) ([]byte, error) {
+	st, err := root.Lstat(name)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() || st.Size() > limit {
+		return nil, fmt.Errorf("%s: not a regular file of at most %d bytes", name, limit)
+	}
+	f, err := root.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	return io.ReadAll(io.LimitReader(f, limit))
 }
 
 // gitlinkDir returns the folder of gitlink l of the worktree dir, when it

@@ -20,16 +20,33 @@ const maxGitlinks = 1000
 // for SHA-256), and the hex name of its shared index when it is split.
 // `git status` and `git diff` run `git status` in each populated gitlink
 // with that repository's own config.
+//
+// The index is the agent's: a FIFO there held the node-agent in open(2)
+// for good, and a sparse file of exabytes (no byte of the run's disk)
+// with an empty extension header after another kept it reading zeros
+// forever, before a check that never came, deaf to the run's end. Only a
+// regular file of at most maxGitIndex bytes is read, no further than its
+// size, and no entry count it cannot hold.
 func gitlinksOf(root *os.Root, name string, hashLen int) (links []string, shared string, err error) {
-	f, err := root.Open(name)
+	st, err := root.Lstat(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, "", nil
 	}
 	if err != nil {
 		return nil, "", err
 	}
+	if !st.Mode().IsRegular() {
+		return nil, "", fmt.Errorf("index %s: not a regular file", name)
+	}
+	if st.Size() > maxGitIndex {
+		return nil, "", fmt.Errorf("index %s: %d bytes, over %d", name, st.Size(), int64(maxGitIndex))
+	}
+	f, err := root.Open(name)
+	if err != nil {
+		return nil, "", err
+	}
 	defer func() { _ = f.Close() }()
-	r := bufio.NewReader(f)
+	r := bufio.NewReader(io.LimitReader(f, st.Size()))
 	var hdr [12]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return nil, "", fmt.Errorf("index %s: %w", name, err)
@@ -37,6 +54,10 @@ func gitlinksOf(root *os.Root, name string, hashLen int) (links []string, shared
 	version, count := binary.BigEndian.Uint32(hdr[4:8]), binary.BigEndian.Uint32(hdr[8:12])
 	if string(hdr[:4]) != "DIRC" || version < 2 || version > 4 {
 		return nil, "", fmt.Errorf("index %s: not an index git reads", name)
+	}
+	// Every entry takes at least its fixed part and a name's NUL.
+	if uint64(count)*uint64(40+hashLen+2+1) > uint64(st.Size()) {
+		return nil, "", fmt.Errorf("index %s: %d entries in %d bytes", name, count, st.Size())
 	}
 	fixed := make([]byte, 40+hashLen+2)
 	var prev []byte
@@ -93,6 +114,11 @@ func gitlinksOf(root *os.Root, name string, hashLen int) (links []string, shared
 			break // the trailing hash, or the end
 		}
 		n := binary.BigEndian.Uint32(ext[4:])
+		// Git stops at a signature it does not know unless it starts
+		// with an upper-case letter (an optional extension).
+		if (ext[0] < 'A' || ext[0] > 'Z') && string(ext[:4]) != "link" && string(ext[:4]) != "sdir" {
+			break
+		}
 		if string(ext[:4]) == "link" {
 			oid := make([]byte, hashLen)
 			if n < uint32(hashLen) {
@@ -112,6 +138,10 @@ func gitlinksOf(root *os.Root, name string, hashLen int) (links []string, shared
 	}
 	return links, shared, nil
 }
+
+// maxGitIndex bounds the index read: git's index for a few million files
+// is a few hundred megabytes.
+const maxGitIndex = 1 << 30
 
 // maxIndexName bounds an index entry's name (git's paths are at most
 // PATH_MAX, 4 KiB, on Linux).
