@@ -3,3 +3,5 @@
 package sandbox
 
 func removeTestCgroupParent() {}
+
+func removeStaleTestCgroups() {}

@@ -10,6 +10,7 @@ import (
 // Run copies output and watches deadlines in goroutines; none may outlive it.
 func TestMain(m *testing.M) {
 	runHelper()
+	removeStaleTestCgroups()
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
 		removeTestCgroupParent()
 		os.Exit(code)
