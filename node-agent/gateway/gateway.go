@@ -894,7 +894,11 @@ func (t *retrier) RoundTrip(req *http.Request) (*http.Response, error) {
 				Message: fmt.Sprintf("the model gateway did not connect to the provider %s: %v", t.g.upstream.Redacted(), err)})
 			return nil, err
 		}
-		if err == nil {
+		// Only a model request's refusal judges the key: a key may be
+		// kept from listing models and not from asking them, and the
+		// agent chooses to list them (three refused lists would have
+		// ended its run as the key's failure).
+		if err == nil && req.Method == http.MethodPost {
 			if what, ok := refusal(resp); ok {
 				// Not retried, here or by the CLI's retries to any
 				// avail: the key or the account is what failed.

@@ -628,6 +628,22 @@ func TestProviderRefusalsAreTheKeys(t *testing.T) {
 			if s, f := g.Stopped(), g.ProviderFailing(); s != nil || f == nil || !strings.Contains(f.Message, "last 1 model requests") {
 				t.Errorf("two refusals, an answer, a refusal: stop %+v, failing %+v; want no stop, the last refusal judged", s, f)
 			}
+			// A key kept from listing models, which the agent lists
+			// as often as it likes: never the key's failure.
+			g, base = serve(t, Options{Upstream: up.srv.URL, Header: XAPIKey, Key: []byte(realKey), RootCAs: up.pool, Retry: fast})
+			for range 4 {
+				resp, err := http.Get(base + "/v1/models")
+				if err != nil {
+					t.Fatal(err)
+				}
+				_ = resp.Body.Close()
+				if resp.StatusCode != c.status {
+					t.Fatalf("GET /v1/models: %d, want the provider's %d", resp.StatusCode, c.status)
+				}
+			}
+			if s, f := g.Stopped(), g.ProviderFailing(); s != nil || f != nil {
+				t.Errorf("refused model lists: stop %+v, failing %+v; want neither", s, f)
+			}
 		})
 	}
 }
