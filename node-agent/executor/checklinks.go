@@ -54,7 +54,11 @@ func linksOutOfReach(runDir, workspace string, allowed []string) ([]string, int,
 		if d.Type()&fs.ModeSymlink == 0 {
 			return nil
 		}
-		to, why := resolveAsCheck(physical(filepath.Dir(p))+"/"+d.Name(), runDir, workspace, allowed)
+		// The walk entered only folders (it follows no link) from the
+		// physical workspace, so the link's folder is physical already:
+		// it is resolved from there, not again from the root (a score of
+		// system calls a link; a workspace may hold millions of them).
+		to, why := resolveFrom(filepath.Dir(p), []string{d.Name()}, runDir, workspace, allowed)
 		if why == "" {
 			return nil
 		}
@@ -71,8 +75,12 @@ func linksOutOfReach(runDir, workspace string, allowed []string) ([]string, int,
 // resolveAsCheck follows the link at p, component by component as the
 // kernel does, and says why a check must not follow it ("" when it may).
 func resolveAsCheck(p, runDir, workspace string, allowed []string) (string, string) {
-	todo := components(p)
-	cur := "/"
+	return resolveFrom("/", components(p), runDir, workspace, allowed)
+}
+
+// resolveFrom is resolveAsCheck of the path todo names from the physical
+// folder cur.
+func resolveFrom(cur string, todo []string, runDir, workspace string, allowed []string) (string, string) {
 	hops := 0
 	for len(todo) > 0 {
 		c := todo[0]
