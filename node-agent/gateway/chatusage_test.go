@@ -267,6 +267,11 @@ func TestGatewayHoldsTheTokenLimitWithoutUsage(t *testing.T) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			_, _ = io.WriteString(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"c\",\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n"+
 				"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+		case bytes.Contains(body, []byte(`"brotli"`)):
+			// An encoding the gateway did not ask for.
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Content-Encoding", "br")
+			_, _ = io.WriteString(w, "\x1b\x07\x00\xf8\xa5\x40\xc2\xaa")
 		case bytes.Contains(body, []byte(`"early-usage"`)):
 			// A Responses stream whose usage came in response.created
 			// (output 0), its text after, and no response.completed.
@@ -327,6 +332,33 @@ func TestGatewayHoldsTheTokenLimitWithoutUsage(t *testing.T) {
 				t.Errorf("no limit: stopped: %v", s)
 			case limit > 0 && (s == nil || s.Reason != ReasonTokenLimit || !strings.Contains(s.Message, "without its closing token figures")):
 				t.Errorf("limit %d: stop %+v, want %s", limit, s, ReasonTokenLimit)
+			}
+		}
+	})
+
+	t.Run("an answer in an encoding not asked for", func(t *testing.T) {
+		for _, limit := range []int64{0, 1000} {
+			g, base := serve(t, Options{Upstream: srv.URL, Header: XAPIKey, Key: []byte(realKey), RootCAs: pool, MaxTokens: limit})
+			req, err := http.NewRequest(http.MethodPost, base+"/v1/messages", strings.NewReader(`{"model":"brotli","max_tokens":8,"messages":[]}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := (&http.Client{Transport: &http.Transport{DisableCompression: true}}).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Encoding") != "br" || string(got) != "\x1b\x07\x00\xf8\xa5\x40\xc2\xaa" {
+				t.Errorf("the CLI got %d, %q, %q: want the answer as it came", resp.StatusCode, resp.Header.Get("Content-Encoding"), got)
+			}
+			s := g.Stopped()
+			switch {
+			case limit == 0 && s != nil:
+				t.Errorf("no limit: stopped: %v", s)
+			case limit > 0 && (s == nil || s.Reason != ReasonTokenLimit || !strings.Contains(s.Message, "Content-Encoding: br")):
+				t.Errorf("limit %d: stop %+v, want %s naming the encoding", limit, s, ReasonTokenLimit)
 			}
 		}
 	})

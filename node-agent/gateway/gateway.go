@@ -736,6 +736,14 @@ func (g *Gateway) count(resp *http.Response) error {
 	if d == "" || resp.StatusCode/100 != 2 {
 		return nil
 	}
+	if ce := strings.TrimSpace(resp.Header.Get("Content-Encoding")); ce != "" && !strings.EqualFold(ce, "identity") && g.opts.MaxTokens > 0 {
+		// The transport asked for gzip only and decodes it: another
+		// encoding is the provider's own choice, and its figures cannot
+		// be read (the answer goes on to the CLI as it came).
+		g.stop(&Stop{Reason: ReasonTokenLimit, Message: fmt.Sprintf("the provider answered a model request in an encoding the gateway did not ask for (Content-Encoding: %s), "+
+			"so its token figures could not be read and the run's limit of %d tokens (HarnessPolicy gateway.maxTokensPerRun) could not be held: %d counted before it",
+			errorToken(ce), g.opts.MaxTokens, g.tally.Counts().Total())})
+	}
 	ct := resp.Header.Get("Content-Type")
 	resp.Body = &countingBody{rc: resp.Body, p: usage.NewParser(d, ct, g.answers), ctx: resp.Request.Context(), done: g.counted}
 	if asked, _ := resp.Request.Context().Value(askedUsageKey{}).(bool); asked && usage.IsEventStream(ct) {
