@@ -30,6 +30,9 @@ var DefaultPorts = []int{443, 80}
 // literal a name resolves to is not allowed by the name, nor is a subdomain.
 type AllowList struct {
 	ports map[string][]int // canonical host → ports
+	// withheld are canonical "host:port" pairs refused whatever the
+	// entries say, each with the reason the proxy gives.
+	withheld map[string]string
 }
 
 // NewAllowList parses entries: "host", "host:port", "[ipv6]:port" or a bare
@@ -61,6 +64,38 @@ func (a *AllowList) Add(entry string) error {
 	}
 	return nil
 }
+
+// Withhold refuses the host and port of an http or https URL (the port
+// defaults to the scheme's) whatever the entries allow, saying why: the
+// pair is reached another way (a run's provider, through its model
+// gateway).
+func (a *AllowList) Withhold(raw, why string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return err
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	host, err := canonicalHost(u.Hostname())
+	if err != nil {
+		return fmt.Errorf("URL %q: %w", raw, err)
+	}
+	p, err := parsePort(port)
+	if err != nil {
+		return fmt.Errorf("URL %q: %w", raw, err)
+	}
+	if a.withheld == nil {
+		a.withheld = map[string]string{}
+	}
+	a.withheld[net.JoinHostPort(host, strconv.Itoa(p))] = why
+	return nil
+}
+
+// Withheld is why canonical ("host:port", as Allows returns it) is
+// withheld, or "".
+func (a *AllowList) Withheld(canonical string) string { return a.withheld[canonical] }
 
 // AddURL allows the host and port of an http or https URL (the port defaults
 // to the scheme's).
@@ -103,6 +138,9 @@ func (a *AllowList) Allows(hostport string) (canonical string, ok bool) {
 		return hostport, false
 	}
 	canonical = net.JoinHostPort(host, strconv.Itoa(port))
+	if _, no := a.withheld[canonical]; no {
+		return canonical, false
+	}
 	return canonical, slices.Contains(a.ports[host], port)
 }
 
@@ -111,21 +149,17 @@ func (a *AllowList) Entries() []string {
 	var out []string
 	for h, ports := range a.ports {
 		for _, p := range ports {
-			out = append(out, net.JoinHostPort(h, strconv.Itoa(p)))
+			if e := net.JoinHostPort(h, strconv.Itoa(p)); a.withheld[e] == "" {
+				out = append(out, e)
+			}
 		}
 	}
 	slices.Sort(out)
 	return out
 }
 
-// Len is the number of allowed pairs.
-func (a *AllowList) Len() int {
-	n := 0
-	for _, ports := range a.ports {
-		n += len(ports)
-	}
-	return n
-}
+// Len is the number of allowed pairs (withheld ones not counted).
+func (a *AllowList) Len() int { return len(a.Entries()) }
 
 func splitEntry(entry string) (host string, port int, err error) {
 	h, p := entry, ""

@@ -115,3 +115,33 @@ func TestDialRefusesSpecialAddresses(t *testing.T) {
 		}
 	}
 }
+
+// TestAllowListWithholds: a withheld pair is refused whatever the entries
+// say, in every spelling of its host, and is not listed; the other ports
+// of its host stay as the entries say.
+func TestAllowListWithholds(t *testing.T) {
+	allow, err := NewAllowList("127.0.0.1:18089", "localhost:18089", "LLM.example.com", "llm.example.com:8080")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{"http://127.0.0.1:18089/v1", "https://llm.example.com."} {
+		if err := allow.Withhold(u, "the gateway carries it"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for target, want := range map[string]bool{
+		"127.0.0.1:18089": false, "[::ffff:127.0.0.1]:18089": false, "localhost:18089": true,
+		"llm.example.com:443": false, "LLM.EXAMPLE.COM.:443": false, "llm.example.com:80": true, "llm.example.com:8080": true,
+	} {
+		canon, ok := allow.Allows(target)
+		if ok != want {
+			t.Errorf("%s (%s): allowed %v, want %v", target, canon, ok, want)
+		}
+		if why := allow.Withheld(canon); (why != "") == want {
+			t.Errorf("%s: withheld %q", target, why)
+		}
+	}
+	if diff := cmp.Diff([]string{"llm.example.com:80", "llm.example.com:8080", "localhost:18089"}, allow.Entries()); diff != "" {
+		t.Errorf("entries (-want +got):\n%s", diff)
+	}
+}

@@ -313,6 +313,10 @@ func (p *Proxy) countDenied(target string) string {
 
 func (p *Proxy) deny(w http.ResponseWriter, target string) {
 	report := p.countDenied(target)
+	if why := p.opts.Allow.Withheld(target); why != "" {
+		refuse(w, http.StatusForbidden, fmt.Sprintf("harnessfacts egress proxy: %s is not reached through this proxy: %s\n", quoteForBody(report), why))
+		return
+	}
 	refuse(w, http.StatusForbidden, fmt.Sprintf(
 		"harnessfacts egress proxy: %s is not allowed for this run.\n"+
 			"The run's spec.network.egress is ProviderOnly: the agent may reach only its adapter's provider hosts, "+

@@ -299,3 +299,45 @@ func TestProxyServesAtMostMaxConns(t *testing.T) {
 		t.Fatal("closing the first connection did not let the second in")
 	}
 }
+
+// TestProxyRefusesAWithheldPair: a pair the allow list withholds gets a 403
+// that says why, and is counted as denied.
+func TestProxyRefusesAWithheldPair(t *testing.T) {
+	allow, err := NewAllowList("127.0.0.2:9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := allow.Withhold("http://127.0.0.2:9", "the run's model gateway carries its provider"); err != nil {
+		t.Fatal(err)
+	}
+	p := New(Options{Allow: allow})
+	sock := filepath.Join(t.TempDir(), "egress.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = p.Serve(ln) }()
+	t.Cleanup(func() { _ = p.Close() })
+	for _, req := range []string{
+		"CONNECT 127.0.0.2:9 HTTP/1.1\r\nHost: 127.0.0.2:9\r\n\r\n",
+		"POST http://127.0.0.2:9/v1/messages HTTP/1.1\r\nHost: 127.0.0.2:9\r\nContent-Length: 0\r\n\r\n",
+	} {
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.WriteString(c, req)
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		_ = c.Close()
+		if res.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "the run's model gateway carries its provider") {
+			t.Errorf("%.40q: %d %q, want 403 saying why", req, res.StatusCode, body)
+		}
+	}
+	if st := p.Stats(); st.Denied != 2 || st.Allowed != 0 {
+		t.Errorf("stats %+v, want 2 denied", st)
+	}
+}

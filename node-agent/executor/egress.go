@@ -49,7 +49,15 @@ func (a *attempt) startEgress(ctx context.Context) error {
 		return fail(harnessv1.ReasonEgressProxyFailed, fmt.Errorf("what the run may reach of the inside cannot be settled: %w", err))
 	}
 	a.inside = inside
-	px, err := a.e.serveEgress(a.dir, allow, inside, a.runIDs())
+	proxyInside := inside
+	if a.route != nil {
+		// The gateway's provider is the gateway's alone: on loopback, the
+		// proxy reaches no port of it.
+		in := *inside
+		in.Loopback = nil
+		proxyInside = &in
+	}
+	px, err := a.e.serveEgress(a.dir, allow, proxyInside, a.runIDs())
 	if err != nil {
 		return fail(harnessv1.ReasonEgressProxyFailed, fmt.Errorf("the egress proxy could not start: %w", err))
 	}
@@ -133,8 +141,9 @@ func effectiveEgress(m harnessv1.Egress) harnessv1.Egress {
 
 // allowList is what a ProviderOnly run may reach: the adapter's provider
 // hosts, spec.network.allowHosts and the host of spec.agent.providerURL.
-// With the model gateway (withProvider false) the provider is not on it:
-// the agent's model path is the gateway, which holds the key.
+// With the model gateway (withProvider false) the provider is not on it,
+// whatever allowHosts says: the agent's model path is the gateway, which
+// holds the key and counts and limits every request.
 func allowList(run *harnessv1.HarnessRun, inv *adapters.Invocation, withProvider bool) (*egress.AllowList, error) {
 	allow, err := egress.NewAllowList(inv.ProviderHosts...)
 	if err != nil {
@@ -147,6 +156,17 @@ func allowList(run *harnessv1.HarnessRun, inv *adapters.Invocation, withProvider
 	}
 	if u := run.Spec.Agent.ProviderURL; u != "" && withProvider {
 		if err := allow.AddURL(u); err != nil {
+			return nil, fmt.Errorf("spec.agent.providerURL: %w", err)
+		}
+	} else if u != "" {
+		// The model gateway carries the provider the run names, counting
+		// and limiting what it serves: an allowHosts entry naming it too
+		// (or a loopback provider's port) would let the agent send it
+		// requests the gateway never sees, past the policies' request
+		// and token limits and the usage in status and receipt. A
+		// provider that takes requests without the run's key (a local
+		// model server) would answer them.
+		if err := allow.Withhold(u, "it is the run's model provider (spec.agent.providerURL), which the agent reaches only through its model gateway ("+gatewayURL+"), so that every request is counted and limited"); err != nil {
 			return nil, fmt.Errorf("spec.agent.providerURL: %w", err)
 		}
 	}

@@ -39,6 +39,21 @@ func TestAllowListOfARun(t *testing.T) {
 		t.Errorf("allow list (-want +got):\n%s", diff)
 	}
 
+	// With the model gateway the provider is withheld, whatever
+	// allowHosts says: the agent would reach it past the gateway's count.
+	run.Spec.Network.AllowHosts = []string{"gateway.example.com", "pypi.example.org"}
+	gw, err := allowList(run, inv, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []string{"api.example.com:443", "gateway.example.com:80", "pypi.example.org:443", "pypi.example.org:80"}
+	if diff := cmp.Diff(want, gw.Entries()); diff != "" {
+		t.Errorf("allow list with the gateway (-want +got):\n%s", diff)
+	}
+	if c, ok := gw.Allows("Gateway.Example.com.:443"); ok || !strings.Contains(gw.Withheld(c), "model gateway") {
+		t.Errorf("the gateway's provider through the proxy: allowed %v, withheld %q", ok, gw.Withheld(c))
+	}
+
 	run.Spec.Network.AllowHosts = []string{"bad host"}
 	if _, err := allowList(run, inv, true); err == nil || !strings.Contains(err.Error(), "spec.network.allowHosts") {
 		t.Errorf("a bad allowHosts entry: %v, want an error naming the field", err)
