@@ -59,12 +59,7 @@ func TestAgentCannotGoAroundItsModelGateway(t *testing.T) {
 	if err := os.Chmod(bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	initBin := filepath.Join(bin, "harnessfacts-sandbox-init")
-	build := exec.Command("go", "build", "-o", initBin, "github.com/harnessfacts/harnessfacts/cmd/harnessfacts-sandbox-init")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	initBin := sandboxInitBinary(t)
 	body := `{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`
 	script := fmt.Sprintf(`#!/bin/sh
 [ "$1" = --version ] && { echo "2.0.0 (Claude Code)"; exit 0; }

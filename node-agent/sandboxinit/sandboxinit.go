@@ -213,29 +213,68 @@ func Run(ctx context.Context, cfg Config, argv []string, stdout, stderr io.Write
 // Relay accepts connections on l until it is closed and copies each, both
 // ways, to a connection dial makes. The node-agent uses it outside the
 // sandbox too (a unix socket in the run dir relayed to a loopback server).
+// Once l is closed, the connections still open are closed too and Relay
+// returns: a server that holds its end without a word (a model thinking,
+// or one that hangs) would otherwise keep Relay, and whoever waits for it
+// (the end of a run), for as long as it likes.
 func Relay(l net.Listener, dial func() (net.Conn, error)) {
-	var wg sync.WaitGroup
-	defer wg.Wait()
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		open   = map[net.Conn]struct{}{}
+		closed bool
+	)
+	// hold keeps c to be closed with l; false once l is closed (c is then
+	// closed at once).
+	hold := func(c net.Conn) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if closed {
+			_ = c.Close()
+			return false
+		}
+		open[c] = struct{}{}
+		return true
+	}
+	let := func(c net.Conn) {
+		mu.Lock()
+		delete(open, c)
+		mu.Unlock()
+		_ = c.Close()
+	}
+	defer func() {
+		mu.Lock()
+		closed = true
+		for c := range open {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	}()
 	for {
 		c, err := l.Accept()
 		if err != nil {
 			return
 		}
+		if !hold(c) {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			pipe(c, dial)
+			defer let(c)
+			u, err := dial()
+			if err != nil || !hold(u) {
+				return
+			}
+			defer let(u)
+			pipe(c, u)
 		}()
 	}
 }
 
-func pipe(c net.Conn, dial func() (net.Conn, error)) {
-	defer func() { _ = c.Close() }()
-	u, err := dial()
-	if err != nil {
-		return
-	}
-	defer func() { _ = u.Close() }()
+// pipe copies c and u both ways until both directions have ended.
+func pipe(c, u net.Conn) {
 	done := make(chan struct{}, 2)
 	copyHalf := func(dst, src net.Conn) {
 		_, _ = io.Copy(dst, src)
