@@ -746,7 +746,10 @@ func (g *Gateway) count(resp *http.Response) error {
 	}
 	ct := resp.Header.Get("Content-Type")
 	resp.Body = &countingBody{rc: resp.Body, p: usage.NewParser(d, ct, g.answers), ctx: resp.Request.Context(), done: g.counted}
-	if asked, _ := resp.Request.Context().Value(askedUsageKey{}).(bool); asked && usage.IsEventStream(ct) {
+	// Whatever its Content-Type says: a provider may stream its events
+	// under none (the count reads them all the same), and the filter
+	// passes a body without events on as it is.
+	if asked, _ := resp.Request.Context().Value(askedUsageKey{}).(bool); asked {
 		resp.Body = newUsageChunkFilter(resp.Body)
 		// The agent gets fewer bytes than the provider sent.
 		resp.Header.Del("Content-Length")

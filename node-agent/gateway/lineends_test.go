@@ -75,3 +75,43 @@ func TestGatewayFiltersTheUsageChunkOfALoneCRStream(t *testing.T) {
 		t.Errorf("counted %+v, stopped %v; want %+v", got, g.Stopped(), want)
 	}
 }
+
+// TestGatewayCountsAStreamWithoutAContentType: a provider that streams its
+// events without a Content-Type (a web framework's streamed response has
+// none unless told) is counted as one that names text/event-stream, under
+// a token limit, and a Chat stream whose usage the gateway asked for
+// reaches the agent without the usage chunk. Before, such a stream was read
+// as one JSON document: nothing counted, and the limit ended the run at
+// its first answer; the agent got the chunk it had not asked for.
+func TestGatewayCountsAStreamWithoutAContentType(t *testing.T) {
+	lf := strings.NewReplacer("\r", "\n").Replace
+	for _, c := range []struct {
+		name, path, req, stream, want string
+		header                        KeyHeader
+		counts                        usage.Counts
+	}{
+		{"messages", "/v1/messages", `{"model":"m","stream":true,"max_tokens":8,"messages":[]}`, lf(anthropicCRStream), lf(anthropicCRStream),
+			XAPIKey, usage.Counts{Input: 50, Output: 7, CacheRead: 20}},
+		{"chat, usage asked by the gateway", "/v1/chat/completions", `{"model":"m","stream":true,"messages":[]}`,
+			chatChunk1 + chatChunk2 + chatUsageEv + chatDone, chatChunk1 + chatChunk2 + chatDone, Bearer, usage.Counts{Input: 5, Output: 2}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.Header()["Content-Type"] = nil // nil, or Go's server sniffs one
+				_, _ = io.WriteString(w, c.stream)
+			}))
+			t.Cleanup(srv.Close)
+			pool := x509.NewCertPool()
+			pool.AddCert(srv.Certificate())
+			g, base := serve(t, Options{Upstream: srv.URL, Header: c.header, Key: []byte(realKey), RootCAs: pool, MaxTokens: 1000})
+			resp, body := post(t, base+c.path, c.req, nil)
+			if resp.StatusCode != http.StatusOK || body != c.want {
+				t.Fatalf("status %d, Content-Type %q, body\n%q\nwant\n%q", resp.StatusCode, resp.Header.Get("Content-Type"), body, c.want)
+			}
+			if got := g.Tally().Counts(); got != c.counts || g.Stopped() != nil {
+				t.Errorf("counted %+v, stopped %v; want %+v", got, g.Stopped(), c.counts)
+			}
+		})
+	}
+}

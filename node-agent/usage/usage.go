@@ -161,10 +161,13 @@ func (b *Budget) Left() int64 { return b.left.Load() }
 // Parser reads one response body as it is written to it. It never fails a
 // write: a body it cannot read is passed on all the same and counts nothing.
 type Parser struct {
-	d      Dialect
-	sse    bool
-	reply  Reply
-	budget *Budget
+	d   Dialect
+	sse bool
+	// sniffed: whether the body is events or JSON is settled (by its
+	// Content-Type, else by its first byte that is not white space).
+	sniffed bool
+	reply   Reply
+	budget  *Budget
 	// final: the figures are the answer's closing ones (Final).
 	final bool
 
@@ -189,12 +192,18 @@ type Parser struct {
 }
 
 // NewParser returns a parser for a response of dialect d with the given
-// Content-Type: text/event-stream is read as events, anything else as one
-// JSON document (an object, or an array of them as Gemini's plain stream is).
-// Its buffers are taken from budget (nil: unbounded but for maxEventBytes
-// and maxJSONBody) and given back by Result.
+// Content-Type: text/event-stream is read as events; any other body is read
+// as one JSON document (an object, or an array of them as Gemini's plain
+// stream is) when it starts with { or [, else as events. A provider may
+// stream events under another type or none (a web framework's streamed
+// response has none unless told), and every CLI reads them as events all
+// the same, since it asked for a stream: so must the count. JSON never
+// starts with an event stream's field name or colon. Its buffers are taken
+// from budget (nil: unbounded but for maxEventBytes and maxJSONBody) and
+// given back by Result.
 func NewParser(d Dialect, contentType string, budget *Budget) *Parser {
-	return &Parser{d: d, sse: IsEventStream(contentType), budget: budget}
+	sse := IsEventStream(contentType)
+	return &Parser{d: d, sse: sse, sniffed: sse, budget: budget}
 }
 
 // IsEventStream says whether a Content-Type is server-sent events.
@@ -237,6 +246,15 @@ func (p *Parser) drop(buf []byte) []byte {
 // Write feeds the next bytes of the body.
 func (p *Parser) Write(b []byte) (int, error) {
 	n := len(b)
+	if !p.sniffed {
+		// White space before the first byte is nothing to either: JSON
+		// allows it, and in an event stream empty lines end no event.
+		b = bytes.TrimLeft(b, " \t\r\n")
+		if len(b) == 0 {
+			return n, nil
+		}
+		p.sniffed, p.sse = true, b[0] != '{' && b[0] != '['
+	}
 	if !p.sse {
 		if !p.overflow {
 			var ok bool

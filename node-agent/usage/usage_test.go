@@ -198,6 +198,35 @@ func TestParserReadsEveryDialect(t *testing.T) {
 	}
 }
 
+// TestParserReadsAnUnlabelledBody: a provider may stream its events under
+// another Content-Type or none (a web framework's streamed response has
+// none unless told), and the CLI, which asked for a stream, reads them all
+// the same: the count reads each body of the cases as it does when it is
+// labelled, whatever the label, with white space before it too. Before,
+// such a stream was read as one JSON document and counted nothing, and
+// under a token limit the run ended at its first answer.
+func TestParserReadsAnUnlabelledBody(t *testing.T) {
+	for _, c := range cases {
+		for _, ct := range []string{"", "application/octet-stream", "application/json", "text/plain; charset=utf-8"} {
+			for _, lead := range []string{"", "\r\n \n"} {
+				for _, chunk := range []int{len(c.body) + len(lead), 1, 7} {
+					p := NewParser(c.dialect, ct, nil)
+					for b := []byte(lead + c.body); len(b) > 0; {
+						n := min(chunk, len(b))
+						if w, err := p.Write(b[:n]); w != n || err != nil {
+							t.Fatalf("%s: Write = %d, %v", c.name, w, err)
+						}
+						b = b[n:]
+					}
+					if diff := cmp.Diff(c.want, p.Result()); diff != "" {
+						t.Errorf("%s as %q after %q, in chunks of %d (-want +got):\n%s", c.name, ct, lead, chunk, diff)
+					}
+				}
+			}
+		}
+	}
+}
+
 func TestDialectOf(t *testing.T) {
 	for path, want := range map[string]Dialect{
 		"/v1/messages":          Anthropic,
@@ -220,6 +249,7 @@ func TestDialectOf(t *testing.T) {
 func TestOversizedBodiesAreNotHeld(t *testing.T) {
 	p := NewParser(Chat, "application/json", nil)
 	big := strings.Repeat("x", 1<<20)
+	_, _ = p.Write([]byte(`{"x":"`))
 	for range 5 {
 		_, _ = p.Write([]byte(big))
 	}

@@ -23,8 +23,10 @@ import (
 // written in 13-byte pieces, each flushed. What HarnessFacts reads of a provider (the gateway's usage and
 // content scan, the CLIs through it) must not depend on fake-provider's own
 // framing. With loneCR, the event stream's lines end in a lone CR instead,
-// which the format allows as well.
-type realistic struct{ loneCR bool }
+// which the format allows as well. With untyped, an event stream comes
+// without a Content-Type, as a web framework's streamed response does
+// unless told one (Starlette's StreamingResponse, for one).
+type realistic struct{ loneCR, untyped bool }
 
 func (p realistic) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := httptest.NewRecorder()
@@ -37,6 +39,10 @@ func (p realistic) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
+		if p.untyped {
+			// nil, not deleted: Go's server would sniff one otherwise.
+			w.Header()["Content-Type"] = nil
+		}
 		eol := "\r\n"
 		if p.loneCR {
 			eol = "\r"
@@ -176,6 +182,22 @@ func TestCLIsAgainstALoneCRProvider(t *testing.T) {
 				t.Skip("Codex 0.171.0 does not read an event stream whose last byte is a lone CR")
 			}
 			o, key := runAgainst(t, c, "lonecr", root)
+			RequireClean(t, o, key)
+			RequireUsage(t, o, key)
+		})
+	}
+}
+
+// TestCLIsAgainstAnUntypedStreamProvider: as TestCLIsAgainstARealisticProvider,
+// with the event streams sent without a Content-Type. Every CLI reads them,
+// since it asked for a stream, and the gateway counts each exactly: before,
+// it read such a stream as one JSON document, counted nothing, and a token
+// limit ended the run at its first answer.
+func TestCLIsAgainstAnUntypedStreamProvider(t *testing.T) {
+	root := serveProvider(t, realistic{untyped: true})
+	for _, c := range providerCLIs {
+		t.Run(string(c.adapter), func(t *testing.T) {
+			o, key := runAgainst(t, c, "untyped", root)
 			RequireClean(t, o, key)
 			RequireUsage(t, o, key)
 		})
