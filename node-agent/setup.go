@@ -66,6 +66,9 @@ type SetupOptions struct {
 	// ClusterCIDRs are the cluster's Pod and Service ranges, which egress
 	// ProviderOnly refuses (--cluster-cidrs).
 	ClusterCIDRs []netip.Prefix
+	// NodeIPs are the node's own addresses, which egress ProviderOnly
+	// refuses too (--node-ips).
+	NodeIPs []netip.Addr
 	// Observer hears of each attempt's steps and agent start (the
 	// node-agent's metrics).
 	Observer executor.Observer
@@ -148,6 +151,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts SetupOptions) (*Agent,
 			return policyViolations(ctx, mgr.GetClient(), run)
 		},
 		ClusterCIDRs: opts.ClusterCIDRs,
+		NodeAddrs:    opts.NodeIPs,
 		// status.limits once the fixture is read and the attempt has
 		// lasted: the controller's deadline follows the episode it
 		// resolved (limits.go).

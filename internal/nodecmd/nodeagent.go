@@ -60,6 +60,7 @@ type nodeAgentFlags struct {
 	memoryLimit     string
 	requireSandbox  bool
 	clusterCIDRs    []string
+	nodeIPs         []string
 	refuseFallback  bool
 	providerCA      string
 	shutdownGrace   time.Duration
@@ -154,6 +155,7 @@ behind and ends the runs that process had claimed (reason NodeAgentRestarted).`,
 	fl.BoolVar(&f.reapOrphans, "reap-orphans", true, "when the node-agent is PID 1 of its container, run it as the child of a minimal init in this same binary that forwards signals to it and reaps the orphaned processes the kernel hands to PID 1 (a killed sandbox's inner bwrap, what a kubectl exec left behind), so that none stays a zombie")
 	fl.BoolVar(&f.requireSandbox, "require-sandbox", true, "refuse to start when no sandbox mode passes preflight, saying why in the HarnessNode's Ready condition (reason SandboxUnavailable); false registers a node that can run agents only unsandboxed")
 	fl.StringSliceVar(&f.clusterCIDRs, "cluster-cidrs", nil, "the cluster's Pod and Service ranges (CIDR,...): egress ProviderOnly refuses them, as it refuses loopback, private, link-local, CGNAT and metadata addresses, unless a HarnessPolicy allows the name (network.insideHosts)")
+	fl.StringSliceVar(&f.nodeIPs, "node-ips", splitList(os.Getenv("HOST_IP")), "the node's own addresses (IP,...; default $HOST_IP, the downward API's status.hostIP): egress ProviderOnly refuses them, public or not, as it refuses the cluster's ranges, unless a HarnessPolicy allows the name (network.insideHosts); the addresses of the node-agent's own network namespace are refused too")
 	fl.BoolVar(&f.refuseFallback, "refuse-fallback", false, "never run an agent in the plain fallback on this node, whatever a run's isolation.policy asks: an AllowFallback run runs sandboxed, or fails with SandboxUnavailable where no sandbox works")
 	fl.StringVar(&f.providerCA, "provider-ca-file", "", "PEM bundle of the CAs that model providers' certificates must chain to in the runs' model gateway, instead of the system's (a private provider, a test CA)")
 	fl.StringToStringVar(&f.labels, "node-labels", nil, "labels added to those mirrored from the Node (key=value,...), for spec.nodeSelector")
@@ -170,6 +172,30 @@ behind and ends the runs that process had claimed (reason NodeAgentRestarted).`,
 	fl.StringVar(&f.logsHost, "logs-advertise-host", os.Getenv("POD_IP"), "the IP or DNS name by which followers reach the live-output server (default $POD_IP); it goes into its certificate and each run's status.liveOutput")
 	fl.StringVar(&f.evidenceKey, "evidence-key", "/var/lib/harnessfacts/keys/evidence-key.pem", "PEM ECDSA P-256 private key that signs every receipt (made, mode 0600, when absent; a host path, so a restarted node-agent keeps it; its folder is masked in every sandbox); its public part is published in the HarnessNode's status.evidenceKey; \"\" leaves receipts unsigned")
 	return cmd
+}
+
+// splitList is a comma-separated list's items, none for "".
+func splitList(s string) []string {
+	if strings.TrimSpace(s) == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}
+
+// parseAddrs reads --node-ips.
+func parseAddrs(list []string) ([]netip.Addr, error) {
+	var out []netip.Addr
+	for _, a := range list {
+		if a = strings.TrimSpace(a); a == "" {
+			continue
+		}
+		ip, err := netip.ParseAddr(a)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not an IP address", a)
+		}
+		out = append(out, ip.Unmap())
+	}
+	return out, nil
 }
 
 // parseCIDRs reads --cluster-cidrs; an address without a prefix length is
@@ -266,6 +292,10 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 	clusterCIDRs, err := parseCIDRs(f.clusterCIDRs)
 	if err != nil {
 		return fmt.Errorf("--cluster-cidrs: %w", err)
+	}
+	nodeIPs, err := parseAddrs(f.nodeIPs)
+	if err != nil {
+		return fmt.Errorf("--node-ips: %w", err)
 	}
 	controller, err := f.controller.client()
 	if err != nil {
@@ -372,7 +402,7 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 		FixtureCacheBytes: fixtureQty.Value(), FixtureSourceCAs: fixtureCAs, FixtureLimits: fixtureLimits,
 		Sandbox:  sandboxOpts,
 		Adapters: adapters.New(adapters.Config{CLIDir: f.agentCLIs}), ExtraLabels: f.labels,
-		Controller: controller, RefuseFallback: f.refuseFallback, ProviderCAs: providerCAs, ClusterCIDRs: clusterCIDRs,
+		Controller: controller, RefuseFallback: f.refuseFallback, ProviderCAs: providerCAs, ClusterCIDRs: clusterCIDRs, NodeIPs: nodeIPs,
 		Observer: metrics, Live: live, LiveEndpoint: endpoint,
 		HandBackAfter: handBackAfter(f.shutdownGrace),
 		EvidenceKey:   f.evidenceKey,

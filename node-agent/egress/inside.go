@@ -24,6 +24,10 @@ const (
 	KindUnspecified = "unspecified"
 	KindMulticast   = "multicast"
 	KindReserved    = "reserved"
+	// KindNode is an address of the node itself (Inside.Node): public or
+	// not, what listens on it for the node's network (a kubelet, an
+	// exporter, a host-network pod's port) is the node's.
+	KindNode = "node's own"
 )
 
 var (
@@ -129,6 +133,10 @@ type Inside struct {
 	// Loopback are "host:port" pairs that may reach a loopback address on
 	// exactly that port: the run's providerURL when it is on loopback.
 	Loopback []string
+	// Node are the node's own addresses, inside whatever their range: a
+	// node on a public address is as much the node as one on a private
+	// one.
+	Node []netip.Addr
 	// Resolver resolves names; nil is net.DefaultResolver.
 	Resolver Resolver
 }
@@ -217,6 +225,9 @@ func (in Inside) check(host, target, address string) error {
 		return fmt.Errorf("refusing to connect to %s: %w", address, err)
 	}
 	kind := Classify(ap.Addr(), in.ClusterCIDRs)
+	if kind == "" && slices.Contains(in.Node, ap.Addr().Unmap().WithZone("")) {
+		kind = KindNode
+	}
 	switch {
 	case kind == "":
 		return nil

@@ -114,6 +114,7 @@ func TestProxyRefusesTheInside(t *testing.T) {
 		"nat64.test":       {"64:ff9b::a9fe:a9fe"},
 		"mixed.test":       {"10.0.0.8", "127.0.0.1"},
 		"gateway.internal": {"127.0.0.1"}, // allowed by name by the policy
+		"node.test":        {"203.0.113.9"},
 	}
 	var entries []string
 	for name := range res {
@@ -122,7 +123,8 @@ func TestProxyRefusesTheInside(t *testing.T) {
 	entries = append(entries,
 		fmt.Sprintf("127.0.0.1:%d", providerPort), // the loopback providerURL
 		fmt.Sprintf("127.0.0.1:%d", otherPort),    // a loopback allowHosts entry
-		fmt.Sprintf("localhost.test:%d", otherPort))
+		fmt.Sprintf("localhost.test:%d", otherPort),
+		fmt.Sprintf("203.0.113.9:%d", providerPort)) // the node's own, public address
 	res["localhost.test"] = []string{"127.0.0.1"}
 	allow, err := NewAllowList(entries...)
 	if err != nil {
@@ -132,6 +134,7 @@ func TestProxyRefusesTheInside(t *testing.T) {
 		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("172.20.0.0/16")},
 		Hosts:        []string{"gateway.internal"},
 		Loopback:     []string{fmt.Sprintf("127.0.0.1:%d", providerPort)},
+		Node:         []netip.Addr{netip.MustParseAddr("203.0.113.9")},
 		Resolver:     res,
 	}
 	p := New(Options{Allow: allow, Inside: inside})
@@ -156,6 +159,8 @@ func TestProxyRefusesTheInside(t *testing.T) {
 		{"service.test", providerPort, "service.test resolves to 172.20.0.1, a cluster address"},
 		{"nat64.test", providerPort, "nat64.test resolves to 64:ff9b::a9fe:a9fe, a metadata address"},
 		{"mixed.test", providerPort, "mixed.test resolves to 10.0.0.8, a private address"},
+		{"node.test", providerPort, "node.test resolves to 203.0.113.9, a node's own address"},
+		{"203.0.113.9", providerPort, fmt.Sprintf("refusing to connect to 203.0.113.9:%d, a node's own address", providerPort)},
 	}
 	for _, tc := range cases {
 		t.Run(fmt.Sprintf("%s:%d", tc.host, tc.port), func(t *testing.T) {

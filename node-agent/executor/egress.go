@@ -87,7 +87,7 @@ func (a *attempt) startEgress(ctx context.Context) error {
 // those of this executor's Options.InsideHosts, and its providerURL's own
 // host and port when that is on loopback.
 func (e *Executor) inside(run *harnessv1.HarnessRun) (*egress.Inside, error) {
-	in := &egress.Inside{ClusterCIDRs: e.opts.ClusterCIDRs, Resolver: e.opts.Resolver}
+	in := &egress.Inside{ClusterCIDRs: e.opts.ClusterCIDRs, Resolver: e.opts.Resolver, Node: nodeAddrs(e.opts.NodeAddrs)}
 	for _, h := range append(append([]string(nil), e.opts.InsideHosts...), run.Status.InsideHosts...) {
 		c, err := egress.Canonical(h)
 		if err != nil {
@@ -101,6 +101,32 @@ func (e *Executor) inside(run *harnessv1.HarnessRun) (*egress.Inside, error) {
 		in.Loopback = []string{target}
 	}
 	return in, nil
+}
+
+// nodeAddrs are the node's own addresses: known ones and those of this
+// process's network namespace now (an address may come and go while the
+// executor lives), without the ones already inside by their range.
+func nodeAddrs(known []netip.Addr) []netip.Addr {
+	var out []netip.Addr
+	add := func(ip netip.Addr) {
+		ip = ip.Unmap().WithZone("")
+		if ip.IsValid() && egress.Classify(ip, nil) == "" && !slices.Contains(out, ip) {
+			out = append(out, ip)
+		}
+	}
+	for _, ip := range known {
+		add(ip)
+	}
+	// An error leaves the known ones: the interfaces are a second source.
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			if ip, ok := netip.AddrFromSlice(n.IP); ok {
+				add(ip)
+			}
+		}
+	}
+	return out
 }
 
 // loopbackProvider is rawURL's canonical "host:port" (the scheme's port

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -181,7 +182,10 @@ type noSources struct{ Sources }
 // own, and its loopback providerURL's exact host and port, nothing else.
 func TestInsideOfARun(t *testing.T) {
 	cidrs := []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12")}
-	e := &Executor{opts: Options{ClusterCIDRs: cidrs, InsideHosts: []string{"Lab.Local."}}}
+	// The node's own addresses: a public one (twice, once IPv4-mapped),
+	// and a private one, inside already by its range.
+	known := []netip.Addr{netip.MustParseAddr("203.0.113.9"), netip.MustParseAddr("10.1.2.3"), netip.MustParseAddr("::ffff:203.0.113.9")}
+	e := &Executor{opts: Options{ClusterCIDRs: cidrs, InsideHosts: []string{"Lab.Local."}, NodeAddrs: known}}
 	run := &harnessv1.HarnessRun{
 		Spec:   harnessv1.HarnessRunSpec{Agent: harnessv1.AgentSpec{ProviderURL: "http://LocalHost:8089/s/hello"}},
 		Status: harnessv1.HarnessRunStatus{InsideHosts: []string{"gateway.corp", "lab.local"}},
@@ -190,8 +194,13 @@ func TestInsideOfARun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &egress.Inside{ClusterCIDRs: cidrs, Hosts: []string{"lab.local", "gateway.corp"}, Loopback: []string{"localhost:8089"}}
-	if diff := cmp.Diff(want, in, cmpopts.EquateComparable(netip.Prefix{})); diff != "" {
+	// Then this machine's own addresses outside the inside ranges, if any.
+	node := nodeAddrs(known)
+	if len(node) == 0 || node[0] != known[0] || slices.Contains(node, known[1]) || slices.Index(node[1:], known[0]) >= 0 {
+		t.Errorf("node addresses %v, want %s first, once, and not %s", node, known[0], known[1])
+	}
+	want := &egress.Inside{ClusterCIDRs: cidrs, Hosts: []string{"lab.local", "gateway.corp"}, Loopback: []string{"localhost:8089"}, Node: node}
+	if diff := cmp.Diff(want, in, cmpopts.EquateComparable(netip.Prefix{}, netip.Addr{})); diff != "" {
 		t.Errorf("inside (-want +got):\n%s", diff)
 	}
 	for url, want := range map[string]string{

@@ -105,6 +105,12 @@ type Options struct {
 	// ProviderOnly refuses them like every other inside address
 	// (--cluster-cidrs).
 	ClusterCIDRs []netip.Prefix
+	// NodeAddrs are the node's own addresses (--node-ips, the downward
+	// API's status.hostIPs in the chart): egress ProviderOnly refuses them,
+	// public or not, like every other inside address. The addresses of
+	// the executor's own network namespace are added at each run (a local
+	// run's machine, a node-agent on the host's network).
+	NodeAddrs []netip.Addr
 	// InsideHosts are names every ProviderOnly run of this executor may
 	// reach at inside addresses, besides those its status.insideHosts
 	// carries from the namespace's HarnessPolicies (`harnessfacts run

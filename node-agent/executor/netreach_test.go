@@ -3,11 +3,15 @@ package executor
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -165,4 +169,65 @@ func sandboxInitBinary(t *testing.T) string {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	return initBin
+}
+
+// TestEgressRefusesTheNodesOwnAddress: a run author lists the node's own
+// address in allowHosts, where a server of the node listens on all its
+// addresses (a kubelet, an exporter, a host-network pod's port). The
+// address is not in any inside range (this machine's is a documentation
+// address; a cloud node's may be public), so before, the agent reached the
+// server through the egress proxy; now the proxy refuses it as the node's
+// own (a name resolving to it too: TestProxyRefusesTheInside). Real bwrap.
+func TestEgressRefusesTheNodesOwnAddress(t *testing.T) {
+	root := rootRunRoot(t, "hf-nodeaddr-")
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("the agent uses curl")
+	}
+	own := nodeAddrs(nil)
+	if len(own) == 0 {
+		t.Skip("this machine has no address outside the inside ranges (loopback, private, ...) to try")
+	}
+	ip := own[0]
+	var hits atomic.Int64
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		hits.Add(1)
+		_, _ = io.WriteString(w, "the node's own service")
+	}), ReadHeaderTimeout: 10 * time.Second}
+	ln, err := net.Listen("tcp", ":0") // every address of the node
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	target := net.JoinHostPort(ip.String(), fmt.Sprint(ln.Addr().(*net.TCPAddr).Port))
+	e, err := New(Options{Sources: inlineSources{}, RunRoot: root, InitBinary: sandboxInitBinary(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = e.Close() }()
+	run := &harnessv1.HarnessRun{
+		ObjectMeta: metav1.ObjectMeta{Name: "nodeaddr", Namespace: "tenant", UID: types.UID("uid-nodeaddr")},
+		Spec: harnessv1.HarnessRunSpec{
+			Agent: harnessv1.AgentSpec{Adapter: harnessv1.AdapterExec,
+				Command: []string{"sh", "-c", "curl -s -m 10 http://" + target + "/ -w ' %{http_code}\\n'"}},
+			Fixture: harnessv1.FixtureSource{Inline: &harnessv1.InlineFixture{Files: map[string]string{
+				"fixture.yaml": "prompt: nothing\nmcp:\n  transport: None\n"}}},
+			Network: harnessv1.NetworkSpec{Egress: harnessv1.EgressProviderOnly, AllowHosts: []string{target}},
+		},
+		Status: harnessv1.HarnessRunStatus{Attempt: 1},
+	}
+	st := e.Execute(context.Background(), run).Status
+	tail := ""
+	if st.Agent != nil {
+		tail = st.Agent.OutputTail
+	}
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("the agent reached the node's own address %s %d times:\n%s", ip, n, tail)
+	}
+	if !strings.Contains(tail, "a node's own address") || !strings.Contains(tail, " 403") {
+		t.Errorf("the agent's output does not show the proxy's refusal naming the node's own address:\n%s", tail)
+	}
+	if st.Network == nil || st.Network.Denied != 1 {
+		t.Errorf("network status %+v, want the request denied", st.Network)
+	}
 }
