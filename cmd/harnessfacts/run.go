@@ -151,6 +151,7 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 		Sources: sources, RunRoot: f.runRoot, Hidden: hidden, UID: f.uid, GID: f.gid,
 		Sandbox: sandbox.Options{Bwrap: f.bwrap}, Adapters: adapters.New(adapters.Config{CLIDir: f.agentCLIs}),
 		Observer: progress, InsideHosts: f.insideHosts, SigningKey: key,
+		InsideAllowedBy: "harnessfacts run --inside-host",
 	}
 	if f.follow {
 		opts.Live = progress

@@ -4,6 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +19,7 @@ import (
 	"time"
 
 	"github.com/harnessfacts/harnessfacts/internal/nodecmd"
+	"github.com/harnessfacts/harnessfacts/node-agent/egress"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
 	"github.com/harnessfacts/harnessfacts/sandbox"
 )
@@ -463,5 +468,74 @@ func TestLongLocalRunPrintsNoStack(t *testing.T) {
 	}
 	if s := stderr.String(); strings.Contains(s, "SetLogger") || strings.Contains(s, "goroutine") {
 		t.Errorf("stderr of a 31 s run:\n%s", s)
+	}
+}
+
+// TestLocalRunTreatsTheMachinesAddressAsInside: a local run whose agent
+// reaches a server on this machine's own address (not in any inside range:
+// this machine's is a documentation address, a laptop's may be public) is
+// refused by its egress proxy, with the flag that allows it named; with
+// --inside-host naming the address, it reaches the server.
+func TestLocalRunTreatsTheMachinesAddressAsInside(t *testing.T) {
+	bin := harnessfactsBinary(t)
+	var own string
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil {
+			if ip, ok := netip.AddrFromSlice(n.IP.To4()); ok && egress.Classify(ip, nil) == "" {
+				own = ip.String()
+				break
+			}
+		}
+	}
+	if own == "" {
+		t.Skip("this machine has no IPv4 address outside the inside ranges to try")
+	}
+	ln, err := net.Listen("tcp", ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "the machine's own service")
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	target := net.JoinHostPort(own, fmt.Sprint(ln.Addr().(*net.TCPAddr).Port))
+	base := openDir(t)
+	fix := filepath.Join(base, "fixtures", "reach")
+	if err := os.MkdirAll(filepath.Join(fix, "workspace"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(fix, "fixture.yaml"), []byte("prompt: reach\nmcp: {transport: None}\nartifacts: [got.txt]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runYAML := filepath.Join(base, "run.yaml")
+	if err := os.WriteFile(runYAML, []byte(`apiVersion: harnessfacts.io/v1alpha1
+kind: HarnessRun
+metadata: {name: reach}
+spec:
+  agent:
+    adapter: exec
+    command: [sh, -c, "curl -s -m 10 http://`+target+`/ > got.txt"]
+  network: {egress: ProviderOnly, allowHosts: ["`+target+`"]}
+  fixture: {configMapRef: {name: reach}}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i, extra := range [][]string{nil, {"--inside-host", own}} {
+		ev := filepath.Join(base, fmt.Sprint("ev", i))
+		cmd := exec.Command(bin, append([]string{"run", "-q", "-f", runYAML, "--fixtures", filepath.Join(base, "fixtures"),
+			"--run-root", filepath.Join(base, "runs"), "--evidence", ev, "--evidence-key", ""}, extra...)...)
+		out, _ := cmd.CombinedOutput()
+		got, err := os.ReadFile(filepath.Join(ev, "artifacts", "got.txt"))
+		if err != nil {
+			t.Fatalf("%v: the agent's got.txt: %v\n%s", extra, err, out)
+		}
+		switch {
+		case extra == nil && !strings.Contains(string(got), "a node's own address") || extra == nil && !strings.Contains(string(got), "harnessfacts run --inside-host may allow it"):
+			t.Errorf("without --inside-host the agent got %q, want the proxy's refusal naming the flag", got)
+		case extra != nil && string(got) != "the machine's own service":
+			t.Errorf("with --inside-host %s the agent got %q, want the server's answer", own, got)
+		}
 	}
 }

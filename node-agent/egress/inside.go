@@ -139,6 +139,9 @@ type Inside struct {
 	Node []netip.Addr
 	// Resolver resolves names; nil is net.DefaultResolver.
 	Resolver Resolver
+	// AllowedBy says, in a refusal, where a name is allowed inside;
+	// "" is a HarnessPolicy's network.insideHosts.
+	AllowedBy string
 }
 
 // ErrInside marks a connection refused because it would reach the inside.
@@ -238,10 +241,14 @@ func (in Inside) check(host, target, address string) error {
 	case slices.Contains(in.Hosts, host):
 		return nil
 	}
-	if net.ParseIP(host) != nil {
-		return &insideError{target: target, msg: fmt.Sprintf("refusing to connect to %s, a %s address: egress ProviderOnly reaches only the outside (a HarnessPolicy may allow it in network.insideHosts)",
-			target, kind)}
+	by := in.AllowedBy
+	if by == "" {
+		by = "a HarnessPolicy's network.insideHosts"
 	}
-	return &insideError{target: target, msg: fmt.Sprintf("refusing to connect to %s: %s resolves to %s, a %s address: egress ProviderOnly reaches only the outside (a HarnessPolicy may allow %s in network.insideHosts)",
-		target, host, ap.Addr(), kind, host)}
+	if net.ParseIP(host) != nil {
+		return &insideError{target: target, msg: fmt.Sprintf("refusing to connect to %s, a %s address: egress ProviderOnly reaches only the outside (%s may allow it)",
+			target, kind, by)}
+	}
+	return &insideError{target: target, msg: fmt.Sprintf("refusing to connect to %s: %s resolves to %s, a %s address: egress ProviderOnly reaches only the outside (%s may allow %s)",
+		target, host, ap.Addr(), kind, by, host)}
 }

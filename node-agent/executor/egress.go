@@ -87,7 +87,7 @@ func (a *attempt) startEgress(ctx context.Context) error {
 // those of this executor's Options.InsideHosts, and its providerURL's own
 // host and port when that is on loopback.
 func (e *Executor) inside(run *harnessv1.HarnessRun) (*egress.Inside, error) {
-	in := &egress.Inside{ClusterCIDRs: e.opts.ClusterCIDRs, Resolver: e.opts.Resolver, Node: nodeAddrs(e.opts.NodeAddrs)}
+	in := &egress.Inside{ClusterCIDRs: e.opts.ClusterCIDRs, Resolver: e.opts.Resolver, Node: nodeAddrs(e.opts.NodeAddrs), AllowedBy: e.opts.InsideAllowedBy}
 	for _, h := range append(append([]string(nil), e.opts.InsideHosts...), run.Status.InsideHosts...) {
 		c, err := egress.Canonical(h)
 		if err != nil {

@@ -111,6 +111,10 @@ type Options struct {
 	// the executor's own network namespace are added at each run (a local
 	// run's machine, a node-agent on the host's network).
 	NodeAddrs []netip.Addr
+	// InsideAllowedBy says, in egress's refusals of an inside address,
+	// where a name is allowed inside; "" is a HarnessPolicy's
+	// network.insideHosts (`harnessfacts run` names its --inside-host).
+	InsideAllowedBy string
 	// InsideHosts are names every ProviderOnly run of this executor may
 	// reach at inside addresses, besides those its status.insideHosts
 	// carries from the namespace's HarnessPolicies (`harnessfacts run
