@@ -22,3 +22,22 @@ func TestParseCIDRs(t *testing.T) {
 		}
 	}
 }
+
+// TestParseNodeIPs: --node-ips takes the downward API's status.hostIPs as
+// the chart passes it ($HOST_IPS, comma-separated, dual-stack).
+func TestParseNodeIPs(t *testing.T) {
+	got, err := parseAddrs(splitList("203.0.113.9,2001:db8::7, ::ffff:198.51.100.2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []netip.Addr{netip.MustParseAddr("203.0.113.9"), netip.MustParseAddr("2001:db8::7"), netip.MustParseAddr("198.51.100.2")}
+	if !slices.Equal(got, want) {
+		t.Errorf("parseAddrs = %v, want %v", got, want)
+	}
+	if got := splitList(" "); got != nil {
+		t.Errorf("splitList of nothing = %q", got)
+	}
+	if _, err := parseAddrs([]string{"node-1"}); err == nil {
+		t.Error("a name was taken as an address")
+	}
+}
