@@ -82,6 +82,22 @@ func run(t testing.TB, r Runner, spec Spec) (Result, string) {
 	return res, out.String()
 }
 
+// afterSetupRetries is out without what failed sandbox setups wrote before
+// the start that ran the command: bwrap's message and the runner's note of
+// each retry. A host mount that changes under bwrap (another package's
+// test mounting a run dir at that moment, bubblewrap issue 650) makes the
+// runner start the sandbox again, which a test of the command's exact
+// output must not hold against it.
+func afterSetupRetries(out string) string {
+	const note = "starting the sandbox again ("
+	if i := strings.LastIndex(out, note); i >= 0 {
+		if j := strings.IndexByte(out[i:], '\n'); j >= 0 {
+			return out[i+j+1:]
+		}
+	}
+	return out
+}
+
 type lockedWriter struct {
 	mu sync.Mutex
 	w  *bytes.Buffer
@@ -116,7 +132,7 @@ func TestBwrapRunsAsUnprivilegedUserInRunDir(t *testing.T) {
 		t.Fatalf("result %+v, output %q", res, out)
 	}
 	want := fmt.Sprintf("%d\n%d\n%s\nhello from the sandbox\n", DefaultUID, DefaultGID, spec.Dir)
-	if out != want {
+	if afterSetupRetries(out) != want {
 		t.Fatalf("output %q, want %q", out, want)
 	}
 	st, err := os.Stat(filepath.Join(spec.Dir, "made.txt"))
@@ -139,7 +155,7 @@ func TestBwrapExitCodeAndSignal(t *testing.T) {
 		t.Fatalf("exit 7: %+v", res)
 	}
 	res, out := run(t, r, runDir(t, base, "sh", "-c", "cat; echo stdin-closed"))
-	if res.ExitCode != 0 || out != "stdin-closed\n" {
+	if res.ExitCode != 0 || afterSetupRetries(out) != "stdin-closed\n" {
 		t.Fatalf("stdin: %+v %q", res, out)
 	}
 	res, _ = run(t, r, runDir(t, base, "sh", "-c", "kill -TERM $$"))
@@ -1090,7 +1106,7 @@ func TestBwrapHostnameIsNotTheHosts(t *testing.T) {
 	spec := runDir(t, testBase(t), "sh", "-c", etc+`cat /proc/sys/kernel/hostname; uname -n; getent hosts "$(uname -n)" >/dev/null && echo resolves`)
 	res, out := run(t, r, spec)
 	want := SandboxHostname + "\n" + SandboxHostname + "\n" + SandboxHostname + "\nresolves\n"
-	if res.ExitCode != 0 || out != want {
+	if res.ExitCode != 0 || afterSetupRetries(out) != want {
 		t.Fatalf("the sandbox's name: %+v %q, want %q (the host is %q)", res, out, want, host)
 	}
 }
@@ -1286,7 +1302,7 @@ func TestBwrapStdinReachesTheCommand(t *testing.T) {
 	spec := runDir(t, testBase(t), "cat")
 	spec.Stdin = strings.NewReader(prompt)
 	res, out := run(t, r, spec)
-	if res.ExitCode != 0 || out != prompt {
+	if res.ExitCode != 0 || afterSetupRetries(out) != prompt {
 		t.Fatalf("stdin: %+v %q, want %q", res, out, prompt)
 	}
 }
@@ -1305,7 +1321,7 @@ func TestBwrapStartedIsCalledOnceBeforeTheEnd(t *testing.T) {
 		}
 	}
 	res, out := run(t, r, spec)
-	if calls != 1 || res.ExitCode != 0 || out != "saw-go\n" {
+	if calls != 1 || res.ExitCode != 0 || afterSetupRetries(out) != "saw-go\n" {
 		t.Fatalf("Started called %d times; result %+v, output %q: want once, while the command ran", calls, res, out)
 	}
 }
@@ -1407,7 +1423,7 @@ func TestBwrapSetupFailureIsStartedAgain(t *testing.T) {
 	if res.ExitCode != 0 || res.SetupRetries != 1 || starts() != 2 || calls != 1 {
 		t.Fatalf("%+v after %d starts (Started called %d times), output %q: want exit 0 after one retry, Started once", res, starts(), calls, out)
 	}
-	if !strings.Contains(out, "starting the sandbox again (2 of 3)") || !strings.HasSuffix(out, "done\n") {
+	if !strings.Contains(out, "starting the sandbox again (2 of 3)") || afterSetupRetries(out) != "done\n" {
 		t.Errorf("output %q: want the retry said, then the command's own", out)
 	}
 	if b, _ := os.ReadFile(filepath.Join(spec.Dir, "count")); string(b) != "ran\n" {

@@ -92,7 +92,7 @@ ln -s /newroot/evil2 /logs`); err != nil {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := strings.Repeat("the node's verifier\n", 3); out != want {
+	if want := strings.Repeat("the node's verifier\n", 3); afterSetupRetries(out) != want {
 		t.Errorf("the check saw:\n%s\nwant the node's verifier three times", out)
 	}
 	if ents, _ := os.ReadDir(node); len(ents) != 0 {

@@ -73,7 +73,7 @@ cat /etc/resolv.conf`, outside, port)
 	}
 	spec = runDir(t, testBase(t), "sh", "-c", fmt.Sprintf("curl -sS --max-time 5 http://127.0.0.1:%d/", port))
 	spec.Network = NetworkShared
-	if res, out := run(t, r, spec); res.ExitCode != 0 || out != "node-agent loopback" || accepted.Load() != 1 {
+	if res, out := run(t, r, spec); res.ExitCode != 0 || afterSetupRetries(out) != "node-agent loopback" || accepted.Load() != 1 {
 		t.Errorf("NetworkShared control did not reach the loopback listener: %+v %q", res, out)
 	}
 }
@@ -123,7 +123,7 @@ exit 1
 		spec := runDir(t, testBase(t), "sh", "-c", "grep -o -e 'lo:' -e 'tap0:' /proc/net/dev")
 		spec.Network = NetworkUserMode
 		res, out := run(t, r, spec)
-		if res.ExitCode != 0 || out != "lo:\ntap0:\n" {
+		if res.ExitCode != 0 || afterSetupRetries(out) != "lo:\ntap0:\n" {
 			t.Fatalf("run %d: %+v\n%s", i, res, out)
 		}
 	}
@@ -271,7 +271,7 @@ curl -sS --max-time 10 http://%s/`, metadata, outside)
 	}
 	spec = runDir(t, testBase(t), "sh", "-c", fmt.Sprintf("curl -sS --max-time 10 http://%s/", metadata))
 	spec.Network = NetworkShared
-	if res, out := run(t, r, spec); res.ExitCode != 0 || out != "hello from the outside" {
+	if res, out := run(t, r, spec); res.ExitCode != 0 || afterSetupRetries(out) != "hello from the outside" {
 		t.Fatalf("the control with the caller's network did not reach %s: %+v %q", metadata, res, out)
 	}
 }
