@@ -208,6 +208,8 @@ type Gateway struct {
 	opts     Options
 	upstream *url.URL
 	proxy    *httputil.ReverseProxy
+	// keyPats are the forms of the run's key masked in every answer.
+	keyPats  [][]byte
 	tally    usage.Tally
 	requests atomic.Int64
 	// refusedTools counts the requests refused for a network tool.
@@ -301,7 +303,7 @@ func New(opts Options) (*Gateway, error) {
 	if opts.Retry.Attempts == 0 {
 		opts.Retry = DefaultRetry
 	}
-	g := &Gateway{opts: opts, upstream: up, held: make(chan struct{}, heldBodies(opts.MaxHeldBodies)), inFlight: make(chan struct{}, MaxInFlight),
+	g := &Gateway{opts: opts, upstream: up, keyPats: keyPatterns(opts.Key), held: make(chan struct{}, heldBodies(opts.MaxHeldBodies)), inFlight: make(chan struct{}, MaxInFlight),
 		answers: usage.NewBudget(maxHeldAnswers)}
 	dial := opts.Dial
 	if dial == nil {
@@ -322,7 +324,7 @@ func New(opts Options) (*Gateway, error) {
 		Rewrite:        g.rewrite,
 		Transport:      &retrier{g: g, base: base},
 		FlushInterval:  -1,
-		ModifyResponse: g.count,
+		ModifyResponse: g.answer,
 		ErrorHandler:   g.fail,
 	}
 	return g, nil
@@ -727,6 +729,14 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	default:
 		out.Header.Set(string(g.opts.Header), string(g.opts.Key))
 	}
+}
+
+// answer is what the agent gets of the provider's answer: counted, and
+// with the run's key masked wherever the provider echoed it (keyscrub.go).
+func (g *Gateway) answer(resp *http.Response) error {
+	err := g.count(resp)
+	scrubAnswer(resp, g.keyPats)
+	return err
 }
 
 // count tees the response body into a usage parser as it streams by; a
