@@ -1,11 +1,13 @@
 package executor
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // maxLinkHops is how many links one path may go through, as the kernel's
@@ -46,10 +48,22 @@ func linksOutOfReach(runDir, workspace string, allowed []string) ([]string, int,
 	n := 0
 	err := filepath.WalkDir(workspace, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
-			if p == workspace {
-				return err
+			if p != workspace && errors.Is(err, fs.ErrNotExist) {
+				return nil
 			}
-			return nil // a folder the check could not read either
+			// Not judged is not allowed: a folder deeper than
+			// PATH_MAX from / (ENAMETOOLONG here) is still reached by
+			// a check that goes down to it step by step, and so is
+			// every link in it.
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err // its path may be thousands of bytes
+			}
+			rel, _ := filepath.Rel(workspace, p)
+			if len(rel) > 64 {
+				return fmt.Errorf("a folder %d bytes deep in the workspace: %w", len(rel), err)
+			}
+			return fmt.Errorf("%q: %w", rel, err)
 		}
 		if d.Type()&fs.ModeSymlink == 0 {
 			return nil
@@ -97,11 +111,22 @@ func resolveFrom(cur string, todo []string, runDir, workspace string, allowed []
 			return next, "a check's own processes and descriptors"
 		}
 		fi, err := os.Lstat(next)
-		if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 			// Missing from here on: what is left is taken as named.
 			cur = filepath.Join(append([]string{next}, todo...)...)
 			todo = nil
 			break
+		}
+		if err != nil {
+			// What cannot be followed here may still be followed by
+			// the check's kernel: a path over PATH_MAX (ENAMETOOLONG)
+			// is one the kernel never builds, as it resolves a link
+			// from the folder it is in.
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return fmt.Sprintf("a path %d bytes long", len(next)), "a link the node-agent could not follow as a check would: " + err.Error()
 		}
 		if fi.Mode()&fs.ModeSymlink == 0 {
 			cur = next
@@ -112,7 +137,7 @@ func resolveFrom(cur string, todo []string, runDir, workspace string, allowed []
 		}
 		t, err := os.Readlink(next)
 		if err != nil {
-			return "", ""
+			return next, "a link the node-agent could not read: " + err.Error()
 		}
 		if filepath.IsAbs(t) {
 			cur = "/"
