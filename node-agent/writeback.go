@@ -129,7 +129,10 @@ const (
 // EvidenceName is the name of the evidence ConfigMap of the run's current
 // attempt. A name too long for the suffix is cut and given a digest of the
 // whole name: two runs whose names share their first 230 characters must
-// not share (and overwrite) one evidence ConfigMap.
+// not share (and overwrite) one evidence ConfigMap. The cut form ends in
+// ".evidence-N", which no run's own name with "-evidence-N" does: a run
+// named as the cut form of another's long name would otherwise share its
+// evidence ConfigMap.
 func EvidenceName(run *harnessv1.HarnessRun) string {
 	suffix := fmt.Sprintf("-evidence-%d", run.Status.Attempt)
 	name := run.Name
@@ -138,6 +141,7 @@ func EvidenceName(run *harnessv1.HarnessRun) string {
 		tag := "-" + hex.EncodeToString(sum[:])[:12]
 		// Cut where a DNS subdomain may go on with "-".
 		name = strings.TrimRight(name[:253-len(suffix)-len(tag)], ".-") + tag
+		suffix = "." + suffix[1:]
 	}
 	return name + suffix
 }

@@ -104,7 +104,7 @@ func TestNodeAgentWritesOnlyItsOwnNode(t *testing.T) {
 	// evidence is an evidence ConfigMap as the node-agent of node writes it.
 	evidence := func(name, node string) *corev1.ConfigMap {
 		cm := ownedBy(name)
-		cm.Labels = map[string]string{"harnessfacts.io/node": node}
+		cm.Labels = map[string]string{"harnessfacts.io/node": node, "harnessfacts.io/run-uid": string(run.UID)}
 		return cm
 	}
 	// event is an Event about obj as the node-agent with reportingInstance
@@ -178,6 +178,11 @@ func TestNodeAgentWritesOnlyItsOwnNode(t *testing.T) {
 		}, false, "forbidden"},
 		{"node-a creates an evidence ConfigMap owned by a run", func() error { return nodeA.Create(ctx, evidence("bound-to-a-evidence-1", "node-a")) }, true, ""},
 		{"node-a replaces it on a retried write (no read)", func() error { return nodeA.Update(ctx, evidence("bound-to-a-evidence-1", "node-a")) }, true, ""},
+		{"node-a replaces the evidence of another run of its node", func() error {
+			cm := evidence("bound-to-a-evidence-1", "node-a")
+			cm.Labels["harnessfacts.io/run-uid"] = "uid-of-a-run-whose-evidence-name-is-the-same"
+			return nodeA.Update(ctx, cm)
+		}, false, "may replace only the evidence of the same run (label harnessfacts.io/run-uid), not " + runsNS + "/bound-to-a-evidence-1"},
 		{"node-b overwrites node-a's evidence", func() error { return nodeB.Update(ctx, evidence("bound-to-a-evidence-1", "node-b")) }, false,
 			"may write only evidence ConfigMaps: owned by a HarnessRun and labelled harnessfacts.io/node=node-b, not " + runsNS + "/bound-to-a-evidence-1"},
 		{"node-b writes evidence labelled as node-a's", func() error { return nodeB.Create(ctx, evidence("bound-to-a-evidence-2", "node-a")) }, false,
