@@ -1,6 +1,10 @@
 package controllers
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 
@@ -19,7 +23,8 @@ import (
 //   - of a fixture ConfigMap, its content hash (FixtureHash) in the
 //     annotation CachedFixtureHashAnnotation, never its data;
 //   - of a HarnessRun, no inline fixture files, prompt or agent command
-//     line, which only node-agents read (through the API server).
+//     line, which only node-agents read (through the API server), only
+//     their digest in the annotation CachedRunWorkAnnotation.
 //
 // A transform runs on each object as the watch delivers it, so an object's
 // content is held only while it is decoded. Managed fields are dropped as
@@ -77,10 +82,38 @@ func cachedRun(obj any) (any, error) {
 		return obj, nil
 	}
 	run.ManagedFields = nil
-	if run.Spec.Fixture.Inline != nil {
-		run.Spec.Fixture.Inline = &harnessv1.InlineFixture{}
+	ann := make(map[string]string, len(run.Annotations)+1)
+	for k, v := range run.Annotations {
+		ann[k] = v
 	}
-	run.Spec.Fixture.Prompt = ""
-	run.Spec.Agent.Command, run.Spec.Agent.ExtraArgs = nil, nil
+	ann[CachedRunWorkAnnotation] = uncachedWork(&run.Spec)
+	run.Annotations = ann
+	stripUncached(&run.Spec)
 	return run, nil
+}
+
+// CachedRunWorkAnnotation holds, on a HarnessRun in the controller's
+// cache, uncachedWork of what the cache does not keep of its spec, so a
+// suite can tell its own runs (ownRuns). The cache sets it on every run it
+// keeps, over whatever the run carried.
+const CachedRunWorkAnnotation = "harnessfacts.io/cached-work-digest"
+
+// stripUncached drops what the cache does not keep of a run's spec.
+func stripUncached(spec *harnessv1.HarnessRunSpec) {
+	if spec.Fixture.Inline != nil {
+		spec.Fixture.Inline = &harnessv1.InlineFixture{}
+	}
+	spec.Fixture.Prompt = ""
+	spec.Agent.Command, spec.Agent.ExtraArgs = nil, nil
+}
+
+// uncachedWork is a digest of what stripUncached drops.
+func uncachedWork(spec *harnessv1.HarnessRunSpec) string {
+	b, _ := json.Marshal(struct {
+		Command, ExtraArgs []string
+		Prompt             string
+		Inline             *harnessv1.InlineFixture
+	}{spec.Agent.Command, spec.Agent.ExtraArgs, spec.Fixture.Prompt, spec.Fixture.Inline})
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }

@@ -202,7 +202,11 @@ func (r *HarnessSuiteReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	plan := planRuns(suite, fixtures)
 	created, createErr := r.createRuns(ctx, p, plan, runs, problem == "") // harnesssuite_matrix.go
-	r.summarize(p, plan, fixtures, runs, created, problem)                // harnesssuite_status.go
+	own, foreign := ownRuns(suite, plan, runs, r.client.Scheme())         // harnesssuite_own.go
+	if len(foreign) > 0 && p.refused == "" {
+		p.refused = foreignRunsMessage(foreign)
+	}
+	r.summarize(p, plan, fixtures, own, created, problem) // harnesssuite_status.go
 
 	if err := r.writeStatus(ctx, p); err != nil {
 		return ctrl.Result{}, err

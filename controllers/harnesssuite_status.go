@@ -80,17 +80,20 @@ func (r *HarnessSuiteReconciler) summarize(p *suitePass, plan []plannedRun, fixt
 	round := strconv.Itoa(int(st.Round))
 
 	type cellKey struct{ agent, fixture string }
-	planned := make(map[string]bool, len(plan))
+	planned := make(map[string]plannedRun, len(plan))
 	for _, pr := range plan {
-		planned[pr.name] = true
+		planned[pr.name] = pr
 	}
 	counts := harnessv1.SuiteCounts{Total: int32(len(plan))}
 	tallies := map[cellKey]*cellTally{}
 	for _, run := range runs {
-		if run.Labels[harnessv1.LabelSuiteRound] != round || !planned[run.Name] {
+		pr, ok := planned[run.Name]
+		if run.Labels[harnessv1.LabelSuiteRound] != round || !ok {
 			continue
 		}
-		k := cellKey{run.Labels[harnessv1.LabelSuiteAgent], fixtureOf(run)}
+		// The plan's cell, not the run's labels: whoever may update
+		// the run may relabel it into another agent's cell.
+		k := cellKey{suite.Spec.Agents[pr.agent].Name, pr.fixture.name}
 		t := tallies[k]
 		if t == nil {
 			t = &cellTally{}
@@ -269,14 +272,6 @@ func findCondition(conds []metav1.Condition, t string) *metav1.Condition {
 		}
 	}
 	return nil
-}
-
-// fixtureOf is the name of a run's fixture ConfigMap.
-func fixtureOf(run *harnessv1.HarnessRun) string {
-	if run.Spec.Fixture.ConfigMapRef != nil {
-		return run.Spec.Fixture.ConfigMapRef.Name
-	}
-	return ""
 }
 
 // passRate is passed / (passed + failed) as a percentage with one decimal,
