@@ -909,7 +909,7 @@ func (t *retrier) RoundTrip(req *http.Request) (*http.Response, error) {
 				r.Body = body
 			}
 		}
-		resp, err := t.base.RoundTrip(r)
+		resp, err := t.base.RoundTrip(r.WithContext(maskInformational(r.Context(), t.g.keyPats)))
 		if errors.Is(err, egress.ErrInside) {
 			t.g.stop(&Stop{Reason: harnessv1.ReasonPolicyViolation,
 				Message: fmt.Sprintf("the model gateway did not connect to the provider %s: %v", t.g.upstream.Redacted(), err)})

@@ -2,8 +2,11 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
 )
 
 // The gateway puts the run's key on each request so that the agent never
@@ -45,29 +48,30 @@ func keyPatterns(key []byte) [][]byte {
 	return pats
 }
 
-// scrubAnswer masks the key in an answer's header values and its body.
+// scrubAnswer masks the key in an answer's header values, its body and
+// its trailers.
 func scrubAnswer(resp *http.Response, pats [][]byte) {
 	if len(pats) == 0 {
 		return
 	}
-	for name, vs := range resp.Header {
-		for i, v := range vs {
-			b := []byte(v)
-			if maskAll(b, pats) {
-				resp.Header[name][i] = string(b)
-			}
-		}
-	}
-	for name, vs := range resp.Trailer {
-		for i, v := range vs {
-			b := []byte(v)
-			if maskAll(b, pats) {
-				resp.Trailer[name][i] = string(b)
-			}
-		}
-	}
+	maskHeader(resp.Header, pats)
 	if resp.Body != nil && resp.Body != http.NoBody {
 		resp.Body = newKeyScrub(resp.Body, pats)
+		// A trailer's value is known only once the body has been read
+		// (the transport sets resp.Trailer then): masked at its end.
+		resp.Body.(*keyScrub).trailer = &resp.Trailer
+	}
+}
+
+// maskHeader masks the patterns in h's values in place.
+func maskHeader(h http.Header, pats [][]byte) {
+	for name, vs := range h {
+		for i, v := range vs {
+			b := []byte(v)
+			if maskAll(b, pats) {
+				h[name][i] = string(b)
+			}
+		}
 	}
 }
 
@@ -105,6 +109,8 @@ type keyScrub struct {
 	held, end int
 	ready     []byte
 	err       error
+	// trailer is the answer's, masked when the body has ended.
+	trailer *http.Header
 }
 
 func newKeyScrub(src io.ReadCloser, pats [][]byte) *keyScrub {
@@ -131,6 +137,9 @@ func (s *keyScrub) Read(p []byte) (int, error) {
 		} else {
 			// The end: what was held begins no pattern after all.
 			s.err = err
+			if s.trailer != nil {
+				maskHeader(*s.trailer, s.pats)
+			}
 		}
 		s.ready, s.held, s.end = w[:len(w)-keep], keep, len(w)
 	}
@@ -154,4 +163,20 @@ func patternStart(w []byte, pats [][]byte) int {
 		}
 	}
 	return longest
+}
+
+// maskInformational masks the key in a 1xx answer's headers (103 Early
+// Hints) in place: ReverseProxy copies those to the agent as they come,
+// before and without ModifyResponse, from the header map its own trace
+// hook is given after this one.
+func maskInformational(ctx context.Context, pats [][]byte) context.Context {
+	if len(pats) == 0 {
+		return ctx
+	}
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		Got1xxResponse: func(_ int, h textproto.MIMEHeader) error {
+			maskHeader(http.Header(h), pats)
+			return nil
+		},
+	})
 }

@@ -2,8 +2,12 @@ package gateway
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -96,5 +100,56 @@ func TestKeyScrubAtEverySplit(t *testing.T) {
 	// A key too short to look for changes nothing.
 	if keyPatterns([]byte("local")) != nil || !bytes.Equal(keyPatterns(key)[0], key) {
 		t.Fatal("keyPatterns")
+	}
+}
+
+// TestKeyInTrailersAndEarlyHintsNeverReachesTheAgent: a trailer's value
+// comes after the body (after the gateway's look at the answer), and a 1xx
+// answer's headers go to the agent before the answer itself: neither
+// carries the key to the agent.
+func TestKeyInTrailersAndEarlyHintsNeverReachesTheAgent(t *testing.T) {
+	up := startUpstream(t)
+	up.fail = func(w http.ResponseWriter, _ int) bool {
+		r := up.requests()
+		key := strings.TrimPrefix(r[len(r)-1].Header.Get("Authorization"), "Bearer ")
+		w.Header().Set("Link", "</hint?k="+key+">; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Del("Link")
+		w.Header().Set("Trailer", "X-Echo")
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, `{"id":"x","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1}}`)
+		w.Header().Set("X-Echo", "you sent "+key)
+		return true
+	}
+	_, base := serve(t, Options{Upstream: up.srv.URL, Header: Bearer, Key: []byte(realKey), RootCAs: up.pool})
+	var hints []string
+	trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+		hints = append(hints, fmt.Sprint(code, " ", h.Get("Link")))
+		return nil
+	}}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), http.MethodPost,
+		base+"/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if len(hints) != 1 || !strings.Contains(hints[0], "103 </hint?k=****") {
+		t.Errorf("the early hint did not come on masked: %q", hints)
+	}
+	for _, h := range hints {
+		if strings.Contains(h, realKey) {
+			t.Errorf("the agent read the run's key in a 1xx answer: %q", h)
+		}
+	}
+	for k, vs := range resp.Trailer {
+		if strings.Contains(strings.Join(vs, ","), realKey) {
+			t.Errorf("the agent read the run's key in trailer %s: %q", k, vs)
+		}
 	}
 }
