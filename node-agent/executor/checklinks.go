@@ -17,6 +17,17 @@ const maxLinkHops = 40
 // maxLinksNamed bounds how many refused links a check's message names.
 const maxLinksNamed = 3
 
+// maxLinkSteps bounds the path components the scan of one workspace
+// follows, a few seconds of lstat(2): each link may take 40 hops of 4 KiB
+// of "a/../" each, and a workspace hundreds of thousands of links to such
+// a chain (hours, before each check). A workspace whose links take more is
+// not judged, and its checks do not run; pnpm's node_modules of a large
+// monorepo takes well under a million.
+const maxLinkSteps = 4 << 20
+
+// stepsSpent is the reason resolveFrom gives when the scan's steps ran out.
+const stepsSpent = "steps spent"
+
 // linksOutOfReach finds the symbolic links of the workspace that a check
 // would follow to what the agent never had: into the run dir outside the
 // workspace and the agent's own home and temp folders (the fixture's
@@ -46,6 +57,7 @@ func linksOutOfReach(runDir, workspace string, allowed []string) ([]string, int,
 	allowed = ok
 	var found []string
 	n := 0
+	steps := maxLinkSteps
 	err := filepath.WalkDir(workspace, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if p != workspace && errors.Is(err, fs.ErrNotExist) {
@@ -72,7 +84,10 @@ func linksOutOfReach(runDir, workspace string, allowed []string) ([]string, int,
 		// physical workspace, so the link's folder is physical already:
 		// it is resolved from there, not again from the root (a score of
 		// system calls a link; a workspace may hold millions of them).
-		to, why := resolveFrom(filepath.Dir(p), []string{d.Name()}, runDir, workspace, allowed)
+		to, why := resolveFrom(filepath.Dir(p), []string{d.Name()}, runDir, workspace, allowed, &steps)
+		if why == stepsSpent {
+			return fmt.Errorf("its links take more than %d steps to follow", maxLinkSteps)
+		}
 		if why == "" {
 			return nil
 		}
@@ -89,14 +104,18 @@ func linksOutOfReach(runDir, workspace string, allowed []string) ([]string, int,
 // resolveAsCheck follows the link at p, component by component as the
 // kernel does, and says why a check must not follow it ("" when it may).
 func resolveAsCheck(p, runDir, workspace string, allowed []string) (string, string) {
-	return resolveFrom("/", components(p), runDir, workspace, allowed)
+	steps := maxLinkSteps
+	return resolveFrom("/", components(p), runDir, workspace, allowed, &steps)
 }
 
 // resolveFrom is resolveAsCheck of the path todo names from the physical
-// folder cur.
-func resolveFrom(cur string, todo []string, runDir, workspace string, allowed []string) (string, string) {
+// folder cur, each component one of steps.
+func resolveFrom(cur string, todo []string, runDir, workspace string, allowed []string, steps *int) (string, string) {
 	hops := 0
 	for len(todo) > 0 {
+		if *steps--; *steps < 0 {
+			return "", stepsSpent
+		}
 		c := todo[0]
 		todo = todo[1:]
 		switch c {

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -118,4 +119,36 @@ func TestLinksThroughFoldersDeeperThanPathMaxAreRefused(t *testing.T) {
 			t.Fatalf("links within reach were refused: %v", err)
 		}
 	})
+}
+
+// TestLinkScanWorkIsBounded: 40 links of 4 KiB of "a/../" each, chained,
+// and thousands of links to the chain's start (hours of lstat(2) before
+// each check, with the run dir's inodes) spend the scan's steps: the
+// checks do not run, and the scan ends within its bound.
+func TestLinkScanWorkIsBounded(t *testing.T) {
+	run := t.TempDir()
+	ws := filepath.Join(run, "workspace")
+	if err := os.MkdirAll(filepath.Join(ws, "a"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	body := strings.Repeat("a/../", 810)
+	for i := 1; i <= maxLinkHops; i++ {
+		next := fmt.Sprintf("c%02d", i+1)
+		if i == maxLinkHops {
+			next = "a"
+		}
+		if err := os.Symlink(body+next, filepath.Join(ws, fmt.Sprintf("c%02d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each costs some 32,000 steps: a few hundred spend them all.
+	for i := range 400 {
+		if err := os.Symlink("c01", filepath.Join(ws, fmt.Sprintf("x%06d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := refuseLinksOutOfReach(run, ws, nil)
+	if err == nil || !strings.Contains(err.Error(), "steps to follow") {
+		t.Fatalf("the scan did not stop at its bound: %v", err)
+	}
 }

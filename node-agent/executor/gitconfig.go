@@ -72,6 +72,7 @@ func sanitizeGitConfig(workspace string) ([]string, error) {
 	// Each worktree and each git dir once: gitdir files may name one git
 	// dir from many worktrees, whose index would be read again each time.
 	seen := map[string]bool{}
+	indexes := int64(maxGitIndexes)
 	for n := 0; len(repos) > 0; n++ {
 		if n > maxGitlinks {
 			return changed, fmt.Errorf("over %d nested repositories", maxGitlinks)
@@ -90,7 +91,7 @@ func sanitizeGitConfig(workspace string) ([]string, error) {
 			}
 			continue
 		}
-		links, err := gitlinksIn(root, gitdir)
+		links, err := gitlinksIn(root, gitdir, &indexes)
 		if err != nil {
 			return changed, err
 		}
@@ -145,7 +146,7 @@ func sanitizeRepo(root *os.Root, dir, workspace string, seen map[string]bool) ([
 
 // gitlinksIn returns the gitlinks of a git dir's index (and of its shared
 // index, when split).
-func gitlinksIn(root *os.Root, gitdir string) ([]string, error) {
+func gitlinksIn(root *os.Root, gitdir string, left *int64) ([]string, error) {
 	hashLen := 20
 	if b, err := readRegular(root, path.Join(gitdir, "config"), maxGitConfig); err == nil {
 		_ = gcfg.ReadWithCallback(bytes.NewReader(b), func(s, _, k, v string, _ bool) error {
@@ -155,11 +156,11 @@ func gitlinksIn(root *os.Root, gitdir string) ([]string, error) {
 			return nil
 		})
 	}
-	links, shared, err := gitlinksOf(root, path.Join(gitdir, "index"), hashLen)
+	links, shared, err := gitlinksOf(root, path.Join(gitdir, "index"), hashLen, left)
 	if err != nil || shared == "" {
 		return links, err
 	}
-	more, _, err := gitlinksOf(root, path.Join(gitdir, "sharedindex."+shared), hashLen)
+	more, _, err := gitlinksOf(root, path.Join(gitdir, "sharedindex."+shared), hashLen, left)
 	return append(links, more...), err
 }
 
@@ -172,7 +173,7 @@ func readRegular(root *os.Root, name string, limit int64) ([]byte, error) {
 	if !st.Mode().IsRegular() || st.Size() > limit {
 		return nil, fmt.Errorf("%s: not a regular file of at most %d bytes", name, limit)
 	}
-	f, err := root.Open(name)
+	f, err := openRegular(root, name)
 	if err != nil {
 		return nil, err
 	}
@@ -212,7 +213,7 @@ const maxGitdirFile = 64 << 10
 // workspace, resolved from dir as git resolves it, when it stays inside the
 // workspace.
 func gitdirOf(root *os.Root, name, dir, workspace string, gitfile bool) (string, bool) {
-	f, err := root.Open(name)
+	f, err := openRegular(root, name)
 	if err != nil {
 		return "", false
 	}
@@ -386,7 +387,7 @@ func sanitizeGitConfigFile(root *os.Root, name string) (string, error) {
 	}
 	var in []byte
 	if st.Mode().IsRegular() {
-		f, err := root.Open(name)
+		f, err := openRegular(root, name)
 		if err != nil {
 			return "", err
 		}

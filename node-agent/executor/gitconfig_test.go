@@ -471,7 +471,7 @@ func TestGitlinksOfEveryIndexVersion(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer func() { _ = root.Close() }()
-			links, err := gitlinksIn(root, ".git")
+			links, err := gitlinksIn(root, ".git", new(int64(maxGitIndexes)))
 			if err != nil || strings.Join(links, ",") != "lib/a,lib/b" {
 				t.Errorf("gitlinks %q, %v; want lib/a, lib/b", links, err)
 			}
@@ -502,7 +502,7 @@ func TestGitlinksOfEveryIndexVersion(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer func() { _ = root.Close() }()
-		if _, err := gitlinksIn(root, ".git"); err == nil || !strings.Contains(err.Error(), "over") {
+		if _, err := gitlinksIn(root, ".git", new(int64(maxGitIndexes))); err == nil || !strings.Contains(err.Error(), "over") {
 			t.Errorf("a v4 index whose names grow to %d KiB: %v, want refused", entries*4, err)
 		}
 	})

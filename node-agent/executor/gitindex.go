@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"syscall"
 )
 
 // maxGitlinks bounds the gitlinks (submodules) sanitized in one workspace.
@@ -26,8 +27,13 @@ const maxGitlinks = 1000
 // with an empty extension header after another kept it reading zeros
 // forever, before a check that never came, deaf to the run's end. Only a
 // regular file of at most maxGitIndex bytes is read, no further than its
-// size, and no entry count it cannot hold.
-func gitlinksOf(root *os.Root, name string, hashLen int) (links []string, shared string, err error) {
+// size, and no entry count it cannot hold; left is what the indexes of
+// one workspace may still hold together (a thousand sparse indexes of a
+// gigabyte each held it for hours before each check). The file is opened
+// without blocking and judged again once open: the agent's code (an
+// earlier check's, or a process left in the plain fallback) may swap a
+// FIFO in after the Lstat.
+func gitlinksOf(root *os.Root, name string, hashLen int, left *int64) (links []string, shared string, err error) {
 	st, err := root.Lstat(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, "", nil
@@ -41,7 +47,11 @@ func gitlinksOf(root *os.Root, name string, hashLen int) (links []string, shared
 	if st.Size() > maxGitIndex {
 		return nil, "", fmt.Errorf("index %s: %d bytes, over %d", name, st.Size(), int64(maxGitIndex))
 	}
-	f, err := root.Open(name)
+	if st.Size() > *left {
+		return nil, "", fmt.Errorf("index %s: the workspace's git indexes hold more than %d bytes together", name, int64(maxGitIndexes))
+	}
+	*left -= st.Size()
+	f, err := openRegular(root, name)
 	if err != nil {
 		return nil, "", err
 	}
@@ -162,4 +172,24 @@ func readName(r *bufio.Reader) ([]byte, error) {
 			return nil, errors.New("an entry name over 64 KiB")
 		}
 	}
+}
+
+// maxGitIndexes bounds what the indexes of one workspace hold together,
+// read before each check: half of maxGitIndex, the index of some five
+// million files (reading that many zeros takes about two seconds here).
+const maxGitIndexes = maxGitIndex / 2
+
+// openRegular opens name for reading without blocking (a FIFO swapped in
+// after a check of its type would hold open(2) for good) and returns it
+// only if what was opened is a regular file.
+func openRegular(root *os.Root, name string) (*os.File, error) {
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		_ = f.Close()
+		return nil, fmt.Errorf("%s: not a regular file", name)
+	}
+	return f, nil
 }

@@ -4,6 +4,7 @@ package executor
 
 import (
 	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -75,6 +76,42 @@ func TestHostileGitIndexEndsQuickly(t *testing.T) {
 			}
 		}, true},
 	}
+	// A thousand nested repositories, each with a sparse index of a
+	// gigabyte of zeros that fits every bound of its own: their sum is
+	// bounded (three are enough to pass it).
+	entry := func(name string) []byte {
+		e := make([]byte, 62)
+		binary.BigEndian.PutUint32(e[24:28], 0o160000)
+		binary.BigEndian.PutUint16(e[60:62], uint16(len(name)))
+		e = append(e, name...)
+		return append(e, make([]byte, 8-(62+len(name))%8)...)
+	}
+	cases = append(cases, struct {
+		name    string
+		plant   func(t *testing.T, gitdir string)
+		wantErr bool
+	}{"gitlinks whose sparse indexes add up", func(t *testing.T, gitdir string) {
+		top := header(3)
+		for i := range 3 {
+			top = append(top, entry(fmt.Sprintf("r%d", i))...)
+		}
+		if err := os.WriteFile(filepath.Join(gitdir, "index"), top, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			sub := filepath.Join(filepath.Dir(gitdir), fmt.Sprintf("r%d", i), ".git")
+			if err := os.MkdirAll(sub, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			const size = maxGitIndexes/2 + 4096
+			if err := os.WriteFile(filepath.Join(sub, "index"), header(uint32((size-12)/64)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(filepath.Join(sub, "index"), size); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}, true})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ws := t.TempDir()
@@ -91,6 +128,7 @@ func TestHostileGitIndexEndsQuickly(t *testing.T) {
 			}()
 			select {
 			case err := <-done:
+				t.Logf("err: %v", err)
 				if (err != nil) != tc.wantErr {
 					t.Errorf("err %v, want an error: %v", err, tc.wantErr)
 				}
@@ -99,6 +137,35 @@ func TestHostileGitIndexEndsQuickly(t *testing.T) {
 			}
 		})
 	}
+	// A FIFO swapped in after the Lstat (by a process the agent left
+	// behind) is opened without waiting for a writer, and refused.
+	t.Run("a FIFO opened as a regular file", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := syscall.Mkfifo(filepath.Join(dir, "index"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		root, err := os.OpenRoot(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer root.Close()
+		done := make(chan error, 1)
+		go func() {
+			f, err := openRegular(root, "index")
+			if err == nil {
+				_ = f.Close()
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Error("a FIFO was opened as a regular file")
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("opening a FIFO still waits for a writer after 20 s")
+		}
+	})
 	// A real index (with a gitlink) is still read.
 	ws := t.TempDir()
 	gitRepo(t, ws)
@@ -110,7 +177,7 @@ func TestHostileGitIndexEndsQuickly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer root.Close()
-	links, err := gitlinksIn(root, ".git")
+	links, err := gitlinksIn(root, ".git", new(int64(maxGitIndexes)))
 	if err != nil || len(links) != 1 || links[0] != "sub" {
 		t.Errorf("a real index: gitlinks %v, err %v", links, err)
 	}

@@ -55,7 +55,7 @@ func readReward(dir string) (reward, problem string) {
 		if fi.Size() > maxRewardFile {
 			return "", fmt.Sprintf("%s has %d bytes, more than %d", name, fi.Size(), maxRewardFile)
 		}
-		f, err := root.Open(name)
+		f, err := openRegular(root, name)
 		if err != nil {
 			return "", fmt.Sprintf("%s: %v", name, err)
 		}
