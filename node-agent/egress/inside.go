@@ -114,6 +114,24 @@ func Classify(ip netip.Addr, cluster []netip.Prefix) string {
 	return ""
 }
 
+// forms are the IPv4 or IPv6 addresses ip reaches: itself (IPv4-mapped
+// unmapped), and the IPv4 address a NAT64 or 6to4 address carries, as
+// Classify reads them.
+func forms(ip netip.Addr) []netip.Addr {
+	ip = ip.Unmap().WithZone("")
+	out := []netip.Addr{ip}
+	b := ip.As16()
+	for _, p := range nat64 {
+		if p.Contains(ip) {
+			out = append(out, netip.AddrFrom4([4]byte(b[12:16])))
+		}
+	}
+	if sixToFour.Contains(ip) {
+		out = append(out, netip.AddrFrom4([4]byte(b[2:6])))
+	}
+	return out
+}
+
 // Resolver resolves a name to addresses; *net.Resolver is one.
 type Resolver interface {
 	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
@@ -228,7 +246,7 @@ func (in Inside) check(host, target, address string) error {
 		return fmt.Errorf("refusing to connect to %s: %w", address, err)
 	}
 	kind := Classify(ap.Addr(), in.ClusterCIDRs)
-	if kind == "" && slices.Contains(in.Node, ap.Addr().Unmap().WithZone("")) {
+	if kind == "" && slices.ContainsFunc(forms(ap.Addr()), func(a netip.Addr) bool { return slices.Contains(in.Node, a) }) {
 		kind = KindNode
 	}
 	switch {

@@ -465,3 +465,18 @@ func TestInsideWithARealResolver(t *testing.T) {
 		t.Errorf("the loopback server was reached %d times through rebind.test", n)
 	}
 }
+
+// TestNodesOwnAddressInEveryForm: the node's own address is refused in the
+// forms that reach it through a translator too (IPv4-mapped, NAT64, 6to4),
+// as every other inside address is.
+func TestNodesOwnAddressInEveryForm(t *testing.T) {
+	in := Inside{Node: []netip.Addr{netip.MustParseAddr("203.0.113.9")}}
+	for _, a := range []string{"203.0.113.9", "[::ffff:203.0.113.9]", "[64:ff9b::cb00:7109]", "[64:ff9b:1::cb00:7109]", "[2002:cb00:7109::1]"} {
+		if err := in.check("node.test", "node.test:443", a+":443"); err == nil || !strings.Contains(err.Error(), "node's own") {
+			t.Errorf("%s (the node's 203.0.113.9): %v, want a refusal", a, err)
+		}
+	}
+	if err := in.check("other.test", "other.test:443", "[2002:cb00:710a::1]:443"); err != nil {
+		t.Errorf("another address's 6to4 form: %v", err)
+	}
+}
