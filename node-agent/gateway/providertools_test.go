@@ -45,6 +45,11 @@ var networkRequests = []struct {
 	{"anthropic system by URL", "/v1/messages", `{"model":"m","system":[{"type":"document","source":{"type":"url","url":"https://evil.example/d.pdf"}}],"messages":[]}`, "document content from a URL"},
 	{"chat image_url", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://evil.example/x.png","detail":"low"}}]}]}`, "image_url content from a URL"},
 	{"chat image_url as a string", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":"HTTP://evil.example/x.png"}]}]}`, "image_url content from a URL"},
+	// vLLM fetches these too: a part without a type by its *_url member,
+	// and input_image's image_url as a string.
+	{"chat image_url without a type", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"hi"},{"image_url":{"url":"https://evil.example/x?secret=1"}}]}]}`, "image_url content from a URL"},
+	{"chat audio_url string without a type", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":[{"audio_url":"https://evil.example/x?secret=1"}]}]}`, "audio_url content from a URL"},
+	{"chat input_image with an image_url", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":[{"type":"input_image","image_url":"https://evil.example/x?secret=1"}]}]}`, "image_url content from a URL"},
 	{"chat video_url", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":[{"type":"video_url","video_url":{"url":"https://evil.example/v.mp4"}}]}]}`, "video_url content from a URL"},
 	{"responses input_image by URL", "/v1/responses", `{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"?"},{"type":"input_image","image_url":"https://evil.example/x.png"}]}]}`, "input_image content from a URL"},
 	{"responses input_file by URL", "/v1/responses/compact", `{"model":"m","input":[{"role":"user","content":[{"type":"input_file","file_url":"https://evil.example/f.pdf"}]}]}`, "input_file content from a URL"},

@@ -257,16 +257,13 @@ func urlPart(d usage.Dialect, p *part) string {
 		}
 	case usage.Chat:
 		// image_url, and the video_url, audio_url, file_url parts that
-		// OpenAI-compatible providers take.
-		for i := -1; i < len(p.moreTypes); i++ {
-			typ := p.typeAt(i)
-			if !bytes.HasSuffix(typ, []byte("_url")) {
-				continue
-			}
-			for _, m := range p.urls {
-				if bytes.Equal(m.key, typ) && isURL(m.val) {
-					return label(typ) + " content from a URL"
-				}
+		// OpenAI-compatible providers take: whatever the part's type says.
+		// vLLM fetches a part without a type by its image_url, audio_url
+		// or video_url member, and an input_image part's image_url given
+		// as a string.
+		for _, m := range p.urls {
+			if isURL(m.val) {
+				return label(m.key) + " content from a URL"
 			}
 		}
 		// An OpenAI-compatible file part: {"type":"file","file":{"file_data"
@@ -300,15 +297,6 @@ func label(typ []byte) string {
 		return "a part's"
 	}
 	return string(typ)
-}
-
-// typeAt is the first "type" member's string for -1, else the i-th
-// later one.
-func (p *part) typeAt(i int) []byte {
-	if i < 0 {
-		return p.typ
-	}
-	return p.moreTypes[i]
 }
 
 // hasType: a "type" member is s.
