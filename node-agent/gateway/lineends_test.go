@@ -115,3 +115,28 @@ func TestGatewayCountsAStreamWithoutAContentType(t *testing.T) {
 		})
 	}
 }
+
+// TestGatewayStopsAtAnUnreadLastChunk: a Gemini stream whose last chunk,
+// with the totals, is too large to read (an inline image over 4 MiB)
+// after a chunk whose figures were read: those earlier figures are not
+// the answer's, and under a token limit the run ends rather than going on
+// with a count that is short by the whole answer.
+func TestGatewayStopsAtAnUnreadLastChunk(t *testing.T) {
+	up := startUpstream(t)
+	up.fail = func(w http.ResponseWriter, _ int) bool {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, `data: {"candidates":[{"content":{"parts":[{"text":"a"}]}}],"usageMetadata":{"promptTokenCount":10,"candidatesTokenCount":1},"modelVersion":"gemini-m"}`+"\n\n")
+		_, _ = io.WriteString(w, `data: {"candidates":[{"content":{"parts":[{"inlineData":{"mimeType":"image/png","data":"`+strings.Repeat("A", 5<<20)+`"}}]},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":10,"candidatesTokenCount":900000,"totalTokenCount":900010},"modelVersion":"gemini-m"}`+"\n\n")
+		return true
+	}
+	g, base := serve(t, Options{Upstream: up.srv.URL, Header: XGoogAPIKey, Key: []byte(realKey), RootCAs: up.pool, MaxTokens: 1000})
+	resp, body := post(t, base+"/v1beta/models/gemini-m:streamGenerateContent?alt=sse", `{"contents":[{"role":"user","parts":[{"text":"draw"}]}]}`, nil)
+	if resp.StatusCode != http.StatusOK || len(body) < 5<<20 {
+		t.Fatalf("the answer did not reach the agent whole: %d, %d bytes", resp.StatusCode, len(body))
+	}
+	st := g.Stopped()
+	if st == nil || st.Reason != ReasonTokenLimit || !strings.Contains(st.Message, "too large to read") {
+		t.Errorf("the run went on with %d tokens counted of 900010 served: stop %+v", g.Tally().Counts().Total(), st)
+	}
+}

@@ -261,7 +261,9 @@ func (p *Parser) Write(b []byte) (int, error) {
 			if p.body, ok = p.grow(p.body, len(b), maxJSONBody); ok {
 				p.body = append(p.body, b...)
 			} else {
-				p.overflow, p.reply.Unread = true, true
+				// Its figures cannot be read: none read before it
+				// (an earlier chunk's) is the answer's last.
+				p.overflow, p.reply.Unread, p.final = true, true, false
 				p.body = p.drop(p.body)
 			}
 		}
@@ -342,7 +344,11 @@ func (p *Parser) appendValue(v []byte) {
 	}
 	var ok bool
 	if p.data, ok = p.grow(p.data, len(v), maxEventBytes); !ok {
-		p.skipEvent, p.reply.Unread = true, true
+		// An event too large to read may carry the closing figures
+		// (Gemini's and Chat's last chunk carry the totals): what was
+		// read before it is final no longer, until a later event's
+		// figures are read.
+		p.skipEvent, p.reply.Unread, p.final = true, true, false
 		p.data = p.drop(p.data)
 		return
 	}
