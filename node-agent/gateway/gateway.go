@@ -719,6 +719,12 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	for h, v := range g.opts.Scope {
 		out.Header.Set(h, v)
 	}
+	// What the gateway checked it read as JSON (a body that is not a
+	// JSON object gets 400): the provider reads it as JSON too, never as
+	// another type the agent names (Google's APIs take protobuf).
+	if out.Method == http.MethodPost {
+		out.Header.Set("Content-Type", "application/json")
+	}
 	// The transport asks for gzip itself and hands back the plain body,
 	// which the usage count reads; the CLI gets it uncompressed.
 	out.Header.Del("Accept-Encoding")

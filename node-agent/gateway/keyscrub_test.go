@@ -153,3 +153,20 @@ func TestKeyInTrailersAndEarlyHintsNeverReachesTheAgent(t *testing.T) {
 		}
 	}
 }
+
+// TestProviderReadsTheBodyAsJSON: the body the gateway checked as JSON
+// reaches the provider as JSON, whatever type the agent named (Google's
+// APIs also read protobuf, which the gateway does not check).
+func TestProviderReadsTheBodyAsJSON(t *testing.T) {
+	up := startUpstream(t)
+	_, base := serve(t, Options{Upstream: up.srv.URL, Header: XGoogAPIKey, Key: []byte(realKey), RootCAs: up.pool})
+	resp, _ := post(t, base+"/v1beta/models/gemini-m:generateContent", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`,
+		map[string]string{"Content-Type": "application/x-protobuf"})
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	r := up.requests()
+	if got := r[len(r)-1].Header.Get("Content-Type"); got != "application/json" {
+		t.Errorf("the provider was told the body is %q", got)
+	}
+}
