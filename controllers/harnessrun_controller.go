@@ -109,8 +109,10 @@ type HarnessRunReconciler struct {
 
 	ledger  *bindingLedger
 	written *ownWrites
-	nodes   *nodeSnapshot
-	metrics *runMetrics
+	// chargedPolicies: harnessrun_spend.go.
+	chargedPolicies chargedPolicies
+	nodes           *nodeSnapshot
+	metrics         *runMetrics
 }
 
 // NewHarnessRunReconciler returns a reconciler that reads through c (a

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -136,7 +138,11 @@ func (r *HarnessRunReconciler) charge(ctx context.Context, name string, run *har
 			ns.Suites = chargeSuite(ns.Suites, suite, round, delta)
 			boundSuites(pol.Status.Spent)
 		}
-		return r.client.Status().Update(ctx, pol)
+		if err := r.client.Status().Update(ctx, pol); err != nil {
+			return err
+		}
+		r.chargedPolicies.wrote(pol)
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("charging %d tokens of HarnessRun %s/%s to HarnessPolicy %s: %w", delta, run.Namespace, run.Name, name, err)
@@ -242,6 +248,10 @@ func (r *HarnessRunReconciler) spendExhausted(ctx context.Context, run *harnessv
 		}
 	}
 	for _, pol := range governed {
+		// The cache may not show this controller's last charge yet (a
+		// run deleted, charged, and gone from the list above): the
+		// charge as written counts.
+		pol = r.chargedPolicies.latest(pol)
 		var nsCharged, roundCharged int64
 		if i := spentIndex(pol, run.Namespace); i >= 0 {
 			nsCharged = pol.Status.Spent[i].Tokens
@@ -262,4 +272,39 @@ func (r *HarnessRunReconciler) spendExhausted(ctx context.Context, run *harnessv
 		}
 	}
 	return "", nil
+}
+
+// chargedPolicies keeps the last status this controller wrote of each
+// policy it charged, until the cache shows it or a newer one: between a
+// deleted run's charge and the cache's copy of it, the run is gone from the
+// namespace's list and its tokens in no status the cache shows, and a run
+// created then would pass a spent budget.
+type chargedPolicies struct {
+	mu      sync.Mutex
+	written map[string]*harnessv1.HarnessPolicy
+}
+
+func (c *chargedPolicies) wrote(pol *harnessv1.HarnessPolicy) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.written == nil {
+		c.written = map[string]*harnessv1.HarnessPolicy{}
+	}
+	c.written[pol.Name] = pol.DeepCopy()
+}
+
+// latest is pol, or the status this controller wrote of it when that is
+// newer than pol's.
+func (c *chargedPolicies) latest(pol *harnessv1.HarnessPolicy) *harnessv1.HarnessPolicy {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := c.written[pol.Name]
+	if w == nil || w.UID != pol.UID {
+		return pol
+	}
+	if n, err := resourceversion.CompareResourceVersion(w.ResourceVersion, pol.ResourceVersion); err == nil && n > 0 {
+		return w
+	}
+	delete(c.written, pol.Name) // the cache has it, or newer
+	return pol
 }
