@@ -786,6 +786,12 @@ func (g *Gateway) count(resp *http.Response) error {
 // may have been in a part too large to read (r.Unread, not final) ends it
 // at once.
 func (g *Gateway) counted(r usage.Reply, whole, cut, final bool) {
+	if r.Found && r.Unread && !final {
+		// Figures were read, but not the answer's closing ones: what
+		// they count goes in, and the answer counts as uncounted too
+		// (status.usage.uncountedResponses), without a limit as with one.
+		r.Found = false
+	}
 	g.tally.Add(r)
 	if cut {
 		g.cutShort.Store(true)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/node-agent/usage"
 )
 
@@ -138,5 +139,12 @@ func TestGatewayStopsAtAnUnreadLastChunk(t *testing.T) {
 	st := g.Stopped()
 	if st == nil || st.Reason != ReasonTokenLimit || !strings.Contains(st.Message, "too large to read") {
 		t.Errorf("the run went on with %d tokens counted of 900010 served: stop %+v", g.Tally().Counts().Total(), st)
+	}
+	// Without a limit, the answer is counted as uncounted in the run's
+	// status rather than as whole.
+	g, base = serve(t, Options{Upstream: up.srv.URL, Header: XGoogAPIKey, Key: []byte(realKey), RootCAs: up.pool})
+	post(t, base+"/v1beta/models/gemini-m:streamGenerateContent?alt=sse", `{"contents":[{"role":"user","parts":[{"text":"draw"}]}]}`, nil)
+	if u := g.Tally().Status(harnessv1.UsageFromGateway, ""); u == nil || u.UncountedResponses != 1 {
+		t.Errorf("without a limit, the answer's usage: %+v, want one uncounted response", u)
 	}
 }
