@@ -33,7 +33,11 @@ const keyTail = 4
 
 // keyPatterns are what is masked in answers for key: the key itself and,
 // for a key long enough that its tail is a small part of it, its tail
-// behind each mask a provider writes ("*", "...", "…").
+// behind each mask a provider writes ("****", "...", "…"). A mask is
+// looked for as at least two stars or three dots: a single "." or "*"
+// before the tail would also match a number ("0.1234" for a key ending in
+// 1234, in a stream's JSON outside any string, where stars would break
+// it) or Markdown emphasis, and no provider masks with one.
 func keyPatterns(key []byte) [][]byte {
 	if len(key) < minScrubbedKey {
 		return nil
@@ -41,7 +45,7 @@ func keyPatterns(key []byte) [][]byte {
 	pats := [][]byte{bytes.Clone(key)}
 	if len(key) >= 4*keyTail {
 		tail := key[len(key)-keyTail:]
-		for _, mask := range []string{"*", ".", "…"} {
+		for _, mask := range []string{"**", "...", "…"} {
 			pats = append(pats, append([]byte(mask), tail...))
 		}
 	}

@@ -95,6 +95,19 @@ func TestKeyScrubAtEverySplit(t *testing.T) {
 		t.Fatalf("a stream's event was held: %q, %v", buf[:n], err)
 	}
 	_ = pw.Close()
+	// A key whose tail is digits: a number or an emphasis that ends in
+	// them is no mask and stays as it was (stars in a JSON number would
+	// break the stream); a mask of stars or dots is masked.
+	digits := keyPatterns([]byte("sk-test-key-000000001234"))
+	for in, want := range map[string]string{
+		`{"logprob":-0.1234,"x":"*1234 x.1234"}`: `{"logprob":-0.1234,"x":"*1234 x.1234"}`,
+		`"sk-****1234 sk-...1234"`:               `"sk-******** sk-*******"`,
+	} {
+		got, err := io.ReadAll(newKeyScrub(io.NopCloser(strings.NewReader(in)), digits))
+		if err != nil || string(got) != want {
+			t.Errorf("%s: got %q, want %q (%v)", in, got, want, err)
+		}
+	}
 	// A key too short to look for changes nothing.
 	if keyPatterns([]byte("local")) != nil || !bytes.Equal(keyPatterns(key)[0], key) {
 		t.Fatal("keyPatterns")
