@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
@@ -117,7 +118,7 @@ func (a *attempt) writeAgentFiles(ctx context.Context) error {
 	if err := writeFiles(a.dir.Home(), a.inv.Files); err != nil {
 		return fail(harnessv1.ReasonAdapterFailed, fmt.Errorf("writing the adapter's config files: %w", err))
 	}
-	a.cliVersion = a.e.cliVersion(ctx, a.adapter)
+	a.cliVersion = a.e.cliVersionLater(ctx, a.adapter)
 	if len(a.inv.Argv) > 0 {
 		a.cliPath, a.cliDigest = a.e.cliBinary(a.inv.Argv[0], a.cliView())
 	}
@@ -345,6 +346,29 @@ func writeFiles(home string, files map[string][]byte) error {
 		}
 	}
 	return nil
+}
+
+// cliVersionLater returns what says the adapter's CLI version once it is
+// known. A node-agent knows it from its registration; `harnessfacts run`
+// asks the CLI on its first run, which takes a Node.js CLI one to two
+// seconds, so it is asked beside the agent's start rather than before it:
+// only the receipt and the status, written after the agent, need it.
+func (e *Executor) cliVersionLater(ctx context.Context, a adapters.Adapter) func() string {
+	if v, ok := e.versions.Load(a.Name()); ok {
+		return func() string { return v.(string) }
+	}
+	known := make(chan string, 1)
+	go func() { known <- e.cliVersion(ctx, a) }()
+	return sync.OnceValue(func() string { return <-known })
+}
+
+// version is the CLI's version, "" when the attempt ended before its agent
+// was prepared or the CLI did not say.
+func (a *attempt) version() string {
+	if a.cliVersion == nil {
+		return ""
+	}
+	return a.cliVersion()
 }
 
 // cliVersion is the adapter's CLI version, asked once per node-agent.

@@ -440,7 +440,10 @@ type attempt struct {
 	// checksPace that of its checks, together (the agent's debt is not
 	// theirs).
 	pace, checksPace *pace
-	cliVersion       string
+	// cliVersion says the CLI's version for the receipt once it is known:
+	// asked beside the agent's start (see cliVersionLater), nil before the
+	// agent's files are written. Read it with version().
+	cliVersion func() string
 	// prompt is the task given to the agent (the trajectory's first step).
 	prompt string
 	// usageNote says why the run's usage has no estimated cost, when a

@@ -24,7 +24,7 @@ func (a *attempt) trajectory(logBytes []byte, u *harnessv1.UsageStatus) *sealedT
 	if !ok || logBytes == nil {
 		return nil
 	}
-	in := adapters.TrajectoryInput{Prompt: a.prompt, CLIVersion: a.cliVersion, SessionID: string(a.run.UID)}
+	in := adapters.TrajectoryInput{Prompt: a.prompt, CLIVersion: a.version(), SessionID: string(a.run.UID)}
 	if u != nil {
 		in.Model = u.ModelRequested
 		if len(u.Models) > 0 {

@@ -60,7 +60,7 @@ func (a *attempt) verdict(in *ran) *Outcome {
 
 	// Agent.
 	ag := &harnessv1.AgentStatus{
-		Adapter: run.Spec.Agent.Adapter, CLIVersion: truncate(a.cliVersion, 128), CLIDigest: a.cliDigest,
+		Adapter: run.Spec.Agent.Adapter, CLIVersion: truncate(a.version(), 128), CLIDigest: a.cliDigest,
 		OOMKilled: in.agent.OOMKilled, TimedOut: in.agent.TimedOut,
 		DurationMilliseconds: in.agent.Duration.Milliseconds(),
 		OutputBytes:          in.out.rawBytes(),
