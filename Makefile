@@ -54,8 +54,9 @@ generate: $(CONTROLLER_GEN) ## Write the generated deepcopy code of api/.
 	$(CONTROLLER_GEN) object paths=./api/...
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Write the CRDs (config/crd/bases) and RBAC (config/rbac), and copy them into the chart.
+manifests: $(CONTROLLER_GEN) ## Write the CRDs (config/crd/bases, and config/crd/compact, the form local validation reads) and RBAC (config/rbac), and copy them into the chart.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	go run ./hack/crdcompact config/crd/bases config/crd/compact
 	$(CONTROLLER_GEN) rbac:roleName=harnessfacts-controller paths=./controllers/... output:rbac:artifacts:config=config/rbac/controller
 	rm -f charts/harnessfacts/files/crds/*.yaml
 	cp config/crd/bases/*.yaml charts/harnessfacts/files/crds/

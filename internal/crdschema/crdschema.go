@@ -6,6 +6,7 @@ package crdschema
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"path"
@@ -22,7 +23,6 @@ import (
 	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
-	"sigs.k8s.io/yaml"
 
 	"github.com/harnessfacts/harnessfacts/config/crd"
 )
@@ -38,12 +38,13 @@ type schema struct {
 // local run spends before its first sandbox, so only the kinds asked for
 // are compiled, each once: `harnessfacts run` compiles HarnessRun's alone,
 // and of its CEL rules only those of the fields the run has.
-// Reading the CRDs' YAML is the next cost (HarnessRun's is half of all four),
-// so the files are read as a lookup needs them, each once.
+// Reading the CRDs is the next cost, so they are read in their compact form
+// (config/crd/compact: JSON without descriptions, a tenth of the YAML's
+// parse), and as a lookup needs them, each once.
 var (
 	indexMu sync.Mutex
 	index   = map[string]crdVersion{} // by "group/version, Kind=kind"
-	read    = map[string]bool{}       // the files of crd.Bases read into index
+	read    = map[string]bool{}       // the files of crd.Compact read into index
 
 	mu      sync.Mutex
 	schemas = map[string]*compiled{}
@@ -64,9 +65,9 @@ type compiled struct {
 func key(apiVersion, kind string) string { return apiVersion + ", Kind=" + kind }
 
 // find returns the CRD version that defines apiVersion and kind, reading
-// the CRDs of config/crd/bases (YAML only, no compiling) until one does. The
+// the CRDs of config/crd/compact (no compiling) until one does. The
 // file whose name holds the kind (controller-gen names it
-// GROUP_PLURAL.yaml) is read first; what a file defines is always read from
+// GROUP_PLURAL.yaml, and crdcompact keeps the name) is read first; what a file defines is always read from
 // it, never taken from its name, so a name that misleads costs only time.
 func find(apiVersion, kind string) (crdVersion, bool, error) {
 	indexMu.Lock()
@@ -76,8 +77,8 @@ func find(apiVersion, kind string) (crdVersion, bool, error) {
 		return v, true, nil
 	}
 	var files []string
-	err := fs.WalkDir(crd.Bases, ".", func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".yaml") && !read[p] {
+	err := fs.WalkDir(crd.Compact, ".", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".json") && !read[p] {
 			files = append(files, p)
 		}
 		return err
@@ -100,12 +101,12 @@ func find(apiVersion, kind string) (crdVersion, bool, error) {
 
 // readCRD adds the versions of the CRD in file p to index.
 func readCRD(p string) error {
-	data, err := fs.ReadFile(crd.Bases, p)
+	data, err := fs.ReadFile(crd.Compact, p)
 	if err != nil {
 		return err
 	}
 	var def apiextensionsv1.CustomResourceDefinition
-	if err := yaml.Unmarshal(data, &def); err != nil {
+	if err := json.Unmarshal(data, &def); err != nil {
 		return fmt.Errorf("%s: %w", p, err)
 	}
 	read[p] = true

@@ -29,7 +29,7 @@ func TestLookupReadsTheFilesItNeeds(t *testing.T) {
 	if v, ok, err := find("harnessfacts.io/v1alpha1", "HarnessRun"); err != nil || !ok || v.props == nil {
 		t.Fatalf("HarnessRun: %v, %v, %v", v, ok, err)
 	}
-	if got := files(); len(got) != 1 || got[0] != "bases/harnessfacts.io_harnessruns.yaml" {
+	if got := files(); len(got) != 1 || got[0] != "compact/harnessfacts.io_harnessruns.json" {
 		t.Errorf("looking up HarnessRun read %v, want its file alone", got)
 	}
 	for _, kind := range []string{"HarnessPolicy", "HarnessSuite", "HarnessNode", "HarnessRun"} {
