@@ -14,8 +14,11 @@ package usage
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"math"
 	"mime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -166,8 +169,10 @@ type Parser struct {
 	// sniffed: whether the body is events or JSON is settled (by its
 	// Content-Type, else by its first byte that is not white space).
 	sniffed bool
-	reply   Reply
-	budget  *Budget
+	// bom: how many bytes of a leading byte-order mark were skipped.
+	bom    int
+	reply  Reply
+	budget *Budget
 	// final: the figures are the answer's closing ones (Final).
 	final bool
 
@@ -249,6 +254,13 @@ func (p *Parser) Write(b []byte) (int, error) {
 	if !p.sniffed {
 		// White space before the first byte is nothing to either: JSON
 		// allows it, and in an event stream empty lines end no event.
+		// A byte-order mark is no part of the JSON (a server that wrote
+		// its answer as UTF-8 "with signature"): JSON decoding refuses it.
+		// It may come a byte at a time.
+		b = bytes.TrimLeft(b, " \t\r\n")
+		for p.bom < len(utf8BOM) && len(b) > 0 && b[0] == utf8BOM[p.bom] {
+			p.bom, b = p.bom+1, b[1:]
+		}
 		b = bytes.TrimLeft(b, " \t\r\n")
 		if len(b) == 0 {
 			return n, nil
@@ -445,10 +457,10 @@ func (p *Parser) event(data []byte) {
 }
 
 type anthropicUsage struct {
-	InputTokens              *int64 `json:"input_tokens"`
-	OutputTokens             *int64 `json:"output_tokens"`
-	CacheReadInputTokens     *int64 `json:"cache_read_input_tokens"`
-	CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
+	InputTokens              *tokens `json:"input_tokens"`
+	OutputTokens             *tokens `json:"output_tokens"`
+	CacheReadInputTokens     *tokens `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens *tokens `json:"cache_creation_input_tokens"`
 }
 
 // set takes the figures u has; message_delta carries only some of them.
@@ -458,11 +470,11 @@ func (u *anthropicUsage) setInto(r *Reply) {
 	}
 	r.Found = true
 	for _, f := range []struct {
-		v   *int64
+		v   *tokens
 		dst *int64
 	}{{u.InputTokens, &r.Input}, {u.OutputTokens, &r.Output}, {u.CacheReadInputTokens, &r.CacheRead}, {u.CacheCreationInputTokens, &r.CacheWrite}} {
 		if f.v != nil {
-			*f.dst = *f.v
+			*f.dst = int64(*f.v)
 		}
 	}
 }
@@ -504,16 +516,16 @@ func (p *Parser) anthropic(data []byte) {
 
 type openAIUsage struct {
 	// Responses
-	InputTokens        int64 `json:"input_tokens"`
-	OutputTokens       int64 `json:"output_tokens"`
+	InputTokens        tokens `json:"input_tokens"`
+	OutputTokens       tokens `json:"output_tokens"`
 	InputTokensDetails *struct {
-		CachedTokens int64 `json:"cached_tokens"`
+		CachedTokens tokens `json:"cached_tokens"`
 	} `json:"input_tokens_details"`
 	// Chat Completions
-	PromptTokens        int64 `json:"prompt_tokens"`
-	CompletionTokens    int64 `json:"completion_tokens"`
+	PromptTokens        tokens `json:"prompt_tokens"`
+	CompletionTokens    tokens `json:"completion_tokens"`
 	PromptTokensDetails *struct {
-		CachedTokens int64 `json:"cached_tokens"`
+		CachedTokens tokens `json:"cached_tokens"`
 	} `json:"prompt_tokens_details"`
 }
 
@@ -545,14 +557,14 @@ func (p *Parser) responses(data []byte) {
 	if u := r.Usage; u != nil {
 		cached := int64(0)
 		if u.InputTokensDetails != nil {
-			cached = u.InputTokensDetails.CachedTokens
+			cached = int64(u.InputTokensDetails.CachedTokens)
 		}
 		// A stream's figures are its closing ones only in its terminal
 		// event: a provider that fills response.created's usage (OpenAI
 		// sends null there) gives an output of 0 before the text, and a
 		// stream cut after its text would have counted none of it.
 		p.reply.Found, p.final = true, !p.sse || responsesTerminal(ev.Type)
-		p.reply.Counts = Counts{Input: nonNegative(u.InputTokens - cached), Output: u.OutputTokens, CacheRead: cached}
+		p.reply.Counts = Counts{Input: nonNegative(int64(u.InputTokens) - cached), Output: int64(u.OutputTokens), CacheRead: cached}
 	}
 }
 
@@ -584,10 +596,10 @@ func (p *Parser) chat(data []byte) {
 	if u := ev.Usage; u != nil {
 		cached := int64(0)
 		if u.PromptTokensDetails != nil {
-			cached = u.PromptTokensDetails.CachedTokens
+			cached = int64(u.PromptTokensDetails.CachedTokens)
 		}
 		p.reply.Found, p.final = true, true
-		p.reply.Counts = Counts{Input: nonNegative(u.PromptTokens - cached), Output: u.CompletionTokens, CacheRead: cached}
+		p.reply.Counts = Counts{Input: nonNegative(int64(u.PromptTokens) - cached), Output: int64(u.CompletionTokens), CacheRead: cached}
 	}
 }
 
@@ -597,11 +609,11 @@ func (p *Parser) gemini(data []byte) {
 	var ev struct {
 		ModelVersion  string `json:"modelVersion"`
 		UsageMetadata *struct {
-			PromptTokenCount        int64 `json:"promptTokenCount"`
-			CandidatesTokenCount    int64 `json:"candidatesTokenCount"`
-			CachedContentTokenCount int64 `json:"cachedContentTokenCount"`
-			ThoughtsTokenCount      int64 `json:"thoughtsTokenCount"`
-			ToolUsePromptTokenCount int64 `json:"toolUsePromptTokenCount"`
+			PromptTokenCount        tokens `json:"promptTokenCount"`
+			CandidatesTokenCount    tokens `json:"candidatesTokenCount"`
+			CachedContentTokenCount tokens `json:"cachedContentTokenCount"`
+			ThoughtsTokenCount      tokens `json:"thoughtsTokenCount"`
+			ToolUsePromptTokenCount tokens `json:"toolUsePromptTokenCount"`
 		} `json:"usageMetadata"`
 		Error json.RawMessage `json:"error"`
 	}
@@ -615,9 +627,9 @@ func (p *Parser) gemini(data []byte) {
 	if u := ev.UsageMetadata; u != nil {
 		p.reply.Found, p.final = true, true
 		p.reply.Counts = Counts{
-			Input:     nonNegative(u.PromptTokenCount + u.ToolUsePromptTokenCount - u.CachedContentTokenCount),
-			Output:    u.CandidatesTokenCount + u.ThoughtsTokenCount,
-			CacheRead: u.CachedContentTokenCount,
+			Input:     nonNegative(boundedSum(int64(u.PromptTokenCount), int64(u.ToolUsePromptTokenCount)) - int64(u.CachedContentTokenCount)),
+			Output:    boundedSum(int64(u.CandidatesTokenCount), int64(u.ThoughtsTokenCount)),
+			CacheRead: int64(u.CachedContentTokenCount),
 		}
 	}
 }
@@ -629,6 +641,39 @@ func (p *Parser) setModel(m string) {
 }
 
 func nonNegative(v int64) int64 { return max(v, 0) }
+
+// utf8BOM is the byte-order mark some servers write before a UTF-8 body.
+const utf8BOM = "\xef\xbb\xbf"
+
+// tokens is a token figure as a provider writes it: a JSON number, which
+// some servers write with a fraction or an exponent (12.0, 1.2e3). It is
+// rounded to a whole token: decoded as an int64, such a figure made the
+// whole event unreadable, and the answer uncounted (under a token limit,
+// the run's end). Beyond int64 it is held at its bound.
+type tokens int64
+
+func (t *tokens) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	if n, err := strconv.ParseInt(string(b), 10, 64); err == nil {
+		*t = tokens(n)
+		return nil
+	}
+	f, err := strconv.ParseFloat(string(b), 64)
+	if err != nil || math.IsNaN(f) {
+		return fmt.Errorf("token figure %.32s is not a number", b)
+	}
+	switch {
+	case f >= math.MaxInt64:
+		*t = math.MaxInt64
+	case f <= math.MinInt64:
+		*t = math.MinInt64
+	default:
+		*t = tokens(math.Round(f))
+	}
+	return nil
+}
 
 // isSet: a JSON value other than null.
 func isSet(v json.RawMessage) bool {

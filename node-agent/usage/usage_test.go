@@ -51,6 +51,20 @@ var cases = []struct {
 		want: Reply{Counts: Counts{Input: 1203, Output: 88, CacheRead: 377, CacheWrite: 41}, Model: "claude-x-1", Found: true},
 	},
 	{
+		// Figures written with a fraction or an exponent are JSON
+		// numbers all the same (some servers write every number as a
+		// float), and a byte-order mark before a body is no part of it.
+		name: "chat whole, figures as floats, after a byte-order mark", dialect: Chat, contentType: "application/json",
+		body: "\xef\xbb\xbf{\"model\":\"gpt-m\",\"choices\":[],\"usage\":{\"prompt_tokens\":1580.0,\"completion_tokens\":8.8e1," +
+			"\"prompt_tokens_details\":{\"cached_tokens\":377.0}}}",
+		want: Reply{Counts: Counts{Input: 1203, Output: 88, CacheRead: 377}, Model: "gpt-m", Found: true},
+	},
+	{
+		name: "gemini whole, figures as floats", dialect: Gemini, contentType: "application/json",
+		body: `{"candidates":[],"modelVersion":"gemini-x","usageMetadata":{"promptTokenCount":1580.0,"candidatesTokenCount":80.4,"thoughtsTokenCount":8,"cachedContentTokenCount":3.77e2}}`,
+		want: Reply{Counts: Counts{Input: 1203, Output: 88, CacheRead: 377}, Model: "gemini-x", Found: true},
+	},
+	{
 		name: "chat stream, line ends mixed", dialect: Chat, contentType: "text/event-stream",
 		body: "data: {\"model\":\"gpt-m\",\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\r\r\n" +
 			"id: 7\r\ndata:{\"model\":\"gpt-m\",\"choices\":[],\r" +
