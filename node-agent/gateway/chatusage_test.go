@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -563,5 +564,71 @@ func TestGatewayHoldsTheTokenLimitOverCutAnswers(t *testing.T) {
 		if s == nil || s.Reason != ReasonTokenLimit || statuses[0] != http.StatusOK || statuses[1] != http.StatusTooManyRequests {
 			t.Errorf("%s: statuses %v, stop %+v: want the request after a cut answer refused, and %s", c.path, statuses, s, ReasonTokenLimit)
 		}
+	}
+}
+
+// TestProviderThatRefusesTheUsageAskGetsTheAgentsRequest: the gateway adds
+// stream_options to a streamed Chat request that lacks it, to count its
+// usage; a provider that refuses what it does not know answers 400 to
+// every such request (Aider's, which sends none, all failed). The agent's
+// own request then goes once more, byte for byte as it sent it; its answer
+// reaches the agent and counts as uncounted; no retry of the policy is
+// spent and the run is not judged.
+func TestProviderThatRefusesTheUsageAskGetsTheAgentsRequest(t *testing.T) {
+	up := startUpstream(t)
+	var (
+		mu     sync.Mutex
+		bodies []string
+	)
+	strict := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		bodies = append(bodies, string(b))
+		mu.Unlock()
+		if strings.Contains(string(b), "stream_options") {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = io.WriteString(w, `{"error":{"message":"Unrecognized request argument supplied: stream_options","type":"invalid_request_error","param":null,"code":null}}`)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		up.provider.ServeHTTP(w, r)
+	}))
+	t.Cleanup(strict.Close)
+	pool := x509.NewCertPool()
+	pool.AddCert(strict.Certificate())
+	g, base := serve(t, Options{Upstream: strict.URL, Header: Bearer, Key: []byte(realKey), RootCAs: pool})
+	// The agent's own request, with no stream_options: its answer.
+	// With stream_options of its own (include_usage false), the provider
+	// refuses that too, and the agent gets the provider's refusal of its
+	// own request.
+	for _, c := range []struct {
+		agent  string
+		status int
+	}{
+		{`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`, http.StatusOK},
+		{`{"model":"m","stream":true,"stream_options":{"include_usage":false},"messages":[{"role":"user","content":"hi"}]}`, http.StatusBadRequest},
+	} {
+		mu.Lock()
+		bodies = nil
+		mu.Unlock()
+		resp, body := post(t, base+"/v1/chat/completions", c.agent, nil)
+		if resp.StatusCode != c.status || c.status == http.StatusOK && !strings.Contains(body, "data:") {
+			t.Fatalf("%s: status %d, want %d: %s", c.agent, resp.StatusCode, c.status, body)
+		}
+		mu.Lock()
+		got := slices.Clone(bodies)
+		mu.Unlock()
+		if len(got) != 2 || !strings.Contains(got[0], `"include_usage":true`) || got[1] != c.agent {
+			t.Errorf("the provider got %q, want the ask and then the agent's own %q", got, c.agent)
+		}
+	}
+	// The answer to the first: no figures (the agent did not ask for
+	// them). The provider's refusal of the second is no answer to count.
+	if n := g.Tally().Status("Gateway", "").UncountedResponses; n != 1 {
+		t.Errorf("%d uncounted, want 1", n)
+	}
+	if s := g.Stopped(); s != nil || g.ProviderFailing() != nil {
+		t.Errorf("a refused ask judged the run: %v, %v, %d", s, g.ProviderFailing(), g.ProviderErrorsHandedOver())
 	}
 }

@@ -641,7 +641,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	asked := false
+	asked, agents := false, body
 	if d == usage.Chat {
 		body, asked = askForUsage(body, req)
 	}
@@ -655,6 +655,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := context.WithValue(r.Context(), releaseKey{}, release)
 	if asked {
 		ctx = context.WithValue(ctx, askedUsageKey{}, true)
+		ctx = context.WithValue(ctx, agentsBodyKey{}, agentsBody(agents, body))
 	}
 	g.proxy.ServeHTTP(w, r.WithContext(ctx))
 }
@@ -689,6 +690,32 @@ func encoded(h http.Header) string {
 
 // askedUsageKey marks a request the gateway made to ask for its usage.
 type askedUsageKey struct{}
+
+// agentsBodyKey holds what gives back the body the agent sent, before the
+// gateway asked for its usage (agentsBody): sent instead to a provider
+// that refuses the ask.
+type agentsBodyKey struct{}
+
+// agentsBody returns what rebuilds the body the agent sent from sent, the
+// same with the gateway's ask for usage. In the common case (askForUsage
+// added the option before the object's last '}') it is cut out of sent
+// again when needed, so that no second copy of a body of up to 16 MiB is
+// held for every Chat request; else the agent's own is kept.
+func agentsBody(agent, sent []byte) func() []byte {
+	end, added := bytes.LastIndexByte(agent, '}'), ","+usageOption
+	if end >= 0 && len(sent) == len(agent)+len(added) && string(sent[end:end+len(added)]) == added {
+		return func() []byte { return slices.Concat(sent[:end], sent[end+len(added):]) }
+	}
+	return func() []byte { return agent }
+}
+
+// refusesUsageAsk says whether resp is a provider's refusal of the
+// stream_options the gateway added (a server that refuses what it does
+// not know, an older API version: "Unrecognized request argument supplied:
+// stream_options").
+func refusesUsageAsk(resp *http.Response) bool {
+	return resp.StatusCode == http.StatusBadRequest && bytes.Contains(peekBody(resp), []byte("stream_options"))
+}
 
 func (g *Gateway) tokenStop() *Stop {
 	return &Stop{Reason: ReasonTokenLimit, Message: fmt.Sprintf("the tokens the provider served reached the run's limit of %d (HarnessPolicy gateway.maxTokensPerRun): %d counted",
@@ -922,6 +949,21 @@ func (t *retrier) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		}
 		resp, err := t.base.RoundTrip(r.WithContext(maskInformational(r.Context(), t.g.keyPats)))
+		if rebuild, ok := req.Context().Value(agentsBodyKey{}).(func() []byte); ok && err == nil && refusesUsageAsk(resp) {
+			// The provider refuses the ask for usage the gateway added:
+			// the agent's own request goes once more, as it sent it, and
+			// its answer, without figures, counts as uncounted. Not a
+			// try of the retry policy: nothing failed on the provider's
+			// side.
+			_ = resp.Body.Close()
+			agent := rebuild()
+			ctx := context.WithValue(context.WithValue(req.Context(), askedUsageKey{}, false), agentsBodyKey{}, nil)
+			req = req.Clone(ctx)
+			req.Body, req.ContentLength = io.NopCloser(bytes.NewReader(agent)), int64(len(agent))
+			req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(agent)), nil }
+			attempt--
+			continue
+		}
 		if errors.Is(err, egress.ErrInside) {
 			t.g.stop(&Stop{Reason: harnessv1.ReasonPolicyViolation,
 				Message: fmt.Sprintf("the model gateway did not connect to the provider %s: %v", t.g.upstream.Redacted(), err)})
