@@ -134,6 +134,21 @@ func TestRejectsBadRuns(t *testing.T) {
 			"spec.agent: Required value"},
 		{"two fixture sources", func(o map[string]any) { set(o, "spec.fixture.configMapRef.name", "hello") },
 			"exactly one fixture source must be set: fixture.configMapRef, fixture.inline, fixture.git or fixture.oci"},
+		// Object names are DNS subdomains: "..", "a/../b" or an upper-case
+		// name name nothing the API server could hold, and a local run
+		// reads a fixture folder by this name (".." was the folder above
+		// --fixtures).
+		{"a fixture ConfigMap named ..", func(o map[string]any) {
+			del(o, "spec.fixture.inline")
+			set(o, "spec.fixture.configMapRef.name", "..")
+		}, `spec.fixture.configMapRef.name: Invalid value: "..": spec.fixture.configMapRef.name in body should match`},
+		{"a fixture ConfigMap named with a slash", func(o map[string]any) {
+			del(o, "spec.fixture.inline")
+			set(o, "spec.fixture.configMapRef.name", "a/../fixture-hello")
+		}, `spec.fixture.configMapRef.name in body should match`},
+		{"a credential's Secret named ..", func(o map[string]any) {
+			set(o, "spec.agent.credentials", []any{map[string]any{"secretKeyRef": map[string]any{"name": "..", "key": "k"}, "env": "KEY"}})
+		}, `spec.agent.credentials[0].secretKeyRef.name in body should match`},
 		{"git and oci fixture sources", func(o map[string]any) {
 			del(o, "spec.fixture.inline")
 			set(o, "spec.fixture.git", map[string]any{"url": "https://git.test/tasks.git", "commit": strings.Repeat("a", 40)})
