@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -187,6 +188,12 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 		return m.err
 	}
 	exec := m.exec
+	// Where the evidence goes is checked before the agent runs: found
+	// unusable only afterwards, the run's status and evidence were lost.
+	if err := evidenceDirUsable(f.evidenceDir, run.Name); err != nil {
+		_ = exec.Close()
+		return err
+	}
 	for _, m := range exec.SandboxModes(ctx) {
 		if m.Available && strings.Contains(m.Message, sandbox.NoCPUShare) {
 			cmd.PrintErrf("WARNING %s: %s\n", m.Mode, m.Message)
@@ -250,6 +257,28 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	}
 	if final.Status.Verdict != harnessv1.VerdictPass {
 		return errNotPass
+	}
+	return nil
+}
+
+// evidenceDirUsable fails when the evidence of a run named name could not
+// be written: --evidence is neither absent nor an empty folder, or the
+// default folder ./evidence/NAME cannot be made.
+func evidenceDirUsable(dir, name string) error {
+	if dir == "" {
+		if err := os.MkdirAll(filepath.Join(fixture.LocalEvidenceDir, name), 0o755); err != nil {
+			return fmt.Errorf("making the evidence folder: %w", err)
+		}
+		return nil
+	}
+	entries, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("--evidence %s: %w", dir, err)
+	case len(entries) > 0:
+		return fmt.Errorf("--evidence %s is not empty: name a new or empty folder", dir)
 	}
 	return nil
 }

@@ -6,8 +6,12 @@
 package localrun
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -16,6 +20,7 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
@@ -31,6 +36,25 @@ func ReadRunFile(ctx context.Context, path string) (*harnessv1.HarnessRun, error
 	if err != nil {
 		return nil, err
 	}
+	// One object per file: a second document (another run, a Secret, a
+	// ConfigMap) would otherwise be dropped without a word.
+	docs := 0
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if js, err := yaml.YAMLToJSON(doc); err == nil && string(bytes.TrimSpace(js)) != "null" {
+			docs++
+		}
+	}
+	if docs > 1 {
+		return nil, fmt.Errorf("%s holds %d YAML documents: harnessfacts run runs one HarnessRun per file (fixtures come from --fixtures, Secrets from --secrets)", path, docs)
+	}
 	// As the API server reads a request: a key given twice is refused, and
 	// a whole number is an int64 (the CEL rules compare limits as ints).
 	js, err := yaml.YAMLToJSONStrict(data)
@@ -40,6 +64,9 @@ func ReadRunFile(ctx context.Context, path string) (*harnessv1.HarnessRun, error
 	obj := map[string]any{}
 	if err := utiljson.Unmarshal(js, &obj); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if k, _ := obj["kind"].(string); k != "" && k != "HarnessRun" {
+		return nil, fmt.Errorf("%s holds a %v, not a HarnessRun: harnessfacts run runs one HarnessRun (apply a HarnessSuite with kubectl, or try it with harnessfacts dev)", path, obj["kind"])
 	}
 	if err := crdschema.DefaultAndValidate(ctx, obj); err != nil {
 		return nil, fmt.Errorf("%s is not a valid HarnessRun: %w", path, err)

@@ -47,10 +47,34 @@ func TestReadRunFileAsTheAPIServer(t *testing.T) {
 		"300 characters":                  {strings.Repeat("a", 300), "default", "", "metadata.name: Invalid value"},
 		"beyond ASCII":                    {"héllo", "default", "", "metadata.name: Invalid value"},
 		"a bad namespace":                 {"hello", "Bad/NS", "", "metadata.namespace: Invalid value"},
+		// One HarnessRun per file: a second document was dropped without a
+		// word (a Secret beside the run, or a second run).
+		"a second document": {"hello", "default", "---\napiVersion: v1\nkind: Secret\nmetadata: {name: s}\n", "holds 2 YAML documents"},
 	} {
 		err := readRun(t, c.name, c.ns, c.spec)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an error containing %q", name, err, c.want)
 		}
+	}
+}
+
+// TestReadRunFileNamesAnotherKind: a HarnessSuite (or any kind but
+// HarnessRun) is refused by its kind, not by the fields a run would have.
+func TestReadRunFileNamesAnotherKind(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "suite.yaml")
+	if err := os.WriteFile(p, []byte("apiVersion: harnessfacts.io/v1alpha1\nkind: HarnessSuite\nmetadata: {name: s}\nspec: {agents: []}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadRunFile(context.Background(), p); err == nil || !strings.Contains(err.Error(), "holds a HarnessSuite, not a HarnessRun") {
+		t.Errorf("%v, want the kind named", err)
+	}
+	// A leading comment-only document is no second one.
+	p = filepath.Join(t.TempDir(), "run.yaml")
+	text := "# a comment\n---\n" + strings.NewReplacer("%NAME%", "hello", "%NS%", "default").Replace(runHead)
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadRunFile(context.Background(), p); err != nil {
+		t.Errorf("a run after a comment-only document: %v", err)
 	}
 }
