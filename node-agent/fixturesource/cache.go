@@ -87,6 +87,13 @@ func key(parts ...string) string {
 // Git returns the fixture of src, from the cache when it holds it (after
 // the repository accepted the run's credentials), else fetched and stored.
 func (c *Cache) Git(ctx context.Context, src Git) (*Result, error) {
+	ctx, cancel, explain := c.opts.withFetchTimeout(ctx)
+	defer cancel()
+	res, err := c.git(ctx, src)
+	return res, explain(err)
+}
+
+func (c *Cache) git(ctx context.Context, src Git) (*Result, error) {
 	r, err := newGitRemote(src, c.opts.RootCAs, c.opts.maxPackBytes())
 	if err != nil {
 		return nil, err
@@ -124,6 +131,13 @@ func (c *Cache) Git(ctx context.Context, src Git) (*Result, error) {
 // (after the registry let the run's credentials see its manifest), else
 // pulled and stored.
 func (c *Cache) OCI(ctx context.Context, src OCI) (*Result, error) {
+	ctx, cancel, explain := c.opts.withFetchTimeout(ctx)
+	defer cancel()
+	res, err := c.oci(ctx, src)
+	return res, explain(err)
+}
+
+func (c *Cache) oci(ctx context.Context, src OCI) (*Result, error) {
 	d, err := parseDigestRef(src.Ref)
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -226,4 +228,40 @@ func TestGitRefsAnswerIsReadWithinItsBound(t *testing.T) {
 		t.Errorf("refusing the refs answer took %d MiB of resident memory", peak>>20)
 	}
 	t.Logf("peak %d MiB: %s", peak>>20, ferr)
+}
+
+// TestGitFetchEndsWhenTheServerTrickles: a server that sends its answer's
+// headers and then a byte now and then is past every wait for headers,
+// and held a local run's fixture step for ever. The fetch as a whole is
+// bounded (Options.FetchTimeout) and says so.
+func TestGitFetchEndsWhenTheServerTrickles(t *testing.T) {
+	stop := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/x-git-upload-pack-advertisement")
+		w.WriteHeader(http.StatusOK)
+		// The service line, then a line of 65,516 bytes that never ends.
+		_, _ = io.WriteString(w, "001e# service=git-upload-pack\n0000fff0")
+		for {
+			w.(http.Flusher).Flush()
+			select {
+			case <-stop:
+				return
+			case <-r.Context().Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+				_, _ = io.WriteString(w, "a")
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(stop) })
+	cache := fixturesource.NewCache(t.TempDir(), 0, fixturesource.Options{FetchTimeout: time.Second})
+	start := time.Now()
+	_, err := cache.Git(context.Background(), fixturesource.Git{URL: srv.URL + "/repo.git", Commit: strings.Repeat("ab", 20)})
+	if err == nil || !errors.Is(err, fixturesource.ErrUnavailable) || !strings.Contains(err.Error(), "did not finish within 1s") {
+		t.Errorf("a trickling server: %v, want the fetch's timeout", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the fetch took %s", d)
+	}
 }

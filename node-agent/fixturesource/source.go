@@ -26,9 +26,11 @@
 package fixturesource
 
 import (
+	"context"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
 )
@@ -96,6 +98,33 @@ type Options struct {
 	// MaxObjects bounds the git objects of one fetch (DefaultMaxObjects
 	// when 0).
 	MaxObjects uint32
+	// FetchTimeout bounds one fetch or pull, whatever the server does
+	// (DefaultFetchTimeout when 0).
+	FetchTimeout time.Duration
+}
+
+// DefaultFetchTimeout bounds one git fetch or OCI pull. The transport
+// bounds each wait for an answer's headers, not the answer: a server that
+// trickles its pack held a local run (which has no controller's deadline)
+// for ever, and a node's slot until the run's deadline. The largest pack
+// allowed takes a few minutes on a slow link.
+const DefaultFetchTimeout = 10 * time.Minute
+
+// withFetchTimeout is ctx bounded by o's fetch timeout, and what says a
+// fetch's error as the timeout's when it is why the fetch ended.
+func (o Options) withFetchTimeout(ctx context.Context) (context.Context, context.CancelFunc, func(error) error) {
+	limit := o.FetchTimeout
+	if limit <= 0 {
+		limit = DefaultFetchTimeout
+	}
+	fctx, cancel := context.WithTimeout(ctx, limit)
+	explain := func(err error) error {
+		if err != nil && ctx.Err() == nil && errors.Is(fctx.Err(), context.DeadlineExceeded) {
+			return unavailable("the fixture's fetch did not finish within %s, and was stopped: %v", limit, err)
+		}
+		return err
+	}
+	return fctx, cancel, explain
 }
 
 func (o Options) limits() fixture.Limits { return withDefaults(o.Limits) }
