@@ -243,6 +243,9 @@ type AgentSpec struct {
 	// may reach.
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="isURL(self) && (url(self).getScheme() == 'http' || url(self).getScheme() == 'https')",message="agent.providerURL must be an absolute http or https URL"
+	// +kubebuilder:validation:XValidation:rule="!isURL(self) || url(self).getHostname() != ''",message="agent.providerURL must name a host"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*:(0*|[0-9]{6,}|6553[6-9]|655[4-9][0-9]|65[6-9][0-9][0-9]|6[6-9][0-9][0-9][0-9]|[7-9][0-9][0-9][0-9][0-9])([/?#].*)?$')",message="agent.providerURL's port must be 1 to 65535"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*@')",message="agent.providerURL must not carry a user or password: it reaches the agent as written; give the key as a credential"
 	// +optional
 	ProviderURL string `json:"providerURL,omitempty"`
 
