@@ -120,7 +120,7 @@ func TestProviderBridgeOnlyForLoopback(t *testing.T) {
 			t.Errorf("%q: bridge %v, err %v; want none", u, b, err)
 		}
 	}
-	for _, u := range []string{"http://127.0.0.1:7700", "http://localhost:7701/v1", "http://[::1]:8080"} {
+	for _, u := range []string{"http://127.0.0.1:7700", "http://localhost:7701/v1", "http://[::1]:8080", "http://127.0.0.1", "https://localhost/v1", "http://127.0.0.1:1023"} {
 		if b, err := startProviderBridge(sock, u, &egress.Inside{}, socketOwner{uid: 0, gid: 0}); err == nil {
 			b.stop()
 			t.Errorf("%q: bridged, want an error", u)

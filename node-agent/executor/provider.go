@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 
 	"github.com/harnessfacts/harnessfacts/node-agent/egress"
 	"github.com/harnessfacts/harnessfacts/node-agent/sandboxinit"
@@ -45,6 +46,12 @@ func startProviderBridge(socket, rawURL string, inside *egress.Inside, owner soc
 	}
 	if port == "" {
 		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	// sandbox-init listens on the port as the run's unprivileged user,
+	// which may not bind one below 1024: found only when the agent had
+	// started, the run was the agent's failure ("exited with code 127").
+	if n, err := strconv.Atoi(port); err != nil || n < 1024 || n > 65535 {
+		return nil, fmt.Errorf("spec.agent.providerURL %q: a provider on this node's loopback is bridged into the sandbox on its own port, which the run's unprivileged user can bind only from 1024 to 65535: serve it on such a port", rawURL)
 	}
 	if port == fmt.Sprint(SandboxMCPPort) || port == fmt.Sprint(SandboxEgressPort) || port == fmt.Sprint(SandboxGatewayPort) {
 		return nil, fmt.Errorf("spec.agent.providerURL %q: port %s is taken in the sandbox by the run's own MCP, egress and model gateway bridges", rawURL, port)
