@@ -69,6 +69,10 @@ func Start() (*Env, error) {
 	}
 	cfg, err := env.Start()
 	if err != nil {
+		// envtest leaves the control plane it started running when a
+		// later step fails (a CRD the API server refuses): stopped here,
+		// or every such failure left a kube-apiserver and an etcd behind.
+		_ = env.Stop()
 		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", assets, err)
 	}
 	return &Env{Config: cfg, Scheme: scheme, Assets: assets, env: env}, nil
