@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 
@@ -51,11 +52,26 @@ func chownTree(dirfd, uid, gid int) error {
 		return err
 	}
 	dir := os.NewFile(uintptr(dup), "")
-	names, err := dir.Readdirnames(-1)
-	_ = dir.Close()
-	if err != nil {
-		return err
+	defer dir.Close()
+	// A few names at a time: a folder of a million entries the agent made
+	// must not cost the node-agent their names all at once.
+	for {
+		names, err := dir.Readdirnames(256)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := chownEntries(dirfd, names, uid, gid); err != nil {
+			return err
+		}
 	}
+}
+
+// chownEntries gives the entries names of the folder dirfd, and what is
+// below them, to uid/gid.
+func chownEntries(dirfd int, names []string, uid, gid int) error {
 	for _, name := range names {
 		fd, err := unix.Openat(dirfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if errors.Is(err, unix.ENOENT) {

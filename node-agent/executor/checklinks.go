@@ -3,6 +3,7 @@ package executor
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -58,7 +59,7 @@ func linksOutOfReach(runDir, workspace string, allowed []string) ([]string, int,
 	var found []string
 	n := 0
 	steps := maxLinkSteps
-	err := filepath.WalkDir(workspace, func(p string, d fs.DirEntry, err error) error {
+	err := walkBatched(workspace, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if p != workspace && errors.Is(err, fs.ErrNotExist) {
 				return nil
@@ -211,4 +212,43 @@ func refuseLinksOutOfReach(runDir, workspace string, allowed []string) error {
 	}
 	return fmt.Errorf("the workspace holds %d symbolic link(s) that a check would follow to what the agent never had: %s%s",
 		n, strings.Join(found, "; "), more)
+}
+
+// walkBatched is filepath.WalkDir without its whole listing of each folder
+// in memory (WalkDir reads and sorts every entry of a folder first: a
+// million names the agent made held the node-agent's memory past its
+// bound): a folder's entries are read a few at a time, in the folder's
+// order, following no link. fn is called as WalkDir calls it, with no
+// fs.SkipDir support beyond returning an error.
+func walkBatched(root string, fn fs.WalkDirFunc) error {
+	info, err := os.Lstat(root)
+	if err != nil {
+		return fn(root, nil, err)
+	}
+	return walkDir(root, fs.FileInfoToDirEntry(info), fn)
+}
+
+func walkDir(p string, d fs.DirEntry, fn fs.WalkDirFunc) error {
+	if err := fn(p, d, nil); err != nil || !d.IsDir() {
+		return err
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return fn(p, d, err)
+	}
+	defer f.Close()
+	for {
+		es, err := f.ReadDir(256)
+		for _, e := range es {
+			if werr := walkDir(filepath.Join(p, e.Name()), e, fn); werr != nil {
+				return werr
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fn(p, d, err)
+		}
+	}
 }

@@ -13,6 +13,7 @@ import (
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/internal/termsafe"
+	"github.com/harnessfacts/harnessfacts/node-agent/redact"
 	"github.com/harnessfacts/harnessfacts/sandbox"
 )
 
@@ -53,7 +54,9 @@ func (a *attempt) runChecks(ctx context.Context) []harnessv1.CheckResult {
 			continue
 		}
 		if len(gitNotes) > 0 {
-			log.FromContext(ctx).Info("the workspace's git config was made safe for the checks", "check", c.Name, "changes", gitNotes)
+			// The notes name the agent's paths (a gitdir file's target):
+			// redacted, as everything the run's output holds.
+			log.FromContext(ctx).Info("the workspace's git config was made safe for the checks", "check", c.Name, "changes", a.redactor.String(strings.Join(gitNotes, "; ")))
 		}
 		// Also before each check: links the agent (or the code of an
 		// earlier check) left that lead out of the workspace to what
@@ -119,7 +122,20 @@ func (a *attempt) runChecks(ctx context.Context) []harnessv1.CheckResult {
 			break
 		}
 	}
+	// Every message may name what the agent wrote (a link's name and
+	// target, a gitdir's path, a folder the scan could not enter):
+	// redacted and made inert like the check's own output.
+	inertCheckMessages(a.redactor, results)
 	return results
+}
+
+// inertCheckMessages redacts each result's message and reward error with
+// the run's redactor and makes control sequences in them inert.
+func inertCheckMessages(r *redact.Redactor, results []harnessv1.CheckResult) {
+	for i := range results {
+		results[i].Message = truncate(termsafe.String(validUTF8([]byte(r.String(results[i].Message)))), 1024)
+		results[i].RewardError = truncate(termsafe.String(validUTF8([]byte(r.String(results[i].RewardError)))), 256)
+	}
 }
 
 // checkGitConfig turns off what git would run or read from a repository
@@ -135,6 +151,10 @@ var checkGitConfig = []string{
 	"GIT_CONFIG_KEY_0=core.hooksPath", "GIT_CONFIG_VALUE_0=/dev/null",
 	"GIT_CONFIG_KEY_1=core.fsmonitor", "GIT_CONFIG_VALUE_1=false",
 	"GIT_CONFIG_KEY_2=safe.bareRepository", "GIT_CONFIG_VALUE_2=explicit",
+	// Python (3.11 on) puts no working directory first on sys.path for
+	// -c, -m and stdin: a json/ or pytest.py the agent left in the
+	// workspace is not imported by `python3 -m json.tool`.
+	"PYTHONSAFEPATH=1",
 }
 
 // checkSpec is a fresh sandbox for check i: its own empty HOME, TMPDIR and
