@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,7 +54,8 @@ func TestChecksImportNoModuleOfTheWorkspace(t *testing.T) {
 	cmd.Dir = ws
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, checkGitConfig...)
 	err = cmd.Run()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 7 {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 7 {
 		t.Errorf("python3 -c in the workspace: %v, want exit 7 from the real json module", err)
 	}
 }
