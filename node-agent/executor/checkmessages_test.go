@@ -37,7 +37,7 @@ func TestCheckMessagesAreRedactedAndInert(t *testing.T) {
 // and `python3 -c`/`-m` put the working directory first on sys.path: a
 // json/ the agent left there answered `python3 -m json.tool` and every
 // check that imports json with exit 0. The checks' environment turns that
-// off (PYTHONSAFEPATH).
+// off outside environment images (checkPythonEnv).
 func TestChecksImportNoModuleOfTheWorkspace(t *testing.T) {
 	py, err := exec.LookPath("python3")
 	if err != nil {
@@ -52,7 +52,7 @@ func TestChecksImportNoModuleOfTheWorkspace(t *testing.T) {
 	}
 	cmd := exec.Command(py, "-c", "import json, sys; json.loads('1'); sys.exit(7)")
 	cmd.Dir = ws
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, checkGitConfig...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, checkPythonEnv...)
 	err = cmd.Run()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 7 {

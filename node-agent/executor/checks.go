@@ -151,11 +151,15 @@ var checkGitConfig = []string{
 	"GIT_CONFIG_KEY_0=core.hooksPath", "GIT_CONFIG_VALUE_0=/dev/null",
 	"GIT_CONFIG_KEY_1=core.fsmonitor", "GIT_CONFIG_VALUE_1=false",
 	"GIT_CONFIG_KEY_2=safe.bareRepository", "GIT_CONFIG_VALUE_2=explicit",
-	// Python (3.11 on) puts no working directory first on sys.path for
-	// -c, -m and stdin: a json/ or pytest.py the agent left in the
-	// workspace is not imported by `python3 -m json.tool`.
-	"PYTHONSAFEPATH=1",
 }
+
+// checkPythonEnv keeps Python (3.11 on) from putting the working
+// directory, the workspace, first on sys.path for -c, -m and stdin: a
+// json/ the agent left there answered `python3 -m json.tool` and any check
+// that imported json, a forged pass. A check that means to import the
+// workspace says so (PYTHONPATH=.). Not in an environment image, whose
+// checks run as its own tests do (Harbor's `python -m pytest` from /app).
+var checkPythonEnv = []string{"PYTHONSAFEPATH=1"}
 
 // checkSpec is a fresh sandbox for check i: its own empty HOME, TMPDIR and
 // XDG folders (the agent's home, where startup hooks such as Python's
@@ -211,6 +215,9 @@ func (a *attempt) checkSpec(i int, tests string) (sandbox.Spec, error) {
 	// In an environment image the checks run in it, over the same overlay
 	// the agent left (Harbor's tests see what the agent installed), with
 	// the image's own environment.
+	if a.env == nil {
+		spec.Env = append(spec.Env, checkPythonEnv...)
+	}
 	spec.Env = a.environmentEnv(spec.Env)
 	spec.ReadWrite = []string{a.dir.Workspace(), home, tmp, reward}
 	if spec.Root != "" {
