@@ -539,21 +539,23 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 	var cg runCgroup
 	if z != nil {
 		defer r.opts.Preparer.replenish()
-		// The spawner's threads and bwrap's own process stay in this
-		// cgroup while the command runs (the usual way, neither is in
-		// it): they come on top, so that the command gets MaxProcesses.
+		// The spawner's threads (which become bwrap's own process) and
+		// bwrap's pid 1 stay in this cgroup while the command runs: they
+		// come on top, so that the command gets MaxProcesses.
 		lim := limits
-		lim.MaxProcesses += z.cg.(*v1Cgroup).tasks() + 1 + slirpTasks(spec)
+		lim.MaxProcesses += z.cg.(*v1Cgroup).tasks() + bwrapInitTasks + slirpTasks(spec)
 		if err := z.cg.(*v1Cgroup).setLimits(lim); err != nil {
 			_ = z.discard()
 			return res, fmt.Errorf("sandbox: %w", err)
 		}
 		cg = z.cg
 	} else {
-		// bwrap's own process is born in the cgroup too (but on v1 with
-		// a user-mode network, where only its child is moved): it comes
-		// on top, so that the command gets MaxProcesses.
+		// bwrap's pid 1 (it stays, to reap) is in the cgroup, and so is
+		// bwrap's own process (but on v1 with a user-mode network, where
+		// only its child is moved): they come on top, so that the command
+		// gets MaxProcesses.
 		lim := limits
+		lim.MaxProcesses += bwrapInitTasks
 		if cgroups.Mode() == cgroups.Unified || spec.Network != NetworkUserMode {
 			lim.MaxProcesses++
 		}
@@ -783,6 +785,11 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 	}
 	return res, nil
 }
+
+// bwrapInitTasks is bwrap's pid 1 in the sandbox's pid namespace (no
+// --as-pid-1: it stays to reap what the command leaves), in the run's
+// cgroup for the whole run.
+const bwrapInitTasks = 1
 
 // slirpTasks is what slirp4netns (one thread) adds to a run's cgroup:
 // it comes on top, so that the command still gets MaxProcesses.

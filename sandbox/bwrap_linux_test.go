@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -362,6 +363,30 @@ func TestBwrapWritesOutsideRunDirRefused(t *testing.T) {
 		if _, err := os.Lstat(p); err == nil {
 			os.Remove(p)
 			t.Errorf("%s appeared on the host", p)
+		}
+	}
+}
+
+// TestCommandGetsItsProcessLimit: MaxProcesses is the command's own. bwrap's
+// process and its pid 1 share the cgroup and come on top: a limit of 1 is
+// the command alone (it used to fail bwrap's fork for pid 1), and under a
+// limit of 8 a shell starts 7 background processes, no fewer and no more.
+func TestCommandGetsItsProcessLimit(t *testing.T) {
+	r := requireBwrapHost(t)
+	for _, limit := range []int64{1, 3, 8} {
+		spec := runDir(t, testBase(t), "sh", "-c", `n=0; while [ $n -lt 40 ]; do sleep 5 & n=$((n+1)); echo $n > count; done`)
+		spec.Limits = Limits{MaxProcesses: limit, Timeout: 30 * time.Second}
+		_, out := run(t, r, spec)
+		if strings.Contains(out, "bwrap:") {
+			t.Errorf("limit %d: bwrap failed: %s", limit, truncate(out))
+			continue
+		}
+		started := 0
+		if b, err := os.ReadFile(filepath.Join(spec.Dir, "count")); err == nil {
+			started, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		}
+		if started != int(limit)-1 {
+			t.Errorf("under a limit of %d processes the shell started %d more, want %d: %s", limit, started, limit-1, truncate(out))
 		}
 	}
 }

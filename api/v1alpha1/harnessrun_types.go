@@ -604,8 +604,9 @@ type Limits struct {
 	// +optional
 	MaxDecisions int32 `json:"maxDecisions,omitempty"`
 
-	// maxProcesses bounds the number of processes in the agent's tree.
-	// Unset: the fixture's, then DefaultMaxProcesses (1024).
+	// maxProcesses bounds the processes (and threads) in the agent's tree;
+	// the sandbox's own (bwrap's, sandbox-init's) come on top. Unset: the
+	// fixture's, then DefaultMaxProcesses (1024).
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65536
 	// +optional

@@ -180,6 +180,12 @@ func (a *attempt) runAgent(ctx context.Context) (*ran, error) {
 		MemoryBytes:  a.limits.Memory.Value(),
 		MaxProcesses: int64(a.limits.MaxProcesses),
 		Timeout:      time.Duration(a.limits.EpisodeSeconds) * time.Second,
+	}.WithDefaults()
+	if initEnv != nil {
+		// sandbox-init's threads share the agent's cgroup: they come on
+		// top, so that a small maxProcesses leaves the agent its own
+		// processes instead of failing sandbox-init (blamed on the agent).
+		spec.Limits.MaxProcesses += sandboxinit.Tasks
 	}
 	// In the run root, not the run dir: the run dir is the agent's disk
 	// (limits.disk), and an agent that fills it must not silence its own log.

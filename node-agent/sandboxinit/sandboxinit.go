@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -133,6 +134,13 @@ type Config struct {
 	Stdin io.Reader `json:"-"`
 }
 
+// Tasks is how many threads sandbox-init has while the agent runs: a run's
+// process limit counts threads, and sandbox-init's share the agent's
+// cgroup. The executor adds them to the limit, so that the agent gets its
+// maxProcesses. sandbox-init makes them all before the agent starts
+// (reserveThreads); its Go runtime, under GOMAXPROCS 1, needs 5 to 7.
+const Tasks = 8
+
 // Run listens on every forward, runs argv with the current environment (plus
 // ProxyEnv when cfg has a proxy) and returns its exit code. The listeners
 // close when the agent exits.
@@ -140,6 +148,12 @@ func Run(ctx context.Context, cfg Config, argv []string, stdout, stderr io.Write
 	if len(argv) == 0 {
 		return 127, errors.New("sandbox-init: no command to run")
 	}
+	// Relaying a few connections needs no parallelism, and every thread
+	// the runtime would start for more comes out of the agent's process
+	// limit (Tasks). The threads are made first, while nothing else runs:
+	// the listeners' and the signal handler's goroutines then use them.
+	runtime.GOMAXPROCS(1)
+	reserveThreads(Tasks)
 	forwards := cfg.Forwards
 	// The agent never sees the configuration: it names the run's sockets.
 	var env []string
@@ -173,14 +187,17 @@ func Run(ctx context.Context, cfg Config, argv []string, stdout, stderr io.Write
 		}()
 	}
 
+	// Before the agent starts: a signal that comes while it does waits
+	// here for it.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr, cmd.Env = cfg.Stdin, stdout, stderr, env
 	if err := cmd.Start(); err != nil {
 		return 127, fmt.Errorf("sandbox-init: starting %s: %w", argv[0], err)
 	}
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	defer signal.Stop(sigs)
 	done := make(chan struct{})
 	go func() {
 		for {

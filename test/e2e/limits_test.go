@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -357,5 +358,41 @@ func TestLocalRunInterrupted(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "evidence")); err != nil {
 		t.Errorf("no evidence written: %v", err)
+	}
+}
+
+// TestSmallProcessLimitIsTheAgents: limits.maxProcesses counts the agent's
+// own processes. bwrap's pid 1 and sandbox-init's threads share the run's
+// pids cgroup and come on top, so a limit of 1 or 4 neither breaks the
+// sandbox nor sandbox-init (which the run then blamed on the agent, exit
+// code 1 and "Can't fork for pid 1"), nor does the agent, using all of
+// its limit, leave sandbox-init without a thread it needs: the agent gets
+// exactly its limit.
+func TestSmallProcessLimitIsTheAgents(t *testing.T) {
+	const script = `n=0; while [ $n -lt 40 ]; do sleep 3 & n=$((n+1)); echo "started $n"; done`
+	for _, limit := range []int{1, 4, 16} {
+		y := "apiVersion: harnessfacts.io/v1alpha1\nkind: HarnessRun\nmetadata: {name: small-limit}\nspec:\n" +
+			"  agent: {adapter: exec, command: [sh, -c, " + quoteYAML(script) + "]}\n" +
+			"  fixture: {inline: {files: {fixture.yaml: " + quoteYAML("prompt: go\n") + "}}}\n" +
+			"  limits: {maxProcesses: " + strconv.Itoa(limit) + "}\n"
+		st := localRun(t, "", y)
+		if st.Agent == nil {
+			t.Fatalf("maxProcesses %d: no agent status: %s/%s: %s", limit, st.Verdict, st.Reason, st.Message)
+		}
+		out := st.Agent.OutputTail
+		if strings.Contains(out, "bwrap:") || strings.Contains(out, "newosproc") || strings.Contains(out, "sandbox-init") {
+			t.Errorf("maxProcesses %d broke the sandbox, not the agent:\n%s", limit, out)
+			continue
+		}
+		started := 0
+		for _, line := range strings.Split(out, "\n") {
+			if n, err := strconv.Atoi(strings.TrimPrefix(line, "started ")); err == nil && n > started {
+				started = n
+			}
+		}
+		// The shell is one of the agent's processes.
+		if got := started + 1; got != limit {
+			t.Errorf("maxProcesses %d: the agent ran %d processes at once, want %d:\n%s", limit, got, limit, out)
+		}
 	}
 }

@@ -1,0 +1,53 @@
+package sandboxinit
+
+import (
+	"os"
+	"runtime"
+	"sync"
+)
+
+// reserveThreads has the Go runtime start threads until the process has n,
+// then leaves them idle for the runtime to reuse. sandbox-init shares the
+// agent's pids cgroup, which counts threads: with its threads made before
+// the agent starts, the agent gets exactly what is left, and sandbox-init
+// does not need a new one (which it could not get, and would die of) when
+// the agent has used the rest.
+//
+// Each thread is made by a goroutine that locks the thread it runs on and
+// waits: the runtime must start another for everyone else. Unlocked and
+// ended, each goroutine leaves its thread idle, and the runtime keeps idle
+// threads.
+func reserveThreads(n int) {
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	defer func() {
+		close(release)
+		wg.Wait()
+	}()
+	for range n {
+		if have, err := threads(); err != nil || have >= n {
+			return
+		}
+		locked := make(chan struct{})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			close(locked)
+			<-release
+		}()
+		<-locked
+	}
+}
+
+// threads is how many threads the process has.
+func threads() (int, error) {
+	d, err := os.Open("/proc/self/task")
+	if err != nil {
+		return 0, err
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	return len(names), err
+}
