@@ -359,6 +359,8 @@ type InlineFixture struct {
 	// +kubebuilder:validation:MinProperties=1
 	// +kubebuilder:validation:MaxProperties=64
 	// +kubebuilder:validation:XValidation:rule="self.all(p, size(p) <= 512 && !p.startsWith('/') && !p.endsWith('/') && !p.split('/').exists(s, s == '..' || s == '.' || s == ''))",message="fixture.inline.files keys must be relative paths of at most 512 characters without '.', '..' or empty segments"
+	// +kubebuilder:validation:XValidation:rule="self.all(p, !p.matches(r'[\\x00-\\x1f\\x7f\\\\:]'))",message="fixture.inline.files keys must not hold control characters, '\\' or ':'"
+	// +kubebuilder:validation:XValidation:rule="!('workspace' in self)",message="fixture.inline.files: workspace is the agent's folder, not a file; name its files workspace/..."
 	// +required
 	Files map[string]string `json:"files"`
 }

@@ -207,6 +207,21 @@ func TestRejectsBadRuns(t *testing.T) {
 		{"absolute inline path", func(o map[string]any) {
 			set(o, "spec.fixture.inline.files", map[string]any{"fixture.yaml": "", "/etc/passwd": "x"})
 		}, "keys must be relative paths"},
+		{"inline path with a NUL", func(o map[string]any) {
+			set(o, "spec.fixture.inline.files", map[string]any{"fixture.yaml": "", "workspace/a\x00b": "x"})
+		}, "keys must not hold control characters"},
+		{"inline path with a newline", func(o map[string]any) {
+			set(o, "spec.fixture.inline.files", map[string]any{"fixture.yaml": "", "workspace/a\nb": "x"})
+		}, "keys must not hold control characters"},
+		{"inline path with a backslash", func(o map[string]any) {
+			set(o, "spec.fixture.inline.files", map[string]any{"fixture.yaml": "", `workspace\..\x`: "x"})
+		}, "keys must not hold control characters"},
+		{"inline path with a colon", func(o map[string]any) {
+			set(o, "spec.fixture.inline.files", map[string]any{"fixture.yaml": "", "C:x": "x"})
+		}, "keys must not hold control characters"},
+		{"inline workspace as a file", func(o map[string]any) {
+			set(o, "spec.fixture.inline.files", map[string]any{"fixture.yaml": "", "workspace": "x"})
+		}, "workspace is the agent's folder"},
 		{"zero episodeSeconds", func(o map[string]any) { set(o, "spec.limits.episodeSeconds", int64(0)) },
 			"spec.limits.episodeSeconds: Invalid value: 0: spec.limits.episodeSeconds in body should be greater than or equal to 1"},
 		{"negative probeSeconds", func(o map[string]any) { set(o, "spec.limits.probeSeconds", int64(-5)) },
