@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/containerd/cgroups/v3"
 	"github.com/containerd/cgroups/v3/cgroup1"
@@ -297,6 +298,14 @@ func runParentDirs(opts Options) ([]string, error) {
 // leftovers first. Call it before any run starts: a run's cgroup is empty
 // for a moment between its creation and the start of its process.
 func RecoverAbandoned(opts Options, _ string) ([]string, error) {
+	return RemoveAbandonedCgroups(opts, 0)
+}
+
+// RemoveAbandonedCgroups removes the empty per-run cgroups made more than
+// minAge ago below the runs' parent: what `harnessfacts run`, which shares
+// the parent with other local runs, may do. A live run's cgroup holds its
+// sandbox from a moment after it is made to a moment before it is removed.
+func RemoveAbandonedCgroups(opts Options, minAge time.Duration) ([]string, error) {
 	dirs, err := runParentDirs(opts)
 	if err != nil {
 		return nil, err
@@ -305,6 +314,11 @@ func RecoverAbandoned(opts Options, _ string) ([]string, error) {
 	for _, d := range dirs {
 		runs, _ := filepath.Glob(filepath.Join(d, "run-*"))
 		for _, r := range runs {
+			if minAge > 0 {
+				if fi, err := os.Stat(r); err != nil || time.Since(fi.ModTime()) < minAge {
+					continue
+				}
+			}
 			if err := os.Remove(r); err == nil {
 				removed = append(removed, r)
 			} else if !errors.Is(err, unix.EBUSY) && !errors.Is(err, os.ErrNotExist) {

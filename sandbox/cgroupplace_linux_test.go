@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/containerd/cgroups/v3"
 	"github.com/moby/sys/mountinfo"
@@ -491,4 +492,71 @@ func v1Controllers() []string {
 		names = append(names, string(s.Name()))
 	}
 	return names
+}
+
+// TestRemoveAbandonedCgroups: what `harnessfacts run` removes at its start
+// is the empty run cgroups made more than minAge ago, in every hierarchy;
+// one just made (another local run's, about to hold its sandbox) and one
+// that still holds a process stay. RecoverAbandoned (a node-agent's start)
+// removes every empty one.
+func TestRemoveAbandonedCgroups(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to make cgroups")
+	}
+	opts := Options{CgroupParent: testCgroupParent + "-abandoned"}
+	dirs, err := runParentDirs(opts)
+	if err != nil {
+		t.Skipf("no cgroup hierarchy to use: %v", err)
+	}
+	t.Cleanup(removeTestCgroupParent)
+	old := time.Now().Add(-2 * time.Minute)
+	for _, d := range dirs {
+		for _, name := range []string{"run-old", "run-new", "run-busy"} {
+			if err := os.MkdirAll(filepath.Join(d, name), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = os.Remove(filepath.Join(d, name)) })
+		}
+		for _, name := range []string{"run-old", "run-busy"} {
+			if err := os.Chtimes(filepath.Join(d, name), old, old); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// A process holds run-busy of the first hierarchy (enough for it to
+	// stay there: the kernel refuses to remove it). Killed first of the
+	// cleanups, before the cgroups are removed.
+	sleeper := exec.Command("sleep", "30")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() })
+	busy := filepath.Join(dirs[0], "run-busy")
+	if err := os.WriteFile(filepath.Join(busy, "cgroup.procs"), []byte(strconv.Itoa(sleeper.Process.Pid)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	removed, err := RemoveAbandonedCgroups(opts, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exists := func(p string) bool { _, err := os.Stat(p); return err == nil }
+	for _, d := range dirs {
+		if exists(filepath.Join(d, "run-old")) {
+			t.Errorf("%s/run-old, empty and two minutes old, was not removed (removed %v)", d, removed)
+		}
+		if !exists(filepath.Join(d, "run-new")) {
+			t.Errorf("%s/run-new, just made, was removed", d)
+		}
+	}
+	if !exists(busy) {
+		t.Errorf("%s, which holds a process, was removed", busy)
+	}
+	if _, err := RecoverAbandoned(opts, ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dirs {
+		if exists(filepath.Join(d, "run-new")) {
+			t.Errorf("RecoverAbandoned left %s/run-new", d)
+		}
+	}
 }

@@ -213,6 +213,14 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	if err != nil {
 		cmd.PrintErrf("WARNING could not remove every abandoned run dir in %s: %v\n", f.runRoot, err)
 	}
+	// Its sandboxes' cgroups too, empty once the kernel has reaped them.
+	cgs, err := exec.RemoveAbandonedCgroups()
+	for _, d := range cgs {
+		cmd.PrintErrf("removed the cgroup %s that a killed run left behind\n", d)
+	}
+	if err != nil {
+		cmd.PrintErrf("WARNING could not remove every abandoned run cgroup: %v\n", err)
+	}
 	progress.say("HarnessRun %s: Running", run.Name)
 	final, res := localrun.Run(ctx, exec, run, "")
 	progress.say("HarnessRun %s: %s, verdict %s (%s)", run.Name, final.Status.Phase, orDash(string(final.Status.Verdict)), orDash(final.Status.Reason))

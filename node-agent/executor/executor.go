@@ -650,3 +650,11 @@ func (a *attempt) chooseSandbox(context.Context) error {
 func (e *Executor) RemoveAbandoned() ([]string, error) {
 	return fixture.RemoveAbandoned(e.opts.RunRoot)
 }
+
+// RemoveAbandonedCgroups removes the empty run cgroups that killed earlier
+// processes left, made more than a minute ago: what `harnessfacts run` may
+// do while other local runs share the cgroup parent (a node-agent recovers
+// them all at its start, RemoveLeftovers).
+func (e *Executor) RemoveAbandonedCgroups() ([]string, error) {
+	return sandbox.RemoveAbandonedCgroups(e.opts.Sandbox, time.Minute)
+}
