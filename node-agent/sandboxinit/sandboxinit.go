@@ -134,13 +134,6 @@ type Config struct {
 	Stdin io.Reader `json:"-"`
 }
 
-// Tasks is how many threads sandbox-init has while the agent runs: a run's
-// process limit counts threads, and sandbox-init's share the agent's
-// cgroup. The executor adds them to the limit, so that the agent gets its
-// maxProcesses. sandbox-init makes them all before the agent starts
-// (reserveThreads); its Go runtime, under GOMAXPROCS 1, needs 5 to 7.
-const Tasks = 8
-
 // Run listens on every forward, runs argv with the current environment (plus
 // ProxyEnv when cfg has a proxy) and returns its exit code. The listeners
 // close when the agent exits.

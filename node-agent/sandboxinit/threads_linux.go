@@ -6,6 +6,14 @@ import (
 	"sync"
 )
 
+// Tasks is how many threads sandbox-init has while the agent runs: a run's
+// process limit (a pids cgroup) counts threads, and sandbox-init's share
+// the agent's cgroup. The executor adds them to the limit, so that the
+// agent gets its maxProcesses. sandbox-init makes them all before the
+// agent starts (reserveThreads); its Go runtime, under GOMAXPROCS 1, needs
+// 5 to 7.
+const Tasks = 8
+
 // reserveThreads has the Go runtime start threads until the process has n,
 // then leaves them idle for the runtime to reuse. sandbox-init shares the
 // agent's pids cgroup, which counts threads: with its threads made before
