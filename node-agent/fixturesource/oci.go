@@ -64,7 +64,7 @@ func checkAccess(ctx context.Context, src OCI, o Options) error {
 	}
 	desc, err := remote.Head(d, o.remoteOptions(ctx, src.Keychain)...)
 	if err != nil {
-		return unavailable("the fixture artifact %s: %v", src.Ref, err)
+		return unavailable("the fixture artifact %s: %v", src.Ref, registry.Describe(err))
 	}
 	if desc.Digest.String() != d.DigestStr() {
 		return unavailable("the registry answers %s for the fixture artifact %s: not the digest asked for", desc.Digest, src.Ref)
@@ -84,7 +84,7 @@ func pullOCI(ctx context.Context, src OCI, o Options) (*fixture.Fixture, string,
 	opts := o.remoteOptions(ctx, src.Keychain)
 	desc, err := remote.Get(d, opts...)
 	if err != nil {
-		return nil, "", unavailable("pulling the fixture artifact %s: %v", src.Ref, err)
+		return nil, "", unavailable("pulling the fixture artifact %s: %v", src.Ref, registry.Describe(err))
 	}
 	if got := sha256Digest(desc.Manifest); got != d.DigestStr() {
 		return nil, "", unavailable("the registry sent a manifest of digest %s for the fixture artifact %s", got, src.Ref)
@@ -110,11 +110,11 @@ func pullOCI(ctx context.Context, src OCI, o Options) (*fixture.Fixture, string,
 	}
 	rl, err := remote.Layer(d.Context().Digest(layer.Digest.String()), opts...)
 	if err != nil {
-		return nil, "", unavailable("the fixture artifact %s: its layer: %v", src.Ref, err)
+		return nil, "", unavailable("the fixture artifact %s: its layer: %v", src.Ref, registry.Describe(err))
 	}
 	rc, err := rl.Compressed()
 	if err != nil {
-		return nil, "", unavailable("the fixture artifact %s: its layer: %v", src.Ref, err)
+		return nil, "", unavailable("the fixture artifact %s: its layer: %v", src.Ref, registry.Describe(err))
 	}
 	// The layer is read once, as it arrives: hashed, counted and unpacked
 	// together, so that the node-agent never holds the compressed layer
@@ -128,7 +128,7 @@ func pullOCI(ctx context.Context, src OCI, o Options) (*fixture.Fixture, string,
 	_, derr := io.Copy(io.Discard, body) // the rest, so the digest covers every byte
 	_ = rc.Close()
 	if derr != nil {
-		return nil, "", unavailable("the fixture artifact %s: reading its layer: %v", src.Ref, derr)
+		return nil, "", unavailable("the fixture artifact %s: reading its layer: %v", src.Ref, registry.Describe(derr))
 	}
 	if n.n != layer.Size || "sha256:"+hex.EncodeToString(h.Sum(nil)) != layer.Digest.String() {
 		return nil, "", unavailable("the fixture artifact %s: its layer is not the %d bytes of digest %s its manifest names", src.Ref, layer.Size, layer.Digest)

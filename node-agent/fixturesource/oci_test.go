@@ -3,6 +3,8 @@ package fixturesource_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -142,5 +144,33 @@ func TestOCIPullSecret(t *testing.T) {
 	}
 	if res, err := cache.OCI(ctx, fixturesource.OCI{Ref: ref, Keychain: kc}); err != nil || !res.Cached {
 		t.Errorf("with the secret again: cached %v, err %v", res != nil && res.Cached, err)
+	}
+}
+
+// TestOCIErrorsDoNotQuoteTheServer: the run author names the registry, and
+// the node-agent fetches from the node's network: what a service that is
+// no registry answered there (its error page, here a 404 on /v2/, on a
+// manifest and on a blob) is not quoted in the error the run's status
+// shows, only its status code. The errors used to carry the whole body.
+func TestOCIErrorsDoNotQuoteTheServer(t *testing.T) {
+	const secret = "INTERNAL-SECRET db_password=hunter2"
+	for _, path := range []string{"/v2/", "/v2/x/manifests/", "/v2/x/blobs/"} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasPrefix(r.URL.Path, path) {
+				http.Error(w, secret+" "+r.URL.Path, http.StatusNotFound)
+				return
+			}
+			if r.URL.Path == "/v2/" {
+				return // 200: no authentication
+			}
+			http.NotFound(w, r)
+		}))
+		host := strings.TrimPrefix(srv.URL, "http://")
+		cache := fixturesource.NewCache(t.TempDir(), 0, fixturesource.Options{})
+		_, err := cache.OCI(context.Background(), fixturesource.OCI{Ref: host + "/x@sha256:" + strings.Repeat("0", 64)})
+		srv.Close()
+		if err == nil || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "404") {
+			t.Errorf("a 404 with a body on %s: err %v; want the status without the body", path, err)
+		}
 	}
 }
