@@ -253,6 +253,46 @@ func TestClaimsExecutesOnceAndWritesEvidence(t *testing.T) {
 	}
 }
 
+// TestSquattedEvidenceNameGetsAnotherName: anyone who may write ConfigMaps
+// in the namespace can make one named as a run's evidence will be before
+// the run ends (here immutable, with a forged receipt). The evidence is
+// then written under a name of its own, which status records, and the
+// squatter's ConfigMap is left as it was. Before, the run passed with no
+// evidence ConfigMap at all.
+func TestSquattedEvidenceNameGetsAnotherName(t *testing.T) {
+	ctx := context.Background()
+	squat := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "squatted-evidence-1", Namespace: "default"},
+		Immutable:  ptr.To(true),
+		Data:       map[string]string{"receipt.json": `{"forged":true}`},
+	}
+	if err := k8s.Create(ctx, squat); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), squat) })
+	startAgent(t, "node-squat", &scripted{})
+	boundRun(t, "squatted", "node-squat", harnessv1.RunScheduled)
+	var run *harnessv1.HarnessRun
+	waitFor(t, "the run to finish", func() bool {
+		run = getRun(t, "squatted")
+		return run.Status.Phase.Terminal()
+	})
+	if run.Status.Evidence == nil || run.Status.Evidence.ConfigMapName == "" || run.Status.Evidence.ConfigMapName == squat.Name ||
+		strings.Contains(run.Status.Message, "evidence ConfigMap failed") {
+		t.Fatalf("status %+v, message %q: want the evidence under another name", run.Status.Evidence, run.Status.Message)
+	}
+	cm := &corev1.ConfigMap{}
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: "default", Name: run.Status.Evidence.ConfigMapName}, cm); err != nil {
+		t.Fatal(err)
+	}
+	if len(cm.OwnerReferences) != 1 || cm.OwnerReferences[0].UID != run.UID || cm.Labels[nodeagent.LabelRunUID] != string(run.UID) {
+		t.Errorf("evidence %s is not the run's: owners %+v, labels %v", cm.Name, cm.OwnerReferences, cm.Labels)
+	}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(squat), cm); err != nil || cm.Data["receipt.json"] != `{"forged":true}` || len(cm.OwnerReferences) != 0 {
+		t.Errorf("the squatter's ConfigMap changed: %v %+v", err, cm)
+	}
+}
+
 func TestCancelStopsTheRunningAttempt(t *testing.T) {
 	exec := &scripted{block: true}
 	startAgent(t, "node-cancel", exec)

@@ -113,6 +113,16 @@ func (a *Agent) writeEvidence(ctx context.Context, run *harnessv1.HarnessRun, ev
 		if err = fill(cm); err == nil {
 			err = a.client.Update(ctx, cm)
 		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			// Someone who may write ConfigMaps in the namespace made one
+			// of that name first (immutable, or not this run's, which the
+			// admission policy keeps this node-agent from replacing): the
+			// evidence gets a name of its own, which status records.
+			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: EvidenceName(run) + "-", Namespace: run.Namespace}}
+			if err = fill(cm); err == nil {
+				err = a.client.Create(ctx, cm)
+			}
+		}
 	}
 	return cm.Name, err
 }
