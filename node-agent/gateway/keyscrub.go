@@ -67,16 +67,47 @@ func scrubAnswer(resp *http.Response, pats [][]byte) {
 	}
 }
 
-// maskHeader masks the patterns in h's values in place.
+// maskHeader masks the patterns in h's values in place, in any case of
+// their letters, and drops a header whose name holds one: Go writes a
+// header's name in its own case (X-Sk-Ant-…), which a case-sensitive
+// match of the key would miss, and no name is the provider's to keep.
 func maskHeader(h http.Header, pats [][]byte) {
+	lower := make([][]byte, len(pats))
+	for i, p := range pats {
+		lower[i] = asciiLower(p)
+	}
 	for name, vs := range h {
+		if maskAll(asciiLower([]byte(name)), lower) {
+			delete(h, name)
+			continue
+		}
 		for i, v := range vs {
-			b := []byte(v)
-			if maskAll(b, pats) {
-				h[name][i] = string(b)
+			b, l := []byte(v), asciiLower([]byte(v))
+			if !maskAll(l, lower) {
+				continue
 			}
+			// l has the same length as b: the masked bytes of one are
+			// the other's (a '*' b had stays one).
+			for j, c := range l {
+				if c == '*' {
+					b[j] = '*'
+				}
+			}
+			h[name][i] = string(b)
 		}
 	}
+}
+
+// asciiLower is b with its ASCII letters in lower case, the same length
+// (bytes.ToLower may change a non-ASCII rune's length).
+func asciiLower(b []byte) []byte {
+	out := bytes.Clone(b)
+	for i, c := range out {
+		if 'A' <= c && c <= 'Z' {
+			out[i] = c + 'a' - 'A'
+		}
+	}
+	return out
 }
 
 // maskAll overwrites every occurrence of each pattern in b with '*' and
