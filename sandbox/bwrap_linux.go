@@ -165,7 +165,39 @@ func bwrapArgs(spec Spec, v1Sync, seccomp bool) []string {
 	for _, b := range spec.BindAt {
 		a = append(a, "--bind", b.Source, at(b.Target))
 	}
-	a = append(a, hiddenMounts(innerHidden(spec), at)...)
+	// A hidden path inside a bound one is masked again, and then a bind
+	// inside a path masked again is bound again over the mask (the run
+	// dir inside the run root, when a read-only bind holds both: a CLI's
+	// install prefix above the run root), and so on down.
+	masked := innerHidden(spec, nil)
+	for range len(spec.Hidden) + 1 {
+		if len(masked) == 0 {
+			break
+		}
+		a = append(a, hiddenMounts(masked, at)...)
+		var rebound []string
+		for _, p := range spec.ReadOnly {
+			if insideAny(p, masked) {
+				a = append(a, "--ro-bind-try", p, at(p))
+				rebound = append(rebound, p)
+			}
+		}
+		for _, p := range spec.ReadWrite {
+			if insideAny(p, masked) {
+				a = append(a, "--bind", p, at(p))
+				rebound = append(rebound, p)
+			}
+		}
+		for _, b := range spec.BindAt {
+			if insideAny(b.Target, masked) {
+				a = append(a, "--bind", b.Source, at(b.Target))
+			}
+		}
+		if len(rebound) == 0 {
+			break
+		}
+		masked = innerHidden(spec, rebound)
+	}
 	a = append(a, "--clearenv")
 	for _, kv := range spec.Env {
 		k, v, _ := strings.Cut(kv, "=")
@@ -383,12 +415,15 @@ func hiddenMounts(paths []string, at func(string) string) []string {
 	return a
 }
 
-// innerHidden are the hidden paths inside a bound one, masked again after
-// the binds, which would uncover them.
-func innerHidden(spec Spec) []string {
+// innerHidden are the hidden paths inside a bound one (of binds; nil: all
+// of spec's), masked again after the binds, which would uncover them.
+func innerHidden(spec Spec, binds []string) []string {
+	if binds == nil {
+		binds = slices.Concat(spec.ReadOnly, spec.ReadWrite)
+	}
 	var inner []string
 	for _, h := range spec.Hidden {
-		for _, b := range slices.Concat(spec.ReadOnly, spec.ReadWrite) {
+		for _, b := range binds {
 			if within(h, b) {
 				inner = append(inner, h)
 				break
@@ -396,6 +431,16 @@ func innerHidden(spec Spec) []string {
 		}
 	}
 	return inner
+}
+
+// insideAny reports whether p is below one of dirs (not one of them).
+func insideAny(p string, dirs []string) bool {
+	for _, d := range dirs {
+		if p != d && within(p, d) {
+			return true
+		}
+	}
+	return false
 }
 
 // within reports whether p is parent or below it.

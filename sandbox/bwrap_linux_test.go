@@ -252,6 +252,52 @@ func TestBwrapNestedHiddenAndRunDirs(t *testing.T) {
 	}
 }
 
+// TestBwrapRunDirBelowAReadOnlyPrefix: a read-only bind that holds the
+// hidden state and the run dir inside it (an agent CLI's install prefix
+// above the run root, `--agent-clis DIR/bin` with the run root in DIR)
+// uncovers the state, which is masked again; the run dir is then bound
+// again over that mask, and the credential folder inside it masked again.
+// The run used to fail at bwrap's chdir to its run dir, blamed on the
+// agent.
+func TestBwrapRunDirBelowAReadOnlyPrefix(t *testing.T) {
+	r := requireBwrapHost(t)
+	base := testBase(t)
+	state := filepath.Join(base, "state")
+	runD := filepath.Join(state, "runs", "r1")
+	other := filepath.Join(state, "runs", "r2")
+	creds := filepath.Join(runD, ".creds")
+	for _, d := range []string{runD, creds, other, filepath.Join(base, "bin")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	secret := "secret-" + randomToken(t)
+	for _, f := range []string{filepath.Join(state, "node.key"), filepath.Join(creds, "token"), filepath.Join(other, "theirs")} {
+		if err := os.WriteFile(f, []byte(secret), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(base, "bin", "tool"), []byte("#!/bin/sh\necho tool-ran\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	spec := Spec{
+		Argv:      []string{"sh", "-c", "tool; cat ../../node.key .creds/token ../r2/theirs 2>/dev/null; ls -A ../.. .creds; echo ok > out.txt && echo wrote"},
+		Dir:       runD,
+		Env:       []string{"PATH=" + filepath.Join(base, "bin") + ":/usr/bin:/bin"},
+		ReadOnly:  []string{base},
+		ReadWrite: []string{runD},
+		Hidden:    []string{state, creds},
+	}
+	res, out := run(t, r, spec)
+	if res.ExitCode != 0 || !strings.Contains(out, "tool-ran") || !strings.Contains(out, "wrote") ||
+		strings.Contains(out, secret) || strings.Contains(out, "node.key") || strings.Contains(out, "token") || strings.Contains(out, "r2") {
+		t.Fatalf("result %+v, output %q", res, out)
+	}
+	if b, err := os.ReadFile(filepath.Join(runD, "out.txt")); err != nil || string(b) != "ok\n" {
+		t.Errorf("the run dir's write did not reach the host: %q %v", b, err)
+	}
+}
+
 func TestBwrapSaysWhichParentBlocksTheRunDir(t *testing.T) {
 	r := requireBwrapHost(t)
 	base := testBase(t)

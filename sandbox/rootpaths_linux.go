@@ -109,7 +109,7 @@ func rootMounts(spec Spec) []string {
 	for _, b := range spec.BindAt {
 		t = append(t, b.Target)
 	}
-	t = append(t, innerHidden(spec)...)
+	t = append(t, innerHidden(spec, nil)...)
 	if spec.Network == NetworkUserMode {
 		t = append(t, "/etc/resolv.conf")
 	}
