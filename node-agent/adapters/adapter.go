@@ -8,6 +8,7 @@ package adapters
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 )
@@ -147,6 +148,13 @@ func Default() Registry { return New(Config{}) }
 // New is the registry of the adapters built into this binary, finding the
 // CLIs as cfg says.
 func New(cfg Config) Registry {
+	if cfg.CLIDir != "" {
+		// The sandbox binds and finds the CLIs by absolute paths (a
+		// relative --agent-clis failed every run as the sandbox's).
+		if abs, err := filepath.Abs(cfg.CLIDir); err == nil {
+			cfg.CLIDir = abs
+		}
+	}
 	r := Registry{}
 	for _, a := range []Adapter{
 		Exec{},

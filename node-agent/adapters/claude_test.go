@@ -202,3 +202,22 @@ func TestClaudeCodeActivity(t *testing.T) {
 		}
 	}
 }
+
+// TestRelativeCLIDirIsMadeAbsolute: --agent-clis bin (relative) names the
+// CLI and its prefix by absolute paths, which the sandbox needs; the run
+// used to fail with `sandbox: path "." is not absolute`.
+func TestRelativeCLIDirIsMadeAbsolute(t *testing.T) {
+	bin := claudeStandIn(t, "claude", "exit 0")
+	t.Chdir(filepath.Dir(bin))
+	inv, err := New(Config{CLIDir: "bin"})[harnessv1.AdapterClaudeCode].Prepare(Input{Prompt: "p", Home: "/runs/r1/home",
+		MCP:         MCPEndpoint{Transport: harnessv1.MCPTransportHTTP, URL: "http://127.0.0.1:7700/mcp/x", Server: "harnessfacts", Tool: "get_token"},
+		Credentials: []Credential{{Env: "ANTHROPIC_API_KEY", Value: []byte("sk-ant-planted")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range slices.Concat(inv.Argv[:1], inv.ReadOnly, inv.PathDirs) {
+		if !filepath.IsAbs(p) {
+			t.Errorf("%q is relative: argv %q, read-only %q, PATH %q", p, inv.Argv, inv.ReadOnly, inv.PathDirs)
+		}
+	}
+}
