@@ -10,9 +10,12 @@ import (
 // process limit (a pids cgroup) counts threads, and sandbox-init's share
 // the agent's cgroup. The executor adds them to the limit, so that the
 // agent gets its maxProcesses. sandbox-init makes them all before the
-// agent starts (reserveThreads); its Go runtime, under GOMAXPROCS 1, needs
-// 5 to 7.
-const Tasks = 8
+// agent starts (reserveThreads). Its Go runtime, under GOMAXPROCS 1, has
+// 4 to 7 by then and uses about 5 while the agent runs; with 8, under a
+// load of 5, it started a ninth in 2 of 150 runs (the agent then got one
+// process less, and had it used all of them, sandbox-init would have died
+// for want of its thread); with 10, none in 400 runs under loads up to 13.
+const Tasks = 10
 
 // reserveThreads has the Go runtime start threads until the process has n,
 // then leaves them idle for the runtime to reuse. sandbox-init shares the
