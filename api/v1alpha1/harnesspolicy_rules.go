@@ -75,6 +75,13 @@ func (p *HarnessPolicy) Violations(spec *HarnessRunSpec) []PolicyViolation {
 				add("network.allowedHosts", "agent.providerURL %s has a host not in %s", u, strings.Join(n.AllowedHosts, ", "))
 			}
 		}
+		if len(n.AllowedSources) > 0 {
+			for _, src := range SourceHosts(spec) {
+				if !hostListed(n.AllowedSources, src.Host) {
+					add("network.allowedSources", "%s names %s, not in %s", src.Field, src.Host, strings.Join(n.AllowedSources, ", "))
+				}
+			}
+		}
 	}
 	if g := ps.Gateway; g != nil && len(g.AllowedProviders) > 0 && spec.Agent.ProviderURL != "" && !ProviderAllowed(g.AllowedProviders, spec.Agent.ProviderURL) {
 		add("gateway.allowedProviders", "agent.providerURL %s is not at or below any of %s", spec.Agent.ProviderURL, strings.Join(g.AllowedProviders, ", "))
@@ -126,6 +133,40 @@ func (p *HarnessPolicy) Violations(spec *HarnessRunSpec) []PolicyViolation {
 		}
 	}
 	return out
+}
+
+// SourceHost is a host the node-agent fetches a run's files from, and the
+// field of the run that names it.
+type SourceHost struct{ Field, Host string }
+
+// SourceHosts are the hosts the node-agent fetches spec's files from: the
+// git server of fixture.git.url (host or host:port, as written) and the
+// registries of fixture.oci.ref and environment.image.
+func SourceHosts(spec *HarnessRunSpec) []SourceHost {
+	var out []SourceHost
+	if g := spec.Fixture.Git; g != nil {
+		if u, err := url.Parse(g.URL); err == nil {
+			out = append(out, SourceHost{"fixture.git.url", u.Host})
+		}
+	}
+	if o := spec.Fixture.OCI; o != nil {
+		out = append(out, SourceHost{"fixture.oci.ref", RegistryOf(o.Ref)})
+	}
+	if e := spec.Environment; e != nil {
+		out = append(out, SourceHost{"environment.image", RegistryOf(e.Image)})
+	}
+	return out
+}
+
+// RegistryOf is the registry an image reference names, as the container
+// tools read it: its first segment when it has another and that one holds
+// a '.' or a ':' or is localhost, else docker.io.
+func RegistryOf(ref string) string {
+	first, _, ok := strings.Cut(ref, "/")
+	if ok && (strings.ContainsAny(first, ".:") || first == "localhost") {
+		return first
+	}
+	return "docker.io"
 }
 
 // hostListed: entry ("host" or "host:port") is listed itself, or its host is.

@@ -13,7 +13,8 @@ import (
 func TestPolicyViolations(t *testing.T) {
 	p := &HarnessPolicy{ObjectMeta: metav1.ObjectMeta{Name: "strict"}, Spec: HarnessPolicySpec{
 		Isolation: &PolicyIsolation{ForbidFallback: true},
-		Network:   &PolicyNetwork{ForbidUnrestricted: true, ForbidProviderTools: true, AllowedHosts: []string{"gw.example.com", "mirror.example.com:8443"}},
+		Network: &PolicyNetwork{ForbidUnrestricted: true, ForbidProviderTools: true, AllowedHosts: []string{"gw.example.com", "mirror.example.com:8443"},
+			AllowedSources: []string{"git.example.com", "registry.example.com:5000", "docker.io"}},
 		Limits: &PolicyLimits{MaxMemory: ptr.To(resource.MustParse("4Gi")), MaxDisk: ptr.To(resource.MustParse("2Gi")),
 			MaxEpisodeSeconds: ptr.To[int32](600), MaxOutputBytes: ptr.To[int64](1 << 20), MaxDecisions: ptr.To[int32](100),
 			MaxProbeSeconds: ptr.To[int32](60), MaxProcesses: ptr.To[int32](512), MaxArtifactBytes: ptr.To[int64](1 << 16)},
@@ -54,6 +55,20 @@ func TestPolicyViolations(t *testing.T) {
 			"HarnessPolicy strict rule network.allowedHosts: network.allowHosts evil.example.net, mirror.example.com:443 not in gw.example.com, mirror.example.com:8443",
 			"HarnessPolicy strict rule network.allowedHosts: agent.providerURL http://mirror.example.com/v1 has a host not in gw.example.com, mirror.example.com:8443",
 		}},
+		"sources listed": {good(func(s *HarnessRunSpec) {
+			s.Fixture = FixtureSource{Git: &GitFixture{URL: "https://git.example.com:8443/org/tasks.git"}}
+			s.Environment = &EnvironmentSpec{Image: "ubuntu@sha256:" + strings.Repeat("a", 64)}
+		}), nil},
+		"sources outside the list": {good(func(s *HarnessRunSpec) {
+			s.Fixture = FixtureSource{OCI: &OCIFixture{Ref: "127.0.0.1:18089/internal/admin@sha256:" + strings.Repeat("0", 64)}}
+			s.Environment = &EnvironmentSpec{Image: "registry.example.com:5001/img@sha256:" + strings.Repeat("a", 64)}
+		}), []string{
+			"HarnessPolicy strict rule network.allowedSources: fixture.oci.ref names 127.0.0.1:18089, not in git.example.com, registry.example.com:5000, docker.io",
+			"HarnessPolicy strict rule network.allowedSources: environment.image names registry.example.com:5001, not in git.example.com, registry.example.com:5000, docker.io",
+		}},
+		"a git server outside the list": {good(func(s *HarnessRunSpec) {
+			s.Fixture = FixtureSource{Git: &GitFixture{URL: "http://10.0.0.7/x.git"}}
+		}), []string{"HarnessPolicy strict rule network.allowedSources: fixture.git.url names 10.0.0.7, not in git.example.com, registry.example.com:5000, docker.io"}},
 		"provider on the listed port": {good(func(s *HarnessRunSpec) { s.Agent.ProviderURL = "https://mirror.example.com:8443/" }), nil},
 		"adapter": {good(func(s *HarnessRunSpec) { s.Agent.Adapter = AdapterGemini }),
 			[]string{"HarnessPolicy strict rule adapters: adapter gemini is not allowed (allowed: exec, codex)"}},
@@ -146,6 +161,22 @@ func TestInsideHosts(t *testing.T) {
 	for i, tc := range cases {
 		if diff := cmp.Diff(tc.want, InsideHosts(tc.policies)); diff != "" {
 			t.Errorf("case %d (-want +got):\n%s", i, diff)
+		}
+	}
+}
+
+func TestRegistryOf(t *testing.T) {
+	for ref, want := range map[string]string{
+		"ubuntu@sha256:00":                        "docker.io",
+		"library/ubuntu:24.04@sha256:00":          "docker.io",
+		"docker.io/library/ubuntu@sha256:00":      "docker.io",
+		"ghcr.io/org/img@sha256:00":               "ghcr.io",
+		"localhost/img@sha256:00":                 "localhost",
+		"127.0.0.1:5000/fixtures/hello@sha256:00": "127.0.0.1:5000",
+		"registry:5000/img@sha256:00":             "registry:5000",
+	} {
+		if got := RegistryOf(ref); got != want {
+			t.Errorf("RegistryOf(%q) = %q, want %q", ref, got, want)
 		}
 	}
 }

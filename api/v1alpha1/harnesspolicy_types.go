@@ -194,6 +194,21 @@ type PolicyNetwork struct {
 	// +optional
 	AllowedHosts []string `json:"allowedHosts,omitempty"`
 
+	// allowedSources, when set, are the only hosts the node-agent fetches a
+	// run's files from: the host of fixture.git.url and the registries of
+	// fixture.oci.ref and environment.image ("docker.io" for a reference
+	// that names none) must each be one of them ("host" allows every port
+	// of host; "host:port" only that port). The node-agent fetches from the
+	// node's network, private addresses included: without the list a run
+	// author may name any git server or registry it reaches. ConfigMap and
+	// inline fixtures are not affected.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=261
+	// +kubebuilder:validation:items:Pattern=`^[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?(:[0-9]{1,5})?$`
+	// +listType=set
+	// +optional
+	AllowedSources []string `json:"allowedSources,omitempty"`
+
 	// insideHosts are names that may resolve to inside addresses (loopback,
 	// private, link-local, CGNAT, the cluster's Pod and Service ranges,
 	// metadata services), for example a company model gateway on a private

@@ -54,7 +54,8 @@ func TestHarnessPolicyRefusesWhatItForbids(t *testing.T) {
 		Spec: harnessv1.HarnessPolicySpec{
 			NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"hpol-test/team": "a"}},
 			Isolation:         &harnessv1.PolicyIsolation{ForbidFallback: true},
-			Network:           &harnessv1.PolicyNetwork{ForbidUnrestricted: true, ForbidProviderTools: true, AllowedHosts: []string{"gateway.example.com", "mirror.example.com:8443"}},
+			Network: &harnessv1.PolicyNetwork{ForbidUnrestricted: true, ForbidProviderTools: true, AllowedHosts: []string{"gateway.example.com", "mirror.example.com:8443"},
+				AllowedSources: []string{"git.example.com", "registry.example.com:5000", "docker.io"}},
 			Limits: &harnessv1.PolicyLimits{MaxMemory: ptr.To(resource.MustParse("4Gi")), MaxEpisodeSeconds: ptr.To[int32](600),
 				MaxOutputBytes: ptr.To[int64](1 << 20), MaxDecisions: ptr.To[int32](100), MaxDisk: ptr.To(resource.MustParse("2Gi")),
 				MaxProbeSeconds: ptr.To[int32](60), MaxProcesses: ptr.To[int32](512), MaxArtifactBytes: ptr.To[int64](1 << 16)},
@@ -152,6 +153,19 @@ func TestHarnessPolicyRefusesWhatItForbids(t *testing.T) {
 		{"a provider URL outside the list", good(governed, func(r *harnessv1.HarnessRun) { r.Spec.Agent.ProviderURL = "http://10.0.0.7:8080/v1" }),
 			rule + "network.allowedHosts: agent.providerURL http://10.0.0.7:8080/v1 has a host not in"},
 		{"a provider URL on the listed port", good(governed, func(r *harnessv1.HarnessRun) { r.Spec.Agent.ProviderURL = "https://mirror.example.com:8443/v1" }), ""},
+		{"sources the policy lists", good(governed, func(r *harnessv1.HarnessRun) {
+			r.Spec.Fixture = harnessv1.FixtureSource{Git: &harnessv1.GitFixture{URL: "https://git.example.com:8443/org/tasks.git", Commit: strings.Repeat("a", 40)}}
+			r.Spec.Environment = &harnessv1.EnvironmentSpec{Image: "ubuntu@sha256:" + strings.Repeat("a", 64)}
+		}), ""},
+		{"an OCI fixture from a registry not listed", good(governed, func(r *harnessv1.HarnessRun) {
+			r.Spec.Fixture = harnessv1.FixtureSource{OCI: &harnessv1.OCIFixture{Ref: "127.0.0.1:18089/internal/admin@sha256:" + strings.Repeat("0", 64)}}
+		}), rule + "network.allowedSources: fixture.oci.ref names 127.0.0.1:18089, not in git.example.com, registry.example.com:5000, docker.io"},
+		{"a git server not listed", good(governed, func(r *harnessv1.HarnessRun) {
+			r.Spec.Fixture = harnessv1.FixtureSource{Git: &harnessv1.GitFixture{URL: "http://10.0.0.7/x.git", Commit: strings.Repeat("a", 40)}}
+		}), rule + "network.allowedSources: fixture.git.url names 10.0.0.7, not in"},
+		{"an environment image on another port of a listed registry", good(governed, func(r *harnessv1.HarnessRun) {
+			r.Spec.Environment = &harnessv1.EnvironmentSpec{Image: "registry.example.com:5001/img@sha256:" + strings.Repeat("a", 64)}
+		}), rule + "network.allowedSources: environment.image names registry.example.com:5001, not in"},
 		{"an adapter not allowed", good(governed, func(r *harnessv1.HarnessRun) {
 			r.Spec.Agent = harnessv1.AgentSpec{Adapter: harnessv1.AdapterGemini}
 		}), rule + "adapters: adapter gemini is not allowed in namespace " + governed + " (allowed: exec, codex)"},
