@@ -548,6 +548,13 @@ func (a *attempt) do(ctx context.Context) *Outcome {
 	if err != nil {
 		return failed(err)
 	}
+	// The artifacts are read and hashed as the agent left them, before
+	// the checks: a check that runs the workspace's code (a test runner,
+	// a formatter) may change the files, and the receipt must not sign,
+	// beside the checks' results, files other than the ones they judged.
+	a.step(StepArtifacts)
+	var artifactsSeen bool
+	res.artifacts, artifactsSeen = a.collectArtifacts()
 	if res.stop == nil && !res.agent.TimedOut && res.gatewayStop == nil {
 		a.step(StepChecks)
 		res.checks = a.runChecks(ctx)
@@ -557,9 +564,6 @@ func (a *attempt) do(ctx context.Context) *Outcome {
 			res.stop, res.stoppedInChecks = sc, true
 		}
 	}
-	a.step(StepArtifacts)
-	var artifactsSeen bool
-	res.artifacts, artifactsSeen = a.collectArtifacts()
 	res.mcp = a.mcp.summary()
 	res.tokenSeen = a.mcp.token != "" && (res.out.tokenSeen() || artifactsSeen)
 	// The log is read back (up to maxActivityLog, tens of MiB) only for an

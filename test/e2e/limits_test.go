@@ -5,6 +5,8 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -394,5 +396,24 @@ func TestSmallProcessLimitIsTheAgents(t *testing.T) {
 		if got := started + 1; got != limit {
 			t.Errorf("maxProcesses %d: the agent ran %d processes at once, want %d:\n%s", limit, got, limit, out)
 		}
+	}
+}
+
+// TestArtifactsAreWhatTheChecksJudged: the artifacts are hashed as the
+// agent left them, before the checks. Here a second check runs the
+// workspace's own test script, which rewrites count.txt after the first
+// check passed it; the receipt used to sign the rewritten file beside the
+// passed checks (helper 65).
+func TestArtifactsAreWhatTheChecksJudged(t *testing.T) {
+	fixtureYAML := "prompt: count\nartifacts: [count.txt]\nchecks:\n" +
+		"- {name: correct, shell: 'grep -qx 3 count.txt'}\n" +
+		"- {name: project-tests, shell: 'sh ./run_tests.sh'}\n"
+	st := localRun(t, "", localRunYAML("artifacts-first", fixtureYAML, `echo 3 > count.txt; echo "echo 41 > count.txt" > run_tests.sh`, ""))
+	want := sha256.Sum256([]byte("3\n"))
+	if len(st.Artifacts) != 1 || st.Artifacts[0].SHA256 != hex.EncodeToString(want[:]) {
+		t.Fatalf("artifacts %+v: want count.txt as the agent left it (3), sha256 %x; verdict %s: %s", st.Artifacts, want, st.Verdict, st.Message)
+	}
+	if st.Verdict != harnessv1.VerdictPass {
+		t.Errorf("verdict %s (%s): want Pass", st.Verdict, st.Message)
 	}
 }
