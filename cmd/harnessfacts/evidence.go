@@ -27,6 +27,7 @@ func newEvidenceCommand() *cobra.Command {
 func newEvidenceVerifyCommand() *cobra.Command {
 	var k *kube
 	var keyFile, trustedFile string
+	var pin receiptPins
 	cmd := &cobra.Command{
 		Use:   "verify RUN|DIR|REFERENCE",
 		Short: "Recompute a run's evidence digest from what is stored and say which part differs",
@@ -50,7 +51,12 @@ keys, the operator's list of trusted node keys), the receipt must also be
 signed: receipt.dsse.json, a DSSE envelope of an in-toto statement, must
 carry a signature by one of those keys over a statement whose predicate is
 the receipt and whose subjects are the stored parts. This needs no cluster:
-a third party verifies an exported folder offline (docs/evidence.md).`,
+a third party verifies an exported folder offline (docs/evidence.md).
+
+A valid receipt of another run, or of another fixture, is still valid: the
+output says what the receipt is about (run, fixture and spec digests, the
+checks' results, how the agent ended), and --fixture-digest and
+--spec-digest make verification fail unless the receipt names those.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			keys, err := verifyKeys(keyFile, trustedFile)
@@ -71,7 +77,7 @@ a third party verifies an exported folder offline (docs/evidence.md).`,
 				if err != nil {
 					return err
 				}
-				return printReport(cmd, dir, report)
+				return printReport(cmd, dir, report, pin)
 			}
 			if ref, ok := evidence.IsReference(arg); ok && !isDir {
 				// Stored evidence: fetched from its registry, no cluster.
@@ -79,7 +85,7 @@ a third party verifies an exported folder offline (docs/evidence.md).`,
 				if err != nil {
 					return err
 				}
-				return printReport(cmd, ref, evidence.VerifyFiles(files, "", keys...))
+				return printReport(cmd, ref, evidence.VerifyFiles(files, "", keys...), pin)
 			}
 			if isDir {
 				// A run's name never holds a slash, so the rule is plain; a
@@ -97,14 +103,19 @@ a third party verifies an exported folder offline (docs/evidence.md).`,
 			}
 			report := evidence.VerifyConfigMap(cm.Data, cm.BinaryData, run.Status.Evidence.Digest, keys...)
 			receiptOfRun(report, run)
-			return printReport(cmd, fmt.Sprintf("HarnessRun %s/%s (ConfigMap %s)", ns, run.Name, cm.Name), report)
+			return printReport(cmd, fmt.Sprintf("HarnessRun %s/%s (ConfigMap %s)", ns, run.Name, cm.Name), report, pin)
 		},
 	}
 	k = newKube(cmd)
 	cmd.Flags().StringVar(&keyFile, "key", "", "PEM public key the receipt must be signed with (a HarnessNode's status.evidenceKey.publicKey)")
 	cmd.Flags().StringVar(&trustedFile, "trusted-keys", "", "file of PEM public keys, one of which must have signed the receipt")
+	cmd.Flags().StringVar(&pin.fixture, "fixture-digest", "", "the fixture's tree digest the receipt must name (harnessfacts fixture digest DIR)")
+	cmd.Flags().StringVar(&pin.spec, "spec-digest", "", "the run spec's digest the receipt must name (status.evidence.specDigest)")
 	return cmd
 }
+
+// receiptPins are what a verified receipt must name besides being valid.
+type receiptPins struct{ fixture, spec string }
 
 // verifyKeys reads --key and --trusted-keys; none: signatures are not
 // checked against any key.
@@ -161,7 +172,7 @@ verified against the run's status.evidence.digest; a mismatch is an error
 			}
 			receiptOfRun(report, run)
 			cmd.Printf("exported the evidence of HarnessRun %s/%s to %s\n", ns, run.Name, args[1])
-			return printReport(cmd, args[1], report)
+			return printReport(cmd, args[1], report, receiptPins{})
 		},
 	}
 	k = newKube(cmd)
@@ -251,7 +262,7 @@ func receiptOfRun(rep *evidence.Report, run *harnessv1.HarnessRun) {
 // no trusted key signed is the sender's, so a terminal control sequence in
 // one could otherwise erase the DIFFERS lines or write "signature: good"
 // over what verify said.
-func printReport(cmd *cobra.Command, what string, r *evidence.Report) error {
+func printReport(cmd *cobra.Command, what string, r *evidence.Report, pin receiptPins) error {
 	what = termsafe.String(what)
 	if err := r.Err(); err != nil {
 		for _, p := range r.Problems {
@@ -273,6 +284,15 @@ func printReport(cmd *cobra.Command, what string, r *evidence.Report) error {
 		// still valid, so the reader must see whose it is.
 		cmd.Print(termsafe.String(fmt.Sprintf("receipt of HarnessRun %s/%s (uid %s, attempt %d) on node %s, finished %s\n", rr.Run.Namespace, rr.Run.Name,
 			rr.Run.UID, rr.Run.Attempt, rr.Node, rr.Timings.Finished.Format(time.RFC3339))))
+		cmd.Print(termsafe.String(receiptSummary(rr) + "\n"))
+	}
+	if rr := r.Receipt; rr != nil {
+		if pin.fixture != "" && rr.FixtureDigest != pin.fixture {
+			return fmt.Errorf("%s: the receipt is of fixture %s, not %s", what, termsafe.String(rr.FixtureDigest), termsafe.String(pin.fixture))
+		}
+		if pin.spec != "" && rr.SpecDigest != pin.spec {
+			return fmt.Errorf("%s: the receipt is of run spec %s, not %s", what, termsafe.String(rr.SpecDigest), termsafe.String(pin.spec))
+		}
 	}
 	switch {
 	case r.SignedBy != "":
@@ -283,4 +303,38 @@ func printReport(cmd *cobra.Command, what string, r *evidence.Report) error {
 		cmd.Printf("signature: none (the evidence is unsigned); only its internal consistency was checked\n")
 	}
 	return nil
+}
+
+// receiptSummary says in one line what a receipt records of the run: its
+// fixture and spec, its checks' results and how the agent ended.
+func receiptSummary(r *evidence.Receipt) string {
+	passed := 0
+	var failed []string
+	for _, c := range r.Checks {
+		if c.Passed {
+			passed++
+		} else {
+			failed = append(failed, c.Name)
+		}
+	}
+	checks := fmt.Sprintf("%d of %d checks passed", passed, len(r.Checks))
+	if len(failed) > 0 {
+		checks += " (failed: " + strings.Join(failed, ", ") + ")"
+	}
+	exit := "the agent's exit is not recorded"
+	switch e := r.Exit; {
+	case e.TimedOut:
+		exit = "the agent timed out"
+	case e.OOMKilled:
+		exit = "the agent was killed for memory"
+	case e.Signal != "":
+		exit = "the agent was killed by " + e.Signal
+	case e.ExitCode != nil:
+		exit = fmt.Sprintf("the agent exited with code %d", *e.ExitCode)
+	}
+	token := "not seen"
+	if r.MCP.TokenSeen {
+		token = "seen"
+	}
+	return fmt.Sprintf("fixture %s, spec %s: %s; %s; MCP token %s", r.FixtureDigest, r.SpecDigest, checks, exit, token)
 }

@@ -341,6 +341,35 @@ func TestLocalRunTwiceKeepsBothEvidence(t *testing.T) {
 	}
 }
 
+// TestVerifySaysWhatTheReceiptIsAbout: a valid receipt of another run or
+// fixture is still valid, so `evidence verify` says what it records (the
+// fixture's and spec's digests, the checks' results, the agent's end), and
+// --fixture-digest and --spec-digest fail it unless it names those.
+func TestVerifySaysWhatTheReceiptIsAbout(t *testing.T) {
+	dir := filepath.Join(openDir(t), "evidence")
+	hello := filepath.Join(testenv.RepoRoot(), "fixtures", "hello")
+	if out, err := exec.Command(binary, "run", "-f", filepath.Join(hello, "run.yaml"), "--run-root", filepath.Join(openDir(t), "runs"), "--evidence", dir).CombinedOutput(); err != nil {
+		t.Fatalf("harnessfacts run: %v\n%s", err, out)
+	}
+	digest, err := exec.Command(binary, "fixture", "digest", hello).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixtureDigest := strings.TrimSpace(string(digest))
+	out, err := exec.Command(binary, "evidence", "verify", dir, "--fixture-digest", fixtureDigest).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "fixture "+fixtureDigest+", spec sha256:") ||
+		!strings.Contains(string(out), "2 of 2 checks passed; the agent exited with code 0; MCP token seen") {
+		t.Errorf("verify pinned to the right fixture: %v\n%s", err, out)
+	}
+	other := "sha256:" + strings.Repeat("0", 64)
+	for _, flag := range []string{"--fixture-digest", "--spec-digest"} {
+		out, err = exec.Command(binary, "evidence", "verify", dir, flag, other).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), ", not "+other) {
+			t.Errorf("verify %s %s: %v\n%s; want a refusal", flag, other, err, out)
+		}
+	}
+}
+
 // TestCLIAsAKubectlPlugin: linked as kubectl-harnessfacts on PATH, the
 // binary is a plugin of the project's kubectl (`kubectl plugin list` finds
 // it, `kubectl harnessfacts ...` runs it). cli-runtime's flags work as with
