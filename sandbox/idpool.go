@@ -3,6 +3,8 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,6 +15,25 @@ import (
 // the ranges Debian hands to people (1000–59999) and to systemd's dynamic
 // users (61184–65519), and far from nobody (65534).
 const DefaultIDRange = "60000-60127"
+
+// LocalIDRange is the host ids local runs (`harnessfacts run` as root) take
+// one of each, beside a node-agent's DefaultIDRange.
+const LocalIDRange = "60128-60255"
+
+// LocalIDs are LocalIDRange's ids, locked across processes in a folder of
+// root's (/run/harnessfacts/run-uids, or below the temporary folder where
+// there is no /run).
+func LocalIDs() (*LockedIDs, error) {
+	r, err := ParseIDRange(LocalIDRange)
+	if err != nil {
+		return nil, err
+	}
+	dir := "/run/harnessfacts/run-uids"
+	if st, err := os.Stat("/run"); err != nil || !st.IsDir() {
+		dir = filepath.Join(os.TempDir(), "harnessfacts-run-uids")
+	}
+	return NewLockedIDs(r, dir)
+}
 
 // IDRange is a range of host ids, each used as both uid and gid of one run
 // at a time, so that concurrent runs never share a uid: they cannot signal,
@@ -57,6 +78,16 @@ func (r IDRange) Validate() error {
 
 // ErrNoFreeID is returned by Acquire when every id of the pool is in use.
 var ErrNoFreeID = errors.New("sandbox: every id of the range is in use")
+
+// IDs hands out host ids, each to one run at a time: an IDPool within one
+// process (a node-agent's slots), LockedIDs across processes (local runs).
+type IDs interface {
+	// Range is where the ids come from.
+	Range() IDRange
+	// Acquire returns a free id and the function that gives it back; call
+	// that only when no process of the run is left.
+	Acquire() (int, func(), error)
+}
 
 // IDPool hands out the ids of a range, each to one run at a time.
 type IDPool struct {

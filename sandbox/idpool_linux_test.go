@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -73,5 +75,46 @@ func TestRangeInMap(t *testing.T) {
 		if got := rangeInMap(tc.r, tc.m); got != tc.want {
 			t.Errorf("rangeInMap(%v, %q) = %v", tc.r, tc.m, got)
 		}
+	}
+}
+
+// TestLockedIDsAcrossHolders: two holders of one lock folder (as two
+// `harnessfacts run` processes are: each opens the files itself) never get
+// the same id, an id given back is free again, and a full range says so.
+func TestLockedIDsAcrossHolders(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "locks")
+	r := IDRange{First: 61000, Count: 2}
+	a, err := NewLockedIDs(r, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewLockedIDs(r, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id1, release1, err := a.Acquire()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id2, release2, err := b.Acquire()
+	if err != nil || id2 == id1 {
+		t.Fatalf("second holder got %d (%v) while the first holds %d", id2, err, id1)
+	}
+	if _, _, err := a.Acquire(); !errors.Is(err, ErrNoFreeID) {
+		t.Fatalf("a third id from a range of two: %v", err)
+	}
+	release1()
+	release1() // twice is once
+	id3, release3, err := b.Acquire()
+	if err != nil || id3 != id1 {
+		t.Fatalf("after %d was given back: %d, %v", id1, id3, err)
+	}
+	release2()
+	release3()
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewLockedIDs(r, dir); err == nil {
+		t.Error("a lock folder others may write was accepted")
 	}
 }

@@ -93,8 +93,8 @@ check the signature too. The exit code is 0 for verdict Pass, 1 otherwise.`,
 	fl.StringVar(&f.runRoot, "run-root", filepath.Join(os.TempDir(), "harnessfacts-runs"), "folder of the run dirs")
 	fl.StringVar(&f.agentCLIs, "agent-clis", "", "folder of the agent CLIs' commands (hack/install-agent-clis.sh PREFIX/bin; /opt/harnessfacts/agents/bin in the image); empty: PATH")
 	fl.StringSliceVar(&f.hidden, "hide", nil, nodecmd.HideUsage)
-	fl.IntVar(&f.uid, "run-as-uid", sandbox.DefaultUID, "unprivileged uid the agent runs as")
-	fl.IntVar(&f.gid, "run-as-gid", sandbox.DefaultGID, "unprivileged gid the agent runs as")
+	fl.IntVar(&f.uid, "run-as-uid", sandbox.DefaultUID, "unprivileged uid the agent runs as (default, as root: a uid of "+sandbox.LocalIDRange+" no other local run holds)")
+	fl.IntVar(&f.gid, "run-as-gid", sandbox.DefaultGID, "unprivileged gid the agent runs as (default, as root: the same id as its uid)")
 	fl.StringVar(&f.bwrap, "bwrap", "", "bubblewrap binary (default: bwrap on PATH)")
 	fl.StringSliceVar(&f.insideHosts, "inside-host", nil, "a name egress ProviderOnly may reach at an inside address (loopback, private, link-local, CGNAT, metadata), as a HarnessPolicy's network.insideHosts allows it on a cluster; the run must allow the name too (allowHosts, providerURL)")
 	fl.BoolVar(&f.follow, "follow", false, "show the agent's redacted output on stderr as it is produced")
@@ -112,7 +112,8 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	// remove, a sandbox set up again): to stderr, as lines, without
 	// controller-runtime's complaint (and its stack) that no logger was set.
 	ctrl.SetLogger(zap.New(zap.WriteTo(cmd.ErrOrStderr()), zap.ConsoleEncoder(), zap.StacktraceLevel(zapcore.PanicLevel)))
-	userWarning, err := checkLocalRunUser(cmd.Flags().Changed("run-as-uid") || cmd.Flags().Changed("run-as-gid"))
+	idsGiven := cmd.Flags().Changed("run-as-uid") || cmd.Flags().Changed("run-as-gid")
+	userWarning, err := checkLocalRunUser(idsGiven)
 	if err != nil {
 		return err
 	}
@@ -156,6 +157,14 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	}
 	if f.follow {
 		opts.Live = progress
+	}
+	if os.Geteuid() == 0 && !idsGiven && runtime.GOOS == "linux" {
+		// Local runs at once (with run roots of their own, which no run
+		// hides from another) must not share a uid: each takes one no
+		// other `harnessfacts run` holds.
+		if opts.IDs, err = sandbox.LocalIDs(); err != nil {
+			return err
+		}
 	}
 	// The executor's sandbox preflight (a sandbox start, mostly bwrap's
 	// and the kernel's work) runs while this goroutine validates the run

@@ -59,7 +59,7 @@ type Options struct {
 	UID, GID int
 	// IDs, when set, gives each attempt its own id of a range as uid and
 	// gid for as long as it runs, so concurrent runs never share a uid.
-	IDs *sandbox.IDPool
+	IDs sandbox.IDs
 	// InitBinary is the program bound read-only into the sandbox for
 	// `sandbox-init` and `mcp-stdio`: harnessfacts-sandbox-init or the
 	// harnessfacts binary (when empty, InitBinaryBeside(os.Executable())).

@@ -1,0 +1,102 @@
+//go:build linux
+
+package e2e
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+)
+
+// TestConcurrentLocalRunsCannotReachEachOther: two `harnessfacts run`s at
+// once, each with a run root of its own (so neither hides the other's:
+// every sandbox shows the node's root, and the other's run dir is a mount
+// in it). Each runs as a uid of its own (LocalIDs), and a run dir is
+// closed to every group but its run's, so the thief's agent, which finds
+// the victim's run dir in its mount table, can neither read the victim's
+// verifier part while the victim's check runs nor connect to its sockets.
+// Before, both ran as nobody: the thief read the expected answer and
+// wrote into the victim's egress proxy, whose signed receipt recorded it
+// (helper 65).
+func TestConcurrentLocalRunsCannotReachEachOther(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: local runs as a user all run as that user")
+	}
+	dir := t.TempDir()
+	// Outside /tmp, which every sandbox covers with a tmpfs of its own: the
+	// victim's run dir must be on a path the thief's sandbox shows.
+	base, err := os.MkdirTemp("/var/lib", "harnessfacts-e2e-")
+	if err == nil {
+		err = os.Chmod(base, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(base) })
+	victimRoot, thiefRoot := filepath.Join(base, "victim-runs"), filepath.Join(base, "thief-runs")
+	victim := localRunYAML("victim", "prompt: wait\nchecks:\n- {name: slow, shell: 'sleep 6; grep -q 424242 \"$HARNESSFACTS_TESTS/expected.txt\"'}\n", "sleep 2; echo done", "")
+	victim = strings.Replace(victim, `fixture.yaml: `, `tests/expected.txt: "424242\n", fixture.yaml: `, 1)
+	thief := localRunYAML("thief", "prompt: steal\n", `
+end=$(($(date +%s) + 12))
+while [ "$(date +%s)" -lt "$end" ]; do
+  for d in $(awk '$5 ~ /victim-runs\/harnessfacts-/ {print $5}' /proc/self/mountinfo); do
+    echo "SEEN $d"
+    cat "$d/fixture/tests/expected.txt" 2>&1 | sed 's/^/READ /'
+    ls "$d" 2>&1 | sed 's/^/LIST /'
+    python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); print("CONNECTED")' "$d/sockets/egress.sock" 2>&1 | tail -1 | sed 's/^/SOCK /'
+  done
+  sleep 0.5
+done`, "")
+	start := func(name, yamlText, root string) (*exec.Cmd, *bytes.Buffer) {
+		file := filepath.Join(dir, name+".yaml")
+		if err := os.WriteFile(file, []byte(yamlText), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(binary, "run", "-f", file, "-q", "--run-root", root, "--evidence", filepath.Join(dir, name+"-evidence"))
+		var out bytes.Buffer
+		cmd.Stdout = &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd, &out
+	}
+	v, vout := start("victim", victim, victimRoot)
+	time.Sleep(time.Second)
+	th, tout := start("thief", thief, thiefRoot)
+	_ = v.Wait()
+	_ = th.Wait()
+	status := func(b *bytes.Buffer) harnessv1.HarnessRunStatus {
+		var out struct {
+			Status harnessv1.HarnessRunStatus `json:"status"`
+		}
+		if err := yaml.Unmarshal(b.Bytes(), &out); err != nil {
+			t.Fatalf("%v\n%s", err, b)
+		}
+		return out.Status
+	}
+	vst, tst := status(vout), status(tout)
+	if vst.Verdict != harnessv1.VerdictPass {
+		t.Errorf("the victim: %s %s: %s", vst.Verdict, vst.Reason, vst.Message)
+	}
+	if tst.Agent == nil {
+		t.Fatalf("the thief: no agent status: %s", tst.Message)
+	}
+	got := tst.Agent.OutputTail
+	if !strings.Contains(got, "SEEN ") {
+		t.Fatalf("the thief never saw the victim's run dir, so the test shows nothing:\n%s", got)
+	}
+	if strings.Contains(got, "424242") || strings.Contains(got, "CONNECTED") || strings.Contains(got, "LIST workspace") {
+		t.Errorf("the thief reached the victim's run dir:\n%s", got)
+	}
+	if vst.Network != nil && vst.Network.Denied > 0 {
+		t.Errorf("the victim's egress proxy counted requests it never made: %+v", vst.Network)
+	}
+}
