@@ -51,8 +51,12 @@ func NewBwrapRunner(opts Options) (*BwrapRunner, error) {
 	return &BwrapRunner{bwrap: p, opts: opts}, nil
 }
 
-// noCoreDumps sets this process's core limit, soft and hard, to 0, which
-// every sandbox, spawner and slirp4netns it starts inherits. A crash dumps
+// noCoreDumps sets this process's core limit, soft and hard, to 1 byte,
+// which every sandbox, spawner and slirp4netns it starts inherits. Not 0:
+// the kernel ignores a limit of 0 when core_pattern is a pipe and starts
+// the helper all the same (core(5)); 1 is its way to say "no core, not
+// even to a pipe", and a file of 1 byte is below any core the kernel
+// writes. A crash dumps
 // core through kernel.core_pattern, which is the node's: a pipe there
 // (systemd-coredump, apport, a crash collector) starts a helper as root in
 // the node's own namespaces and outside the run's cgroup, which keeps the
@@ -63,7 +67,7 @@ func NewBwrapRunner(opts Options) (*BwrapRunner, error) {
 // which nothing in a sandbox has. The runner's own process loses its cores
 // too: a core of it would hold the runs' credentials.
 func noCoreDumps() error {
-	if err := unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{}); err != nil {
+	if err := unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{Cur: 1, Max: 1}); err != nil {
 		return fmt.Errorf("sandbox: cannot turn core dumps off for sandboxes: %w", err)
 	}
 	return nil
