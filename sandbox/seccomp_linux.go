@@ -65,6 +65,15 @@ var deniedSyscalls = []string{
 	"open_by_handle_at",
 }
 
+// socketFamilies are the address families socket and socketpair may open:
+// unix, IPv4, IPv6 and netlink (the C library's address lookups read the
+// interfaces through it). Any other fails with EAFNOSUPPORT, as in
+// flatpak's sandboxes: each family the kernel has as a module (TIPC, RDS,
+// CAN, Bluetooth, X.25, ...) is loaded, as root, by the first socket of it
+// on a node that loads modules on demand, and brings its code in reach.
+// Docker's profile allows all but AF_VSOCK.
+var socketFamilies = []uint64{unix.AF_UNIX, unix.AF_INET, unix.AF_INET6, unix.AF_NETLINK}
+
 // SeccompProfile is the name and digest of the filter in force.
 type SeccompProfile struct {
 	// Name says what the filter is built from.
@@ -128,8 +137,8 @@ func buildSeccomp() (*seccompFilter, error) {
 		}{in.Op, in.Jt, in.Jf, in.K})
 	}
 	sum := sha256.Sum256(buf.Bytes())
-	name := fmt.Sprintf("harnessfacts-1: moby default %s without capabilities, %s only, %d calls denied first",
-		mobyProfileVersion, info.Name, len(deniedSyscalls))
+	name := fmt.Sprintf("harnessfacts-2: moby default %s without capabilities, %s only, %d calls denied first, sockets of %d families",
+		mobyProfileVersion, info.Name, len(deniedSyscalls), len(socketFamilies))
 	return &seccompFilter{
 		profile: SeccompProfile{Name: name, Digest: "sha256:" + hex.EncodeToString(sum[:])},
 		program: buf.Bytes(),
@@ -157,6 +166,15 @@ func seccompRules(prof *specs.LinuxSeccomp, info *arch.Info) ([]seccompRule, err
 	for _, n := range deniedSyscalls {
 		if nr, ok := info.SyscallNames[n]; ok {
 			rules = append(rules, seccompRule{nr: uint32(nr), action: retEPERM})
+		}
+	}
+	for _, n := range []string{"socket", "socketpair"} {
+		if nr, ok := info.SyscallNames[n]; ok {
+			var conds []specs.LinuxSeccompArg
+			for _, f := range socketFamilies {
+				conds = append(conds, specs.LinuxSeccompArg{Index: 0, Value: f, Op: specs.OpNotEqual})
+			}
+			rules = append(rules, seccompRule{nr: uint32(nr), conds: conds, action: unix.SECCOMP_RET_ERRNO | uint32(unix.EAFNOSUPPORT)})
 		}
 	}
 	for _, rule := range prof.Syscalls {

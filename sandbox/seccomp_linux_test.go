@@ -60,6 +60,12 @@ var probeCalls = map[string]func() unix.Errno{
 	"clone3":                         func() unix.Errno { return sys(unix.SYS_CLONE3, 0, 0) },
 	"socket(AF_VSOCK)":               func() unix.Errno { return sys(unix.SYS_SOCKET, unix.AF_VSOCK, unix.SOCK_STREAM, 0) },
 	"socket(AF_INET)":                func() unix.Errno { return sys(unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_STREAM, 0) },
+	"socket(AF_INET6)":               func() unix.Errno { return sys(unix.SYS_SOCKET, unix.AF_INET6, unix.SOCK_DGRAM, 0) },
+	"socket(AF_NETLINK)":             func() unix.Errno { return sys(unix.SYS_SOCKET, unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_ROUTE) },
+	"socket(AF_UNIX)":                func() unix.Errno { return sys(unix.SYS_SOCKET, unix.AF_UNIX, unix.SOCK_STREAM, 0) },
+	"socket(AF_PACKET)":              func() unix.Errno { return sys(unix.SYS_SOCKET, unix.AF_PACKET, unix.SOCK_DGRAM, 0) },
+	"socket(AF_INET, high bits set)": func() unix.Errno { return sys(unix.SYS_SOCKET, 1<<32|unix.AF_INET, unix.SOCK_STREAM, 0) },
+	"socketpair(AF_TIPC)":            func() unix.Errno { return sys(unix.SYS_SOCKETPAIR, unix.AF_TIPC, unix.SOCK_STREAM, 0, 0) },
 	"getpid":                         func() unix.Errno { return sys(unix.SYS_GETPID) },
 	"x32 getpid":                     func() unix.Errno { return sys(x32Bit | unix.SYS_GETPID) },
 	"i386 getpid":                    func() unix.Errno { return i386(i386Getpid, 0, 0, 0) },
@@ -208,10 +214,18 @@ func TestSeccompDeniesCallsInSandbox(t *testing.T) {
 		"setns":                          {filtered: unix.EPERM},
 		// Docker's rule: ENOSYS, so that glibc falls back to clone, whose
 		// flags the filter can see.
-		"clone3":           {filtered: unix.ENOSYS},
-		"socket(AF_VSOCK)": {filtered: unix.EPERM},
-		"socket(AF_INET)":  {filtered: 0},
-		"getpid":           {filtered: 0},
+		"clone3": {filtered: unix.ENOSYS},
+		// Only unix, IPv4, IPv6 and netlink sockets: a family the kernel
+		// has as a module is loaded by its first socket.
+		"socket(AF_VSOCK)":               {filtered: unix.EAFNOSUPPORT},
+		"socket(AF_INET)":                {filtered: 0},
+		"socket(AF_INET6)":               {filtered: 0},
+		"socket(AF_NETLINK)":             {filtered: 0},
+		"socket(AF_UNIX)":                {filtered: 0},
+		"socket(AF_PACKET)":              {filtered: unix.EAFNOSUPPORT},
+		"socket(AF_INET, high bits set)": {filtered: unix.EAFNOSUPPORT},
+		"socketpair(AF_TIPC)":            {filtered: unix.EAFNOSUPPORT},
+		"getpid":                         {filtered: 0},
 		// This kernel may lack the x32 ABI (ENOSYS either way); the program
 		// itself is checked in TestSeccompFilterDecisions.
 		"x32 getpid":  {filtered: unix.ENOSYS},
