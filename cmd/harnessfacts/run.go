@@ -305,11 +305,9 @@ func evidenceDirUsable(dir, name string) error {
 // absolute, each also as its links resolve: the sandbox masks them. The
 // root itself is never among them (a run file at / names it).
 func localHostPaths(f runFlags, sources localrun.Sources) []string {
-	evidence := f.evidenceDir
-	if evidence == "" {
-		evidence = fixture.LocalEvidenceDir
-	}
-	paths := []string{f.file, f.fixturesDir, sources.FixtureDir, f.secretsDir, evidence}
+	// ./evidence too when --evidence names another folder: it holds earlier
+	// runs' evidence, their artifacts (answers) among it.
+	paths := []string{f.file, f.fixturesDir, sources.FixtureDir, f.secretsDir, f.evidenceDir, fixture.LocalEvidenceDir}
 	if home, err := os.UserHomeDir(); err == nil {
 		paths = append(paths, home)
 	}

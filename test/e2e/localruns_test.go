@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/testing/testenv"
 )
 
 // TestConcurrentLocalRunsCannotReachEachOther: two `harnessfacts run`s at
@@ -31,16 +32,7 @@ func TestConcurrentLocalRunsCannotReachEachOther(t *testing.T) {
 		t.Skip("needs root: local runs as a user all run as that user")
 	}
 	dir := t.TempDir()
-	// Outside /tmp, which every sandbox covers with a tmpfs of its own: the
-	// victim's run dir must be on a path the thief's sandbox shows.
-	base, err := os.MkdirTemp("/var/lib", "harnessfacts-e2e-")
-	if err == nil {
-		err = os.Chmod(base, 0o755)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(base) })
+	base := shownDir(t)
 	victimRoot, thiefRoot := filepath.Join(base, "victim-runs"), filepath.Join(base, "thief-runs")
 	victim := localRunYAML("victim", "prompt: wait\nchecks:\n- {name: slow, shell: 'sleep 6; grep -q 424242 \"$HARNESSFACTS_TESTS/expected.txt\"'}\n", "sleep 2; echo done", "")
 	victim = strings.Replace(victim, `fixture.yaml: `, `tests/expected.txt: "424242\n", fixture.yaml: `, 1)
@@ -99,4 +91,54 @@ done`, "")
 	if vst.Network != nil && vst.Network.Denied > 0 {
 		t.Errorf("the victim's egress proxy counted requests it never made: %+v", vst.Network)
 	}
+}
+
+// TestEarlierEvidenceIsHiddenFromLaterRuns: ./evidence holds earlier local
+// runs' evidence, their artifacts (answers) among it; a later run's agent
+// does not see it, also when the later run writes its own evidence
+// elsewhere (--evidence). Before, only the folder of the run's own
+// evidence was hidden (helper 65).
+func TestEarlierEvidenceIsHiddenFromLaterRuns(t *testing.T) {
+	cwd := shownDir(t)
+	runs := filepath.Join(openDir(t), "runs")
+	first := exec.Command(binary, "run", "-f", filepath.Join(testenv.RepoRoot(), "fixtures", "hello", "run.yaml"), "-q", "--run-root", runs)
+	first.Dir = cwd
+	if out, err := first.CombinedOutput(); err != nil {
+		t.Fatalf("the first run: %v\n%s", err, out)
+	}
+	earlier := filepath.Join(cwd, "evidence", "hello", "latest", "receipt.json")
+	if _, err := os.Stat(earlier); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(cwd, "later.yaml")
+	if err := os.WriteFile(file, []byte(localRunYAML("later", "prompt: look\n", "cat "+earlier+" && echo FOUND-EARLIER", "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	later := exec.Command(binary, "run", "-f", file, "-q", "--run-root", runs, "--evidence", filepath.Join(openDir(t), "elsewhere"))
+	later.Dir = cwd
+	out, _ := later.Output()
+	var st struct {
+		Status harnessv1.HarnessRunStatus `json:"status"`
+	}
+	if err := yaml.Unmarshal(out, &st); err != nil || st.Status.Agent == nil {
+		t.Fatalf("the later run printed no status (%v):\n%s", err, out)
+	}
+	if strings.Contains(st.Status.Agent.OutputTail, "FOUND-EARLIER") {
+		t.Errorf("the later run's agent read the earlier run's evidence:\n%s", st.Status.Agent.OutputTail)
+	}
+}
+
+// shownDir is a new folder outside /tmp, which every sandbox covers with a
+// tmpfs of its own: what is in it is on a path sandboxes show.
+func shownDir(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("/var/lib", "harnessfacts-e2e-")
+	if err == nil {
+		err = os.Chmod(d, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(d) })
+	return d
 }
