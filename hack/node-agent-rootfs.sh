@@ -22,7 +22,8 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 suite=trixie
 mirror=$("$(dirname "${BASH_SOURCE[0]}")/debian-mirror.sh") # apt's own, or DEBIAN_MIRROR
-packages=bubblewrap,nodejs,npm,ca-certificates,git
+# slirp4netns as in the Dockerfile: egress Unrestricted needs it.
+packages=bubblewrap,slirp4netns,nodejs,npm,ca-certificates,git
 clis=${IMAGE_AGENT_CLIS:-gemini}
 root=${HARNESSFACTS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/harnessfacts}
 

@@ -145,15 +145,19 @@ start() {
   ip addr add "$node_ip/32" dev "$dummy"
   ip link set "$dummy" up
 
+  # etcd on the host's loopback only: it serves plain http without client
+  # authentication, and on the node's address every pod (and an agent with
+  # Unrestricted egress) read every Secret from it. kube-apiserver runs on
+  # the host and reaches it there.
   daemon etcd etcd --name harnessfacts-node --data-dir "$dir/etcd" \
-    --listen-client-urls "http://$node_ip:2379" --advertise-client-urls "http://$node_ip:2379" \
-    --listen-peer-urls "http://$node_ip:2380" --initial-advertise-peer-urls "http://$node_ip:2380" \
-    --initial-cluster "harnessfacts-node=http://$node_ip:2380" --listen-metrics-urls "" \
+    --listen-client-urls "http://127.0.0.1:2379" --advertise-client-urls "http://127.0.0.1:2379" \
+    --listen-peer-urls "http://127.0.0.1:2380" --initial-advertise-peer-urls "http://127.0.0.1:2380" \
+    --initial-cluster "harnessfacts-node=http://127.0.0.1:2380" --listen-metrics-urls "" \
     --unsafe-no-fsync --log-level warn
-  wait_for etcd 60 curl -fsS "http://$node_ip:2379/health"
+  wait_for etcd 60 curl -fsS "http://127.0.0.1:2379/health"
 
   local p=$dir/pki
-  daemon kube-apiserver kube-apiserver --etcd-servers "http://$node_ip:2379" \
+  daemon kube-apiserver kube-apiserver --etcd-servers "http://127.0.0.1:2379" \
     --bind-address "$node_ip" --advertise-address "$node_ip" --secure-port 6443 \
     --tls-cert-file "$p/apiserver.crt" --tls-private-key-file "$p/apiserver.key" --client-ca-file "$p/ca.crt" \
     --service-account-key-file "$p/sa.pub" --service-account-signing-key-file "$p/sa.key" \
