@@ -187,8 +187,15 @@ spec:
 				if err != nil {
 					t.Fatal(err)
 				}
-				if st.Mode().Perm() != 0o700 || st.Sys().(*syscall.Stat_t).Uid != sandbox.DefaultUID {
-					t.Errorf("the sockets folder is %v owned by %d, want 0700 owned by the run's uid %d", st.Mode().Perm(), st.Sys().(*syscall.Stat_t).Uid, sandbox.DefaultUID)
+				// The run's uid: as root, an id of the local runs' range
+				// that no other local run holds.
+				local, err := sandbox.ParseIDRange(sandbox.LocalIDRange)
+				if err != nil {
+					t.Fatal(err)
+				}
+				uid := int(st.Sys().(*syscall.Stat_t).Uid)
+				if st.Mode().Perm() != 0o700 || uid < local.First || uid > local.Last() || int(st.Sys().(*syscall.Stat_t).Gid) != uid {
+					t.Errorf("the sockets folder is %v owned by %d:%d, want 0700 owned by a uid and gid of %s", st.Mode().Perm(), uid, st.Sys().(*syscall.Stat_t).Gid, local)
 				}
 				socks, _ := filepath.Glob(filepath.Join(sockets, "*.sock"))
 				if len(socks) < 2 {
@@ -199,13 +206,17 @@ spec:
 					if err != nil {
 						t.Fatal(err)
 					}
-					if st.Mode().Perm() != 0o600 || st.Sys().(*syscall.Stat_t).Uid != sandbox.DefaultUID {
-						t.Errorf("%s is %v owned by %d, want 0600 owned by %d", s, st.Mode().Perm(), st.Sys().(*syscall.Stat_t).Uid, sandbox.DefaultUID)
+					if st.Mode().Perm() != 0o600 || int(st.Sys().(*syscall.Stat_t).Uid) != uid {
+						t.Errorf("%s is %v owned by %d, want 0600 owned by %d", s, st.Mode().Perm(), st.Sys().(*syscall.Stat_t).Uid, uid)
 					}
-					if got := dialAs(t, s, 12345, 12345); !strings.HasPrefix(got, "REFUSED EACCES") {
-						t.Errorf("host uid 12345 connecting to %s: %s, want REFUSED EACCES", s, got)
+					// Another local run's uid, and nobody, which local runs
+					// all were.
+					for _, other := range []int{12345, sandbox.DefaultUID} {
+						if got := dialAs(t, s, other, other); !strings.HasPrefix(got, "REFUSED EACCES") {
+							t.Errorf("host uid %d connecting to %s: %s, want REFUSED EACCES", other, s, got)
+						}
 					}
-					if got := dialAs(t, s, sandbox.DefaultUID, sandbox.DefaultGID); got != "CONNECTED" {
+					if got := dialAs(t, s, uid, uid); got != "CONNECTED" {
 						t.Errorf("the run's uid connecting to %s: %s, want CONNECTED (the refusal above proves nothing)", s, got)
 					}
 				}
