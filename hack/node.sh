@@ -15,7 +15,9 @@
 # a dummy (or port-less bridge) interface hf-node0 holding the node IP (the kubelet refuses a
 # loopback one), the pods' bridge hf-cni0, and the cgroup /harnessfacts-node in
 # each hierarchy. Every server listens on the node IP only, so nothing clashes
-# with processes on 127.0.0.1. No kube-proxy and no iptables rule: pods reach
+# with processes on 127.0.0.1, but etcd, which serves plain http without
+# client authentication: it listens on 127.0.0.1:22379, out of the pods'
+# reach. No kube-proxy and no iptables rule: pods reach
 # the API server at the node IP (KUBERNETES_SERVICE_HOST, see test/node).
 #
 # The binaries come from hack/control-plane.sh and hack/node-tools.sh (built
@@ -150,14 +152,14 @@ start() {
   # Unrestricted egress) read every Secret from it. kube-apiserver runs on
   # the host and reaches it there.
   daemon etcd etcd --name harnessfacts-node --data-dir "$dir/etcd" \
-    --listen-client-urls "http://127.0.0.1:2379" --advertise-client-urls "http://127.0.0.1:2379" \
-    --listen-peer-urls "http://127.0.0.1:2380" --initial-advertise-peer-urls "http://127.0.0.1:2380" \
-    --initial-cluster "harnessfacts-node=http://127.0.0.1:2380" --listen-metrics-urls "" \
+    --listen-client-urls "http://127.0.0.1:22379" --advertise-client-urls "http://127.0.0.1:22379" \
+    --listen-peer-urls "http://127.0.0.1:22380" --initial-advertise-peer-urls "http://127.0.0.1:22380" \
+    --initial-cluster "harnessfacts-node=http://127.0.0.1:22380" --listen-metrics-urls "" \
     --unsafe-no-fsync --log-level warn
-  wait_for etcd 60 curl -fsS "http://127.0.0.1:2379/health"
+  wait_for etcd 60 curl -fsS "http://127.0.0.1:22379/health"
 
   local p=$dir/pki
-  daemon kube-apiserver kube-apiserver --etcd-servers "http://127.0.0.1:2379" \
+  daemon kube-apiserver kube-apiserver --etcd-servers "http://127.0.0.1:22379" \
     --bind-address "$node_ip" --advertise-address "$node_ip" --secure-port 6443 \
     --tls-cert-file "$p/apiserver.crt" --tls-private-key-file "$p/apiserver.key" --client-ca-file "$p/ca.crt" \
     --service-account-key-file "$p/sa.pub" --service-account-signing-key-file "$p/sa.key" \
