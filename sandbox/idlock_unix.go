@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -43,8 +44,10 @@ func NewLockedIDs(r IDRange, dir string) (*LockedIDs, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: the folder of the uid locks: %w", err)
 	}
-	if !st.IsDir() || st.Mode().Perm()&0o022 != 0 {
-		return nil, fmt.Errorf("sandbox: the folder of the uid locks %s is not a folder only its owner may write", dir)
+	// Ours, and no one else's to write: in a temporary folder another
+	// user could have made it first, and locked every id.
+	if sys, ok := st.Sys().(*syscall.Stat_t); !st.IsDir() || st.Mode().Perm()&0o022 != 0 || !ok || int(sys.Uid) != os.Geteuid() {
+		return nil, fmt.Errorf("sandbox: the folder of the uid locks %s is not a folder of this user's that only it may write", dir)
 	}
 	return &LockedIDs{r: r, dir: dir}, nil
 }

@@ -67,7 +67,7 @@ var deniedSyscalls = []string{
 
 // socketFamilies are the address families socket and socketpair may open:
 // unix, IPv4, IPv6 and netlink (the C library's address lookups read the
-// interfaces through it). Any other fails with EAFNOSUPPORT, as in
+// interfaces through it; its routing protocol only, see seccompRules). Any other fails with EAFNOSUPPORT, as in
 // flatpak's sandboxes: each family the kernel has as a module (TIPC, RDS,
 // CAN, Bluetooth, X.25, ...) is loaded, as root, by the first socket of it
 // on a node that loads modules on demand, and brings its code in reach.
@@ -176,6 +176,15 @@ func seccompRules(prof *specs.LinuxSeccomp, info *arch.Info) ([]seccompRule, err
 			}
 			rules = append(rules, seccompRule{nr: uint32(nr), conds: conds, action: unix.SECCOMP_RET_ERRNO | uint32(unix.EAFNOSUPPORT)})
 		}
+	}
+	// Of netlink, the routing protocol alone (what address lookups and
+	// `ip` read): each other protocol may be a module of its own too
+	// (crypto_user, the socket diagnostics, audit).
+	if nr, ok := info.SyscallNames["socket"]; ok {
+		rules = append(rules, seccompRule{nr: uint32(nr), conds: []specs.LinuxSeccompArg{
+			{Index: 0, Value: unix.AF_NETLINK, Op: specs.OpEqualTo},
+			{Index: 2, Value: unix.NETLINK_ROUTE, Op: specs.OpNotEqual},
+		}, action: unix.SECCOMP_RET_ERRNO | uint32(unix.EPROTONOSUPPORT)})
 	}
 	for _, rule := range prof.Syscalls {
 		var action uint32
