@@ -270,6 +270,19 @@ func printReport(cmd *cobra.Command, what string, r *evidence.Report, pin receip
 		}
 		return fmt.Errorf("%s: %s", what, termsafe.String(err.Error()))
 	}
+	// A pinned digest is judged before anything says "verified", and a
+	// report without a receipt matches no pin.
+	if pin.fixture != "" || pin.spec != "" {
+		rr := r.Receipt
+		switch {
+		case rr == nil:
+			return fmt.Errorf("%s: no receipt to hold to --fixture-digest or --spec-digest", what)
+		case pin.fixture != "" && rr.FixtureDigest != pin.fixture:
+			return fmt.Errorf("%s: the receipt is of fixture %s, not %s", what, termsafe.String(rr.FixtureDigest), termsafe.String(pin.fixture))
+		case pin.spec != "" && rr.SpecDigest != pin.spec:
+			return fmt.Errorf("%s: the receipt is of run spec %s, not %s", what, termsafe.String(rr.SpecDigest), termsafe.String(pin.spec))
+		}
+	}
 	parts := 1
 	if r.Receipt != nil {
 		for _, a := range r.Receipt.Artifacts {
@@ -285,14 +298,6 @@ func printReport(cmd *cobra.Command, what string, r *evidence.Report, pin receip
 		cmd.Print(termsafe.String(fmt.Sprintf("receipt of HarnessRun %s/%s (uid %s, attempt %d) on node %s, finished %s\n", rr.Run.Namespace, rr.Run.Name,
 			rr.Run.UID, rr.Run.Attempt, rr.Node, rr.Timings.Finished.Format(time.RFC3339))))
 		cmd.Print(termsafe.String(receiptSummary(rr) + "\n"))
-	}
-	if rr := r.Receipt; rr != nil {
-		if pin.fixture != "" && rr.FixtureDigest != pin.fixture {
-			return fmt.Errorf("%s: the receipt is of fixture %s, not %s", what, termsafe.String(rr.FixtureDigest), termsafe.String(pin.fixture))
-		}
-		if pin.spec != "" && rr.SpecDigest != pin.spec {
-			return fmt.Errorf("%s: the receipt is of run spec %s, not %s", what, termsafe.String(rr.SpecDigest), termsafe.String(pin.spec))
-		}
 	}
 	switch {
 	case r.SignedBy != "":

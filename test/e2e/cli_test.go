@@ -364,8 +364,8 @@ func TestVerifySaysWhatTheReceiptIsAbout(t *testing.T) {
 	other := "sha256:" + strings.Repeat("0", 64)
 	for _, flag := range []string{"--fixture-digest", "--spec-digest"} {
 		out, err = exec.Command(binary, "evidence", "verify", dir, flag, other).CombinedOutput()
-		if err == nil || !strings.Contains(string(out), ", not "+other) {
-			t.Errorf("verify %s %s: %v\n%s; want a refusal", flag, other, err, out)
+		if err == nil || !strings.Contains(string(out), ", not "+other) || strings.Contains(string(out), "verified ") {
+			t.Errorf("verify %s %s: %v\n%s; want a refusal, without \"verified\" before it", flag, other, err, out)
 		}
 	}
 }
