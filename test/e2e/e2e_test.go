@@ -335,7 +335,13 @@ func TestHelloOverStdio(t *testing.T) {
 // through, as a node's run root must be.
 func openDir(t testing.TB) string {
 	t.Helper()
-	d, err := os.MkdirTemp("", "harnessfacts-e2e-")
+	return openDirIn(t, "")
+}
+
+// openDirIn is openDir below parent ("": the temporary folder).
+func openDirIn(t testing.TB, parent string) string {
+	t.Helper()
+	d, err := os.MkdirTemp(parent, "harnessfacts-e2e-")
 	if err == nil {
 		err = os.Chmod(d, 0o755)
 	}

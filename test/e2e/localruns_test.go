@@ -132,13 +132,5 @@ func TestEarlierEvidenceIsHiddenFromLaterRuns(t *testing.T) {
 // tmpfs of its own: what is in it is on a path sandboxes show.
 func shownDir(t *testing.T) string {
 	t.Helper()
-	d, err := os.MkdirTemp("/var/lib", "harnessfacts-e2e-")
-	if err == nil {
-		err = os.Chmod(d, 0o755)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(d) })
-	return d
+	return openDirIn(t, "/var/lib")
 }
