@@ -301,13 +301,21 @@ func evidenceDirUsable(dir, name string) error {
 }
 
 // localHostPaths are the host folders and files a local run reads (its
-// run file, fixtures, secrets and evidence folders) and the caller's home,
-// absolute, each also as its links resolve: the sandbox masks them. The
-// root itself is never among them (a run file at / names it).
+// run file, fixtures, secrets and evidence folders), the git repositories
+// they are kept in and the caller's home, absolute, each also as its links
+// resolve: the sandbox masks them. The root itself is never among them (a
+// run file at / names it).
 func localHostPaths(f runFlags, sources localrun.Sources) []string {
 	// ./evidence too when --evidence names another folder: it holds earlier
 	// runs' evidence, their artifacts (answers) among it.
 	paths := []string{f.file, f.fixturesDir, sources.FixtureDir, f.secretsDir, f.evidenceDir, fixture.LocalEvidenceDir}
+	// A task set is mostly kept in git: the fixture's folder hidden, its
+	// verifier part was still in the repository's objects above it.
+	for _, p := range []string{f.file, f.fixturesDir, sources.FixtureDir, f.secretsDir} {
+		if p != "" {
+			paths = append(paths, enclosingGitDirs(p)...)
+		}
+	}
 	if home, err := os.UserHomeDir(); err == nil {
 		paths = append(paths, home)
 	}
@@ -325,6 +333,57 @@ func localHostPaths(f runFlags, sources localrun.Sources) []string {
 				out = append(out, q)
 			}
 		}
+	}
+	return out
+}
+
+// enclosingGitDirs are the git folders of every repository p is in: the
+// ".git" of p and of each folder above it, and, where ".git" is a file (a
+// linked worktree, a submodule), the folder it names and that folder's
+// common one, which hold the objects.
+func enclosingGitDirs(p string) []string {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for dir := abs; ; dir = filepath.Dir(dir) {
+		dotGit := filepath.Join(dir, ".git")
+		if fi, err := os.Lstat(dotGit); err == nil {
+			out = append(out, dotGit)
+			if fi.Mode().IsRegular() {
+				out = append(out, linkedGitDirs(dotGit)...)
+			}
+		}
+		if dir == filepath.Dir(dir) {
+			return out
+		}
+	}
+}
+
+// linkedGitDirs reads a ".git" file ("gitdir: PATH") and returns the
+// folder it names and, when that folder has a "commondir" file, the common
+// folder (a worktree's main repository), each absolute.
+func linkedGitDirs(dotGit string) []string {
+	data, err := os.ReadFile(dotGit)
+	if err != nil || len(data) > 4096 {
+		return nil
+	}
+	gitDir, ok := strings.CutPrefix(strings.TrimSpace(string(data)), "gitdir:")
+	if !ok {
+		return nil
+	}
+	gitDir = strings.TrimSpace(gitDir)
+	if !filepath.IsAbs(gitDir) {
+		gitDir = filepath.Join(filepath.Dir(dotGit), gitDir)
+	}
+	out := []string{filepath.Clean(gitDir)}
+	if common, err := os.ReadFile(filepath.Join(gitDir, "commondir")); err == nil && len(common) < 4096 {
+		c := strings.TrimSpace(string(common))
+		if !filepath.IsAbs(c) {
+			c = filepath.Join(gitDir, c)
+		}
+		out = append(out, filepath.Clean(c))
 	}
 	return out
 }

@@ -134,3 +134,63 @@ func shownDir(t *testing.T) string {
 	t.Helper()
 	return openDirIn(t, "/var/lib")
 }
+
+// TestTaskSetRepositoryIsHiddenFromLocalAgents: a local run hides its
+// fixture's folder, but a task set is mostly a git checkout, and its
+// objects above the folder held the verifier part (helper 65 read an
+// expected answer from them). The run hides the ".git" of every
+// repository its sources are in.
+func TestTaskSetRepositoryIsHiddenFromLocalAgents(t *testing.T) {
+	repo := shownDir(t)
+	task := filepath.Join(repo, "tasks", "hello")
+	if err := os.CopyFS(task, os.DirFS(filepath.Join(testenv.RepoRoot(), "fixtures", "hello"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(task, "tests"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(task, "tests", "expected.txt"), []byte("ANSWER-IN-GIT-7317\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-C", repo, "-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	git("init", "-q")
+	git("add", ".")
+	git("commit", "-qm", "the task set")
+	// A linked worktree's ".git" is a file naming a folder in the main
+	// repository's: that one is hidden too.
+	wt := filepath.Join(repo, "wt")
+	git("worktree", "add", "-q", wt)
+	run := localRunYAML("thief", "prompt: steal\n", `
+echo AGENT-RAN
+cat `+repo+`/.git/HEAD `+wt+`/.git 2>&1
+git -c safe.directory="*" -C `+repo+` log -p 2>&1 | grep ANSWER
+git -c safe.directory="*" -C `+wt+` log -p 2>&1 | grep ANSWER
+grep -rl ANSWER `+repo+`/.git 2>&1 | head -3
+echo AGENT-DONE`, "")
+	for _, file := range []string{filepath.Join(task, "run.yaml"), filepath.Join(wt, "tasks", "hello", "run.yaml")} {
+		if err := os.WriteFile(file, []byte(run), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(binary, "run", "-f", file, "-q", "--run-root", filepath.Join(openDir(t), "runs"), "--evidence", filepath.Join(t.TempDir(), "evidence"))
+		out, _ := cmd.Output()
+		var st struct {
+			Status harnessv1.HarnessRunStatus `json:"status"`
+		}
+		if err := yaml.Unmarshal(out, &st); err != nil || st.Status.Agent == nil {
+			t.Fatalf("%s printed no status (%v):\n%s", file, err, out)
+		}
+		tail := st.Status.Agent.OutputTail
+		if !strings.Contains(tail, "AGENT-RAN") || !strings.Contains(tail, "AGENT-DONE") {
+			t.Fatalf("%s: the agent did not run to its end:\n%s", file, tail)
+		}
+		if strings.Contains(tail, "ANSWER") || strings.Contains(tail, "refs/heads") {
+			t.Errorf("%s: the agent read the task set's repository:\n%s", file, tail)
+		}
+	}
+}
