@@ -47,6 +47,7 @@ type runFlags struct {
 	bwrap       string
 	follow      bool
 	insideHosts []string
+	providerCA  string
 	quiet       bool
 	evidenceKey string
 }
@@ -97,6 +98,7 @@ check the signature too. The exit code is 0 for verdict Pass, 1 otherwise.`,
 	fl.IntVar(&f.gid, "run-as-gid", sandbox.DefaultGID, "unprivileged gid the agent runs as (default, as root: the same id as its uid)")
 	fl.StringVar(&f.bwrap, "bwrap", "", "bubblewrap binary (default: bwrap on PATH)")
 	fl.StringSliceVar(&f.insideHosts, "inside-host", nil, "a name egress ProviderOnly may reach at an inside address (loopback, private, link-local, CGNAT, metadata), as a HarnessPolicy's network.insideHosts allows it on a cluster; the run must allow the name too (allowHosts, providerURL)")
+	fl.StringVar(&f.providerCA, "provider-ca-file", "", "PEM bundle of the CAs the model provider's certificate must chain to in the run's model gateway, instead of the system's (a private provider, a test CA), as the node-agent's flag of that name")
 	fl.BoolVar(&f.follow, "follow", false, "show the agent's redacted output on stderr as it is produced")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "do not say the phases and steps on stderr")
 	fl.StringVar(&f.evidenceKey, "evidence-key", defaultLocalKey(), "PEM ECDSA P-256 private key that signs the receipt, as a node-agent's does (made, mode 0600, when absent; its folder is masked in the sandbox; its public part is written beside it as evidence-key.pub); \"\" leaves the receipt unsigned")
@@ -140,6 +142,10 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	// (and the redactor does not know); the evidence folders hold other
 	// runs'; the caller's home is theirs.
 	hidden = append(hidden, localHostPaths(f, sources)...)
+	providerCAs, err := nodecmd.LoadCAs(f.providerCA)
+	if err != nil {
+		return fmt.Errorf("--provider-ca-file: %w", err)
+	}
 	progress := &localProgress{w: cmd.ErrOrStderr(), quiet: f.quiet, start: time.Now()}
 	key, pubFile, err := localSigningKey(f.evidenceKey)
 	if err != nil {
@@ -152,7 +158,7 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	opts := executor.Options{
 		Sources: sources, RunRoot: f.runRoot, Hidden: hidden, UID: f.uid, GID: f.gid,
 		Sandbox: sandbox.Options{Bwrap: f.bwrap}, Adapters: adapters.New(adapters.Config{CLIDir: f.agentCLIs}),
-		Observer: progress, InsideHosts: f.insideHosts, SigningKey: key,
+		Observer: progress, InsideHosts: f.insideHosts, SigningKey: key, ProviderCAs: providerCAs,
 		InsideAllowedBy: "harnessfacts run --inside-host",
 	}
 	if f.follow {

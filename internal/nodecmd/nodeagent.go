@@ -370,7 +370,7 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 	} else if placeErr != nil {
 		logger.Error(placeErr, "the node-agent could not place itself and its runs' cgroups; without --require-sandbox it goes on, with no bound of its own")
 	}
-	providerCAs, err := loadCAs(f.providerCA)
+	providerCAs, err := LoadCAs(f.providerCA)
 	if err != nil {
 		return fmt.Errorf("--provider-ca-file: %w", err)
 	}
@@ -392,7 +392,7 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 		logger.Info("git and OCI fixtures are bounded by the node-agent's memory: raise --memory-limit for larger ones",
 			"maxFixtureBytes", fixtureLimits.MaxTotalBytes, "memoryLimit", memoryLimit, "slots", f.slots)
 	}
-	fixtureCAs, err := loadCAs(f.fixtureSourceCA)
+	fixtureCAs, err := LoadCAs(f.fixtureSourceCA)
 	if err != nil {
 		return fmt.Errorf("--fixture-source-ca-file: %w", err)
 	}
@@ -452,8 +452,8 @@ func handBackAfter(grace time.Duration) time.Duration {
 	return grace - min(grace/3, 15*time.Second)
 }
 
-// loadCAs reads a PEM CA bundle; "" is nil, the system's roots.
-func loadCAs(file string) (*x509.CertPool, error) {
+// LoadCAs reads a PEM CA bundle; "" is nil, the system's roots.
+func LoadCAs(file string) (*x509.CertPool, error) {
 	if file == "" {
 		return nil, nil
 	}
