@@ -383,24 +383,31 @@ func TestLocalRunTwiceInTheFixturesFolder(t *testing.T) {
 func TestLocalRunHidesTheHostFoldersItReads(t *testing.T) {
 	bin := harnessfactsBinary(t)
 	base := openDirIn(t, "/var/tmp")
-	fix := filepath.Join(base, "fixtures", "guess")
+	// Every value the agent must not find is this test's own: another
+	// instance of it on the machine (a second checkout's tests at the same
+	// time) leaves its folders in /var/tmp, which no run of this one hides
+	// (the known limit: a task set every user may read is readable), and
+	// the agent found those and failed this test now and then.
+	tag := strings.TrimPrefix(filepath.Base(base), "hf-cmd-")
+	name := "guess-" + tag
+	fix := filepath.Join(base, "fixtures", name)
 	files := map[string]string{
 		filepath.Join(fix, "fixture.yaml"): "prompt: guess the number\nartifacts: [answer.txt, loot.txt]\nchecks:\n" +
 			"- name: guessed\n  shell: cmp -s answer.txt \"$HARNESSFACTS_TESTS/expected.txt\"\n",
 		filepath.Join(fix, "workspace", "README"):      "guess\n",
-		filepath.Join(fix, "tests", "expected.txt"):    "secret-answer-1729\n",
-		filepath.Join(base, "secrets", "used", "key"):  "sk-selected-0123456789abcdef\n",
-		filepath.Join(base, "secrets", "other", "key"): "sk-not-selected-of-another-team-0123456789\n",
+		filepath.Join(fix, "tests", "expected.txt"):    "secret-answer-1729-" + tag + "\n",
+		filepath.Join(base, "secrets", "used", "key"):  "sk-selected-0123456789abcdef-" + tag + "\n",
+		filepath.Join(base, "secrets", "other", "key"): "sk-not-selected-of-another-team-0123456789-" + tag + "\n",
 		filepath.Join(base, "run.yaml"): `apiVersion: harnessfacts.io/v1alpha1
 kind: HarnessRun
 metadata: {name: guess}
 spec:
   agent:
     adapter: exec
-    command: [sh, -c, "f=$(find / -xdev -path '*/fixtures/guess/tests/expected.txt' 2>/dev/null | head -1); echo found $f; cat \"$f\" > answer.txt; for s in $(find / -xdev -path '*/secrets/*/key' 2>/dev/null); do echo \"$s: $(cat $s)\"; done > loot.txt; cat ` + filepath.Join(base, "run.yaml") + ` >> loot.txt"]
+    command: [sh, -c, "f=$(find / -xdev -path '*/fixtures/` + name + `/tests/expected.txt' 2>/dev/null | head -1); echo found $f; cat \"$f\" > answer.txt; for s in $(find / -xdev -path '*/secrets/*/key' 2>/dev/null); do echo \"$s: $(cat $s)\"; done > loot.txt; cat ` + filepath.Join(base, "run.yaml") + ` >> loot.txt"]
     credentials:
     - {env: MY_KEY, secretKeyRef: {name: used, key: key}}
-  fixture: {configMapRef: {name: guess}}
+  fixture: {configMapRef: {name: ` + name + `}}
 `,
 	}
 	for p, c := range files {
@@ -425,10 +432,10 @@ spec:
 	if err != nil {
 		t.Fatalf("the agent's loot.txt: %v\n%s", err, out.String())
 	}
-	if strings.Contains(string(answer), "secret-answer") {
+	if strings.Contains(string(answer), "secret-answer-1729-"+tag) {
 		t.Errorf("the agent read its fixture's verifier part from the host: %q", answer)
 	}
-	for _, leak := range []string{"sk-not-selected", "sk-selected", "kind: HarnessRun"} {
+	for _, leak := range []string{"sk-not-selected-of-another-team-0123456789-" + tag, "sk-selected-0123456789abcdef-" + tag, "kind: HarnessRun"} {
 		if strings.Contains(string(loot), leak) {
 			t.Errorf("the agent read %q from the host:\n%s", leak, loot)
 		}
