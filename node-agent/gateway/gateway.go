@@ -651,7 +651,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r.ContentLength = int64(len(body))
 	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	g.tally.Request()
+	// status.usage.requests counts the model requests, those whose
+	// answers are read for usage: not a count of tokens (free) nor a
+	// listing of models, which the provider serves without a model.
+	if usage.DialectOf(p) != "" {
+		g.tally.Request()
+	}
 	ctx := context.WithValue(r.Context(), releaseKey{}, release)
 	if asked {
 		ctx = context.WithValue(ctx, askedUsageKey{}, true)

@@ -1191,3 +1191,52 @@ func TestGatewayKeepsGeminisRetryDelay(t *testing.T) {
 		})
 	}
 }
+
+// status.usage.requests counts the model requests: a count of tokens
+// (Anthropic's count_tokens, Gemini's countTokens, both free) and a listing
+// of models go through the gateway but are no generation, and counted as
+// one they made requests disagree with the provider's own count of the
+// answers it billed (before, a run whose CLI counted tokens once showed
+// one request more than its provider served).
+func TestGatewayCountsOnlyGenerationsAsRequests(t *testing.T) {
+	const message = `{"id":"msg_1","type":"message","role":"assistant","model":"claude-x","content":[{"type":"text","text":"hi"}],` +
+		`"stop_reason":"end_turn","usage":{"input_tokens":120,"cache_read_input_tokens":30,"cache_creation_input_tokens":5,"output_tokens":9}}`
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.Method + " " + r.URL.Path {
+		case "POST /v1/messages":
+			_, _ = io.WriteString(w, message)
+		case "POST /v1/messages/count_tokens":
+			_, _ = io.WriteString(w, `{"input_tokens":4321}`)
+		case "POST /v1beta/models/g:countTokens":
+			_, _ = io.WriteString(w, `{"totalTokens":1234}`)
+		case "GET /v1/models":
+			_, _ = io.WriteString(w, `{"data":[{"type":"model","id":"claude-x"}],"has_more":false}`)
+		default:
+			t.Errorf("unexpected request %s %s", r.Method, r.URL)
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	g, base := serve(t, Options{Upstream: srv.URL, Header: XAPIKey, Key: []byte(realKey), RootCAs: pool})
+	for _, p := range []string{"/v1/messages/count_tokens", "/v1beta/models/g:countTokens", "/v1/messages"} {
+		if resp, body := post(t, base+p, `{"model":"claude-x","messages":[{"role":"user","content":"hi"}]}`, nil); resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: status %d: %s", p, resp.StatusCode, body)
+		}
+	}
+	resp, err := http.Get(base + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /v1/models: status %d", resp.StatusCode)
+	}
+	st := g.Tally().Status("Gateway", "")
+	if st.Requests != 1 || st.UncountedResponses != 0 || st.InputTokens != 120 || st.CacheReadTokens != 30 || st.CacheWriteTokens != 5 || st.OutputTokens != 9 {
+		t.Errorf("counted %+v, want 1 request of 120 in, 30 cache read, 5 cache write, 9 out", st)
+	}
+}
