@@ -11,9 +11,9 @@
 //   - newline and tab are kept; a carriage return only before a newline;
 //   - other C0 controls and DEL become caret notation (ESC is "^[", BEL "^G",
 //     a lone carriage return "^M");
-//   - C1 controls (U+0080–U+009F, where U+009B is an 8-bit CSI) and the
-//     bidirectional embedding, override and isolate characters become
-//     "<U+XXXX>";
+//   - C1 controls (U+0080–U+009F, where U+009B is an 8-bit CSI), the
+//     bidirectional embedding, override and isolate characters, and the
+//     noncharacters U+FFFE and U+FFFF become "<U+XXXX>";
 //   - a byte that is not valid UTF-8 becomes "\xNN".
 package termsafe
 
@@ -62,6 +62,13 @@ func unsafeRune(r rune, n int) bool {
 	case r >= 0x80 && r <= 0x9f:
 		return true
 	case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
+		return true
+	case r == 0xfffe || r == 0xffff:
+		// Valid UTF-8, but no YAML parser takes them (YAML's printable
+		// set ends at U+FFFD): one in an agent's output tail made
+		// `kubectl get -o yaml` of its run, and of every run listed
+		// with it, fail ("yaml: control characters are not allowed"),
+		// and `harnessfacts run` print no status at all.
 		return true
 	}
 	return false

@@ -2,8 +2,12 @@ package termsafe
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
+
+	"sigs.k8s.io/yaml"
 )
 
 func TestString(t *testing.T) {
@@ -18,6 +22,7 @@ func TestString(t *testing.T) {
 		{"lone carriage return overwrites a line", "Verdict: Fail\rVerdict: Pass", "Verdict: Fail^MVerdict: Pass"},
 		{"bidi override", "file\u202etxt.exe", "file<U+202E>txt.exe"},
 		{"NUL, BEL, DEL", "\x00\x07\x7f", "^@^G^?"},
+		{"noncharacters YAML refuses", "all good \ufffe\uffff", "all good <U+FFFE><U+FFFF>"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -25,7 +30,7 @@ func TestString(t *testing.T) {
 			if got != tc.want {
 				t.Errorf("String(%q) = %q, want %q", tc.in, got, tc.want)
 			}
-			if strings.ContainsAny(got, "\x1b\x07\u009b\u202e") {
+			if strings.ContainsAny(got, "\x1b\x07\u009b\u202e\ufffe\uffff") {
 				t.Errorf("String(%q) still holds a control character: %q", tc.in, got)
 			}
 			// Every split of the input through a Writer gives the same text.
@@ -46,5 +51,28 @@ func TestString(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestStringIsYAMLSafe: whatever an agent prints, what String makes of it
+// is a string every YAML view of a run takes (kubectl get -o yaml and
+// `harnessfacts run` convert the run's JSON with a YAML parser, which
+// refuses C0 and C1 controls but tab, newline and U+0085, and U+FFFE and
+// U+FFFF). One rune the parser refused in a run's output tail made the
+// run, and every list holding it, unprintable as YAML.
+func TestStringIsYAMLSafe(t *testing.T) {
+	var all strings.Builder
+	for r := rune(0); r <= utf8.MaxRune; r++ {
+		if utf8.ValidRune(r) {
+			all.WriteRune(r)
+		}
+	}
+	all.WriteString("\xff\xc2") // and bytes that are not UTF-8
+	doc, err := json.Marshal(map[string]string{"outputTail": String(all.String())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := yaml.JSONToYAML(doc); err != nil {
+		t.Errorf("a YAML parser refuses what String made of every rune: %v", err)
 	}
 }

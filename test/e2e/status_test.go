@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"sigs.k8s.io/yaml"
+
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 )
 
@@ -46,5 +48,51 @@ func TestAHugeStatusMessageStillEndsTheRun(t *testing.T) {
 	if len(got.Status.Checks) != 64 {
 		t.Errorf("%d check results, want 64", len(got.Status.Checks))
 	}
+	waitNoRunDirs(t)
+}
+
+// TestOutputYAMLRefusesStillShowsTheStatus: an agent that prints U+FFFE (a
+// check's output U+FFFF), valid UTF-8 that no YAML parser takes, made
+// `harnessfacts run` print "yaml: control characters are not allowed"
+// instead of its status, and `kubectl get -o yaml` fail for the run and
+// for every list holding it (both convert the run's JSON with a YAML
+// parser). The output tail and check messages show them inert instead.
+func TestOutputYAMLRefusesStillShowsTheStatus(t *testing.T) {
+	const fixture = "prompt: print\nchecks:\n- {name: prints, shell: 'printf \"check says \\357\\277\\277\\n\"'}\n"
+	const script = `printf 'all good \357\277\276\n'`
+	st := localRun(t, "", localRunYAML("nonchar", fixture, script, ""))
+	if st.Verdict != harnessv1.VerdictPass {
+		t.Errorf("verdict %s %s: %s", st.Verdict, st.Reason, st.Message)
+	}
+	check := func(where string, st harnessv1.HarnessRunStatus) {
+		t.Helper()
+		if _, err := yaml.Marshal(st); err != nil {
+			t.Errorf("%s: the status is not printable as YAML: %v", where, err)
+		}
+		if st.Agent == nil || !strings.Contains(st.Agent.OutputTail, "all good <U+FFFE>") {
+			t.Errorf("%s: the output tail does not show U+FFFE inert: %+v", where, st.Agent)
+		}
+		if len(st.Checks) != 1 || strings.ContainsRune(st.Checks[0].Message, 0xffff) {
+			t.Errorf("%s: the check's message: %+v", where, st.Checks)
+		}
+	}
+	check("harnessfacts run", st)
+
+	ns := newNamespace(t, "e2e-nonchar")
+	run := &harnessv1.HarnessRun{
+		ObjectMeta: metav1.ObjectMeta{Name: "nonchar", Namespace: ns},
+		Spec: harnessv1.HarnessRunSpec{
+			Agent:   harnessv1.AgentSpec{Adapter: harnessv1.AdapterExec, Command: []string{"bash", "-c", script}},
+			Fixture: harnessv1.FixtureSource{Inline: &harnessv1.InlineFixture{Files: map[string]string{"fixture.yaml": fixture}}},
+		},
+	}
+	if err := k8s.Create(context.Background(), run); err != nil {
+		t.Fatal(err)
+	}
+	got := waitTerminal(t, client.ObjectKeyFromObject(run))
+	if _, err := yaml.Marshal(got); err != nil {
+		t.Errorf("kubectl get -o yaml would fail: %v", err)
+	}
+	check("on the cluster", got.Status)
 	waitNoRunDirs(t)
 }
