@@ -180,9 +180,16 @@ func networkStatus(mode harnessv1.Egress, stats *egress.Stats, r *redact.Redacto
 		return n, nil
 	}
 	n.Allowed, n.Denied = stats.Allowed, stats.Denied
-	// A denied host name can carry a secret the agent tried to smuggle out.
+	// A denied host name can carry a secret the agent tried to smuggle out,
+	// and whatever the agent wrote in it: the proxy reads a host as Go's
+	// URL parser decodes it, which takes percent-encoded non-ASCII (a C1
+	// control such as the 8-bit CSI U+009B, a bidi override). Shown in
+	// status, the receipt and the EgressDenied Event, it is made inert as
+	// the output tail is: raw, it reached terminals through `kubectl get
+	// events`, and U+009B made the run, its evidence ConfigMap and every
+	// list holding them unprintable as YAML.
 	for _, h := range stats.DeniedHosts {
-		n.DeniedHosts = append(n.DeniedHosts, strings.ToValidUTF8(truncate(r.String(h), 261), ""))
+		n.DeniedHosts = append(n.DeniedHosts, truncate(termsafe.String(validUTF8([]byte(r.String(h)))), 261))
 	}
 	if stats.Denied == 0 {
 		return n, nil

@@ -29,8 +29,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/testing/testenv"
 )
 
 // There is no internet here: local servers stand in for the world.
@@ -574,6 +576,69 @@ func TestEgressNoneReachesWhatTheDocsSay(t *testing.T) {
 	}
 	if st.Sandbox == nil || st.Sandbox.Mode != "bwrap" || st.Network == nil || st.Network.Egress != harnessv1.EgressNone {
 		t.Errorf("sandbox %+v, network %+v: want bwrap, egress None", st.Sandbox, st.Network)
+	}
+	waitNoRunDirs(t)
+}
+
+// TestDeniedHostsAreShownInert: the egress proxy reads a request's host as
+// Go's URL parser decodes it, which takes percent-encoded non-ASCII. An
+// agent that asked for http://%C2%9B2J%E2%80%AEevil/ had the 8-bit CSI
+// U+009B and a bidi override put raw into status.network.deniedHosts, the
+// receipt and the EgressDenied Event (`kubectl get events` wrote them to
+// the reader's terminal), and U+009B made `harnessfacts run` print
+// "yaml: control characters are not allowed" instead of the status, and
+// `kubectl get -o yaml` fail for the run, its evidence ConfigMap and the
+// namespace's Events. They are shown inert, as in the output tail.
+func TestDeniedHostsAreShownInert(t *testing.T) {
+	const script = `port=${HTTP_PROXY##*:}
+exec 3<>/dev/tcp/127.0.0.1/$port
+printf 'GET http://%%C2%%9B2J%%E2%%80%%AEevil.example/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n' >&3
+head -1 <&3`
+	inert := func(where string, hosts []string) {
+		t.Helper()
+		if len(hosts) != 1 || !strings.Contains(hosts[0], "<U+009B>2J<U+202E>evil.example") {
+			t.Errorf("%s: deniedHosts %q, want the host with U+009B and U+202E shown inert", where, hosts)
+		}
+	}
+	st := localRun(t, "", localRunYAML("c1-host", "prompt: ask\n", script, ""))
+	if st.Network == nil {
+		t.Fatalf("harnessfacts run: no network status: %s", st.Message)
+	}
+	inert("harnessfacts run", st.Network.DeniedHosts)
+
+	ns := newNamespace(t, "e2e-c1-host")
+	run := &harnessv1.HarnessRun{
+		ObjectMeta: metav1.ObjectMeta{Name: "c1-host", Namespace: ns},
+		Spec: harnessv1.HarnessRunSpec{
+			Agent:   harnessv1.AgentSpec{Adapter: harnessv1.AdapterExec, Command: []string{"bash", "-c", script}},
+			Fixture: harnessv1.FixtureSource{Inline: &harnessv1.InlineFixture{Files: map[string]string{"fixture.yaml": "prompt: ask\n"}}},
+		},
+	}
+	if err := k8s.Create(context.Background(), run); err != nil {
+		t.Fatal(err)
+	}
+	got := waitTerminal(t, client.ObjectKeyFromObject(run))
+	if got.Status.Network == nil {
+		t.Fatalf("no network status: %s", got.Status.Message)
+	}
+	inert("on the cluster", got.Status.Network.DeniedHosts)
+	if _, err := yaml.Marshal(got); err != nil {
+		t.Errorf("kubectl get -o yaml of the run would fail: %v", err)
+	}
+	cm := &corev1.ConfigMap{}
+	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: got.Status.Evidence.ConfigMapName}, cm); err != nil {
+		t.Fatal(err)
+	}
+	if strings.ContainsAny(cm.Data["receipt.json"], "\u009b\u202e") {
+		t.Errorf("the receipt holds the raw host: %s", cm.Data["receipt.json"])
+	}
+	for _, e := range testenv.FinishedRunEvents(t, k8s, got) {
+		if strings.ContainsAny(e.Note, "\u009b\u202e") {
+			t.Errorf("Event %s holds the raw host: %q", e.Reason, e.Note)
+		}
+		if _, err := yaml.Marshal(e); err != nil {
+			t.Errorf("kubectl get events -o yaml would fail on Event %s: %v", e.Reason, err)
+		}
 	}
 	waitNoRunDirs(t)
 }
