@@ -333,12 +333,13 @@ func (b *Bundle) WriteDir(dir string) error {
 // receipt.json and receipt.sha256, receipt.dsse.json when signed,
 // output.log, and artifact-NN for the
 // stored artifacts (NN: the index in receipt.artifacts). Content that is
-// not valid UTF-8 goes to binaryData.
+// not valid UTF-8, or that a YAML parser refuses (yamlText), goes to
+// binaryData.
 func (b *Bundle) ConfigMapData() (data map[string]string, binaryData map[string][]byte) {
 	data = map[string]string{ReceiptName: string(b.ReceiptJSON), DigestName: b.Digest}
 	binaryData = map[string][]byte{}
 	put := func(k string, v []byte) {
-		if utf8.Valid(v) {
+		if yamlText(v) {
 			data[k] = string(v)
 		} else {
 			binaryData[k] = v
@@ -414,4 +415,27 @@ func selfCheck(r *Receipt, raw, stmt []byte) error {
 		return fmt.Errorf("the sealed receipt's statement would not verify: %w", err)
 	}
 	return nil
+}
+
+// yamlText reports whether v, as a ConfigMap's data, keeps the object
+// printable by `kubectl get -o yaml`: valid UTF-8 without DEL, a C1
+// control other than U+0085, U+FFFE or U+FFFF. kubectl converts the
+// object's JSON with a YAML parser, which refuses those; JSON escapes the
+// other controls (ESC among them) but not these. An output log with an
+// 8-bit CSI (U+009B) or a DEL in data made the evidence ConfigMap, and
+// every ConfigMap list of its namespace, fail to print ("yaml: control
+// characters are not allowed"). In binaryData it is base64, which every
+// parser takes; readers look in both (FromConfigMap, VerifyConfigMap).
+func yamlText(v []byte) bool {
+	for i := 0; i < len(v); {
+		r, n := utf8.DecodeRune(v[i:])
+		switch {
+		case r == utf8.RuneError && n <= 1:
+			return false
+		case r == 0x7f, r >= 0x80 && r <= 0x9f && r != 0x85, r == 0xfffe, r == 0xffff:
+			return false
+		}
+		i += n
+	}
+	return true
 }

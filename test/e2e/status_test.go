@@ -9,12 +9,15 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"sigs.k8s.io/yaml"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/node-agent/evidence"
 )
 
 // A run whose status message outgrows the schema (64 failing checks with
@@ -94,5 +97,50 @@ func TestOutputYAMLRefusesStillShowsTheStatus(t *testing.T) {
 		t.Errorf("kubectl get -o yaml would fail: %v", err)
 	}
 	check("on the cluster", got.Status)
+	waitNoRunDirs(t)
+}
+
+// TestControlsInOutputKeepItsEvidencePrintableAsYAML: an agent's output
+// with an 8-bit CSI (U+009B, valid UTF-8) or a DEL in it was put in the
+// evidence ConfigMap's data as it was; JSON does not escape them, and
+// `kubectl get -o yaml` cannot print them ("yaml: control characters are
+// not allowed"), for that ConfigMap and for every ConfigMap list of its
+// namespace. Such content goes to binaryData, and the evidence still
+// verifies and shows; colours alone (ESC, which JSON escapes) stay in data.
+func TestControlsInOutputKeepItsEvidencePrintableAsYAML(t *testing.T) {
+	ns := newNamespace(t, "e2e-colours")
+	run := &harnessv1.HarnessRun{
+		ObjectMeta: metav1.ObjectMeta{Name: "colours", Namespace: ns},
+		Spec: harnessv1.HarnessRunSpec{
+			Agent:   harnessv1.AgentSpec{Adapter: harnessv1.AdapterExec, Command: []string{"bash", "-c", `printf '\033[32mall green\033[0m \302\2332J \177\n'`}},
+			Fixture: harnessv1.FixtureSource{Inline: &harnessv1.InlineFixture{Files: map[string]string{"fixture.yaml": "prompt: colour\n"}}},
+		},
+	}
+	if err := k8s.Create(context.Background(), run); err != nil {
+		t.Fatal(err)
+	}
+	got := waitTerminal(t, client.ObjectKeyFromObject(run))
+	if got.Status.Verdict != harnessv1.VerdictPass || got.Status.Evidence == nil {
+		t.Fatalf("verdict %s %s: %s", got.Status.Verdict, got.Status.Reason, got.Status.Message)
+	}
+	cm := &corev1.ConfigMap{}
+	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: got.Status.Evidence.ConfigMapName}, cm); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := yaml.Marshal(cm); err != nil {
+		t.Errorf("kubectl get -o yaml of the evidence ConfigMap would fail: %v", err)
+	}
+	if _, ok := cm.Data["receipt.json"]; !ok {
+		t.Errorf("the receipt is not in data: %v", cm.Data)
+	}
+	if rep := evidence.VerifyConfigMap(cm.Data, cm.BinaryData, got.Status.Evidence.Digest); !rep.OK() {
+		t.Errorf("the evidence does not verify: %+v", rep)
+	}
+	if out := cli(t, ns, false, "logs", "colours"); !strings.Contains(out, "^[[32mall green^[[0m <U+009B>2J ^?") {
+		t.Errorf("harnessfacts logs does not show the stored output, inert:\n%s", out)
+	}
+	if out := cli(t, ns, false, "evidence", "verify", "colours"); !strings.Contains(out, "verified") {
+		t.Errorf("harnessfacts evidence verify:\n%s", out)
+	}
 	waitNoRunDirs(t)
 }
