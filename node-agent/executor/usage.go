@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/termsafe"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
 	"github.com/harnessfacts/harnessfacts/node-agent/usage"
 )
@@ -67,6 +68,17 @@ func (a *attempt) usageStatus(ctx context.Context, log []byte) *harnessv1.UsageS
 		for i := range parts {
 			parts[i].Model = redactName(parts[i].Model)
 		}
+	}
+	// And made inert, as the output tail is: a provider that names the
+	// model it was asked for (vLLM, Ollama, LiteLLM, fake-provider) lets
+	// the agent choose these words through the gateway, and the CLI's own
+	// output is the agent's. Raw, a C1 control (the 8-bit CSI U+009B), a
+	// bidi override or U+FFFE went to the terminal of whoever read the
+	// run, and made `harnessfacts run` print no status and `kubectl get
+	// -o yaml` fail (no YAML parser takes them). Cut again to the
+	// schema's 256 characters, which the inert form may pass.
+	for i, m := range st.Models {
+		st.Models[i] = truncate(termsafe.String(m), 256)
 	}
 	if parts != nil && a.e.opts.Pricing != nil {
 		table, policy, err := a.e.opts.Pricing(ctx, a.run)

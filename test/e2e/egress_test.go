@@ -11,6 +11,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	be "encoding/binary"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"math/big"
@@ -641,4 +642,79 @@ head -1 <&3`
 		}
 	}
 	waitNoRunDirs(t)
+}
+
+// TestModelNamesAreShownInert: a provider that names the model it was
+// asked for (vLLM, Ollama, LiteLLM and fake-provider do) lets the agent
+// choose the words of status.usage.models through the model gateway. An
+// agent that asked for a model named with the 8-bit CSI U+009B, a bidi
+// override and U+FFFE had them stored raw in status and the receipt:
+// `harnessfacts run` printed "yaml: control characters are not allowed"
+// instead of the run's status (as `kubectl get -o yaml` would fail), and
+// `harnessfacts get`/`describe` readers got them in their terminal. The
+// names are shown inert, as the output tail is.
+func TestModelNamesAreShownInert(t *testing.T) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Model string `json:"model"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"id": "msg_1", "type": "message", "role": "assistant", "model": req.Model,
+			"content": []any{map[string]any{"type": "text", "text": "ok"}}, "stop_reason": "end_turn",
+			"usage": map[string]any{"input_tokens": 3, "output_tokens": 1}})
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	clis := hostileCLI(t, "claude", "2.1.197 (Claude Code)", `curl -s --noproxy '*' -X POST -H 'Content-Type: application/json' -H 'anthropic-version: 2023-06-01' \
+  "$ANTHROPIC_BASE_URL/v1/messages" -d "$(printf '{"model":"m\302\2332J\342\200\256\357\277\276","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}')"
+echo; exit 0`)
+	dir := openDir(t)
+	if err := os.MkdirAll(filepath.Join(dir, "secrets", "anthropic"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "secrets", "anthropic", "key"), []byte("sk-ant-api03-e2e-not-a-real-key-0123456789"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "run.yaml")
+	if err := os.WriteFile(file, []byte(`apiVersion: harnessfacts.io/v1alpha1
+kind: HarnessRun
+metadata: {name: model-names}
+spec:
+  agent:
+    adapter: claude-code
+    providerURL: http://`+ln.Addr().String()+`
+    credentials:
+    - {env: ANTHROPIC_API_KEY, secretKeyRef: {name: anthropic, key: key}}
+  fixture: {inline: {files: {fixture.yaml: "prompt: hi\n"}}}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary, "run", "-f", file, "--agent-clis", clis, "--secrets", filepath.Join(dir, "secrets"),
+		"--evidence", filepath.Join(dir, "evidence"), "--run-root", filepath.Join(openDir(t), "runs"), "--evidence-key", "")
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	_ = cmd.Run()
+	var out struct {
+		Status harnessv1.HarnessRunStatus `json:"status"`
+	}
+	if err := yaml.Unmarshal([]byte(stdout.String()), &out); err != nil || out.Status.Phase == "" {
+		t.Fatalf("harnessfacts run printed no status (%v)\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	u := out.Status.Usage
+	if u == nil || u.Source != harnessv1.UsageFromGateway || len(u.Models) != 1 || u.Models[0] != "m<U+009B>2J<U+202E><U+FFFE>" {
+		t.Errorf("status.usage: %+v, want the gateway's count naming the model m<U+009B>2J<U+202E><U+FFFE>\n%s", u, stderr.String())
+	}
+	receipt, err := os.ReadFile(filepath.Join(dir, "evidence", "receipt.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.ContainsAny(string(receipt), "\u009b\u202e\ufffe") {
+		t.Errorf("the receipt holds the raw model name:\n%s", receipt)
+	}
 }
