@@ -8,7 +8,7 @@
 //     auth.json), each string value inside it of at least MinFieldLen bytes
 //     (see FieldValues), as written raw,
 //     JSON-escaped (with and without HTML escaping), URL-quoted (query and
-//     path forms), hex-encoded (lower and upper case) and base64-encoded (standard and URL alphabets, padded or
+//     path forms), lower- and upper-cased, hex-encoded (lower and upper case) and base64-encoded (standard and URL alphabets, padded or
 //     not, at each of the three byte alignments a value can have inside a
 //     longer encoded stream, so a secret base64-encoded as part of a larger
 //     blob is found too), replaced by "[REDACTED]";
@@ -203,6 +203,13 @@ func Forms(s string) []string {
 	}
 	add(url.QueryEscape(s))
 	add(url.PathEscape(s))
+	// Lower- and upper-cased: a host name is compared and reported in
+	// lower case (the egress proxy reported a mixed-case key the agent put
+	// in a URL's host lower-cased, in status.network.deniedHosts, the
+	// receipt, the EgressDenied Event and the refusal the agent printed),
+	// and so do URL libraries, DNS tools and case-insensitive headers.
+	add(strings.ToLower(s))
+	add(strings.ToUpper(s))
 	// Hex, in either case, as a debugging dump prints it on one line. (A
 	// form cut by a line break or spaced out is not recognised: xxd -p
 	// wraps at 60 characters, base64 at 76, od spaces bytes; docs/sandbox.md.)

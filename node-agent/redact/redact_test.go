@@ -65,6 +65,10 @@ func TestSecretFormsAreRedactedAcrossWriteBoundaries(t *testing.T) {
 		// characters: a longer value, cut, is not recognised).
 		"hex":       "key bytes " + hex.EncodeToString([]byte(secret)) + ".",
 		"upper hex": "0x" + strings.ToUpper(hex.EncodeToString([]byte(secret))),
+		// A host name is compared and reported lower-cased: the egress
+		// proxy's refusal of a URL the agent built from a key.
+		"lower-cased host": "harnessfacts egress proxy: " + strings.ToLower(secret) + ".example.com:443 is not allowed",
+		"upper-cased":      "KEY=" + strings.ToUpper(secret),
 	}
 	for name, in := range cases {
 		for _, chunk := range []int{1, 2, 3, 5, 64, 1 << 20} {

