@@ -8,7 +8,8 @@
 //     auth.json), each string value inside it of at least MinFieldLen bytes
 //     (see FieldValues), as written raw,
 //     JSON-escaped (with and without HTML escaping), URL-quoted (query and
-//     path forms), lower- and upper-cased, hex-encoded (lower and upper case) and base64-encoded (standard and URL alphabets, padded or
+//     path forms), lower- and upper-cased, reversed, hex-encoded (lower and
+//     upper case; also with each byte escaped as %XX, \xXX or \u00XX) and base64-encoded (standard and URL alphabets, padded or
 //     not, at each of the three byte alignments a value can have inside a
 //     longer encoded stream, so a secret base64-encoded as part of a larger
 //     blob is found too), replaced by "[REDACTED]";
@@ -49,6 +50,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -216,6 +218,18 @@ func Forms(s string) []string {
 	h := hex.EncodeToString([]byte(s))
 	add(h)
 	add(strings.ToUpper(h))
+	// Every byte escaped, as a string literal or a URL can carry it
+	// (printf '\x73\x6b', Python's and JavaScript's "\u0073", a URL
+	// encoder that escapes all): one step from the value for an agent
+	// that means to get it past the redactor, none for the reader.
+	for _, pre := range []string{"%", `\x`, `\u00`} {
+		add(escapeBytes(s, pre, false))
+		add(escapeBytes(s, pre, true))
+	}
+	// And reversed (rev, [::-1]).
+	r := []byte(s)
+	slices.Reverse(r)
+	add(string(r))
 	// base64 at each alignment: the secret preceded by k bytes of something
 	// else. Only the characters whose six bits all come from the secret are
 	// the same whatever surrounds it.
@@ -232,6 +246,23 @@ func Forms(s string) []string {
 		}
 	}
 	return forms
+}
+
+// escapeBytes writes each byte of s as pre and two hex digits, upper case
+// when upper.
+func escapeBytes(s, pre string, upper bool) string {
+	digits := "0123456789abcdef"
+	if upper {
+		digits = "0123456789ABCDEF"
+	}
+	var b strings.Builder
+	b.Grow(len(s) * (len(pre) + 2))
+	for i := 0; i < len(s); i++ {
+		b.WriteString(pre)
+		b.WriteByte(digits[s[i]>>4])
+		b.WriteByte(digits[s[i]&15])
+	}
+	return b.String()
 }
 
 // replacement picks "[REDACTED]" or, when a secret form contains its

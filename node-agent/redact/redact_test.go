@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -69,6 +70,11 @@ func TestSecretFormsAreRedactedAcrossWriteBoundaries(t *testing.T) {
 		// proxy's refusal of a URL the agent built from a key.
 		"lower-cased host": "harnessfacts egress proxy: " + strings.ToLower(secret) + ".example.com:443 is not allowed",
 		"upper-cased":      "KEY=" + strings.ToUpper(secret),
+		// Every byte escaped, and reversed: one step from the value.
+		"percent every byte": "curl -d 'k=" + escapeBytes(secret, "%", true) + "'",
+		"\\x every byte":     `printf '` + escapeBytes(secret, `\x`, false) + `'`,
+		"\\u00 every byte":   `"` + escapeBytes(secret, `\u00`, true) + `"`,
+		"reversed":           "rev: " + reversed(secret),
 	}
 	for name, in := range cases {
 		for _, chunk := range []int{1, 2, 3, 5, 64, 1 << 20} {
@@ -474,4 +480,10 @@ func TestWriterIsTheSameOnOneGoroutine(t *testing.T) {
 			t.Fatalf("seed %d: the secret is left", seed)
 		}
 	}
+}
+
+func reversed(s string) string {
+	b := []byte(s)
+	slices.Reverse(b)
+	return string(b)
 }
