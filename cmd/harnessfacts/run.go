@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -208,6 +209,15 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	if err := evidenceDirUsable(f.evidenceDir, run.Name); err != nil {
 		_ = exec.Close()
 		return err
+	}
+	if opts.IDs != nil {
+		// Runs as root each have a uid of their own: what every user may
+		// read, another run's agent may.
+		exposed := exposedSources(run, sources)
+		for _, p := range slices.Sorted(maps.Keys(exposed)) {
+			cmd.PrintErrf("WARNING %s %s is readable by every user of this machine: this run's sandbox hides it, "+
+				"but the agent of another local run at the same time can read it; keep it in a folder only its owner may read (chmod o-rwx)\n", exposed[p], p)
+		}
 	}
 	for _, m := range exec.SandboxModes(ctx) {
 		if m.Available && strings.Contains(m.Message, sandbox.NoCPUShare) {

@@ -440,6 +440,31 @@ spec:
 			t.Errorf("the agent read %q from the host:\n%s", leak, loot)
 		}
 	}
+	// Hidden from this run's agent, but not from a concurrent run's (its
+	// own uid, masks fixed at its start): said, when each run has a uid of
+	// its own (as root).
+	if os.Geteuid() == 0 {
+		for _, want := range []string{
+			"WARNING the fixture's verifier part " + filepath.Join(fix, "tests", "expected.txt") + " is readable by every user",
+			"WARNING a key of the secrets folder " + filepath.Join(base, "secrets"),
+		} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("the run did not say %q:\n%s", want, out.String())
+			}
+		}
+		// Closed to others, they are not named.
+		for _, d := range []string{filepath.Join(fix, "tests"), filepath.Join(base, "secrets")} {
+			if err := os.Chmod(d, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}
+		again := exec.Command(bin, "run", "-f", filepath.Join(base, "run.yaml"), "--fixtures", filepath.Join(base, "fixtures"),
+			"--secrets", filepath.Join(base, "secrets"), "--run-root", filepath.Join(base, "runs"), "--evidence", filepath.Join(base, "ev2"), "--evidence-key", "")
+		o, _ := again.CombinedOutput()
+		if strings.Contains(string(o), "readable by every user") {
+			t.Errorf("a run whose verifier part and secrets only their owner may read warned of them:\n%s", o)
+		}
+	}
 }
 
 // A local run longer than 30 s (every real CLI's run) ended with
