@@ -59,7 +59,8 @@ func newOutput(red *redact.Redactor, token string, limit int64) *output {
 }
 
 // newSpooledOutput keeps up to limit bytes in an unlinked file in dir (the
-// run dir, which the agent does not see): for the agent's output.
+// run root: on the node's disk, outside the run dir's size-limited file
+// system, and never seen by the agent): for the agent's output.
 func newSpooledOutput(red *redact.Redactor, token string, limit int64, dir string) (*output, error) {
 	sp, err := spool.New(dir, limit)
 	if err != nil {
