@@ -805,8 +805,19 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 		killErr = cg.killAll()
 		_ = cmd.Process.Kill() // the outer bwrap, outside the cgroup on v1
 	})
+	// On v1 the memory limit does not bound socket buffers: the run is
+	// killed when they and its memory pass it (v1Cgroup.watchSockets).
+	var socketKillErr error
+	stopSockets := cg.watchSockets(limits.MemoryBytes, func() {
+		socketKillErr = cg.killAll()
+		_ = cmd.Process.Kill()
+	})
 	waitErr := cmd.Wait()
 	stop()
+	socketCause, socketPeak := stopSockets()
+	if killErr == nil {
+		killErr = socketKillErr
+	}
 	if kerr := cg.killAll(); kerr != nil && killErr == nil {
 		killErr = kerr
 	}
@@ -816,6 +827,11 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 	}
 	res.Duration = time.Since(start)
 	res.OOMKilled, res.PeakMemory = cg.stats()
+	if socketCause != "" {
+		// Killed at the memory limit, as by the OOM killer, and said so.
+		res.OOMKilled, res.OOMCause = true, socketCause
+	}
+	res.PeakMemory = max(res.PeakMemory, socketPeak)
 	res.TimedOut = errors.Is(runCtx.Err(), context.DeadlineExceeded)
 	fillExit(&res, cmd.ProcessState)
 	if res.Signal == 0 && res.ExitCode > 128 && res.ExitCode < 128+65 {

@@ -50,6 +50,12 @@ type runCgroup interface {
 	// and the buffers of its sockets count in the run's (see
 	// runUserModeStackInCgroup).
 	adopt(pid int) error
+	// watchSockets watches, while the run lasts, what its sockets'
+	// buffers add to its memory where the memory limit does not bound
+	// them (v1), and calls kill once the two pass limit. stop ends the
+	// watch and says why it killed ("" if it did not) and the highest
+	// memory and buffers it saw together.
+	watchSockets(limit int64, kill func()) (stop func() (cause string, peak int64))
 	// killAll kills every process of the cgroup and waits until it is empty.
 	killAll() error
 	// stats reports whether the OOM killer fired and the peak memory use.
@@ -332,7 +338,45 @@ func newV1Cgroup(opts Options, name string, limits Limits) (*v1Cgroup, error) {
 			}
 		}
 	}
+	// Before anything is in it: only the sockets made after this count.
+	if err := c.limitTCP(mem); err != nil {
+		_ = c.remove()
+		return nil, err
+	}
 	return c, nil
+}
+
+// tcpLimitFile is v1's TCP buffer limit of a memory cgroup.
+const tcpLimitFile = "memory.kmem.tcp.limit_in_bytes"
+
+// limitTCP gives the cgroup a TCP buffer limit of limit bytes. On v1 the
+// buffers of a socket are charged to the memory cgroup it was made in only
+// once that cgroup has a TCP limit of its own (the first write turns the
+// accounting on, for the sockets made afterwards), and then to a counter
+// apart from memory.usage_in_bytes, which memory.limit_in_bytes does not
+// bound: without it an agent under a 128 MiB limit held 612 MiB of loopback
+// TCP buffers in its own network namespace, which the whole node shares
+// (net.ipv4.tcp_mem: at its hard mark every TCP socket of the node is
+// starved), while its cgroup showed 3 MiB. Even with it the limit is soft
+// (over it the kernel still charges each socket's minimum and only puts
+// the sockets under pressure), so watchSockets kills the run at its memory
+// limit. A kernel without the file (no kernel memory accounting) charges
+// no socket buffers to a v1 cgroup at all; there is nothing to turn on.
+func (c *v1Cgroup) limitTCP(limit int64) error {
+	f, err := os.OpenFile(filepath.Join(c.paths[cgroup1.Memory], tcpLimitFile), os.O_WRONLY, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err == nil {
+		_, err = f.WriteString(strconv.FormatInt(limit, 10))
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("cgroup v1: bound the run's TCP buffers (%s): %w", tcpLimitFile, err)
+	}
+	return nil
 }
 
 // setLimits gives a prepared cgroup the run's limits, and starts its peak
@@ -344,6 +388,10 @@ func (c *v1Cgroup) setLimits(limits Limits) error {
 		Pids:   &specs.LinuxPids{Limit: &limits.MaxProcesses},
 	}); err != nil {
 		return fmt.Errorf("cgroup v1: set the run's limits: %w", err)
+	}
+	// Its TCP accounting is on since prepare made it (limitTCP).
+	if err := c.limitTCP(mem); err != nil {
+		return err
 	}
 	_ = os.WriteFile(filepath.Join(c.paths[cgroup1.Memory], "memory.max_usage_in_bytes"), []byte("0"), 0)
 	return nil
@@ -471,20 +519,11 @@ func (c *v1Cgroup) afterStart(ctx context.Context) error {
 	return nil
 }
 
-// adopt moves pid into each of the run's hierarchies. v1 charges TCP
-// socket buffers to a memory cgroup only once it has a TCP limit of its
-// own, apart from memory.limit_in_bytes: the run's memory limit is given
-// to memory.kmem.tcp.limit_in_bytes first, so that the buffers of the
-// connections pid opens for the run are bounded by it too. A kernel
-// without kernel memory accounting has no such file: the helper's own
-// memory is still the run's.
+// adopt moves pid into each of the run's hierarchies. The buffers of the
+// connections pid opens for the run are charged to the run's memory cgroup
+// like those of the payload's own sockets: its TCP accounting has been on
+// since the cgroup was made (limitTCP).
 func (c *v1Cgroup) adopt(pid int) error {
-	mem := c.paths[cgroup1.Memory]
-	if limit := strings.TrimSpace(readString(filepath.Join(mem, "memory.limit_in_bytes"))); limit != "" {
-		if err := os.WriteFile(filepath.Join(mem, "memory.kmem.tcp.limit_in_bytes"), []byte(limit), 0); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("cgroup v1: bound the run's TCP buffers: %w", err)
-		}
-	}
 	for _, n := range []cgroup1.Name{cgroup1.Memory, cgroup1.Pids, cgroup1.Cpu} {
 		if p, ok := c.paths[n]; ok {
 			if err := os.WriteFile(filepath.Join(p, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
@@ -493,6 +532,95 @@ func (c *v1Cgroup) adopt(pid int) error {
 		}
 	}
 	return nil
+}
+
+// socketPoll is how often watchSockets reads a v1 run's TCP buffers.
+const socketPoll = 50 * time.Millisecond
+
+// watchSockets kills the run once its TCP buffers and its memory together
+// pass limit, the run's memory limit: v1 charges the buffers to a counter
+// of their own (memory.kmem.tcp.usage_in_bytes, see limitTCP), which
+// memory.limit_in_bytes does not bound and whose own limit the kernel lets
+// sockets pass. A poll is two reads of open files, one of them while the
+// run has no buffers; the watch starts and ends with the run's sandbox, in
+// a goroutine of its own, off its start.
+//
+// The memory counter holds the run's file cache too, which fills to the
+// limit in the ordinary course and which the kernel would reclaim to make
+// room (on v2 it does, for socket buffers too): once the sum passes the
+// limit, the file cache (memory.stat) is left out, and the run is killed
+// only when what the kernel cannot take back from it (anonymous memory,
+// tmpfs files, kernel memory) and its socket buffers pass the limit, the
+// bound v2's memory.max sets.
+func (c *v1Cgroup) watchSockets(limit int64, kill func()) func() (string, int64) {
+	dir := c.paths[cgroup1.Memory]
+	done, exited := make(chan struct{}), make(chan struct{})
+	var cause string
+	var peak int64
+	go func() {
+		defer close(exited)
+		tick := time.NewTicker(socketPoll)
+		defer tick.Stop()
+		var tcpFile, memFile *os.File
+		defer func() {
+			for _, f := range []*os.File{tcpFile, memFile} {
+				if f != nil {
+					_ = f.Close()
+				}
+			}
+		}()
+		var buf [32]byte
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			if tcpFile == nil {
+				// Opened at the first poll, not while the sandbox starts.
+				var err error
+				if tcpFile, err = os.Open(filepath.Join(dir, "memory.kmem.tcp.usage_in_bytes")); err != nil {
+					return // no TCP accounting on this kernel (limitTCP)
+				}
+				if memFile, err = os.Open(filepath.Join(dir, "memory.usage_in_bytes")); err != nil {
+					return
+				}
+			}
+			tcp := preadInt(tcpFile, buf[:])
+			if tcp <= 0 {
+				continue
+			}
+			mem := preadInt(memFile, buf[:])
+			if mem+tcp <= limit {
+				peak = max(peak, mem+tcp)
+				continue
+			}
+			st := readKV(filepath.Join(dir, "memory.stat"))
+			held := max(mem-int64(st["total_inactive_file"]+st["total_active_file"]), 0)
+			peak = max(peak, held+tcp)
+			if held+tcp > limit {
+				cause = fmt.Sprintf("its TCP socket buffers (%d MiB) and the rest of its memory (%d MiB) together passed it", tcp>>20, held>>20)
+				kill()
+				return
+			}
+		}
+	}()
+	return func() (string, int64) {
+		close(done)
+		<-exited
+		return cause, peak
+	}
+}
+
+// preadInt reads the number a cgroup file holds from its start, 0 if it
+// cannot.
+func preadInt(f *os.File, buf []byte) int64 {
+	n, err := unix.Pread(int(f.Fd()), buf, 0)
+	if err != nil || n <= 0 {
+		return 0
+	}
+	v, _ := strconv.ParseInt(strings.TrimSpace(string(buf[:n])), 10, 64)
+	return v
 }
 
 // lentFile is a tasks file lent to a run's uid, and whose it was.
@@ -736,6 +864,15 @@ func (c *v2Cgroup) adopt(pid int) error {
 		return fmt.Errorf("cgroup v2: move %d into %s: %w", pid, c.dir, err)
 	}
 	return nil
+}
+
+// watchSockets has nothing to do on v2: the buffers of a socket are
+// charged to memory.current of the memory cgroup that made it, with the
+// rest of its memory, so they are under memory.max, its reclaim and its
+// OOM killer like any other memory of the run (not tested here: this
+// project's machines are v1).
+func (*v2Cgroup) watchSockets(int64, func()) func() (string, int64) {
+	return func() (string, int64) { return "", 0 }
 }
 
 // killAll writes cgroup.kill (or freezes and kills on kernels before 5.14,

@@ -23,6 +23,9 @@ func runHelper() {
 	if base := os.Getenv(tidyHelperEnv); base != "" {
 		os.Exit(tidyHelper(base))
 	}
+	if mib := os.Getenv(socketFillHelperEnv); mib != "" {
+		os.Exit(socketFillHelper(mib))
+	}
 	if os.Getenv(noCPUHelperEnv) != "" {
 		os.Exit(noCPUHelper())
 	}

@@ -93,6 +93,7 @@ func TestPreparedSandboxes(t *testing.T) {
 		{"WritesOutsideRunDirRefused", TestBwrapWritesOutsideRunDirRefused},
 		{"ForkBombStoppedByProcessLimit", TestBwrapForkBombStoppedByProcessLimit},
 		{"MemoryHogIsOOMKilled", TestBwrapMemoryHogIsOOMKilled},
+		{"SocketBuffersCountInTheMemoryLimit", TestBwrapSocketBuffersCountInTheMemoryLimit},
 		{"TimeoutKillsEscapedTree", TestBwrapTimeoutKillsEscapedTree},
 		{"CancelKillsTree", TestBwrapCancelKillsTree},
 		{"HugeOutputIsBounded", TestBwrapHugeOutputIsBounded},

@@ -319,6 +319,12 @@ type Result struct {
 	// OOMKilled is true when the memory limit was hit and the kernel (or the
 	// job object) killed or starved a process of the tree.
 	OOMKilled bool
+	// OOMCause says, when OOMKilled, what passed the memory limit when it
+	// was more than the tree's memory as the kernel bounds it: on cgroup
+	// v1, where the memory limit does not bound socket buffers, "its TCP
+	// socket buffers (N MiB) and the rest of its memory (M MiB) together
+	// passed it". Empty when the kernel's OOM killer fired.
+	OOMCause string
 	// TimedOut is true when Limits.Timeout or the context's deadline ended
 	// the run; the whole tree was then killed.
 	TimedOut bool
