@@ -150,7 +150,7 @@ func (a *attempt) verdict(in *ran) *Outcome {
 	// Verdict: a pure function of what the attempt found.
 	j := judgement{
 		Stop: in.stop, StoppedInChecks: in.stoppedInChecks, Gateway: in.gatewayStop, ProviderFailing: in.providerFailing,
-		TimedOut: in.agent.TimedOut, OOMKilled: ag.OOMKilled, Signal: ag.Signal,
+		TimedOut: in.agent.TimedOut, OOMKilled: ag.OOMKilled, OOMCause: in.agent.OOMCause, Signal: ag.Signal,
 		Exited: ag.ExitCode != nil, ExitCode: in.agent.ExitCode,
 		MCPUnsupported: a.inv != nil && a.inv.MCPUnsupported, WantMCP: wantMCP, TokenSeen: in.tokenSeen,
 		MCPMessage: st.MCP.Message, Checks: in.checks,
@@ -229,9 +229,13 @@ type judgement struct {
 	// not exit by itself; Exited says it did, with ExitCode.
 	TimedOut  bool
 	OOMKilled bool
-	Signal    string
-	Exited    bool
-	ExitCode  int
+	// OOMCause is what passed the memory limit when the tree's memory
+	// alone did not (sandbox.Result.OOMCause: socket buffers on cgroup
+	// v1).
+	OOMCause string
+	Signal   string
+	Exited   bool
+	ExitCode int
 	// MCPUnsupported: the agent's CLI cannot use the run's MCP server.
 	MCPUnsupported bool
 	// WantMCP: the run has an MCP server; TokenSeen: its token appeared in
@@ -324,6 +328,9 @@ func judge(j judgement) verdict {
 		switch {
 		case j.OOMKilled:
 			v.Message = fmt.Sprintf("the agent was killed at its memory limit (%s)", j.Memory)
+			if j.OOMCause != "" {
+				v.Message += ": " + j.OOMCause
+			}
 		case j.Signal != "":
 			v.Message = "the agent was killed by " + j.Signal
 		default:

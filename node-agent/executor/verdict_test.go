@@ -114,6 +114,11 @@ func TestJudgementOrder(t *testing.T) {
 		{"OOM before its signal", with(func(j *judgement) { j.Exited, j.OOMKilled, j.Signal = false, true, "signal 9" }),
 			harnessv1.RunSucceeded, harnessv1.VerdictFail, harnessv1.FailureAgent, harnessv1.ReasonAgentFailed,
 			"=the agent was killed at its memory limit (2Gi)"},
+		{"OOM of socket buffers, said so", with(func(j *judgement) {
+			j.Exited, j.OOMKilled, j.Signal = false, true, "signal 9"
+			j.OOMCause = "its TCP socket buffers (60 MiB) and the rest of its memory (5 MiB) together passed it"
+		}), harnessv1.RunSucceeded, harnessv1.VerdictFail, harnessv1.FailureAgent, harnessv1.ReasonAgentFailed,
+			"=the agent was killed at its memory limit (2Gi): its TCP socket buffers (60 MiB) and the rest of its memory (5 MiB) together passed it"},
 		{"a signal", with(func(j *judgement) { j.Exited, j.Signal = false, "signal 11" }),
 			harnessv1.RunSucceeded, harnessv1.VerdictFail, harnessv1.FailureAgent, harnessv1.ReasonAgentFailed,
 			"=the agent was killed by signal 11"},
