@@ -526,6 +526,8 @@ type NetworkSpec struct {
 	// +kubebuilder:validation:MaxItems=32
 	// +kubebuilder:validation:items:MaxLength=261
 	// +kubebuilder:validation:items:Pattern=`^[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?(:[0-9]{1,5})?$`
+	// +kubebuilder:validation:XValidation:rule="self.all(h, !h.matches(':(0+|6553[6-9]|655[4-9][0-9]|65[6-9][0-9][0-9]|6[6-9][0-9][0-9][0-9]|[7-9][0-9][0-9][0-9][0-9])$'))",message="network.allowHosts: a port must be 1 to 65535"
+	// +kubebuilder:validation:XValidation:rule="self.all(h, size(h.split(':')[0]) <= 253 && h.split(':')[0].split('.').all(l, size(l) >= 1 && size(l) <= 63 && !l.startsWith('-') && !l.endsWith('-')))",message="network.allowHosts: each entry must be a host name (dot-separated labels of 1 to 63 characters, none starting or ending with '-', at most 253 in all) or an IPv4 address, with an optional :port"
 	// +listType=set
 	// +optional
 	AllowHosts []string `json:"allowHosts,omitempty"`

@@ -302,6 +302,19 @@ func TestRejectsBadRuns(t *testing.T) {
 			"spec.network.allowHosts: Too many: 33: must have at most 32 items"},
 		{"allowHost that is not a host", func(o map[string]any) { set(o, "spec.network.allowHosts", []any{"http://x/y"}) },
 			"spec.network.allowHosts[0] in body should match"},
+		// The egress proxy refuses these at the node-agent (EgressProxyFailed,
+		// after the run was bound and claimed); the schema says so first.
+		{"allowHost with port 0", func(o map[string]any) { set(o, "spec.network.allowHosts", []any{"10.0.0.1:0"}) },
+			"network.allowHosts: a port must be 1 to 65535"},
+		{"allowHost with a port above 65535", func(o map[string]any) { set(o, "spec.network.allowHosts", []any{"host:99999"}) },
+			"network.allowHosts: a port must be 1 to 65535"},
+		{"allowHost with an empty label", func(o map[string]any) { set(o, "spec.network.allowHosts", []any{"a..b"}) },
+			"network.allowHosts: each entry must be a host name"},
+		{"allowHost with a label ending in '-'", func(o map[string]any) { set(o, "spec.network.allowHosts", []any{"a-.example.test"}) },
+			"network.allowHosts: each entry must be a host name"},
+		{"allowHost with a label of 64 characters", func(o map[string]any) {
+			set(o, "spec.network.allowHosts", []any{strings.Repeat("a", 64) + ".example.test:443"})
+		}, "network.allowHosts: each entry must be a host name"},
 		{"unknown egress", func(o map[string]any) { set(o, "spec.network.egress", "Everything") },
 			`spec.network.egress: Unsupported value: "Everything"`},
 		{"unknown isolation policy", func(o map[string]any) { set(o, "spec.isolation.policy", "Never") },
@@ -485,6 +498,21 @@ func TestDiskBoundsAccepted(t *testing.T) {
 		}
 		_ = k8s.Delete(ctx, obj)
 	}
+}
+
+// The allowHosts rules refuse only what the node-agent cannot use: the
+// bounds themselves are accepted.
+func TestAllowHostsAtTheirBounds(t *testing.T) {
+	ctx := context.Background()
+	obj := run(t, "bounds", func(o map[string]any) {
+		set(o, "spec.network.allowHosts", []any{
+			"10.0.0.1:65535", "a-b.example.test:1", strings.Repeat("a", 63) + ".example.test:00443", "localhost",
+		})
+	})
+	if err := k8s.Create(ctx, obj); err != nil {
+		t.Fatalf("a run at the bounds was refused: %v", err)
+	}
+	_ = k8s.Delete(ctx, obj)
 }
 
 func TestAcceptsEveryAdapterAndCredentialForm(t *testing.T) {
