@@ -361,6 +361,7 @@ type InlineFixture struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(p, size(p) <= 512 && !p.startsWith('/') && !p.endsWith('/') && !p.split('/').exists(s, s == '..' || s == '.' || s == ''))",message="fixture.inline.files keys must be relative paths of at most 512 characters without '.', '..' or empty segments"
 	// +kubebuilder:validation:XValidation:rule="self.all(p, !p.matches(r'[\\x00-\\x1f\\x7f\\\\:]'))",message="fixture.inline.files keys must not hold control characters, '\\' or ':'"
 	// +kubebuilder:validation:XValidation:rule="!('workspace' in self)",message="fixture.inline.files: workspace is the agent's folder, not a file; name its files workspace/..."
+	// +kubebuilder:validation:XValidation:rule="self.all(p, p.split('/').all(s, size(bytes(s)) <= 255))",message="fixture.inline.files keys: each file or folder name may have at most 255 bytes (the file system's limit)"
 	// +required
 	Files map[string]string `json:"files"`
 }

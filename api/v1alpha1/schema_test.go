@@ -219,6 +219,14 @@ func TestRejectsBadRuns(t *testing.T) {
 		{"inline path with a colon", func(o map[string]any) {
 			set(o, "spec.fixture.inline.files", map[string]any{"fixture.yaml": "", "C:x": "x"})
 		}, "keys must not hold control characters"},
+		// Linux's NAME_MAX: the node-agent could not write such a file
+		// (ENAMETOOLONG when it materializes the run dir).
+		{"inline file name longer than 255 bytes", func(o map[string]any) {
+			set(o, "spec.fixture.inline.files", map[string]any{"fixture.yaml": "", "workspace/" + strings.Repeat("L", 256): "x"})
+		}, "each file or folder name may have at most 255 bytes"},
+		{"inline folder name longer than 255 bytes in UTF-8", func(o map[string]any) {
+			set(o, "spec.fixture.inline.files", map[string]any{"fixture.yaml": "", "workspace/" + strings.Repeat("é", 128) + "/a": "x"})
+		}, "each file or folder name may have at most 255 bytes"},
 		{"inline workspace as a file", func(o map[string]any) {
 			set(o, "spec.fixture.inline.files", map[string]any{"fixture.yaml": "", "workspace": "x"})
 		}, "workspace is the agent's folder"},
@@ -500,13 +508,16 @@ func TestDiskBoundsAccepted(t *testing.T) {
 	}
 }
 
-// The allowHosts rules refuse only what the node-agent cannot use: the
-// bounds themselves are accepted.
-func TestAllowHostsAtTheirBounds(t *testing.T) {
+// The allowHosts and inline file name rules refuse only what the node-agent
+// cannot use: the bounds themselves are accepted.
+func TestAllowHostsAndInlineNamesAtTheirBounds(t *testing.T) {
 	ctx := context.Background()
 	obj := run(t, "bounds", func(o map[string]any) {
 		set(o, "spec.network.allowHosts", []any{
 			"10.0.0.1:65535", "a-b.example.test:1", strings.Repeat("a", 63) + ".example.test:00443", "localhost",
+		})
+		set(o, "spec.fixture.inline.files", map[string]any{
+			"fixture.yaml": "", "workspace/" + strings.Repeat("L", 255): "x", "workspace/" + strings.Repeat("é", 127) + "/a": "y",
 		})
 	})
 	if err := k8s.Create(ctx, obj); err != nil {

@@ -9,6 +9,7 @@
 package e2e
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -448,17 +449,36 @@ func waitNoRunDirs(t *testing.T) {
 
 func TestBadFixtureEndsTheRunWithAReason(t *testing.T) {
 	ns := newNamespace(t, "e2e-badfixture")
+	// A file name longer than a file system allows, which only an archive
+	// can carry (a ConfigMap key has at most 253 characters): found when
+	// the fixture is read, not as ENAMETOOLONG when the run dir is made
+	// (a message naming the node's run root).
+	var longName bytes.Buffer
+	tw := tar.NewWriter(&longName)
+	for name, body := range map[string]string{"fixture.yaml": "prompt: p\n", "workspace/" + strings.Repeat("L", 300): "x"} {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write([]byte(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
 	cases := map[string]struct {
-		data map[string]string
-		want string
+		data   map[string]string
+		binary map[string][]byte
+		want   string
 	}{
-		"no-manifest":   {map[string]string{"workspace__a.txt": "x"}, "fixture.yaml"},
-		"invalid-yaml":  {map[string]string{"fixture.yaml": "prompt: [unclosed"}, "fixture.yaml"},
-		"unknown-field": {map[string]string{"fixture.yaml": "prompt: p\ncolour: red\n"}, "unknown field"},
-		"escape":        {map[string]string{"fixture.yaml": "prompt: p\n", "workspace______etc__passwd": "x"}, "workspace"},
+		"no-manifest":   {data: map[string]string{"workspace__a.txt": "x"}, want: "fixture.yaml"},
+		"invalid-yaml":  {data: map[string]string{"fixture.yaml": "prompt: [unclosed"}, want: "fixture.yaml"},
+		"unknown-field": {data: map[string]string{"fixture.yaml": "prompt: p\ncolour: red\n"}, want: "unknown field"},
+		"escape":        {data: map[string]string{"fixture.yaml": "prompt: p\n", "workspace______etc__passwd": "x"}, want: "workspace"},
+		"long-name":     {binary: map[string][]byte{"fixture.tar": longName.Bytes()}, want: "300 bytes long, more than the 255"},
 	}
 	for name, tc := range cases {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "fixture-" + name, Namespace: ns}, Data: tc.data}
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "fixture-" + name, Namespace: ns}, Data: tc.data, BinaryData: tc.binary}
 		if err := k8s.Create(context.Background(), cm); err != nil {
 			t.Fatal(err)
 		}
