@@ -334,7 +334,7 @@ func judge(j judgement) verdict {
 		case j.Signal != "":
 			v.Message = "the agent was killed by " + j.Signal
 		default:
-			v.Message = fmt.Sprintf("the agent exited with code %d", j.ExitCode)
+			v.Message = fmt.Sprintf("the agent exited with code %d", j.ExitCode) + exitCodeHint(j.ExitCode)
 		}
 	case j.MCPUnsupported:
 		v = verdict{Phase: harnessv1.RunSucceeded, Verdict: harnessv1.VerdictFail, FailureClass: harnessv1.FailureAgent,
@@ -368,4 +368,19 @@ func allPassed(checks []harnessv1.CheckResult) bool {
 		}
 	}
 	return true
+}
+
+// exitCodeHint says what the shells' codes for a command that could not be
+// run mean: sandbox-init's own when the agent's command cannot be started
+// (missing, a directory, not executable, no process left under
+// limits.maxProcesses) is 127 too, and the reason is only in the output,
+// where a bare "exited with code 127" does not send the reader.
+func exitCodeHint(code int) string {
+	switch code {
+	case 126:
+		return " (126: a command that was found but could not be executed; the end of the agent's output says why)"
+	case 127:
+		return " (127: a command that was not found or could not be started; the end of the agent's output says why)"
+	}
+	return ""
 }

@@ -125,6 +125,12 @@ func TestJudgementOrder(t *testing.T) {
 		{"an exit code before the checks and the token", with(func(j *judgement) { j.ExitCode, j.Checks, j.TokenSeen = 3, failing, false }),
 			harnessv1.RunSucceeded, harnessv1.VerdictFail, harnessv1.FailureAgent, harnessv1.ReasonAgentFailed,
 			"=the agent exited with code 3"},
+		{"a command that could not be started", with(func(j *judgement) { j.ExitCode = 127 }),
+			harnessv1.RunSucceeded, harnessv1.VerdictFail, harnessv1.FailureAgent, harnessv1.ReasonAgentFailed,
+			"=the agent exited with code 127 (127: a command that was not found or could not be started; the end of the agent's output says why)"},
+		{"a command that could not be executed", with(func(j *judgement) { j.ExitCode = 126 }),
+			harnessv1.RunSucceeded, harnessv1.VerdictFail, harnessv1.FailureAgent, harnessv1.ReasonAgentFailed,
+			"=the agent exited with code 126 (126: a command that was found but could not be executed; the end of the agent's output says why)"},
 		{"MCP unsupported before the checks it fails", with(func(j *judgement) {
 			j.MCPUnsupported, j.MCPMessage, j.Checks, j.TokenSeen = true, "this CLI has no MCP client", failing, false
 		}), harnessv1.RunSucceeded, harnessv1.VerdictFail, harnessv1.FailureAgent, harnessv1.ReasonMCPUnsupported,

@@ -61,6 +61,34 @@ func TestDiskFillEndsWithDiskLimitExceeded(t *testing.T) {
 	waitNoRunDirs(t)
 }
 
+// TestAgentCommandThatCannotStart: a command that is missing or is a
+// folder is the agent's failure, and the message says what exit code 127
+// means and where the reason is: sandbox-init's own words at the end of the
+// output. The message said only "the agent exited with code 127".
+func TestAgentCommandThatCannotStart(t *testing.T) {
+	ns := newNamespace(t, "e2e-nostart")
+	for name, c := range map[string]struct{ command, output string }{
+		"missing": {"/nonexistent/agent", "no such file or directory"},
+		"folder":  {"/usr", "permission denied"},
+	} {
+		run := scriptRun(ns, name, "")
+		run.Spec.Agent.Command = []string{c.command}
+		if err := k8s.Create(context.Background(), run); err != nil {
+			t.Fatal(err)
+		}
+		got := waitTerminal(t, client.ObjectKeyFromObject(run))
+		st := got.Status
+		if st.Reason != harnessv1.ReasonAgentFailed || st.FailureClass != harnessv1.FailureAgent ||
+			!strings.Contains(st.Message, "127: a command that was not found or could not be started; the end of the agent's output says why") {
+			t.Errorf("%s: %s/%s %q", name, st.FailureClass, st.Reason, st.Message)
+		}
+		if out := outputTail(got); !strings.Contains(out, "starting "+c.command) || !strings.Contains(out, c.output) {
+			t.Errorf("%s: the output does not say why: %q", name, out)
+		}
+	}
+	waitNoRunDirs(t)
+}
+
 // TestConcurrentRunsHaveTheirOwnUIDs: two runs on one node at once run as
 // different unprivileged uids of the node-agent's range (every run was
 // 65534 before), and neither sees the node's cgroup tree, where the other's
