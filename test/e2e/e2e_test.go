@@ -501,6 +501,48 @@ func TestBadFixtureEndsTheRunWithAReason(t *testing.T) {
 	waitNoRunDirs(t)
 }
 
+// TestCredentialLongerThanAnEnvironmentString: Linux takes at most 128 KiB
+// for one string of a program's environment ("NAME=value" and its NUL). A
+// credential at that bound reaches the agent whole; one byte more is refused
+// with a reason before the sandbox starts. Before, bwrap could not start
+// sandbox-init (E2BIG) and the run ended "the agent exited with code 1",
+// the agent's failure.
+func TestCredentialLongerThanAnEnvironmentString(t *testing.T) {
+	ns := newNamespace(t, "e2e-longcred")
+	const env = "LONG_KEY"
+	most := 128<<10 - len(env) - 2
+	if err := k8s.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "keys", Namespace: ns},
+		Data: map[string][]byte{"most": bytes.Repeat([]byte("k"), most), "over": bytes.Repeat([]byte("k"), most+1)}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"most", "over"} {
+		run := &harnessv1.HarnessRun{
+			ObjectMeta: metav1.ObjectMeta{Name: key, Namespace: ns},
+			Spec: harnessv1.HarnessRunSpec{
+				Agent: harnessv1.AgentSpec{Adapter: harnessv1.AdapterExec, Command: []string{"sh", "-c", `echo "length=${#LONG_KEY}"`},
+					Credentials: []harnessv1.Credential{{SecretKeyRef: harnessv1.SecretKeySelector{Name: "keys", Key: key}, Env: env}}},
+				Fixture: harnessv1.FixtureSource{Inline: &harnessv1.InlineFixture{Files: map[string]string{"fixture.yaml": "prompt: go\n"}}},
+			},
+		}
+		if err := k8s.Create(context.Background(), run); err != nil {
+			t.Fatal(err)
+		}
+		st := waitTerminal(t, client.ObjectKeyFromObject(run)).Status
+		switch key {
+		case "most":
+			if st.Verdict != harnessv1.VerdictPass || !strings.Contains(tailOf(st), fmt.Sprintf("length=%d", most)) {
+				t.Errorf("a credential of %d bytes: %s/%s %q, output %q", most, st.Verdict, st.Reason, st.Message, tailOf(st))
+			}
+		case "over":
+			if st.Phase != harnessv1.RunFailed || st.Reason != harnessv1.ReasonCredentialsUnavailable ||
+				!strings.Contains(st.Message, fmt.Sprintf("credential keys/over is %d bytes, more than the environment variable LONG_KEY can carry (%d bytes", most+1, most)) {
+				t.Errorf("a credential of %d bytes: %s/%s %q", most+1, st.Phase, st.Reason, st.Message)
+			}
+		}
+	}
+	waitNoRunDirs(t)
+}
+
 // TestCredentialsAreRedactedEverywhere plants a credential and has the agent
 // print it raw, byte by byte, base64-encoded and JSON-escaped, and write it
 // into an artifact; none of it may reach status, Events or the evidence.
