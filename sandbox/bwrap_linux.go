@@ -588,11 +588,13 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 	var cg runCgroup
 	if z != nil {
 		defer r.opts.Preparer.replenish()
-		// The spawner's threads (which become bwrap's own process) and
-		// bwrap's pid 1 stay in this cgroup while the command runs: they
-		// come on top, so that the command gets MaxProcesses.
+		// The spawner's threads (it waits for bwrap, its child), bwrap's
+		// own process and bwrap's pid 1 stay in this cgroup while the
+		// command runs: they come on top, so that the command gets
+		// MaxProcesses. (bwrap's own process was left out: the command got
+		// one process less, and under a limit of 1 could not start.)
 		lim := limits
-		lim.MaxProcesses += z.cg.(*v1Cgroup).tasks() + bwrapInitTasks + slirpTasks(spec)
+		lim.MaxProcesses += z.cg.(*v1Cgroup).tasks() + bwrapOwnTasks + bwrapInitTasks + slirpTasks(spec)
 		if err := z.cg.(*v1Cgroup).setLimits(lim); err != nil {
 			_ = z.discard()
 			return res, fmt.Errorf("sandbox: %w", err)
@@ -855,6 +857,10 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 // --as-pid-1: it stays to reap what the command leaves), in the run's
 // cgroup for the whole run.
 const bwrapInitTasks = 1
+
+// bwrapOwnTasks is bwrap's own process, the parent of its pid 1, when it is
+// in the run's cgroup (a prepared sandbox's spawner starts it there).
+const bwrapOwnTasks = 1
 
 // slirpTasks is what slirp4netns (one thread) adds to a run's cgroup:
 // it comes on top, so that the command still gets MaxProcesses.

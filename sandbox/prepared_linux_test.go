@@ -245,3 +245,39 @@ func TestPreparedSandboxKeepsTheProcessLimit(t *testing.T) {
 		t.Errorf("under a limit of 32 processes the command started %d background processes the usual way and %d in a prepared sandbox: want the same, and under 32", usual, prepared)
 	}
 }
+
+// TestPreparedSandboxGivesTheCommandItsProcessLimit: as
+// TestCommandGetsItsProcessLimit, in a prepared sandbox. bwrap's own
+// process (the spawner's child) was not counted on top: the command got one
+// process less than its MaxProcesses, and under a limit of 1 could not start
+// at all (sandbox-init's "resource temporarily unavailable", the agent's
+// exit code 127).
+func TestPreparedSandboxGivesTheCommandItsProcessLimit(t *testing.T) {
+	requireBwrapHost(t)
+	p := startPreparer(t)
+	warm, err := NewBwrapRunner(Options{CgroupParent: testCgroupParent, Preparer: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, limit := range []int64{1, 3, 8} {
+		waitReady(t, p)
+		before := p.taken.Load()
+		spec := runDir(t, testBase(t), "sh", "-c", `n=0; while [ $n -lt 40 ]; do sleep 5 & n=$((n+1)); echo $n > count; done`)
+		spec.Limits = Limits{MaxProcesses: limit, Timeout: 30 * time.Second}
+		_, out := run(t, warm, spec)
+		if p.taken.Load() == before {
+			t.Fatalf("limit %d: the run did not start in a prepared sandbox", limit)
+		}
+		if strings.Contains(out, "bwrap:") {
+			t.Errorf("limit %d: bwrap failed: %s", limit, truncate(out))
+			continue
+		}
+		started := 0
+		if b, err := os.ReadFile(filepath.Join(spec.Dir, "count")); err == nil {
+			started, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		}
+		if started != int(limit)-1 {
+			t.Errorf("under a limit of %d processes the shell started %d more in a prepared sandbox, want %d: %s", limit, started, limit-1, truncate(out))
+		}
+	}
+}
