@@ -275,7 +275,7 @@ type Credential struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=128
 	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
-	// +kubebuilder:validation:XValidation:rule="!(self in ['PATH', 'HOME', 'USER', 'LOGNAME', 'SHELL', 'TMPDIR', 'TMP', 'TEMP', 'PWD', 'LANG', 'LD_PRELOAD', 'LD_LIBRARY_PATH', 'HTTP_PROXY', 'HTTPS_PROXY', 'NO_PROXY', 'ALL_PROXY', 'http_proxy', 'https_proxy', 'no_proxy', 'all_proxy', 'NODE_OPTIONS']) && !self.startsWith('XDG_') && !self.startsWith('HARNESSFACTS_') && !self.startsWith('LC_')",message="this environment variable is set by the harness and cannot carry a credential"
+	// +kubebuilder:validation:XValidation:rule="!(self in ['PATH', 'HOME', 'USER', 'LOGNAME', 'SHELL', 'TMPDIR', 'TMP', 'TEMP', 'PWD', 'LANG', 'HTTP_PROXY', 'HTTPS_PROXY', 'NO_PROXY', 'ALL_PROXY', 'http_proxy', 'https_proxy', 'no_proxy', 'all_proxy', 'NODE_OPTIONS', 'BASH_ENV', 'ENV', 'GCONV_PATH']) && !self.startsWith('LD_') && !self.startsWith('XDG_') && !self.startsWith('HARNESSFACTS_') && !self.startsWith('LC_')",message="this environment variable is set by the harness and cannot carry a credential"
 	// +optional
 	Env string `json:"env,omitempty"`
 

@@ -278,6 +278,15 @@ func TestRejectsBadRuns(t *testing.T) {
 		{"credential in PATH", func(o map[string]any) {
 			set(o, "spec.agent.credentials", []any{map[string]any{"secretKeyRef": map[string]any{"name": "s", "key": "k"}, "env": "PATH"}})
 		}, "this environment variable is set by the harness and cannot carry a credential"},
+		// The loader's variables (LD_PRELOAD, LD_AUDIT, …) and those that
+		// make a shell or iconv load code change how the agent's programs
+		// start: refused all alike, as LD_PRELOAD was alone.
+		{"credential in LD_AUDIT", func(o map[string]any) {
+			set(o, "spec.agent.credentials", []any{map[string]any{"secretKeyRef": map[string]any{"name": "s", "key": "k"}, "env": "LD_AUDIT"}})
+		}, "this environment variable is set by the harness and cannot carry a credential"},
+		{"credential in BASH_ENV", func(o map[string]any) {
+			set(o, "spec.agent.credentials", []any{map[string]any{"secretKeyRef": map[string]any{"name": "s", "key": "k"}, "env": "BASH_ENV"}})
+		}, "this environment variable is set by the harness and cannot carry a credential"},
 		{"credential in an XDG variable", func(o map[string]any) {
 			set(o, "spec.agent.credentials", []any{map[string]any{"secretKeyRef": map[string]any{"name": "s", "key": "k"}, "env": "XDG_CONFIG_HOME"}})
 		}, "this environment variable is set by the harness"},
