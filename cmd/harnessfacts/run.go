@@ -379,13 +379,15 @@ func enclosingGitDirs(p string) []string {
 
 // linkedGitDirs reads a ".git" file ("gitdir: PATH") and returns the
 // folder it names and, when that folder has a "commondir" file, the common
-// folder (a worktree's main repository), each absolute.
+// folder (a worktree's main repository), each absolute. A folder is taken
+// only when it holds HEAD, as git itself checks: a stray ".git" file above
+// the sources cannot name any folder of the machine for the run to hide.
 func linkedGitDirs(dotGit string) []string {
-	data, err := os.ReadFile(dotGit)
-	if err != nil || len(data) > 4096 {
+	data, ok := smallFile(dotGit)
+	if !ok {
 		return nil
 	}
-	gitDir, ok := strings.CutPrefix(strings.TrimSpace(string(data)), "gitdir:")
+	gitDir, ok := strings.CutPrefix(strings.TrimSpace(data), "gitdir:")
 	if !ok {
 		return nil
 	}
@@ -393,15 +395,32 @@ func linkedGitDirs(dotGit string) []string {
 	if !filepath.IsAbs(gitDir) {
 		gitDir = filepath.Join(filepath.Dir(dotGit), gitDir)
 	}
-	out := []string{filepath.Clean(gitDir)}
-	if common, err := os.ReadFile(filepath.Join(gitDir, "commondir")); err == nil && len(common) < 4096 {
-		c := strings.TrimSpace(string(common))
+	gitDir = filepath.Clean(gitDir)
+	if _, ok := smallFile(filepath.Join(gitDir, "HEAD")); !ok {
+		return nil
+	}
+	out := []string{gitDir}
+	if common, ok := smallFile(filepath.Join(gitDir, "commondir")); ok {
+		c := strings.TrimSpace(common)
 		if !filepath.IsAbs(c) {
 			c = filepath.Join(gitDir, c)
 		}
-		out = append(out, filepath.Clean(c))
+		if _, ok := smallFile(filepath.Join(c, "HEAD")); ok {
+			out = append(out, filepath.Clean(c))
+		}
 	}
 	return out
+}
+
+// smallFile is the content of p when it is a regular file (not a link, a
+// FIFO or a device, which a read could wait on for ever) of at most 4 KiB.
+func smallFile(p string) (string, bool) {
+	fi, err := os.Lstat(p)
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() > 4096 {
+		return "", false
+	}
+	data, err := os.ReadFile(p)
+	return string(data), err == nil
 }
 
 // resolved is p with its links resolved, "" when it does not exist.

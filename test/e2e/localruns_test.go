@@ -163,8 +163,10 @@ func TestTaskSetRepositoryIsHiddenFromLocalAgents(t *testing.T) {
 	git("add", ".")
 	git("commit", "-qm", "the task set")
 	// A linked worktree's ".git" is a file naming a folder in the main
-	// repository's: that one is hidden too.
-	wt := filepath.Join(repo, "wt")
+	// repository's: that one is hidden too, and the main one, where the
+	// objects are (the worktree outside the repository, so that no folder
+	// above it is the repository's).
+	wt := filepath.Join(shownDir(t), "wt")
 	git("worktree", "add", "-q", wt)
 	run := localRunYAML("thief", "prompt: steal\n", `
 echo AGENT-RAN
