@@ -1015,6 +1015,11 @@ func cgroupDescription(cg runCgroup) string {
 		// one with the node-agent's and every other run's.
 		d += " " + NoCPUShare + " (no writable cpu controller here): a run with many busy processes can starve the node-agent and the other runs"
 	}
+	if v1, ok := cg.(*v1Cgroup); ok && !v1.boundsSockets() {
+		// Loud as well: the memory limit is then not the bound of what a
+		// run holds (limitTCP).
+		d += " " + NoSocketBound + " (this kernel has no " + tcpLimitFile + "): a run's TCP buffers, which every socket of the node shares, are bounded by nothing of the run's"
+	}
 	return d
 }
 

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/containerd/cgroups/v3"
+	"github.com/containerd/cgroups/v3/cgroup1"
 	"golang.org/x/sys/unix"
 )
 
@@ -1277,6 +1278,47 @@ func TestBwrapRunHasACPUShareOfItsOwn(t *testing.T) {
 	}
 	if len(cpu) != 2 || len(mem) != 2 || run(cpu) != run(mem) || cpu[0] != cpu[1] {
 		t.Errorf("the run's two busy processes are in %v: want both in one run's cgroup of the cpu hierarchy and the memory one", seen)
+	}
+}
+
+// Where the kernel has no TCP accounting for v1 memory cgroups, a run's
+// socket buffers are outside its memory limit, and the preflight's verdict
+// says so in capitals (the node-agent logs it as a warning, `harnessfacts
+// run` prints it); where it has (this host), the verdict says nothing.
+func TestPreflightSaysWhenSocketBuffersAreUnbounded(t *testing.T) {
+	mem := t.TempDir()
+	cg := &v1Cgroup{paths: map[cgroup1.Name]string{cgroup1.Memory: mem, cgroup1.Pids: t.TempDir()}}
+	if d := cgroupDescription(cg); !strings.Contains(d, NoSocketBound) || !Degraded(d) {
+		t.Errorf("a v1 memory cgroup without %s is described as %q", tcpLimitFile, d)
+	}
+	if err := os.WriteFile(filepath.Join(mem, tcpLimitFile), []byte("9223372036854771712\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if d := cgroupDescription(cg); strings.Contains(d, NoSocketBound) {
+		t.Errorf("a v1 memory cgroup with %s is described as %q", tcpLimitFile, d)
+	}
+
+	requireBwrapHost(t)
+	if cgroups.Mode() == cgroups.Unified {
+		return
+	}
+	subs, err := v1Hierarchy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := ""
+	for _, s := range subs {
+		if p, ok := s.(interface{ Path(string) string }); ok && s.Name() == cgroup1.Memory {
+			root = p.Path("/")
+		}
+	}
+	if root == "" {
+		t.Skip("no v1 memory hierarchy here")
+	}
+	_, err = os.Stat(filepath.Join(root, tcpLimitFile))
+	got := Preflight(context.Background(), Options{})
+	if said := strings.Contains(got[0].Reason, NoSocketBound); said != (err != nil) {
+		t.Errorf("the kernel's TCP accounting: %v; the preflight said %q", err, got[0].Reason)
 	}
 }
 

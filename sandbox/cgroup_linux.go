@@ -379,6 +379,18 @@ func (c *v1Cgroup) limitTCP(limit int64) error {
 	return nil
 }
 
+// boundsSockets says whether the run's TCP buffers count against its
+// memory limit here: the kernel has v1's TCP accounting (limitTCP), which
+// watchSockets reads.
+func (c *v1Cgroup) boundsSockets() bool {
+	dir, ok := c.paths[cgroup1.Memory]
+	if !ok {
+		return false
+	}
+	_, err := os.Stat(filepath.Join(dir, tcpLimitFile))
+	return err == nil
+}
+
 // setLimits gives a prepared cgroup the run's limits, and starts its peak
 // memory from what it holds now (the waiting spawner's few pages).
 func (c *v1Cgroup) setLimits(limits Limits) error {

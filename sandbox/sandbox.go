@@ -444,6 +444,18 @@ func Preflight(ctx context.Context, opts Options) []Availability {
 // node-agent's and every other run's.
 const NoCPUShare = "WITHOUT a CPU share per run"
 
+// NoSocketBound is in a sandbox mode's preflight verdict when a run's TCP
+// socket buffers are outside its memory limit: cgroup v1 on a kernel
+// without TCP accounting for memory cgroups.
+const NoSocketBound = "WITHOUT its TCP socket buffers in the memory limit"
+
+// Degraded says whether an available mode's preflight verdict names a
+// bound its runs go without (NoCPUShare, NoSocketBound): said loudly
+// wherever the verdict is read.
+func Degraded(verdict string) bool {
+	return strings.Contains(verdict, NoCPUShare) || strings.Contains(verdict, NoSocketBound)
+}
+
 // RootError is a Spec.Root the sandbox refuses to mount in: its links
 // would move a mount onto, into or over another one, or over the whole
 // root. It is the root's fault (an environment image's, or what a command

@@ -220,7 +220,7 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 		}
 	}
 	for _, m := range exec.SandboxModes(ctx) {
-		if m.Available && strings.Contains(m.Message, sandbox.NoCPUShare) {
+		if m.Available && sandbox.Degraded(m.Message) {
 			cmd.PrintErrf("WARNING %s: %s\n", m.Mode, m.Message)
 		}
 	}

@@ -3,7 +3,6 @@ package executor
 import (
 	"context"
 	"sort"
-	"strings"
 	"sync"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -28,8 +27,8 @@ func (e *Executor) SandboxModes(ctx context.Context) []harnessv1.SandboxModeInfo
 		modes = append(modes, harnessv1.SandboxModeInfo{Mode: string(av.Mode), Available: av.Available, Message: truncate(av.Reason, 1024)})
 		if !av.Available {
 			log.FromContext(ctx).Info("sandbox mode unavailable", "mode", av.Mode, "reason", av.Reason)
-		} else if strings.Contains(av.Reason, sandbox.NoCPUShare) {
-			log.FromContext(ctx).Info("WARNING: runs have no CPU share of their own here", "mode", av.Mode, "preflight", av.Reason)
+		} else if sandbox.Degraded(av.Reason) {
+			log.FromContext(ctx).Info("WARNING: runs here go without a bound the sandbox gives elsewhere", "mode", av.Mode, "preflight", av.Reason)
 		}
 	}
 	return modes
