@@ -284,18 +284,26 @@ func (r *HarnessRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		}
 		if apierrors.IsConflict(err) {
 			// Someone (the node-agent, or our own earlier write the cache
-			// has not shown yet) changed the run: the pass is retried with
-			// backoff, on the newer version the watch delivers.
+			// has not shown yet) changed the run: the watch delivers the
+			// newer version, and the pass is also tried again shortly.
+			// Not an error: an operator would read controller-runtime's
+			// "Reconciler error" as a fault, and it is the ordinary
+			// course of optimistic concurrency.
 			logger.V(1).Info("status write conflicted; will retry with the newer run", "run", req.NamespacedName)
 			if p.scheduled {
 				r.metrics.bindingConflicts.Inc()
 			}
+			return ctrl.Result{RequeueAfter: conflictRetry}, nil
 		}
 		return ctrl.Result{}, err
 	}
 	r.afterWrite(ctx, p)
 	return r.result(p), nil
 }
+
+// conflictRetry is when a pass whose status write conflicted is tried
+// again, if the watch has not brought the newer version by then.
+const conflictRetry = 200 * time.Millisecond
 
 // definitiveFailure reports whether a failed write certainly changed nothing.
 func definitiveFailure(err error) bool {

@@ -209,6 +209,12 @@ func (r *HarnessSuiteReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	r.summarize(p, plan, fixtures, own, created, problem) // harnesssuite_status.go
 
 	if err := r.writeStatus(ctx, p); err != nil {
+		if apierrors.IsConflict(err) {
+			// As for a run (conflictRetry): the newer suite comes with the
+			// watch; not a fault to log.
+			log.FromContext(ctx).V(1).Info("status write conflicted; will retry with the newer suite", "suite", req.NamespacedName)
+			return ctrl.Result{RequeueAfter: conflictRetry}, nil
+		}
 		return ctrl.Result{}, err
 	}
 	r.observeProgress(p.suite)
