@@ -332,6 +332,9 @@ func receiptSummary(r *evidence.Receipt) string {
 		exit = "the agent timed out"
 	case e.OOMKilled:
 		exit = "the agent was killed for memory"
+		if e.OOMCause != "" {
+			exit += " (" + e.OOMCause + ")"
+		}
 	case e.Signal != "":
 		exit = "the agent was killed by " + e.Signal
 	case e.ExitCode != nil:

@@ -212,3 +212,28 @@ func TestVerifyPrintsNoControlSequenceOfTheBundle(t *testing.T) {
 		t.Errorf("verify printed the folder's control sequences as they are:\nstdout %q\nstderr %q\nerr %q", out, errOut, err)
 	}
 }
+
+// A run killed for its socket buffers (cgroup v1) says so in the receipt
+// and in what verify prints of it, not only "killed for memory".
+func TestVerifySaysWhatPassedTheMemoryLimit(t *testing.T) {
+	now := time.Now()
+	const cause = "its TCP socket buffers (60 MiB) and the rest of its memory (5 MiB) together passed it"
+	b, err := evidence.SealLog(evidence.Receipt{Run: evidence.RunRef{Namespace: "default", Name: "hello", Attempt: 1},
+		Node: "node-1", Agent: evidence.Agent{Adapter: harnessv1.AdapterExec},
+		Exit:    evidence.Exit{OOMKilled: true, OOMCause: cause},
+		Timings: evidence.Timings{Started: now, Finished: now}}, evidence.BytesLog("done\n"), nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "bundle")
+	if err := b.WriteDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err := verifyCommand(dir)
+	if err != nil {
+		t.Fatalf("verify %s: %v\n%s%s", dir, err, out, errOut)
+	}
+	if !strings.Contains(out, "the agent was killed for memory ("+cause+")") {
+		t.Errorf("verify did not say what passed the memory limit:\n%s", out)
+	}
+}

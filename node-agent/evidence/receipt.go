@@ -137,6 +137,10 @@ type Exit struct {
 	Signal    string `json:"signal,omitempty"`
 	TimedOut  bool   `json:"timedOut,omitempty"`
 	OOMKilled bool   `json:"oomKilled,omitempty"`
+	// OOMCause says what passed the memory limit when the agent's memory
+	// alone did not: its TCP socket buffers on cgroup v1
+	// (sandbox.Result.OOMCause).
+	OOMCause string `json:"oomCause,omitempty"`
 }
 
 // Output describes the agent's captured, redacted output.
