@@ -479,7 +479,8 @@ func TestParseRequestBoundsItsMembers(t *testing.T) {
 // Anthropic's message_delta), had every answer's tokens, or its output's,
 // go uncounted, and spent past the run's token limit with no end: five
 // answers of 5000 tokens each under a limit of 1000 counted 0 (Chat) and
-// 55 (Anthropic). The cut answer itself does not end the run (the agent's
+// 55 (Anthropic), and 50 (Gemini, whose chunks before the last carry the
+// prompt's count alone, read as final figures). The cut answer itself does not end the run (the agent's
 // own end cuts its last one), but under a token limit the next request is
 // refused and the run ended.
 func TestGatewayHoldsTheTokenLimitOverCutAnswers(t *testing.T) {
@@ -491,12 +492,20 @@ func TestGatewayHoldsTheTokenLimitOverCutAnswers(t *testing.T) {
 			"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n"
 		claudeUsage = "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":4990}}\n\n" +
 			"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+		// Gemini's chunks each carry usageMetadata, but before the one
+		// with the finishReason only the prompt's count (as the API
+		// sends them): the output's comes last.
+		geminiText  = "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"all the text\"}],\"role\":\"model\"},\"index\":0}],\"usageMetadata\":{\"promptTokenCount\":10,\"totalTokenCount\":10},\"modelVersion\":\"gemini-m\"}\r\n\r\n"
+		geminiUsage = "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"\"}],\"role\":\"model\"},\"finishReason\":\"STOP\",\"index\":0}],\"usageMetadata\":{\"promptTokenCount\":10,\"candidatesTokenCount\":4990,\"totalTokenCount\":5000},\"modelVersion\":\"gemini-m\"}\r\n\r\n"
 	)
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		text, figures := chatText, chatUsage
-		if r.URL.Path == "/v1/messages" {
+		switch {
+		case r.URL.Path == "/v1/messages":
 			text, figures = claudeText, claudeUsage
+		case strings.HasSuffix(r.URL.Path, ":streamGenerateContent"):
+			text, figures = geminiText, geminiUsage
 		}
 		_, _ = io.WriteString(w, text)
 		w.(http.Flusher).Flush()
@@ -526,6 +535,7 @@ func TestGatewayHoldsTheTokenLimitOverCutAnswers(t *testing.T) {
 		{"/v1/chat/completions", `{"model":"gpt-c","stream":true,"messages":[]}`, chatText},
 		{"/v1/messages", `{"model":"claude-m","stream":true,"max_tokens":5000,"messages":[]}`, claudeText},
 		{"/v1/responses", `{"model":"gpt-r","stream":true,"input":"hi"}`, chatText},
+		{"/v1beta/models/gemini-m:streamGenerateContent?alt=sse", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`, geminiText},
 	} {
 		g, base := serve(t, Options{Upstream: srv.URL, Header: Bearer, Key: []byte(realKey), RootCAs: pool, MaxTokens: 1000})
 		var statuses []int

@@ -175,6 +175,10 @@ type Parser struct {
 	budget *Budget
 	// final: the figures are the answer's closing ones (Final).
 	final bool
+	// ended: a Gemini answer's end has been read (a candidate's
+	// finishReason, or the prompt's blockReason): figures read from then
+	// on are its totals.
+	ended bool
 
 	// whole JSON: the body so far; over maxJSONBody (or the budget) it is
 	// dropped.
@@ -399,7 +403,8 @@ func (p *Parser) dispatch() {
 	// Only events that can carry usage, an error or the model are
 	// decoded: a long stream is mostly text deltas.
 	if !bytes.Contains(data, []byte(`usage`)) && !bytes.Contains(data, []byte(`"error"`)) &&
-		(p.reply.Model != "" || !bytes.Contains(data, []byte(`"model`))) {
+		(p.reply.Model != "" || !bytes.Contains(data, []byte(`"model`))) &&
+		(p.d != Gemini || !bytes.Contains(data, []byte(`Reason"`))) {
 		return
 	}
 	p.event(data)
@@ -436,8 +441,11 @@ func (p *Parser) Result() Reply {
 // Final says whether the figures of Result are the answer's closing ones:
 // not only an Anthropic stream's message_start (its input, and its first
 // output token), so that a stream cut before its message_delta, whose
-// output no figure counts, is told from a counted one. A Gemini stream's
-// figures are its total so far, final wherever it is cut.
+// output no figure counts, is told from a counted one. Nor a Gemini
+// stream's chunks before its end: each carries usageMetadata, but only
+// the prompt's count (promptTokenCount, totalTokenCount) until the chunk
+// with the finishReason, which brings the output's; a stream cut before
+// it had its input counted and its output not.
 func (p *Parser) Final() bool { return p.final }
 
 // event reads one JSON object: a whole response or one streamed event. Each
@@ -603,10 +611,19 @@ func (p *Parser) chat(data []byte) {
 	}
 }
 
-// gemini: a GenerateContentResponse, whole or one chunk of a stream; each
-// chunk's usageMetadata is the total so far.
+// gemini: a GenerateContentResponse, whole or one chunk of a stream. Each
+// chunk's usageMetadata replaces the last; they are the answer's totals
+// only from its end on (a candidate's finishReason, or the prompt's
+// blockReason when it was refused): the chunks before carry the prompt's
+// count alone.
 func (p *Parser) gemini(data []byte) {
 	var ev struct {
+		Candidates []struct {
+			FinishReason string `json:"finishReason"`
+		} `json:"candidates"`
+		PromptFeedback *struct {
+			BlockReason string `json:"blockReason"`
+		} `json:"promptFeedback"`
 		ModelVersion  string `json:"modelVersion"`
 		UsageMetadata *struct {
 			PromptTokenCount        tokens `json:"promptTokenCount"`
@@ -623,9 +640,15 @@ func (p *Parser) gemini(data []byte) {
 	if isSet(ev.Error) {
 		p.reply.Failed = true
 	}
+	for _, c := range ev.Candidates {
+		p.ended = p.ended || c.FinishReason != "" && c.FinishReason != "FINISH_REASON_UNSPECIFIED"
+	}
+	if ev.PromptFeedback != nil && ev.PromptFeedback.BlockReason != "" && ev.PromptFeedback.BlockReason != "BLOCK_REASON_UNSPECIFIED" {
+		p.ended = true
+	}
 	p.setModel(ev.ModelVersion)
 	if u := ev.UsageMetadata; u != nil {
-		p.reply.Found, p.final = true, true
+		p.reply.Found, p.final = true, p.ended
 		p.reply.Counts = Counts{
 			Input:     nonNegative(boundedSum(int64(u.PromptTokenCount), int64(u.ToolUsePromptTokenCount)) - int64(u.CachedContentTokenCount)),
 			Output:    boundedSum(int64(u.CandidatesTokenCount), int64(u.ThoughtsTokenCount)),

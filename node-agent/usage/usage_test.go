@@ -440,7 +440,22 @@ func TestParserFinal(t *testing.T) {
 			"data: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":5,\"output_tokens\":9}}}\n\n", true},
 		{Responses, "text/event-stream", "data: {\"type\":\"response.incomplete\",\"response\":{\"usage\":{\"input_tokens\":5,\"output_tokens\":9}}}\n\n", true},
 		{Responses, "application/json", `{"object":"response","usage":{"input_tokens":5,"output_tokens":9}}`, true},
-		{Gemini, "text/event-stream", "data: {\"usageMetadata\":{\"promptTokenCount\":3}}\n\n", true},
+		// Gemini's chunks before its end carry the prompt's count alone;
+		// the chunk with the finishReason (or a refused prompt's
+		// blockReason) has the totals.
+		{Gemini, "text/event-stream", "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"a long answer\"}]},\"index\":0}],\"usageMetadata\":{\"promptTokenCount\":3,\"totalTokenCount\":3}}\n\n", false},
+		{Gemini, "text/event-stream", "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"a\"}]},\"index\":0}],\"usageMetadata\":{\"promptTokenCount\":3}}\n\n" +
+			"data: {\"candidates\":[{\"finishReason\":\"STOP\",\"index\":0}],\"usageMetadata\":{\"promptTokenCount\":3,\"candidatesTokenCount\":9}}\n\n", true},
+		// The end, then the figures in a chunk of their own.
+		{Gemini, "text/event-stream", "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"a\"}]},\"finishReason\":\"MAX_TOKENS\"}]}\n\n" +
+			"data: {\"usageMetadata\":{\"promptTokenCount\":3,\"candidatesTokenCount\":9}}\n\n", true},
+		// The figures before the end are not its closing ones.
+		{Gemini, "text/event-stream", "data: {\"usageMetadata\":{\"promptTokenCount\":3}}\n\n" +
+			"data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"a\"}]},\"finishReason\":\"STOP\"}]}\n\n", false},
+		{Gemini, "application/json", `{"promptFeedback":{"blockReason":"SAFETY"},"usageMetadata":{"promptTokenCount":3,"totalTokenCount":3}}`, true},
+		{Gemini, "application/json", `{"candidates":[{"content":{"parts":[{"text":"a"}]},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":9}}`, true},
+		{Gemini, "application/json", `[{"candidates":[{"content":{"parts":[{"text":"a"}]}}],"usageMetadata":{"promptTokenCount":3}},` +
+			`{"candidates":[{"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":9}}]`, true},
 	} {
 		p := NewParser(c.d, c.ct, nil)
 		_, _ = p.Write([]byte(c.body))
