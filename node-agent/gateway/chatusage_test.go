@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 )
 
 func TestAskForUsage(t *testing.T) {
@@ -640,5 +642,49 @@ func TestProviderThatRefusesTheUsageAskGetsTheAgentsRequest(t *testing.T) {
 	}
 	if s := g.Stopped(); s != nil || g.ProviderFailing() != nil {
 		t.Errorf("a refused ask judged the run: %v, %v, %d", s, g.ProviderFailing(), g.ProviderErrorsHandedOver())
+	}
+}
+
+// TestCutAnswersAreUncountedWithoutALimit: an answer the agent cut after
+// figures that are not its closing ones (Anthropic's message_start: the
+// input and one output token) counted its input, and the run's status
+// said nothing of the output it missed: uncountedResponses stayed 0, so
+// status.usage, and the spend budgets charged from it, read as whole
+// figures of an agent that cut every answer. It is counted as uncounted.
+func TestCutAnswersAreUncountedWithoutALimit(t *testing.T) {
+	const start = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-m\",\"usage\":{\"input_tokens\":10,\"output_tokens\":1}}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"all the text\"}}\n\n"
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, start)
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+		_, _ = io.WriteString(w, "event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":4990}}\n\n")
+	}))
+	t.Cleanup(srv.Close)
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	g, base := serve(t, Options{Upstream: srv.URL, Header: XAPIKey, Key: []byte(realKey), RootCAs: pool})
+	for range 3 {
+		resp, err := http.Post(base+"/v1/messages", "application/json", strings.NewReader(`{"model":"claude-m","stream":true,"max_tokens":5000,"messages":[]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(resp.Body, make([]byte, len(start))); err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+	}
+	var st *harnessv1.UsageStatus
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if st = g.Tally().Status(harnessv1.UsageFromGateway, ""); st.InputTokens == 30 {
+			break
+		}
+	}
+	if st.InputTokens != 30 || st.UncountedResponses != 3 || g.Stopped() != nil {
+		t.Errorf("three answers cut after message_start: %+v, stop %v; want their input counted and each uncounted, no stop", st, g.Stopped())
 	}
 }

@@ -818,10 +818,14 @@ func (g *Gateway) count(resp *http.Response) error {
 // may have been in a part too large to read (r.Unread, not final) ends it
 // at once.
 func (g *Gateway) counted(r usage.Reply, whole, cut, final bool) {
-	if r.Found && r.Unread && !final {
-		// Figures were read, but not the answer's closing ones: what
-		// they count goes in, and the answer counts as uncounted too
-		// (status.usage.uncountedResponses), without a limit as with one.
+	if r.Found && (r.Unread || cut) && !final {
+		// Figures were read, but not the answer's closing ones (an
+		// event too large to read, or the agent cut the answer before
+		// them: an Anthropic stream after message_start, a Gemini one
+		// before its end): what they count goes in, and the answer
+		// counts as uncounted too (status.usage.uncountedResponses), so
+		// that the status says its figures are a lower bound, without a
+		// limit as with one.
 		r.Found = false
 	}
 	g.tally.Add(r)
