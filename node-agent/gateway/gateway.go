@@ -649,7 +649,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(body) > 0 {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
-	r.ContentLength = int64(len(body))
+	// The body is held whole: it goes with its length, not in the
+	// chunks the agent may have sent it in.
+	r.ContentLength, r.TransferEncoding = int64(len(body)), nil
 	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	// status.usage.requests counts the model requests, those whose
 	// answers are read for usage: not a count of tokens (free) nor a
@@ -742,6 +744,11 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 		q.Del("$" + k)
 	}
 	out.URL.RawQuery = q.Encode()
+	// No trailers: a chunked body's trailer fields, which the agent
+	// writes, would reach the provider after the body, past the headers
+	// dropped and set here (a server that merges them into the headers
+	// reads a forged key or scope). No model API takes any.
+	out.Trailer = nil
 	for _, h := range credentialHeaders {
 		out.Header.Del(h)
 	}

@@ -1240,3 +1240,57 @@ func TestGatewayCountsOnlyGenerationsAsRequests(t *testing.T) {
 		t.Errorf("counted %+v, want 1 request of 120 in, 30 cache read, 5 cache write, 9 out", st)
 	}
 }
+
+// TestGatewayDropsTheAgentsTrailers: a request's chunked body may end in
+// trailer fields, which the gateway forwarded to the provider as they came
+// (announced in a Trailer header): a forged key, scope and content type
+// reached the provider after the body, past the headers the gateway drops
+// and sets. A server that merges trailers into the request's headers
+// (Tomcat's allowedTrailerHeaders, some proxies) would read them. No model
+// API takes trailers: the provider gets none, and the body goes with its
+// Content-Length.
+func TestGatewayDropsTheAgentsTrailers(t *testing.T) {
+	type seen struct {
+		header, trailer http.Header
+		te              []string
+		length          int64
+		body            string
+	}
+	got := make(chan seen, 1)
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- seen{r.Header.Clone(), r.Trailer.Clone(), r.TransferEncoding, r.ContentLength, string(b)}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1}}`)
+	}))
+	t.Cleanup(srv.Close)
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	_, base := serve(t, Options{Upstream: srv.URL, Header: Bearer, Key: []byte(realKey), RootCAs: pool,
+		Scope: map[string]string{"OpenAI-Organization": "org-run"}})
+	const body = `{"model":"m","messages":[]}`
+	req, err := http.NewRequest(http.MethodPost, base+"/v1/chat/completions", io.MultiReader(strings.NewReader(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength = -1
+	req.Trailer = http.Header{"Authorization": {"Bearer forged"}, "X-Api-Key": {"forged"},
+		"Openai-Organization": {"org-other"}, "Content-Type": {"application/x-protobuf"}}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	s := <-got
+	if len(s.trailer) > 0 || s.header.Get("Trailer") != "" || len(s.te) > 0 || s.length != int64(len(body)) || s.body != body {
+		t.Errorf("the provider got trailers %v (announced %q), transfer encoding %v, length %d, body %q; want none, and the body with its length",
+			s.trailer, s.header.Get("Trailer"), s.te, s.length, s.body)
+	}
+	if s.header.Get("Authorization") != "Bearer "+realKey || s.header.Get("OpenAI-Organization") != "org-run" {
+		t.Errorf("the provider got Authorization %q, OpenAI-Organization %q", s.header.Get("Authorization"), s.header.Get("OpenAI-Organization"))
+	}
+}
