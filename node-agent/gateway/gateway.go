@@ -857,7 +857,7 @@ func (g *Gateway) counted(r usage.Reply, whole, cut, final bool) {
 		// before it: its output went uncounted (message_start's figure
 		// is its first token). A provider of these APIs always sends one.
 		g.stop(&Stop{Reason: ReasonTokenLimit, Message: fmt.Sprintf("the provider's answer to a model request ended without its closing token figures "+
-			"(a Messages stream without message_delta, or a Responses stream without response.completed), so its output could not be counted and the run's limit of %d tokens "+
+			"(a Messages stream without message_delta, a Responses stream without response.completed, or a Gemini answer without its finishReason and output figures), so its output could not be counted and the run's limit of %d tokens "+
 			"(HarnessPolicy gateway.maxTokensPerRun) could not be held: %d counted before it",
 			g.opts.MaxTokens, g.tally.Counts().Total())})
 	case g.tally.Counts().Total() >= g.opts.MaxTokens:

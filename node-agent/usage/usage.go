@@ -648,12 +648,17 @@ func (p *Parser) gemini(data []byte) {
 	}
 	p.setModel(ev.ModelVersion)
 	if u := ev.UsageMetadata; u != nil {
-		p.reply.Found, p.final = true, p.ended
 		p.reply.Counts = Counts{
 			Input:     nonNegative(boundedSum(int64(u.PromptTokenCount), int64(u.ToolUsePromptTokenCount)) - int64(u.CachedContentTokenCount)),
 			Output:    boundedSum(int64(u.CandidatesTokenCount), int64(u.ThoughtsTokenCount)),
 			CacheRead: int64(u.CachedContentTokenCount),
 		}
+		// Figures that count output are taken as closing too: a
+		// provider that omits the finishReason, or sends the output's
+		// running count in each chunk, is not judged to have hidden its
+		// output; a cut answer's are then what was generated up to the
+		// cut.
+		p.reply.Found, p.final = true, p.ended || p.reply.Counts.Output > 0
 	}
 }
 

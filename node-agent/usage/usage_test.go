@@ -449,6 +449,10 @@ func TestParserFinal(t *testing.T) {
 		// The end, then the figures in a chunk of their own.
 		{Gemini, "text/event-stream", "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"a\"}]},\"finishReason\":\"MAX_TOKENS\"}]}\n\n" +
 			"data: {\"usageMetadata\":{\"promptTokenCount\":3,\"candidatesTokenCount\":9}}\n\n", true},
+		// Figures that count output are closing ones without a
+		// finishReason (a provider that omits it, or counts the output
+		// as it goes).
+		{Gemini, "text/event-stream", "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"a\"}]}}],\"usageMetadata\":{\"promptTokenCount\":3,\"candidatesTokenCount\":1}}\n\n", true},
 		// The figures before the end are not its closing ones.
 		{Gemini, "text/event-stream", "data: {\"usageMetadata\":{\"promptTokenCount\":3}}\n\n" +
 			"data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"a\"}]},\"finishReason\":\"STOP\"}]}\n\n", false},
