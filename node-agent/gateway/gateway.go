@@ -63,6 +63,11 @@ var credentialHeaders = []string{
 	"Cookie", "Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto",
 }
 
+// overrideHeaders ask a server (Google's front end among them) to take a
+// POST for another method: the gateway judges each request by its method
+// and path, so the provider must see the same. Dropped from every request.
+var overrideHeaders = []string{"X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override"}
+
 // ScopeHeaders choose which of its organizations or projects a key acts
 // for: with a user's key that belongs to several, the agent could bill or
 // use another than the run's. The gateway drops the agent's and sets those
@@ -750,6 +755,9 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	// reads a forged key or scope). No model API takes any.
 	out.Trailer = nil
 	for _, h := range credentialHeaders {
+		out.Header.Del(h)
+	}
+	for _, h := range overrideHeaders {
 		out.Header.Del(h)
 	}
 	for _, h := range ScopeHeaders {

@@ -121,10 +121,10 @@ var dialectRequests = []struct {
 		map[string]string{"Authorization": "Bearer forged", "X-Goog-Api-Key": "forged-goog"}},
 	{"responses whole", "/v1/responses", `{"model":"gpt-m","stream":false,"input":"hi"}`, Bearer, nil},
 	{"chat stream", "/v1/chat/completions", `{"model":"gpt-c","stream":true,"messages":[{"role":"user","content":"hi"}]}`, Bearer,
-		map[string]string{"Authorization": "Bearer forged", "Cookie": "s=forged-cookie"}},
+		map[string]string{"Authorization": "Bearer forged", "Cookie": "s=forged-cookie", "X-HTTP-Method-Override": "forged-DELETE"}},
 	{"chat whole", "/v1/chat/completions", `{"model":"gpt-c","messages":[{"role":"user","content":"hi"}]}`, Bearer, nil},
 	{"gemini stream", "/v1beta/models/gemini-m:streamGenerateContent?alt=sse&key=forged-query&$key=forged-dollar&access_token=forged-at&$userProject=forged-up&x=1;key=forged-semi", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`, XGoogAPIKey,
-		map[string]string{"X-Goog-Api-Key": "forged-goog"}},
+		map[string]string{"X-Goog-Api-Key": "forged-goog", "X-HTTP-Method": "forged-GET", "X-Method-Override": "forged-PUT"}},
 	{"gemini whole", "/v1beta/models/gemini-m:generateContent", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`, XGoogAPIKey, nil},
 }
 
