@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 )
@@ -25,6 +26,22 @@ import (
 //   - of a HarnessRun, no inline fixture files, prompt or agent command
 //     line, which only node-agents read (through the API server), only
 //     their digest in the annotation CachedRunWorkAnnotation.
+//
+// Metadata is the run author's too: the API server bounds a label only by
+// its key and value (a ConfigMap or a run may carry a mebibyte of labels),
+// annotations by 256 KiB in all, and owner references not at all. So the
+// cache keeps of either only the metadata the controller reads:
+//
+//   - of a fixture ConfigMap, its own annotation and no owner references
+//     or finalizers (the controller never writes one); its labels while
+//     they are at most MaxCachedLabelBytes, which every selector a person
+//     writes needs far less than, else only harnessfacts.io/fixture and
+//     the annotation CachedLabelsDroppedAnnotation: no suite's selector
+//     selects such a ConfigMap (a name in fixtures.names still does);
+//   - of a HarnessRun, only the harnessfacts.io labels and annotations the
+//     controller reads (cachedRunLabels, cachedRunAnnotations) and only
+//     its controller reference (a suite's). Its finalizers are kept whole:
+//     the controller's finalizer patch writes the list it read.
 //
 // A transform runs on each object as the watch delivers it, so an object's
 // content is held only while it is decoded. Managed fields are dropped as
@@ -46,14 +63,58 @@ func cachedFixture(obj any) (any, error) {
 	}
 	hash := FixtureHash(cm)
 	cm.Data, cm.BinaryData = nil, map[string][]byte{}
-	ann := make(map[string]string, len(cm.Annotations)+1)
-	for k, v := range cm.Annotations {
-		ann[k] = v
+	ann := map[string]string{CachedFixtureHashAnnotation: hash}
+	if labelBytes(cm.Labels) > MaxCachedLabelBytes {
+		cm.Labels = map[string]string{harnessv1.LabelFixture: cm.Labels[harnessv1.LabelFixture]}
+		ann[CachedLabelsDroppedAnnotation] = "true"
 	}
-	ann[CachedFixtureHashAnnotation] = hash
 	cm.Annotations = ann
-	cm.ManagedFields = nil
+	cm.OwnerReferences, cm.Finalizers, cm.ManagedFields = nil, nil, nil
 	return cm, nil
+}
+
+// MaxCachedLabelBytes is the most label bytes (keys and values) of a
+// fixture ConfigMap the controller's cache keeps.
+const MaxCachedLabelBytes = 16 << 10
+
+// CachedLabelsDroppedAnnotation marks, on a fixture ConfigMap in the
+// controller's cache, one whose labels were over MaxCachedLabelBytes and
+// are not kept: no selector selects it.
+const CachedLabelsDroppedAnnotation = "harnessfacts.io/cached-labels-dropped"
+
+// labelsDropped says whether the cache left out cm's labels.
+func labelsDropped(cm *corev1.ConfigMap) bool {
+	return hashedOnly(cm) && cm.Annotations[CachedLabelsDroppedAnnotation] == "true"
+}
+
+func labelBytes(labels map[string]string) int {
+	n := 0
+	for k, v := range labels {
+		n += len(k) + len(v)
+	}
+	return n
+}
+
+// The labels and annotations of a HarnessRun the controller reads, the only
+// ones its cache keeps.
+var (
+	cachedRunLabels = []string{harnessv1.LabelSuite, harnessv1.LabelSuiteRound, harnessv1.LabelSuiteAgent,
+		harnessv1.LabelSuiteFixture, harnessv1.LabelRetryOf}
+	cachedRunAnnotations = []string{harnessv1.AnnotationFixtureHash, harnessv1.AnnotationSuiteRepeat, harnessv1.AnnotationRetryOfUID}
+)
+
+// only is m's entries under keys (nil when none).
+func only(m map[string]string, keys []string) map[string]string {
+	var out map[string]string
+	for _, k := range keys {
+		if v, ok := m[k]; ok {
+			if out == nil {
+				out = make(map[string]string, len(keys))
+			}
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // hashedOnly says whether cm is what cachedFixture made: no data, and an
@@ -82,12 +143,18 @@ func cachedRun(obj any) (any, error) {
 		return obj, nil
 	}
 	run.ManagedFields = nil
-	ann := make(map[string]string, len(run.Annotations)+1)
-	for k, v := range run.Annotations {
-		ann[k] = v
+	ann := only(run.Annotations, cachedRunAnnotations)
+	if ann == nil {
+		ann = map[string]string{}
 	}
 	ann[CachedRunWorkAnnotation] = uncachedWork(&run.Spec)
 	run.Annotations = ann
+	run.Labels = only(run.Labels, cachedRunLabels)
+	var owners []metav1.OwnerReference
+	if ref := metav1.GetControllerOfNoCopy(run); ref != nil {
+		owners = []metav1.OwnerReference{*ref}
+	}
+	run.OwnerReferences = owners
 	stripUncached(&run.Spec)
 	return run, nil
 }

@@ -2,12 +2,15 @@ package controllers_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -69,5 +72,96 @@ func TestCacheKeepsNoTenantContent(t *testing.T) {
 	}
 	if s.Agent.Adapter != harnessv1.AdapterExec || len(cachedRun.ManagedFields) != 0 {
 		t.Errorf("the cached run: adapter %q, %d managed fields; want exec and none", s.Agent.Adapter, len(cachedRun.ManagedFields))
+	}
+}
+
+// TestCacheKeepsNoTenantMetadata: labels are bounded by the API server only
+// one by one (a ConfigMap or a run may carry a mebibyte of them),
+// annotations by 256 KiB, owner references not at all; all are the run
+// author's to write. Kept whole in the controller's cache, a few hundred
+// such fixture ConfigMaps or runs fill its memory as their data would. The
+// cache keeps only what the controller reads of them; a fixture whose
+// labels it does not keep is never selected by a suite's selector (its
+// name still finds it).
+func TestCacheKeepsNoTenantMetadata(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ns := newNamespace(t)
+	manyLabels := func(n int) map[string]string {
+		l := map[string]string{}
+		for i := range n {
+			l[fmt.Sprintf("k%04d.example.com/%s", i, strings.Repeat("k", 60))] = strings.Repeat("v", 63)
+		}
+		return l
+	}
+	bigAnnotation := map[string]string{"tenant.example.com/big": strings.Repeat("a", 200<<10)}
+	owners := func(n int) []metav1.OwnerReference {
+		var out []metav1.OwnerReference
+		for i := range n {
+			out = append(out, metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: fmt.Sprintf("o%d-%s", i, strings.Repeat("o", 200)), UID: "1"})
+		}
+		return out
+	}
+
+	big := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "big-labels", Namespace: ns, Labels: manyLabels(2000),
+		Annotations: bigAnnotation, OwnerReferences: owners(500)}, Data: map[string]string{"fixture.yaml": "prompt: hi\n"}}
+	big.Labels[harnessv1.LabelFixture] = "true"
+	big.Labels["team"] = "a"
+	small := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "small", Namespace: ns,
+		Labels: map[string]string{harnessv1.LabelFixture: "true", "team": "a"}, Annotations: bigAnnotation},
+		Data: map[string]string{"fixture.yaml": "prompt: hi\n"}}
+	run := hftesting.MakeHarnessRun("big-meta", ns).Adapter(harnessv1.AdapterExec).Obj()
+	run.Labels = manyLabels(2000)
+	run.Labels[harnessv1.LabelSuiteRound] = "3"
+	run.Annotations = map[string]string{"tenant.example.com/big": bigAnnotation["tenant.example.com/big"], harnessv1.AnnotationFixtureHash: "sha256:f"}
+	run.OwnerReferences = append(owners(500), metav1.OwnerReference{APIVersion: harnessv1.GroupVersion.String(), Kind: "HarnessSuite",
+		Name: "s", UID: "suite-uid", Controller: ptr.To(true)})
+	create(t, big, small, run)
+
+	opts := controllers.ManagerOptions(controllers.ManagerConfig{Scheme: env.Scheme, Namespaces: []string{ns}}).Cache
+	opts.Scheme = env.Scheme
+	c, err := cache.New(env.Config, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = c.Start(ctx) }()
+	sctx, scancel := context.WithTimeout(ctx, time.Minute)
+	defer scancel()
+
+	metaBytes := func(o metav1.Object) int {
+		b, _ := json.Marshal(struct {
+			L, A map[string]string
+			O    []metav1.OwnerReference
+		}{o.GetLabels(), o.GetAnnotations(), o.GetOwnerReferences()})
+		return len(b)
+	}
+	for _, cm := range []*corev1.ConfigMap{big, small} {
+		got := &corev1.ConfigMap{}
+		eventually(t, wait, func() error { return c.Get(sctx, client.ObjectKeyFromObject(cm), got) })
+		if n := metaBytes(got); n > 2*controllers.MaxCachedLabelBytes {
+			t.Errorf("the cache keeps %d bytes of fixture ConfigMap %s's labels, annotations and owners", n, cm.Name)
+		}
+		if got.Labels[harnessv1.LabelFixture] != "true" || got.Annotations[controllers.CachedFixtureHashAnnotation] != controllers.FixtureHash(cm) {
+			t.Errorf("cached fixture %s: labels %v, hash %q: want its fixture label and its hash", cm.Name, got.Labels, got.Annotations[controllers.CachedFixtureHashAnnotation])
+		}
+	}
+	list := &corev1.ConfigMapList{}
+	if err := c.List(sctx, list, client.InNamespace(ns), client.MatchingLabels{"team": "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 || list.Items[0].Name != "small" {
+		t.Errorf("a selector on a label kept matches %d fixtures, want the one with small labels", len(list.Items))
+	}
+
+	got := &harnessv1.HarnessRun{}
+	eventually(t, wait, func() error { return c.Get(sctx, client.ObjectKeyFromObject(run), got) })
+	if n := metaBytes(got); n > 4<<10 {
+		t.Errorf("the cache keeps %d bytes of the run's labels, annotations and owners", n)
+	}
+	if got.Labels[harnessv1.LabelSuiteRound] != "3" || got.Annotations[harnessv1.AnnotationFixtureHash] != "sha256:f" {
+		t.Errorf("the cached run lost what the controller reads: labels %v, annotations %v", got.Labels, got.Annotations)
+	}
+	if ref := metav1.GetControllerOf(got); ref == nil || ref.UID != "suite-uid" {
+		t.Errorf("the cached run's controller is %v, want its suite", ref)
 	}
 }

@@ -87,6 +87,11 @@ func (r *HarnessSuiteReconciler) resolveFixtures(ctx context.Context, p *suitePa
 			return nil, "", fmt.Errorf("listing the fixtures of HarnessSuite %s/%s: %w", suite.Namespace, suite.Name, err)
 		}
 		for i := range list.Items {
+			// Its labels are not in the cache: it matched a selector
+			// with only its fixture label, which it would not have whole.
+			if labelsDropped(&list.Items[i]) {
+				continue
+			}
 			cms = append(cms, &list.Items[i])
 		}
 		switch {
