@@ -41,7 +41,9 @@ import (
 //   - of a HarnessRun, only the harnessfacts.io labels and annotations the
 //     controller reads (cachedRunLabels, cachedRunAnnotations) and only
 //     its controller reference (a suite's). Its finalizers are kept whole:
-//     the controller's finalizer patch writes the list it read.
+//     the controller's finalizer patch writes the list it read;
+//   - of a HarnessSuite, none of its metadata (its spec is kept whole: the
+//     controller makes its runs from it).
 //
 // A transform runs on each object as the watch delivers it, so an object's
 // content is held only while it is decoded. Managed fields are dropped as
@@ -157,6 +159,20 @@ func cachedRun(obj any) (any, error) {
 	run.OwnerReferences = owners
 	stripUncached(&run.Spec)
 	return run, nil
+}
+
+// cachedSuite is the cache's transform of a HarnessSuite: the controller
+// reads its spec and status, never its labels, annotations, owners or
+// finalizers (it writes only its status, by a patch of what changed).
+func cachedSuite(obj any) (any, error) {
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetManagedFields(nil)
+		m.SetLabels(nil)
+		m.SetAnnotations(nil)
+		m.SetOwnerReferences(nil)
+		m.SetFinalizers(nil)
+	}
+	return obj, nil
 }
 
 // CachedRunWorkAnnotation holds, on a HarnessRun in the controller's

@@ -116,7 +116,11 @@ func TestCacheKeepsNoTenantMetadata(t *testing.T) {
 	run.Annotations = map[string]string{"tenant.example.com/big": bigAnnotation["tenant.example.com/big"], harnessv1.AnnotationFixtureHash: "sha256:f"}
 	run.OwnerReferences = append(owners(500), metav1.OwnerReference{APIVersion: harnessv1.GroupVersion.String(), Kind: "HarnessSuite",
 		Name: "s", UID: "suite-uid", Controller: ptr.To(true)})
-	create(t, big, small, run)
+	suite := &harnessv1.HarnessSuite{ObjectMeta: metav1.ObjectMeta{Name: "big-meta", Namespace: ns, Labels: manyLabels(2000),
+		Annotations: bigAnnotation, OwnerReferences: owners(500)},
+		Spec: harnessv1.HarnessSuiteSpec{Agents: []harnessv1.SuiteAgent{{Name: "a", Agent: harnessv1.AgentSpec{Adapter: harnessv1.AdapterExec, Command: []string{"true"}}}},
+			Fixtures: harnessv1.SuiteFixtures{Names: []string{"small"}}, Suspend: true}}
+	create(t, big, small, run, suite)
 
 	opts := controllers.ManagerOptions(controllers.ManagerConfig{Scheme: env.Scheme, Namespaces: []string{ns}}).Cache
 	opts.Scheme = env.Scheme
@@ -163,5 +167,14 @@ func TestCacheKeepsNoTenantMetadata(t *testing.T) {
 	}
 	if ref := metav1.GetControllerOf(got); ref == nil || ref.UID != "suite-uid" {
 		t.Errorf("the cached run's controller is %v, want its suite", ref)
+	}
+
+	gotSuite := &harnessv1.HarnessSuite{}
+	eventually(t, wait, func() error { return c.Get(sctx, client.ObjectKeyFromObject(suite), gotSuite) })
+	if n := metaBytes(gotSuite); n > 4<<10 {
+		t.Errorf("the cache keeps %d bytes of the suite's labels, annotations and owners", n)
+	}
+	if len(gotSuite.Spec.Agents) != 1 || len(gotSuite.Spec.Agents[0].Agent.Command) != 1 {
+		t.Errorf("the cached suite lost its spec: %+v", gotSuite.Spec.Agents)
 	}
 }

@@ -66,8 +66,9 @@ func (o SuiteOptions) withDefaults() SuiteOptions {
 // namespace's other ConfigMaps or the runs' evidence in memory.
 func CacheByObject() map[client.Object]cache.ByObject {
 	return map[client.Object]cache.ByObject{
-		&corev1.ConfigMap{}:     {Label: labels.SelectorFromSet(labels.Set{harnessv1.LabelFixture: "true"}), Transform: cachedFixture},
-		&harnessv1.HarnessRun{}: {Transform: cachedRun},
+		&corev1.ConfigMap{}:       {Label: labels.SelectorFromSet(labels.Set{harnessv1.LabelFixture: "true"}), Transform: cachedFixture},
+		&harnessv1.HarnessRun{}:   {Transform: cachedRun},
+		&harnessv1.HarnessSuite{}: {Transform: cachedSuite},
 	}
 }
 

@@ -52,11 +52,14 @@ func TestManagerOptions(t *testing.T) {
 			// Every run; a transform keeps their content out
 			// (cache_transform.go).
 			byKind["HarnessRun"] = sel
+		case *harnessv1.HarnessSuite:
+			// Every suite; a transform keeps their metadata out.
+			byKind["HarnessSuite"] = sel
 		default:
 			byKind["other"] = sel
 		}
 	}
-	if diff := cmp.Diff(map[string]string{"ConfigMap": harnessv1.LabelFixture + "=true", "HarnessRun": ""}, byKind); diff != "" {
+	if diff := cmp.Diff(map[string]string{"ConfigMap": harnessv1.LabelFixture + "=true", "HarnessRun": "", "HarnessSuite": ""}, byKind); diff != "" {
 		t.Errorf("cache by object (-want +got):\n%s", diff)
 	}
 
@@ -77,7 +80,7 @@ func TestManagerOptions(t *testing.T) {
 	}
 	// Each call builds its own map: a caller changing one never changes
 	// another's.
-	if len(ManagerOptions(ManagerConfig{}).Cache.ByObject) != 2 {
+	if len(ManagerOptions(ManagerConfig{}).Cache.ByObject) != 3 {
 		t.Error("ManagerOptions shares its ByObject map between calls")
 	}
 }
