@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -144,7 +146,13 @@ func cachedRun(obj any) (any, error) {
 		}
 		return obj, nil
 	}
-	run.ManagedFields = nil
+	if transformedRun(run) {
+		// The cache transforms the objects of its first list twice
+		// (client-go's informer, as of v0.37): a second pass would take
+		// the digest of the spec it stripped, and lose the place of
+		// RunFinalizer it noted.
+		return obj, nil
+	}
 	ann := only(run.Annotations, cachedRunAnnotations)
 	if ann == nil {
 		ann = map[string]string{}
@@ -157,9 +165,41 @@ func cachedRun(obj any) (any, error) {
 		owners = []metav1.OwnerReference{*ref}
 	}
 	run.OwnerReferences = owners
+	if len(run.Finalizers) > MaxCachedFinalizers {
+		// Of a long list only RunFinalizer and where it stands are kept:
+		// patchFinalizer then adds or removes it by a JSON patch that
+		// needs no more of the list.
+		at := slices.Index(run.Finalizers, harnessv1.RunFinalizer)
+		run.Finalizers = nil
+		if at >= 0 {
+			run.Finalizers = []string{harnessv1.RunFinalizer}
+		}
+		ann[CachedFinalizerIndexAnnotation] = strconv.Itoa(at)
+	}
 	stripUncached(&run.Spec)
+	run.ManagedFields = []metav1.ManagedFieldsEntry{}
 	return run, nil
 }
+
+// transformedRun says whether run is what cachedRun made: managed fields
+// that are an empty list and not nil, which the API server never sends (it
+// leaves the field out, or lists at least one manager), so a run author
+// cannot make a run pass for one.
+func transformedRun(run *harnessv1.HarnessRun) bool {
+	return run.ManagedFields != nil && len(run.ManagedFields) == 0
+}
+
+// MaxCachedFinalizers is the most finalizers of a HarnessRun the
+// controller's cache keeps whole: the API server bounds their number by
+// nothing but the object's size, and a run author may add any (a
+// mebibyte of them on each run would fill the controller's memory).
+const MaxCachedFinalizers = 8
+
+// CachedFinalizerIndexAnnotation marks, on a HarnessRun in the controller's
+// cache, one whose finalizers were more than MaxCachedFinalizers and are
+// not kept but for RunFinalizer: its value is where RunFinalizer stands in
+// the run's list (-1 when it is not there).
+const CachedFinalizerIndexAnnotation = "harnessfacts.io/cached-finalizer-index"
 
 // cachedSuite is the cache's transform of a HarnessSuite: the controller
 // reads its spec and status, never its labels, annotations, owners or

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,6 +19,7 @@ import (
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/controllers"
 	hftesting "github.com/harnessfacts/harnessfacts/internal/testing"
+	"github.com/harnessfacts/harnessfacts/internal/testing/fakenode"
 )
 
 // TestCacheKeepsNoTenantContent: a user who may edit one namespace makes
@@ -176,5 +179,55 @@ func TestCacheKeepsNoTenantMetadata(t *testing.T) {
 	}
 	if len(gotSuite.Spec.Agents) != 1 || len(gotSuite.Spec.Agents[0].Agent.Command) != 1 {
 		t.Errorf("the cached suite lost its spec: %+v", gotSuite.Spec.Agents)
+	}
+}
+
+// A run author may put any number of finalizers on a run (a mebibyte of
+// them passes the API server). The cache keeps of a long list only the
+// controller's own, and the controller still adds it at the binding and
+// removes it at the end, by a JSON patch that leaves every other
+// finalizer where it was.
+func TestManyFinalizersStayOutOfTheCacheAndInTheRun(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	var theirs []string
+	for i := range 500 {
+		theirs = append(theirs, fmt.Sprintf("tenant.example.com/f-%04d-%s", i, strings.Repeat("f", 40)))
+	}
+	run := hftesting.MakeHarnessRun("many-finalizers", ns).Adapter(harnessv1.AdapterCodex).Obj()
+	run.Finalizers = theirs
+	create(t, run)
+	t.Cleanup(func() {
+		// Theirs would hold the namespace's deletion for ever.
+		_ = k8s.Patch(ctx, run, client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`)))
+	})
+
+	opts := controllers.ManagerOptions(controllers.ManagerConfig{Scheme: env.Scheme, Namespaces: []string{ns}}).Cache
+	opts.Scheme = env.Scheme
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c, err := cache.New(env.Config, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = c.Start(cctx) }()
+	cached := &harnessv1.HarnessRun{}
+	eventually(t, wait, func() error { return c.Get(cctx, client.ObjectKeyFromObject(run), cached) })
+	if len(cached.Finalizers) > controllers.MaxCachedFinalizers {
+		t.Errorf("the cache keeps %d of the run's finalizers", len(cached.Finalizers))
+	}
+
+	startController(t, ns, controllers.Options{}, nil)
+	startNode(t, ns, fakenode.Options{Name: "finalizers", Slots: 1, Adapters: codexOnly, RunFor: time.Second})
+	bound := waitRun(t, ns, run.Name, wait, "bound", func(r *harnessv1.HarnessRun) bool { return r.Status.NodeName != "" })
+	want := append(slices.Clone(theirs), harnessv1.RunFinalizer)
+	if bound.Status.Phase != harnessv1.RunSucceeded && !slices.Equal(bound.Finalizers, want) {
+		t.Errorf("a bound run has %d finalizers, the last %q: want theirs and then %s", len(bound.Finalizers), bound.Finalizers[len(bound.Finalizers)-1], harnessv1.RunFinalizer)
+	}
+	done := waitRun(t, ns, run.Name, wait, "Succeeded without the controller's finalizer", func(r *harnessv1.HarnessRun) bool {
+		return r.Status.Phase == harnessv1.RunSucceeded && !slices.Contains(r.Finalizers, harnessv1.RunFinalizer)
+	})
+	if !slices.Equal(done.Finalizers, theirs) {
+		t.Errorf("after the run the finalizers are %d, want the run author's %d as they were", len(done.Finalizers), len(theirs))
 	}
 }

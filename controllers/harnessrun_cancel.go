@@ -2,11 +2,14 @@ package controllers
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -66,12 +69,23 @@ func (r *HarnessRunReconciler) patchFinalizer(ctx context.Context, p *pass, add 
 	desired := p.run.Status.DeepCopy()
 	obj := p.orig.DeepCopy()
 	base := obj.DeepCopy()
+	var patch client.Patch
+	if at, trimmed := obj.Annotations[CachedFinalizerIndexAnnotation]; trimmed {
+		// The cache does not hold the run's whole list (cachedRun): a
+		// merge patch, which writes the whole list, would drop the rest.
+		var err error
+		if patch, err = finalizerJSONPatch(obj.ResourceVersion, at, add); err != nil {
+			return err
+		}
+	} else {
+		patch = client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
+	}
 	if add {
 		controllerutil.AddFinalizer(obj, harnessv1.RunFinalizer)
 	} else {
 		controllerutil.RemoveFinalizer(obj, harnessv1.RunFinalizer)
 	}
-	if err := r.client.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := r.client.Patch(ctx, obj, patch); err != nil {
 		verb := "removing"
 		if add {
 			verb = "adding"
@@ -83,6 +97,35 @@ func (r *HarnessRunReconciler) patchFinalizer(ctx context.Context, p *pass, add 
 	obj.Status = *desired
 	*p.run = *obj
 	return nil
+}
+
+// finalizerJSONPatch adds RunFinalizer at the end of a run's finalizers,
+// or removes it from index at (CachedFinalizerIndexAnnotation), on the
+// version the pass read: the resourceVersion in the patch makes a newer
+// run a Conflict, as MergeFromWithOptimisticLock does, and the test makes
+// sure what is removed is RunFinalizer.
+func finalizerJSONPatch(resourceVersion, at string, add bool) (client.Patch, error) {
+	type op struct {
+		Op    string `json:"op"`
+		Path  string `json:"path"`
+		Value any    `json:"value,omitempty"`
+	}
+	ops := []op{{Op: "replace", Path: "/metadata/resourceVersion", Value: resourceVersion}}
+	if add {
+		ops = append(ops, op{Op: "add", Path: "/metadata/finalizers/-", Value: harnessv1.RunFinalizer})
+	} else {
+		i, err := strconv.Atoi(at)
+		if err != nil || i < 0 {
+			return nil, fmt.Errorf("the cached run names no place of its finalizer (%q)", at)
+		}
+		path := "/metadata/finalizers/" + strconv.Itoa(i)
+		ops = append(ops, op{Op: "test", Path: path, Value: harnessv1.RunFinalizer}, op{Op: "remove", Path: path})
+	}
+	b, err := json.Marshal(ops)
+	if err != nil {
+		return nil, err
+	}
+	return client.RawPatch(types.JSONPatchType, b), nil
 }
 
 // stopReason says why the run must stop, or "" when it need not.
