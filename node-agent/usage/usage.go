@@ -658,7 +658,7 @@ func (p *Parser) gemini(data []byte) {
 		// running count in each chunk, is not judged to have hidden its
 		// output; a cut answer's are then what was generated up to the
 		// cut.
-		p.reply.Found, p.final = true, p.ended || p.reply.Counts.Output > 0
+		p.reply.Found, p.final = true, p.ended || p.reply.Output > 0
 	}
 }
 
