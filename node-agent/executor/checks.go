@@ -143,7 +143,11 @@ func inertCheckMessages(r *redact.Redactor, results []harnessv1.CheckResult) {
 // filesystem monitor, replacement objects (refs/replace would show another
 // commit in HEAD's place), and a bare repository found without being named
 // (the workspace itself made one, its config beside it). Settings from the
-// environment win over the repository's own config.
+// environment win over the repository's own config. The objects and the
+// index stay the agent's: git does not check an object read against its
+// id, so an object file rewritten in place (a base commit's tree) or an
+// index entry marked assume-unchanged still fools `git diff BASE`
+// (docs/node-agent.md, "What is still the agent's").
 var checkGitConfig = []string{
 	"GIT_CONFIG_NOSYSTEM=1",
 	"GIT_NO_REPLACE_OBJECTS=1",
