@@ -144,6 +144,11 @@ func bwrapArgs(spec Spec, v1Sync, seccomp bool) []string {
 		"--proc", at("/proc"),
 		"--tmpfs", at("/tmp"),
 	)
+	if spec.ptsDir != "" {
+		// A bounded devpts over bwrap's: /dev/ptmx (pts/ptmx) is its.
+		// /dev is bwrap's own tmpfs, so pts is where --dev made it.
+		a = append(a, "--dev-bind", spec.ptsDir, filepath.Join(at("/dev"), "pts"))
+	}
 	if spec.Root == "" {
 		// Masks go before the binds, so that a run dir inside a hidden
 		// directory (the node-agent's state) is still bound; a hidden path
@@ -657,6 +662,18 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 		if spec.rootDests, err = rootTargets(spec.Root, rootMounts(spec)); err != nil {
 			return res, err
 		}
+	}
+	pts, err := newPtyInstance(spec.PtsIn)
+	if err != nil {
+		return res, fmt.Errorf("sandbox: %w", err)
+	}
+	if pts != nil {
+		spec.ptsDir = pts.dir
+		defer func() {
+			if rerr := pts.remove(); rerr != nil && err == nil {
+				err = fmt.Errorf("sandbox: %w", rerr)
+			}
+		}()
 	}
 	af, err := argsFile(bwrapArgs(spec, hold, sf != nil))
 	if err != nil {

@@ -104,6 +104,7 @@ func TestPreparedSandboxes(t *testing.T) {
 		{"SetupFailureIsStartedAgain", TestBwrapSetupFailureIsStartedAgain},
 		{"CommandThatFailsIsNotStartedAgain", TestBwrapCommandThatFailsIsNotStartedAgain},
 		{"CrashDumpsNoCore", TestBwrapCrashDumpsNoCore},
+		{"PtysAreBounded", TestBwrapPtysAreBounded},
 	} {
 		waitReady(t, p)
 		before := p.taken.Load()
