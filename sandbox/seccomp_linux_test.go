@@ -44,6 +44,7 @@ var probeCalls = map[string]func() unix.Errno{
 	"io_uring_setup":    func() unix.Errno { return sys(unix.SYS_IO_URING_SETUP, 1, 0) },
 	"io_uring_enter":    func() unix.Errno { return sys(unix.SYS_IO_URING_ENTER, neg(1), 0, 0, 0, 0, 0) },
 	"io_uring_register": func() unix.Errno { return sys(unix.SYS_IO_URING_REGISTER, neg(1), 0, 0, 0) },
+	"io_setup":          func() unix.Errno { return sys(unix.SYS_IO_SETUP, 0, 0) }, // no events, no context: EINVAL or EFAULT
 	"ptrace":            func() unix.Errno { return sys(unix.SYS_PTRACE, 0xdead, uintptr(os.Getpid()), 0, 0) },
 	"process_vm_readv":  func() unix.Errno { return sys(unix.SYS_PROCESS_VM_READV, uintptr(os.Getpid()), 0, 0, 0, 0, 0) },
 	"kcmp":              func() unix.Errno { return sys(unix.SYS_KCMP, uintptr(os.Getpid()), uintptr(os.Getpid()), 1, 0, 0) },
@@ -203,7 +204,8 @@ func TestSeccompDeniesCallsInSandbox(t *testing.T) {
 		"keyctl": {filtered: unix.EPERM}, "add_key": {filtered: unix.EPERM}, "request_key": {filtered: unix.EPERM},
 		"bpf": {filtered: unix.EPERM}, "perf_event_open": {filtered: unix.EPERM}, "userfaultfd": {filtered: unix.EPERM},
 		"io_uring_setup": {filtered: unix.EPERM}, "io_uring_enter": {filtered: unix.EPERM}, "io_uring_register": {filtered: unix.EPERM},
-		"ptrace": {filtered: unix.EPERM}, "process_vm_readv": {filtered: unix.EPERM}, "kcmp": {filtered: unix.EPERM},
+		"io_setup": {filtered: unix.EPERM},
+		"ptrace":   {filtered: unix.EPERM}, "process_vm_readv": {filtered: unix.EPERM}, "kcmp": {filtered: unix.EPERM},
 		"personality(ADDR_NO_RANDOMIZE)": {filtered: unix.EPERM},
 		"personality(query)":             {filtered: 0},
 		"init_module":                    {filtered: unix.EPERM, kernelRefuses: true},
