@@ -356,27 +356,6 @@ func BenchmarkSuite2000(b *testing.B) {
 		res.processCPU.Round(time.Millisecond), res.apiCPU.Round(time.Millisecond), passes, passTime.Round(time.Millisecond), float64(ms.HeapAlloc)/(1<<20))
 }
 
-// reconcileErrors reads controller-runtime's count of the passes of one
-// controller that returned an error (each logged as "Reconciler error").
-func reconcileErrors(tb testing.TB, controllerName string) float64 {
-	tb.Helper()
-	families, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != "controller_runtime_reconcile_errors_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if labelsMatch(m, map[string]string{"controller": controllerName}) {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
-}
-
 // reconcileTime reads controller-runtime's reconcile metrics of one
 // controller from its global registry: how many passes, and their summed
 // wall time.

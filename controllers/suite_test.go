@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
@@ -354,4 +355,25 @@ func leakOptions() []goleak.Option {
 		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
 		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
 	}
+}
+
+// reconcileErrors reads controller-runtime's count of the passes of one
+// controller that returned an error (each logged as "Reconciler error").
+func reconcileErrors(tb testing.TB, controllerName string) float64 {
+	tb.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_reconcile_errors_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if labelsMatch(m, map[string]string{"controller": controllerName}) {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }
