@@ -668,7 +668,7 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 		return res, fmt.Errorf("sandbox: %w", err)
 	}
 	if pts != nil {
-		spec.ptsDir = pts.dir
+		spec.ptsDir, res.ptysBounded = pts.dir, true
 		defer func() {
 			if rerr := pts.remove(); rerr != nil && err == nil {
 				err = fmt.Errorf("sandbox: %w", rerr)
@@ -1002,7 +1002,13 @@ func preflightBwrap(ctx context.Context, opts Options) Availability {
 		if cgroup == "" {
 			cgroup = "unavailable"
 		}
-		a.Reason = fmt.Sprintf("bwrap %s, cgroup %s, seccomp %s, %s", r.bwrap, cgroup, res.Seccomp, userNetDescription(opts))
+		ptys := fmt.Sprintf("at most %d ptys per sandbox", MaxPtys)
+		if !res.ptysBounded {
+			// Not in capitals: only a caller that may not mount (a local
+			// run as an ordinary user) goes without, on its own machine.
+			ptys = "ptys bounded only by the node's kernel.pty.max (no CAP_SYS_ADMIN to mount a devpts per sandbox)"
+		}
+		a.Reason = fmt.Sprintf("bwrap %s, cgroup %s, seccomp %s, %s, %s", r.bwrap, cgroup, res.Seccomp, ptys, userNetDescription(opts))
 	}
 	return a
 }

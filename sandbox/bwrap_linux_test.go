@@ -795,6 +795,10 @@ func TestPreflightReportsBwrap(t *testing.T) {
 	if len(got) != 2 || got[0].Mode != ModeBwrap || !got[0].Available {
 		t.Fatalf("Preflight = %+v", got)
 	}
+	// As root: each sandbox has a devpts of its own, bounded.
+	if want := fmt.Sprintf("at most %d ptys per sandbox", MaxPtys); !strings.Contains(got[0].Reason, want) {
+		t.Errorf("the preflight's verdict %q does not say %q", got[0].Reason, want)
+	}
 	bad := Preflight(context.Background(), Options{Bwrap: "/nonexistent/bwrap"})
 	if bad[0].Available || !strings.Contains(bad[0].Reason, "install Debian's bubblewrap package") {
 		t.Fatalf("Preflight with a missing bwrap = %+v", bad)

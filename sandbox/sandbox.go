@@ -359,6 +359,9 @@ type Result struct {
 	// controllers, cgroupDescription), for the preflight's verdict; ""
 	// where none did.
 	cgroup string
+	// ptysBounded: the sandbox had a devpts of its own of at most MaxPtys
+	// (newPtyInstance), for the preflight's verdict.
+	ptysBounded bool
 }
 
 // Runner runs commands in one isolation mode.
