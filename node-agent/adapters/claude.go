@@ -217,7 +217,7 @@ func (ClaudeCode) Activity(log []byte) Activity {
 	replies, calls := map[string]bool{}, map[string]bool{}
 	for _, line := range bytes.Split(log, []byte("\n")) {
 		line = bytes.TrimSpace(line)
-		if len(line) == 0 || line[0] != '{' {
+		if !eventLine(line) {
 			continue
 		}
 		var ev claudeEvent

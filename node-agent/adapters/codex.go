@@ -262,7 +262,7 @@ func (Codex) Activity(log []byte) Activity {
 	var a Activity
 	for line := range bytes.Lines(log) {
 		line = bytes.TrimSpace(line)
-		if len(line) == 0 || line[0] != '{' {
+		if !eventLine(line) {
 			continue
 		}
 		var ev struct {

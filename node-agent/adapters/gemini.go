@@ -203,7 +203,7 @@ func (Gemini) Activity(log []byte) Activity {
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
 	for sc.Scan() {
 		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 || line[0] != '{' {
+		if !eventLine(line) {
 			continue
 		}
 		var e geminiEvent

@@ -235,7 +235,7 @@ func (OpenCode) Activity(log []byte) Activity {
 	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
 	for sc.Scan() {
 		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 || line[0] != '{' {
+		if !eventLine(line) {
 			continue
 		}
 		var ev struct {

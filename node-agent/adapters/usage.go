@@ -27,16 +27,61 @@ type UsageReader interface {
 	Usage(log []byte) (AgentUsage, bool)
 }
 
-// jsonLines calls f with each line of log that is a JSON object.
+// jsonLines calls f with each line of log that is a JSON object of at
+// most maxLineValues values (see eventLine).
 func jsonLines(log []byte, f func(line []byte)) {
 	sc := bufio.NewScanner(bytes.NewReader(log))
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
 	for sc.Scan() {
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) > 0 && line[0] == '{' {
+		if line := bytes.TrimSpace(sc.Bytes()); eventLine(line) {
 			f(line)
 		}
 	}
+}
+
+// maxLineValues bounds the JSON values of one line of the log the
+// adapters decode. The agent writes the log: decoded into the events'
+// structs, an array of tiny values ("0," or "{},") becomes one element of
+// up to some 150 bytes each, a hundred times the line, and a line of the
+// 8 MiB a run prints by default took the node-agent over 1.4 GiB, past
+// its pod's memory bound (every run of the node lost with it). A CLI's
+// event holds tens of values, a tool's input or result hundreds at most
+// (texts are one string each); a line of more is left out, as a line that
+// is not JSON is.
+const maxLineValues = 1 << 16
+
+// eventLine says whether line is a JSON object the adapters may decode:
+// it starts with '{' and holds at most maxLineValues values, counted
+// (within a bound) by its separators and openings outside strings.
+func eventLine(line []byte) bool {
+	if len(line) == 0 || line[0] != '{' {
+		return false
+	}
+	if len(line) <= maxLineValues {
+		return true // fewer bytes than the bound: fewer values
+	}
+	n := 0
+	inString, escaped := false, false
+	for _, c := range line {
+		switch {
+		case escaped:
+			escaped = false
+		case inString:
+			switch c {
+			case '\\':
+				escaped = true
+			case '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == ',' || c == '[' || c == '{':
+			if n++; n > maxLineValues {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func (u *AgentUsage) addModel(m string) {
