@@ -41,20 +41,17 @@ func newTrajectory(name string, in TrajectoryInput) *trajectory.Trajectory {
 	t := &trajectory.Trajectory{SchemaVersion: trajectory.SchemaVersion,
 		Agent: trajectory.Agent{Name: name, Version: version, ModelName: in.Model}, Steps: []trajectory.Step{}}
 	if in.Prompt != "" {
-		t.Steps = append(t.Steps, trajectory.Step{Source: trajectory.SourceUser, Message: in.Prompt})
+		t.Add(trajectory.Step{Source: trajectory.SourceUser, Message: in.Prompt})
 	}
 	return t
 }
 
-// done numbers the steps, names the session (session when the CLI did not)
-// and says nil when nothing of the conversation was found (only the
-// prompt).
+// done names the session (session when the CLI did not) and says nil
+// when nothing of the conversation was found (only the prompt). The steps
+// were numbered by Add.
 func done(t *trajectory.Trajectory, found bool, session string) *trajectory.Trajectory {
 	if !found {
 		return nil
-	}
-	for i := range t.Steps {
-		t.Steps[i].StepID = i + 1
 	}
 	if t.SessionID == "" {
 		t.SessionID = session
@@ -196,11 +193,13 @@ func (ClaudeCode) Trajectory(log []byte, in TrajectoryInput) *trajectory.Traject
 			found = true
 			i, ok := byMessage[m.ID]
 			if !ok || m.ID == "" {
-				i = len(t.Steps)
-				t.Steps = append(t.Steps, trajectory.Step{Source: trajectory.SourceAgent, ModelName: m.Model, Timestamp: ev.Timestamp})
+				i = t.Add(trajectory.Step{Source: trajectory.SourceAgent, ModelName: m.Model, Timestamp: ev.Timestamp})
 				byMessage[m.ID] = i
 			}
-			s := &t.Steps[i]
+			s := t.At(i)
+			if s == nil {
+				return // a step in the middle of a long log, left out
+			}
 			if m.Model == "<synthetic>" {
 				// Claude Code's own message (not the model's).
 				s.ModelName = ""
@@ -209,12 +208,11 @@ func (ClaudeCode) Trajectory(log []byte, in TrajectoryInput) *trajectory.Traject
 			for _, b := range m.Content {
 				switch b.Type {
 				case "text":
-					s.Message = joinText(s.Message, b.Text)
+					s.Join(&s.Message, "\n", b.Text)
 				case "thinking":
-					s.ReasoningContent = joinText(s.ReasoningContent, b.Thinking)
+					s.Join(&s.ReasoningContent, "\n", b.Thinking)
 				case "tool_use", "server_tool_use":
-					if s.Call(b.ID) == nil {
-						s.ToolCalls = append(s.ToolCalls, trajectory.ToolCall{ToolCallID: b.ID, FunctionName: b.Name, Arguments: args(b.Input)})
+					if s.AddCall(trajectory.ToolCall{ToolCallID: b.ID, FunctionName: b.Name, Arguments: args(b.Input)}) {
 						byCall[b.ID] = i
 					}
 				}
@@ -236,10 +234,12 @@ func (ClaudeCode) Trajectory(log []byte, in TrajectoryInput) *trajectory.Traject
 					content = "error: " + content
 				}
 				if i, ok := byCall[b.ToolUseID]; ok {
-					t.Steps[i].AddResult(b.ToolUseID, content)
+					if s := t.At(i); s != nil {
+						s.AddResult(b.ToolUseID, content)
+					}
 				} else {
 					// A result of a call this log does not hold (cut off).
-					t.Steps = append(t.Steps, trajectory.Step{Source: trajectory.SourceSystem, Message: "tool result " + b.ToolUseID + ": " + content})
+					t.Add(trajectory.Step{Source: trajectory.SourceSystem, Message: "tool result " + b.ToolUseID + ": " + content})
 				}
 			}
 		case "result":
@@ -308,7 +308,7 @@ func (Codex) Trajectory(log []byte, in TrajectoryInput) *trajectory.Trajectory {
 		case "item.completed":
 			if s, ok := codexStep(ev.Item); ok {
 				found = true
-				t.Steps = append(t.Steps, s)
+				t.Add(s)
 			}
 		case "turn.completed":
 			if u := ev.Usage; u != nil {
@@ -323,7 +323,7 @@ func (Codex) Trajectory(log []byte, in TrajectoryInput) *trajectory.Trajectory {
 				msg = ev.Error.Message
 			}
 			found = true
-			t.Steps = append(t.Steps, trajectory.Step{Source: trajectory.SourceSystem, Message: ev.Type + ": " + msg})
+			t.Add(trajectory.Step{Source: trajectory.SourceSystem, Message: ev.Type + ": " + msg})
 		}
 	})
 	if counted {
@@ -424,11 +424,11 @@ func (Gemini) Trajectory(log []byte, in TrajectoryInput) *trajectory.Trajectory 
 	// join it until a result arrives.
 	last := -1
 	open := func(ts string) *trajectory.Step {
-		if last < 0 || t.Steps[last].Observation != nil {
-			t.Steps = append(t.Steps, trajectory.Step{Source: trajectory.SourceAgent, Timestamp: ts, ModelName: t.Agent.ModelName})
-			last = len(t.Steps) - 1
+		if s := t.At(last); s != nil && s.Observation == nil {
+			return s
 		}
-		return &t.Steps[last]
+		last = t.Add(trajectory.Step{Source: trajectory.SourceAgent, Timestamp: ts, ModelName: t.Agent.ModelName})
+		return t.At(last)
 	}
 	jsonLines(log, func(line []byte) {
 		var ev struct {
@@ -476,19 +476,18 @@ func (Gemini) Trajectory(log []byte, in TrajectoryInput) *trajectory.Trajectory 
 					return // the prompt, already the first step
 				}
 				found = true
-				t.Steps = append(t.Steps, trajectory.Step{Source: trajectory.SourceUser, Timestamp: ev.Timestamp, Message: ev.Content})
+				t.Add(trajectory.Step{Source: trajectory.SourceUser, Timestamp: ev.Timestamp, Message: ev.Content})
 				last = -1
 			case "assistant":
 				found = true
 				// Text joins the turn's step, before or after its calls.
 				s := open(ev.Timestamp)
-				s.Message += ev.Content
+				s.Join(&s.Message, "", ev.Content)
 			}
 		case "tool_use":
 			found = true
 			s := open(ev.Timestamp)
-			if s.Call(ev.ToolID) == nil {
-				s.ToolCalls = append(s.ToolCalls, trajectory.ToolCall{ToolCallID: ev.ToolID, FunctionName: ev.ToolName, Arguments: args(ev.Parameters)})
+			if s.AddCall(trajectory.ToolCall{ToolCallID: ev.ToolID, FunctionName: ev.ToolName, Arguments: args(ev.Parameters)}) {
 				byCall[ev.ToolID] = last
 			}
 		case "tool_result":
@@ -501,9 +500,11 @@ func (Gemini) Trajectory(log []byte, in TrajectoryInput) *trajectory.Trajectory 
 				content = ev.Status
 			}
 			if i, ok := byCall[ev.ToolID]; ok {
-				t.Steps[i].AddResult(ev.ToolID, content)
+				if s := t.At(i); s != nil {
+					s.AddResult(ev.ToolID, content)
+				}
 			} else {
-				t.Steps = append(t.Steps, trajectory.Step{Source: trajectory.SourceSystem, Timestamp: ev.Timestamp, Message: "tool result " + ev.ToolID + ": " + content})
+				t.Add(trajectory.Step{Source: trajectory.SourceSystem, Timestamp: ev.Timestamp, Message: "tool result " + ev.ToolID + ": " + content})
 				last = -1
 			}
 		case "error":
@@ -512,7 +513,7 @@ func (Gemini) Trajectory(log []byte, in TrajectoryInput) *trajectory.Trajectory 
 			if ev.Error != nil {
 				msg = ev.Error.Message
 			}
-			t.Steps = append(t.Steps, trajectory.Step{Source: trajectory.SourceSystem, Timestamp: ev.Timestamp, Message: "error: " + msg})
+			t.Add(trajectory.Step{Source: trajectory.SourceSystem, Timestamp: ev.Timestamp, Message: "error: " + msg})
 			last = -1
 		case "result":
 			found = true
@@ -539,14 +540,18 @@ func (OpenCode) Trajectory(log []byte, in TrajectoryInput) *trajectory.Trajector
 	byMessage := map[string]int{}
 	var fm trajectory.FinalMetrics
 	counted := false
+	// step is the step of message msgID; a scratch step (dropped) when
+	// Add left it out of a long log.
 	step := func(msgID string, ts int64) *trajectory.Step {
 		i, ok := byMessage[msgID]
 		if !ok || msgID == "" {
-			t.Steps = append(t.Steps, trajectory.Step{Source: trajectory.SourceAgent, Timestamp: msTime(ts), ModelName: in.Model})
-			i = len(t.Steps) - 1
+			i = t.Add(trajectory.Step{Source: trajectory.SourceAgent, Timestamp: msTime(ts), ModelName: in.Model})
 			byMessage[msgID] = i
 		}
-		return &t.Steps[i]
+		if s := t.At(i); s != nil {
+			return s
+		}
+		return &trajectory.Step{}
 	}
 	jsonLines(log, func(line []byte) {
 		var ev struct {
@@ -584,11 +589,11 @@ func (OpenCode) Trajectory(log []byte, in TrajectoryInput) *trajectory.Trajector
 		case "text":
 			found = true
 			s := step(p.MessageID, ev.Timestamp)
-			s.Message = joinText(s.Message, p.Text)
+			s.Join(&s.Message, "\n", p.Text)
 		case "reasoning":
 			found = true
 			s := step(p.MessageID, ev.Timestamp)
-			s.ReasoningContent = joinText(s.ReasoningContent, p.Text)
+			s.Join(&s.ReasoningContent, "\n", p.Text)
 		case "tool_use":
 			found = true
 			s := step(p.MessageID, ev.Timestamp)
@@ -596,8 +601,7 @@ func (OpenCode) Trajectory(log []byte, in TrajectoryInput) *trajectory.Trajector
 			if id == "" {
 				id = p.Tool
 			}
-			if s.Call(id) == nil {
-				s.ToolCalls = append(s.ToolCalls, trajectory.ToolCall{ToolCallID: id, FunctionName: p.Tool, Arguments: args(p.State.Input)})
+			if s.AddCall(trajectory.ToolCall{ToolCallID: id, FunctionName: p.Tool, Arguments: args(p.State.Input)}) {
 				content := p.State.Output
 				if p.State.Error != "" {
 					content = joinText(content, "error: "+p.State.Error)
@@ -627,7 +631,7 @@ func (OpenCode) Trajectory(log []byte, in TrajectoryInput) *trajectory.Trajector
 			}
 		case "error":
 			found = true
-			t.Steps = append(t.Steps, trajectory.Step{Source: trajectory.SourceSystem, Timestamp: msTime(ev.Timestamp), Message: "error: " + textOf(ev.Error)})
+			t.Add(trajectory.Step{Source: trajectory.SourceSystem, Timestamp: msTime(ev.Timestamp), Message: "error: " + textOf(ev.Error)})
 		}
 	})
 	if counted {

@@ -32,16 +32,29 @@ func Seal(t *Trajectory, redact func([]byte) []byte, maxBytes int) (out []byte, 
 	}
 	t.SchemaVersion = SchemaVersion
 	redactAll(t, func(s string) string { return string(redact([]byte(s))) })
-	for i := range t.Steps {
-		t.Steps[i].StepID = i + 1
+	total, keep := len(t.Steps), len(t.Steps)
+	if o := t.held.omitted; o > 0 {
+		// Add numbered the steps by their places and left out the middle:
+		// the first and last halves kept are taken of what it held.
+		total += o
+		keep = 2 * min(t.held.gap, len(t.Steps)-t.held.gap)
+	} else {
+		for i := range t.Steps {
+			t.Steps[i].StepID = i + 1
+		}
 	}
-	total := len(t.Steps)
 	var notes []string
 	if t.Notes != "" {
 		notes = append(notes, t.Notes)
 	}
-	for limit, keep := maxText, len(t.Steps); ; {
-		c := cut(t, limit, keep)
+	for i := range t.Steps {
+		if t.Steps[i].overflow {
+			notes = append(notes, fmt.Sprintf("some texts were held only to %d bytes, and some steps' tool calls or results only to %d, while the log was read", MaxHeldText, MaxHeldCalls))
+			break
+		}
+	}
+	for limit := maxText; ; {
+		c := cut(t, limit, keep, total)
 		n := append([]string(nil), notes...)
 		if limit < maxText {
 			n = append(n, fmt.Sprintf("texts longer than %d bytes are cut (marked where)", limit))
@@ -84,8 +97,9 @@ func Seal(t *Trajectory, redact func([]byte) []byte, maxBytes int) (out []byte, 
 }
 
 // cut is a copy of t whose texts are at most limit bytes, keeping keep of
-// its steps (the first half and the last half).
-func cut(t *Trajectory, limit, keep int) *Trajectory {
+// its steps (the first half and the last half); total is how many the run
+// had (more than t holds when Add left some out).
+func cut(t *Trajectory, limit, keep, total int) *Trajectory {
 	c := *t
 	steps := t.Steps
 	if keep < len(steps) {
@@ -96,7 +110,7 @@ func cut(t *Trajectory, limit, keep int) *Trajectory {
 	for i, s := range steps {
 		orig := s.StepID
 		s.StepID = i + 1
-		if keep < len(t.Steps) {
+		if keep < total {
 			s.Extra = withKey(s.Extra, "original_step_id", orig)
 		}
 		s.Message = clip(s.Message, limit)

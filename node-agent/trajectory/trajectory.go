@@ -39,6 +39,8 @@ type Trajectory struct {
 	Notes         string         `json:"notes,omitempty"`
 	FinalMetrics  *FinalMetrics  `json:"final_metrics,omitempty"`
 	Extra         map[string]any `json:"extra,omitempty"`
+
+	held held // what Add left out
 }
 
 // Agent is ATIF's AgentSchema.
@@ -61,6 +63,9 @@ type Step struct {
 	Observation      *Observation   `json:"observation,omitempty"`
 	Metrics          *Metrics       `json:"metrics,omitempty"`
 	Extra            map[string]any `json:"extra,omitempty"`
+
+	// overflow: Join, AddCall or AddResult left something out.
+	overflow bool
 }
 
 // ToolCall is ATIF's ToolCallSchema.
@@ -109,9 +114,14 @@ func (s *Step) Call(id string) *ToolCall {
 }
 
 // AddResult records content as the result of call id on step s.
+// At most MaxHeldCalls results are held.
 func (s *Step) AddResult(id, content string) {
 	if s.Observation == nil {
 		s.Observation = &Observation{}
+	}
+	if len(s.Observation.Results) >= MaxHeldCalls {
+		s.overflow = true
+		return
 	}
 	s.Observation.Results = append(s.Observation.Results, Result{SourceCallID: id, Content: content})
 }
