@@ -53,11 +53,14 @@ func Seal(t *Trajectory, redact func([]byte) []byte, maxBytes int) (out []byte, 
 			break
 		}
 	}
-	for limit := maxText; ; {
-		c := cut(t, limit, keep, total)
+	for limit, calls := maxText, MaxHeldCalls; ; {
+		c := cut(t, limit, keep, total, calls)
 		n := append([]string(nil), notes...)
 		if limit < maxText {
-			n = append(n, fmt.Sprintf("texts longer than %d bytes are cut (marked where)", limit))
+			n = append(n, fmt.Sprintf("texts, ids and names longer than %d bytes are cut (marked where)", limit))
+		}
+		if calls < MaxHeldCalls {
+			n = append(n, fmt.Sprintf("of each step's tool calls and results only the first %d are kept", calls))
 		}
 		if keep < total {
 			n = append(n, fmt.Sprintf("%d of %d steps kept: the first %d and the last %d (step_id renumbered; extra.original_step_id is the step's place in the run)", keep, total, (keep+1)/2, keep/2))
@@ -80,6 +83,11 @@ func Seal(t *Trajectory, redact func([]byte) []byte, maxBytes int) (out []byte, 
 			limit /= 2
 		case keep > 2:
 			keep = keep * 3 / 4
+		case calls > 1:
+			// A step of many tool calls alone (an agent may make a
+			// thousand in one reply) would leave the run with no
+			// trajectory at all.
+			calls /= 2
 		default:
 			return nil, 0, fmt.Errorf("the trajectory does not fit %d bytes", maxBytes)
 		}
@@ -96,10 +104,12 @@ func Seal(t *Trajectory, redact func([]byte) []byte, maxBytes int) (out []byte, 
 	return out, steps, nil
 }
 
-// cut is a copy of t whose texts are at most limit bytes, keeping keep of
-// its steps (the first half and the last half); total is how many the run
-// had (more than t holds when Add left some out).
-func cut(t *Trajectory, limit, keep, total int) *Trajectory {
+// cut is a copy of t whose texts, ids and names are at most limit bytes,
+// keeping keep of its steps (the first half and the last half) and of each
+// step's tool calls and results the first calls; total is how many steps
+// the run had (more than t holds when Add left some out). An id is cut as
+// every other is, so a call and its result still name the same.
+func cut(t *Trajectory, limit, keep, total, calls int) *Trajectory {
 	c := *t
 	steps := t.Steps
 	if keep < len(steps) {
@@ -115,21 +125,31 @@ func cut(t *Trajectory, limit, keep, total int) *Trajectory {
 		}
 		s.Message = clip(s.Message, limit)
 		s.ReasoningContent = clip(s.ReasoningContent, limit)
+		ids := map[string]bool{}
 		if len(s.ToolCalls) > 0 {
-			calls := make([]ToolCall, len(s.ToolCalls))
-			for j, tc := range s.ToolCalls {
+			kept := make([]ToolCall, min(len(s.ToolCalls), calls))
+			for j, tc := range s.ToolCalls[:len(kept)] {
 				if len(tc.Arguments) > limit {
 					tc.Arguments, _ = json.Marshal(map[string]string{"_cut": clip(string(tc.Arguments), limit)})
 				}
-				calls[j] = tc
+				tc.ToolCallID, tc.FunctionName = clip(tc.ToolCallID, limit), clip(tc.FunctionName, limit)
+				ids[tc.ToolCallID] = true
+				kept[j] = tc
 			}
-			s.ToolCalls = calls
+			s.ToolCalls = kept
 		}
 		if s.Observation != nil {
-			o := Observation{Results: make([]Result, len(s.Observation.Results))}
-			for j, r := range s.Observation.Results {
+			o := Observation{Results: make([]Result, 0, min(len(s.Observation.Results), calls))}
+			for _, r := range s.Observation.Results {
+				if len(o.Results) == calls {
+					break
+				}
+				r.SourceCallID = clip(r.SourceCallID, limit)
+				if r.SourceCallID != "" && !ids[r.SourceCallID] {
+					continue // the result of a call left out
+				}
 				r.Content = clip(r.Content, limit)
-				o.Results[j] = r
+				o.Results = append(o.Results, r)
 			}
 			s.Observation = &o
 		}

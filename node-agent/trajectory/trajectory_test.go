@@ -2,6 +2,7 @@ package trajectory
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -78,5 +79,38 @@ func TestSealBoundsAndRedacts(t *testing.T) {
 	data, _, err = Seal(tr, red, 0)
 	if err != nil || strings.Contains(string(data), secret) || strings.Contains(string(data), `\u0073ecret`) {
 		t.Errorf("escaped secret: %v\n%s", err, data)
+	}
+}
+
+// One reply of a thousand tool calls with long ids, arguments and results
+// (an agent may make them) still leaves the run a trajectory: of that
+// step only the first calls and their results are kept, ids cut as texts
+// are, and the notes say so. It did not fit, and the run had none.
+func TestSealKeepsAStepOfManyCalls(t *testing.T) {
+	tr := sample(0, "")
+	s := Step{Source: SourceAgent, Message: "many"}
+	long := strings.Repeat("i", 1<<10)
+	for i := range MaxHeldCalls {
+		id := fmt.Sprintf("%s-%04d", long, i)
+		s.ToolCalls = append(s.ToolCalls, ToolCall{ToolCallID: id, FunctionName: long, Arguments: json.RawMessage(`{"a":"` + long + `"}`)})
+	}
+	for i := MaxHeldCalls - 1; i >= 0; i-- { // results in another order than their calls
+		s.AddResult(fmt.Sprintf("%s-%04d", long, i), long)
+	}
+	tr.Steps = append(tr.Steps, s)
+	for i := range tr.Steps {
+		tr.Steps[i].StepID = i + 1
+	}
+	data, steps, err := Seal(tr, func(b []byte) []byte { return b }, 0)
+	if err != nil {
+		t.Fatalf("a step of %d calls left no trajectory: %v", MaxHeldCalls, err)
+	}
+	back, err := Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := back.Steps[len(back.Steps)-1]
+	if steps != 2 || len(last.ToolCalls) == 0 || len(last.ToolCalls) >= MaxHeldCalls || !strings.Contains(back.Notes, "tool calls and results only the first") {
+		t.Errorf("%d steps, %d calls kept, notes %q", steps, len(last.ToolCalls), back.Notes)
 	}
 }
