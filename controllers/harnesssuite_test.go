@@ -642,3 +642,50 @@ func TestSuiteIsBoundedByTheNamespacesQuota(t *testing.T) {
 	}
 	t.Logf("stalled: %s", meta.FindStatusCondition(s.Status.Conditions, harnessv1.SuiteConditionStalled).Message)
 }
+
+// A restarted controller knows the suite's runs for its own: the cache's
+// first list transforms each run twice (client-go v0.37), and the second
+// pass took the digest of the spec the first had stripped, so runs whose
+// agent has arguments (or a command, or a prompt) that had finished before
+// the restart were judged foreign, and the suite could not complete.
+func TestSuiteKnowsItsRunsAfterARestart(t *testing.T) {
+	ns := newNamespace(t)
+	create(t, fixtureCM(ns, "fixture-a", "do a"))
+	node := startNode(t, ns, fakenode.Options{Name: "restart-node-" + ns, Slots: 4, Adapters: codexOnly, RunFor: -1})
+	first := startSuiteController(t, ns)
+
+	suite := makeSuite(ns, "restart", []string{"good"}, 4, 2)
+	suite.Spec.Agents[0].Agent.ExtraArgs = []string{"--search"}
+	create(t, suite)
+	finishRunning := func(n int) {
+		t.Helper()
+		var running []harnessv1.HarnessRun
+		eventually(t, 30*time.Second, func() error {
+			running = running[:0]
+			for _, r := range suiteRuns(t, ns, "restart") {
+				if r.Status.Phase == harnessv1.RunRunning {
+					running = append(running, r)
+				}
+			}
+			if len(running) != n {
+				return fmt.Errorf("%d runs Running, want %d", len(running), n)
+			}
+			return nil
+		})
+		for _, r := range running {
+			if err := node.Finish(context.Background(), client.ObjectKeyFromObject(&r), fakenode.Pass); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	finishRunning(2)
+	waitSuite(t, ns, "restart", 30*time.Second, "two finished", func(s *harnessv1.HarnessSuite) bool { return s.Status.Counts.Finished == 2 })
+	first.stop(t)
+
+	startSuiteController(t, ns)
+	finishRunning(2)
+	s := waitSuite(t, ns, "restart", 30*time.Second, "complete", suiteComplete)
+	if s.Status.Counts.Finished != 4 || len(suiteRuns(t, ns, "restart")) != 4 {
+		t.Errorf("after the restart: counts %+v, %d runs", s.Status.Counts, len(suiteRuns(t, ns, "restart")))
+	}
+}
