@@ -11,6 +11,8 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -204,13 +206,41 @@ func Setup(ctx context.Context, mgr manager.Manager, opts SetupOptions) (*Agent,
 func ManagerOptions(nodeName string) (cache.Options, client.Options) {
 	return cache.Options{
 			ByObject: map[client.Object]cache.ByObject{
-				&harnessv1.HarnessRun{}: {Field: fields.OneTermEqualSelector("status.nodeName", nodeName)},
+				&harnessv1.HarnessRun{}: {Field: fields.OneTermEqualSelector("status.nodeName", nodeName), Transform: cachedRun},
 			},
 			DefaultTransform: cache.TransformStripManagedFields(),
 		}, client.Options{Cache: &client.CacheOptions{
 			DisableFor: []client.Object{&harnessv1.HarnessNode{}, &coordinationv1.Lease{}, &corev1.ConfigMap{},
 				&corev1.Secret{}, &corev1.Node{}},
 		}}
+}
+
+// cachedRun is the cache's transform of a run bound to this node. A run
+// stays bound to the node it ended on until it is deleted (a run without
+// ttlSecondsAfterFinished, never), so the cache would hold every run the
+// node ever ran, whole: its spec (inline files, prompt), its status
+// (checks, artifacts, usage) and the metadata its author gave it, up to
+// the API server's object size each; a node-agent's memory (512Mi in the
+// chart) would grow with its history until it was OOM-killed with every
+// run it held. Of an ended run only what reconcile and sweep read is kept:
+// its name, UID, phase, node and attempt. A run sent back from an end (a
+// retry) comes whole with its next version; running again the transform
+// on what it made changes nothing (client-go's informer transforms the
+// objects of its first list twice).
+func cachedRun(obj any) (any, error) {
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetManagedFields(nil)
+	}
+	run, ok := obj.(*harnessv1.HarnessRun)
+	if !ok || !run.Status.Phase.Terminal() {
+		return obj, nil
+	}
+	return &harnessv1.HarnessRun{
+		TypeMeta: run.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{Name: run.Name, Namespace: run.Namespace, UID: run.UID,
+			ResourceVersion: run.ResourceVersion, Generation: run.Generation, DeletionTimestamp: run.DeletionTimestamp},
+		Status: harnessv1.HarnessRunStatus{Phase: run.Status.Phase, NodeName: run.Status.NodeName, Attempt: run.Status.Attempt},
+	}, nil
 }
 
 // evidenceKeyInfo is what HarnessNode status publishes of the key.

@@ -1,0 +1,72 @@
+package nodeagent_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	nodeagent "github.com/harnessfacts/harnessfacts/node-agent"
+)
+
+// A run stays bound to the node it ended on until it is deleted (without
+// ttlSecondsAfterFinished, never): kept whole, every run a node ever ran
+// would stay in its node-agent's memory, each up to the API server's
+// object size (inline files, a prompt, checks, the metadata its author
+// gave it). The node-agent's cache keeps of an ended run only what it
+// reads, and of a run still to run all of it.
+func TestCacheKeepsLittleOfEndedRuns(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const node = "cache-node"
+	big := strings.Repeat("x", 200<<10)
+	ended := boundRun(t, "ended-big", node, harnessv1.RunScheduled)
+	ended.Labels = map[string]string{"team": strings.Repeat("l", 63)}
+	ended.Annotations = map[string]string{"tenant.example.com/big": big}
+	if err := k8s.Update(ctx, ended); err != nil {
+		t.Fatal(err)
+	}
+	ended.Status.Phase, ended.Status.Verdict, ended.Status.Message = harnessv1.RunSucceeded, harnessv1.VerdictPass, "done"
+	if err := k8s.Status().Update(ctx, ended); err != nil {
+		t.Fatal(err)
+	}
+	waiting := boundRun(t, "waiting", node, harnessv1.RunScheduled)
+
+	opts, _ := nodeagent.ManagerOptions(node)
+	opts.Scheme = env.Scheme
+	c, err := cache.New(env.Config, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = c.Start(ctx) }()
+	sctx, scancel := context.WithTimeout(ctx, time.Minute)
+	defer scancel()
+	if !c.WaitForCacheSync(sctx) {
+		t.Fatal("the cache did not sync")
+	}
+	got := &harnessv1.HarnessRun{}
+	for {
+		if err := c.Get(sctx, client.ObjectKeyFromObject(ended), got); err == nil && got.Status.Phase.Terminal() {
+			break
+		} else if sctx.Err() != nil {
+			t.Fatalf("the ended run never reached the cache: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b, _ := json.Marshal(got)
+	if len(b) > 1<<10 || got.UID != ended.UID || got.Status.NodeName != node || got.Status.Attempt != 1 {
+		t.Errorf("the cache keeps %d bytes of an ended run: %s", len(b), b)
+	}
+	w := &harnessv1.HarnessRun{}
+	if err := c.Get(sctx, client.ObjectKeyFromObject(waiting), w); err != nil {
+		t.Fatal(err)
+	}
+	if len(w.Spec.Agent.Command) != 1 || w.Spec.Fixture.Inline == nil {
+		t.Errorf("the cache lost the spec of a run still to run: %+v", w.Spec)
+	}
+}
