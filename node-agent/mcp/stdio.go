@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/harnessfacts/harnessfacts/api/v1alpha1"
@@ -13,6 +15,14 @@ import (
 // MaxMessageBytes bounds one JSON-RPC message read from the agent, on
 // every transport.
 const MaxMessageBytes = 1 << 20
+
+// MaxCallsInFlight bounds the calls of one stdio session that were read and
+// not yet answered. The SDK handles each call on a goroutine of its own and
+// reads on while the calls wait: an agent that sends calls and never reads
+// the answers made the node-agent hold a goroutine and a request for each
+// (a GiB and more from a few MiB of pings). At the bound the session stops
+// reading until an answer is written.
+const MaxCallsInFlight = 16
 
 // ServeStdio serves the token server over newline-delimited JSON-RPC on in
 // and out (a stdio MCP server) until the client closes in or ctx ends. Each
@@ -26,9 +36,68 @@ func ServeStdio(ctx context.Context, in io.ReadCloser, out io.WriteCloser, token
 	// The SDK's own bound is 16 MiB a message: a get_token call is a few
 	// hundred bytes, and every byte of a message sits in the node-agent's
 	// memory while it is decoded.
-	err := s.Run(ctx, &sdk.IOTransport{Reader: in, Writer: out, MaxLineLength: MaxMessageBytes})
+	err := s.Run(ctx, &inFlightTransport{inner: &sdk.IOTransport{Reader: in, Writer: out, MaxLineLength: MaxMessageBytes}, max: MaxCallsInFlight})
 	if errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) {
 		return nil
 	}
 	return err
+}
+
+// inFlightTransport bounds the calls read and not yet answered on its
+// connection to max.
+type inFlightTransport struct {
+	inner sdk.Transport
+	max   int
+}
+
+func (t *inFlightTransport) Connect(ctx context.Context) (sdk.Connection, error) {
+	c, err := t.inner.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &inFlightConn{Connection: c, slots: make(chan struct{}, t.max), closed: make(chan struct{})}, nil
+}
+
+type inFlightConn struct {
+	sdk.Connection
+	// slots holds one token per call read and not yet answered.
+	slots  chan struct{}
+	closed chan struct{}
+	once   sync.Once
+}
+
+// Read takes a slot before it reads, and keeps it for a call until its
+// answer is written.
+func (c *inFlightConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	select {
+	case c.slots <- struct{}{}:
+	case <-c.closed:
+		return nil, io.EOF
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	m, err := c.Connection.Read(ctx)
+	if req, ok := m.(*jsonrpc.Request); err == nil && ok && req.IsCall() {
+		return m, nil
+	}
+	<-c.slots
+	return m, err
+}
+
+// Write gives back a call's slot once its answer is written (or failed to
+// be: the connection is then closed).
+func (c *inFlightConn) Write(ctx context.Context, m jsonrpc.Message) error {
+	err := c.Connection.Write(ctx, m)
+	if _, ok := m.(*jsonrpc.Response); ok {
+		select {
+		case <-c.slots:
+		default:
+		}
+	}
+	return err
+}
+
+func (c *inFlightConn) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	return c.Connection.Close()
 }

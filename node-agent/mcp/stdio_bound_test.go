@@ -1,8 +1,11 @@
 package mcp
 
 import (
+	"bufio"
 	"context"
+	"fmt"
 	"io"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -42,5 +45,62 @@ func TestStdioRefusesAMessageOverTheBound(t *testing.T) {
 	_ = inR.Close()
 	if got := <-answers; strings.Contains(got, `"id":7`) {
 		t.Errorf("the oversized message was answered: %.200s", got)
+	}
+}
+
+// The SDK answers each call on a goroutine of its own: an agent that sends
+// calls and never reads the answers must not make the node-agent hold a
+// goroutine (and a request) for every call it sends. The session stops
+// reading at MaxCallsInFlight and answers them all once the agent reads.
+func TestStdioCallsInFlightAreBounded(t *testing.T) {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- ServeStdio(ctx, inR, outW, "hft_x", NewReceipts(v1alpha1.MCPTransportStdio, 0))
+		_ = outW.Close()
+	}()
+	sc := bufio.NewScanner(outR)
+	go func() {
+		_, _ = io.WriteString(inW, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`+"\n")
+		_, _ = io.WriteString(inW, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
+	}()
+	if !sc.Scan() || !strings.Contains(sc.Text(), `"id":0`) {
+		t.Fatalf("initialize: %q %v", sc.Text(), sc.Err())
+	}
+	base := runtime.NumGoroutine()
+	const calls = 3000
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		for i := 1; i <= calls; i++ {
+			if _, err := fmt.Fprintf(inW, `{"jsonrpc":"2.0","id":%d,"method":"ping"}`+"\n", i); err != nil {
+				return
+			}
+		}
+	}()
+	// Nobody reads the answers yet.
+	most := 0
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		most = max(most, runtime.NumGoroutine()-base)
+	}
+	if most > 4*MaxCallsInFlight {
+		t.Errorf("%d goroutines more while %d calls waited for an agent that does not read, want at most about %d", most, calls, MaxCallsInFlight)
+	}
+	// The agent reads now: every call is answered.
+	answered := 0
+	for answered < calls && sc.Scan() {
+		answered++
+	}
+	<-sent
+	_ = inW.Close()
+	if err := <-done; err != nil {
+		t.Errorf("ServeStdio: %v", err)
+	}
+	_ = outR.Close()
+	if answered != calls {
+		t.Errorf("%d answers, want %d", answered, calls)
 	}
 }
