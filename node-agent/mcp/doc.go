@@ -9,7 +9,8 @@
 //     [::1]) is allowed; any other Origin (a web page the agent browses) is 403.
 //   - Host: only 127.0.0.1:<port> or localhost:<port> (the listener's port
 //     or Options.ExtraPorts); anything else (DNS rebinding) is 403.
-//   - Body: larger than Options.MaxBodyBytes is 413.
+//   - Body: larger than Options.MaxBodyBytes is 413; a JSON-RPC batch (an
+//     array) is 400.
 //
 // Shutdown the server when the run ends.
 //

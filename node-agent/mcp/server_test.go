@@ -169,6 +169,8 @@ func TestHTTPGuards(t *testing.T) {
 		{name: "null origin", target: s.URL, hdr: map[string]string{"Origin": "null"}, body: initBody, status: http.StatusForbidden},
 		{name: "oversize body", target: s.URL, body: big, status: http.StatusRequestEntityTooLarge},
 		{name: "oversize chunked body", target: s.URL, body: big, chunk: true, status: http.StatusRequestEntityTooLarge},
+		{name: "batch", target: s.URL, body: " [" + initBody + "]", status: http.StatusBadRequest},
+		{name: "chunked batch", target: s.URL, body: "\n[" + initBody + "]", chunk: true, status: http.StatusBadRequest},
 		{name: "wrong path", target: "http://" + u.Host + "/mcp", body: initBody, status: http.StatusNotFound},
 		{name: "root path", target: "http://" + u.Host + "/", body: initBody, status: http.StatusNotFound},
 		{name: "rebinding Host", target: s.URL, host: "evil.example:" + u.Port(), body: initBody, status: http.StatusForbidden},
