@@ -17,7 +17,7 @@ var (
 	// no idle bound. A message is at most mcp.MaxMessageBytes.
 	stdioMCPChannel = bounded.Limits{MaxConns: 8, MaxBytes: 64 << 20}
 	// The HTTP MCP relay; the server behind it bounds its own listener
-	// (mcp.DefaultChannel) and each body (1 MiB).
+	// (mcp.DefaultChannel) and each body (64 KiB).
 	httpMCPChannel = bounded.Limits{MaxConns: 16, MaxBytes: 64 << 20, Idle: 2 * time.Minute}
 	// A provider on the node's loopback: a model may think for minutes
 	// before it answers.

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -319,5 +320,29 @@ func TestHTTPOnASocketListensOnNoPort(t *testing.T) {
 	}
 	if _, err := StartHTTP(Options{Socket: filepath.Join(t.TempDir(), "x.sock")}); err == nil {
 		t.Error("a socket without a port for the Host header was accepted")
+	}
+}
+
+// A call's arguments are decoded into Go values: a body of tiny JSON values
+// as large as the server takes costs the node-agent a bounded few MiB,
+// since up to one such body per connection is decoded at once.
+func TestHTTPLargestBodyCostsLittleMemory(t *testing.T) {
+	s := startServer(t, Options{})
+	head := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get_token","arguments":{"a":[`
+	tail := `[]]}}}`
+	body := head + strings.Repeat("[],", (DefaultMaxBodyBytes-len(head)-len(tail))/3) + tail
+	if len(body) > DefaultMaxBodyBytes {
+		t.Fatalf("body of %d bytes over the bound", len(body))
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	resp := post(t, s.URL, "", nil, strings.NewReader(body), int64(len(body)))
+	runtime.ReadMemStats(&after)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d for a body within the bound", resp.StatusCode)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 16<<20 {
+		t.Errorf("one request of %d bytes allocated %d MiB in the server", len(body), alloc>>20)
 	}
 }

@@ -13,16 +13,21 @@ import (
 )
 
 // MaxMessageBytes bounds one JSON-RPC message read from the agent, on
-// every transport.
-const MaxMessageBytes = 1 << 20
+// every transport. The SDK decodes a call's arguments into Go values to
+// check them: a message of tiny JSON values (`[],[],...`) costs some 60
+// times its size in the node-agent's memory while it is decoded, and up to
+// MaxCallsInFlight calls a stdio session (or one per HTTP connection) are
+// decoded at once. A get_token call, and the initialize of every CLI, is a
+// few hundred bytes.
+const MaxMessageBytes = 64 << 10
 
 // MaxCallsInFlight bounds the calls of one stdio session that were read and
 // not yet answered. The SDK handles each call on a goroutine of its own and
 // reads on while the calls wait: an agent that sends calls and never reads
 // the answers made the node-agent hold a goroutine and a request for each
-// (a GiB and more from a few MiB of pings). At the bound the session stops
+// (1.7 GiB from 8 MiB of pings). At the bound the session stops
 // reading until an answer is written.
-const MaxCallsInFlight = 16
+const MaxCallsInFlight = 4
 
 // ServeStdio serves the token server over newline-delimited JSON-RPC on in
 // and out (a stdio MCP server) until the client closes in or ctx ends. Each
