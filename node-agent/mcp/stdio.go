@@ -63,17 +63,52 @@ func (t *inFlightTransport) Connect(ctx context.Context) (sdk.Connection, error)
 	return &inFlightConn{Connection: c, slots: make(chan struct{}, t.max), closed: make(chan struct{})}, nil
 }
 
+// MaxReadWhileWriting bounds the messages a stdio session reads while one
+// of its answers is being written. The SDK hands notifications (and calls
+// before the session is initialized) to one handler in turn, from a queue
+// without a bound: while that handler waits to write an answer the agent
+// does not read, every notification read waited in the queue (some 13
+// bytes of the node-agent's memory for each byte sent).
+const MaxReadWhileWriting = 64
+
 type inFlightConn struct {
 	sdk.Connection
 	// slots holds one token per call read and not yet answered.
 	slots  chan struct{}
 	closed chan struct{}
 	once   sync.Once
+
+	mu sync.Mutex
+	// writing counts the writes under way; readAhead the messages read
+	// since the first of them began; drained is closed when the last ends.
+	writing   int
+	readAhead int
+	drained   chan struct{}
 }
 
 // Read takes a slot before it reads, and keeps it for a call until its
-// answer is written.
+// answer is written. While an answer is being written it reads at most
+// MaxReadWhileWriting messages.
 func (c *inFlightConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	for {
+		c.mu.Lock()
+		if c.writing == 0 || c.readAhead < MaxReadWhileWriting {
+			if c.writing > 0 {
+				c.readAhead++
+			}
+			c.mu.Unlock()
+			break
+		}
+		drained := c.drained
+		c.mu.Unlock()
+		select {
+		case <-drained:
+		case <-c.closed:
+			return nil, io.EOF
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	select {
 	case c.slots <- struct{}{}:
 	case <-c.closed:
@@ -92,7 +127,19 @@ func (c *inFlightConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 // Write gives back a call's slot once its answer is written (or failed to
 // be: the connection is then closed).
 func (c *inFlightConn) Write(ctx context.Context, m jsonrpc.Message) error {
+	c.mu.Lock()
+	if c.writing == 0 {
+		c.drained = make(chan struct{})
+	}
+	c.writing++
+	c.mu.Unlock()
 	err := c.Connection.Write(ctx, m)
+	c.mu.Lock()
+	if c.writing--; c.writing == 0 {
+		c.readAhead = 0
+		close(c.drained)
+	}
+	c.mu.Unlock()
 	if _, ok := m.(*jsonrpc.Response); ok {
 		select {
 		case <-c.slots:

@@ -7,6 +7,7 @@ import (
 	"io"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -103,4 +104,50 @@ func TestStdioCallsInFlightAreBounded(t *testing.T) {
 	if answered != calls {
 		t.Errorf("%d answers, want %d", answered, calls)
 	}
+}
+
+// Notifications wait in the SDK's queue while an answer is being written:
+// an agent that never reads its initialize answer and sends notifications
+// must find the session no longer reading, not fill the node-agent's
+// memory.
+func TestStdioNotificationsWhileAnAnswerWaitsAreBounded(t *testing.T) {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- ServeStdio(ctx, inR, outW, "hft_x", NewReceipts(v1alpha1.MCPTransportStdio, 0))
+		_ = outW.Close()
+	}()
+	var sent atomic.Int64
+	go func() {
+		_, _ = io.WriteString(inW, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`+"\n")
+		for i := 0; i < 100000; i++ {
+			if _, err := io.WriteString(inW, `{"jsonrpc":"2.0","method":"notifications/x"}`+"\n"); err != nil {
+				return
+			}
+			sent.Add(1)
+		}
+	}()
+	time.Sleep(2 * time.Second)
+	if n := sent.Load(); n > 4*MaxReadWhileWriting {
+		t.Errorf("%d notifications read while the initialize answer waited, want at most about %d", n, MaxReadWhileWriting)
+	}
+	// The agent reads now: the session answers and reads on.
+	sc := bufio.NewScanner(outR)
+	if !sc.Scan() || !strings.Contains(sc.Text(), `"id":0`) {
+		t.Errorf("initialize: %q %v", sc.Text(), sc.Err())
+	}
+	for deadline := time.Now().Add(10 * time.Second); sent.Load() <= 4*MaxReadWhileWriting && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := sent.Load(); n <= 4*MaxReadWhileWriting {
+		t.Errorf("the session did not read on once its answer was read (%d notifications)", n)
+	}
+	_ = inR.Close()
+	_ = inW.Close()
+	cancel()
+	<-done
+	_ = outR.Close()
 }
