@@ -222,8 +222,10 @@ func ManagerOptions(nodeName string) (cache.Options, client.Options) {
 // (checks, artifacts, usage) and the metadata its author gave it, up to
 // the API server's object size each; a node-agent's memory (512Mi in the
 // chart) would grow with its history until it was OOM-killed with every
-// run it held. Of an ended run only what reconcile and sweep read is kept:
-// its name, UID, phase, node and attempt. A run sent back from an end (a
+// run it held. Of an ended run only what reconcile, sweep and the node's
+// metrics (nodemetrics, from the update that ends it) read is kept: its
+// name, UID, phase, node and attempt, its verdict and reason, and the few
+// figures the metrics count. A run sent back from an end (a
 // retry) comes whole with its next version; running again the transform
 // on what it made changes nothing (client-go's informer transforms the
 // objects of its first list twice).
@@ -235,11 +237,26 @@ func cachedRun(obj any) (any, error) {
 	if !ok || !run.Status.Phase.Terminal() {
 		return obj, nil
 	}
+	st := &run.Status
+	kept := harnessv1.HarnessRunStatus{Phase: st.Phase, NodeName: st.NodeName, Attempt: st.Attempt,
+		Verdict: st.Verdict, FailureClass: st.FailureClass, Reason: st.Reason}
+	if st.Agent != nil {
+		kept.Agent = &harnessv1.AgentStatus{OOMKilled: st.Agent.OOMKilled}
+	}
+	if st.Network != nil {
+		kept.Network = &harnessv1.NetworkStatus{Egress: st.Network.Egress, Denied: st.Network.Denied}
+	}
+	if st.MCP != nil {
+		kept.MCP = &harnessv1.MCPStatus{Transport: st.MCP.Transport, Calls: st.MCP.Calls}
+	}
+	if st.Sandbox != nil {
+		kept.Sandbox = &harnessv1.SandboxStatus{Mode: st.Sandbox.Mode}
+	}
 	return &harnessv1.HarnessRun{
 		TypeMeta: run.TypeMeta,
 		ObjectMeta: metav1.ObjectMeta{Name: run.Name, Namespace: run.Namespace, UID: run.UID,
 			ResourceVersion: run.ResourceVersion, Generation: run.Generation, DeletionTimestamp: run.DeletionTimestamp},
-		Status: harnessv1.HarnessRunStatus{Phase: run.Status.Phase, NodeName: run.Status.NodeName, Attempt: run.Status.Attempt},
+		Status: kept,
 	}, nil
 }
 
