@@ -139,16 +139,17 @@ func bwrapArgs(spec Spec, v1Sync, seccomp bool) []string {
 		}
 		return p
 	}
+	if spec.devDir != "" {
+		// The runner's /dev for this sandbox, with its devices
+		// (devInstance): --dev-bind keeps them openable.
+		a = append(a, "--dev-bind", spec.devDir, at("/dev"))
+	} else {
+		a = append(a, "--dev", at("/dev"))
+	}
 	a = append(a,
-		"--dev", at("/dev"),
 		"--proc", at("/proc"),
 		"--tmpfs", at("/tmp"),
 	)
-	if spec.ptsDir != "" {
-		// A bounded devpts over bwrap's: /dev/ptmx (pts/ptmx) is its.
-		// /dev is bwrap's own tmpfs, so pts is where --dev made it.
-		a = append(a, "--dev-bind", spec.ptsDir, filepath.Join(at("/dev"), "pts"))
-	}
 	if spec.Root == "" {
 		// Masks go before the binds, so that a run dir inside a hidden
 		// directory (the node-agent's state) is still bound; a hidden path
@@ -663,14 +664,14 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 			return res, err
 		}
 	}
-	pts, err := newPtyInstance(spec.PtsIn)
+	dev, err := newDevInstance(spec.DevIn, uid, gid)
 	if err != nil {
 		return res, fmt.Errorf("sandbox: %w", err)
 	}
-	if pts != nil {
-		spec.ptsDir, res.ptysBounded = pts.dir, true
+	if dev != nil {
+		spec.devDir, res.ptysBounded = dev.dir, true
 		defer func() {
-			if rerr := pts.remove(); rerr != nil && err == nil {
+			if rerr := dev.remove(); rerr != nil && err == nil {
 				err = fmt.Errorf("sandbox: %w", rerr)
 			}
 		}()
@@ -1006,7 +1007,7 @@ func preflightBwrap(ctx context.Context, opts Options) Availability {
 		if !res.ptysBounded {
 			// Not in capitals: only a caller that may not mount (a local
 			// run as an ordinary user) goes without, on its own machine.
-			ptys = "ptys bounded only by the node's kernel.pty.max (no CAP_SYS_ADMIN to mount a devpts per sandbox)"
+			ptys = "ptys bounded only by the node's kernel.pty.max (no CAP_SYS_ADMIN and CAP_MKNOD to make a /dev per sandbox)"
 		}
 		a.Reason = fmt.Sprintf("bwrap %s, cgroup %s, seccomp %s, %s, %s", r.bwrap, cgroup, res.Seccomp, ptys, userNetDescription(opts))
 	}

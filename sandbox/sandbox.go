@@ -203,17 +203,18 @@ type Spec struct {
 	// rootDests maps the mounts a Root's links move to where they are
 	// made (rootTargets), set by the runner.
 	rootDests map[string]string
-	// PtsIn is a folder of the caller's in which the bwrap runner makes the
-	// mount point of the sandbox's own devpts (at most MaxPtys ptys; see
-	// docs/sandbox.md), and leaves it, empty and unmounted, for the caller
-	// to remove: removing a folder that is a mount point detaches that
-	// mount from every mount namespace, another sandbox's in its setup
-	// among them (bubblewrap issue 650), so a caller with sandboxes
-	// side by side removes it when none is starting (the node-agent's run
-	// dir). Empty: the system's temporary folder, removed when Run returns.
-	PtsIn string
-	// ptsDir is that devpts, set by the runner ("" leaves bwrap's own).
-	ptsDir string
+	// DevIn is a folder of the caller's in which the bwrap runner makes the
+	// mount point of the sandbox's own /dev (its devpts bounded at
+	// MaxPtys ptys; see docs/sandbox.md), and leaves it, empty and
+	// unmounted, for the caller to remove: removing a folder that is a
+	// mount point detaches that mount from every mount namespace, another
+	// sandbox's in its setup among them (bubblewrap issue 650), so a
+	// caller with sandboxes side by side removes it when none is starting
+	// (the node-agent's run dir). Empty: the system's temporary folder,
+	// removed when Run returns.
+	DevIn string
+	// devDir is that /dev, set by the runner ("" leaves bwrap's --dev).
+	devDir string
 	// Started, when set, is called once when the command has been started
 	// in the sandbox and let go (bwrap started and, where the runner holds
 	// it, placed in its cgroup and network and released; the AppContainer
@@ -360,7 +361,7 @@ type Result struct {
 	// where none did.
 	cgroup string
 	// ptysBounded: the sandbox had a devpts of its own of at most MaxPtys
-	// (newPtyInstance), for the preflight's verdict.
+	// (newDevInstance), for the preflight's verdict.
 	ptysBounded bool
 }
 

@@ -283,10 +283,10 @@ func (a *attempt) baseSpec(egress harnessv1.Egress) sandbox.Spec {
 		ReadWrite: []string{dir.Workspace(), dir.Home(), dir.Tmp()},
 		ReadOnly:  []string{dir.FixtureDir(), dir.Sockets(), e.opts.InitBinary},
 		Hidden:    hidden,
-		// Each sandbox's devpts mount point: in the run dir's top level
+		// Each sandbox's /dev mount point: in the run dir's top level
 		// (the node-agent's alone), removed with it, late when another
 		// run's sandbox is starting (graveyard).
-		PtsIn:   dir.Path,
+		DevIn:   dir.Path,
 		Network: network,
 		UID:     a.uid,
 		GID:     a.gid,
