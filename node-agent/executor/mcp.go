@@ -90,6 +90,8 @@ func (e *Executor) serveMCP(ctx context.Context, dir *fixture.RunDir, transport 
 			return nil, err
 		}
 		s.listeners = append(s.listeners, ln)
+		// The run's sessions share its slots for calls in flight.
+		calls := mcp.NewCalls()
 		go func() {
 			for {
 				c, err := ln.Accept()
@@ -98,7 +100,7 @@ func (e *Executor) serveMCP(ctx context.Context, dir *fixture.RunDir, transport 
 				}
 				go func() {
 					defer func() { _ = c.Close() }()
-					_ = mcp.ServeStdio(ctx, c, c, token, s.receipts)
+					_ = mcp.ServeStdio(ctx, c, c, token, s.receipts, calls)
 				}()
 			}
 		}()

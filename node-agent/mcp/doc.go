@@ -12,6 +12,9 @@
 //   - Body: larger than Options.MaxBodyBytes is 413; a JSON-RPC batch (an
 //     array) is 400.
 //
+// A run's calls decoded and not yet answered are MaxCallsInFlight over all
+// its HTTP connections or stdio sessions (Calls): more wait.
+//
 // Shutdown the server when the run ends.
 //
 // Stdio (ServeStdio): the same tool over newline-delimited JSON-RPC. The

@@ -165,7 +165,7 @@ func StartHTTP(opts Options) (*Server, error) {
 		done:     make(chan error, 1),
 	}
 	s.srv = &http.Server{
-		Handler: guard(path, ports, opts.MaxBodyBytes, handler),
+		Handler: guard(path, ports, opts.MaxBodyBytes, NewCalls(), handler),
 		// Stateless JSON answers are immediate: a client that takes longer
 		// than this to send or read one is stuck or hostile.
 		ReadHeaderTimeout: 10 * time.Second,
@@ -198,8 +198,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 // guard wraps an MCP handler with the checks of the package documentation:
-// path, Host, Origin, body size.
-func guard(path string, ports []int, maxBody int64, next http.Handler) http.Handler {
+// path, Host, Origin, body size; and a request with a body, read whole,
+// waits for one of calls (the server's, which is one run's) before the SDK
+// decodes it, and holds it until it is answered (MaxCallsInFlight).
+func guard(path string, ports []int, maxBody int64, calls Calls, next http.Handler) http.Handler {
 	hosts := map[string]bool{}
 	for _, p := range ports {
 		hosts["127.0.0.1:"+strconv.Itoa(p)] = true
@@ -247,6 +249,12 @@ func guard(path string, ports []int, maxBody int64, next http.Handler) http.Hand
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			r.ContentLength = int64(len(body))
+			select {
+			case calls <- struct{}{}:
+				defer func() { <-calls }()
+			case <-r.Context().Done():
+				return
+			}
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 		next.ServeHTTP(w, r)

@@ -3,15 +3,19 @@ package mcp
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -225,7 +229,7 @@ func TestStdioRoundTrip(t *testing.T) {
 	srvIn, cliOut := io.Pipe()
 	cliIn, srvOut := io.Pipe()
 	served := make(chan error, 1)
-	go func() { served <- ServeStdio(ctx, srvIn, srvOut, token, rec) }()
+	go func() { served <- ServeStdio(ctx, srvIn, srvOut, token, rec, nil) }()
 
 	cs := connect(ctx, t, &sdk.IOTransport{Reader: cliIn, Writer: cliOut})
 	if res := callToken(ctx, t, cs); res.IsError || text(res) != token {
@@ -344,5 +348,53 @@ func TestHTTPLargestBodyCostsLittleMemory(t *testing.T) {
 	}
 	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 16<<20 {
 		t.Errorf("one request of %d bytes allocated %d MiB in the server", len(body), alloc>>20)
+	}
+}
+
+// Over HTTP too, a run's calls decoded and answered at once are
+// MaxCallsInFlight, over all its connections: sixteen at once (the
+// listener's bound) wait for each other's answers, and are all answered.
+func TestHTTPCallsInFlightAreBoundedPerRun(t *testing.T) {
+	var inside, most atomic.Int64
+	release := make(chan struct{})
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := inside.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		<-release
+		inside.Add(-1)
+		_, _ = io.WriteString(w, "{}")
+	})
+	srv := httptest.NewUnstartedServer(nil)
+	srv.Config.Handler = guard("/mcp/x", []int{srv.Listener.Addr().(*net.TCPAddr).Port}, DefaultMaxBodyBytes, NewCalls(), next)
+	srv.Start()
+	defer srv.Close()
+	const conns = 16
+	var wg sync.WaitGroup
+	var answered atomic.Int64
+	for i := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"get_token","arguments":{}}}`, i)
+			resp, err := http.Post(srv.URL+"/mcp/x", "application/json", strings.NewReader(body))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				answered.Add(1)
+			}
+		}()
+	}
+	time.Sleep(time.Second)
+	if n := most.Load(); n != MaxCallsInFlight {
+		t.Errorf("%d of %d requests decoded and answered at once, want %d", n, conns, MaxCallsInFlight)
+	}
+	close(release)
+	wg.Wait()
+	if n := answered.Load(); n != conns {
+		t.Errorf("%d of %d requests answered", n, conns)
 	}
 }

@@ -21,7 +21,7 @@ func TestStdioRefusesAMessageOverTheBound(t *testing.T) {
 	outR, outW := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- ServeStdio(context.Background(), inR, outW, "hft_x", NewReceipts(v1alpha1.MCPTransportStdio, 0))
+		done <- ServeStdio(context.Background(), inR, outW, "hft_x", NewReceipts(v1alpha1.MCPTransportStdio, 0), nil)
 		_ = outW.Close()
 	}()
 	answers := make(chan string, 1)
@@ -60,7 +60,7 @@ func TestStdioCallsInFlightAreBounded(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		done <- ServeStdio(ctx, inR, outW, "hft_x", NewReceipts(v1alpha1.MCPTransportStdio, 0))
+		done <- ServeStdio(ctx, inR, outW, "hft_x", NewReceipts(v1alpha1.MCPTransportStdio, 0), nil)
 		_ = outW.Close()
 	}()
 	sc := bufio.NewScanner(outR)
@@ -117,7 +117,7 @@ func TestStdioNotificationsWhileAnAnswerWaitsAreBounded(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		done <- ServeStdio(ctx, inR, outW, "hft_x", NewReceipts(v1alpha1.MCPTransportStdio, 0))
+		done <- ServeStdio(ctx, inR, outW, "hft_x", NewReceipts(v1alpha1.MCPTransportStdio, 0), nil)
 		_ = outW.Close()
 	}()
 	var sent atomic.Int64
@@ -150,4 +150,116 @@ func TestStdioNotificationsWhileAnAnswerWaitsAreBounded(t *testing.T) {
 	cancel()
 	<-done
 	_ = outR.Close()
+}
+
+// stdioSession is one session of ServeStdio, initialized, with the
+// agent's ends of its pipes.
+type stdioSession struct {
+	in   *io.PipeWriter
+	out  *io.PipeReader
+	sc   *bufio.Scanner
+	done chan error
+}
+
+func startStdioSession(t *testing.T, ctx context.Context, calls Calls) *stdioSession {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	s := &stdioSession{in: inW, out: outR, sc: bufio.NewScanner(outR), done: make(chan error, 1)}
+	go func() {
+		s.done <- ServeStdio(ctx, inR, outW, "hft_x", NewReceipts(v1alpha1.MCPTransportStdio, 0), calls)
+		_ = outW.Close()
+		_ = inR.Close()
+	}()
+	go func() {
+		_, _ = io.WriteString(inW, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`+"\n")
+		_, _ = io.WriteString(inW, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
+	}()
+	if !s.sc.Scan() || !strings.Contains(s.sc.Text(), `"id":0`) {
+		t.Fatalf("initialize: %q %v", s.sc.Text(), s.sc.Err())
+	}
+	return s
+}
+
+// A run's calls in flight are bounded over all its sessions, not each:
+// eight sessions that send calls and never read the answers hold
+// MaxCallsInFlight calls of the run's, not eight times that. Sessions that
+// wait idle hold none; the run's other session is answered once the
+// hostile ones end.
+func TestStdioCallsInFlightAreBoundedPerRun(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	calls := NewCalls()
+	// Idle sessions first: an honest session is answered beside them.
+	for range 2 * MaxCallsInFlight {
+		startStdioSession(t, ctx, calls)
+	}
+	honest := startStdioSession(t, ctx, calls)
+	answer := func(id int) chan string {
+		got := make(chan string, 1)
+		go func() {
+			_, _ = fmt.Fprintf(honest.in, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"get_token","arguments":{}}}`+"\n", id)
+			if honest.sc.Scan() {
+				got <- honest.sc.Text()
+			}
+		}()
+		return got
+	}
+	select {
+	case a := <-answer(1):
+		if !strings.Contains(a, "hft_x") {
+			t.Fatalf("get_token beside idle sessions: %s", a)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("a call was not answered beside %d idle sessions of its run", 2*MaxCallsInFlight)
+	}
+
+	base := runtime.NumGoroutine()
+	var hostile []*stdioSession
+	for range 8 {
+		hostile = append(hostile, startStdioSession(t, ctx, calls))
+	}
+	for _, s := range hostile {
+		go func() {
+			for i := 1; i <= 500; i++ {
+				if _, err := fmt.Fprintf(s.in, `{"jsonrpc":"2.0","id":%d,"method":"ping"}`+"\n", i); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	most := 0
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		most = max(most, runtime.NumGoroutine()-base)
+	}
+	// Each session has a few goroutines of its own (the SDK's loops, the
+	// flood's writer) and each call in flight one, with its answer's
+	// write: 43 here, and 71 with the bound per session.
+	if limit := 8*5 + 2*MaxCallsInFlight + 8; most > limit {
+		t.Errorf("%d goroutines more with 8 sessions flooding the run with calls, want at most %d", most, limit)
+	}
+	pending := answer(2)
+	select {
+	case a := <-pending:
+		t.Fatalf("the run's ninth session was answered while eight held %d calls unread: %s", MaxCallsInFlight, a)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if n := len(calls); n != MaxCallsInFlight {
+		t.Errorf("%d of the run's slots held by eight sessions flooding it, want all %d", n, MaxCallsInFlight)
+	}
+	for _, s := range hostile {
+		_ = s.in.Close()
+		_ = s.out.Close()
+	}
+	select {
+	case a := <-pending:
+		if !strings.Contains(a, "hft_x") {
+			t.Errorf("get_token once the hostile sessions ended: %s", a)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run's other session was never answered once the hostile sessions ended: their slots were lost")
+	}
+	for _, s := range hostile {
+		<-s.done
+	}
 }
