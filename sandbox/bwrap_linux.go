@@ -150,6 +150,10 @@ func bwrapArgs(spec Spec, v1Sync, seccomp bool) []string {
 		"--proc", at("/proc"),
 		"--tmpfs", at("/tmp"),
 	)
+	if spec.ptsDir != "" {
+		// A bounded devpts over --dev's: /dev/ptmx (pts/ptmx) is its.
+		a = append(a, "--dev-bind", spec.ptsDir, filepath.Join(at("/dev"), "pts"))
+	}
 	if spec.Root == "" {
 		// Masks go before the binds, so that a run dir inside a hidden
 		// directory (the node-agent's state) is still bound; a hidden path
@@ -669,7 +673,12 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 		return res, fmt.Errorf("sandbox: %w", err)
 	}
 	if dev != nil {
-		spec.devDir, res.ptysBounded = dev.dir, true
+		res.ptysBounded = true
+		if dev.ptsOnly {
+			spec.ptsDir = dev.dir
+		} else {
+			spec.devDir, res.ownDev = dev.dir, true
+		}
 		defer func() {
 			if rerr := dev.remove(); rerr != nil && err == nil {
 				err = fmt.Errorf("sandbox: %w", rerr)
@@ -1003,7 +1012,10 @@ func preflightBwrap(ctx context.Context, opts Options) Availability {
 		if cgroup == "" {
 			cgroup = "unavailable"
 		}
-		ptys := fmt.Sprintf("at most %d ptys per sandbox", MaxPtys)
+		ptys := fmt.Sprintf("a /dev of its own with at most %d ptys per sandbox", MaxPtys)
+		if res.ptysBounded && !res.ownDev {
+			ptys = fmt.Sprintf("at most %d ptys per sandbox (a devpts over bwrap's --dev: no device node can be made here)", MaxPtys)
+		}
 		if !res.ptysBounded {
 			// Not in capitals: only a caller that may not mount (a local
 			// run as an ordinary user) goes without, on its own machine.

@@ -795,9 +795,16 @@ func TestPreflightReportsBwrap(t *testing.T) {
 	if len(got) != 2 || got[0].Mode != ModeBwrap || !got[0].Available {
 		t.Fatalf("Preflight = %+v", got)
 	}
-	// As root: each sandbox has a devpts of its own, bounded.
-	if want := fmt.Sprintf("at most %d ptys per sandbox", MaxPtys); !strings.Contains(got[0].Reason, want) {
+	// As root: each sandbox has a /dev of its own, its ptys bounded.
+	if want := fmt.Sprintf("a /dev of its own with at most %d ptys per sandbox", MaxPtys); !strings.Contains(got[0].Reason, want) {
 		t.Errorf("the preflight's verdict %q does not say %q", got[0].Reason, want)
+	}
+	// Where no device node can be made, a devpts over --dev's, said so.
+	mknodRefused.Store(true)
+	got = Preflight(context.Background(), Options{})
+	mknodRefused.Store(false)
+	if want := fmt.Sprintf("at most %d ptys per sandbox (a devpts over bwrap's --dev", MaxPtys); len(got) == 0 || !strings.Contains(got[0].Reason, want) {
+		t.Errorf("the preflight's verdict without mknod %+v does not say %q", got, want)
 	}
 	bad := Preflight(context.Background(), Options{Bwrap: "/nonexistent/bwrap"})
 	if bad[0].Available || !strings.Contains(bad[0].Reason, "install Debian's bubblewrap package") {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -61,9 +62,14 @@ var devLinks = [][2]string{
 // (as it may not under --dev, where it is a mount point), which fools
 // only itself: every sandbox gets a /dev of its own.
 //
-// It needs CAP_SYS_ADMIN and CAP_MKNOD (the node-agent, `harnessfacts run`
-// as root): a caller without gets nil, and its sandboxes keep bwrap's --dev
-// with its unbounded devpts, as the preflight's verdict says.
+// It needs CAP_SYS_ADMIN and CAP_MKNOD in the host's user namespace (the
+// privileged node-agent, `harnessfacts run` as root). Where the runner may
+// mount but not make devices (the node-agent in a pod's user namespace,
+// where no device node can be made and a tmpfs is nodev anyway), the
+// instance is a devpts alone (ptsOnly), bound over the pts of bwrap's
+// --dev: the bound without the start's gain. A caller that may not mount
+// gets nil, and its sandboxes keep bwrap's --dev with its unbounded
+// devpts, as the preflight's verdict says.
 //
 // The tmpfs is made private at once, so that its unmount reaches no other
 // mount namespace (a sandbox in its setup holds a copy of every mount);
@@ -73,7 +79,13 @@ var devLinks = [][2]string{
 type devInstance struct {
 	dir   string
 	rmdir bool
+	// ptsOnly: dir is a devpts for --dev's pts, not a /dev.
+	ptsOnly bool
 }
+
+// mknodRefused is set once mknod was refused here: every later sandbox of
+// the process gets a devpts alone, without trying.
+var mknodRefused atomic.Bool
 
 func newDevInstance(in string, uid, gid int) (*devInstance, error) {
 	if os.Geteuid() != 0 {
@@ -84,6 +96,9 @@ func newDevInstance(in string, uid, gid int) (*devInstance, error) {
 		return nil, fmt.Errorf("a folder for the sandbox's /dev: %w", err)
 	}
 	d := &devInstance{dir: dir, rmdir: in == ""}
+	if mknodRefused.Load() {
+		return d.mountPtsOnly()
+	}
 	// bwrap's --dev tmpfs: mode 0755, the sandbox's uid (root inside a
 	// Root's sandbox, which maps it to this uid).
 	opts := fmt.Sprintf("mode=0755,uid=%d,gid=%d", uid, gid)
@@ -99,20 +114,55 @@ func newDevInstance(in string, uid, gid int) (*devInstance, error) {
 		return nil, fmt.Errorf("making the sandbox's /dev %s private: %w", dir, err)
 	}
 	if err := d.populate(uid, gid); err != nil {
-		_ = d.remove()
-		if errors.Is(err, unix.EPERM) {
-			return nil, nil // no CAP_MKNOD here (a container without it)
+		if errors.Is(err, errMknod) && errors.Is(err, unix.EPERM) {
+			// No CAP_MKNOD in the host's user namespace.
+			mknodRefused.Store(true)
+			if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+				_ = d.remove()
+				return nil, fmt.Errorf("unmounting the sandbox's /dev %s: %w", dir, err)
+			}
+			return d.mountPtsOnly()
 		}
+		_ = d.remove()
 		return nil, fmt.Errorf("the sandbox's /dev: %w", err)
 	}
 	return d, nil
+}
+
+// mountPtsOnly makes d a devpts alone, mounted on its folder.
+func (d *devInstance) mountPtsOnly() (*devInstance, error) {
+	d.ptsOnly = true
+	if err := mountPts(d.dir); err != nil {
+		_ = os.Remove(d.dir)
+		if errors.Is(err, unix.EPERM) {
+			return nil, nil // no CAP_SYS_ADMIN here
+		}
+		return nil, fmt.Errorf("the sandbox's devpts: %w", err)
+	}
+	if err := unix.Mount("", d.dir, "", unix.MS_PRIVATE, ""); err != nil {
+		_ = d.remove()
+		return nil, fmt.Errorf("making the sandbox's devpts %s private: %w", d.dir, err)
+	}
+	return d, nil
+}
+
+// errMknod marks a failed mknod of one of devNodes.
+var errMknod = errors.New("mknod")
+
+// mountPts mounts a devpts instance with bwrap's own options and the bound.
+func mountPts(dir string) error {
+	opts := fmt.Sprintf("newinstance,ptmxmode=0666,mode=620,max=%d", MaxPtys)
+	if err := unix.Mount("devpts", dir, "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, opts); err != nil {
+		return fmt.Errorf("mounting a devpts (%s) on %s: %w", opts, dir, err)
+	}
+	return nil
 }
 
 func (d *devInstance) populate(uid, gid int) error {
 	for _, n := range devNodes {
 		p := filepath.Join(d.dir, n.name)
 		if err := unix.Mknod(p, unix.S_IFCHR|0o666, int(unix.Mkdev(n.major, n.minor))); err != nil {
-			return fmt.Errorf("mknod %s: %w", n.name, err)
+			return fmt.Errorf("%w %s: %w", errMknod, n.name, err)
 		}
 		// mknod's mode passes through the process's umask.
 		if err := unix.Chmod(p, 0o666); err != nil {
@@ -135,15 +185,10 @@ func (d *devInstance) populate(uid, gid int) error {
 	if err := os.Mkdir(pts, 0o755); err != nil {
 		return err
 	}
-	// bwrap's own devpts options, and the bound.
-	opts := fmt.Sprintf("newinstance,ptmxmode=0666,mode=620,max=%d", MaxPtys)
-	if err := unix.Mount("devpts", pts, "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, opts); err != nil {
-		return fmt.Errorf("mounting its devpts (%s): %w", opts, err)
-	}
-	return nil
+	return mountPts(pts)
 }
 
-// remove unmounts the instance, its devpts with it (its ptys are gone
+// remove unmounts the instance, its devpts with it (or the devpts alone) (its ptys are gone
 // with the sandbox's processes; a descriptor still held elsewhere keeps
 // it until closed), and removes its folder when the runner made it where
 // no caller removes it.

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestBwrapPtysAreBounded: a sandbox holds at most MaxPtys ptys at once,
@@ -16,6 +18,26 @@ import (
 // container of the node shares: an agent opened /dev/ptmx 3,071 times and
 // no other sandbox could open one until its run ended.
 func TestBwrapPtysAreBounded(t *testing.T) {
+	for _, form := range []string{"own /dev", "devpts over --dev"} {
+		t.Run(form, func(t *testing.T) {
+			if form == "devpts over --dev" {
+				withMknodRefused(t)
+			}
+			testPtysAreBounded(t)
+		})
+	}
+}
+
+// withMknodRefused makes the runner's sandboxes, for the test, what they
+// are where mknod is refused (a node-agent in a pod's user namespace): a
+// devpts bound over --dev's (TestDevInstanceWithoutMknod shows the
+// refusal itself is found).
+func withMknodRefused(t *testing.T) {
+	mknodRefused.Store(true)
+	t.Cleanup(func() { mknodRefused.Store(false) })
+}
+
+func testPtysAreBounded(t *testing.T) {
 	r := requireBwrapHost(t)
 	script := fmt.Sprintf(`
 open(my $m, "+<", "/dev/ptmx") or die "ptmx: $!";
@@ -72,10 +94,6 @@ func TestBwrapDevIsBwraps(t *testing.T) {
 	base := testBase(t)
 	spec := runDir(t, base, "sh", "-c", devListing)
 	spec.DevIn = base
-	res, ours := run(t, r, spec)
-	if res.ExitCode != 0 || !res.ptysBounded {
-		t.Fatalf("exit %d, ptys bounded %v: %s", res.ExitCode, res.ptysBounded, ours)
-	}
 
 	// bwrap's own, with the same options but --dev.
 	plain := spec
@@ -91,12 +109,22 @@ func TestBwrapDevIsBwraps(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bwrap --dev: %v: %s", err, bw)
 	}
-	if got, want := afterSetupRetries(ours), string(bw); got != want {
-		t.Errorf("the runner's /dev is not bwrap's --dev:\n%s\nbwrap's:\n%s", got, want)
-	}
-	for _, want := range []string{"may write /dev\n", "may write /dev/shm\n", "/dev is nosuid\n", "\nnull character special file 666 1:3 "} {
-		if !strings.Contains(ours, want) {
-			t.Errorf("the runner's /dev: no %q in\n%s", want, ours)
+	for _, form := range []string{"devpts over --dev", "own /dev"} {
+		if form == "devpts over --dev" {
+			mknodRefused.Store(true)
+		}
+		res, ours := run(t, r, spec)
+		mknodRefused.Store(false)
+		if res.ExitCode != 0 || !res.ptysBounded {
+			t.Fatalf("%s: exit %d, ptys bounded %v: %s", form, res.ExitCode, res.ptysBounded, ours)
+		}
+		if got, want := afterSetupRetries(ours), string(bw); got != want {
+			t.Errorf("%s: the sandbox's /dev is not bwrap's --dev:\n%s\nbwrap's:\n%s", form, got, want)
+		}
+		for _, want := range []string{"may write /dev\n", "may write /dev/shm\n", "/dev is nosuid\n", "\nnull character special file 666 1:3 "} {
+			if !strings.Contains(ours, want) {
+				t.Errorf("%s: the sandbox's /dev: no %q in\n%s", form, want, ours)
+			}
 		}
 	}
 
@@ -141,4 +169,61 @@ rm -f /dev/null && echo replaced > /dev/null && echo null replaced`}
 	if len(left) != 0 {
 		t.Errorf("a sandbox's /dev left files behind: %q", left)
 	}
+}
+
+// devHelperEnv makes the test binary find out, in a user namespace of its
+// own (as a node-agent in a pod's: root there, no device node can be made),
+// what sandbox /dev the runner makes.
+const devHelperEnv = "HARNESSFACTS_TEST_DEV_HELPER"
+
+// TestDevInstanceWithoutMknod: where the runner may mount but mknod is
+// refused, a sandbox's /dev is a devpts alone (bound over --dev's, so its
+// ptys are still bounded), and every later one is made so without trying.
+func TestDevInstanceWithoutMknod(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("needs root to make a user namespace mapped to root")
+	}
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Fatal("needs unshare (util-linux)")
+	}
+	dir := t.TempDir()
+	cmd := exec.Command("unshare", "--user", "--map-root-user", "--mount", "--propagation", "private", os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), devHelperEnv+"="+dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"first: a devpts alone", "mknod refused: true", "second: a devpts alone", "removed"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("helper output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func devHelper(dir string) int {
+	fail := func(format string, a ...any) int { fmt.Printf(format+"\n", a...); return 1 }
+	for _, n := range []string{"first", "second"} {
+		d, err := newDevInstance(dir, 0, 0)
+		if err != nil || d == nil {
+			return fail("%s: %v %v", n, d, err)
+		}
+		var st unix.Statfs_t
+		if err := unix.Statfs(d.dir, &st); err != nil {
+			return fail("%s: %v", n, err)
+		}
+		if d.ptsOnly && st.Type == unix.DEVPTS_SUPER_MAGIC {
+			fmt.Printf("%s: a devpts alone\n", n)
+		} else {
+			fmt.Printf("%s: ptsOnly %v, file system %#x\n", n, d.ptsOnly, st.Type)
+		}
+		fmt.Printf("mknod refused: %v\n", mknodRefused.Load())
+		if err := d.remove(); err != nil {
+			return fail("%s: %v", n, err)
+		}
+		if err := os.Remove(d.dir); err != nil {
+			return fail("%s: %v", n, err)
+		}
+	}
+	fmt.Println("removed")
+	return 0
 }

@@ -26,6 +26,9 @@ func runHelper() {
 	if mib := os.Getenv(socketFillHelperEnv); mib != "" {
 		os.Exit(socketFillHelper(mib))
 	}
+	if dir := os.Getenv(devHelperEnv); dir != "" {
+		os.Exit(devHelper(dir))
+	}
 	if os.Getenv(noCPUHelperEnv) != "" {
 		os.Exit(noCPUHelper())
 	}

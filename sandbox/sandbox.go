@@ -213,8 +213,10 @@ type Spec struct {
 	// (the node-agent's run dir). Empty: the system's temporary folder,
 	// removed when Run returns.
 	DevIn string
-	// devDir is that /dev, set by the runner ("" leaves bwrap's --dev).
-	devDir string
+	// devDir is that /dev, set by the runner ("" leaves bwrap's --dev);
+	// ptsDir is a devpts alone, for --dev's pts, where the runner may
+	// not make devices (devInstance.ptsOnly).
+	devDir, ptsDir string
 	// Started, when set, is called once when the command has been started
 	// in the sandbox and let go (bwrap started and, where the runner holds
 	// it, placed in its cgroup and network and released; the AppContainer
@@ -363,6 +365,9 @@ type Result struct {
 	// ptysBounded: the sandbox had a devpts of its own of at most MaxPtys
 	// (newDevInstance), for the preflight's verdict.
 	ptysBounded bool
+	// ownDev: the sandbox's /dev was the runner's (devInstance), not
+	// bwrap's --dev.
+	ownDev bool
 }
 
 // Runner runs commands in one isolation mode.

@@ -110,14 +110,17 @@ func TestPrivilegedNode(t *testing.T) {
 		if !strings.HasPrefix(out, "True ") {
 			t.Fatalf("Node not Ready: %s", out)
 		}
-		eventually(t, time.Minute, "the HarnessNode is Ready with bwrap available, each run with a CPU share of its own", func() (bool, string) {
+		eventually(t, time.Minute, "the HarnessNode is Ready with bwrap available, each run with a CPU share and each sandbox a /dev of its own", func() (bool, string) {
 			hn := harnessNode(t)
 			ok := meta.IsStatusConditionTrue(hn.Status.Conditions, harnessv1.ConditionNodeReady)
 			bw := false
 			for _, m := range hn.Status.SandboxModes {
 				// The pod's cgroup v1 hierarchies are writable, the cpu one
 				// too: runs' cgroups are made in memory, pids and cpu.
-				if m.Mode == "bwrap" && m.Available && strings.Contains(m.Message, "(memory, pids, cpu)") && !strings.Contains(m.Message, sandbox.NoCPUShare) {
+				// Privileged: each sandbox gets a /dev of the runner's,
+				// its ptys bounded.
+				if m.Mode == "bwrap" && m.Available && strings.Contains(m.Message, "(memory, pids, cpu)") && !strings.Contains(m.Message, sandbox.NoCPUShare) &&
+					strings.Contains(m.Message, fmt.Sprintf("a /dev of its own with at most %d ptys per sandbox", sandbox.MaxPtys)) {
 					bw = true
 				}
 			}
