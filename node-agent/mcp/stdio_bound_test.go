@@ -161,7 +161,7 @@ type stdioSession struct {
 	done chan error
 }
 
-func startStdioSession(t *testing.T, ctx context.Context, calls Calls) *stdioSession {
+func startStdioSession(ctx context.Context, t *testing.T, calls Calls) *stdioSession {
 	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
@@ -192,9 +192,9 @@ func TestStdioCallsInFlightAreBoundedPerRun(t *testing.T) {
 	calls := NewCalls()
 	// Idle sessions first: an honest session is answered beside them.
 	for range 2 * MaxCallsInFlight {
-		startStdioSession(t, ctx, calls)
+		startStdioSession(ctx, t, calls)
 	}
-	honest := startStdioSession(t, ctx, calls)
+	honest := startStdioSession(ctx, t, calls)
 	answer := func(id int) chan string {
 		got := make(chan string, 1)
 		go func() {
@@ -217,7 +217,7 @@ func TestStdioCallsInFlightAreBoundedPerRun(t *testing.T) {
 	base := runtime.NumGoroutine()
 	var hostile []*stdioSession
 	for range 8 {
-		hostile = append(hostile, startStdioSession(t, ctx, calls))
+		hostile = append(hostile, startStdioSession(ctx, t, calls))
 	}
 	for _, s := range hostile {
 		go func() {
