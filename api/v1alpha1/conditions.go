@@ -167,8 +167,9 @@ const (
 	// was killed (verdict Fail, class Agent).
 	ReasonGatewayRequestLimit = "GatewayRequestLimit"
 	// ReasonGatewayTokenLimit: the tokens the provider served through the
-	// run's model gateway reached HarnessPolicy gateway.maxTokensPerRun; the
-	// agent was killed (verdict Fail, class Agent).
+	// run's model gateway reached HarnessPolicy gateway.maxTokensPerRun, or
+	// could not be counted under it or under a spend budget; the agent was
+	// killed (verdict Fail, class Agent).
 	ReasonGatewayTokenLimit = "GatewayTokenLimit"
 	// ReasonProviderCertificateInvalid: the model provider's TLS certificate
 	// did not verify in the run's model gateway; the agent was killed and

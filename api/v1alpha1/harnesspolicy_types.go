@@ -286,7 +286,12 @@ type PolicyFairShare struct {
 // charged yet (runs in flight). A run is charged status.usage's total
 // (input, output and cache tokens) once, when it ends, and so is its
 // usage's later growth. Budgets are soft: runs already bound finish, and
-// may go past them.
+// may go past them. A budget is charged from the tokens the run's model
+// gateway counted, so that count must be whole: as under
+// gateway.maxTokensPerRun, a run a budget governs ends (reason
+// GatewayTokenLimit) when an answer's tokens could not be counted (it
+// arrived whole without figures, or the agent cut one before its closing
+// figures and asked again).
 type PolicySpend struct {
 	// namespaceTokens is the most tokens the runs of one namespace may use.
 	// +kubebuilder:validation:Minimum=0

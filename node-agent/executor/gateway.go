@@ -159,7 +159,7 @@ func (a *attempt) startGateway(ctx context.Context) error {
 	g, err := gateway.New(gateway.Options{
 		Upstream: a.route.Upstream, Header: a.route.Header, Key: a.route.Key, Scope: a.route.Scope,
 		RootCAs:     a.e.opts.ProviderCAs,
-		MaxRequests: lim.MaxRequests, MaxTokens: lim.MaxTokens,
+		MaxRequests: lim.MaxRequests, MaxTokens: lim.MaxTokens, Budgets: lim.Budgets,
 		// The provider reaching the network for the agent only where the
 		// run allows it (the policy's forbidProviderTools refuses runs
 		// that do, at admission and at claim).

@@ -484,8 +484,19 @@ func TestParseRequestBoundsItsMembers(t *testing.T) {
 // 55 (Anthropic), and 50 (Gemini, whose chunks before the last carry the
 // prompt's count alone, read as final figures). The cut answer itself does not end the run (the agent's
 // own end cuts its last one), but under a token limit the next request is
-// refused and the run ended.
+// refused and the run ended. So under a spend budget alone, which is
+// charged from the count: the agent's cut answers let it spend its
+// namespace's budget uncounted.
 func TestGatewayHoldsTheTokenLimitOverCutAnswers(t *testing.T) {
+	for name, lim := range map[string]Options{
+		"maxTokensPerRun": {MaxTokens: 1000},
+		"a spend budget":  {Budgets: []string{"HarnessPolicy p spend.namespaceTokens"}},
+	} {
+		t.Run(name, func(t *testing.T) { testCutAnswersUnderACount(t, lim) })
+	}
+}
+
+func testCutAnswersUnderACount(t *testing.T, lim Options) {
 	const (
 		chatText   = "data: {\"id\":\"c\",\"model\":\"gpt-c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"all the text\"},\"finish_reason\":\"stop\"}]}\n\n"
 		chatUsage  = "data: {\"id\":\"c\",\"choices\":[],\"usage\":{\"prompt_tokens\":1000,\"completion_tokens\":4000}}\n\ndata: [DONE]\n\n"
@@ -539,7 +550,7 @@ func TestGatewayHoldsTheTokenLimitOverCutAnswers(t *testing.T) {
 		{"/v1/responses", `{"model":"gpt-r","stream":true,"input":"hi"}`, chatText},
 		{"/v1beta/models/gemini-m:streamGenerateContent?alt=sse", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`, geminiText},
 	} {
-		g, base := serve(t, Options{Upstream: srv.URL, Header: Bearer, Key: []byte(realKey), RootCAs: pool, MaxTokens: 1000})
+		g, base := serve(t, Options{Upstream: srv.URL, Header: Bearer, Key: []byte(realKey), RootCAs: pool, MaxTokens: lim.MaxTokens, Budgets: lim.Budgets})
 		var statuses []int
 		for range 5 {
 			resp, err := http.Post(base+c.path, "application/json", strings.NewReader(c.body))
@@ -573,8 +584,17 @@ func TestGatewayHoldsTheTokenLimitOverCutAnswers(t *testing.T) {
 			}
 			continue
 		}
-		if s == nil || s.Reason != ReasonTokenLimit || statuses[0] != http.StatusOK || statuses[1] != http.StatusTooManyRequests {
+		// The provider's closing figures may still reach the gateway
+		// before it sees the agent gone (then that answer is counted
+		// whole): under a budget alone, the next one is cut.
+		refused := statuses[1] == http.StatusTooManyRequests || lim.MaxTokens == 0 && statuses[2] == http.StatusTooManyRequests
+		if s == nil || s.Reason != ReasonTokenLimit || statuses[0] != http.StatusOK || !refused {
 			t.Errorf("%s: statuses %v, stop %+v: want the request after a cut answer refused, and %s", c.path, statuses, s, ReasonTokenLimit)
+		}
+		for _, rule := range lim.Budgets {
+			if s != nil && (!strings.Contains(s.Message, rule) || !strings.Contains(s.Message, "cut an answer short")) {
+				t.Errorf("%s: the stop does not say a cut answer and the budget %q: %s", c.path, rule, s.Message)
+			}
 		}
 	}
 }

@@ -162,6 +162,11 @@ type Options struct {
 	Scope map[string]string
 	// MaxRequests and MaxTokens end the run when reached (0: no limit).
 	MaxRequests, MaxTokens int64
+	// Budgets name the spend rules charged from the run's count (the
+	// namespace's or the suite's token budget): as under MaxTokens, an
+	// answer whose tokens cannot be counted ends the run, or the budget
+	// would be charged less than the provider served.
+	Budgets []string
 	// AllowProviderTools forwards requests that ask the provider to reach
 	// the network for the agent (providertools.go); without it they get
 	// 403.
@@ -548,15 +553,15 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the model gateway's token limit for this run is reached", http.StatusTooManyRequests)
 		return
 	}
-	if g.opts.MaxTokens > 0 && g.cutShort.Load() {
+	if g.mustCount() && g.cutShort.Load() {
 		// The cut answer itself did not end the run (the agent's own end
 		// cuts its last answer), but an agent that goes on could cut each
 		// answer once it has the text it wants, before the provider's
 		// figures, and spend without limit.
 		g.stop(&Stop{Reason: ReasonTokenLimit, Message: fmt.Sprintf("the agent cut an answer short before the provider's closing token figures and went on with another model request: "+
-			"the tokens it was served could not be counted, so the run's limit of %d tokens (HarnessPolicy gateway.maxTokensPerRun) could not be held: %d counted before it",
-			g.opts.MaxTokens, g.tally.Counts().Total())})
-		http.Error(w, "the model gateway's token limit for this run cannot be held: an earlier answer was cut short before its token figures", http.StatusTooManyRequests)
+			"the tokens it was served could not be counted, so %s could not be held: %d counted before it",
+			g.countLimit(), g.tally.Counts().Total())})
+		http.Error(w, "the model gateway's token count for this run cannot be kept: an earlier answer was cut short before its token figures", http.StatusTooManyRequests)
 		return
 	}
 	// The body is held (bounded, for the run and for the node) so that a
@@ -729,6 +734,22 @@ func refusesUsageAsk(resp *http.Response) bool {
 	return resp.StatusCode == http.StatusBadRequest && bytes.Contains(peekBody(resp), []byte("stream_options"))
 }
 
+// mustCount says whether every answer's tokens must be counted: a token
+// limit or a spend budget depends on the count.
+func (g *Gateway) mustCount() bool { return g.opts.MaxTokens > 0 || len(g.opts.Budgets) > 0 }
+
+// countLimit names what the count is for, in a Stop's message.
+func (g *Gateway) countLimit() string {
+	var what []string
+	if g.opts.MaxTokens > 0 {
+		what = append(what, fmt.Sprintf("the run's limit of %d tokens (HarnessPolicy gateway.maxTokensPerRun)", g.opts.MaxTokens))
+	}
+	if len(g.opts.Budgets) > 0 {
+		what = append(what, fmt.Sprintf("the token budgets charged from the run's count (%s)", strings.Join(g.opts.Budgets, ", ")))
+	}
+	return strings.Join(what, " and ")
+}
+
 func (g *Gateway) tokenStop() *Stop {
 	return &Stop{Reason: ReasonTokenLimit, Message: fmt.Sprintf("the tokens the provider served reached the run's limit of %d (HarnessPolicy gateway.maxTokensPerRun): %d counted",
 		g.opts.MaxTokens, g.tally.Counts().Total())}
@@ -799,13 +820,13 @@ func (g *Gateway) count(resp *http.Response) error {
 	if d == "" || resp.StatusCode/100 != 2 {
 		return nil
 	}
-	if ce := strings.TrimSpace(resp.Header.Get("Content-Encoding")); ce != "" && !strings.EqualFold(ce, "identity") && g.opts.MaxTokens > 0 {
+	if ce := strings.TrimSpace(resp.Header.Get("Content-Encoding")); ce != "" && !strings.EqualFold(ce, "identity") && g.mustCount() {
 		// The transport asked for gzip only and decodes it: another
 		// encoding is the provider's own choice, and its figures cannot
 		// be read (the answer goes on to the CLI as it came).
 		g.stop(&Stop{Reason: ReasonTokenLimit, Message: fmt.Sprintf("the provider answered a model request in an encoding the gateway did not ask for (Content-Encoding: %s), "+
-			"so its token figures could not be read and the run's limit of %d tokens (HarnessPolicy gateway.maxTokensPerRun) could not be held: %d counted before it",
-			errorToken(ce), g.opts.MaxTokens, g.tally.Counts().Total())})
+			"so its token figures could not be read and %s could not be held: %d counted before it",
+			errorToken(ce), g.countLimit(), g.tally.Counts().Total())})
 	}
 	ct := resp.Header.Get("Content-Type")
 	resp.Body = &countingBody{rc: resp.Body, p: usage.NewParser(d, ct, g.answers), ctx: resp.Request.Context(), done: g.counted}
@@ -848,27 +869,27 @@ func (g *Gateway) counted(r usage.Reply, whole, cut, final bool) {
 		g.cutShort.Store(true)
 	}
 	switch {
-	case g.opts.MaxTokens <= 0:
+	case !g.mustCount():
 	case whole && !r.Failed && r.Unread && !final:
 		g.stop(&Stop{Reason: ReasonTokenLimit, Message: fmt.Sprintf("the provider's answer to a model request was too large to read for its token figures "+
 			"(an event over 4 MiB, or more than the %d MiB of answers a run's gateway holds at once to read them), "+
-			"so the run's limit of %d tokens (HarnessPolicy gateway.maxTokensPerRun) could not be held: %d counted before it",
-			maxHeldAnswers>>20, g.opts.MaxTokens, g.tally.Counts().Total())})
+			"so %s could not be held: %d counted before it",
+			maxHeldAnswers>>20, g.countLimit(), g.tally.Counts().Total())})
 	case !r.Found && whole && !r.Failed:
 		g.stop(&Stop{Reason: ReasonTokenLimit, Message: fmt.Sprintf("the provider's answer to a model request carried no token figures "+
 			"(a provider that does not report usage, or one that ignored the stream_options the gateway set), "+
-			"so the run's limit of %d tokens (HarnessPolicy gateway.maxTokensPerRun) could not be held: %d counted before it",
-			g.opts.MaxTokens, g.tally.Counts().Total())})
+			"so %s could not be held: %d counted before it",
+			g.countLimit(), g.tally.Counts().Total())})
 	case whole && !r.Failed && !final:
 		// An Anthropic stream that ended without its message_delta, or a
 		// Responses stream without its terminal event but with figures
 		// before it: its output went uncounted (message_start's figure
 		// is its first token). A provider of these APIs always sends one.
 		g.stop(&Stop{Reason: ReasonTokenLimit, Message: fmt.Sprintf("the provider's answer to a model request ended without its closing token figures "+
-			"(a Messages stream without message_delta, a Responses stream without response.completed, or a Gemini answer without its finishReason and output figures), so its output could not be counted and the run's limit of %d tokens "+
-			"(HarnessPolicy gateway.maxTokensPerRun) could not be held: %d counted before it",
-			g.opts.MaxTokens, g.tally.Counts().Total())})
-	case g.tally.Counts().Total() >= g.opts.MaxTokens:
+			"(a Messages stream without message_delta, a Responses stream without response.completed, or a Gemini answer without its finishReason and output figures), so its output could not be counted and "+
+			"%s could not be held: %d counted before it",
+			g.countLimit(), g.tally.Counts().Total())})
+	case g.opts.MaxTokens > 0 && g.tally.Counts().Total() >= g.opts.MaxTokens:
 		g.stop(g.tokenStop())
 	}
 }
