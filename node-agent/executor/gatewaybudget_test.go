@@ -6,9 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -53,18 +51,6 @@ func TestBudgetedRunEndsWhenItCutsAnswers(t *testing.T) {
 	}))
 	defer provider.Close()
 
-	bin, err := os.MkdirTemp("", "hf-budget-bin-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(bin) })
-	clis := filepath.Join(bin, "bin")
-	if err := os.Mkdir(clis, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	// Each answer read up to its text, then the connection closed.
 	script := fmt.Sprintf(`#!/bin/sh
 [ "$1" = --version ] && { echo "2.0.0 (Claude Code)"; exit 0; }
@@ -76,9 +62,7 @@ for i in 1 2 3; do
 done
 sleep 5
 `, len(start))
-	if err := os.WriteFile(filepath.Join(clis, "claude"), []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	clis := standInCLI(t, "claude", script)
 	const budget = "HarnessPolicy p spend.namespaceTokens"
 	e, err := New(Options{Sources: inlineSources{}, RunRoot: root, InitBinary: sandboxInitBinary(t),
 		Adapters: adapters.New(adapters.Config{CLIDir: clis}),

@@ -46,19 +46,6 @@ func TestAgentCannotGoAroundItsModelGateway(t *testing.T) {
 	defer provider.Close()
 	port := provider.Listener.Addr().(*net.TCPAddr).Port
 
-	// The programs the sandbox runs must be traversable by the run's uid.
-	bin, err := os.MkdirTemp("", "hf-around-bin-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(bin) })
-	clis := filepath.Join(bin, "bin")
-	if err := os.Mkdir(clis, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	initBin := sandboxInitBinary(t)
 	body := `{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`
 	script := fmt.Sprintf(`#!/bin/sh
@@ -69,9 +56,7 @@ for host in 127.0.0.1 localhost; do
 done
 curl -s -o /dev/null -m 10 -X POST "$ANTHROPIC_BASE_URL/v1/messages" -H 'content-type: application/json' -d '%[2]s' -w "gateway %%{http_code}\n"
 `, port, body)
-	if err := os.WriteFile(filepath.Join(clis, "claude"), []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	clis := standInCLI(t, "claude", script)
 
 	e, err := New(Options{Sources: inlineSources{}, RunRoot: root, InitBinary: initBin,
 		Adapters: adapters.New(adapters.Config{CLIDir: clis}),
@@ -116,4 +101,27 @@ curl -s -o /dev/null -m 10 -X POST "$ANTHROPIC_BASE_URL/v1/messages" -H 'content
 	if st.Usage == nil || st.Usage.Requests != 1 {
 		t.Errorf("usage %+v, want the gateway's 1 request", st.Usage)
 	}
+}
+
+// standInCLI writes script as the CLI name in a folder of its own, which
+// the run's uid may traverse (as the programs a sandbox runs must be), and
+// returns that folder, for adapters.Config.CLIDir.
+func standInCLI(t *testing.T, name, script string) string {
+	t.Helper()
+	bin, err := os.MkdirTemp("", "hf-cli-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(bin) })
+	clis := filepath.Join(bin, "bin")
+	if err := os.Mkdir(clis, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(clis, name), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return clis
 }
