@@ -110,11 +110,13 @@ func TestBwrapDevIsBwraps(t *testing.T) {
 		t.Fatalf("bwrap --dev: %v: %s", err, bw)
 	}
 	for _, form := range []string{"devpts over --dev", "own /dev"} {
-		if form == "devpts over --dev" {
-			mknodRefused.Store(true)
-		}
-		res, ours := run(t, r, spec)
-		mknodRefused.Store(false)
+		mknodRefused.Store(form == "devpts over --dev")
+		res, ours := func() (Result, string) {
+			// Restored even when run fails the test: later tests of the
+			// package must not inherit the devpts-only form.
+			defer mknodRefused.Store(false)
+			return run(t, r, spec)
+		}()
 		if res.ExitCode != 0 || !res.ptysBounded {
 			t.Fatalf("%s: exit %d, ptys bounded %v: %s", form, res.ExitCode, res.ptysBounded, ours)
 		}
