@@ -3,7 +3,9 @@ package sandboxinit
 import (
 	"os"
 	"runtime"
+	"runtime/metrics"
 	"sync"
+	"time"
 )
 
 // Tasks is how many threads sandbox-init has while the agent runs: a run's
@@ -28,16 +30,20 @@ const Tasks = 10
 // waits: the runtime must start another for everyone else. Unlocked and
 // ended, each goroutine leaves its thread idle, and the runtime keeps idle
 // threads.
+//
+// The count that decides is the runtime's, not the kernel's: a thread
+// asked for on a locked thread is started later by the runtime's template
+// thread, so the kernel's count could lag by one and the loop ask for one
+// too many, which then started while the agent ran and took one of its
+// processes (TestSmallProcessLimitIsTheAgents, 1 run in 10–20: the agent
+// got 3 of 4). It returns once the kernel has every thread the runtime
+// asked for.
 func reserveThreads(n int) {
 	release := make(chan struct{})
 	var wg sync.WaitGroup
-	defer func() {
-		close(release)
-		wg.Wait()
-	}()
 	for range n {
-		if have, err := threads(); err != nil || have >= n {
-			return
+		if runtimeThreads() >= n {
+			break
 		}
 		locked := make(chan struct{})
 		wg.Add(1)
@@ -50,6 +56,26 @@ func reserveThreads(n int) {
 		}()
 		<-locked
 	}
+	close(release)
+	wg.Wait()
+	// The template thread starts the last ones within microseconds; the
+	// bound is for a kernel that refuses a thread (the runtime then dies).
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Microsecond) {
+		if have, err := threads(); err != nil || have >= runtimeThreads() {
+			return
+		}
+	}
+}
+
+// runtimeThreads is how many threads the Go runtime has made or asked for.
+func runtimeThreads() int {
+	s := []metrics.Sample{{Name: "/sched/threads/total:threads"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		n, _ := threads() // a runtime without the metric: the kernel's count
+		return n
+	}
+	return int(s[0].Value.Uint64())
 }
 
 // threads is how many threads the process has.
