@@ -1022,6 +1022,9 @@ func preflightBwrap(ctx context.Context, opts Options) Availability {
 			ptys = "ptys bounded only by the node's kernel.pty.max (no CAP_SYS_ADMIN and CAP_MKNOD to make a /dev per sandbox)"
 		}
 		a.Reason = fmt.Sprintf("bwrap %s, cgroup %s, seccomp %s, %s, %s", r.bwrap, cgroup, res.Seccomp, ptys, userNetDescription(opts))
+		if files := fileTableDescription(); files != "" {
+			a.Reason += ", " + files
+		}
 	}
 	return a
 }

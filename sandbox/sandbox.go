@@ -469,11 +469,17 @@ const NoCPUShare = "WITHOUT a CPU share per run"
 // without TCP accounting for memory cgroups.
 const NoSocketBound = "WITHOUT its TCP socket buffers in the memory limit"
 
+// NoFileTableBound is in a sandbox mode's preflight verdict when one run's
+// memory limit could hold more open files than the node's open-file table
+// (fs.file-max) allows: filled, it refuses every unprivileged process of
+// the node a file.
+const NoFileTableBound = "WITHOUT the node's open-file table out of one run's reach"
+
 // Degraded says whether an available mode's preflight verdict names a
-// bound its runs go without (NoCPUShare, NoSocketBound): said loudly
-// wherever the verdict is read.
+// bound its runs go without (NoCPUShare, NoSocketBound, NoFileTableBound):
+// said loudly wherever the verdict is read.
 func Degraded(verdict string) bool {
-	return strings.Contains(verdict, NoCPUShare) || strings.Contains(verdict, NoSocketBound)
+	return strings.Contains(verdict, NoCPUShare) || strings.Contains(verdict, NoSocketBound) || strings.Contains(verdict, NoFileTableBound)
 }
 
 // RootError is a Spec.Root the sandbox refuses to mount in: its links

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/resource"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -73,6 +74,7 @@ type nodeAgentFlags struct {
 	logsAddr        string
 	logsHost        string
 	evidenceKey     string
+	protectKernel   bool
 }
 
 // defaultHidden are the host directories no agent may see: node secrets
@@ -165,6 +167,7 @@ behind and ends the runs that process had claimed (reason NodeAgentRestarted).`,
 	fl.StringVar(&f.controller.token, "controller-token", "/var/run/secrets/harnessfacts.io/controller/token", "file holding the token the node-agent presents to the run source: a service account token bound to this pod with audience "+runsource.Audience+", re-read at every use ($VARS are expanded)")
 	fl.BoolVar(&f.leafCgroup, "move-to-leaf-cgroup", true, "on cgroup v2 without --cgroup-parent, move the node-agent into <own cgroup>/agent so per-run cgroups can have limits")
 	fl.StringVar(&f.memoryLimit, "memory-limit", "", "hard memory limit of the node-agent itself (a quantity such as 512Mi): it moves into the leaf cgroup <own cgroup>/agent with this limit, and the per-run cgroups are made beside that leaf, never inside it; empty or 0: no limit")
+	fl.BoolVar(&f.protectKernel, "protect-kernel-defaults", false, "leave the kernel's tunables as they are (as the kubelet's flag of that name): the node-agent then does not raise fs.file-max, which on a node without systemd lets one run's memory hold more open files than the node's table allows (the HarnessNode's sandbox verdict says so)")
 	f.metrics.Add(fl, ":8082")
 	fl.StringVar(&f.probeAddr, "health-probe-bind-address", ":8083", "address of the /healthz and /readyz endpoints")
 	f.log.Add(fl)
@@ -353,6 +356,9 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 			}
 		}()
 	}
+	// Before the preflight, whose verdict says whether one run could fill
+	// the node's open-file table.
+	raiseFileTable(logger, f.protectKernel)
 	if f.requireSandbox {
 		c, err := client.New(cfg, client.Options{Scheme: scheme})
 		if err != nil {
@@ -482,4 +488,21 @@ func runAsInit() error {
 	}
 	os.Exit(code)
 	return nil
+}
+
+// raiseFileTable raises the node's open-file table where one run could
+// fill it (sandbox.RaiseFileTable), and says what it did: a run that fills
+// it refuses every unprivileged process of the node a file, the other
+// runs' agents included.
+func raiseFileTable(logger logr.Logger, protect bool) {
+	if protect {
+		return
+	}
+	before, after, err := sandbox.RaiseFileTable()
+	switch {
+	case err != nil:
+		logger.Info("WARNING: could not raise the node's open-file table; one run may be able to fill it (the sandbox's preflight verdict says whether)", "error", err.Error())
+	case after != before:
+		logger.Info("raised the node's open-file table, as systemd does at boot, so that no run can fill it", "fs.file-max before", before, "after", after)
+	}
 }

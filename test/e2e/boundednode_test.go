@@ -139,7 +139,7 @@ func startBoundedNodeAgent(t *testing.T, name string, labels map[string]string, 
 		nodeAgentBinary, "node-agent", "--kubeconfig", kubeconfig, "--node-name", name,
 		"--lease-namespace", leaseNS, "--lease-duration", "8s", "--slots", "2", "--run-root", na.runs,
 		"--node-labels", strings.Join(pairs, ","), "--memory-limit", limitArg,
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, append(controllerFlags, extra...)...)...)
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--protect-kernel-defaults"}, append(controllerFlags, extra...)...)...)
 	cmd.Env = append(os.Environ(), "HF_TEST_CGROUPS="+strings.Join(na.dirs, " "), fmt.Sprintf("GOMEMLIMIT=%dMiB", goMemLimit>>20))
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs

@@ -643,7 +643,7 @@ func TestNodeAgentKilledMidRun(t *testing.T) {
 	start := func() *exec.Cmd {
 		cmd := exec.Command(nodeAgentBinary, append([]string{"node-agent", "--kubeconfig", kubeconfig, "--node-name", "kill-node",
 			"--lease-namespace", leaseNS, "--lease-duration", "8s", "--slots", "1", "--run-root", runs,
-			"--node-labels", "harnessfacts.io/e2e=kill", "--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, controllerFlags...)...)
+			"--node-labels", "harnessfacts.io/e2e=kill", "--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--protect-kernel-defaults"}, controllerFlags...)...)
 		var logs bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &logs, &logs
 		if err := cmd.Start(); err != nil {

@@ -43,7 +43,10 @@ func startNodeAgentOn(t *testing.T, node, runs string, extra ...string) (*exec.C
 	}
 	args := append([]string{"node-agent", "--kubeconfig", kubeconfig, "--node-name", node,
 		"--lease-namespace", leaseNS, "--lease-duration", "8s", "--slots", "1", "--run-root", runs,
-		"--node-labels", "harnessfacts.io/e2e=" + node, "--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, extra...)
+		"--node-labels", "harnessfacts.io/e2e=" + node, "--metrics-bind-address", "0", "--health-probe-bind-address", "0",
+		// The host's fs.file-max stays as it is (TestNodeAgentRaisesTheFileTable
+		// turns this off, and gives the table back after).
+		"--protect-kernel-defaults"}, extra...)
 	cmd := exec.Command(nodeAgentBinary, append(args, controllerFlags...)...)
 	logs := &bytes.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs

@@ -879,7 +879,7 @@ func nodeAgentIdleRSS(ctx context.Context, b *testing.B, trueRun func(ns, name, 
 	cmd := exec.Command(nodeAgentBinary, append([]string{"node-agent", "--kubeconfig", kubeconfig, "--node-name", node,
 		"--lease-namespace", leaseNS, "--run-root", filepath.Join(dir, "runs"), "--cgroup-mount", filepath.Join(dir, "cgroup"),
 		"--slots", "8", "--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--logs-bind-address", "0",
-		"--evidence-key", filepath.Join(dir, "keys", "evidence-key.pem"), "--node-labels", label + "=true"}, flags...)...)
+		"--evidence-key", filepath.Join(dir, "keys", "evidence-key.pem"), "--node-labels", label + "=true", "--protect-kernel-defaults"}, flags...)...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)

@@ -196,7 +196,7 @@ func TestMetricsEndpoints(t *testing.T) {
 	start(t, nodeAgent, append([]string{"node-agent", "--kubeconfig", kubeconfig, "--node-name", "metrics-node", "--lease-namespace", system,
 		"--run-root", filepath.Join(tmp, "runs"), "--cgroup-mount", filepath.Join(tmp, "cgroup"), "--slots", "2",
 		"--metrics-bind-address", nodeAddr, "--health-probe-bind-address", "0",
-		"--logs-bind-address", "127.0.0.1:0", "--logs-advertise-host", "127.0.0.1"}, controllerFlags...)...)
+		"--logs-bind-address", "127.0.0.1:0", "--logs-advertise-host", "127.0.0.1", "--protect-kernel-defaults"}, controllerFlags...)...)
 
 	// Prometheus' service account, bound to the chart's metrics-reader
 	// rule, and one that is not.
