@@ -65,12 +65,22 @@ func (b *bindLog) confirmed(run string) (ok, unknown []string) {
 
 // recordingClient wraps a controller's client: it records successful
 // bindings under the name by, and when conflictEvery > 0 it refuses every
-// conflictEvery-th status write with a Conflict, as the API server does when
-// the object changed, before the write reaches the server.
+// conflictEvery-th status write, and every conflictEvery-th patch of a run
+// (the finalizer's), with a Conflict, as the API server does when the
+// object changed, before the write reaches the server.
 func recordingClient(log *bindLog, by string, conflictEvery int64, injected *atomic.Int64) func(client.Client) client.Client {
-	var writes atomic.Int64
+	var writes, patches atomic.Int64
 	return func(c client.Client) client.Client {
 		return interceptor.NewClient(withWatch{c}, interceptor.Funcs{
+			// The finalizer's patches are optimistic too: a conflict
+			// there is no more a fault than one of a status write.
+			Patch: func(ctx context.Context, cl client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+				if _, isRun := obj.(*harnessv1.HarnessRun); isRun && conflictEvery > 0 && patches.Add(1)%conflictEvery == 0 {
+					injected.Add(1)
+					return apierrors.NewConflict(harnessv1.GroupVersion.WithResource("harnessruns").GroupResource(), obj.GetName(), errors.New("injected by the test"))
+				}
+				return cl.Patch(ctx, obj, patch, opts...)
+			},
 			SubResourcePatch: func(ctx context.Context, cl client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
 				if sub == "status" && conflictEvery > 0 && writes.Add(1)%conflictEvery == 0 {
 					injected.Add(1)
@@ -148,7 +158,7 @@ func createRuns(t testing.TB, ns, prefix string, n int, mutate func(*hftesting.R
 	}
 }
 
-func TestConflictOnEveryThirdStatusWriteLosesNothing(t *testing.T) {
+func TestConflictOnEveryThirdWriteLosesNothing(t *testing.T) {
 	ns := newNamespace(t)
 	var nodes []*fakenode.Node
 	for i := range 3 {

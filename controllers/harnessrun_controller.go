@@ -207,8 +207,21 @@ func (p *pass) fail(reason, message string, verdict harnessv1.Verdict, class har
 	p.event(corev1.EventTypeWarning, reason, "Fail", message, nil)
 }
 
-// Reconcile implements reconcile.Reconciler.
+// Reconcile implements reconcile.Reconciler. A conflict on any of the
+// pass's optimistic writes (its status, a finalizer patch made from a cache
+// the node-agent's write had not reached yet) is the ordinary course of
+// optimistic concurrency, not a fault: the pass is tried again shortly
+// with the newer run, and controller-runtime logs no "Reconciler error".
 func (r *HarnessRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	res, err := r.reconcile(ctx, req)
+	if apierrors.IsConflict(err) {
+		log.FromContext(ctx).V(1).Info("a write conflicted; will retry with the newer run", "run", req.NamespacedName, "error", err.Error())
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	}
+	return res, err
+}
+
+func (r *HarnessRunReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	logger := log.FromContext(ctx)
 	run := &harnessv1.HarnessRun{}
 	if err := r.client.Get(ctx, req.NamespacedName, run); err != nil {
