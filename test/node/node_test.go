@@ -97,6 +97,10 @@ func containsString(list []string, s string) bool {
 // and the one this cgroup-v1 machine can honour fully: per-run cgroups with
 // limits, OOM, the samples, a real CLI and the faults.
 func TestPrivilegedNode(t *testing.T) {
+	// The node's open-file table as the kernel sets it without systemd
+	// (about one file per 10 KiB of memory), given back after: the
+	// privileged node-agent raises it at start.
+	lowFileTable(t)
 	install(t, true, nil)
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -119,8 +123,11 @@ func TestPrivilegedNode(t *testing.T) {
 				// too: runs' cgroups are made in memory, pids and cpu.
 				// Privileged: each sandbox gets a /dev of the runner's,
 				// its ptys bounded.
+				// It raised the node's open-file table (fs.file-max),
+				// which lowFileTable had set to the kernel's default.
 				if m.Mode == "bwrap" && m.Available && strings.Contains(m.Message, "(memory, pids, cpu)") && !strings.Contains(m.Message, sandbox.NoCPUShare) &&
-					strings.Contains(m.Message, fmt.Sprintf("a /dev of its own with at most %d ptys per sandbox", sandbox.MaxPtys)) {
+					strings.Contains(m.Message, fmt.Sprintf("a /dev of its own with at most %d ptys per sandbox", sandbox.MaxPtys)) &&
+					!strings.Contains(m.Message, sandbox.NoFileTableBound) {
 					bw = true
 				}
 			}
@@ -651,4 +658,37 @@ func mcpCalls(run *harnessv1.HarnessRun) int32 {
 		return 0
 	}
 	return run.Status.MCP.Calls
+}
+
+// lowFileTable sets the host's fs.file-max to the kernel's default for its
+// memory (about one file per 10 KiB; no systemd raised it) until the test
+// ends.
+func lowFileTable(t *testing.T) {
+	t.Helper()
+	const path = "/proc/sys/fs/file-max"
+	orig, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := os.WriteFile(path, orig, 0); err != nil {
+			t.Errorf("giving fs.file-max back its %s: %v", strings.TrimSpace(string(orig)), err)
+		}
+	})
+	meminfo, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kb uint64
+	for line := range strings.Lines(string(meminfo)) {
+		if _, err := fmt.Sscanf(line, "MemTotal: %d kB", &kb); err == nil {
+			break
+		}
+	}
+	if kb == 0 {
+		t.Fatal("/proc/meminfo has no MemTotal")
+	}
+	if err := os.WriteFile(path, []byte(fmt.Sprintf("%d\n", kb/10)), 0); err != nil {
+		t.Fatal(err)
+	}
 }
