@@ -237,8 +237,12 @@ func sampleUnderChartRBAC(t *testing.T, release, values string) {
 	// --move-to-leaf-cgroup (default on) included: the node-agent moves into
 	// <this test's cgroup>/agent with the chart's memory limit, as it does
 	// in its container's cgroup (on cgroup v2 with every process of that
-	// cgroup), and leaves it again when it is interrupted.
+	// cgroup), and leaves it again when it is interrupted. It leaves the
+	// host's fs.file-max as it is: raising it is the node-agent's own
+	// (test/e2e), and a raise here would outlive the test and race that
+	// test, which sets the table low and watches it.
 	agentOut := start("node-agent", withArgs(ds.Spec.Template.Spec.Containers[0].Args, map[string]string{
+		"--protect-kernel-defaults":   "true",
 		"--kubeconfig":                impersonatingKubeconfig(t, agentUser, agentGroups, map[string][]string{nodeClaim: {node}, podClaim: {hostname}}),
 		"--run-root":                  runRoot,
 		"--controller-url":            controllerLink[1],
