@@ -18,9 +18,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap/zapcore"
 	ctrl "sigs.k8s.io/controller-runtime"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/yaml"
 
@@ -219,7 +221,9 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 				"but the agent of another local run at the same time can read it; keep it in a folder only its owner may read (chmod o-rwx)\n", exposed[p], p)
 		}
 	}
-	for _, m := range exec.SandboxModes(ctx) {
+	// The executor logs a degraded verdict for the node-agent's log; here
+	// this line says it, once.
+	for _, m := range exec.SandboxModes(logf.IntoContext(ctx, logr.Discard())) {
 		if m.Available && sandbox.Degraded(m.Message) {
 			cmd.PrintErrf("WARNING %s: %s\n", m.Mode, m.Message)
 		}

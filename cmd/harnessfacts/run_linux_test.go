@@ -310,6 +310,48 @@ func TestLocalRunSignsItsEvidence(t *testing.T) {
 	}
 }
 
+// A local run on a machine where the sandbox goes without a bound it gives
+// elsewhere (here: the open-file table, where no systemd raised it) says so
+// once, as a WARNING line of its own, not a second time in the executor's
+// log for node-agents.
+func TestLocalRunSaysItsDegradedSandboxOnce(t *testing.T) {
+	bin := harnessfactsBinary(t)
+	base := openDir(t)
+	degraded := func() bool {
+		for _, av := range sandbox.Preflight(context.Background(), sandbox.Options{}) {
+			if av.Mode == sandbox.ModeBwrap && av.Available && sandbox.Degraded(av.Reason) {
+				return true
+			}
+		}
+		return false
+	}
+	before := degraded()
+	run := exec.Command(bin, "run", "-f", filepath.Join(repoRoot(t), "fixtures", "hello", "run.yaml"), "--run-root", filepath.Join(base, "runs"),
+		"--evidence", filepath.Join(base, "ev"), "--evidence-key", "")
+	var stdout, stderr bytes.Buffer
+	run.Stdout, run.Stderr = &stdout, &stderr
+	if err := run.Run(); err != nil {
+		t.Fatalf("the run: %v\n%s\n%s", err, stdout.String(), stderr.String())
+	}
+	if n := strings.Count(stderr.String(), "runs here go without a bound"); n != 0 {
+		t.Errorf("the executor's log line for node-agents is in the local run's output %d times:\n%s", n, stderr.String())
+	}
+	want := 0
+	switch after := degraded(); {
+	case before != after:
+		// A test of another package sets fs.file-max for a while.
+		t.Log("bwrap's verdict here changed during the run: only the executor's log line was checked")
+		return
+	case after:
+		want = 1
+	default:
+		t.Log("bwrap's verdict here names no missing bound: only the executor's log line was checked")
+	}
+	if n := strings.Count(stderr.String(), "WARNING bwrap: "); n != want {
+		t.Errorf("the local run said its sandbox's verdict %d times, want %d:\n%s", n, want, stderr.String())
+	}
+}
+
 // A run the local validation refuses is refused with the API server's
 // message, while the sandbox preflight started beside the validation is
 // waited for: it leaves no temporary folder behind.
