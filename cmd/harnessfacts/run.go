@@ -28,6 +28,7 @@ import (
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/internal/nodecmd"
+	"github.com/harnessfacts/harnessfacts/internal/startgc"
 	"github.com/harnessfacts/harnessfacts/internal/termsafe"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
 	"github.com/harnessfacts/harnessfacts/node-agent/evidence"
@@ -539,6 +540,9 @@ func interruptible(parent context.Context) (context.Context, func()) {
 
 // AgentStarted implements executor.Observer.
 func (p *localProgress) AgentStarted(run *harnessv1.HarnessRun, mode sandbox.Mode, latency time.Duration) {
+	// The start is over: the process now lives as long as the agent, and
+	// its heap must be collected as usual (package startgc held it back).
+	startgc.Resume()
 	p.say("HarnessRun %s: the agent started in %s, %.2fs after the attempt began", run.Name, mode, latency.Seconds())
 }
 

@@ -616,3 +616,41 @@ spec:
 		}
 	}
 }
+
+// A local run holds the garbage collector back until its agent starts
+// (package startgc), and collects again from then on; a GOGC the user set
+// is kept from the start. Seen from the runtime's own trace of each
+// collection (GODEBUG=gctrace=1, on stderr with the run's steps).
+func TestLocalRunHoldsTheCollectorUntilTheAgentStarts(t *testing.T) {
+	bin := harnessfactsBinary(t)
+	base := openDir(t)
+	for i, gogc := range []string{"", "100"} {
+		run := exec.Command(bin, "run", "-f", filepath.Join(repoRoot(t), "fixtures", "hello", "run.yaml"), "--run-root", filepath.Join(base, "runs"),
+			"--evidence", filepath.Join(base, fmt.Sprint("ev", i)), "--evidence-key", "")
+		run.Env = append(os.Environ(), "GODEBUG=gctrace=1", "GOGC="+gogc, "GOMEMLIMIT=")
+		var stdout, stderr bytes.Buffer
+		run.Stdout, run.Stderr = &stdout, &stderr
+		if err := run.Run(); err != nil {
+			t.Fatalf("the run (GOGC=%q): %v\n%s\n%s", gogc, err, stdout.String(), stderr.String())
+		}
+		before, after, started := 0, 0, false
+		for _, line := range strings.Split(stderr.String(), "\n") {
+			switch {
+			case strings.Contains(line, "the agent started in"):
+				started = true
+			case strings.HasPrefix(line, "gc ") && started:
+				after++
+			case strings.HasPrefix(line, "gc "):
+				before++
+			}
+		}
+		switch {
+		case !started:
+			t.Fatalf("GOGC=%q: no line says the agent started:\n%s", gogc, stderr.String())
+		case gogc == "" && (before != 0 || after == 0):
+			t.Errorf("GOGC unset: %d collections before the agent started (want none), %d after (want some):\n%s", before, after, stderr.String())
+		case gogc != "" && before == 0:
+			t.Errorf("GOGC=%s: no collection before the agent started, as if the run held the collector back against the user's setting:\n%s", gogc, stderr.String())
+		}
+	}
+}
