@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/harnessfacts/harnessfacts/internal/nodecmd"
+	"github.com/harnessfacts/harnessfacts/internal/version"
 )
 
 func main() {
@@ -24,7 +25,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(nodecmd.VersionCommand(), nodecmd.NodeAgentCommand(), nodecmd.NodeCleanupCommand(),
+	root.AddCommand(version.Command(), nodecmd.NodeAgentCommand(), nodecmd.NodeCleanupCommand(),
 		nodecmd.SandboxInitCommand(), nodecmd.MCPStdioCommand(), nodecmd.SandboxSpawnCommand())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "harnessfacts-node-agent:", err)

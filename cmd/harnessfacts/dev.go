@@ -31,6 +31,7 @@ import (
 	"github.com/harnessfacts/harnessfacts/config/crd"
 	"github.com/harnessfacts/harnessfacts/controllers"
 	"github.com/harnessfacts/harnessfacts/internal/nodecmd"
+	"github.com/harnessfacts/harnessfacts/internal/runflags"
 	nodeagent "github.com/harnessfacts/harnessfacts/node-agent"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
 	"github.com/harnessfacts/harnessfacts/runsource"
@@ -159,7 +160,7 @@ func runDev(ctx context.Context, f devFlags) error {
 	}
 	if _, err := nodeagent.Setup(ctx, nmgr, nodeagent.SetupOptions{
 		NodeName: f.node, LeaseNamespace: leaseNS, LeaseDuration: 20 * time.Second, Slots: f.slots,
-		RunRoot: f.runRoot, Hidden: nodecmd.DefaultHidden(), Adapters: adapters.New(adapters.Config{CLIDir: f.agentCLIs}),
+		RunRoot: f.runRoot, Hidden: runflags.DefaultHidden(), Adapters: adapters.New(adapters.Config{CLIDir: f.agentCLIs}),
 		EvidenceKey: f.evidenceKey,
 		Controller:  controller,
 		Live:        live, LiveEndpoint: endpoint,

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/runcmd"
 	"github.com/harnessfacts/harnessfacts/internal/termsafe"
 	"github.com/harnessfacts/harnessfacts/node-agent/evidence"
 )
@@ -213,10 +214,10 @@ func writtenAsPath(arg string) bool {
 // resolved folder is said; without a 'latest', dir (whose report says what
 // is missing).
 func resolveEvidenceDir(cmd *cobra.Command, dir string) (string, error) {
-	if fileExists(filepath.Join(dir, evidence.ReceiptName)) {
+	if _, err := os.Stat(filepath.Join(dir, evidence.ReceiptName)); err == nil {
 		return dir, nil
 	}
-	latest := filepath.Join(dir, latestLink)
+	latest := filepath.Join(dir, runcmd.LatestLink)
 	info, err := os.Lstat(latest)
 	if err != nil || info.Mode()&os.ModeSymlink == 0 {
 		// No link: dir, or a copied 'latest' folder, which is in dir.

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/runcmd"
 	"github.com/harnessfacts/harnessfacts/node-agent/evidence"
 )
 
@@ -131,7 +132,7 @@ func TestLatestLinkStaysInTheRunsFolder(t *testing.T) {
 	if err := b.WriteDir(elsewhere); err != nil {
 		t.Fatal(err)
 	}
-	link := filepath.Join(runDir, latestLink)
+	link := filepath.Join(runDir, runcmd.LatestLink)
 
 	for _, target := range []string{elsewhere, "../../elsewhere", "20261202T001500Z/../../../elsewhere"} {
 		_ = os.Remove(link)

@@ -9,7 +9,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/harnessfacts/harnessfacts/internal/nodecmd"
+	"github.com/harnessfacts/harnessfacts/internal/runcmd"
 	"github.com/harnessfacts/harnessfacts/internal/termsafe"
+	"github.com/harnessfacts/harnessfacts/internal/version"
 )
 
 func main() {
@@ -31,10 +33,10 @@ and records what really happened as hashed evidence.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(nodecmd.VersionCommand())
+	root.AddCommand(version.Command())
 	root.AddCommand(newControllerCommand())
 	root.AddCommand(newReportCommand(), newImportCommand(), newFixtureCommand())
 	root.AddCommand(newGetCommand(), newDescribeCommand(), newWaitCommand(), newCancelCommand(), newRetryCommand(), newLogsCommand())
-	root.AddCommand(nodecmd.NodeAgentCommand(), nodecmd.NodeCleanupCommand(), newRunCommand(), newEvidenceCommand(), newDevCommand(), nodecmd.SandboxInitCommand(), nodecmd.MCPStdioCommand(), nodecmd.SandboxSpawnCommand(), newFakeProviderCommand())
+	root.AddCommand(nodecmd.NodeAgentCommand(), nodecmd.NodeCleanupCommand(), runcmd.Command(), newEvidenceCommand(), newDevCommand(), nodecmd.SandboxInitCommand(), nodecmd.MCPStdioCommand(), nodecmd.SandboxSpawnCommand(), newFakeProviderCommand())
 	return root
 }

@@ -18,7 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/harnessfacts/harnessfacts/internal/nodecmd"
+	"github.com/harnessfacts/harnessfacts/internal/runcmd"
+	"github.com/harnessfacts/harnessfacts/internal/runflags"
 	"github.com/harnessfacts/harnessfacts/node-agent/egress"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
 	"github.com/harnessfacts/harnessfacts/sandbox"
@@ -149,7 +150,7 @@ func repoRoot(t *testing.T) string {
 // in a default hidden folder stays unreadable in the sandbox, and so does
 // one in the added folder.
 func TestHideAddsToTheDefaults(t *testing.T) {
-	cmd := newRunCommand()
+	cmd := runcmd.Command()
 	// Outside /tmp, which the sandbox masks anyway.
 	extraBase, err := os.MkdirTemp("/var/tmp", "hf-hide-")
 	if err != nil {
@@ -167,16 +168,16 @@ func TestHideAddsToTheDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hidden, err := nodecmd.HiddenPaths(values)
+	hidden, err := runflags.HiddenPaths(values)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range append(nodecmd.DefaultHidden(), extra) {
+	for _, d := range append(runflags.DefaultHidden(), extra) {
 		if !slices.Contains(hidden, d) {
 			t.Errorf("--hide %s: %s is not hidden (hidden: %v)", extra, d, hidden)
 		}
 	}
-	if _, err := nodecmd.HiddenPaths([]string{"relative/dir"}); err == nil {
+	if _, err := runflags.HiddenPaths([]string{"relative/dir"}); err == nil {
 		t.Error("a relative --hide path was accepted")
 	}
 

@@ -2,14 +2,11 @@ package nodecmd
 
 import (
 	"context"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
 	"os"
-	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -23,6 +20,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/harnessfacts/harnessfacts/internal/pid1"
+	"github.com/harnessfacts/harnessfacts/internal/runflags"
 	nodeagent "github.com/harnessfacts/harnessfacts/node-agent"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
 	"github.com/harnessfacts/harnessfacts/node-agent/executor"
@@ -77,45 +75,6 @@ type nodeAgentFlags struct {
 	protectKernel   bool
 }
 
-// defaultHidden are the host directories no agent may see: node secrets
-// (the service-account token, the node-agent's own state) and host homes.
-// `--hide` adds to them; nothing removes them (the host's socket
-// directories are masked by the sandbox itself, see sandbox.SocketDirs).
-// Unexported, so that no caller can change the list every command masks.
-var defaultHidden = []string{
-	"/var/run/secrets", "/run/secrets", "/var/lib/kubelet", "/etc/kubernetes",
-	"/root", "/home", "/var/lib/harnessfacts",
-}
-
-// DefaultHidden returns a copy of the directories every sandbox masks.
-func DefaultHidden() []string { return slices.Clone(defaultHidden) }
-
-// HideUsage is the help of --hide, the same for every command that has it.
-var HideUsage = "more host directories or files masked in the sandbox, added to the defaults (" +
-	strings.Join(defaultHidden, ", ") + "), which always stay masked"
-
-// HiddenPaths is DefaultHidden() followed by the --hide paths, each once: an
-// operator who adds one path must not unmask the defaults. A relative path
-// is refused, since the sandbox would resolve it nowhere.
-func HiddenPaths(extra []string) ([]string, error) {
-	out := DefaultHidden()
-	seen := map[string]bool{}
-	for _, p := range out {
-		seen[p] = true
-	}
-	for _, p := range extra {
-		if !filepath.IsAbs(p) {
-			return nil, fmt.Errorf("--hide %q: not an absolute path", p)
-		}
-		p = filepath.Clean(p)
-		if !seen[p] {
-			seen[p] = true
-			out = append(out, p)
-		}
-	}
-	return out, nil
-}
-
 // NodeAgentCommand is `node-agent`: the daemon of one node (package
 // nodeagent) with its executor, sandbox and servers.
 func NodeAgentCommand() *cobra.Command {
@@ -148,7 +107,7 @@ behind and ends the runs that process had claimed (reason NodeAgentRestarted).`,
 	fl.StringVar(&f.fixtureSourceCA, "fixture-source-ca-file", "", "PEM bundle of the CAs that git servers' and registries' certificates must chain to when fetching git and OCI fixtures, instead of the system's (a private git server, a test CA)")
 	fl.StringVar(&f.imageCache, "image-cache-size", "20Gi", "bound of the node's cache of unpacked environment images (below the run root, in .images); the least recently used image no run uses is evicted first")
 	fl.StringVar(&f.agentCLIs, "agent-clis", "", "folder of the agent CLIs' commands (hack/install-agent-clis.sh PREFIX/bin; /opt/harnessfacts/agents/bin in the image); empty: PATH")
-	fl.StringSliceVar(&f.hidden, "hide", nil, HideUsage)
+	fl.StringSliceVar(&f.hidden, "hide", nil, runflags.HideUsage)
 	fl.StringVar(&f.runUIDs, "run-uids", sandbox.DefaultIDRange, "host ids FIRST-LAST the agents run as, one per run at a time as uid and gid (at least --slots of them; in a user-namespaced pod inside its mapped 0-65535)")
 	fl.StringVar(&f.bwrap, "bwrap", "", "bubblewrap binary (default: bwrap on PATH)")
 	fl.StringVar(&f.cgroupMount, "cgroup-mount", "/run/harnessfacts/cgroup", "on cgroup v2, where to mount a writable cgroup2 when /sys/fs/cgroup is read-only (in a pod); needs CAP_SYS_ADMIN")
@@ -288,7 +247,7 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 		return errors.New("the node name is not known: set --node-name or $NODE_NAME (the downward API's spec.nodeName)")
 	}
 	// (nodeagent.Setup adds the evidence key's folder.)
-	hidden, err := HiddenPaths(f.hidden)
+	hidden, err := runflags.HiddenPaths(f.hidden)
 	if err != nil {
 		return err
 	}
@@ -376,7 +335,7 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 	} else if placeErr != nil {
 		logger.Error(placeErr, "the node-agent could not place itself and its runs' cgroups; without --require-sandbox it goes on, with no bound of its own")
 	}
-	providerCAs, err := LoadCAs(f.providerCA)
+	providerCAs, err := runflags.LoadCAs(f.providerCA)
 	if err != nil {
 		return fmt.Errorf("--provider-ca-file: %w", err)
 	}
@@ -398,7 +357,7 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 		logger.Info("git and OCI fixtures are bounded by the node-agent's memory: raise --memory-limit for larger ones",
 			"maxFixtureBytes", fixtureLimits.MaxTotalBytes, "memoryLimit", memoryLimit, "slots", f.slots)
 	}
-	fixtureCAs, err := LoadCAs(f.fixtureSourceCA)
+	fixtureCAs, err := runflags.LoadCAs(f.fixtureSourceCA)
 	if err != nil {
 		return fmt.Errorf("--fixture-source-ca-file: %w", err)
 	}
@@ -456,22 +415,6 @@ func ServeLiveOutput(ctx context.Context, mgr manager.Manager, addr, host string
 // hand-backs (a third of the grace, at most 15s).
 func handBackAfter(grace time.Duration) time.Duration {
 	return grace - min(grace/3, 15*time.Second)
-}
-
-// LoadCAs reads a PEM CA bundle; "" is nil, the system's roots.
-func LoadCAs(file string) (*x509.CertPool, error) {
-	if file == "" {
-		return nil, nil
-	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(b) {
-		return nil, fmt.Errorf("%s holds no PEM certificate", file)
-	}
-	return pool, nil
 }
 
 // runAsInit makes this process, PID 1 of its container, a minimal init: it

@@ -1,21 +1,19 @@
-package nodecmd
+package version
 
 import (
 	"fmt"
 
 	"github.com/spf13/cobra"
-
-	"github.com/harnessfacts/harnessfacts/internal/version"
 )
 
-// VersionCommand prints the binary's version.
-func VersionCommand() *cobra.Command {
+// Command is `version`: it prints the binary's version.
+func Command() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the version of this binary",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintln(cmd.OutOrStdout(), version.String())
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), String())
 			return err
 		},
 	}

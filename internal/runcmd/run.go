@@ -1,4 +1,4 @@
-package main
+package runcmd
 
 import (
 	"bytes"
@@ -21,13 +21,12 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap/zapcore"
-	ctrl "sigs.k8s.io/controller-runtime"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/yaml"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
-	"github.com/harnessfacts/harnessfacts/internal/nodecmd"
+	"github.com/harnessfacts/harnessfacts/internal/runflags"
 	"github.com/harnessfacts/harnessfacts/internal/startgc"
 	"github.com/harnessfacts/harnessfacts/internal/termsafe"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
@@ -56,7 +55,9 @@ type runFlags struct {
 	evidenceKey string
 }
 
-func newRunCommand() *cobra.Command {
+// Command is `run`: one HarnessRun on this machine, as a node-agent would
+// run it, with its evidence written to a folder.
+func Command() *cobra.Command {
 	f := runFlags{}
 	cmd := &cobra.Command{
 		Use:   "run -f run.yaml",
@@ -97,7 +98,7 @@ check the signature too. The exit code is 0 for verdict Pass, 1 otherwise.`,
 	fl.StringVar(&f.evidenceDir, "evidence", "", "where to write the evidence, an empty or new folder (default: a new folder ./evidence/<run name>/<UTC time>, with the link ./evidence/<run name>/latest)")
 	fl.StringVar(&f.runRoot, "run-root", filepath.Join(os.TempDir(), "harnessfacts-runs"), "folder of the run dirs")
 	fl.StringVar(&f.agentCLIs, "agent-clis", "", "folder of the agent CLIs' commands (hack/install-agent-clis.sh PREFIX/bin; /opt/harnessfacts/agents/bin in the image); empty: PATH")
-	fl.StringSliceVar(&f.hidden, "hide", nil, nodecmd.HideUsage)
+	fl.StringSliceVar(&f.hidden, "hide", nil, runflags.HideUsage)
 	fl.IntVar(&f.uid, "run-as-uid", sandbox.DefaultUID, "unprivileged uid the agent runs as (default, as root: a uid of "+sandbox.LocalIDRange+" no other local run holds)")
 	fl.IntVar(&f.gid, "run-as-gid", sandbox.DefaultGID, "unprivileged gid the agent runs as (default, as root: the same id as its uid)")
 	fl.StringVar(&f.bwrap, "bwrap", "", "bubblewrap binary (default: bwrap on PATH)")
@@ -117,7 +118,7 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	// The executor logs what a node-agent would (a run dir it could not
 	// remove, a sandbox set up again): to stderr, as lines, without
 	// controller-runtime's complaint (and its stack) that no logger was set.
-	ctrl.SetLogger(zap.New(zap.WriteTo(cmd.ErrOrStderr()), zap.ConsoleEncoder(), zap.StacktraceLevel(zapcore.PanicLevel)))
+	logf.SetLogger(zap.New(zap.WriteTo(cmd.ErrOrStderr()), zap.ConsoleEncoder(), zap.StacktraceLevel(zapcore.PanicLevel)))
 	idsGiven := cmd.Flags().Changed("run-as-uid") || cmd.Flags().Changed("run-as-gid")
 	userWarning, err := checkLocalRunUser(idsGiven)
 	if err != nil {
@@ -127,7 +128,7 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 		cmd.PrintErrf("WARNING %s\n", userWarning)
 		f.uid, f.gid = 0, 0 // the sandbox's "unset": the invoking user
 	}
-	hidden, err := nodecmd.HiddenPaths(f.hidden)
+	hidden, err := runflags.HiddenPaths(f.hidden)
 	if err != nil {
 		return err
 	}
@@ -146,7 +147,7 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	// (and the redactor does not know); the evidence folders hold other
 	// runs'; the caller's home is theirs.
 	hidden = append(hidden, localHostPaths(f, sources)...)
-	providerCAs, err := nodecmd.LoadCAs(f.providerCA)
+	providerCAs, err := runflags.LoadCAs(f.providerCA)
 	if err != nil {
 		return fmt.Errorf("--provider-ca-file: %w", err)
 	}
@@ -270,7 +271,7 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 			if err := pointLatest(filepath.Dir(evidenceDir), filepath.Base(evidenceDir)); err != nil {
 				// The evidence is written; only the shortcut is missing
 				// (Windows without the right to make links).
-				cmd.PrintErrf("WARNING could not point %s at the new evidence: %v\n", filepath.Join(filepath.Dir(evidenceDir), latestLink), err)
+				cmd.PrintErrf("WARNING could not point %s at the new evidence: %v\n", filepath.Join(filepath.Dir(evidenceDir), LatestLink), err)
 			}
 		}
 		if final.Status.Evidence != nil {
@@ -442,9 +443,9 @@ func fileExists(p string) bool {
 	return err == nil
 }
 
-// latestLink names, in a run's evidence folder, the link to its newest
+// LatestLink names, in a run's evidence folder, the link to its newest
 // evidence.
-const latestLink = "latest"
+const LatestLink = "latest"
 
 // newRunEvidenceDir makes a new folder for one run's evidence under
 // runDir, named for the UTC time (with -2, -3, ... when a run of the same
@@ -474,12 +475,12 @@ func newRunEvidenceDir(runDir string, now time.Time) (string, error) {
 // pointLatest points runDir/latest at target (a sibling) by renaming a new
 // link over it, so a reader never sees it missing.
 func pointLatest(runDir, target string) error {
-	tmp := filepath.Join(runDir, fmt.Sprintf(".%s.%d", latestLink, os.Getpid()))
+	tmp := filepath.Join(runDir, fmt.Sprintf(".%s.%d", LatestLink, os.Getpid()))
 	_ = os.Remove(tmp)
 	if err := os.Symlink(target, tmp); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, filepath.Join(runDir, latestLink)); err != nil {
+	if err := os.Rename(tmp, filepath.Join(runDir, LatestLink)); err != nil {
 		_ = os.Remove(tmp)
 		return err
 	}
@@ -672,4 +673,12 @@ func localSigningKey(path string) (*evidence.Key, string, error) {
 		}
 	}
 	return key, pub, nil
+}
+
+// orDash is s, or "-" when s is empty.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
