@@ -29,14 +29,17 @@ ARG TARGETARCH
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=linux GOARCH=${TARGETARCH} go build -trimpath \
       -ldflags "-s -w -X github.com/harnessfacts/harnessfacts/internal/version.Version=${VERSION}" \
-      -o /out/linux/ ./cmd/harnessfacts ./cmd/harnessfacts-node-agent ./cmd/harnessfacts-sandbox-init && \
+      -o /out/linux/ ./cmd/harnessfacts ./cmd/harnessfacts-full ./cmd/harnessfacts-node-agent ./cmd/harnessfacts-sandbox-init && \
     CGO_ENABLED=0 GOOS=windows GOARCH=${TARGETARCH} go build -trimpath \
       -ldflags "-s -w -X github.com/harnessfacts/harnessfacts/internal/version.Version=${VERSION}" \
-      -o /out/windows/ ./cmd/harnessfacts ./cmd/harnessfacts-sandbox-init
+      -o /out/windows/ ./cmd/harnessfacts-full ./cmd/harnessfacts-sandbox-init
 
 # ---- controller -------------------------------------------------------------
 FROM gcr.io/distroless/static-debian12:nonroot AS controller
+# harnessfacts serves run and version itself and hands every other
+# command (controller among them) to harnessfacts-full beside it, by exec.
 COPY --from=build /out/linux/harnessfacts /harnessfacts
+COPY --from=build /out/linux/harnessfacts-full /harnessfacts-full
 # 65532 is distroless' "nonroot"; the chart runs it as that uid too.
 USER 65532:65532
 ENTRYPOINT ["/harnessfacts"]
@@ -63,6 +66,7 @@ RUN PYTHON=python3.12 /usr/local/lib/harnessfacts/install-agent-clis.sh /opt/har
     npm cache clean --force && rm -rf /root/.cache /root/.npm
 COPY --from=build /out/linux/harnessfacts-node-agent /usr/local/bin/harnessfacts-node-agent
 COPY --from=build /out/linux/harnessfacts /usr/local/bin/harnessfacts
+COPY --from=build /out/linux/harnessfacts-full /usr/local/bin/harnessfacts-full
 # Beside them, the small program each sandbox starts first (the executor
 # looks for it in the binary's folder).
 COPY --from=build /out/linux/harnessfacts-sandbox-init /usr/local/bin/harnessfacts-sandbox-init
@@ -76,7 +80,9 @@ CMD ["node-agent"]
 # ---- node-agent-windows -----------------------------------------------------
 # HostProcess containers run on the host; the image only carries the binary.
 FROM mcr.microsoft.com/oss/kubernetes/windows-host-process-containers-base-image:v1.0.0 AS node-agent-windows
-COPY --from=build /out/windows/harnessfacts.exe /harnessfacts.exe
+# harnessfacts-full.exe itself: harnessfacts.exe would run it as a child
+# (Windows has no exec), a process more between the node-agent and its stop.
+COPY --from=build /out/windows/harnessfacts-full.exe /harnessfacts-full.exe
 COPY --from=build /out/windows/harnessfacts-sandbox-init.exe /harnessfacts-sandbox-init.exe
-ENTRYPOINT ["harnessfacts.exe"]
+ENTRYPOINT ["harnessfacts-full.exe"]
 CMD ["node-agent"]

@@ -39,8 +39,8 @@ demo: ## The main job: a real HarnessRun end to end on this machine (harnessfact
 # CGO_ENABLED=0, as in the Dockerfile: sandbox-init runs inside environment
 # images, which need not have this host's libc and loader.
 .PHONY: build
-build: ## Build bin/harnessfacts, bin/harnessfacts-node-agent (the node-agent alone, the node image's entry point) and bin/harnessfacts-sandbox-init (the small program each sandbox starts first), statically linked as in the images.
-	CGO_ENABLED=0 go build -o $(BIN)/ ./cmd/harnessfacts ./cmd/harnessfacts-node-agent ./cmd/harnessfacts-sandbox-init
+build: ## Build bin/harnessfacts (run and version; every other command it hands to bin/harnessfacts-full, which holds them all), bin/harnessfacts-node-agent (the node-agent alone, the node image's entry point) and bin/harnessfacts-sandbox-init (the small program each sandbox starts first), statically linked as in the images.
+	CGO_ENABLED=0 go build -o $(BIN)/ ./cmd/harnessfacts ./cmd/harnessfacts-full ./cmd/harnessfacts-node-agent ./cmd/harnessfacts-sandbox-init
 
 .PHONY: build-all
 build-all: ## Build every package for linux, windows and darwin, and vet every package, tests included, for windows.
@@ -143,7 +143,7 @@ fuzz: ## A short run of each fuzz target (FUZZTIME each, default 15s).
 .PHONY: bench
 bench: deps ## Run issue #18's benchmarks (real API server, real bwrap), each goal's ratio against a baseline from the same run; `make bench-deps` first for the sandbox-runtime comparison.
 	@assets=$$(hack/control-plane.sh); failed=""; \
-	go build -o /dev/null ./cmd/harnessfacts ./cmd/harnessfacts-node-agent ./cmd/harnessfacts-sandbox-init || exit 1; \
+	go build -o /dev/null ./cmd/harnessfacts ./cmd/harnessfacts-full ./cmd/harnessfacts-node-agent ./cmd/harnessfacts-sandbox-init || exit 1; \
 	go test -run '^$$' -bench 'SandboxStart$$' -benchtime 100x -count $(BENCH_COUNT) ./sandbox/ || failed="$$failed SandboxStart"; \
 	go test -run '^$$' -bench OutputPipeline -benchtime 3x -count $(BENCH_COUNT) ./node-agent/executor/ || failed="$$failed OutputPipeline"; \
 	KUBEBUILDER_ASSETS=$$assets go test -timeout 30m -run '^$$' -bench LocalRun -benchtime 20x -count $(BENCH_COUNT) ./test/e2e/ || failed="$$failed LocalRun"; \

@@ -12,7 +12,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 assets=$(hack/control-plane.sh)
 hack/install-deps.sh
-CGO_ENABLED=0 go build -o bin/ ./cmd/harnessfacts ./cmd/harnessfacts-node-agent ./cmd/harnessfacts-sandbox-init # as make build
+CGO_ENABLED=0 go build -o bin/ ./cmd/harnessfacts ./cmd/harnessfacts-full ./cmd/harnessfacts-node-agent ./cmd/harnessfacts-sandbox-init # as make build
 
 work=$(mktemp -d /tmp/harnessfacts-demo-XXXXXX)
 chmod 755 "$work" # the sandboxed agent's user must pass through to its run dir

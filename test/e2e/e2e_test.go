@@ -106,7 +106,7 @@ func run(m *testing.M) int {
 	nodeAgentBinary = filepath.Join(tmp, "harnessfacts-node-agent")
 	// With the sandboxes' init program beside it, as make build and the
 	// images install them (executor.InitBinaryBeside finds it).
-	build := exec.Command("go", "build", "-o", tmp+"/", "./cmd/harnessfacts", "./cmd/harnessfacts-node-agent", "./cmd/harnessfacts-sandbox-init")
+	build := exec.Command("go", "build", "-o", tmp+"/", "./cmd/harnessfacts", "./cmd/harnessfacts-full", "./cmd/harnessfacts-node-agent", "./cmd/harnessfacts-sandbox-init")
 	build.Dir = testenv.RepoRoot()
 	build.Env = append(os.Environ(), "CGO_ENABLED=0") // static, as make build and the images
 	if out, err := build.CombinedOutput(); err != nil {

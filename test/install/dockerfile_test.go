@@ -237,10 +237,10 @@ func TestDockerBuildContext(t *testing.T) {
 		}
 		n++
 	}
-	cmd := exec.Command("go", "build", "-trimpath", "-o", t.TempDir()+"/", "./cmd/harnessfacts", "./cmd/harnessfacts-node-agent", "./cmd/harnessfacts-sandbox-init")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", t.TempDir()+"/", "./cmd/harnessfacts", "./cmd/harnessfacts-full", "./cmd/harnessfacts-node-agent", "./cmd/harnessfacts-sandbox-init")
 	cmd.Dir = ctx
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOFLAGS=-mod=readonly")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/harnessfacts ./cmd/harnessfacts-node-agent ./cmd/harnessfacts-sandbox-init in the Docker build context (%d files) failed: %v\n%s", n, err, out)
+		t.Fatalf("go build ./cmd/harnessfacts ./cmd/harnessfacts-full ./cmd/harnessfacts-node-agent ./cmd/harnessfacts-sandbox-init in the Docker build context (%d files) failed: %v\n%s", n, err, out)
 	}
 }

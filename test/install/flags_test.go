@@ -18,10 +18,10 @@ import (
 // breaks this test, not a pod.
 func TestChartFlagsExistInTheBinary(t *testing.T) {
 	dir := t.TempDir()
-	build := exec.Command("go", "build", "-o", dir+"/", "./cmd/harnessfacts", "./cmd/harnessfacts-node-agent")
+	build := exec.Command("go", "build", "-o", dir+"/", "./cmd/harnessfacts", "./cmd/harnessfacts-full", "./cmd/harnessfacts-node-agent")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/harnessfacts ./cmd/harnessfacts-node-agent: %v\n%s", err, out)
+		t.Fatalf("go build ./cmd/harnessfacts ./cmd/harnessfacts-full ./cmd/harnessfacts-node-agent: %v\n%s", err, out)
 	}
 	m := mustRender(t, "harnessfacts", ns, valueSets["windows"])
 	var pods []struct {
@@ -53,10 +53,17 @@ func TestChartFlagsExistInTheBinary(t *testing.T) {
 			continue
 		}
 		// A Linux DaemonSet keeps the node-agent image's entry point; the
-		// Windows one names harnessfacts.exe.
+		// Windows one names harnessfacts-full.exe; the controller's image
+		// runs harnessfacts, which hands the command to harnessfacts-full.
 		bin := filepath.Join(dir, "harnessfacts")
-		if p.daemon && len(p.spec.Containers[0].Command) == 0 {
+		switch c := p.spec.Containers[0].Command; {
+		case p.daemon && len(c) == 0:
 			bin = filepath.Join(dir, "harnessfacts-node-agent")
+		case len(c) == 1 && strings.HasSuffix(c[0], `\harnessfacts-full.exe`):
+			bin = filepath.Join(dir, "harnessfacts-full")
+		case len(c) > 0:
+			t.Errorf("%s runs %v, which this test does not know", p.id, c)
+			continue
 		}
 		help, err := runCmd(bin, args[0], "--help")
 		if err != nil {

@@ -141,10 +141,10 @@ func sampleUnderChartRBAC(t *testing.T, release, values string) {
 		t.Fatal(err)
 	}
 	// The controller's binary, and the node-agent image's entry point.
-	build := exec.Command("go", "build", "-o", dir+"/", "./cmd/harnessfacts", "./cmd/harnessfacts-node-agent")
+	build := exec.Command("go", "build", "-o", dir+"/", "./cmd/harnessfacts", "./cmd/harnessfacts-full", "./cmd/harnessfacts-node-agent")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/harnessfacts ./cmd/harnessfacts-node-agent: %v\n%s", err, out)
+		t.Fatalf("go build ./cmd/harnessfacts ./cmd/harnessfacts-full ./cmd/harnessfacts-node-agent: %v\n%s", err, out)
 	}
 
 	sa := func(name string) (string, []string) {

@@ -155,7 +155,7 @@ func TestMetricsEndpoints(t *testing.T) {
 	}
 	// The controller's binary, and the node-agent image's entry point.
 	binary, nodeAgent := filepath.Join(tmp, "harnessfacts"), filepath.Join(tmp, "harnessfacts-node-agent")
-	build := exec.Command("go", "build", "-o", tmp+"/", "./cmd/harnessfacts", "./cmd/harnessfacts-node-agent")
+	build := exec.Command("go", "build", "-o", tmp+"/", "./cmd/harnessfacts", "./cmd/harnessfacts-full", "./cmd/harnessfacts-node-agent")
 	build.Dir = testenv.RepoRoot()
 	build.Env = append(os.Environ(), "CGO_ENABLED=0") // static, as make build and the images
 	if out, err := build.CombinedOutput(); err != nil {

@@ -139,13 +139,14 @@ func (s *dockerStage) config() (oci.Config, error) {
 	return c, nil
 }
 
-// buildBinary builds cmd/harnessfacts, and harnessfacts-node-agent and
-// harnessfacts-sandbox-init beside it, as the Dockerfile's build stage does.
+// buildBinary builds cmd/harnessfacts, and harnessfacts-full,
+// harnessfacts-node-agent and harnessfacts-sandbox-init beside it, as the
+// Dockerfile's build stage does.
 func buildBinary(dir string) (string, error) {
 	out := filepath.Join(dir, "harnessfacts")
 	cmd := exec.Command("go", "build", "-trimpath",
 		"-ldflags", "-s -w -X github.com/harnessfacts/harnessfacts/internal/version.Version="+tag,
-		"-o", dir+"/", "./cmd/harnessfacts", "./cmd/harnessfacts-node-agent", "./cmd/harnessfacts-sandbox-init")
+		"-o", dir+"/", "./cmd/harnessfacts", "./cmd/harnessfacts-full", "./cmd/harnessfacts-node-agent", "./cmd/harnessfacts-sandbox-init")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
 	if b, err := cmd.CombinedOutput(); err != nil {
@@ -165,7 +166,8 @@ func buildImages(dir string) (*images, error) {
 	if bin, err = buildBinary(dir); err != nil {
 		return nil, err
 	}
-	sum, err := fileDigest(bin)
+	full := filepath.Join(filepath.Dir(bin), "harnessfacts-full")
+	sum, err := fileDigest(bin, full)
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +198,11 @@ func buildImages(dir string) (*images, error) {
 	if err != nil {
 		return nil, err
 	}
-	binLayer, err := oci.LayerFromFiles(dir, []oci.File{{Path: dest, Mode: 0o755, Source: bin}})
+	fullDest, err := stages["controller"].copyDestOf("harnessfacts-full")
+	if err != nil {
+		return nil, fmt.Errorf("controller stage: %w", err)
+	}
+	binLayer, err := oci.LayerFromFiles(dir, []oci.File{{Path: dest, Mode: 0o755, Source: bin}, {Path: fullDest, Mode: 0o755, Source: full}})
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +240,10 @@ func buildImages(dir string) (*images, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node-agent stage: %w", err)
 	}
-	naBin, err := oci.LayerFromFiles(dir, []oci.File{{Path: dest, Mode: 0o755, Source: bin},
+	if fullDest, err = stages["node-agent"].copyDestOf("harnessfacts-full"); err != nil {
+		return nil, fmt.Errorf("node-agent stage: %w", err)
+	}
+	naBin, err := oci.LayerFromFiles(dir, []oci.File{{Path: dest, Mode: 0o755, Source: bin}, {Path: fullDest, Mode: 0o755, Source: full},
 		{Path: agentDest, Mode: 0o755, Source: filepath.Join(filepath.Dir(bin), "harnessfacts-node-agent")},
 		{Path: initDest, Mode: 0o755, Source: filepath.Join(filepath.Dir(bin), "harnessfacts-sandbox-init")}})
 	if err != nil {
@@ -254,15 +263,19 @@ func buildImages(dir string) (*images, error) {
 	return imgs, err
 }
 
-func fileDigest(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
+// fileDigest is the SHA-256 of the files' contents, one after the other.
+func fileDigest(paths ...string) (string, error) {
 	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			return "", err
+		}
+		_, err = io.Copy(h, f)
+		f.Close()
+		if err != nil {
+			return "", err
+		}
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }

@@ -43,8 +43,11 @@ func TestImagesAgreeWithDockerfile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h := files["/harnessfacts"]; h == nil || h.Mode&0o111 == 0 {
-		t.Errorf("controller image: /harnessfacts %+v", h)
+	// harnessfacts hands `controller` to harnessfacts-full beside it.
+	for _, p := range []string{"/harnessfacts", "/harnessfacts-full"} {
+		if h := files[p]; h == nil || h.Mode&0o111 == 0 {
+			t.Errorf("controller image: %s %+v", p, h)
+		}
 	}
 
 	cf, err = imgs.nodeAgent.ConfigFile()
@@ -61,7 +64,7 @@ func TestImagesAgreeWithDockerfile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{"/usr/local/bin/harnessfacts-node-agent", "/usr/local/bin/harnessfacts", "/usr/local/bin/harnessfacts-sandbox-init", "/usr/bin/bwrap", "/usr/bin/node", "/usr/bin/git",
+	for _, p := range []string{"/usr/local/bin/harnessfacts-node-agent", "/usr/local/bin/harnessfacts", "/usr/local/bin/harnessfacts-full", "/usr/local/bin/harnessfacts-sandbox-init", "/usr/bin/bwrap", "/usr/bin/node", "/usr/bin/git",
 		"/usr/local/lib/harnessfacts/install-agent-clis.sh", "/opt/harnessfacts/agents/bin"} {
 		if files[p] == nil {
 			t.Errorf("node-agent image has no %s", p)
