@@ -144,8 +144,10 @@ func TestPrivilegedNode(t *testing.T) {
 		if len(lines) < 4 || lines[0] != "0" || lines[1] != "/usr/local/bin/harnessfacts" || !strings.HasPrefix(lines[2], "bubblewrap ") || lines[3] != chartPath {
 			t.Fatalf("in the node-agent container: %q", out)
 		}
-		// The controller runs as distroless' nonroot uid.
-		uid := processUID(t, "harnessfacts controller")
+		// The controller runs as distroless' nonroot uid, in the process
+		// the image's entry point /harnessfacts became: it hands
+		// `controller` to /harnessfacts-full beside it by exec.
+		uid := processUID(t, "/harnessfacts-full controller")
 		if uid != "65532" {
 			t.Fatalf("the controller runs as uid %s, want 65532", uid)
 		}
