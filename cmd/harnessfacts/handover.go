@@ -10,12 +10,16 @@ import (
 // fullName is the binary that holds every command.
 const fullName = "harnessfacts-full"
 
-// fullBinary is harnessfacts-full in this executable's folder (links
-// resolved: os.Executable names the file itself). Only there: a
+// fullBinary is harnessfacts-full in the folder of this executable's file
+// (links resolved). Only there: a
 // harnessfacts-full found elsewhere (on PATH) could be another version, or
 // anyone's.
 func fullBinary() (string, error) {
 	exe, err := os.Executable()
+	if err == nil {
+		// Linux names the file already; macOS may name the link run.
+		exe, err = filepath.EvalSymlinks(exe)
+	}
 	if err != nil {
 		return "", fmt.Errorf("locating the harnessfacts binary: %w", err)
 	}

@@ -37,6 +37,18 @@ func TestLinksNoKubernetesClient(t *testing.T) {
 	}
 }
 
+// buildBoth builds harnessfacts and harnessfacts-full into a folder of
+// the test's, side by side as make build puts them.
+func buildBoth(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	build := exec.Command("go", "build", "-o", dir+"/", "github.com/harnessfacts/harnessfacts/cmd/harnessfacts", "github.com/harnessfacts/harnessfacts/cmd/harnessfacts-full")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return dir
+}
+
 func TestServedHere(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -65,11 +77,7 @@ func TestServedHere(t *testing.T) {
 // harnessfacts-full beside it, it says so, and still serves run's help and
 // version.
 func TestHandsOverEveryOtherCommand(t *testing.T) {
-	dir := t.TempDir()
-	build := exec.Command("go", "build", "-o", dir+"/", "github.com/harnessfacts/harnessfacts/cmd/harnessfacts", "github.com/harnessfacts/harnessfacts/cmd/harnessfacts-full")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	dir := buildBoth(t)
 	front := filepath.Join(dir, "harnessfacts")
 	type result struct {
 		stdout, stderr string

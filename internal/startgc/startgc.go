@@ -1,6 +1,6 @@
 // Package startgc holds the garbage collector back while a local run
-// starts. Linked into the harnessfacts command, it acts only for
-// `harnessfacts run`, and only where the user set neither GOGC nor
+// starts. Linked into both harnessfacts binaries through internal/runcmd,
+// it acts only for `harnessfacts run`, and only where the user set neither GOGC nor
 // GOMEMLIMIT; the run calls Resume as its agent starts.
 //
 // Such a run is a short process whose start (HarnessRun's schema and CEL
