@@ -11,6 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	// Before the Kubernetes packages' inits: see the package.
+	_ "github.com/harnessfacts/harnessfacts/internal/noheapprofile"
+
 	"github.com/harnessfacts/harnessfacts/internal/nodecmd"
 	"github.com/harnessfacts/harnessfacts/internal/runcmd"
 	"github.com/harnessfacts/harnessfacts/internal/termsafe"
