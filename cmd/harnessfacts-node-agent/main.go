@@ -14,10 +14,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	// Before the Kubernetes packages' inits: see the package.
-	_ "github.com/harnessfacts/harnessfacts/internal/noheapprofile"
-
 	"github.com/harnessfacts/harnessfacts/internal/nodecmd"
+	// No heap profile sampled, from before the Kubernetes packages' inits.
+	_ "github.com/harnessfacts/harnessfacts/internal/noheapprofile"
 	"github.com/harnessfacts/harnessfacts/internal/version"
 )
 

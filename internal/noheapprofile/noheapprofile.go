@@ -12,9 +12,9 @@
 // harnessfacts-sandbox-init, link no profile reader and need no import.
 //
 // Measured: a real node-agent's idle RSS (the one BenchmarkNodeAgentThroughput
-// reads), the two builds alternated five times each against one API server
-// (load about 1): 40.4–41.0 against 40.8–41.7 MiB, lower by 0.2–0.9 MiB in
-// each pair, its anonymous part alike.
+// reads), the two builds alternated against one API server (load about 1):
+// 40.4–41.0 against 40.8–41.7 MiB, medians 40.6 and 41.5; the anonymous part
+// did not move, the binary's resident pages did (docs/performance.md).
 //
 // The init runs before the Kubernetes packages' inits, which allocate most
 // of what a start allocates (the schemes): a program initializes the first
