@@ -167,7 +167,7 @@ func runController(cmd *cobra.Command, f controllerFlags) error {
 	if err != nil {
 		return err
 	}
-	scheme, err := nodecmd.NewScheme()
+	scheme, err := nodecmd.Scheme()
 	if err != nil {
 		return err
 	}

@@ -89,7 +89,7 @@ func runDev(ctx context.Context, f devFlags) error {
 	if err != nil {
 		return err
 	}
-	scheme, err := nodecmd.NewScheme()
+	scheme, err := nodecmd.Scheme()
 	if err != nil {
 		return err
 	}

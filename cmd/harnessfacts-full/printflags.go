@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -130,11 +129,9 @@ func (f *printFlags) templatePrinter(format string) (printers.ResourcePrinter, e
 	return p, nil
 }
 
-// cliScheme is the scheme of the CLI's clients and printers, made once when
-// a command first needs it: made in each command's constructor, it cost
-// every harnessfacts invocation (`harnessfacts run` too) a few
-// milliseconds of client-go's API groups before anything ran.
-var cliScheme = sync.OnceValues(nodecmd.NewScheme)
+// cliScheme is the scheme of the CLI's clients and printers, completed when
+// a command first needs it.
+var cliScheme = nodecmd.Scheme
 
 // schemeTyper is cliScheme as a printer's ObjectTyper.
 type schemeTyper struct{}

@@ -267,7 +267,7 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 	if err != nil {
 		return err
 	}
-	scheme, err := NewScheme()
+	scheme, err := Scheme()
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,7 @@ import (
 // Ready=False, reason SandboxUnavailable. The real-node test (test/node)
 // shows it through a real kubelet, in a user-namespaced pod on cgroup v1.
 func TestRefuseWithoutSandbox(t *testing.T) {
-	scheme, err := NewScheme()
+	scheme, err := Scheme()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,21 +1,27 @@
 package nodecmd
 
 import (
+	"sync"
+
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 )
 
-// NewScheme knows the built-in types and the harnessfacts.io types: what
+// Scheme knows the built-in types and the harnessfacts.io types: what
 // every client and manager of the harnessfacts binaries reads and writes.
-func NewScheme() (*runtime.Scheme, error) {
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+//
+// It is client-go's own scheme, which its package's init fills with every
+// built-in group in every binary that links controller-runtime's client,
+// with the harnessfacts.io types added once (as Kubernetes'
+// sample-controller adds its own). A scheme of our own would be a copy of
+// that one, kept for the life of the process: the node-agent idles with it.
+func Scheme() (*runtime.Scheme, error) { return scheme() }
+
+var scheme = sync.OnceValues(func() (*runtime.Scheme, error) {
+	if err := harnessv1.AddToScheme(clientgoscheme.Scheme); err != nil {
 		return nil, err
 	}
-	if err := harnessv1.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	return scheme, nil
-}
+	return clientgoscheme.Scheme, nil
+})
