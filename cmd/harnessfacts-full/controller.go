@@ -167,10 +167,7 @@ func runController(cmd *cobra.Command, f controllerFlags) error {
 	if err != nil {
 		return err
 	}
-	scheme, err := nodecmd.Scheme()
-	if err != nil {
-		return err
-	}
+	scheme := nodecmd.Scheme()
 	opts := controllers.ManagerOptions(controllers.ManagerConfig{
 		Scheme:                  scheme,
 		LeaseNamespace:          f.leaseNamespace,

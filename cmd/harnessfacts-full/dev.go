@@ -89,10 +89,7 @@ func runDev(ctx context.Context, f devFlags) error {
 	if err != nil {
 		return err
 	}
-	scheme, err := nodecmd.Scheme()
-	if err != nil {
-		return err
-	}
+	scheme := nodecmd.Scheme()
 	env := &envtest.Environment{BinaryAssetsDirectory: f.assets, CRDs: crds, Scheme: scheme}
 	logger.Info("starting kube-apiserver and etcd", "assets", f.assets)
 	cfg, err := env.Start()

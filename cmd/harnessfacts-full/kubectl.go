@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/nodecmd"
 )
 
 // runsResource is the HarnessRun resource, for the dynamic client and
@@ -94,11 +95,7 @@ func (k *kube) client() (client.WithWatch, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	scheme, err := cliScheme()
-	if err != nil {
-		return nil, "", err
-	}
-	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: nodecmd.Scheme()})
 	if err != nil {
 		return nil, "", err
 	}

@@ -129,22 +129,13 @@ func (f *printFlags) templatePrinter(format string) (printers.ResourcePrinter, e
 	return p, nil
 }
 
-// cliScheme is the scheme of the CLI's clients and printers, completed when
-// a command first needs it.
-var cliScheme = nodecmd.Scheme
-
-// schemeTyper is cliScheme as a printer's ObjectTyper.
+// schemeTyper is the CLI's scheme as a printer's ObjectTyper.
 type schemeTyper struct{}
 
 func (schemeTyper) ObjectKinds(o runtime.Object) ([]schema.GroupVersionKind, bool, error) {
-	s, err := cliScheme()
-	if err != nil {
-		return nil, false, err
-	}
-	return s.ObjectKinds(o)
+	return nodecmd.Scheme().ObjectKinds(o)
 }
 
 func (schemeTyper) Recognizes(gvk schema.GroupVersionKind) bool {
-	s, err := cliScheme()
-	return err == nil && s.Recognizes(gvk)
+	return nodecmd.Scheme().Recognizes(gvk)
 }

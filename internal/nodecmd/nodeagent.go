@@ -267,10 +267,7 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 	if err != nil {
 		return err
 	}
-	scheme, err := Scheme()
-	if err != nil {
-		return err
-	}
+	scheme := Scheme()
 	cacheOpts, clientOpts := nodeagent.ManagerOptions(f.nodeName)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,

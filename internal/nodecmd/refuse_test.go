@@ -18,12 +18,8 @@ import (
 // Ready=False, reason SandboxUnavailable. The real-node test (test/node)
 // shows it through a real kubelet, in a user-namespaced pod on cgroup v1.
 func TestRefuseWithoutSandbox(t *testing.T) {
-	scheme, err := Scheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&harnessv1.HarnessNode{}).Build()
-	err = refuseWithoutSandbox(context.Background(), c, "node-a", 3, sandbox.Options{Bwrap: "/nonexistent/bwrap"})
+	c := fake.NewClientBuilder().WithScheme(Scheme()).WithStatusSubresource(&harnessv1.HarnessNode{}).Build()
+	err := refuseWithoutSandbox(context.Background(), c, "node-a", 3, sandbox.Options{Bwrap: "/nonexistent/bwrap"})
 	if err == nil || !strings.Contains(err.Error(), "refuses to run agents on node node-a") || !strings.Contains(err.Error(), "bwrap") {
 		t.Fatalf("refuseWithoutSandbox: %v", err)
 	}

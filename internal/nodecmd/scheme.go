@@ -1,9 +1,8 @@
 package nodecmd
 
 import (
-	"sync"
-
 	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
@@ -14,14 +13,12 @@ import (
 //
 // It is client-go's own scheme, which its package's init fills with every
 // built-in group in every binary that links controller-runtime's client,
-// with the harnessfacts.io types added once (as Kubernetes'
-// sample-controller adds its own). A scheme of our own would be a copy of
-// that one, kept for the life of the process: the node-agent idles with it.
-func Scheme() (*runtime.Scheme, error) { return scheme() }
+// with the harnessfacts.io types added (as Kubernetes' sample-controller
+// adds its own). A scheme of our own would be a copy of that one, kept for
+// the life of the process: the node-agent idles with it.
+func Scheme() *runtime.Scheme { return clientgoscheme.Scheme }
 
-var scheme = sync.OnceValues(func() (*runtime.Scheme, error) {
-	if err := harnessv1.AddToScheme(clientgoscheme.Scheme); err != nil {
-		return nil, err
-	}
-	return clientgoscheme.Scheme, nil
-})
+// The types are added at init, before any goroutine can read client-go's
+// scheme (an event recorder, a typed client): added at first use, they
+// would be a write beside those reads. Ten kinds, microseconds.
+func init() { utilruntime.Must(harnessv1.AddToScheme(clientgoscheme.Scheme)) }
