@@ -104,6 +104,11 @@ test: deps ## Run every test against a real API server, real bwrap and the real 
 	HARNESSFACTS_AGENT_CLIS=$$clis KUBEBUILDER_ASSETS=$$assets go test -count=1 -timeout 30m $(GO_TEST_FLAGS) ./...
 	cd test/gitleaks && go test -count=1 $(GO_TEST_FLAGS) ./... # the redactor against gitleaks' own detector (a module of its own)
 
+.PHONY: test-race
+test-race: deps ## Run the concurrent packages' tests under the race detector (node-agent, controllers, sandbox, internal; about 10 minutes). Tests that measure CPU or memory skip.
+	@assets=$$(hack/control-plane.sh); \
+	KUBEBUILDER_ASSETS=$$assets go test -race -count=1 -timeout 30m $(GO_TEST_FLAGS) ./node-agent/... ./controllers/... ./sandbox/... ./internal/...
+
 .PHONY: test-agents
 test-agents: deps ## Run only the agent CLIs end to end (Claude Code, Codex, Gemini CLI, OpenCode, Aider) against harnessfacts fake-provider.
 	@clis=$$(hack/install-agent-clis.sh $(AGENT_CLIS)); assets=$$(hack/control-plane.sh); \

@@ -15,6 +15,8 @@ import (
 
 	"github.com/containerd/cgroups/v3"
 	"golang.org/x/sys/unix"
+
+	"github.com/harnessfacts/harnessfacts/internal/testing/race"
 )
 
 // socketFillHelperEnv makes the test binary the socket filler: it opens
@@ -239,6 +241,9 @@ func lastLines(s string, n int) string {
 // cache is full and that holds a few MiB of socket buffers is not killed
 // (its cache is left out when the sum passes the limit).
 func TestBwrapFileCacheAndSocketBuffersUnderTheLimitLive(t *testing.T) {
+	if race.Enabled {
+		t.Skip("a run near its memory limit: the race detector multiplies the memory of the Go process it runs")
+	}
 	r := requireBwrapHost(t)
 	if cgroups.Mode() == cgroups.Unified {
 		t.Skip("cgroup v2 here: the kernel reclaims the file cache for socket buffers under memory.max")

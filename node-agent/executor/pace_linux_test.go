@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/harnessfacts/harnessfacts/internal/testing/race"
 	"github.com/harnessfacts/harnessfacts/node-agent/redact"
 	"github.com/harnessfacts/harnessfacts/sandbox"
 )
@@ -26,6 +27,9 @@ func cpuSelf() time.Duration {
 // agent's output is slowed instead; what it printed is redacted as before.
 // Real bwrap, the executor's own output path.
 func TestRedactionIsPacedPerRun(t *testing.T) {
+	if race.Enabled {
+		t.Skip("measures a run's share of a core, which the race detector multiplies")
+	}
 	if _, err := exec.LookPath("bwrap"); err != nil || os.Geteuid() != 0 {
 		t.Skip("needs root and bwrap")
 	}

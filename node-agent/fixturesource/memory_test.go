@@ -23,6 +23,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/harnessfacts/harnessfacts/internal/testing/gitserver"
+	"github.com/harnessfacts/harnessfacts/internal/testing/race"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixturesource"
 )
@@ -77,6 +78,9 @@ func TestFetchPeakChild(t *testing.T) {
 // OOM-killed with every run on its node. Measured in a child process with
 // the chart's GOMEMLIMIT, on 96 MiB of files.
 func TestFetchHoldsTheFixtureOnce(t *testing.T) {
+	if race.Enabled {
+		t.Skip("measures a fetch's resident memory, which the race detector multiplies")
+	}
 	const size = 3 * 32 << 20
 	files := bigFixtureFiles(3)
 	reg := startRegistry(t, "", "")
@@ -219,6 +223,9 @@ func hugeRefsServer(t *testing.T, size int) string {
 // every reference it reads, and the answer took the fetch to 503-516 MiB
 // of resident memory, past the chart's 512Mi bound of the node-agent.
 func TestGitRefsAnswerIsReadWithinItsBound(t *testing.T) {
+	if race.Enabled {
+		t.Skip("measures a fetch's resident memory, which the race detector multiplies")
+	}
 	url := hugeRefsServer(t, 240<<20)
 	peak, ferr := fetchPeak(t, url+" "+strings.Repeat("ab", 20))
 	if !strings.Contains(ferr, "references") {
