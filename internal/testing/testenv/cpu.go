@@ -18,8 +18,12 @@ import (
 // process a run's CPU went to.
 type CPUCounter struct{ apiserver, etcd int }
 
-// CPUTimes is one reading of a CPUCounter.
-type CPUTimes struct{ Self, Children, APIServer, Etcd time.Duration }
+// CPUTimes is one reading of a CPUCounter. Busy and Idle are the whole
+// machine's, every core summed (/proc/stat): whether the cores were
+// saturated, and how much went to what the four do not cover (the kernel's
+// threads, such as the ones that tear down a sandbox's namespaces, and any
+// other process).
+type CPUTimes struct{ Self, Children, APIServer, Etcd, Busy, Idle time.Duration }
 
 // NewCPUCounter finds the kube-apiserver serving host (a rest.Config's Host)
 // and its etcd among this machine's processes.
@@ -65,7 +69,28 @@ func (c *CPUCounter) Read() CPUTimes {
 	self, children := procCPU("self")
 	apiserver, _ := procCPU(strconv.Itoa(c.apiserver))
 	etcd, _ := procCPU(strconv.Itoa(c.etcd))
-	return CPUTimes{Self: self, Children: children, APIServer: apiserver, Etcd: etcd}
+	busy, idle := machineCPU()
+	return CPUTimes{Self: self, Children: children, APIServer: apiserver, Etcd: etcd, Busy: busy, Idle: idle}
+}
+
+// machineCPU is the time all cores spent busy (user, nice, system, irq,
+// softirq, steal) and idle (idle, iowait) since boot, from the first line
+// of /proc/stat (in the kernel's 100 ticks a second).
+func machineCPU() (busy, idle time.Duration) {
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	line, _, _ := bytes.Cut(raw, []byte("\n"))
+	f := strings.Fields(string(line))
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, 0
+	}
+	tick := func(j int) time.Duration {
+		v, _ := strconv.ParseInt(f[j], 10, 64)
+		return time.Duration(v) * 10 * time.Millisecond
+	}
+	return tick(1) + tick(2) + tick(3) + tick(6) + tick(7) + tick(8), tick(4) + tick(5)
 }
 
 // procCPU is a process's user and system time, and that of its children it
@@ -97,7 +122,7 @@ func procCPU(pid string) (own, children time.Duration) {
 
 // Minus is the CPU time between o and t.
 func (t CPUTimes) Minus(o CPUTimes) CPUTimes {
-	return CPUTimes{t.Self - o.Self, t.Children - o.Children, t.APIServer - o.APIServer, t.Etcd - o.Etcd}
+	return CPUTimes{t.Self - o.Self, t.Children - o.Children, t.APIServer - o.APIServer, t.Etcd - o.Etcd, t.Busy - o.Busy, t.Idle - o.Idle}
 }
 
 // PerRun says how much of each went to a run, over runs runs.
@@ -106,6 +131,9 @@ func (t CPUTimes) PerRun(runs int) string {
 	s := fmt.Sprintf("CPU per run: kube-apiserver %s, etcd %s, this process %s", per(t.APIServer), per(t.Etcd), per(t.Self))
 	if t.Children > 0 {
 		s += fmt.Sprintf(", its children %s", per(t.Children))
+	}
+	if all := t.Busy + t.Idle; all > 0 {
+		s += fmt.Sprintf("; the machine %s busy (%.0f %% of its cores' time)", per(t.Busy), 100*float64(t.Busy)/float64(all))
 	}
 	return s
 }
