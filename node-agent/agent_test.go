@@ -26,6 +26,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/testing/leaks"
 	"github.com/harnessfacts/harnessfacts/internal/testing/testenv"
 	nodeagent "github.com/harnessfacts/harnessfacts/node-agent"
 	"github.com/harnessfacts/harnessfacts/node-agent/executor"
@@ -58,7 +59,7 @@ func TestMain(m *testing.M) {
 	// Every attempt the Agent started has ended and written its outcome
 	// once its manager stopped: no goroutine of ours may outlive it.
 	if code == 0 {
-		if err := goleak.Find(before); err != nil {
+		if err := goleak.Find(before, leaks.SandboxForker); err != nil {
 			fmt.Fprintln(os.Stderr, "goroutines left behind:", err)
 			code = 1
 		}

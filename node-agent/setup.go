@@ -136,12 +136,11 @@ func Setup(ctx context.Context, mgr manager.Manager, opts SetupOptions) (*Agent,
 		IDs:               opts.IDs,
 		InitBinary:        opts.InitBinary,
 		// Two ready: a finished run's next is usually bound at once.
-		PrepareSandboxes: min(int(opts.Slots), 2),
-		Slots:            int(opts.Slots),
-		Adapters:         opts.Adapters,
-		NodeName:         opts.NodeName,
-		SigningKey:       key,
-		Image:            opts.Image,
+		Slots:      int(opts.Slots),
+		Adapters:   opts.Adapters,
+		NodeName:   opts.NodeName,
+		SigningKey: key,
+		Image:      opts.Image,
 
 		RefuseFallback: opts.RefuseFallback,
 		ProviderCAs:    opts.ProviderCAs,
@@ -171,8 +170,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts SetupOptions) (*Agent,
 		_ = exec.Close()
 		return nil, err
 	}
-	// The sandboxes made ahead go with the manager: their spawners would
-	// die with this process anyway, but not their cgroups, nor at once.
+	// The run dirs waiting for removal go with the manager.
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		<-ctx.Done()
 		return exec.Close()

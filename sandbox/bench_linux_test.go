@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -141,16 +143,17 @@ func BenchmarkSandboxStartCost(b *testing.B) {
 //     runner's namespaces, mounts and seccomp filter on its command line;
 //   - sandbox: the runner as a run gets it: a run dir on its own
 //     size-limited tmpfs (the disk limit's file system; the fixture is one
-//     small file), the next uid of the slot pool, the per-run cgroup, the
-//     seccomp filter; on a cgroup v1 host in a sandbox prepared ahead, as
-//     the node-agent keeps them (NewPreparer);
-//   - cold: the same in a sandbox not prepared (`harnessfacts run`, a
-//     node's run that finds none ready; on cgroup v2 the only way);
+//     small file), the next uid of the slot pool, the per-run cgroup (on
+//     cgroup v1 bwrap is forked by the runner's forker thread inside it),
+//     its own /dev, the seccomp filter;
 //   - plain: a fork/exec of the same payload, for scale.
 //
 // It reports each start's median and sandbox/bare, the goal being at most
 // 1.25, and the whole of each (to the end of Run and the run dir removed)
-// as *-whole-ms:
+// as *-whole-ms. Then the CPU each costs the machine, which a node whose
+// cores are busy pays in runs: b.N of each in a row, the busy time of all
+// cores (/proc/stat, the kernel's threads included) per start, and
+// sandbox/bare of it:
 //
 //	go test -run '^$' -bench SandboxStart -benchtime 100x ./sandbox/
 func BenchmarkSandboxStart(b *testing.B) {
@@ -177,24 +180,9 @@ func BenchmarkSandboxStart(b *testing.B) {
 		b.Fatal(err)
 	}
 	env := []string{"PATH=/usr/bin:/bin"}
-	// The spawner production uses: the small harnessfacts-sandbox-init (the
-	// test binary would serve too, but its start is far heavier, and the
-	// next sandbox is made while a run ends).
-	spawner := filepath.Join(b.TempDir(), "harnessfacts-sandbox-init")
-	build := exec.Command("go", "build", "-o", spawner, "github.com/harnessfacts/harnessfacts/cmd/harnessfacts-sandbox-init")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0") // static, as make build and the images
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("building harnessfacts-sandbox-init: %v\n%s", err, out)
-	}
-	p := NewPreparer(Options{CgroupParent: testCgroupParent + preparedParentSuffix}, spawner, 1, nil)
-	defer func() { _ = p.Close() }()
-	prepared, err := NewBwrapRunner(Options{CgroupParent: testCgroupParent, Preparer: p})
-	if err != nil {
-		b.Fatal(err)
-	}
 	type samples struct{ start, whole []time.Duration }
-	var plain, sandboxed, cold, bare samples
-	sandbox := func(r *BwrapRunner, into *samples) {
+	var plain, sandboxed, bare samples
+	sandbox := func(into *samples) {
 		id, release, err := pool.Acquire()
 		if err != nil {
 			b.Fatal(err)
@@ -230,57 +218,72 @@ func BenchmarkSandboxStart(b *testing.B) {
 		into.whole = append(into.whole, time.Since(start))
 		into.start = append(into.start, out.at.Sub(start))
 	}
-	// Between a node's runs, a sandbox is made ready; each measure here
-	// waits for it, so that its making (a Go program's start, CPU the
-	// measure would share, see Preparer.replenish) is in none of them.
-	waitPrepared := func() {
-		for p != nil && len(p.ready) == 0 && p.Err() == nil {
-			time.Sleep(time.Millisecond)
-		}
-	}
-	for b.Loop() {
-		command(exec.Command(echo, "x"), &plain)
-		if p != nil {
-			waitPrepared()
-			sandbox(prepared, &sandboxed)
-			waitPrepared()
-		}
-		sandbox(r, &cold)
-
+	bareBwrap := func(into *samples) {
 		id, release, err := pool.Acquire()
 		if err != nil {
 			b.Fatal(err)
 		}
+		defer release()
 		spec := Spec{Dir: bareDir, ReadWrite: []string{bareDir}, Env: env}
 		sf, _, err := seccompFile()
 		if err != nil {
 			b.Fatal(err)
 		}
+		defer sf.Close()
 		cmd := exec.Command(r.bwrap, append(bwrapArgs(spec, false, true), "--", echo, "x")...)
 		cmd.Env = []string{}
 		cmd.ExtraFiles = []*os.File{nil, sf} // the filter on fd 4, as bwrapArgs says
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: runAs(id, id)}
-		command(cmd, &bare)
-		sf.Close()
-		release()
+		command(cmd, into)
 	}
-	if err := p.Err(); err != nil {
-		b.Fatalf("the Preparer stopped: %v", err)
+	for b.Loop() {
+		command(exec.Command(echo, "x"), &plain)
+		sandbox(&sandboxed)
+		bareBwrap(&bare)
 	}
-	if p == nil {
-		b.Log("cgroup v2: bwrap is born in its cgroup without preparing; sandbox = cold")
-		sandboxed = cold
-	}
-	ms, mc, mb := median(sandboxed.start), median(cold.start), median(bare.start)
+	ms, mb := median(sandboxed.start), median(bare.start)
 	b.ReportMetric(ms.Seconds()*1e3, "sandbox-ms")
-	b.ReportMetric(mc.Seconds()*1e3, "cold-ms")
 	b.ReportMetric(mb.Seconds()*1e3, "bare-bwrap-ms")
 	b.ReportMetric(median(plain.start).Seconds()*1e3, "plain-ms")
 	b.ReportMetric(float64(ms)/float64(mb), "sandbox/bare(goal≤1.25)")
-	b.ReportMetric(float64(mc)/float64(mb), "cold/bare")
 	b.ReportMetric(median(sandboxed.whole).Seconds()*1e3, "sandbox-whole-ms")
-	b.ReportMetric(median(cold.whole).Seconds()*1e3, "cold-whole-ms")
 	b.ReportMetric(median(bare.whole).Seconds()*1e3, "bare-whole-ms")
+
+	n := len(bare.start)
+	cpu := func(f func(*samples)) time.Duration {
+		var discard samples
+		before := machineBusy()
+		for range n {
+			f(&discard)
+		}
+		return (machineBusy() - before) / time.Duration(n)
+	}
+	cs, cb := cpu(sandbox), cpu(bareBwrap)
+	b.ReportMetric(cs.Seconds()*1e3, "sandbox-cpu-ms")
+	b.ReportMetric(cb.Seconds()*1e3, "bare-cpu-ms")
+	b.ReportMetric(float64(cs)/float64(cb), "sandbox/bare-cpu")
+}
+
+// machineBusy is the time all cores have spent busy since boot (user, nice,
+// system, irq, softirq, steal of /proc/stat's first line, in the kernel's
+// 100 ticks a second): what a start costs the machine, the work of the
+// kernel's threads that tear its namespaces down included.
+func machineBusy() time.Duration {
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(raw), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 {
+		return 0
+	}
+	var busy int64
+	for _, i := range []int{1, 2, 3, 6, 7, 8} {
+		v, _ := strconv.ParseInt(f[i], 10, 64)
+		busy += v
+	}
+	return time.Duration(busy) * 10 * time.Millisecond
 }
 
 // firstByte records when the first byte was written to it.

@@ -16,7 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/containerd/cgroups/v3"
 	"golang.org/x/sys/unix"
 )
 
@@ -52,7 +51,7 @@ func NewBwrapRunner(opts Options) (*BwrapRunner, error) {
 }
 
 // noCoreDumps sets this process's core limit, soft and hard, to 1 byte,
-// which every sandbox, spawner and slirp4netns it starts inherits. Not 0:
+// which every sandbox and slirp4netns it starts inherits. Not 0:
 // the kernel ignores a limit of 0 when core_pattern is a pipe and starts
 // the helper all the same (core(5)); 1 is its way to say "no core, not
 // even to a pipe", and a file of 1 byte is below any core the kernel
@@ -588,53 +587,20 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 		return res, err
 	}
 
-	// A sandbox made ahead (cgroup v1): its cgroup takes this run's limits
-	// and its spawner becomes bwrap, born inside. It needs root, to take
-	// the run's uid.
-	var z *prepared
-	if cred != nil {
-		z = r.opts.Preparer.take()
-	}
-	var cg runCgroup
-	if z != nil {
-		defer r.opts.Preparer.replenish()
-		// The spawner's threads (it waits for bwrap, its child), bwrap's
-		// own process and bwrap's pid 1 stay in this cgroup while the
-		// command runs: they come on top, so that the command gets
-		// MaxProcesses. (bwrap's own process was left out: the command got
-		// one process less, and under a limit of 1 could not start.)
-		lim := limits
-		lim.MaxProcesses += z.cg.(*v1Cgroup).tasks() + bwrapOwnTasks + bwrapInitTasks + slirpTasks(spec)
-		if err := z.cg.(*v1Cgroup).setLimits(lim); err != nil {
-			_ = z.discard()
-			return res, fmt.Errorf("sandbox: %w", err)
-		}
-		cg = z.cg
-	} else {
-		// bwrap's pid 1 (it stays, to reap) is in the cgroup, and so is
-		// bwrap's own process (but on v1 with a user-mode network, where
-		// only its child is moved): they come on top, so that the command
-		// gets MaxProcesses.
-		lim := limits
-		lim.MaxProcesses += bwrapInitTasks
-		if cgroups.Mode() == cgroups.Unified || spec.Network != NetworkUserMode {
-			lim.MaxProcesses++
-		}
-		lim.MaxProcesses += slirpTasks(spec)
-		if cg, err = newRunCgroup(r.opts, lim); err != nil {
-			return res, fmt.Errorf("sandbox: %w", err)
-		}
+	// bwrap's own process and its pid 1 (it stays, to reap) are in the
+	// cgroup, born there (v2's clone3, v1's forker), and so is a user-mode
+	// network's stack: they come on top, so that the command gets
+	// MaxProcesses.
+	lim := limits
+	lim.MaxProcesses += bwrapOwnTasks + bwrapInitTasks + slirpTasks(spec)
+	cg, err := newRunCgroup(r.opts, lim)
+	if err != nil {
+		return res, fmt.Errorf("sandbox: %w", err)
 	}
 	res.cgroup = cgroupDescription(cg)
 	defer func() {
 		if rerr := cg.remove(); rerr != nil && err == nil {
 			err = fmt.Errorf("sandbox: %w", rerr)
-		}
-	}()
-	spawned := false
-	defer func() {
-		if z != nil && !spawned {
-			z.kill() // Run failed before the spawner became bwrap
 		}
 	}()
 	// A user-mode network stack is attached to the sandbox's network
@@ -726,59 +692,34 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 	bwrapArgv := append([]string{"bwrap", "--args", fmt.Sprint(fdArgs), "--"}, argv...)
 	// bwrap's own environment is empty: it would otherwise be readable in
 	// the sandbox as /proc/1/environ (bwrap's init keeps its exec-time env).
-	var cmd *exec.Cmd
-	if z == nil {
-		cmd = exec.Command(r.bwrap, bwrapArgv[1:]...)
-		cmd.Args[0] = bwrapArgv[0]
-		cmd.Env = []string{}
-		cmd.Dir = "/"
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = spec.Stdin, spec.Stdout, spec.Stderr
-		cmd.ExtraFiles = extra
-		cmd.WaitDelay = 5 * time.Second
-		// Setpgid keeps a terminal's job-control signals away from the
-		// tree; Credential makes bwrap, and so the user namespace it
-		// creates and everything in it, belong to an unprivileged host
-		// uid. (A spawner was started the same way, and takes the uid.)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred, Pdeathsig: syscall.SIGKILL}
-		// Born in its cgroup: v2's clone3, or on v1 a shell that moves
-		// itself in first (v1Cgroup.beforeStart).
-		if err := cg.beforeStart(cmd); err != nil {
-			return res, fmt.Errorf("sandbox: %w", err)
-		}
-	}
+	cmd := exec.Command(r.bwrap, bwrapArgv[1:]...)
+	cmd.Args[0] = bwrapArgv[0]
+	cmd.Env = []string{}
+	cmd.Dir = "/"
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = spec.Stdin, spec.Stdout, spec.Stderr
+	cmd.ExtraFiles = extra
+	cmd.WaitDelay = 5 * time.Second
+	// Setpgid keeps a terminal's job-control signals away from the tree;
+	// Credential makes bwrap, and so the user namespace it creates and
+	// everything in it, belong to an unprivileged host uid.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred, Pdeathsig: syscall.SIGKILL}
 
 	runCtx, cancel := withTimeout(ctx, limits.Timeout)
 	defer cancel()
 	start := time.Now()
-	var stdio *childStdio
-	if z != nil {
-		cmd = z.cmd
-		if stdio, err = openStdio(spec); err == nil {
-			err = z.spawn(r.bwrap, bwrapArgv, int(cred.Uid), int(cred.Gid), append(stdio.child[:], extra...))
-			stdio.afterStart()
-			if err != nil {
-				stdio.wait(0)
-			}
-			spawned = err == nil
-			// Every return from here on waits for the output copies (the
-			// end of Run does so after the kill; this is for the others).
-			defer stdio.wait(5 * time.Second)
-		}
-	} else {
-		err = cmd.Start()
-		if aerr := cg.afterStart(runCtx); err == nil && aerr != nil {
-			// Its shell exits 125 without running bwrap.
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			return res, fmt.Errorf("sandbox: %w", aerr)
-		}
-	}
+	// Born in its cgroup: v2's clone3, or on v1 forked by a thread that
+	// moved itself in (startInV1).
+	err = cg.start(cmd)
 	for _, f := range extra[2:] {
 		if f != nil && f != resolv {
 			f.Close() // the child's copies are what matter now
 		}
 	}
 	if err != nil {
+		if errors.Is(err, os.ErrPermission) {
+			// The sandbox's failure, never the command's.
+			return res, fmt.Errorf("sandbox: start bwrap: uid %d may not run %s: %w", uid, r.bwrap, err)
+		}
 		return res, fmt.Errorf("sandbox: start bwrap: %w", err)
 	}
 
@@ -850,10 +791,6 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 	if kerr := cg.killAll(); kerr != nil && killErr == nil {
 		killErr = kerr
 	}
-	if stdio != nil {
-		// Every holder of the output pipes is gone: the copies end now.
-		stdio.wait(5 * time.Second)
-	}
 	res.Duration = time.Since(start)
 	res.OOMKilled, res.PeakMemory = cg.stats()
 	if socketCause != "" {
@@ -885,8 +822,8 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 // cgroup for the whole run.
 const bwrapInitTasks = 1
 
-// bwrapOwnTasks is bwrap's own process, the parent of its pid 1, when it is
-// in the run's cgroup (a prepared sandbox's spawner starts it there).
+// bwrapOwnTasks is bwrap's own process, the parent of its pid 1, born in
+// the run's cgroup.
 const bwrapOwnTasks = 1
 
 // slirpTasks is what slirp4netns (one thread) adds to a run's cgroup:

@@ -31,7 +31,7 @@ func requireBwrapHost(t testing.TB) *BwrapRunner {
 	if os.Geteuid() != 0 {
 		t.Fatal("these tests need root: they create cgroups and run bwrap as an unprivileged uid (run `go test` as root, as CI does)")
 	}
-	r, err := NewBwrapRunner(Options{CgroupParent: testCgroupParent, Preparer: testPreparer})
+	r, err := NewBwrapRunner(Options{CgroupParent: testCgroupParent})
 	if err != nil {
 		t.Fatalf("%v (CI installs it with apt-get install bubblewrap)", err)
 	}
@@ -846,12 +846,7 @@ func TestCgroupV2PlacementAndKill(t *testing.T) {
 	defer removeRunParent(filepath.Dir(cg.dir)) // made here, not by newRunCgroup
 	defer cg.remove()
 	cmd := exec.Command("sh", "-c", "setsid sleep 1000 & sleep 1000")
-	if err := cg.beforeStart(cmd); err != nil {
-		t.Fatal(err)
-	}
-	err = cmd.Start()
-	cg.afterStart(context.Background())
-	if err != nil {
+	if err := cg.start(cmd); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", cmd.Process.Pid))
@@ -983,35 +978,30 @@ func TestBwrapIsBornInItsCgroup(t *testing.T) {
 	}
 }
 
-// A v1 cgroup the command's shell cannot enter (removed under it) fails the
-// run with an error that says so, and nothing runs: not an exit 125 that
-// would look like the command's.
-func TestBwrapThatCannotEnterItsCgroupSaysSo(t *testing.T) {
+// A v1 cgroup the command cannot be born in (removed under it) fails the
+// start with an error that says so, and nothing runs: never a command
+// started outside its cgroup.
+func TestCommandThatCannotEnterItsCgroupSaysSo(t *testing.T) {
 	r := requireBwrapHost(t)
 	if !cgroupV1(t, r) {
-		t.Skip("cgroup v2 here: the kernel places the command (CLONE_INTO_CGROUP), no shell moves itself")
+		t.Skip("cgroup v2 here: the kernel places the command (CLONE_INTO_CGROUP), no forker moves itself")
 	}
 	cg, err := newRunCgroup(r.opts, Limits{}.WithDefaults())
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
+	if err := cg.remove(); err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command("/bin/sh", "-c", "touch ran")
 	cmd.Dir = dir
-	if err := cg.beforeStart(cmd); err != nil {
-		t.Fatal(err)
-	}
-	cmd.Dir = dir
-	if err := cg.remove(); err != nil { // its tasks files, opened, now lead nowhere
-		t.Fatal(err)
-	}
-	startErr := cmd.Start()
-	err = cg.afterStart(context.Background())
-	if startErr == nil {
+	err = cg.start(cmd)
+	if err == nil {
 		_ = cmd.Wait()
 	}
-	if err == nil || !strings.Contains(err.Error(), "could not put itself into") {
-		t.Errorf("afterStart: %v, want the shell's failure to enter", err)
+	if err == nil || !strings.Contains(err.Error(), "cgroup v1") || !strings.Contains(err.Error(), "tasks") {
+		t.Errorf("start in a removed cgroup: %v, want the failure to enter it", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "ran")); err == nil {
 		t.Error("the command ran outside its cgroup")
@@ -1542,7 +1532,7 @@ exec %[3]s "$@"
 func TestBwrapSetupFailureIsStartedAgain(t *testing.T) {
 	requireBwrapHost(t)
 	fake, starts := standInBwrap(t, 1)
-	r, err := NewBwrapRunner(Options{Bwrap: fake, CgroupParent: testCgroupParent, Preparer: testPreparer})
+	r, err := NewBwrapRunner(Options{Bwrap: fake, CgroupParent: testCgroupParent})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1566,7 +1556,7 @@ func TestBwrapSetupFailureIsStartedAgain(t *testing.T) {
 	}
 
 	fake, starts = standInBwrap(t, setupTries)
-	r, err = NewBwrapRunner(Options{Bwrap: fake, CgroupParent: testCgroupParent, Preparer: testPreparer})
+	r, err = NewBwrapRunner(Options{Bwrap: fake, CgroupParent: testCgroupParent})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,12 +2,10 @@ package sandbox
 
 import (
 	"bufio"
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -37,14 +35,11 @@ const killTimeout = 10 * time.Second
 type runCgroup interface {
 	// version is 1 or 2.
 	version() int
-	// beforeStart arranges for the command to start inside the cgroup (v2:
-	// clone3 with CLONE_INTO_CGROUP; v1: a shell that moves itself in
-	// first).
-	beforeStart(cmd *exec.Cmd) error
-	// afterStart releases what beforeStart opened, once the command is in
-	// the cgroup (v1: its shell said so), or says why it is not. It waits
-	// no longer than ctx lasts.
-	afterStart(ctx context.Context) error
+	// start starts the command born inside the cgroup (v2: clone3 with
+	// CLONE_INTO_CGROUP; v1: forked by a thread that moved itself in,
+	// startInV1), so that there is no moment at which it or anything it
+	// forks runs unlimited.
+	start(cmd *exec.Cmd) error
 	// adopt moves a helper the runner started for the run (slirp4netns)
 	// into the cgroup, before it opens any connection: its memory, CPU
 	// and the buffers of its sockets count in the run's (see
@@ -211,11 +206,6 @@ type v1Cgroup struct {
 	paths map[cgroup1.Name]string
 	// tidy are the runs' parents to remove with the run (newRunCgroup).
 	tidy []string
-	// What beforeStart made for the command's shell: the end of the pipe
-	// it answers on, this process's end, and the tasks files lent to the
-	// command's uid until it has moved itself in.
-	answer, answered *os.File
-	lent             []lentFile
 }
 
 // v1Found is v1Hierarchy's answer once it had one: where the hierarchies
@@ -391,29 +381,6 @@ func (c *v1Cgroup) boundsSockets() bool {
 	return err == nil
 }
 
-// setLimits gives a prepared cgroup the run's limits, and starts its peak
-// memory from what it holds now (the waiting spawner's few pages).
-func (c *v1Cgroup) setLimits(limits Limits) error {
-	mem := limits.MemoryBytes
-	if err := c.cg.Update(&specs.LinuxResources{
-		Memory: &specs.LinuxMemory{Limit: &mem, Swap: &mem},
-		Pids:   &specs.LinuxPids{Limit: &limits.MaxProcesses},
-	}); err != nil {
-		return fmt.Errorf("cgroup v1: set the run's limits: %w", err)
-	}
-	// Its TCP accounting is on since prepare made it (limitTCP).
-	if err := c.limitTCP(mem); err != nil {
-		return err
-	}
-	_ = os.WriteFile(filepath.Join(c.paths[cgroup1.Memory], "memory.max_usage_in_bytes"), []byte("0"), 0)
-	return nil
-}
-
-// tasks counts the cgroup's tasks (threads), as its pids limit does.
-func (c *v1Cgroup) tasks() int64 {
-	return int64(readUint(filepath.Join(c.paths[cgroup1.Pids], "pids.current")))
-}
-
 func (*v1Cgroup) version() int { return 1 }
 
 func (c *v1Cgroup) controllers() []string {
@@ -426,109 +393,13 @@ func (c *v1Cgroup) controllers() []string {
 	return names
 }
 
-// cgroupEnterName is the argv[0] of the shell that puts itself into a v1
-// cgroup and then becomes the command (ps shows it for that moment).
-const cgroupEnterName = "harnessfacts-cgroup-enter"
-
-// beforeStart has the command born in the cgroup, as v2's clone3 does: it
-// starts as a shell that moves itself into each hierarchy by writing 0 to
-// that hierarchy's tasks file, says so on a pipe and becomes the command.
-// Moving itself is what makes it cheap: the kernel moves a single thread
-// that writes 0 without its global threadgroup lock, where writing another
-// process's pid to cgroup.procs takes that lock and waits for an RCU grace
-// period (6–7 ms for the two hierarchies on an idle machine here, against
-// 0.14 ms), and meanwhile every fork and exit on the host waits too.
-//
-// The shell runs with the command's credentials (a run's unprivileged uid),
-// so the tasks files are lent to that uid (chown, as cgroup v1 delegation
-// does) until it said it is in; afterStart gives them back. The
-// shell opens them by path: a descriptor opened here would carry root's
-// credentials, which the kernel checks a write against, and any process of
-// the run's uid could take it from the shell (pidfd_getfd) and move root's
-// processes into the run's cgroup, where the run's end kills them. Lent,
-// the files let a process of that uid move only processes of its own uid,
-// which it can signal and trace anyway. Before it says it is in, the shell
-// checks that it may run the command: a bwrap it cannot run must be the
-// sandbox's failure, not the command's exit 126.
-func (c *v1Cgroup) beforeStart(cmd *exec.Cmd) error {
-	var tasks []string
-	for _, n := range []cgroup1.Name{cgroup1.Memory, cgroup1.Pids, cgroup1.Cpu} {
-		if p, ok := c.paths[n]; ok {
-			tasks = append(tasks, filepath.Join(p, "tasks"))
-		}
+// start starts cmd born in the cgroup's hierarchies (startInV1).
+func (c *v1Cgroup) start(cmd *exec.Cmd) error {
+	tasks := map[cgroup1.Name]string{}
+	for n, p := range c.paths {
+		tasks[n] = filepath.Join(p, "tasks")
 	}
-	fd := 3 + len(cmd.ExtraFiles)
-	if fd > 9 {
-		return fmt.Errorf("cgroup v1: no descriptor number left for the shell's answer (%d; the shell names 0 to 9)", fd)
-	}
-	if a := cmd.SysProcAttr; a != nil && a.Credential != nil {
-		cred := a.Credential
-		for _, t := range tasks {
-			var st unix.Stat_t
-			if err := unix.Stat(t, &st); err != nil {
-				c.giveBack()
-				return fmt.Errorf("cgroup v1: %w", err)
-			}
-			if err := os.Chown(t, int(cred.Uid), int(cred.Gid)); err != nil {
-				c.giveBack()
-				return fmt.Errorf("cgroup v1: lend %s to uid %d: %w", t, cred.Uid, err)
-			}
-			c.lent = append(c.lent, lentFile{path: t, uid: int(st.Uid), gid: int(st.Gid)})
-		}
-	}
-	r, w, err := os.Pipe()
-	if err != nil {
-		c.giveBack()
-		return fmt.Errorf("cgroup v1: %w", err)
-	}
-	c.answered, c.answer = r, w
-	var writes []string
-	for i := range tasks {
-		writes = append(writes, fmt.Sprintf(`echo 0 >"$%d"`, i+1))
-	}
-	// dash exports PWD even from an empty environment, and bash's exec
-	// adds SHLVL unless -c: neither reaches the command (bwrap, whose
-	// environment its sandbox's init keeps).
-	script := fmt.Sprintf(`{ %s; } 2>/dev/null || exit 125; shift %d; `+
-		`[ -f "$1" ] && [ -x "$1" ] || { echo "uid $(id -u) may not run $1" >&%d; exit 126; }; echo in >&%d; exec %d>&-; `+
-		`unset PWD; if [ -n "${BASH_VERSION-}" ]; then exec -c "$@"; fi; exec "$@"`,
-		strings.Join(writes, " && "), len(tasks), fd, fd, fd)
-	cmd.ExtraFiles = append(cmd.ExtraFiles, w)
-	cmd.Args = slices.Concat([]string{cgroupEnterName, "-c", script, cgroupEnterName}, tasks, []string{cmd.Path}, cmd.Args[1:])
-	cmd.Path = "/bin/sh"
-	return nil
-}
-
-// afterStart waits for the shell's answer and gives the tasks files back to
-// root: nil once it is in the cgroup, else why not (it then exits without
-// running the command). A process of the run's uid can stop the shell
-// before it answers: the wait ends with ctx (the run's cancel or its
-// timeout), and after 30 s whatever ctx says.
-func (c *v1Cgroup) afterStart(ctx context.Context) error {
-	if c.answered == nil {
-		return nil
-	}
-	r := c.answered
-	defer r.Close()
-	_ = c.answer.Close()
-	c.answer, c.answered = nil, nil
-	_ = r.SetReadDeadline(time.Now().Add(30 * time.Second))
-	stop := context.AfterFunc(ctx, func() { _ = r.SetReadDeadline(time.Now()) })
-	b, err := io.ReadAll(io.LimitReader(r, 256))
-	stop()
-	c.giveBack()
-	if err != nil && ctx.Err() != nil {
-		err = fmt.Errorf("%w (%w)", ctx.Err(), err)
-	}
-	switch said := strings.TrimSpace(string(b)); {
-	case err != nil:
-		return fmt.Errorf("cgroup v1: waiting for the command to put itself into %s: %w", c.paths[cgroup1.Pids], err)
-	case said == "":
-		return fmt.Errorf("cgroup v1: the command could not put itself into %s", c.paths[cgroup1.Pids])
-	case said != "in":
-		return fmt.Errorf("cgroup v1: %s", said)
-	}
-	return nil
+	return startInV1(tasks, cmd)
 }
 
 // adopt moves pid into each of the run's hierarchies. The buffers of the
@@ -635,21 +506,6 @@ func preadInt(f *os.File, buf []byte) int64 {
 	return v
 }
 
-// lentFile is a tasks file lent to a run's uid, and whose it was.
-type lentFile struct {
-	path     string
-	uid, gid int
-}
-
-// giveBack gives the lent tasks files back to their owners (root, or the
-// user a delegated cgroup parent belongs to).
-func (c *v1Cgroup) giveBack() {
-	for _, f := range c.lent {
-		_ = os.Chown(f.path, f.uid, f.gid)
-	}
-	c.lent = nil
-}
-
 // killAll sends SIGKILL to every process of the cgroup and repeats until it
 // is empty. No freezer: a process forked between listing and killing is
 // caught by the next round, and the pids limit bounds how many there can be,
@@ -664,6 +520,14 @@ func (c *v1Cgroup) killAll() error {
 				return nil
 			}
 			return fmt.Errorf("cgroup v1: list processes: %w", err)
+		}
+		// A thread of this process is there only if the forker could
+		// not leave (startInV1): never this process's own end.
+		if i := slices.Index(procs, os.Getpid()); i >= 0 {
+			procs = slices.Delete(procs, i, i+1)
+			if len(procs) == 0 {
+				return fmt.Errorf("cgroup v1: a thread of the node's own process is stuck in %s", c.paths[cgroup1.Pids])
+			}
 		}
 		if len(procs) == 0 {
 			return nil
@@ -781,7 +645,6 @@ func removeV1(dir string) error {
 type v2Cgroup struct {
 	m   *cgroup2.Manager
 	dir string
-	fd  *os.File
 	// cpu: the run has a CPU weight of its own.
 	cpu bool
 	// tidy is the runs' parent to remove with the run (newRunCgroup).
@@ -844,29 +707,21 @@ func (c *v2Cgroup) controllers() []string {
 	return []string{"memory", "pids"}
 }
 
-// beforeStart opens the cgroup directory for clone3(CLONE_INTO_CGROUP): the
-// child is born inside the cgroup, so there is no moment at which it or
+// start starts cmd with clone3(CLONE_INTO_CGROUP) on the cgroup's directory:
+// the child is born inside the cgroup, so there is no moment at which it or
 // anything it forks runs unlimited.
-func (c *v2Cgroup) beforeStart(cmd *exec.Cmd) error {
+func (c *v2Cgroup) start(cmd *exec.Cmd) error {
 	fd, err := os.OpenFile(c.dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("cgroup v2: open %s: %w", c.dir, err)
 	}
-	c.fd = fd
+	defer func() { _ = fd.Close() }()
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.UseCgroupFD = true
 	cmd.SysProcAttr.CgroupFD = int(fd.Fd())
-	return nil
-}
-
-func (c *v2Cgroup) afterStart(context.Context) error {
-	if c.fd != nil {
-		_ = c.fd.Close()
-		c.fd = nil
-	}
-	return nil
+	return cmd.Start()
 }
 
 // adopt moves pid into the cgroup. v2 charges the buffers of a socket to

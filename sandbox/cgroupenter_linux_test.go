@@ -3,7 +3,6 @@ package sandbox
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,7 +14,7 @@ import (
 )
 
 // v1Enter makes a run cgroup on a v1 host, or skips: on v2 the kernel
-// places the command (CLONE_INTO_CGROUP) and no shell moves itself.
+// places the command (CLONE_INTO_CGROUP), no forker moves itself.
 func v1Enter(t *testing.T) (*BwrapRunner, *v1Cgroup) {
 	t.Helper()
 	r := requireBwrapHost(t)
@@ -26,7 +25,7 @@ func v1Enter(t *testing.T) (*BwrapRunner, *v1Cgroup) {
 	t.Cleanup(func() { _ = cg.killAll(); _ = cg.remove() })
 	c, ok := cg.(*v1Cgroup)
 	if !ok {
-		t.Skip("cgroup v2 here: the kernel places the command, no shell moves itself")
+		t.Skip("cgroup v2 here: the kernel places the command, no forker moves itself")
 	}
 	return r, c
 }
@@ -48,14 +47,12 @@ func owner(t *testing.T, path string) uint32 {
 	return st.Uid
 }
 
-// The tasks files are lent to the command's uid only while its shell moves
-// itself in, and even then a process of that uid cannot move root's
-// processes in (the kernel checks the writer against the process it
-// moves): nothing of the run's uid can put a host daemon under the run's
-// limits, where the run's end would kill it. (A descriptor opened by root
-// and handed to the shell could: the kernel checks a write against the
-// opener, and any process of the uid could take it with pidfd_getfd.)
-func TestCgroupEnterLendsTasksOnlyToMoveItself(t *testing.T) {
+// The tasks files stay root's while the forker starts the run's command,
+// and a process of the run's uid cannot move root's processes in (the
+// kernel checks the writer against the process it moves): nothing of the
+// run's uid can put a host daemon under the run's limits, where the run's
+// end would kill it.
+func TestRunsUIDCannotMoveRootsProcessesIntoItsCgroup(t *testing.T) {
 	_, c := v1Enter(t)
 	victim := exec.Command("sleep", "60")
 	if err := victim.Start(); err != nil {
@@ -63,30 +60,18 @@ func TestCgroupEnterLendsTasksOnlyToMoveItself(t *testing.T) {
 	}
 	defer func() { _ = victim.Process.Kill(); _ = victim.Wait() }()
 
-	cmd := exec.Command("/bin/sh", "-c", "exit 0")
+	cmd := exec.Command("/bin/sh", "-c", "for f; do echo $0 2>/dev/null > $f && exit 1; done; exit 0", fmt.Sprint(victim.Process.Pid))
+	cmd.Args = append(cmd.Args, tasksFiles(c)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: runAs(DefaultUID, DefaultGID)}
-	if err := c.beforeStart(cmd); err != nil {
+	if err := c.start(cmd); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range tasksFiles(c) {
-		if owner(t, f) != uint32(DefaultUID) {
-			t.Fatalf("%s is not lent to uid %d while the shell starts", f, DefaultUID)
-		}
-		// What another process of that uid could do meanwhile.
-		try := exec.Command("/bin/sh", "-c", fmt.Sprintf("echo %d > %s", victim.Process.Pid, f))
-		try.SysProcAttr = &syscall.SysProcAttr{Credential: runAs(DefaultUID, DefaultGID)}
-		if out, err := try.CombinedOutput(); err == nil {
-			t.Errorf("uid %d moved root's pid %d into %s: %s", DefaultUID, victim.Process.Pid, f, out)
-		}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("uid %d moved root's pid %d into the run's cgroup: %v", DefaultUID, victim.Process.Pid, err)
 	}
-	err := cmd.Start()
-	if aerr := c.afterStart(context.Background()); err != nil || aerr != nil {
-		t.Fatalf("start %v, enter %v", err, aerr)
-	}
-	_ = cmd.Wait()
 	for _, f := range tasksFiles(c) {
 		if owner(t, f) != 0 {
-			t.Errorf("%s is still lent to uid %d after the shell moved itself in", f, owner(t, f))
+			t.Errorf("%s belongs to uid %d", f, owner(t, f))
 		}
 	}
 	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", victim.Process.Pid))
@@ -96,11 +81,9 @@ func TestCgroupEnterLendsTasksOnlyToMoveItself(t *testing.T) {
 }
 
 // A bwrap the run's uid may not run is the sandbox's failure, said by Run,
-// not the command's exit 126 with the shell's complaint in its output.
+// not the command's exit 126.
 func TestBwrapTheRunsUIDCannotRunIsTheSandboxsFailure(t *testing.T) {
-	if !cgroupV1(t, requireBwrapHost(t)) {
-		t.Skip("cgroup v2 here: the kernel places the command, no shell moves itself")
-	}
+	requireBwrapHost(t)
 	bwrap, err := exec.LookPath("bwrap")
 	if err != nil {
 		t.Fatal(err)
@@ -130,36 +113,6 @@ func TestBwrapTheRunsUIDCannotRunIsTheSandboxsFailure(t *testing.T) {
 	assertNoRunCgroups(t)
 }
 
-// The command the shell becomes (bwrap, whose environment its sandbox's
-// init keeps as /proc/1/environ) has an empty environment whether /bin/sh
-// is dash (which exports PWD) or bash (whose exec adds SHLVL).
-func TestCgroupEnterLeavesNoEnvironment(t *testing.T) {
-	for _, shell := range []string{"/bin/sh", "/bin/dash", "/bin/bash"} {
-		if _, err := os.Stat(shell); err != nil {
-			continue
-		}
-		_, c := v1Enter(t)
-		cmd := exec.Command("/usr/bin/env")
-		cmd.Env = []string{}
-		cmd.Dir = "/"
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: runAs(DefaultUID, DefaultGID)}
-		if err := c.beforeStart(cmd); err != nil {
-			t.Fatal(err)
-		}
-		cmd.Path = shell
-		err := cmd.Start()
-		if aerr := c.afterStart(context.Background()); err != nil || aerr != nil {
-			t.Fatalf("%s: start %v, enter %v", shell, err, aerr)
-		}
-		_ = cmd.Wait()
-		if out.Len() != 0 {
-			t.Errorf("with %s, the command has an environment: %q", shell, out.String())
-		}
-	}
-}
-
 // A v1 run cgroup is removed by rmdir alone (no walk of its control
 // files): never while a process is in it, whether in the run's cgroup or
 // in one below it (which nothing in a sandbox can make, but a run's end
@@ -168,12 +121,9 @@ func TestCgroupEnterLeavesNoEnvironment(t *testing.T) {
 func TestCgroupV1KillAllAndRemoveReachBelow(t *testing.T) {
 	_, c := v1Enter(t)
 	cmd := exec.Command("/bin/sh", "-c", "sleep 1000 & exec sleep 1000")
-	if err := c.beforeStart(cmd); err != nil {
+	err := c.start(cmd)
+	if err != nil {
 		t.Fatal(err)
-	}
-	err := cmd.Start()
-	if aerr := c.afterStart(context.Background()); err != nil || aerr != nil {
-		t.Fatal(err, aerr)
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	// A second process, moved into a cgroup below the run's in every
@@ -224,40 +174,5 @@ func TestCgroupV1KillAllAndRemoveReachBelow(t *testing.T) {
 	}
 	if err := c.remove(); err != nil {
 		t.Fatalf("removing it again: %v", err)
-	}
-}
-
-// A process of the run's uid can stop the enter shell before it answers
-// (it may signal or trace its own uid's processes). The wait for the answer
-// ends with the run's context, not 30 s later: here the shell is held at
-// its exec by ptrace, as such a process would hold it.
-func TestCgroupEnterWaitEndsWithTheContext(t *testing.T) {
-	_, c := v1Enter(t)
-	cmd := exec.Command("/bin/sh", "-c", "exit 0")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: runAs(DefaultUID, DefaultGID)}
-	if err := c.beforeStart(cmd); err != nil {
-		t.Fatal(err)
-	}
-	cmd.SysProcAttr.Ptrace = true // stops at its exec, before its first line
-	err := cmd.Start()
-	if err != nil {
-		c.giveBack()
-		if errors.Is(err, syscall.EPERM) {
-			t.Skipf("this host does not let a child be traced (%v): the stopped shell cannot be made here", err)
-		}
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	aerr := c.afterStart(ctx)
-	if took := time.Since(start); aerr == nil || !errors.Is(aerr, context.DeadlineExceeded) || took > 5*time.Second {
-		t.Fatalf("afterStart with a stopped shell: %v after %s, want the context's end within seconds", aerr, took)
-	}
-	for _, f := range tasksFiles(c) {
-		if owner(t, f) == uint32(DefaultUID) {
-			t.Errorf("%s is still lent to uid %d after the wait ended", f, DefaultUID)
-		}
 	}
 }

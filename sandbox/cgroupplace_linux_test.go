@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -156,16 +155,7 @@ func placeHelper(raw string) int {
 			n := strconv.FormatInt(cfg.RunAlloc, 10)
 			cmd := exec.Command("sh", "-c", "read go; head -c "+n+" /dev/zero | tail -c "+n+" >/dev/null")
 			in, _ := cmd.StdinPipe()
-			if err := cg.beforeStart(cmd); err != nil {
-				rep.Err = err.Error()
-				report()
-				return 0
-			}
-			err := cmd.Start()
-			if aerr := cg.afterStart(context.Background()); err == nil {
-				err = aerr
-			}
-			if err != nil {
+			if err := cg.start(cmd); err != nil {
 				rep.Err = err.Error()
 				report()
 				return 0

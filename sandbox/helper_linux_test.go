@@ -1,16 +1,9 @@
 package sandbox
 
-import (
-	"os"
-
-	"github.com/harnessfacts/harnessfacts/sandbox/spawn"
-)
+import "os"
 
 // runHelper runs the test binary as a helper process when asked to.
 func runHelper() {
-	if len(os.Args) > 1 && os.Args[1] == spawn.Command {
-		os.Exit(spawn.Serve()) // the test binary is the Preparer's spawner
-	}
 	if dir := os.Getenv(cgroupMountHelperEnv); dir != "" {
 		os.Exit(cgroupMountHelper(dir))
 	}

@@ -406,11 +406,6 @@ type Options struct {
 	// Linux only.
 	CgroupMount string
 
-	// Preparer, when set (NewPreparer), gives runs sandboxes made ahead:
-	// on a cgroup v1 host their bwrap is then born in its cgroup. Linux
-	// only; nil starts every run the usual way.
-	Preparer *Preparer
-
 	// runParents, set by PlaceNodeAgent, are the cgroups (relative to each
 	// hierarchy's mount, keyed by v1 controller name, "" for v2) below which
 	// per-run cgroups are made: fixed once, so that a node-agent that moved

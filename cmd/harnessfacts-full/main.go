@@ -42,6 +42,6 @@ and records what really happened as hashed evidence.`,
 	root.AddCommand(newControllerCommand())
 	root.AddCommand(newReportCommand(), newImportCommand(), newFixtureCommand())
 	root.AddCommand(newGetCommand(), newDescribeCommand(), newWaitCommand(), newCancelCommand(), newRetryCommand(), newLogsCommand())
-	root.AddCommand(nodecmd.NodeAgentCommand(), nodecmd.NodeCleanupCommand(), runcmd.Command(), newEvidenceCommand(), newDevCommand(), nodecmd.SandboxInitCommand(), nodecmd.MCPStdioCommand(), nodecmd.SandboxSpawnCommand(), newFakeProviderCommand())
+	root.AddCommand(nodecmd.NodeAgentCommand(), nodecmd.NodeCleanupCommand(), runcmd.Command(), newEvidenceCommand(), newDevCommand(), nodecmd.SandboxInitCommand(), nodecmd.MCPStdioCommand(), newFakeProviderCommand())
 	return root
 }

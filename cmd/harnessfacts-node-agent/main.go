@@ -28,7 +28,7 @@ func main() {
 		SilenceErrors: true,
 	}
 	root.AddCommand(version.Command(), nodecmd.NodeAgentCommand(), nodecmd.NodeCleanupCommand(),
-		nodecmd.SandboxInitCommand(), nodecmd.MCPStdioCommand(), nodecmd.SandboxSpawnCommand())
+		nodecmd.SandboxInitCommand(), nodecmd.MCPStdioCommand())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "harnessfacts-node-agent:", err)
 		os.Exit(1)

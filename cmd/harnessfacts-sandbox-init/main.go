@@ -1,9 +1,7 @@
 // Command harnessfacts-sandbox-init is what the node-agent and `harnessfacts
 // run` start inside every sandbox: `sandbox-init -- COMMAND [ARG]...` and
 // `mcp-stdio [--socket PATH]`, exactly as the harnessfacts binary's hidden
-// commands of the same names (both call package sandboxinit). Outside any
-// sandbox, `sandbox-spawn` is the runner's spawner of prepared sandboxes
-// (package sandbox/spawn).
+// commands of the same names (both call package sandboxinit).
 //
 // It exists for speed alone. The harnessfacts binary is about 100 MB, and
 // its package initialisation (Kubernetes client schemes, metrics
@@ -21,15 +19,13 @@ import (
 
 	"github.com/harnessfacts/harnessfacts/internal/cloexec"
 	"github.com/harnessfacts/harnessfacts/node-agent/sandboxinit"
-	"github.com/harnessfacts/harnessfacts/sandbox/spawn"
 )
 
-const usage = "usage: harnessfacts-sandbox-init sandbox-init -- COMMAND [ARG]... | mcp-stdio [--socket PATH] | " + spawn.Command
+const usage = "usage: harnessfacts-sandbox-init sandbox-init -- COMMAND [ARG]... | mcp-stdio [--socket PATH]"
 
 func main() {
 	// Nothing this program inherited beyond what it is given reaches the
-	// agent or bwrap: in a sandbox, whatever bwrap or the release guard
-	// left open; as the spawner, whatever its starter did.
+	// agent: whatever bwrap or the release guard left open.
 	if err := cloexec.Inherited(); err != nil {
 		fmt.Fprintln(os.Stderr, "harnessfacts-sandbox-init: marking inherited descriptors close-on-exec:", err)
 		os.Exit(1)
@@ -63,8 +59,6 @@ func run(args []string) int {
 			fmt.Fprintln(os.Stderr, "harnessfacts sandbox-init:", err)
 		}
 		return code
-	case spawn.Command:
-		return spawn.Serve()
 	case "mcp-stdio":
 		socket, err := socketFlag(args[1:])
 		if err != nil {

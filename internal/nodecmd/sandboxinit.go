@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/harnessfacts/harnessfacts/node-agent/sandboxinit"
-	"github.com/harnessfacts/harnessfacts/sandbox/spawn"
 )
 
 // SandboxInitCommand is the entry point inside the sandbox: it bridges
@@ -60,19 +59,4 @@ func MCPStdioCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&socket, "socket", "", "the run's MCP socket (default $"+sandboxinit.MCPSocketEnv+", which keeps it off the command line)")
 	return cmd
-}
-
-// SandboxSpawnCommand is the spawner of a sandbox made ahead (package
-// sandbox/spawn), as harnessfacts-sandbox-init serves it; the executor
-// prepares sandboxes only with that small program, whose start is cheap.
-func SandboxSpawnCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:    spawn.Command,
-		Short:  "Outside the sandbox: wait in a prepared cgroup for one run's bwrap, then start it",
-		Hidden: true,
-		Args:   cobra.NoArgs,
-		Run: func(*cobra.Command, []string) {
-			os.Exit(spawn.Serve())
-		},
-	}
 }

@@ -230,8 +230,6 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 			cmd.PrintErrf("WARNING %s: %s\n", m.Mode, m.Message)
 		}
 	}
-	// No sandboxes are prepared (PrepareSandboxes) for one run: measured,
-	// making them cost this process more than their faster starts saved.
 	defer func() { _ = exec.Close() }()
 	// A local run killed before its end (kill -9, a closed laptop) leaves
 	// its run dir, credential copies included. Those whose owner lock no

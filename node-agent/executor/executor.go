@@ -69,12 +69,6 @@ type Options struct {
 	// request bodies, so that the node's runs together never wait on one
 	// another's (gatewayBodiesPerRun).
 	Slots int
-	// PrepareSandboxes is how many sandboxes are kept made ahead on a
-	// cgroup v1 host, with InitBinary as their spawner (sandbox.Preparer):
-	// a run's bwrap is then born in its cgroup, without the cgroup moves
-	// on its start. Only with harnessfacts-sandbox-init as InitBinary (the
-	// full binary's start costs more than it saves); 0 prepares none.
-	PrepareSandboxes int
 	// Adapters are the adapters this node offers.
 	Adapters adapters.Registry
 	// NodeName is recorded in the receipt.
@@ -172,8 +166,6 @@ type Executor struct {
 	requiredErr error
 	fallback    sandbox.Runner
 	fallbackWhy string
-	// preparer keeps sandboxes made ahead (PrepareSandboxes), or is nil.
-	preparer *sandbox.Preparer
 	// initInterp is opts.InitBinary's dynamic loader, "" when it is static.
 	initInterp string
 	// graves removes finished runs' dirs.
@@ -316,29 +308,10 @@ func New(opts Options) (*Executor, error) {
 	// One preflight (a sandbox start) serves both policies and the
 	// HarnessNode's modes: it used to run once for each, two sandboxes
 	// before every local run's first.
-	if opts.PrepareSandboxes > 0 && filepath.Base(opts.InitBinary) == InitBinaryName {
-		// Made while the preflight runs; nil where there is nothing to win
-		// (cgroup v2, not root).
-		e.preparer = sandbox.NewPreparer(opts.Sandbox, opts.InitBinary, opts.PrepareSandboxes, func(err error) {
-			logger := log.Log.WithName("sandbox")
-			if err != nil {
-				logger.Info("sandboxes made ahead cannot be made; runs start the usual way, a little slower, until they can", "error", err.Error())
-				return
-			}
-			logger.Info("sandboxes made ahead are made again")
-		})
-	}
 	e.avail = sandbox.Preflight(context.Background(), opts.Sandbox)
-	if !bwrapAvailable(e.avail) {
-		_ = e.preparer.Close()
-		e.preparer = nil
-	}
-	opts.Sandbox.Preparer = e.preparer
-	e.opts.Sandbox.Preparer = e.preparer
 	e.required, e.requiredErr = sandbox.Choose(sandbox.PolicyRequired, opts.Sandbox, e.avail)
 	e.fallback, err = sandbox.Choose(sandbox.PolicyAllowFallback, opts.Sandbox, e.avail)
 	if err != nil {
-		_ = e.preparer.Close()
 		return nil, fmt.Errorf("executor: %w", err)
 	}
 	var why []string
@@ -351,20 +324,11 @@ func New(opts Options) (*Executor, error) {
 	return e, nil
 }
 
-func bwrapAvailable(avail []sandbox.Availability) bool {
-	for _, a := range avail {
-		if a.Mode == sandbox.ModeBwrap && a.Available {
-			return true
-		}
-	}
-	return false
-}
-
-// Close removes the sandboxes made ahead (PrepareSandboxes) and the run
-// dirs still waiting for removal (graveyard). Runs may not start after it.
+// Close removes the run dirs still waiting for removal (graveyard). Runs
+// may not start after it.
 func (e *Executor) Close() error {
 	e.graves.close()
-	return e.preparer.Close()
+	return nil
 }
 
 // RemoveLeftovers removes what a killed earlier process left under the run

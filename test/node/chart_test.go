@@ -258,52 +258,9 @@ func applyRun(t *testing.T, yaml string) {
 	k(t, "apply", "-f", path)
 }
 
-// spawnerOfALiveNodeAgent says whether pid is a prepared sandbox's spawner
-// (sandbox.Preparer: `harnessfacts-sandbox-init sandbox-spawn`) whose
-// parent is a running node-agent: it waits for that node-agent's next run
-// and is the node-agent's, as the node-agent itself is. A spawner whose
-// node-agent is gone is a leftover.
-func spawnerOfALiveNodeAgent(pid string) bool {
-	if !strings.Contains(cmdline(pid), " sandbox-spawn") {
-		return false
-	}
-	status, err := os.ReadFile(filepath.Join("/proc", pid, "status"))
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(status), "\n") {
-		if ppid, ok := strings.CutPrefix(line, "PPid:"); ok {
-			return strings.Contains(cmdline(strings.TrimSpace(ppid)), "harnessfacts-node-agent node-agent")
-		}
-	}
-	return false
-}
-
-// cmdline is pid's command line, its arguments joined by spaces.
-func cmdline(pid string) string {
-	b, _ := os.ReadFile(filepath.Join("/proc", pid, "cmdline"))
-	return strings.ReplaceAll(string(b), "\x00", " ")
-}
-
-// holdsLiveSpawner says whether the run cgroup holds a running node-agent's
-// prepared sandbox (spawnerOfALiveNodeAgent).
-func holdsLiveSpawner(cgroup string) bool {
-	b, err := os.ReadFile(filepath.Join(cgroup, "cgroup.procs"))
-	if err != nil {
-		return false
-	}
-	for _, pid := range strings.Fields(string(b)) {
-		if spawnerOfALiveNodeAgent(pid) {
-			return true
-		}
-	}
-	return false
-}
-
 // hostLeftovers lists what the node-agent may leave on the host: run dirs
 // under the run root, per-run cgroups (harnessfacts/run-* below the
-// kubelet's pods in any hierarchy) but those a running node-agent keeps
-// prepared, and node-agent, agent or orphaned spawner processes.
+// kubelet's pods in any hierarchy), and node-agent or agent processes.
 func hostLeftovers(t *testing.T) []string {
 	t.Helper()
 	var left []string
@@ -315,7 +272,7 @@ func hostLeftovers(t *testing.T) []string {
 	hier, _ := filepath.Glob("/sys/fs/cgroup/*/harnessfacts-node")
 	for _, h := range hier {
 		_ = filepath.WalkDir(h, func(p string, d os.DirEntry, err error) error {
-			if err == nil && d.IsDir() && strings.HasPrefix(d.Name(), "run-") && filepath.Base(filepath.Dir(p)) == "harnessfacts" && !holdsLiveSpawner(p) {
+			if err == nil && d.IsDir() && strings.HasPrefix(d.Name(), "run-") && filepath.Base(filepath.Dir(p)) == "harnessfacts" {
 				left = append(left, "cgroup "+p)
 			}
 			return nil
@@ -329,8 +286,7 @@ func hostLeftovers(t *testing.T) []string {
 		}
 		cmd := strings.ReplaceAll(string(b), "\x00", " ")
 		pid := filepath.Base(filepath.Dir(p))
-		if strings.Contains(cmd, "harnessfacts-node-agent node-agent") || strings.HasPrefix(cmd, "bwrap ") && strings.Contains(cmd, runRoot) ||
-			strings.Contains(cmd, " sandbox-spawn") && !spawnerOfALiveNodeAgent(pid) {
+		if strings.Contains(cmd, "harnessfacts-node-agent node-agent") || strings.HasPrefix(cmd, "bwrap ") && strings.Contains(cmd, runRoot) {
 			left = append(left, "process "+pid+": "+cmd)
 		}
 	}

@@ -1,0 +1,220 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/containerd/cgroups/v3"
+	"github.com/containerd/cgroups/v3/cgroup1"
+	"github.com/moby/sys/mountinfo"
+	"golang.org/x/sys/unix"
+)
+
+// v1 has no clone3(CLONE_INTO_CGROUP): a child is born in the cgroups of
+// the thread that forks it. The forker is one OS thread of this process,
+// locked to a goroutine for the process's life, that starts the commands
+// which must be born in a run's v1 cgroups: it moves itself into them
+// (each hierarchy's tasks file, "0": itself), forks and execs the command
+// there, and moves itself back to where it was.
+//
+// It replaces a shell that did the same from inside the child (a shell's
+// start, about half a millisecond of CPU a run, and the tasks files lent to
+// the run's uid meanwhile) and the spawners prepared ahead (a Go program's
+// start, about 2.5 ms of CPU a run on a busy node, more than they saved; see
+// docs/performance.md). Moving the calling thread itself, by writing 0, is
+// the kernel's cheap path: it takes no threadgroup lock, where writing
+// another process's pid to cgroup.procs takes the global one and waits for
+// an RCU grace period (6–7 ms for two hierarchies on an idle machine here,
+// against 0.14 ms), and meanwhile every fork and exit on the host waits too.
+//
+// Why one thread kept for ever:
+//   - Go runs a locked goroutine on its thread alone, and never forks a new
+//     thread of the runtime from a locked one (it asks its template thread),
+//     so nothing but the command is born while the thread is in a run's
+//     cgroup;
+//   - a child's parent-death signal (Pdeathsig, which bwrap gets) fires
+//     when the thread that forked it ends, not the process: the thread must
+//     outlive every command it started.
+//
+// While it is in a run's cgroup the thread counts in that cgroup's pids
+// (the run's limit has room for bwrap's own process, which takes its place
+// once it leaves), and killAll never signals this process (ownPid). If it
+// cannot move back it stays parked where it is, for ever, and a new forker
+// takes its place: the run's cgroup then cannot be removed, and that run
+// says so.
+type forker struct {
+	reqs chan forkRequest
+}
+
+type forkRequest struct {
+	tasks map[cgroup1.Name]string // the run's tasks file in each hierarchy
+	cmd   *exec.Cmd
+	done  chan error
+}
+
+var forkers struct {
+	sync.Mutex
+	current *forker
+}
+
+// startInV1 starts cmd born in the v1 cgroups whose tasks files are given.
+func startInV1(tasks map[cgroup1.Name]string, cmd *exec.Cmd) error {
+	forkers.Lock()
+	if forkers.current == nil {
+		f := &forker{reqs: make(chan forkRequest)}
+		go f.loop()
+		forkers.current = f
+	}
+	f := forkers.current
+	forkers.Unlock()
+	req := forkRequest{tasks: tasks, cmd: cmd, done: make(chan error, 1)}
+	f.reqs <- req
+	return <-req.done
+}
+
+func (f *forker) loop() {
+	runtime.LockOSThread()
+	if unix.Gettid() == unix.Getpid() {
+		// The process's main thread: /proc/self/cgroup says where it is
+		// for the whole process (ownCgroupV1 reads it while a run is
+		// started), so it never moves. Another thread takes the work;
+		// while this one is locked, the other cannot be it. This one
+		// has not changed, and is let go.
+		locked := make(chan struct{})
+		go func() {
+			runtime.LockOSThread()
+			close(locked)
+			f.serve()
+		}()
+		<-locked
+		runtime.UnlockOSThread()
+		return
+	}
+	f.serve()
+}
+
+func (f *forker) serve() {
+	// Never unlocked: the thread ends only with the process (see forker).
+	for req := range f.reqs {
+		stuck, err := start(req)
+		req.done <- err
+		if stuck {
+			forkers.Lock()
+			if forkers.current == f {
+				forkers.current = nil
+			}
+			forkers.Unlock()
+			// Parked: its children's parent-death signal is this thread.
+			select {}
+		}
+	}
+}
+
+// start moves the calling thread into req's cgroups, starts the command
+// and moves the thread back. stuck: the thread could not move back.
+func start(req forkRequest) (stuck bool, err error) {
+	var back []string // the thread's own tasks files, to return to
+	for n := range req.tasks {
+		h, err := threadTasksV1(n)
+		if err != nil {
+			return false, err
+		}
+		back = append(back, h)
+	}
+	for _, t := range req.tasks {
+		if err = writeTasks(t); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		if err = req.cmd.Start(); err != nil {
+			err = fmt.Errorf("cgroup v1: start %s: %w", req.cmd.Path, err)
+		}
+	}
+	var errs []error
+	for _, h := range back {
+		if berr := writeTasks(h); berr != nil {
+			errs = append(errs, berr)
+		}
+	}
+	if berr := errors.Join(errs...); berr != nil {
+		if req.cmd.Process != nil {
+			_ = req.cmd.Process.Kill()
+			_ = req.cmd.Wait()
+		}
+		return true, errors.Join(err, fmt.Errorf("cgroup v1: the thread that starts sandboxes could not leave the run's cgroups (it stays there, parked, and another takes its place): %w", berr))
+	}
+	return false, err
+}
+
+// writeTasks moves the calling thread into the cgroup of the tasks file.
+func writeTasks(tasks string) error {
+	fd, err := unix.Open(tasks, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("cgroup v1: %w", &os.PathError{Op: "open", Path: tasks, Err: err})
+	}
+	defer func() { _ = unix.Close(fd) }()
+	if _, err := unix.Write(fd, []byte("0")); err != nil {
+		return fmt.Errorf("cgroup v1: move this thread into %s: %w", tasks, err)
+	}
+	return nil
+}
+
+// threadTasksV1 is the tasks file of the calling thread's cgroup in the v1
+// hierarchy of n, read now: the node-agent's placement may have moved the
+// process since the last start.
+func threadTasksV1(n cgroup1.Name) (string, error) {
+	paths, _, err := cgroups.ParseCgroupFileUnified("/proc/thread-self/cgroup")
+	if err != nil {
+		return "", fmt.Errorf("cgroup v1: %w", err)
+	}
+	path, ok := paths[string(n)]
+	if !ok {
+		return "", fmt.Errorf("cgroup v1: /proc/thread-self/cgroup has no %s hierarchy", n)
+	}
+	subs, err := v1Hierarchy()
+	if err != nil {
+		return "", err
+	}
+	for _, s := range subs {
+		if s.Name() != n {
+			continue
+		}
+		root, err := v1MountRoot(n)
+		if err != nil {
+			return "", err
+		}
+		rel, err := relativeCgroup(root, path)
+		if err != nil {
+			return "", fmt.Errorf("cgroup v1: %w", err)
+		}
+		return filepath.Join(v1Dir(s, rel), "tasks"), nil
+	}
+	return "", fmt.Errorf("cgroup v1: no %s hierarchy in use", n)
+}
+
+// v1MountRoots caches v1MountRoot: a mount's root does not change.
+var v1MountRoots sync.Map // cgroup1.Name → string
+
+// v1MountRoot is the cgroup the v1 hierarchy of n shows as its top here
+// (a container's own, inside one).
+func v1MountRoot(n cgroup1.Name) (string, error) {
+	if r, ok := v1MountRoots.Load(n); ok {
+		return r.(string), nil
+	}
+	root, err := cgroupMountRoot(func(m *mountinfo.Info) bool {
+		return m.FSType == "cgroup" && slices.Contains(strings.Split(m.VFSOptions, ","), string(n))
+	})
+	if err != nil {
+		return "", fmt.Errorf("cgroup v1: the %s hierarchy: %w", n, err)
+	}
+	v1MountRoots.Store(n, root)
+	return root, nil
+}
