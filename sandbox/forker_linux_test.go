@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/containerd/cgroups/v3"
 	"github.com/containerd/cgroups/v3/cgroup1"
 	"golang.org/x/sys/unix"
 )
@@ -148,4 +151,92 @@ func TestKillAllNeverKillsThisProcess(t *testing.T) {
 	if ours := threadsOfThisProcessIn(t, filepath.Join(c.paths["pids"], "tasks")); len(ours) > 0 {
 		t.Errorf("the test's thread %v is still in the cgroup", ours)
 	}
+}
+
+// parkHelperEnv makes the test binary a process whose forker cannot move
+// back once (TestAForkerThatCannotLeaveIsParkedAndReplaced).
+const parkHelperEnv = "HARNESSFACTS_TEST_PARK_HELPER"
+
+// A forker that cannot leave a run's cgroups says so, kills what it
+// started, and stays parked there while a new one serves the next starts;
+// the run's killAll then says a thread is stuck and kills nothing of this
+// process. In a helper process: the parked thread lives as long as it does.
+func TestAForkerThatCannotLeaveIsParkedAndReplaced(t *testing.T) {
+	requireBwrapHost(t)
+	if cgroups.Mode() == cgroups.Unified {
+		t.Skip("cgroup v2 here: the kernel places the command, no forker moves itself")
+	}
+	parent := fmt.Sprintf("harnessfacts-test-park-%d", os.Getpid())
+	t.Cleanup(func() {
+		// The helper's cgroups, the one its parked thread held among them.
+		dirs, _ := filepath.Glob("/sys/fs/cgroup/*/" + parent)
+		for _, d := range dirs {
+			if err := removeV1(d); err != nil {
+				t.Errorf("the helper's cgroups: %v", err)
+			}
+		}
+	})
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), parkHelperEnv+"="+parent)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("helper: %v\n%s", err, out)
+	}
+	for _, want := range []string{"first: refused, parked", "second: started in its cgroup", "killAll: stuck", "alive"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the helper did not say %q:\n%s", want, out)
+		}
+	}
+}
+
+func parkHelper(parent string) int {
+	say := func(format string, a ...any) { fmt.Printf(format+"\n", a...) }
+	r, err := NewBwrapRunner(Options{CgroupParent: parent})
+	if err != nil {
+		say("helper-error: %v", err)
+		return 1
+	}
+	first, err := newRunCgroup(r.opts, Limits{}.WithDefaults())
+	if err != nil {
+		say("helper-error: %v", err)
+		return 1
+	}
+	fail := true
+	moveBack = func(tasks string) error {
+		if fail {
+			fail = false
+			return errors.New("refused by the test")
+		}
+		return writeTasks(tasks)
+	}
+	sleeper := exec.Command("sleep", "60")
+	sleeper.SysProcAttr = &syscall.SysProcAttr{Credential: runAs(DefaultUID, DefaultGID), Pdeathsig: syscall.SIGKILL}
+	if err := first.start(sleeper); err != nil && strings.Contains(err.Error(), "parked") && sleeper.ProcessState != nil {
+		say("first: refused, parked (%v)", err)
+	} else {
+		say("first: %v", err)
+	}
+	second, err := newRunCgroup(r.opts, Limits{}.WithDefaults())
+	if err != nil {
+		say("helper-error: %v", err)
+		return 1
+	}
+	c := exec.Command("cat", "/proc/self/cgroup")
+	var out bytes.Buffer
+	c.Stdout = &out
+	c.SysProcAttr = &syscall.SysProcAttr{Credential: runAs(DefaultUID, DefaultGID)}
+	if err := second.start(c); err == nil && c.Wait() == nil && strings.Contains(out.String(), filepath.Base(second.(*v1Cgroup).paths[cgroup1.Pids])) {
+		say("second: started in its cgroup")
+	} else {
+		say("second: %v %s", err, out.String())
+	}
+	_ = second.killAll()
+	_ = second.remove()
+	if err := first.killAll(); err != nil && strings.Contains(err.Error(), "stuck") {
+		say("killAll: stuck (%v)", err)
+	} else {
+		say("killAll: %v", err)
+	}
+	say("alive")
+	return 0
 }
