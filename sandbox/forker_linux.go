@@ -131,6 +131,11 @@ func start(req forkRequest) (stuck bool, err error) {
 		if err != nil {
 			return false, err
 		}
+		// A caller that is not root may have a run cgroup's parent lent
+		// to it, and not its own cgroup: it could move in, never back.
+		if err := unix.Access(h, unix.W_OK); err != nil {
+			return false, fmt.Errorf("cgroup v1: uid %d may not move back into its own cgroup (%s: %w), so it starts no command in another: run as root, or in a cgroup of its own", os.Getuid(), h, err)
+		}
 		back = append(back, h)
 	}
 	for _, t := range req.tasks {

@@ -240,3 +240,81 @@ func parkHelper(parent string) int {
 	say("alive")
 	return 0
 }
+
+// lentParentHelperEnv makes the test binary a process of an unprivileged
+// uid whose runs' cgroup parent is lent to it, and its own cgroup not.
+const lentParentHelperEnv = "HARNESSFACTS_TEST_LENT_PARENT_HELPER"
+
+// A caller that is not root, with a runs' parent lent to it but not its
+// own cgroup, could move its forker into a run's cgroup and never back:
+// it starts nothing there, says why, and leaves no thread behind.
+func TestForkerOfAUserThatCannotMoveBackStartsNothing(t *testing.T) {
+	requireBwrapHost(t)
+	if cgroups.Mode() == cgroups.Unified {
+		t.Skip("cgroup v2 here: the kernel places the command, no forker moves itself")
+	}
+	parent := fmt.Sprintf("harnessfacts-test-lent-%d", os.Getpid())
+	var dirs []string
+	t.Cleanup(func() {
+		for _, d := range dirs {
+			if err := removeV1(d); err != nil {
+				t.Errorf("the helper's cgroups: %v", err)
+			}
+		}
+	})
+	for _, c := range v1Controllers() {
+		d := filepath.Join("/sys/fs/cgroup", c, parent)
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, d)
+		// Lent as cgroup v1 delegation lends: the folder and its files.
+		for _, f := range []string{"", "tasks", "cgroup.procs"} {
+			if err := os.Chown(filepath.Join(d, f), DefaultUID, DefaultGID); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The test binary, where the helper's uid may run it.
+	exe := filepath.Join(testBase(t), "sandbox.test")
+	b, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(exe, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), lentParentHelperEnv+"="+parent)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: runAs(DefaultUID, DefaultGID)}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("helper: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "refused: ") || !strings.Contains(string(out), "may not move back") {
+		t.Errorf("the helper's start:\n%s", out)
+	}
+	left, _ := filepath.Glob("/sys/fs/cgroup/*/" + parent + "/" + cgroupPrefix + "/run-*/tasks")
+	for _, f := range left {
+		if b, _ := os.ReadFile(f); len(bytes.TrimSpace(b)) > 0 {
+			t.Errorf("%s holds %s", f, b)
+		}
+	}
+}
+
+func lentParentHelper(parent string) int {
+	cg, err := newRunCgroup(Options{CgroupParent: parent}, Limits{}.WithDefaults())
+	if err != nil {
+		fmt.Println("helper-error:", err)
+		return 1
+	}
+	defer func() { _ = cg.remove() }()
+	cmd := exec.Command("true")
+	if err := cg.start(cmd); err != nil {
+		fmt.Println("refused:", err)
+		return 0
+	}
+	_ = cmd.Wait()
+	fmt.Println("started")
+	return 0
+}

@@ -22,6 +22,9 @@ func runHelper() {
 	if dir := os.Getenv(devHelperEnv); dir != "" {
 		os.Exit(devHelper(dir))
 	}
+	if parent := os.Getenv(lentParentHelperEnv); parent != "" {
+		os.Exit(lentParentHelper(parent))
+	}
 	if parent := os.Getenv(parkHelperEnv); parent != "" {
 		os.Exit(parkHelper(parent))
 	}
