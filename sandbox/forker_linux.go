@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/containerd/cgroups/v3"
 	"github.com/containerd/cgroups/v3/cgroup1"
@@ -75,9 +76,28 @@ func startInV1(tasks map[cgroup1.Name]string, cmd *exec.Cmd) error {
 	f := forkers.current
 	forkers.Unlock()
 	req := forkRequest{tasks: tasks, cmd: cmd, done: make(chan error, 1)}
-	f.reqs <- req
-	return <-req.done
+	wait := time.NewTimer(forkerBusy)
+	defer wait.Stop()
+	select {
+	case f.reqs <- req:
+		return <-req.done
+	case <-wait.C:
+		// The forker has been on one start that long (an exec held by
+		// a hung file system): a new one takes this start and the next
+		// ones, while this one finishes its own and is left idle.
+		forkers.Lock()
+		if forkers.current == f {
+			forkers.current = nil
+		}
+		forkers.Unlock()
+		return startInV1(tasks, cmd)
+	}
 }
+
+// forkerBusy is how long a start waits for a forker busy with another
+// before a new one takes it: a start takes about a millisecond, and eight
+// slots' starts at once a few.
+var forkerBusy = 5 * time.Second
 
 func (f *forker) loop() {
 	runtime.LockOSThread()
@@ -144,7 +164,7 @@ func start(req forkRequest) (stuck bool, err error) {
 		}
 	}
 	if err == nil {
-		if err = req.cmd.Start(); err != nil {
+		if err = startCmd(req.cmd); err != nil {
 			err = fmt.Errorf("cgroup v1: start %s: %w", req.cmd.Path, err)
 		}
 	}
@@ -163,6 +183,9 @@ func start(req forkRequest) (stuck bool, err error) {
 	}
 	return false, err
 }
+
+// startCmd starts a command: a test makes it hang.
+var startCmd = (*exec.Cmd).Start
 
 // moveBack is writeTasks, for the way home: a test makes it fail.
 var moveBack = writeTasks

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/containerd/cgroups/v3"
 	"github.com/containerd/cgroups/v3/cgroup1"
@@ -317,4 +318,62 @@ func lentParentHelper(parent string) int {
 	_ = cmd.Wait()
 	fmt.Println("started")
 	return 0
+}
+
+// A start the forker is held on (an exec a hung file system holds) holds
+// no other: after forkerBusy the next start goes to a new forker, in its
+// own run's cgroup, and the held one finishes its own when let go.
+func TestAForkerHeldByOneStartHoldsNoOther(t *testing.T) {
+	_, held := v1Enter(t)
+	_, next := v1Enter(t)
+	release, holding := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	start, busy := startCmd, forkerBusy
+	startCmd = func(cmd *exec.Cmd) error {
+		first := false
+		once.Do(func() { first = true })
+		if first {
+			close(holding)
+			<-release
+		}
+		return start(cmd)
+	}
+	forkerBusy = 100 * time.Millisecond
+	defer func() { startCmd, forkerBusy = start, busy }()
+
+	first := exec.Command("true")
+	first.SysProcAttr = &syscall.SysProcAttr{Credential: runAs(DefaultUID, DefaultGID)}
+	firstErr := make(chan error, 1)
+	go func() { firstErr <- held.start(first) }()
+	<-holding
+
+	second := exec.Command("cat", "/proc/self/cgroup")
+	var out bytes.Buffer
+	second.Stdout = &out
+	second.SysProcAttr = &syscall.SysProcAttr{Credential: runAs(DefaultUID, DefaultGID)}
+	began := time.Now()
+	err := next.start(second)
+	took := time.Since(began)
+	close(release)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = second.Wait()
+	if took > 5*time.Second {
+		t.Errorf("the second start waited %s for the held one", took)
+	}
+	if p := next.paths[cgroup1.Pids]; !strings.Contains(out.String(), ":"+strings.TrimPrefix(p, v1MountOf(t, cgroup1.Pids))+"\n") {
+		t.Errorf("the second command was not born in its cgroup %s:\n%s", p, out.String())
+	}
+	if err := <-firstErr; err != nil {
+		t.Fatalf("the held start, let go: %v", err)
+	}
+	_ = first.Wait()
+	for _, c := range []*v1Cgroup{held, next} {
+		for _, f := range tasksFiles(c) {
+			if ours := threadsOfThisProcessIn(t, f); len(ours) > 0 {
+				t.Errorf("threads %v of this process are left in %s", ours, f)
+			}
+		}
+	}
 }
