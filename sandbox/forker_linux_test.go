@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -202,17 +203,21 @@ func parkHelper(parent string) int {
 		say("helper-error: %v", err)
 		return 1
 	}
-	fail := true
+	// Every way back refused for the first start: the thread stays in
+	// each of the run's hierarchies.
+	var failing atomic.Bool
+	failing.Store(true)
 	moveBack = func(tasks string) error {
-		if fail {
-			fail = false
+		if failing.Load() {
 			return errors.New("refused by the test")
 		}
 		return writeTasks(tasks)
 	}
 	sleeper := exec.Command("sleep", "60")
 	sleeper.SysProcAttr = &syscall.SysProcAttr{Credential: runAs(DefaultUID, DefaultGID), Pdeathsig: syscall.SIGKILL}
-	if err := first.start(sleeper); err != nil && strings.Contains(err.Error(), "parked") && sleeper.ProcessState != nil {
+	err = first.start(sleeper)
+	failing.Store(false)
+	if err != nil && strings.Contains(err.Error(), "parked") && sleeper.ProcessState != nil {
 		say("first: refused, parked (%v)", err)
 	} else {
 		say("first: %v", err)
