@@ -6,13 +6,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/harnessfacts/harnessfacts/internal/testing/machinecpu"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
 )
 
@@ -252,38 +251,17 @@ func BenchmarkSandboxStart(b *testing.B) {
 	n := len(bare.start)
 	cpu := func(f func(*samples)) time.Duration {
 		var discard samples
-		before := machineBusy()
+		before, _ := machinecpu.Read()
 		for range n {
 			f(&discard)
 		}
-		return (machineBusy() - before) / time.Duration(n)
+		after, _ := machinecpu.Read()
+		return (after - before) / time.Duration(n)
 	}
 	cs, cb := cpu(sandbox), cpu(bareBwrap)
 	b.ReportMetric(cs.Seconds()*1e3, "sandbox-cpu-ms")
 	b.ReportMetric(cb.Seconds()*1e3, "bare-cpu-ms")
 	b.ReportMetric(float64(cs)/float64(cb), "sandbox/bare-cpu")
-}
-
-// machineBusy is the time all cores have spent busy since boot (user, nice,
-// system, irq, softirq, steal of /proc/stat's first line, in the kernel's
-// 100 ticks a second): what a start costs the machine, the work of the
-// kernel's threads that tear its namespaces down included.
-func machineBusy() time.Duration {
-	raw, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0
-	}
-	line, _, _ := strings.Cut(string(raw), "\n")
-	f := strings.Fields(line)
-	if len(f) < 9 {
-		return 0
-	}
-	var busy int64
-	for _, i := range []int{1, 2, 3, 6, 7, 8} {
-		v, _ := strconv.ParseInt(f[i], 10, 64)
-		busy += v
-	}
-	return time.Duration(busy) * 10 * time.Millisecond
 }
 
 // firstByte records when the first byte was written to it.

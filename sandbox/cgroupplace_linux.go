@@ -6,8 +6,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/containerd/cgroups/v3"
@@ -182,29 +184,46 @@ func v1Dir(s cgroup1.Subsystem, path string) string {
 // full path when the caller sits exactly at the mount's root, which nested
 // every run's cgroup below a copy of the container's path.)
 func ownCgroupV1(n cgroup1.Name) (string, error) {
-	paths, _, err := cgroups.ParseCgroupFileUnified("/proc/self/cgroup")
+	return cgroupV1In("/proc/self/cgroup", n)
+}
+
+// cgroupV1In is the cgroup of controller n's v1 hierarchy that a cgroup
+// file (/proc/self/cgroup, /proc/thread-self/cgroup) names, relative to
+// where that hierarchy is mounted here (ownCgroupV1).
+func cgroupV1In(file string, n cgroup1.Name) (string, error) {
+	paths, _, err := cgroups.ParseCgroupFileUnified(file)
 	if err != nil {
 		return "", err
 	}
 	path, ok := paths[string(n)]
 	if !ok {
-		return "", fmt.Errorf("/proc/self/cgroup has no %s hierarchy", n)
+		return "", fmt.Errorf("%s has no %s hierarchy", file, n)
+	}
+	root, err := v1MountRoot(n)
+	if err != nil {
+		return "", err
+	}
+	return relativeCgroup(root, path)
+}
+
+// v1MountRoots caches v1MountRoot: where a hierarchy is mounted, and what
+// its mount shows as its top, do not change under a running process.
+var v1MountRoots sync.Map // cgroup1.Name → string
+
+// v1MountRoot is the cgroup the v1 hierarchy of n shows as its top here
+// (a container's own, inside one).
+func v1MountRoot(n cgroup1.Name) (string, error) {
+	if r, ok := v1MountRoots.Load(n); ok {
+		return r.(string), nil
 	}
 	root, err := cgroupMountRoot(func(m *mountinfo.Info) bool {
-		if m.FSType != "cgroup" {
-			return false
-		}
-		for _, o := range strings.Split(m.VFSOptions, ",") {
-			if o == string(n) {
-				return true
-			}
-		}
-		return false
+		return m.FSType == "cgroup" && slices.Contains(strings.Split(m.VFSOptions, ","), string(n))
 	})
 	if err != nil {
 		return "", fmt.Errorf("the %s hierarchy: %w", n, err)
 	}
-	return relativeCgroup(root, path)
+	v1MountRoots.Store(n, root)
+	return root, nil
 }
 
 // ownCgroupV2 is the caller's cgroup in the unified hierarchy, relative to

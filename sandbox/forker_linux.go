@@ -7,14 +7,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/containerd/cgroups/v3"
 	"github.com/containerd/cgroups/v3/cgroup1"
-	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 )
 
@@ -46,7 +42,7 @@ import (
 //
 // While it is in a run's cgroup the thread counts in that cgroup's pids
 // (the run's limit has room for bwrap's own process, which takes its place
-// once it leaves), and killAll never signals this process (ownPid). If it
+// once it leaves), and killAll never signals this process. If it
 // cannot move back it stays parked where it is, for ever, and a new forker
 // takes its place: the run's cgroup then cannot be removed, and that run
 // says so.
@@ -207,50 +203,18 @@ func writeTasks(tasks string) error {
 // hierarchy of n, read now: the node-agent's placement may have moved the
 // process since the last start.
 func threadTasksV1(n cgroup1.Name) (string, error) {
-	paths, _, err := cgroups.ParseCgroupFileUnified("/proc/thread-self/cgroup")
+	rel, err := cgroupV1In("/proc/thread-self/cgroup", n)
 	if err != nil {
 		return "", fmt.Errorf("cgroup v1: %w", err)
-	}
-	path, ok := paths[string(n)]
-	if !ok {
-		return "", fmt.Errorf("cgroup v1: /proc/thread-self/cgroup has no %s hierarchy", n)
 	}
 	subs, err := v1Hierarchy()
 	if err != nil {
 		return "", err
 	}
 	for _, s := range subs {
-		if s.Name() != n {
-			continue
+		if s.Name() == n {
+			return filepath.Join(v1Dir(s, rel), "tasks"), nil
 		}
-		root, err := v1MountRoot(n)
-		if err != nil {
-			return "", err
-		}
-		rel, err := relativeCgroup(root, path)
-		if err != nil {
-			return "", fmt.Errorf("cgroup v1: %w", err)
-		}
-		return filepath.Join(v1Dir(s, rel), "tasks"), nil
 	}
 	return "", fmt.Errorf("cgroup v1: no %s hierarchy in use", n)
-}
-
-// v1MountRoots caches v1MountRoot: a mount's root does not change.
-var v1MountRoots sync.Map // cgroup1.Name → string
-
-// v1MountRoot is the cgroup the v1 hierarchy of n shows as its top here
-// (a container's own, inside one).
-func v1MountRoot(n cgroup1.Name) (string, error) {
-	if r, ok := v1MountRoots.Load(n); ok {
-		return r.(string), nil
-	}
-	root, err := cgroupMountRoot(func(m *mountinfo.Info) bool {
-		return m.FSType == "cgroup" && slices.Contains(strings.Split(m.VFSOptions, ","), string(n))
-	})
-	if err != nil {
-		return "", fmt.Errorf("cgroup v1: the %s hierarchy: %w", n, err)
-	}
-	v1MountRoots.Store(n, root)
-	return root, nil
 }

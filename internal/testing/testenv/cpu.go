@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/harnessfacts/harnessfacts/internal/testing/machinecpu"
 )
 
 // CPUCounter reads, from /proc, the CPU time of this process (the
@@ -69,28 +71,8 @@ func (c *CPUCounter) Read() CPUTimes {
 	self, children := procCPU("self")
 	apiserver, _ := procCPU(strconv.Itoa(c.apiserver))
 	etcd, _ := procCPU(strconv.Itoa(c.etcd))
-	busy, idle := machineCPU()
+	busy, idle := machinecpu.Read()
 	return CPUTimes{Self: self, Children: children, APIServer: apiserver, Etcd: etcd, Busy: busy, Idle: idle}
-}
-
-// machineCPU is the time all cores spent busy (user, nice, system, irq,
-// softirq, steal) and idle (idle, iowait) since boot, from the first line
-// of /proc/stat (in the kernel's 100 ticks a second).
-func machineCPU() (busy, idle time.Duration) {
-	raw, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0, 0
-	}
-	line, _, _ := bytes.Cut(raw, []byte("\n"))
-	f := strings.Fields(string(line))
-	if len(f) < 9 || f[0] != "cpu" {
-		return 0, 0
-	}
-	tick := func(j int) time.Duration {
-		v, _ := strconv.ParseInt(f[j], 10, 64)
-		return time.Duration(v) * 10 * time.Millisecond
-	}
-	return tick(1) + tick(2) + tick(3) + tick(6) + tick(7) + tick(8), tick(4) + tick(5)
 }
 
 // procCPU is a process's user and system time, and that of its children it
