@@ -40,11 +40,18 @@ const hrNotFound = syscall.Errno(0x80070002)
 // failed an allocation it could not survive.
 const statusNoMemory = 0xC0000017
 
+// errLoopbackAppContainer: an AppContainer's loopback is its own, and a
+// listener outside it cannot be reached from inside.
+var errLoopbackAppContainer = errors.New("sandbox: the AppContainer runner cannot serve the command's loopback from outside it: bridge it inside (harnessfacts sandbox-init)")
+
 // Run runs spec in an AppContainer. See Runner.
 func (r *AppContainerRunner) Run(ctx context.Context, spec Spec) (res Result, err error) {
 	res = Result{Mode: ModeAppContainer, ExitCode: -1}
 	if spec.Root != "" {
 		return res, errRootNeedsBwrap
+	}
+	if len(spec.Loopback) > 0 {
+		return res, errLoopbackAppContainer
 	}
 	if err := spec.validate(); err != nil {
 		return res, err

@@ -216,10 +216,12 @@ func bwrapArgs(spec Spec, v1Sync, seccomp bool) []string {
 		k, v, _ := strings.Cut(kv, "=")
 		a = append(a, "--setenv", k, v)
 	}
-	switch spec.Network {
-	case NetworkShared:
+	switch {
+	case spec.Network == NetworkShared || spec.netns != nil:
+		// The caller's network, or the one the runner made (newNetns),
+		// which bwrap is started in.
 		a = append(a, "--share-net")
-	case NetworkUserMode:
+	case spec.Network == NetworkUserMode:
 		resolv := resolvConfPath()
 		if spec.Root != "" {
 			resolv = "/etc/resolv.conf" // the image's, whatever the host's is
@@ -547,6 +549,82 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 	}
 }
 
+// execFailure watches the start of the command's error output for bwrap's
+// words when it could not execute the command (its execvp failed: the
+// command is missing, a folder, not executable), which bwrap reports as
+// exit 1, like any command's failure. The shells' codes say it apart:
+// 127 for a command not found, 126 for one found that could not be
+// executed. Only where the runner sees that output (a writer that is not
+// a file), and only when nothing else was written.
+type execFailure struct {
+	mu    sync.Mutex
+	w     io.Writer
+	want  string // "bwrap: execvp ARGV0: "
+	first []byte // the output's first bytes, up to len(want)+64
+	n     int    // how many bytes were written
+}
+
+func watchExecFailure(cmd *exec.Cmd, argv0 string) *execFailure {
+	if _, isFile := cmd.Stderr.(*os.File); cmd.Stderr == nil || isFile {
+		return nil
+	}
+	f := &execFailure{w: cmd.Stderr, want: "bwrap: execvp " + argv0 + ": "}
+	if sameWriter(cmd.Stdout, cmd.Stderr) {
+		// One writer for both stays one (os/exec then makes one pipe, and
+		// the two streams keep their order).
+		cmd.Stdout = f
+	}
+	cmd.Stderr = f
+	return f
+}
+
+// sameWriter is a == b, false where they cannot be compared (as os/exec
+// judges them).
+func sameWriter(a, b io.Writer) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = false
+		}
+	}()
+	return a == b
+}
+
+func (f *execFailure) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	if k := len(f.want) + 64 - len(f.first); k > 0 {
+		f.first = append(f.first, p[:min(k, len(p))]...)
+	}
+	f.n += len(p)
+	f.mu.Unlock()
+	return f.w.Write(p)
+}
+
+// code is 127 or 126 when bwrap, past its setup (it read the seccomp
+// program, which it does just before it executes the command), exited 1
+// having written only its execvp failure.
+func (f *execFailure) code(res Result, seccomp *os.File) (int, bool) {
+	if f == nil || res.ExitCode != 1 || res.Signal != 0 || res.TimedOut || res.OOMKilled {
+		return 0, false
+	}
+	if seccomp != nil {
+		if off, err := unix.Seek(int(seccomp.Fd()), 0, io.SeekCurrent); err != nil || off == 0 {
+			return 0, false
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	line, rest, ok := strings.Cut(string(f.first), "\n")
+	reason, found := strings.CutPrefix(line, f.want)
+	if !ok || rest != "" || !found || f.n != len(line)+1 {
+		return 0, false
+	}
+	switch reason {
+	case "No such file or directory", "Not a directory":
+		return 127, true
+	}
+	return 126, true
+}
+
 // bwrapSetupFailed says whether bwrap, now gone, died in its own setup:
 // it exited 1 (its die()) and never read the seccomp program, which it
 // reads after every mount and just before it forks and executes the
@@ -618,6 +696,31 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 			return res, fmt.Errorf("sandbox: resolv.conf: %w", err)
 		}
 		defer resolv.Close()
+	}
+
+	// The command's loopback listeners: in the network namespace the
+	// runner makes for it (bwrap is started in it), or the caller's when
+	// shared; a user-mode network's are made in bwrap's own, once it is
+	// set up (below).
+	var srv *serving
+	defer func() { srv.stop() }()
+	switch {
+	case spec.Network == NetworkShared:
+		if len(spec.Loopback) > 0 {
+			ls, err := listenShared(spec.Loopback)
+			if err != nil {
+				return res, err
+			}
+			srv = serve(spec.Loopback, ls)
+		}
+	case !userNet:
+		ns, ls, err := newNetns(spec.Loopback)
+		if err != nil {
+			return res, err
+		}
+		defer ns.Close()
+		spec.netns = ns
+		srv = serve(spec.Loopback, ls)
 	}
 
 	var sf *os.File // nil: fd 4 is closed in the child
@@ -697,6 +800,7 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 	cmd.Env = []string{}
 	cmd.Dir = "/"
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = spec.Stdin, spec.Stdout, spec.Stderr
+	execErr := watchExecFailure(cmd, spec.Argv[0])
 	cmd.ExtraFiles = extra
 	cmd.WaitDelay = 5 * time.Second
 	// Setpgid keeps a terminal's job-control signals away from the tree;
@@ -708,8 +812,8 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 	defer cancel()
 	start := time.Now()
 	// Born in its cgroup: v2's clone3, or on v1 forked by a thread that
-	// moved itself in (startInV1).
-	err = cg.start(cmd)
+	// moved itself in (startOnForker).
+	err = cg.start(cmd, spec.netns)
 	for _, f := range extra[2:] {
 		if f != nil && f != resolv {
 			f.Close() // the child's copies are what matter now
@@ -758,6 +862,9 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 						// the run's to reach (UserModeUnreachable).
 						perr = blackholeMetadata(pid)
 					}
+					if perr == nil && len(spec.Loopback) > 0 {
+						srv, perr = serveIn(pid, spec.Loopback)
+					}
 				}
 			}
 		}
@@ -804,6 +911,9 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 		// bwrap reports a payload killed by signal N as exit 128+N.
 		res.Signal = res.ExitCode - 128
 	}
+	if code, ok := execErr.code(res, sf); ok {
+		res.ExitCode = code
+	}
 	if waitErr != nil && cmd.ProcessState == nil {
 		return res, fmt.Errorf("sandbox: wait for bwrap: %w", waitErr)
 	}
@@ -815,6 +925,21 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 		return res, fmt.Errorf("sandbox: %w", ctx.Err())
 	}
 	return res, nil
+}
+
+// serveIn serves lb in the network namespace of process pid (bwrap's
+// sandbox child, held before the command).
+func serveIn(pid int, lb []Loopback) (*serving, error) {
+	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", pid))
+	if err != nil {
+		return nil, fmt.Errorf("the sandbox's network namespace: %w", err)
+	}
+	defer ns.Close()
+	ls, err := listenIn(ns, lb)
+	if err != nil {
+		return nil, err
+	}
+	return serve(lb, ls), nil
 }
 
 // bwrapInitTasks is bwrap's pid 1 in the sandbox's pid namespace (no

@@ -846,7 +846,7 @@ func TestCgroupV2PlacementAndKill(t *testing.T) {
 	defer removeRunParent(filepath.Dir(cg.dir)) // made here, not by newRunCgroup
 	defer cg.remove()
 	cmd := exec.Command("sh", "-c", "setsid sleep 1000 & sleep 1000")
-	if err := cg.start(cmd); err != nil {
+	if err := cg.start(cmd, nil); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", cmd.Process.Pid))
@@ -996,7 +996,7 @@ func TestCommandThatCannotEnterItsCgroupSaysSo(t *testing.T) {
 	}
 	cmd := exec.Command("/bin/sh", "-c", "touch ran")
 	cmd.Dir = dir
-	err = cg.start(cmd)
+	err = cg.start(cmd, nil)
 	if err == nil {
 		_ = cmd.Wait()
 	}

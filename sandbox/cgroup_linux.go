@@ -37,9 +37,10 @@ type runCgroup interface {
 	version() int
 	// start starts the command born inside the cgroup (v2: clone3 with
 	// CLONE_INTO_CGROUP; v1: forked by a thread that moved itself in,
-	// startInV1), so that there is no moment at which it or anything it
-	// forks runs unlimited.
-	start(cmd *exec.Cmd) error
+	// startOnForker), so that there is no moment at which it or anything
+	// it forks runs unlimited, and in the network namespace netns (nil:
+	// this process's own; else the forker enters it, on v2 too).
+	start(cmd *exec.Cmd, netns *os.File) error
 	// adopt moves a helper the runner started for the run (slirp4netns)
 	// into the cgroup, before it opens any connection: its memory, CPU
 	// and the buffers of its sockets count in the run's (see
@@ -393,13 +394,13 @@ func (c *v1Cgroup) controllers() []string {
 	return names
 }
 
-// start starts cmd born in the cgroup's hierarchies (startInV1).
-func (c *v1Cgroup) start(cmd *exec.Cmd) error {
+// start starts cmd born in the cgroup's hierarchies (startOnForker).
+func (c *v1Cgroup) start(cmd *exec.Cmd, netns *os.File) error {
 	tasks := map[cgroup1.Name]string{}
 	for n, p := range c.paths {
 		tasks[n] = filepath.Join(p, "tasks")
 	}
-	return startInV1(tasks, cmd)
+	return startOnForker(tasks, netns, cmd)
 }
 
 // adopt moves pid into each of the run's hierarchies. The buffers of the
@@ -522,7 +523,7 @@ func (c *v1Cgroup) killAll() error {
 			return fmt.Errorf("cgroup v1: list processes: %w", err)
 		}
 		// A thread of this process is there only if the forker could
-		// not leave (startInV1): never this process's own end.
+		// not leave (startOnForker): never this process's own end.
 		if i := slices.Index(procs, os.Getpid()); i >= 0 {
 			procs = slices.Delete(procs, i, i+1)
 			if len(procs) == 0 {
@@ -710,7 +711,7 @@ func (c *v2Cgroup) controllers() []string {
 // start starts cmd with clone3(CLONE_INTO_CGROUP) on the cgroup's directory:
 // the child is born inside the cgroup, so there is no moment at which it or
 // anything it forks runs unlimited.
-func (c *v2Cgroup) start(cmd *exec.Cmd) error {
+func (c *v2Cgroup) start(cmd *exec.Cmd, netns *os.File) error {
 	fd, err := os.OpenFile(c.dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("cgroup v2: open %s: %w", c.dir, err)
@@ -721,6 +722,9 @@ func (c *v2Cgroup) start(cmd *exec.Cmd) error {
 	}
 	cmd.SysProcAttr.UseCgroupFD = true
 	cmd.SysProcAttr.CgroupFD = int(fd.Fd())
+	if netns != nil {
+		return startOnForker(nil, netns, cmd)
+	}
 	return cmd.Start()
 }
 

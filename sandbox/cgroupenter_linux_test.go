@@ -63,7 +63,7 @@ func TestRunsUIDCannotMoveRootsProcessesIntoItsCgroup(t *testing.T) {
 	cmd := exec.Command("/bin/sh", "-c", "for f; do echo $0 2>/dev/null > $f && exit 1; done; exit 0", fmt.Sprint(victim.Process.Pid))
 	cmd.Args = append(cmd.Args, tasksFiles(c)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: runAs(DefaultUID, DefaultGID)}
-	if err := c.start(cmd); err != nil {
+	if err := c.start(cmd, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := cmd.Wait(); err != nil {
@@ -121,7 +121,7 @@ func TestBwrapTheRunsUIDCannotRunIsTheSandboxsFailure(t *testing.T) {
 func TestCgroupV1KillAllAndRemoveReachBelow(t *testing.T) {
 	_, c := v1Enter(t)
 	cmd := exec.Command("/bin/sh", "-c", "sleep 1000 & exec sleep 1000")
-	err := c.start(cmd)
+	err := c.start(cmd, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -155,7 +155,7 @@ func placeHelper(raw string) int {
 			n := strconv.FormatInt(cfg.RunAlloc, 10)
 			cmd := exec.Command("sh", "-c", "read go; head -c "+n+" /dev/zero | tail -c "+n+" >/dev/null")
 			in, _ := cmd.StdinPipe()
-			if err := cg.start(cmd); err != nil {
+			if err := cg.start(cmd, nil); err != nil {
 				rep.Err = err.Error()
 				report()
 				return 0

@@ -46,12 +46,24 @@ import (
 // cannot move back it stays parked where it is, for ever, and a new forker
 // takes its place: the run's cgroup then cannot be removed, and that run
 // says so.
+//
+// It also starts commands in the network namespace the runner made for a
+// sandbox (newNetns), on v1 and v2 alike: a child is born in the network
+// namespace of the thread that forks it too, so the forker enters it
+// (setns) before the fork and returns to its own after, as it does with
+// the cgroups. A forker that cannot return is parked like one stuck in a
+// cgroup.
 type forker struct {
 	reqs chan forkRequest
+	// home is the forker thread's own network namespace, opened when it
+	// starts serving; homeErr says why it could not be.
+	home    *os.File
+	homeErr error
 }
 
 type forkRequest struct {
-	tasks map[cgroup1.Name]string // the run's tasks file in each hierarchy
+	tasks map[cgroup1.Name]string // the run's tasks file in each v1 hierarchy
+	netns *os.File                // the network namespace to start cmd in, or nil
 	cmd   *exec.Cmd
 	done  chan error
 }
@@ -61,8 +73,10 @@ var forkers struct {
 	current *forker
 }
 
-// startInV1 starts cmd born in the v1 cgroups whose tasks files are given.
-func startInV1(tasks map[cgroup1.Name]string, cmd *exec.Cmd) error {
+// startOnForker starts cmd born in the v1 cgroups whose tasks files are
+// given (none on v2, where clone3 places it) and in the network namespace
+// netns (nil: the process's own).
+func startOnForker(tasks map[cgroup1.Name]string, netns *os.File, cmd *exec.Cmd) error {
 	forkers.Lock()
 	if forkers.current == nil {
 		f := &forker{reqs: make(chan forkRequest)}
@@ -71,7 +85,7 @@ func startInV1(tasks map[cgroup1.Name]string, cmd *exec.Cmd) error {
 	}
 	f := forkers.current
 	forkers.Unlock()
-	req := forkRequest{tasks: tasks, cmd: cmd, done: make(chan error, 1)}
+	req := forkRequest{tasks: tasks, netns: netns, cmd: cmd, done: make(chan error, 1)}
 	wait := time.NewTimer(forkerBusy)
 	defer wait.Stop()
 	select {
@@ -86,7 +100,7 @@ func startInV1(tasks map[cgroup1.Name]string, cmd *exec.Cmd) error {
 			forkers.current = nil
 		}
 		forkers.Unlock()
-		return startInV1(tasks, cmd)
+		return startOnForker(tasks, netns, cmd)
 	}
 }
 
@@ -118,8 +132,9 @@ func (f *forker) loop() {
 
 func (f *forker) serve() {
 	// Never unlocked: the thread ends only with the process (see forker).
+	f.home, f.homeErr = os.Open("/proc/thread-self/ns/net")
 	for req := range f.reqs {
-		stuck, err := start(req)
+		stuck, err := f.start(req)
 		if stuck {
 			forkers.Lock()
 			if forkers.current == f {
@@ -131,16 +146,17 @@ func (f *forker) serve() {
 			// this thread. A request sent to it meanwhile goes to the
 			// forker that takes its place.
 			for late := range f.reqs {
-				late.done <- startInV1(late.tasks, late.cmd)
+				late.done <- startOnForker(late.tasks, late.netns, late.cmd)
 			}
 		}
 		req.done <- err
 	}
 }
 
-// start moves the calling thread into req's cgroups, starts the command
-// and moves the thread back. stuck: the thread could not move back.
-func start(req forkRequest) (stuck bool, err error) {
+// start moves the calling thread into req's network namespace and cgroups,
+// starts the command and moves the thread back. stuck: the thread could
+// not move back.
+func (f *forker) start(req forkRequest) (stuck bool, err error) {
 	var back []string // the thread's own tasks files, to return to
 	for n := range req.tasks {
 		h, err := threadTasksV1(n)
@@ -153,6 +169,14 @@ func start(req forkRequest) (stuck bool, err error) {
 			return false, fmt.Errorf("cgroup v1: uid %d may not move back into its own cgroup (%s: %w), so it starts no command in another: run as root, or in a cgroup of its own", os.Getuid(), h, err)
 		}
 		back = append(back, h)
+	}
+	if req.netns != nil {
+		if f.homeErr != nil {
+			return false, fmt.Errorf("the thread that starts sandboxes cannot come back from a network namespace: its own: %w", f.homeErr)
+		}
+		if err := unix.Setns(int(req.netns.Fd()), unix.CLONE_NEWNET); err != nil {
+			return false, fmt.Errorf("entering the sandbox's network namespace: %w", err)
+		}
 	}
 	for _, t := range req.tasks {
 		if err = writeTasks(t); err != nil {
@@ -170,12 +194,17 @@ func start(req forkRequest) (stuck bool, err error) {
 			errs = append(errs, berr)
 		}
 	}
+	if req.netns != nil {
+		if berr := setnsBack(int(f.home.Fd())); berr != nil {
+			errs = append(errs, fmt.Errorf("back to its own network namespace: %w", berr))
+		}
+	}
 	if berr := errors.Join(errs...); berr != nil {
 		if req.cmd.Process != nil {
 			_ = req.cmd.Process.Kill()
 			_ = req.cmd.Wait()
 		}
-		return true, errors.Join(err, fmt.Errorf("cgroup v1: the thread that starts sandboxes could not leave the run's cgroups (it stays there, parked, and another takes its place): %w", berr))
+		return true, errors.Join(err, fmt.Errorf("the thread that starts sandboxes could not leave the run's cgroups or network namespace (it stays there, parked, and another takes its place): %w", berr))
 	}
 	return false, err
 }
@@ -185,6 +214,10 @@ var startCmd = (*exec.Cmd).Start
 
 // moveBack is writeTasks, for the way home: a test makes it fail.
 var moveBack = writeTasks
+
+// setnsBack returns the thread to its network namespace: a test makes it
+// fail.
+var setnsBack = func(fd int) error { return unix.Setns(fd, unix.CLONE_NEWNET) }
 
 // writeTasks moves the calling thread into the cgroup of the tasks file.
 func writeTasks(tasks string) error {

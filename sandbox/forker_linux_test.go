@@ -57,7 +57,7 @@ func TestForkerStartsTheCommandInTheRunsCgroupsAndLeavesThem(t *testing.T) {
 			cmd := exec.Command("cat", "/proc/self/cgroup")
 			cmd.Stdout = &outs[i]
 			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: runAs(DefaultUID, DefaultGID), Pdeathsig: syscall.SIGKILL}
-			if errs[i] = c.start(cmd); errs[i] == nil {
+			if errs[i] = c.start(cmd, nil); errs[i] == nil {
 				errs[i] = cmd.Wait()
 			}
 		}()
@@ -110,7 +110,7 @@ func TestKillAllNeverKillsThisProcess(t *testing.T) {
 	_, c := v1Enter(t)
 	sleeper := exec.Command("sleep", "60")
 	sleeper.SysProcAttr = &syscall.SysProcAttr{Credential: runAs(DefaultUID, DefaultGID), Pdeathsig: syscall.SIGKILL}
-	if err := c.start(sleeper); err != nil {
+	if err := c.start(sleeper, nil); err != nil {
 		t.Fatal(err)
 	}
 	waited := make(chan error, 1)
@@ -215,7 +215,7 @@ func parkHelper(parent string) int {
 	}
 	sleeper := exec.Command("sleep", "60")
 	sleeper.SysProcAttr = &syscall.SysProcAttr{Credential: runAs(DefaultUID, DefaultGID), Pdeathsig: syscall.SIGKILL}
-	err = first.start(sleeper)
+	err = first.start(sleeper, nil)
 	failing.Store(false)
 	if err != nil && strings.Contains(err.Error(), "parked") && sleeper.ProcessState != nil {
 		say("first: refused, parked (%v)", err)
@@ -231,7 +231,7 @@ func parkHelper(parent string) int {
 	var out bytes.Buffer
 	c.Stdout = &out
 	c.SysProcAttr = &syscall.SysProcAttr{Credential: runAs(DefaultUID, DefaultGID)}
-	if err := second.start(c); err == nil && c.Wait() == nil && strings.Contains(out.String(), filepath.Base(second.(*v1Cgroup).paths[cgroup1.Pids])) {
+	if err := second.start(c, nil); err == nil && c.Wait() == nil && strings.Contains(out.String(), filepath.Base(second.(*v1Cgroup).paths[cgroup1.Pids])) {
 		say("second: started in its cgroup")
 	} else {
 		say("second: %v %s", err, out.String())
@@ -316,7 +316,7 @@ func lentParentHelper(parent string) int {
 	}
 	defer func() { _ = cg.remove() }()
 	cmd := exec.Command("true")
-	if err := cg.start(cmd); err != nil {
+	if err := cg.start(cmd, nil); err != nil {
 		fmt.Println("refused:", err)
 		return 0
 	}
@@ -349,7 +349,7 @@ func TestAForkerHeldByOneStartHoldsNoOther(t *testing.T) {
 	first := exec.Command("true")
 	first.SysProcAttr = &syscall.SysProcAttr{Credential: runAs(DefaultUID, DefaultGID)}
 	firstErr := make(chan error, 1)
-	go func() { firstErr <- held.start(first) }()
+	go func() { firstErr <- held.start(first, nil) }()
 	<-holding
 
 	second := exec.Command("cat", "/proc/self/cgroup")
@@ -357,7 +357,7 @@ func TestAForkerHeldByOneStartHoldsNoOther(t *testing.T) {
 	second.Stdout = &out
 	second.SysProcAttr = &syscall.SysProcAttr{Credential: runAs(DefaultUID, DefaultGID)}
 	began := time.Now()
-	err := next.start(second)
+	err := next.start(second, nil)
 	took := time.Since(began)
 	close(release)
 	if err != nil {

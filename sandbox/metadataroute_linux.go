@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"runtime"
 
 	"golang.org/x/sys/unix"
 )
@@ -34,32 +33,25 @@ func blackholeMetadata(pid int) error {
 	return nil
 }
 
-// netlinkIn opens a route netlink socket in the network namespace ns: a
-// socket belongs to the namespace of the thread that made it, so one
-// locked thread enters ns, makes it and comes back.
+// netlinkIn is a route netlink socket in the network namespace ns.
 func netlinkIn(ns *os.File) (int, error) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	own, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
+	fd := -1
+	err := inNetns(func() error {
+		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
+			return fmt.Errorf("entering the sandbox's network namespace: %w", err)
+		}
+		var err error
+		if fd, err = unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE); err != nil {
+			fd = -1
+			return fmt.Errorf("a netlink socket in the sandbox's network namespace: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
-		return -1, err
-	}
-	defer own.Close()
-	if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
-		return -1, fmt.Errorf("entering the sandbox's network namespace: %w", err)
-	}
-	fd, serr := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)
-	if err := unix.Setns(int(own.Fd()), unix.CLONE_NEWNET); err != nil {
-		// This thread cannot be trusted with its namespace any more: a
-		// locked thread that is not unlocked ends with its goroutine.
-		runtime.LockOSThread()
-		if serr == nil {
+		if fd >= 0 {
 			unix.Close(fd)
 		}
-		return -1, fmt.Errorf("leaving the sandbox's network namespace: %w", err)
-	}
-	if serr != nil {
-		return -1, fmt.Errorf("a netlink socket in the sandbox's network namespace: %w", serr)
+		return -1, err
 	}
 	return fd, nil
 }

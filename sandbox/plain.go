@@ -60,6 +60,15 @@ func (p *PlainRunner) Run(ctx context.Context, spec Spec) (Result, error) {
 	if err := plainSysProcAttr(cmd, uid, gid); err != nil {
 		return res, err
 	}
+	if len(spec.Loopback) > 0 {
+		// No network of its own: the caller's loopback.
+		ls, err := listenShared(spec.Loopback)
+		if err != nil {
+			return res, err
+		}
+		srv := serve(spec.Loopback, ls)
+		defer srv.stop()
+	}
 	if err := prepareWritable(spec.ReadWrite, uid, gid); err != nil {
 		return res, err
 	}

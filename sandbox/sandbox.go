@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -217,6 +218,12 @@ type Spec struct {
 	// ptsDir is a devpts alone, for --dev's pts, where the runner may
 	// not make devices (devInstance.ptsOnly).
 	devDir, ptsDir string
+	// Loopback are the TCP addresses on the command's loopback the caller
+	// serves (see Loopback), listened on before the command starts.
+	Loopback []Loopback
+	// netns is the network namespace the bwrap runner made for the
+	// command (newNetns), nil where bwrap makes its own or it is shared.
+	netns *os.File
 	// Started, when set, is called once when the command has been started
 	// in the sandbox and let go (bwrap started and, where the runner holds
 	// it, placed in its cgroup and network and released; the AppContainer
@@ -295,6 +302,17 @@ func (s Spec) validate() error {
 	}
 	if s.UID < 0 || s.GID < 0 {
 		return errors.New("sandbox: negative uid or gid")
+	}
+	seen := map[netip.AddrPort]bool{}
+	for _, l := range s.Loopback {
+		a, err := l.check()
+		if err != nil {
+			return err
+		}
+		if seen[a] {
+			return fmt.Errorf("sandbox: loopback listener %s given twice", a)
+		}
+		seen[a] = true
 	}
 	return nil
 }

@@ -156,8 +156,8 @@ func dialAs(t *testing.T, path string, uid, gid int) string {
 // by the run's uid, so another host uid cannot connect to them (to call the
 // run's get_token or use its egress proxy), while the run's own uid can. No
 // socket path, and not the prompt, is on any command line during the run:
-// sandbox-init gets its forwards in the environment, mcp-stdio its socket
-// in the environment too.
+// the HTTP bridges are the runner's, outside the sandbox, and mcp-stdio gets
+// its socket in the environment.
 func TestLocalRunSocketsAreTheRunsAlone(t *testing.T) {
 	prompt := "prompt-" + rand.Text() + " edit the file"
 	for _, transport := range []string{"HTTP", "Stdio"} {
@@ -227,14 +227,20 @@ spec:
 			if lr.status.Agent == nil || !strings.Contains(lr.status.Agent.OutputTail, "agent-done") {
 				t.Errorf("the agent did not finish: %+v\n%s", lr.status.Agent, lr.stderr)
 			}
-			var sawInit bool
+			// The sampling saw what would carry a socket's path: the
+			// agent's processes, mcp-stdio with Stdio.
+			witness := "agent-done"
+			if transport == "Stdio" {
+				witness = "mcp-stdio"
+			}
+			var sawWitness bool
 			for _, c := range lr.cmdlines {
 				if strings.HasPrefix(c, "node\x00-e\x00require(\"net\")") {
 					continue // this test's own probes
 				}
 				shown := strings.ReplaceAll(c, "\x00", " ")
-				if strings.Contains(c, "sandbox-init") || strings.Contains(c, "mcp-stdio") {
-					sawInit = true
+				if strings.Contains(c, witness) {
+					sawWitness = true
 				}
 				if strings.Contains(c, lr.runRoot) && strings.Contains(c, "/sockets/") {
 					t.Errorf("a run socket's path is on a command line: %q", shown)
@@ -243,8 +249,8 @@ spec:
 					t.Errorf("the prompt is on a command line: %q", shown)
 				}
 			}
-			if !sawInit {
-				t.Errorf("the sampling never saw sandbox-init or mcp-stdio: it proves nothing")
+			if !sawWitness {
+				t.Errorf("the sampling never saw %s: it proves nothing", witness)
 			}
 		})
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -155,9 +156,17 @@ func envLookup(env []string, key string) (string, bool) {
 func (a *attempt) runAgent(ctx context.Context) (*ran, error) {
 	e := a.e
 	spec := a.baseSpec(a.egress)
-	argv, initEnv, err := e.wrap(a.inv.Argv, a.mcp, a.transport, a.proxy, a.bridge, a.gw)
-	if err != nil {
-		return nil, fail(harnessv1.ReasonSandboxUnavailable, fmt.Errorf("sandbox-init's bridges: %w", err))
+	forwards, proxy := bridges(a.mcp, a.transport, a.proxy, a.bridge, a.gw)
+	argv, initEnv := a.inv.Argv, []string(nil)
+	if a.runner.Mode() == sandbox.ModeAppContainer {
+		// No loopback of the sandbox's that the runner could listen on
+		// from outside: sandbox-init listens inside.
+		var err error
+		if argv, initEnv, err = e.wrap(argv, forwards, proxy); err != nil {
+			return nil, fail(harnessv1.ReasonSandboxUnavailable, fmt.Errorf("sandbox-init's bridges: %w", err))
+		}
+	} else {
+		spec.Loopback = loopback(forwards, proxy)
 	}
 	if err := initLoaderProblem(e.opts.InitBinary, e.initInterp, spec.Root); err != nil {
 		return nil, fail(harnessv1.ReasonSandboxUnavailable, err)
@@ -165,6 +174,10 @@ func (a *attempt) runAgent(ctx context.Context) (*ran, error) {
 	spec.Argv = argv
 	spec.Env = append(spec.Env, a.inv.Env...)
 	spec.Env = append(spec.Env, initEnv...)
+	if proxy != nil && initEnv == nil {
+		// Last: what the agent's own variables said of a proxy gives way.
+		spec.Env = append(spec.Env, sandboxinit.ProxyEnv(proxy.Listen)...)
+	}
 	if a.inv.Stdin != nil {
 		spec.Stdin = bytes.NewReader(a.inv.Stdin)
 	}
@@ -298,29 +311,54 @@ func (a *attempt) baseSpec(egress harnessv1.Egress) sandbox.Spec {
 	return spec
 }
 
-// wrap puts sandbox-init in front of the agent when the MCP server or the
-// egress proxy must be bridged into the sandbox's own loopback. The bridges
-// name the run's sockets, so they go to sandbox-init in its environment
-// (sandboxinit.ConfigEnv, carried to bwrap in its sealed --args memfd), never
-// on a command line, which every user of the node can read.
-func (e *Executor) wrap(argv []string, srv *mcpServer, transport harnessv1.MCPTransport, px *egressProxy, bridge *providerBridge, gw *modelGateway) ([]string, []string, error) {
-	var cfg sandboxinit.Config
+// bridges are what the agent reaches on its sandbox's loopback, each a
+// unix socket of the run's that connections are relayed to: the MCP server
+// (HTTP), a provider on the node's loopback, the model gateway, and the
+// egress proxy, which the agent's HTTPS_PROXY and HTTP_PROXY name.
+func bridges(srv *mcpServer, transport harnessv1.MCPTransport, px *egressProxy, bridge *providerBridge, gw *modelGateway) (forwards []sandboxinit.Forward, proxy *sandboxinit.Forward) {
 	if transport == harnessv1.MCPTransportHTTP && srv.httpSocket != "" {
-		cfg.Forwards = append(cfg.Forwards, sandboxinit.Forward{Listen: fmt.Sprintf("127.0.0.1:%d", SandboxMCPPort), Socket: srv.httpSocket})
+		forwards = append(forwards, sandboxinit.Forward{Listen: fmt.Sprintf("127.0.0.1:%d", SandboxMCPPort), Socket: srv.httpSocket})
 	}
 	if bridge != nil {
-		cfg.Forwards = append(cfg.Forwards, sandboxinit.Forward{Listen: bridge.listen, Socket: bridge.socket})
+		forwards = append(forwards, sandboxinit.Forward{Listen: bridge.listen, Socket: bridge.socket})
 	}
 	if gw != nil {
-		cfg.Forwards = append(cfg.Forwards, sandboxinit.Forward{Listen: gatewayListen(), Socket: gw.socket})
+		forwards = append(forwards, sandboxinit.Forward{Listen: gatewayListen(), Socket: gw.socket})
 	}
 	if px != nil {
-		cfg.Proxy = &sandboxinit.Forward{Listen: fmt.Sprintf("127.0.0.1:%d", SandboxEgressPort), Socket: px.socket}
+		proxy = &sandboxinit.Forward{Listen: fmt.Sprintf("127.0.0.1:%d", SandboxEgressPort), Socket: px.socket}
 	}
-	if len(cfg.Forwards) == 0 && cfg.Proxy == nil {
+	return forwards, proxy
+}
+
+// loopback has the runner serve the bridges (sandbox.Spec.Loopback): it
+// listens on the sandbox's own loopback before the agent starts, and
+// relays each connection to its socket from outside. No program of ours
+// starts in the sandbox before the agent, and the sockets' paths are in
+// no variable of the sandbox's.
+func loopback(forwards []sandboxinit.Forward, proxy *sandboxinit.Forward) []sandbox.Loopback {
+	if proxy != nil {
+		forwards = append(forwards, *proxy)
+	}
+	var lb []sandbox.Loopback
+	for _, f := range forwards {
+		lb = append(lb, sandbox.Loopback{Addr: f.Listen, Serve: func(l net.Listener) {
+			sandboxinit.Relay(l, func() (net.Conn, error) { return net.Dial("unix", f.Socket) })
+		}})
+	}
+	return lb
+}
+
+// wrap puts sandbox-init in front of the agent when the bridges must be
+// made inside the sandbox (AppContainer's, whose loopback the runner
+// cannot listen on). The bridges name the run's sockets, so they go to
+// sandbox-init in its environment (sandboxinit.ConfigEnv), never on a
+// command line, which every user of the node can read.
+func (e *Executor) wrap(argv []string, forwards []sandboxinit.Forward, proxy *sandboxinit.Forward) ([]string, []string, error) {
+	if len(forwards) == 0 && proxy == nil {
 		return argv, nil, nil
 	}
-	entry, err := cfg.EnvEntry()
+	entry, err := sandboxinit.Config{Forwards: forwards, Proxy: proxy}.EnvEntry()
 	if err != nil {
 		return nil, nil, err
 	}

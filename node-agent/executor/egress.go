@@ -18,7 +18,7 @@ import (
 )
 
 // SandboxEgressPort is the loopback port inside the sandbox on which
-// sandbox-init exposes the run's egress proxy (egress ProviderOnly).
+// the run's egress proxy is bridged (egress ProviderOnly; see loopback).
 const SandboxEgressPort = 7701
 
 // useProxy says whether the run gets the egress proxy: ProviderOnly in a

@@ -82,7 +82,27 @@ func TestWrapBridgesMCPAndProxy(t *testing.T) {
 			&sandboxinit.Config{Forwards: []sandboxinit.Forward{mcpFwd, {Listen: "127.0.0.1:8089", Socket: "/run/x/sockets/provider.sock"}}, Proxy: proxyFwd}},
 	}
 	for _, tc := range cases {
-		argv, env, err := e.wrap([]string{"agent", "-x"}, srv, tc.transport, tc.px, tc.bridge, nil)
+		forwards, proxy := bridges(srv, tc.transport, tc.px, tc.bridge, nil)
+		// The runner serves each on the sandbox's loopback (Linux, and
+		// the plain runner).
+		var listens []string
+		for _, l := range loopback(forwards, proxy) {
+			listens = append(listens, l.Addr)
+		}
+		var want []string
+		if tc.want != nil {
+			for _, f := range tc.want.Forwards {
+				want = append(want, f.Listen)
+			}
+			if tc.want.Proxy != nil {
+				want = append(want, tc.want.Proxy.Listen)
+			}
+		}
+		if diff := cmp.Diff(want, listens); diff != "" {
+			t.Errorf("%s: the runner's loopback listeners (-want +got):\n%s", tc.name, diff)
+		}
+		// Or sandbox-init does, inside (AppContainer).
+		argv, env, err := e.wrap([]string{"agent", "-x"}, forwards, proxy)
 		if err != nil {
 			t.Fatal(err)
 		}

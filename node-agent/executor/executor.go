@@ -229,7 +229,8 @@ func (e *Executor) imageCache() (*envimage.Cache, error) {
 	return e.images, e.imagesErr
 }
 
-// InitBinaryName is the small program every sandbox starts first
+// InitBinaryName is the small program an agent's stdio MCP server is, and
+// an AppContainer sandbox starts first
 // (cmd/harnessfacts-sandbox-init): the harnessfacts binary's `sandbox-init`
 // and `mcp-stdio` without its 100 MB and its package initialisation, which
 // cost tens of milliseconds at each sandboxed agent start.

@@ -17,7 +17,7 @@ import (
 )
 
 // SandboxGatewayPort is the loopback port inside the sandbox on which
-// sandbox-init exposes the run's model gateway.
+// the run's model gateway is bridged (see loopback).
 const SandboxGatewayPort = 7702
 
 // gatewayURL is the model gateway's base URL as the agent's CLI sees it.
@@ -149,7 +149,7 @@ func passedThrough(creds []adapters.Credential) []string {
 }
 
 // startGateway serves the run's model gateway on sockets/gateway.sock; the
-// agent's CLI reaches it at gatewayURL through sandbox-init's bridge.
+// agent's CLI reaches it at gatewayURL through the bridge (loopback).
 func (a *attempt) startGateway(ctx context.Context) error {
 	if a.route == nil {
 		return nil
@@ -188,5 +188,5 @@ func (a *attempt) startGateway(ctx context.Context) error {
 	return nil
 }
 
-// gatewayListen is where sandbox-init listens for the gateway.
+// gatewayListen is where the bridge listens for the gateway.
 func gatewayListen() string { return net.JoinHostPort("127.0.0.1", fmt.Sprint(SandboxGatewayPort)) }

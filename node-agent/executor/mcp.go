@@ -15,7 +15,7 @@ import (
 )
 
 // SandboxMCPPort is the loopback port inside the sandbox on which
-// sandbox-init exposes the run's MCP server. Each sandbox has its own
+// the run's MCP server is bridged (see loopback). Each sandbox has its own
 // network namespace, so every run can use the same port.
 const SandboxMCPPort = 7700
 
@@ -49,8 +49,8 @@ func (a *attempt) startMCP(ctx context.Context) error {
 
 // serveMCP starts the token server for transport. HTTP: the server listens
 // on 127.0.0.1 outside the sandbox and a unix socket in the run dir relays
-// to it; sandbox-init bridges 127.0.0.1:SandboxMCPPort inside the sandbox to
-// that socket. Stdio: the node-agent serves MCP on a unix socket, and the
+// to it; the runner bridges 127.0.0.1:SandboxMCPPort inside the sandbox to
+// that socket (loopback). Stdio: the node-agent serves MCP on a unix socket, and the
 // agent's stdio server is `harnessfacts mcp-stdio`, a pipe to that socket,
 // so the token is never in a file the agent could read.
 func (e *Executor) serveMCP(ctx context.Context, dir *fixture.RunDir, transport harnessv1.MCPTransport, maxCalls int64, owner socketOwner) (*mcpServer, error) {

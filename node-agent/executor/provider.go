@@ -13,7 +13,7 @@ import (
 
 // providerBridge carries a sandbox's connections to a model provider that
 // listens on the node's loopback: the sandbox has its own loopback, where
-// sandbox-init listens on the provider's address and forwards to a unix
+// the runner listens on the provider's address and relays to a unix
 // socket in the run's sockets/ folder, which this relays to the provider.
 // The egress proxy cannot carry these: NO_PROXY keeps loopback direct.
 type providerBridge struct {
@@ -47,16 +47,17 @@ func startProviderBridge(socket, rawURL string, inside *egress.Inside, owner soc
 	if port == "" {
 		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 	}
-	// sandbox-init listens on the port as the run's unprivileged user,
-	// which may not bind one below 1024: found only when the agent had
-	// started, the run was the agent's failure ("exited with code 127").
+	// Where sandbox-init bridges it (AppContainer) it listens on the port
+	// as the run's unprivileged user, which may not bind one below 1024:
+	// found only when the agent had started, the run was the agent's
+	// failure ("exited with code 127"). One rule for every runner.
 	if n, err := strconv.Atoi(port); err != nil || n < 1024 || n > 65535 {
 		return nil, fmt.Errorf("spec.agent.providerURL %q: a provider on this node's loopback is bridged into the sandbox on its own port, which the run's unprivileged user can bind only from 1024 to 65535: serve it on such a port", rawURL)
 	}
 	if port == fmt.Sprint(SandboxMCPPort) || port == fmt.Sprint(SandboxEgressPort) || port == fmt.Sprint(SandboxGatewayPort) {
 		return nil, fmt.Errorf("spec.agent.providerURL %q: port %s is taken in the sandbox by the run's own MCP, egress and model gateway bridges", rawURL, port)
 	}
-	// The agent dials the address it was given; sandbox-init listens on
+	// The agent dials the address it was given; the bridge listens on
 	// 127.0.0.1 in the sandbox whichever loopback name the URL uses.
 	listen := net.JoinHostPort("127.0.0.1", port)
 	target := net.JoinHostPort(ip.String(), port)

@@ -371,10 +371,11 @@ func allPassed(checks []harnessv1.CheckResult) bool {
 }
 
 // exitCodeHint says what the shells' codes for a command that could not be
-// run mean: sandbox-init's own when the agent's command cannot be started
-// (missing, a directory, not executable, no process left under
-// limits.maxProcesses) is 127 too, and the reason is only in the output,
-// where a bare "exited with code 127" does not send the reader.
+// run mean: the sandbox reports an agent's command that bwrap could not
+// execute the same way (127 missing, 126 a folder or not executable;
+// sandbox-init, where it starts the agent, 127 for every start that
+// failed), and the reason is only in the output, where a bare "exited with
+// code 127" does not send the reader.
 func exitCodeHint(code int) string {
 	switch code {
 	case 126:

@@ -62,14 +62,16 @@ func TestDiskFillEndsWithDiskLimitExceeded(t *testing.T) {
 }
 
 // TestAgentCommandThatCannotStart: a command that is missing or is a
-// folder is the agent's failure, and the message says what exit code 127
-// means and where the reason is: sandbox-init's own words at the end of the
-// output. The message said only "the agent exited with code 127".
+// folder is the agent's failure, and the message says what the shells'
+// exit code means (127 not found, 126 found but not executable) and where
+// the reason is: bwrap's own words at the end of the output. The message
+// said only "the agent exited with code 127" once, and "code 1" when the
+// agent was no longer started by sandbox-init.
 func TestAgentCommandThatCannotStart(t *testing.T) {
 	ns := newNamespace(t, "e2e-nostart")
-	for name, c := range map[string]struct{ command, output string }{
-		"missing": {"/nonexistent/agent", "no such file or directory"},
-		"folder":  {"/usr", "permission denied"},
+	for name, c := range map[string]struct{ command, output, hint string }{
+		"missing": {"/nonexistent/agent", "no such file or directory", "127: a command that was not found or could not be started; the end of the agent's output says why"},
+		"folder":  {"/usr", "permission denied", "126: a command that was found but could not be executed; the end of the agent's output says why"},
 	} {
 		run := scriptRun(ns, name, "")
 		run.Spec.Agent.Command = []string{c.command}
@@ -78,11 +80,10 @@ func TestAgentCommandThatCannotStart(t *testing.T) {
 		}
 		got := waitTerminal(t, client.ObjectKeyFromObject(run))
 		st := got.Status
-		if st.Reason != harnessv1.ReasonAgentFailed || st.FailureClass != harnessv1.FailureAgent ||
-			!strings.Contains(st.Message, "127: a command that was not found or could not be started; the end of the agent's output says why") {
+		if st.Reason != harnessv1.ReasonAgentFailed || st.FailureClass != harnessv1.FailureAgent || !strings.Contains(st.Message, c.hint) {
 			t.Errorf("%s: %s/%s %q", name, st.FailureClass, st.Reason, st.Message)
 		}
-		if out := outputTail(got); !strings.Contains(out, "starting "+c.command) || !strings.Contains(out, c.output) {
+		if out := strings.ToLower(outputTail(got)); !strings.Contains(out, "execvp "+c.command) || !strings.Contains(out, c.output) {
 			t.Errorf("%s: the output does not say why: %q", name, out)
 		}
 	}
