@@ -39,7 +39,7 @@ demo: ## The main job: a real HarnessRun end to end on this machine (harnessfact
 # CGO_ENABLED=0, as in the Dockerfile: sandbox-init runs inside environment
 # images, which need not have this host's libc and loader.
 .PHONY: build
-build: ## Build bin/harnessfacts (run and version; every other command it hands to bin/harnessfacts-full, which holds them all), bin/harnessfacts-node-agent (the node-agent alone, the node image's entry point) and bin/harnessfacts-sandbox-init (the small program each sandbox starts first), statically linked as in the images.
+build: ## Build bin/harnessfacts (run and version; every other command it hands to bin/harnessfacts-full, which holds them all), bin/harnessfacts-node-agent (the node-agent alone, the node image's entry point) and bin/harnessfacts-sandbox-init (the small program a stdio MCP server is, and on Windows each sandbox starts first), statically linked as in the images.
 	CGO_ENABLED=0 go build -o $(BIN)/ ./cmd/harnessfacts ./cmd/harnessfacts-full ./cmd/harnessfacts-node-agent ./cmd/harnessfacts-sandbox-init
 
 .PHONY: build-all

@@ -29,7 +29,7 @@ func BenchmarkBwrapOverhead(b *testing.B) {
 	}
 	// The same bwrap invocation without the cgroup, to tell bwrap's own cost
 	// from the runner's.
-	raw := append([]string{"--ro-bind", "/", "/"}, bwrapArgs(spec, false, false)...)
+	raw := append([]string{"--ro-bind", "/", "/"}, bwrapArgs(spec, false)...)
 	raw = append(raw, "--", truePath)
 	var plain, sandboxed, bare []time.Duration
 	for b.Loop() {
@@ -229,7 +229,7 @@ func BenchmarkSandboxStart(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer sf.Close()
-		cmd := exec.Command(r.bwrap, append(bwrapArgs(spec, false, true), "--", echo, "x")...)
+		cmd := exec.Command(r.bwrap, append(bwrapArgs(spec, true), "--", echo, "x")...)
 		cmd.Env = []string{}
 		cmd.ExtraFiles = []*os.File{nil, sf} // the filter on fd 4, as bwrapArgs says
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: runAs(id, id)}

@@ -3,7 +3,6 @@ package sandbox
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -79,34 +78,14 @@ func (*BwrapRunner) Mode() Mode { return ModeBwrap }
 const (
 	fdArgs    = 3
 	fdSeccomp = 4
-	fdInfo    = 5
-	fdBlock   = 6
-	fdRelease = 7
-	fdResolv  = 8
+	fdResolv  = 5
 )
-
-// releaseGuard runs in front of the payload on cgroup v1 and for a
-// user-mode network. bwrap's --block-fd lets the sandbox go on at end of
-// file too, so a caller that dies between starting bwrap and moving its
-// child into the cgroup would let the payload run outside its limits. The
-// guard runs the payload only after reading "go" on fdRelease, which Run
-// writes once the child is in the cgroup; if the caller died first it reads
-// end of file and exits 125. It closes fdRelease before the payload starts.
-//
-// fdRelease is one end of a socket pair, and the guard first says "ready"
-// on it: bwrap's setup is over by then. slirp4netns is attached only after
-// that, as it sets the namespace's lo up, and bwrap's own loopback setup
-// (an exclusive RTM_NEWADDR of 127.0.0.1) fails if lo came up first.
-var releaseGuard = fmt.Sprintf(`echo ready >&%d && read -r go <&%d && [ "$go" = go ] || exit 125; exec %d<&-; exec "$@"`, fdRelease, fdRelease, fdRelease)
-
-const guardName = "harnessfacts-release-guard"
 
 // bwrapArgs are the options passed through --args: nothing here appears on a
 // command line, so environment values (credentials) stay out of the
-// world-readable /proc/<pid>/cmdline. v1Sync adds --info-fd/--block-fd, see
-// Run; seccomp loads the filter from fdSeccomp. A NetworkUserMode run gets
-// its /etc/resolv.conf from fdResolv.
-func bwrapArgs(spec Spec, v1Sync, seccomp bool) []string {
+// world-readable /proc/<pid>/cmdline. seccomp loads the filter from
+// fdSeccomp. A NetworkUserMode run gets its /etc/resolv.conf from fdResolv.
+func bwrapArgs(spec Spec, seccomp bool) []string {
 	a := []string{
 		"--unshare-all", // user, ipc, pid, net, uts, cgroup namespaces
 		"--unshare-user",
@@ -216,12 +195,12 @@ func bwrapArgs(spec Spec, v1Sync, seccomp bool) []string {
 		k, v, _ := strings.Cut(kv, "=")
 		a = append(a, "--setenv", k, v)
 	}
-	switch {
-	case spec.Network == NetworkShared || spec.netns != nil:
+	if spec.Network == NetworkShared || spec.netns != nil {
 		// The caller's network, or the one the runner made (newNetns),
 		// which bwrap is started in.
 		a = append(a, "--share-net")
-	case spec.Network == NetworkUserMode:
+	}
+	if spec.Network == NetworkUserMode {
 		resolv := resolvConfPath()
 		if spec.Root != "" {
 			resolv = "/etc/resolv.conf" // the image's, whatever the host's is
@@ -231,9 +210,6 @@ func bwrapArgs(spec Spec, v1Sync, seccomp bool) []string {
 	a = append(a, "--chdir", spec.Dir)
 	if seccomp {
 		a = append(a, "--seccomp", fmt.Sprint(fdSeccomp))
-	}
-	if v1Sync {
-		a = append(a, "--info-fd", fmt.Sprint(fdInfo), "--block-fd", fmt.Sprint(fdBlock))
 	}
 	return a
 }
@@ -681,31 +657,12 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 			err = fmt.Errorf("sandbox: %w", rerr)
 		}
 	}()
-	// A user-mode network stack is attached to the sandbox's network
-	// namespace between bwrap's setup and the payload: bwrap holds its
-	// child on --block-fd, and a guard holds the payload.
-	userNet := spec.Network == NetworkUserMode
-	hold := userNet
-	var slirp string
-	var resolv *os.File
-	if userNet {
-		if slirp, err = slirpPath(r.opts); err != nil {
-			return res, err
-		}
-		if resolv, err = sealedMemfd("resolv.conf", []byte("nameserver "+slirpDNS+"\n")); err != nil {
-			return res, fmt.Errorf("sandbox: resolv.conf: %w", err)
-		}
-		defer resolv.Close()
-	}
-
-	// The command's loopback listeners: in the network namespace the
-	// runner makes for it (bwrap is started in it), or the caller's when
-	// shared; a user-mode network's are made in bwrap's own, once it is
-	// set up (below).
+	// The command's network namespace, the runner's (newNetns), with its
+	// loopback listeners, unless the network is shared (they are then on
+	// the caller's loopback).
 	var srv *serving
 	defer func() { srv.stop() }()
-	switch {
-	case spec.Network == NetworkShared:
+	if spec.Network == NetworkShared {
 		if len(spec.Loopback) > 0 {
 			ls, err := listenShared(spec.Loopback)
 			if err != nil {
@@ -713,7 +670,7 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 			}
 			srv = serve(spec.Loopback, ls)
 		}
-	case !userNet:
+	} else {
 		ns, ls, err := newNetns(spec.Loopback)
 		if err != nil {
 			return res, err
@@ -721,6 +678,37 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 		defer ns.Close()
 		spec.netns = ns
 		srv = serve(spec.Loopback, ls)
+	}
+	// A user-mode network stack is attached to that namespace before
+	// bwrap starts in it, so the command starts with its network up.
+	var resolv *os.File
+	if spec.Network == NetworkUserMode {
+		slirp, err := slirpPath(r.opts)
+		if err != nil {
+			return res, err
+		}
+		if resolv, err = sealedMemfd("resolv.conf", []byte("nameserver "+slirpDNS+"\n")); err != nil {
+			return res, fmt.Errorf("sandbox: resolv.conf: %w", err)
+		}
+		defer resolv.Close()
+		net, err := startSlirp(slirp, spec.netns)
+		if err != nil {
+			return res, fmt.Errorf("sandbox: %w", err)
+		}
+		defer net.stop()
+		// slirp4netns holds a host socket, with its buffers, for every
+		// connection the agent opens: outside the run's cgroup 400
+		// connections the agent never read from held 434 MiB of receive
+		// queues and 95 MiB of slirp4netns under a 32 MiB limit. In it,
+		// they are the run's (and killAll ends it with the run).
+		if err := cg.adopt(net.cmd.Process.Pid); err != nil {
+			return res, errors.Join(fmt.Errorf("sandbox: %w", err), cg.killAll())
+		}
+		// The node's cloud metadata service is never the run's to reach
+		// (UserModeUnreachable).
+		if err := blackholeMetadata(spec.netns); err != nil {
+			return res, errors.Join(fmt.Errorf("sandbox: %w", err), cg.killAll())
+		}
 	}
 
 	var sf *os.File // nil: fd 4 is closed in the child
@@ -754,43 +742,16 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 			}
 		}()
 	}
-	af, err := argsFile(bwrapArgs(spec, hold, sf != nil))
+	af, err := argsFile(bwrapArgs(spec, sf != nil))
 	if err != nil {
 		return res, fmt.Errorf("sandbox: bwrap args: %w", err)
 	}
 	defer af.Close()
 	extra := []*os.File{af, sf}
-	argv := spec.Argv
-	var infoR, blockW, releaseW *os.File
-	if hold {
-		var infoW, blockR, releaseR *os.File
-		if infoR, infoW, err = os.Pipe(); err != nil {
-			return res, err
-		}
-		defer infoR.Close()
-		if blockR, blockW, err = os.Pipe(); err != nil {
-			infoW.Close()
-			return res, err
-		}
-		defer blockW.Close()
-		if releaseR, releaseW, err = socketPair(); err != nil {
-			infoW.Close()
-			blockR.Close()
-			return res, err
-		}
-		defer releaseW.Close()
-		extra = append(extra, infoW, blockR, releaseR)
-		defer infoW.Close()
-		defer blockR.Close()
-		defer releaseR.Close()
-		argv = append([]string{"/bin/sh", "-c", releaseGuard, guardName}, spec.Argv...)
-	}
 	if resolv != nil {
-		for len(extra) < fdResolv-fdArgs {
-			extra = append(extra, nil)
-		}
-		extra = append(extra, resolv)
+		extra = append(extra, resolv) // fdResolv
 	}
+	argv := spec.Argv
 
 	bwrapArgv := append([]string{"bwrap", "--args", fmt.Sprint(fdArgs), "--"}, argv...)
 	// bwrap's own environment is empty: it would otherwise be readable in
@@ -814,11 +775,6 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 	// Born in its cgroup: v2's clone3, or on v1 forked by a thread that
 	// moved itself in (startOnForker).
 	err = cg.start(cmd, spec.netns)
-	for _, f := range extra[2:] {
-		if f != nil && f != resolv {
-			f.Close() // the child's copies are what matter now
-		}
-	}
 	if err != nil {
 		if errors.Is(err, os.ErrPermission) {
 			// The sandbox's failure, never the command's.
@@ -828,54 +784,6 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 	}
 
 	var killErr error
-	if hold {
-		// bwrap tells us its sandbox child's pid on --info-fd and then that
-		// child waits on --block-fd before it drops into the payload, which
-		// the release guard holds until "go": the user-mode network stack
-		// is attached to the child's namespace once bwrap's setup is over,
-		// so the payload starts with its network up.
-		pid, perr := childPid(infoR)
-		if perr == nil {
-			if _, err := blockW.Write([]byte{1}); err != nil && !errors.Is(err, syscall.EPIPE) {
-				perr = fmt.Errorf("release bwrap's block: %w", err)
-			}
-			blockW.Close()
-		}
-		if perr == nil && pid > 0 {
-			// The guard's "ready" is always read: unread, it would make
-			// closing this end reset the guard's read of "go".
-			var ready bool
-			// At end of file bwrap died in its setup: Wait says why.
-			if ready, perr = guardReady(releaseW); perr == nil && ready && userNet {
-				var net *slirpNet
-				if net, perr = startSlirp(slirp, pid); perr == nil {
-					defer net.stop()
-					// slirp4netns holds a host socket, with its buffers,
-					// for every connection the agent opens: outside the
-					// run's cgroup 400 connections the agent never read
-					// from held 434 MiB of receive queues and 95 MiB of
-					// slirp4netns under a 32 MiB limit. In it, they are
-					// the run's (and killAll ends it with the run).
-					perr = cg.adopt(net.cmd.Process.Pid)
-					if perr == nil {
-						// The node's cloud metadata service is never
-						// the run's to reach (UserModeUnreachable).
-						perr = blackholeMetadata(pid)
-					}
-					if perr == nil && len(spec.Loopback) > 0 {
-						srv, perr = serveIn(pid, spec.Loopback)
-					}
-				}
-			}
-		}
-		if perr != nil {
-			_ = cmd.Process.Kill()
-			killErr = cg.killAll()
-			_ = cmd.Wait()
-			return res, errors.Join(fmt.Errorf("sandbox: %w", perr), killErr)
-		}
-		releasePayload(releaseW)
-	}
 	spec.started()
 
 	stop := watch(runCtx, func() {
@@ -927,21 +835,6 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 	return res, nil
 }
 
-// serveIn serves lb in the network namespace of process pid (bwrap's
-// sandbox child, held before the command).
-func serveIn(pid int, lb []Loopback) (*serving, error) {
-	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", pid))
-	if err != nil {
-		return nil, fmt.Errorf("the sandbox's network namespace: %w", err)
-	}
-	defer ns.Close()
-	ls, err := listenIn(ns, lb)
-	if err != nil {
-		return nil, err
-	}
-	return serve(lb, ls), nil
-}
-
 // bwrapInitTasks is bwrap's pid 1 in the sandbox's pid namespace (no
 // --as-pid-1: it stays to reap what the command leaves), in the run's
 // cgroup for the whole run.
@@ -958,70 +851,6 @@ func slirpTasks(spec Spec) int64 {
 		return 1
 	}
 	return 0
-}
-
-// releasePayload lets the guard run the payload; tests replace it to play a
-// caller that died before the release.
-var releasePayload = func(w *os.File) {
-	_, _ = w.Write([]byte("go\n")) // a failed write leaves the guard at end of file: it exits 125
-	_ = w.Close()
-}
-
-// socketPair returns the two ends of the release channel: the guard's
-// (blocking, for its shell) and Run's (non-blocking, so a read can time
-// out).
-func socketPair() (guard, run *os.File, err error) {
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, nil, fmt.Errorf("release socket pair: %w", err)
-	}
-	if err := syscall.SetNonblock(fds[1], true); err != nil {
-		syscall.Close(fds[0])
-		syscall.Close(fds[1])
-		return nil, nil, fmt.Errorf("release socket pair: %w", err)
-	}
-	return os.NewFile(uintptr(fds[0]), "release-guard"), os.NewFile(uintptr(fds[1]), "release"), nil
-}
-
-// guardReady waits for the release guard's "ready": bwrap's setup is over
-// and the payload is held. false means end of file, bwrap died first.
-func guardReady(c *os.File) (bool, error) {
-	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
-	defer func() { _ = c.SetReadDeadline(time.Time{}) }()
-	var b [6]byte
-	n, err := io.ReadFull(c, b[:])
-	switch {
-	case err == nil && string(b[:]) == "ready\n":
-		return true, nil
-	case n == 0 && errors.Is(err, io.EOF):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("wait for the sandbox's release guard: %w", err)
-	}
-	return false, fmt.Errorf("the sandbox's release guard said %q, not ready", b[:n])
-}
-
-// childPid reads bwrap's --info-fd: the pid of bwrap's sandbox child, the
-// ancestor of everything the payload will start. On v1 it is moved into the
-// cgroup; the outer bwrap process only waits for that child and stays
-// outside (each v1 migration costs milliseconds), and Run kills it
-// directly. An EOF (pid 0) means bwrap died during setup; Wait then tells
-// why.
-func childPid(info *os.File) (int, error) {
-	_ = info.SetReadDeadline(time.Now().Add(30 * time.Second))
-	var msg struct {
-		ChildPid int `json:"child-pid"`
-	}
-	if err := json.NewDecoder(info).Decode(&msg); err != nil {
-		if errors.Is(err, io.EOF) {
-			return 0, nil
-		}
-		return 0, fmt.Errorf("read bwrap info: %w", err)
-	}
-	if msg.ChildPid <= 0 {
-		return 0, fmt.Errorf("bwrap info without a child pid")
-	}
-	return msg.ChildPid, nil
 }
 
 func newSandboxRunner(mode Mode, opts Options) (Runner, error) {

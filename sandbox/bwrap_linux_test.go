@@ -773,7 +773,7 @@ console.log("node", process.version, big.length, a.length)`
 
 func TestBwrapArgsCarryNoValuesOnTheCommandLine(t *testing.T) {
 	spec := Spec{Argv: []string{"agent", "--flag"}, Dir: "/run/x", Env: []string{"K=v1", "EMPTY=", "EQ=a=b"}, ReadWrite: []string{"/run/x"}}
-	args := bwrapArgs(spec, false, false)
+	args := bwrapArgs(spec, false)
 	joined := strings.Join(args, "\x00")
 	for _, want := range []string{"--clearenv\x00--setenv\x00K\x00v1", "--setenv\x00EMPTY\x00\x00", "--setenv\x00EQ\x00a=b", "--bind\x00/run/x\x00/run/x", "--chdir\x00/run/x"} {
 		if !strings.Contains(joined, want) {
@@ -784,7 +784,7 @@ func TestBwrapArgsCarryNoValuesOnTheCommandLine(t *testing.T) {
 		t.Errorf("network None shares the network: %q", args)
 	}
 	spec.Network = NetworkShared
-	if !strings.Contains(strings.Join(bwrapArgs(spec, false, false), " "), "--share-net") {
+	if !strings.Contains(strings.Join(bwrapArgs(spec, false), " "), "--share-net") {
 		t.Errorf("network Shared lacks --share-net")
 	}
 }
@@ -906,31 +906,13 @@ func TestCgroupV2EvacuateToLeaf(t *testing.T) {
 	}
 }
 
-// A caller that dies after starting bwrap and before it let the payload go
-// must not let the payload run unprepared: with a user-mode network (the
-// stack not attached yet; on cgroup v1, bwrap's child not yet moved into
-// the cgroup) the release guard sees end of file instead of "go" and exits
-// 125.
-func TestBwrapPayloadNeverRunsWithoutRelease(t *testing.T) {
+// The payload of a user-mode network's sandbox (whose stack is attached
+// before bwrap starts, in the runner's namespace) sees its own argv and no
+// descriptor but its three: nothing bwrap was given for its options, the
+// stack or the namespace is left to it.
+func TestBwrapUserModePayloadSeesOnlyItsOwn(t *testing.T) {
 	r := requireBwrapHost(t)
-	base := testBase(t)
-	spec := runDir(t, base, "sh", "-c", "echo ran > ran.txt")
-	spec.Network = NetworkUserMode
-	saved := releasePayload
-	releasePayload = func(w *os.File) { _ = w.Close() } // the caller "died" before the release
-	t.Cleanup(func() { releasePayload = saved })
-	res, out := run(t, r, spec)
-	if _, err := os.Stat(filepath.Join(spec.Dir, "ran.txt")); err == nil {
-		t.Fatalf("the payload ran without being released (exit %d, %q)", res.ExitCode, out)
-	}
-	if res.ExitCode != 125 {
-		t.Errorf("exit code %d, want 125 from the guard (%q)", res.ExitCode, out)
-	}
-
-	// And with the release, as in every run, the payload runs and sees its
-	// own argv and no extra file descriptor.
-	releasePayload = saved
-	spec = runDir(t, testBase(t), "sh", "-c", `echo "$0 $1" > ran.txt; ls /proc/self/fd | tr '\n' ' ' >> ran.txt`, "arg0", "arg1")
+	spec := runDir(t, testBase(t), "sh", "-c", `echo "$0 $1" > ran.txt; ls /proc/self/fd | tr '\n' ' ' >> ran.txt`, "arg0", "arg1")
 	spec.Network = NetworkUserMode
 	if res, out := run(t, r, spec); res.ExitCode != 0 {
 		t.Fatalf("exit %d: %q", res.ExitCode, out)
@@ -939,8 +921,9 @@ func TestBwrapPayloadNeverRunsWithoutRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(string(got), "arg0 arg1\n") || strings.Contains(string(got), " 6 ") {
-		t.Errorf("the payload saw %q: want its own argv and no descriptor 6", got)
+	// ls's own directory descriptor is the one past the three.
+	if string(got) != "arg0 arg1\n0 1 2 3 " {
+		t.Errorf("the payload saw %q: want its own argv and descriptors 0, 1, 2 (and ls's 3)", got)
 	}
 }
 
@@ -1448,17 +1431,13 @@ func TestBwrapStartedIsCalledOnceBeforeTheEnd(t *testing.T) {
 	}
 }
 
-// When bwrap dies in its setup before its child is moved into the v1
-// cgroup (a stand-in bwrap here, reporting the pid of a process already
-// gone), the run says what bwrap said, not that the move failed.
+// When bwrap dies in its setup (a stand-in bwrap here), the run says what
+// bwrap said, with a user-mode network's stack attached or not, and
+// leaves nothing: no slirp4netns, no cgroup.
 func TestBwrapThatDiesInSetupIsReportedAsBwrap(t *testing.T) {
 	requireBwrapHost(t)
-	gone := exec.Command("true")
-	if err := gone.Run(); err != nil {
-		t.Fatal(err)
-	}
 	fake := filepath.Join(testBase(t), "bwrap") // run as the sandbox uid: outside the 0700 TempDir
-	script := fmt.Sprintf("#!/bin/sh\necho '{\"child-pid\": %d}' >&%d\necho 'bwrap: Can not bind mount (a stand-in failure)' >&2\nexit 1\n", gone.Process.Pid, fdInfo)
+	script := "#!/bin/sh\necho 'bwrap: Can not bind mount (a stand-in failure)' >&2\nexit 1\n"
 	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -1466,18 +1445,21 @@ func TestBwrapThatDiesInSetupIsReportedAsBwrap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v1 := cgroupV1(t, r)
-	if !v1 {
-		t.Skip("cgroup v2: bwrap is born in its cgroup, nothing is moved")
-	}
-	res, out := run(t, r, runDir(t, testBase(t), "true"))
-	if res.ExitCode != 1 || !strings.Contains(out, "a stand-in failure") {
-		t.Fatalf("%+v %q, want bwrap's exit 1 and its message", res, out)
+	for _, network := range []Network{NetworkNone, NetworkUserMode} {
+		spec := runDir(t, testBase(t), "true")
+		spec.Network = network
+		res, out := run(t, r, spec)
+		if res.ExitCode != 1 || !strings.Contains(out, "a stand-in failure") {
+			t.Fatalf("%s: %+v %q, want bwrap's exit 1 and its message", network, res, out)
+		}
+		if left := processesNamed("slirp4netns"); left != 0 {
+			t.Errorf("%s: %d slirp4netns processes left", network, left)
+		}
 	}
 }
 
-// cgroupV1 says whether r's runs get v1 cgroups here (the v1 placement,
-// with its --block-fd hold, is what some tests are about).
+// cgroupV1 says whether r's runs get v1 cgroups here (the v1 placement
+// is what some tests are about).
 func cgroupV1(t *testing.T, r *BwrapRunner) bool {
 	t.Helper()
 	cg, err := newRunCgroup(r.opts, Limits{}.WithDefaults())
@@ -1631,7 +1613,7 @@ func TestBwrapHiddenInsideHiddenLeavesNoTrace(t *testing.T) {
 	}
 	spec := runDir(t, base, "sh", "-c", fmt.Sprintf(`echo "home:$(ls -A %s | wc -l)"; cat %s/key %s/key 2>/dev/null; echo done`, home, keys, twice))
 	spec.Hidden = []string{home, keys, twice + "/", twice}
-	args := strings.Join(bwrapArgs(spec, false, false), "\n") + "\n"
+	args := strings.Join(bwrapArgs(spec, false), "\n") + "\n"
 	if n := strings.Count(args, "--tmpfs\n"+twice+"\n") + strings.Count(args, "--tmpfs\n"+twice+"/\n"); n != 1 {
 		t.Errorf("a folder hidden twice is masked %d times, want once (a mount more at every start)", n)
 	}

@@ -98,7 +98,7 @@ func TestBwrapDevIsBwraps(t *testing.T) {
 	// bwrap's own, with the same options but --dev.
 	plain := spec
 	plain.DevIn = ""
-	args := bwrapArgs(plain, false, false)
+	args := bwrapArgs(plain, false)
 	if strings.Contains(strings.Join(args, " "), "--dev-bind") {
 		t.Fatalf("without a /dev of the runner's, bwrap is not given --dev: %q", args)
 	}

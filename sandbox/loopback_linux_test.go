@@ -166,8 +166,8 @@ type writerFunc func([]byte) (int, error)
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // TestBwrapLoopbackWithAUserModeNetwork: a user-mode network's namespace is
-// bwrap's (slirp4netns is attached to it once bwrap's setup is over), and
-// the runner listens there before it lets the command go.
+// the runner's too (slirp4netns attached to it before bwrap starts), and
+// its loopback listeners are there with the stack.
 func TestBwrapLoopbackWithAUserModeNetwork(t *testing.T) {
 	r := requireBwrapHost(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))

@@ -10,16 +10,13 @@ import (
 )
 
 // blackholeMetadata adds a blackhole route for each prefix of
-// UserModeUnreachable to the network namespace of pid (the sandbox's,
-// once slirp4netns configured it and before the payload runs): a connect
-// there fails at once with EINVAL. Nothing in the sandbox can remove them:
-// every capability is dropped and no user namespace can be made.
-func blackholeMetadata(pid int) error {
-	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", pid))
-	if err != nil {
-		return fmt.Errorf("the sandbox's network namespace: %w", err)
-	}
-	defer ns.Close()
+// UserModeUnreachable to the sandbox's network namespace ns, once
+// slirp4netns configured it and before bwrap starts in it: a connect there
+// fails at once with EINVAL. Nothing in the sandbox can remove them: the
+// namespace is the runner's user namespace's, where the sandbox has no
+// capability (and every capability is dropped, no user namespace can be
+// made).
+func blackholeMetadata(ns *os.File) error {
 	fd, err := netlinkIn(ns)
 	if err != nil {
 		return err

@@ -51,21 +51,6 @@ func newNetns(lb []Loopback) (ns *os.File, ls []net.Listener, err error) {
 	return ns, ls, nil
 }
 
-// listenIn listens on lb's addresses in the network namespace ns (bwrap's
-// own, for a user-mode network).
-func listenIn(ns *os.File, lb []Loopback) ([]net.Listener, error) {
-	var ls []net.Listener
-	err := inNetns(func() error {
-		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
-			return fmt.Errorf("entering the sandbox's network namespace: %w", err)
-		}
-		var err error
-		ls, err = listenHere(lb)
-		return err
-	})
-	return ls, err
-}
-
 // inNetns runs enter on a thread of its own that returns to this
 // process's network namespace afterwards. enter changes the thread's
 // namespace (unshare, setns) and makes sockets there: a socket stays in
@@ -132,6 +117,9 @@ func listenHere(lb []Loopback) ([]net.Listener, error) {
 	return ls, nil
 }
 
+// listenBacklog is the listen backlog of a sandbox's loopback listeners.
+const listenBacklog = 128
+
 func listenTCP4(l Loopback) (net.Listener, error) {
 	a, err := l.check()
 	if err != nil {
@@ -146,7 +134,10 @@ func listenTCP4(l Loopback) (net.Listener, error) {
 	if err := unix.Bind(fd, &unix.SockaddrInet4{Port: int(a.Port()), Addr: a.Addr().As4()}); err != nil {
 		return nil, fmt.Errorf("listening on %s: bind: %w", l.Addr, err)
 	}
-	if err := unix.Listen(fd, unix.SOMAXCONN); err != nil {
+	// A connection not yet accepted is the kernel's, charged to no run:
+	// the callers serve a few connections at a time (the rest wait here),
+	// and a CLI opens a handful.
+	if err := unix.Listen(fd, listenBacklog); err != nil {
 		return nil, fmt.Errorf("listening on %s: %w", l.Addr, err)
 	}
 	ln, err := net.FileListener(f)

@@ -222,13 +222,12 @@ type Spec struct {
 	// serves (see Loopback), listened on before the command starts.
 	Loopback []Loopback
 	// netns is the network namespace the bwrap runner made for the
-	// command (newNetns), nil where bwrap makes its own or it is shared.
+	// command (newNetns), nil where it is shared.
 	netns *os.File
 	// Started, when set, is called once when the command has been started
-	// in the sandbox and let go (bwrap started and, where the runner holds
-	// it, placed in its cgroup and network and released; the AppContainer
-	// process resumed), before Run waits for it: for a start-latency metric
-	// and a live view. It must return quickly.
+	// in the sandbox and let go (bwrap started in its cgroup and network;
+	// the AppContainer process resumed), before Run waits for it: for a
+	// start-latency metric and a live view. It must return quickly.
 	Started func()
 }
 

@@ -49,8 +49,9 @@ type slirpNet struct {
 	once  sync.Once
 }
 
-// startSlirp attaches slirp4netns to the network namespace of the sandbox
-// child pid and returns once the namespace's tap0 is configured (address
+// startSlirp attaches slirp4netns to the sandbox's network namespace ns
+// (the runner's, before bwrap starts in it) and returns once the
+// namespace's tap0 is configured (address
 // 10.0.2.100, gateway 10.0.2.2, DNS 10.0.2.3). It runs as the caller: it
 // must open /dev/net/tun, which many hosts (this project's machines among
 // them) keep 0600 root, and the sandbox's own uid could not. slirp4netns
@@ -59,7 +60,7 @@ type slirpNet struct {
 // capability but CAP_NET_BIND_SERVICE, --enable-seccomp allows few system
 // calls. --disable-host-loopback refuses connections to the gateway that
 // would reach the caller's 127.0.0.1.
-func startSlirp(path string, pid int) (*slirpNet, error) {
+func startSlirp(path string, ns *os.File) (*slirpNet, error) {
 	readyR, readyW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -70,13 +71,14 @@ func startSlirp(path string, pid int) (*slirpNet, error) {
 		readyW.Close()
 		return nil, err
 	}
-	ns := fmt.Sprintf("/proc/%d/ns/", pid)
+	// The namespace as slirp4netns's own descriptor 5, which it opens
+	// again by its /proc path: it names no process that could be gone.
 	cmd := exec.Command(path, "--configure", "--mtu=65520", "--disable-host-loopback",
 		"--enable-sandbox", "--enable-seccomp", "--ready-fd=3", "--exit-fd=4",
-		"--netns-type=path", ns+"net", "tap0")
+		"--netns-type=path", "/proc/self/fd/5", "tap0")
 	cmd.Env = []string{}
 	cmd.Dir = "/"
-	cmd.ExtraFiles = []*os.File{readyW, exitR}
+	cmd.ExtraFiles = []*os.File{readyW, exitR, ns}
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = io.Discard, &limitedWriter{w: &stderr, left: 4096}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

@@ -1,7 +1,10 @@
-// Command harnessfacts-sandbox-init is what the node-agent and `harnessfacts
-// run` start inside every sandbox: `sandbox-init -- COMMAND [ARG]...` and
-// `mcp-stdio [--socket PATH]`, exactly as the harnessfacts binary's hidden
-// commands of the same names (both call package sandboxinit).
+// Command harnessfacts-sandbox-init is what runs of ours inside a sandbox:
+// `mcp-stdio [--socket PATH]`, the stdio MCP server an agent starts, and
+// on Windows `sandbox-init -- COMMAND [ARG]...` in front of the agent (an
+// AppContainer's loopback cannot be listened on from outside; on Linux the
+// runner serves the sandbox's loopback itself), exactly as the
+// harnessfacts binary's hidden commands of the same names (both call
+// package sandboxinit).
 //
 // It exists for speed alone. The harnessfacts binary is about 100 MB, and
 // its package initialisation (Kubernetes client schemes, metrics
@@ -25,7 +28,7 @@ const usage = "usage: harnessfacts-sandbox-init sandbox-init -- COMMAND [ARG]...
 
 func main() {
 	// Nothing this program inherited beyond what it is given reaches the
-	// agent: whatever bwrap or the release guard left open.
+	// agent: whatever bwrap left open.
 	if err := cloexec.Inherited(); err != nil {
 		fmt.Fprintln(os.Stderr, "harnessfacts-sandbox-init: marking inherited descriptors close-on-exec:", err)
 		os.Exit(1)

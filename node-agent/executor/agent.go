@@ -15,6 +15,7 @@ import (
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
 	"github.com/harnessfacts/harnessfacts/node-agent/artifacts"
+	"github.com/harnessfacts/harnessfacts/node-agent/bounded"
 	"github.com/harnessfacts/harnessfacts/node-agent/egress"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
 	"github.com/harnessfacts/harnessfacts/node-agent/gateway"
@@ -331,19 +332,41 @@ func bridges(srv *mcpServer, transport harnessv1.MCPTransport, px *egressProxy, 
 	return forwards, proxy
 }
 
+// relayConns bounds the connections each loopback relay carries at once.
+// The relay is the node-agent's now, outside the run's cgroup (sandbox-init
+// in the sandbox was the run's): every connection it carries holds a
+// goroutine, two copies and a connection to the socket behind it in the
+// node-agent's memory, and an agent that opened thousands would spend the
+// memory every run on the node shares. The socket behind each relay bounds
+// what it serves (channels.go) no tighter than this, so the relay never
+// holds more than the channel lets through: more connections wait in the
+// sandbox's listen backlog, in the kernel. The egress proxy's 64 is the
+// most a run's share of it can be.
+var relayConns = map[string]int{
+	fmt.Sprint(SandboxMCPPort):     httpMCPChannel.MaxConns,
+	fmt.Sprint(SandboxGatewayPort): gatewayChannel.MaxConns,
+	fmt.Sprint(SandboxEgressPort):  egress.DefaultMaxConns,
+}
+
 // loopback has the runner serve the bridges (sandbox.Spec.Loopback): it
 // listens on the sandbox's own loopback before the agent starts, and
-// relays each connection to its socket from outside. No program of ours
-// starts in the sandbox before the agent, and the sockets' paths are in
-// no variable of the sandbox's.
+// relays each connection to its socket from outside, at most relayConns
+// at once (a provider's: providerChannel's). No program of ours starts in
+// the sandbox before the agent, and the sockets' paths are in no variable
+// of the sandbox's.
 func loopback(forwards []sandboxinit.Forward, proxy *sandboxinit.Forward) []sandbox.Loopback {
 	if proxy != nil {
 		forwards = append(forwards, *proxy)
 	}
 	var lb []sandbox.Loopback
 	for _, f := range forwards {
+		conns := providerChannel.MaxConns
+		if _, port, err := net.SplitHostPort(f.Listen); err == nil && relayConns[port] > 0 {
+			conns = relayConns[port]
+		}
 		lb = append(lb, sandbox.Loopback{Addr: f.Listen, Serve: func(l net.Listener) {
-			sandboxinit.Relay(l, func() (net.Conn, error) { return net.Dial("unix", f.Socket) })
+			bl := bounded.NewListener(l, bounded.Limits{MaxConns: conns})
+			sandboxinit.Relay(bl, func() (net.Conn, error) { return net.Dial("unix", f.Socket) })
 		}})
 	}
 	return lb
