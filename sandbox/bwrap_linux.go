@@ -25,6 +25,10 @@ type BwrapRunner struct {
 	// noSeccomp runs without the seccomp filter: only tests and the
 	// benchmark set it, to show what the filter changes.
 	noSeccomp bool
+	// userNetns: the caller may not make a network namespace (it is not
+	// root), so bwrap makes the sandbox's own, in the user namespace it
+	// makes; nothing of the caller's can listen there (ServesLoopback).
+	userNetns bool
 }
 
 var _ Runner = (*BwrapRunner)(nil)
@@ -46,7 +50,10 @@ func NewBwrapRunner(opts Options) (*BwrapRunner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: bwrap not found (%w): install Debian's bubblewrap package (apt-get install bubblewrap)", err)
 	}
-	return &BwrapRunner{bwrap: p, opts: opts}, nil
+	// Making a network namespace takes CAP_SYS_ADMIN, and entering one
+	// takes it in this process's user namespace too (netns_install): a
+	// caller that is not root can do neither, from a process with threads.
+	return &BwrapRunner{bwrap: p, opts: opts, userNetns: os.Geteuid() != 0}, nil
 }
 
 // noCoreDumps sets this process's core limit, soft and hard, to 1 byte,
@@ -73,6 +80,8 @@ func noCoreDumps() error {
 
 // Mode returns ModeBwrap.
 func (*BwrapRunner) Mode() Mode { return ModeBwrap }
+
+func (r *BwrapRunner) servesLoopback() bool { return !r.userNetns }
 
 // File descriptors of the bwrap child (ExtraFiles start at 3).
 const (
@@ -662,7 +671,8 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 	// the caller's loopback).
 	var srv *serving
 	defer func() { srv.stop() }()
-	if spec.Network == NetworkShared {
+	switch {
+	case spec.Network == NetworkShared:
 		if len(spec.Loopback) > 0 {
 			ls, err := listenShared(spec.Loopback)
 			if err != nil {
@@ -670,7 +680,13 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 			}
 			srv = serve(spec.Loopback, ls)
 		}
-	} else {
+	case r.userNetns && spec.Network == NetworkUserMode:
+		return res, fmt.Errorf("sandbox: a user-mode network needs the caller to be root (uid %d makes no network namespace of its own, and slirp4netns opens /dev/net/tun)", os.Geteuid())
+	case r.userNetns && len(spec.Loopback) > 0:
+		return res, fmt.Errorf("sandbox: uid %d cannot listen in a sandbox's network namespace (only root makes or enters one): bridge its loopback inside (harnessfacts sandbox-init)", os.Geteuid())
+	case r.userNetns:
+		// bwrap's --unshare-all makes the namespace, with its loopback.
+	default:
 		ns, ls, err := newNetns(spec.Loopback)
 		if err != nil {
 			return res, err

@@ -91,3 +91,14 @@ func closeAll(ls []net.Listener) {
 		_ = l.Close()
 	}
 }
+
+// ServesLoopback says whether r listens on a Spec's Loopback itself: the
+// plain runner, and the bwrap runner of a caller that may make and enter
+// network namespaces (root). Where it does not (AppContainer; bwrap as
+// another user), the caller bridges the loopback inside the sandbox.
+func ServesLoopback(r Runner) bool {
+	s, ok := r.(interface{ servesLoopback() bool })
+	return ok && s.servesLoopback()
+}
+
+func (*PlainRunner) servesLoopback() bool { return true }

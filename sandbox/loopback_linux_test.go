@@ -258,3 +258,43 @@ func TestBwrapCommandThatCannotBeExecutedExitsAsInAShell(t *testing.T) {
 		}
 	}
 }
+
+// TestBwrapOfAUserMakesItsOwnNetwork: a caller that is not root can make
+// no network namespace, nor enter one: bwrap makes the sandbox's, with
+// only its loopback (the caller's is out of reach), and a Spec that asks
+// the runner to listen there, or for a user-mode network, is refused
+// before anything starts. Played as root with the flag a user's runner
+// gets.
+func TestBwrapOfAUserMakesItsOwnNetwork(t *testing.T) {
+	r := requireBwrapHost(t)
+	user := *r
+	user.userNetns = true
+	if ServesLoopback(&user) || !ServesLoopback(r) || !ServesLoopback(&PlainRunner{}) {
+		t.Fatalf("ServesLoopback: a user's bwrap %v, root's %v, plain %v", ServesLoopback(&user), ServesLoopback(r), ServesLoopback(&PlainRunner{}))
+	}
+	host, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer host.Close()
+	script := fmt.Sprintf(`grep -c ':' /proc/net/dev; curl -sS --max-time 5 http://%s/ >/dev/null 2>&1 && echo REACHED; readlink /proc/self/ns/net`, host.Addr())
+	res, out := run(t, &user, runDir(t, testBase(t), "sh", "-c", script))
+	own, _ := os.Readlink("/proc/self/ns/net")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	// /proc/net/dev: two header lines, then lo alone.
+	if res.ExitCode != 0 || len(lines) != 2 || lines[0] != "1" || lines[1] == own {
+		t.Fatalf("%+v %q: want lo alone, the caller's loopback out of reach, a namespace not the caller's (%s)", res, out, own)
+	}
+
+	spec := runDir(t, testBase(t), "true")
+	spec.Loopback = []Loopback{{Addr: "127.0.0.1:7700", Serve: func(net.Listener) {}}}
+	if _, err := user.Run(context.Background(), spec); err == nil || !strings.Contains(err.Error(), "sandbox-init") {
+		t.Errorf("a user's runner asked to listen in the sandbox: %v", err)
+	}
+	spec = runDir(t, testBase(t), "true")
+	spec.Network = NetworkUserMode
+	if _, err := user.Run(context.Background(), spec); err == nil || !strings.Contains(err.Error(), "root") {
+		t.Errorf("a user's runner asked for a user-mode network: %v", err)
+	}
+	assertNoRunCgroups(t)
+}

@@ -159,9 +159,10 @@ func (a *attempt) runAgent(ctx context.Context) (*ran, error) {
 	spec := a.baseSpec(a.egress)
 	forwards, proxy := bridges(a.mcp, a.transport, a.proxy, a.bridge, a.gw)
 	argv, initEnv := a.inv.Argv, []string(nil)
-	if a.runner.Mode() == sandbox.ModeAppContainer {
+	if !sandbox.ServesLoopback(a.runner) {
 		// No loopback of the sandbox's that the runner could listen on
-		// from outside: sandbox-init listens inside.
+		// from outside (AppContainer; bwrap as a user, who may make no
+		// network namespace): sandbox-init listens inside.
 		var err error
 		if argv, initEnv, err = e.wrap(argv, forwards, proxy); err != nil {
 			return nil, fail(harnessv1.ReasonSandboxUnavailable, fmt.Errorf("sandbox-init's bridges: %w", err))
