@@ -707,17 +707,17 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 			return res, fmt.Errorf("sandbox: resolv.conf: %w", err)
 		}
 		defer resolv.Close()
-		net, err := startSlirp(slirp, spec.netns)
+		stack, err := startSlirp(slirp, spec.netns)
 		if err != nil {
 			return res, fmt.Errorf("sandbox: %w", err)
 		}
-		defer net.stop()
+		defer stack.stop()
 		// slirp4netns holds a host socket, with its buffers, for every
 		// connection the agent opens: outside the run's cgroup 400
 		// connections the agent never read from held 434 MiB of receive
 		// queues and 95 MiB of slirp4netns under a 32 MiB limit. In it,
 		// they are the run's (and killAll ends it with the run).
-		if err := cg.adopt(net.cmd.Process.Pid); err != nil {
+		if err := cg.adopt(stack.cmd.Process.Pid); err != nil {
 			return res, errors.Join(fmt.Errorf("sandbox: %w", err), cg.killAll())
 		}
 		// The node's cloud metadata service is never the run's to reach

@@ -185,7 +185,7 @@ func (f *forker) start(req forkRequest) (stuck bool, err error) {
 	}
 	if err == nil {
 		if err = startCmd(req.cmd); err != nil {
-			err = fmt.Errorf("cgroup v1: start %s: %w", req.cmd.Path, err)
+			err = fmt.Errorf("start %s: %w", req.cmd.Path, err)
 		}
 	}
 	var errs []error
