@@ -14,9 +14,10 @@ package redact
 // 1.3 MB once per process; a scan of ordinary text touches the few rows of
 // the shallow states.
 type kwDFA struct {
-	// delta[state+b] is the next state after byte b, premultiplied by 256,
-	// with outFlag set when keywords end there.
+	// delta[state+b] is the next state after byte b, premultiplied by 256;
+	// a state ends keywords exactly when it has outBit (see newKwDFA).
 	delta  []uint32
+	outBit uint32
 	outs   [][]int32
 	patLen []int
 	maxLen int
@@ -25,7 +26,7 @@ type kwDFA struct {
 // kwHit is a state with keywords ending just before end.
 type kwHit struct {
 	end   int32
-	state uint32 // premultiplied, flag cleared
+	state uint32 // premultiplied
 }
 
 // patterns are the keywords (indices) that end at a hit, longest first.
@@ -93,20 +94,42 @@ func newKwDFA(keywords []string) *kwDFA {
 			}
 		}
 	}
-	d.outs = make([][]int32, len(nodes))
-	for i, n := range nodes {
-		d.outs[i] = n.out
+	// Rows: the states that end no keyword first (the root is row 0), then
+	// those that end some from row P on, P a power of two at least as
+	// large as either group, so that a state ends keywords exactly when
+	// its bit P is set (outBit, premultiplied). The scan tests that bit
+	// and goes on from the same state: no flag to clear between bytes.
+	var ends, plain []int
+	for s, n := range nodes {
+		if len(n.out) > 0 {
+			ends = append(ends, s)
+		} else {
+			plain = append(plain, s)
+		}
 	}
-	// The table by byte: each state's row repeats its class row.
-	d.delta = make([]uint32, len(nodes)*256)
+	p := 1
+	for p < max(len(plain), len(ends)) {
+		p <<= 1
+	}
+	row := make([]int, len(nodes))
+	for i, s := range plain {
+		row[s] = i
+	}
+	for i, s := range ends {
+		row[s] = p + i
+	}
+	rows := p + len(ends)
+	d.outBit = uint32(p) << 8
+	d.outs = make([][]int32, rows)
+	for s, n := range nodes {
+		d.outs[row[s]] = n.out
+	}
+	// The table by byte: each state's row repeats its class row. Rows
+	// between the two groups are unused; their entries lead to the root.
+	d.delta = make([]uint32, rows*256)
 	for s := range nodes {
 		for b := 0; b < 256; b++ {
-			nx := next[s*nclass+int(class[b])]
-			v := uint32(nx) << 8
-			if len(nodes[nx].out) > 0 {
-				v |= outFlag
-			}
-			d.delta[s<<8|b] = v
+			d.delta[row[s]<<8|b] = uint32(row[next[s*nclass+int(class[b])]]) << 8
 		}
 	}
 	d.checkRows()
@@ -168,8 +191,8 @@ func (d *kwDFA) hitsIn(buf []byte, from0, to0 int, out []kwHit, lane *kwLanes) [
 		j, noted = d.step(buf, base, stride, j, common, &s, &lane.recs)
 		for _, r := range lane.recs[:noted] {
 			for i := range lanes {
-				if r.s[i]&outFlag != 0 {
-					lane.hits[i] = append(lane.hits[i], kwHit{end: int32(st[i] + j0 + int(r.k) + 1), state: r.s[i] &^ outFlag})
+				if r.s[i]&d.outBit != 0 {
+					lane.hits[i] = append(lane.hits[i], kwHit{end: int32(st[i] + j0 + int(r.k) + 1), state: r.s[i]})
 				}
 			}
 		}
@@ -177,8 +200,7 @@ func (d *kwDFA) hitsIn(buf []byte, from0, to0 int, out []kwHit, lane *kwLanes) [
 			break
 		}
 		for i := range lanes {
-			if s[i]&outFlag != 0 {
-				s[i] &^= outFlag
+			if s[i]&d.outBit != 0 {
 				lane.hits[i] = append(lane.hits[i], kwHit{end: int32(st[i] + j + 1), state: s[i]})
 			}
 		}
@@ -205,8 +227,7 @@ func (d *kwDFA) scanFrom(buf []byte, s uint32, st, from, to int, out []kwHit) []
 	delta := d.delta
 	for i := st; i < to; i++ {
 		s = delta[s+uint32(buf[i])]
-		if s&outFlag != 0 {
-			s &^= outFlag
+		if s&d.outBit != 0 {
 			if i+1 > from {
 				out = append(out, kwHit{end: int32(i + 1), state: s})
 			}
@@ -214,6 +235,3 @@ func (d *kwDFA) scanFrom(buf []byte, s uint32, st, from, to int, out []kwHit) []
 	}
 	return out
 }
-
-// outFlag marks a delta entry whose state ends keywords.
-const outFlag = 1 << 31

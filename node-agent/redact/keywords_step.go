@@ -7,10 +7,9 @@ import (
 
 // step advances the six lanes' automata, lane i reading buf[base+i*stride+k]
 // for k from j, until k reaches n (it returns n) or until keywords end in
-// a lane once recs is full (it returns that k, the states in s with their
-// flags). Until then, each k at which keywords end in some lane is noted
-// in recs (k and the six states, flags set on those that end) and the
-// scan goes on: it returns how many it noted.
+// a lane once recs is full (it returns that k, the states in s). Until
+// then, each k at which keywords end in some lane is noted in recs (k and
+// the six states) and the scan goes on: it returns how many it noted.
 //
 // This is the one place the package reads and writes memory without Go's
 // bounds checks. Each lane's next state waits on an add and a load, and
@@ -26,10 +25,10 @@ import (
 //   - the bytes read are checked to lie in buf before the loop (the last
 //     lane's last byte is buf[base+5*stride+n-1]);
 //   - every state is a row start of delta: states come from delta, whose
-//     entries newKwDFA checks (checkRows) to be row starts, plus outFlag,
-//     at which run6 stops as soon as a lane's state has it and which is
-//     cleared (in step6, or here) before the state is used again; a row
-//     has 256 entries, so a row start plus a byte is in delta;
+//     entries newKwDFA checks (checkRows) to be row starts, and a row has
+//     256 entries, so a row start plus a byte is in delta. That a state
+//     ends keywords is a bit of its row number (outBit), not a flag added
+//     to it, so the loop goes on from it as it is;
 //   - a note is written only at r != rEnd, r starting at recs[0] and
 //     moving one kwRec at a time: within recs.
 func (d *kwDFA) step(buf []byte, base, stride, j, n int, s *[lanes]uint32, recs *[kwRecs]kwRec) (k, noted int) {
@@ -43,14 +42,14 @@ func (d *kwDFA) step(buf []byte, base, stride, j, n int, s *[lanes]uint32, recs 
 	r0 := unsafe.Pointer(&recs[0])
 	q, r, s0, s1, s2, s3, s4, s5 := step6(unsafe.Pointer(unsafe.SliceData(d.delta)), p, unsafe.Add(p, n-j), uintptr(stride),
 		r0, unsafe.Add(r0, kwRecs*unsafe.Sizeof(kwRec{})),
-		s[0]&^outFlag, s[1]&^outFlag, s[2]&^outFlag, s[3]&^outFlag, s[4]&^outFlag, s[5]&^outFlag)
+		d.outBit, s[0], s[1], s[2], s[3], s[4], s[5])
 	*s = [lanes]uint32{s0, s1, s2, s3, s4, s5}
 	return j + int(uintptr(q)-uintptr(p)), int((uintptr(r) - uintptr(r0)) / unsafe.Sizeof(kwRec{}))
 }
 
 // kwRec is a step of the scan at which keywords ended in some lane: the
-// step (from where that scan began) and the six states, flags set on those
-// that ended.
+// step (from where that scan began) and the six states (outBit set on
+// those that ended).
 type kwRec struct {
 	k uint32
 	s [lanes]uint32
@@ -61,16 +60,15 @@ const kwRecs = 64
 
 // step6 is step's loop: it runs the lanes from p to end (run6), notes
 // each step with ends at r until rEnd, and returns where q and r stopped.
-func step6(dp, p, end unsafe.Pointer, stride uintptr, r, rEnd unsafe.Pointer, s0, s1, s2, s3, s4, s5 uint32) (unsafe.Pointer, unsafe.Pointer, uint32, uint32, uint32, uint32, uint32, uint32) {
+func step6(dp, p, end unsafe.Pointer, stride uintptr, r, rEnd unsafe.Pointer, bit, s0, s1, s2, s3, s4, s5 uint32) (unsafe.Pointer, unsafe.Pointer, uint32, uint32, uint32, uint32, uint32, uint32) {
 	q := p
 	for {
-		q, s0, s1, s2, s3, s4, s5 = run6(dp, q, end, stride, s0, s1, s2, s3, s4, s5)
+		q, s0, s1, s2, s3, s4, s5 = run6(dp, q, end, stride, bit, s0, s1, s2, s3, s4, s5)
 		if q == end || r == rEnd {
 			return q, r, s0, s1, s2, s3, s4, s5
 		}
 		*(*kwRec)(r) = kwRec{k: uint32(uintptr(q) - uintptr(p)), s: [lanes]uint32{s0, s1, s2, s3, s4, s5}}
 		r = unsafe.Add(r, unsafe.Sizeof(kwRec{}))
-		s0, s1, s2, s3, s4, s5 = s0&^outFlag, s1&^outFlag, s2&^outFlag, s3&^outFlag, s4&^outFlag, s5&^outFlag
 		q = unsafe.Add(q, 1)
 	}
 }
@@ -81,7 +79,7 @@ func step6(dp, p, end unsafe.Pointer, stride uintptr, r, rEnd unsafe.Pointer, s0
 // returns at end, or where keywords end in some lane.
 //
 //go:noinline
-func run6(dp, q, end unsafe.Pointer, stride uintptr, s0, s1, s2, s3, s4, s5 uint32) (unsafe.Pointer, uint32, uint32, uint32, uint32, uint32, uint32) {
+func run6(dp, q, end unsafe.Pointer, stride uintptr, bit, s0, s1, s2, s3, s4, s5 uint32) (unsafe.Pointer, uint32, uint32, uint32, uint32, uint32, uint32) {
 	for ; q != end; q = unsafe.Add(q, 1) {
 		l := q
 		s0 = *(*uint32)(unsafe.Add(dp, uintptr(s0+uint32(*(*byte)(l)))*4))
@@ -95,22 +93,22 @@ func run6(dp, q, end unsafe.Pointer, stride uintptr, s0, s1, s2, s3, s4, s5 uint
 		s4 = *(*uint32)(unsafe.Add(dp, uintptr(s4+uint32(*(*byte)(l)))*4))
 		l = unsafe.Add(l, stride)
 		s5 = *(*uint32)(unsafe.Add(dp, uintptr(s5+uint32(*(*byte)(l)))*4))
-		if (s0|s1|s2|s3|s4|s5)&outFlag != 0 {
+		if (s0|s1|s2|s3|s4|s5)&bit != 0 {
 			break
 		}
 	}
 	return q, s0, s1, s2, s3, s4, s5
 }
 
-// checkRows panics unless every entry of delta, its flag cleared, is the
-// start of one of its rows: what step relies on to read the table without
+// checkRows panics unless every entry of delta is the start of one of its
+// rows: what step relies on to read the table without
 // bounds checks.
 func (d *kwDFA) checkRows() {
 	if len(d.delta)%256 != 0 || len(d.delta) == 0 {
 		panic("redact: keyword table is not whole rows")
 	}
 	for i, v := range d.delta {
-		if v &^= outFlag; v%256 != 0 || int(v) >= len(d.delta) {
+		if v%256 != 0 || int(v) >= len(d.delta) {
 			panic(fmt.Sprintf("redact: keyword table entry %d (%d) is not a row start", i, v))
 		}
 	}

@@ -141,7 +141,7 @@ func TestKeywordStepRefusesAPartOutsideItsBuffer(t *testing.T) {
 // would let step read outside the table; newKwDFA checks them all.
 func TestKeywordTableIsCheckedForStep(t *testing.T) {
 	d := newKwDFA([]string{"key", "token"})
-	for _, bad := range []uint32{1, uint32(len(d.delta)), uint32(len(d.delta)) | outFlag, 255} {
+	for _, bad := range []uint32{1, uint32(len(d.delta)), uint32(len(d.delta)) | d.outBit, 255} {
 		d2 := &kwDFA{delta: slices.Clone(d.delta)}
 		d2.delta[len(d2.delta)-1] = bad
 		func() {
