@@ -211,7 +211,7 @@ func (a *attempt) runAgent(ctx context.Context) (*ran, error) {
 	a.deferCleanup(out.release)
 	out.pace = a.pace
 	if a.live != nil {
-		out.startLive(a.redactor, a.live)
+		out.startLive(a.live)
 	}
 	defer out.close() // stops the live view's flusher whatever happens
 	spec.Stdout, spec.Stderr = out.writer(), out.writer()

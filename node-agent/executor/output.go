@@ -26,7 +26,7 @@ const maxActivityLog = 16 << 20
 type output struct {
 	mu      sync.Mutex
 	watcher *mcp.TokenWatcher
-	redact  io.WriteCloser
+	redact  *redact.Writer
 	capture *sandbox.Capture // a check's
 	spool   *spool.Spool     // the agent's
 	closed  bool
@@ -35,10 +35,9 @@ type output struct {
 	// agent's and its checks' outputs; nil: unbounded).
 	pace *pace
 
-	// live is the live view's own redacting writer (nil without one): see
-	// startLive.
-	live     *redact.Writer
-	liveHeld bool // live holds bytes since its last flush
+	// live says the redactor also feeds a live view (startLive).
+	live     bool
+	liveHeld bool // the redactor holds bytes the live view has not had
 	liveNL   bool // the last write ended a line
 	liveStop chan struct{}
 	liveDone chan struct{}
@@ -74,18 +73,21 @@ func newSpooledOutput(red *redact.Redactor, token string, limit int64, dir strin
 	return o, nil
 }
 
-// startLive also sends the output, redacted by the same redactor through
-// its own writer, to live. A redacting writer holds back its last Window()
-// bytes (8 KiB with the token rules) until more comes or the stream ends,
-// so that a secret split across writes is still seen whole: that is what
-// output.log gets. The live view would then show a quiet agent's last
-// lines only at its end; so, when the agent's last write ended a line, the
-// live writer is flushed (every livePeriod) with FlushLive, which still
+// startLive also sends the redacted output to live, from the same
+// redacting writer (redact.Writer.Tee: the output is searched once). A
+// redacting writer holds back its last Window() bytes (8 KiB with the
+// token rules) until more comes or the stream ends, so that a secret split
+// across writes is still seen whole: that is what output.log gets. The
+// live view would then show a quiet agent's last lines only at its end;
+// so, when the agent's last write ended a line, the held bytes are passed
+// to the live view alone (every livePeriod) with FlushLive, which still
 // holds a tail that could be the start of one of the run's secrets: a
 // multi-line one (a PEM key) printed line by line shows only when whole,
-// and redacted. output.log never flushes early.
-func (o *output) startLive(red *redact.Redactor, live io.Writer) {
-	o.live = red.NewWriter(live)
+// and redacted. output.log never flushes early. Call it before the first
+// write.
+func (o *output) startLive(live io.Writer) {
+	o.redact.Tee(live)
+	o.live = true
 	o.liveStop, o.liveDone = make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(o.liveDone)
@@ -98,7 +100,7 @@ func (o *output) startLive(red *redact.Redactor, live io.Writer) {
 			case <-t.C:
 				o.mu.Lock()
 				if o.liveHeld && o.liveNL && !o.closed {
-					_ = o.live.FlushLive()
+					_ = o.redact.FlushLive()
 					o.liveHeld = false
 				}
 				o.mu.Unlock()
@@ -124,8 +126,7 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 	}
 	start := time.Now()
 	_, _ = w.o.redact.Write(p)
-	if w.o.live != nil && len(p) > 0 {
-		_, _ = w.o.live.Write(p)
+	if w.o.live && len(p) > 0 {
 		w.o.liveHeld, w.o.liveNL = true, p[len(p)-1] == '\n'
 	}
 	if w.o.pace != nil {
@@ -151,9 +152,6 @@ func (o *output) close() {
 	if !o.closed {
 		o.closed = true
 		_ = o.redact.Close()
-		if o.live != nil {
-			_ = o.live.Close()
-		}
 	}
 }
 

@@ -11,6 +11,10 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/node-agent/livelog"
 	"github.com/harnessfacts/harnessfacts/node-agent/redact"
 )
 
@@ -45,17 +49,23 @@ func usageLike() []byte {
 // reports both rates and pipeline/cat (issue #18's goal: at least 0.60),
 // for two kinds of output: "plain" JSON lines without a keyword (the
 // issue's measure) and "usage" lines with keywords in each (what an agent's
-// stream-json with its token counts looks like; see docs/performance.md).
+// stream-json with its token counts looks like; see docs/performance.md),
+// and "plain+live", the plain lines with a live view followed too, which is
+// how a node-agent that serves live output (the chart's) runs every agent.
 // The heap reported after the stream shows the pipeline's memory stays
 // bounded:
 //
 //	go test -run '^$' -bench OutputPipeline -benchtime 3x ./node-agent/executor/
 func BenchmarkOutputPipeline(b *testing.B) {
-	b.Run("plain", func(b *testing.B) { benchOutputPipeline(b, agentLike()) })
-	b.Run("usage", func(b *testing.B) { benchOutputPipeline(b, usageLike()) })
+	b.Run("plain", func(b *testing.B) { benchOutputPipeline(b, agentLike(), false) })
+	b.Run("usage", func(b *testing.B) { benchOutputPipeline(b, usageLike(), false) })
+	b.Run("plain+live", func(b *testing.B) { benchOutputPipeline(b, agentLike(), true) })
 }
 
-func benchOutputPipeline(b *testing.B, chunk []byte) {
+// benchOutputPipeline streams chunk over and over into the pipeline; with
+// live, as a node-agent that serves live output (the chart's) runs every
+// agent: the output also goes to a followed livelog stream.
+func benchOutputPipeline(b *testing.B, chunk []byte, live bool) {
 	total := benchBytes()
 	stream := func(w io.Writer) {
 		for n := int64(0); n < total; n += int64(len(chunk)) {
@@ -92,9 +102,17 @@ func benchOutputPipeline(b *testing.B, chunk []byte) {
 
 		start = time.Now()
 		out := newOutput(red, token, 8<<20)
+		var st *livelog.Stream
+		if live {
+			st = livelog.NewHub().OpenStream(&harnessv1.HarnessRun{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: "live"}})
+			out.startLive(st)
+		}
 		stream(out.writer())
 		out.close()
 		pipeD = append(pipeD, time.Since(start))
+		if st != nil {
+			_ = st.Close()
+		}
 	}
 	rate := func(d []time.Duration) float64 {
 		slices.Sort(d)

@@ -97,9 +97,14 @@ func (s *Stream) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	s.total += int64(len(p))
-	s.history = append(s.history, p...)
-	if over := len(s.history) - HistoryBytes; over > 0 {
-		s.history = s.history[:copy(s.history, s.history[over:])]
+	if len(p) >= HistoryBytes {
+		// A batch of a fast stream: only its end is history.
+		s.history = append(s.history[:0], p[len(p)-HistoryBytes:]...)
+	} else {
+		s.history = append(s.history, p...)
+		if over := len(s.history) - HistoryBytes; over > 0 {
+			s.history = s.history[:copy(s.history, s.history[over:])]
+		}
 	}
 	for f := range s.followers {
 		f.push(p)

@@ -182,19 +182,31 @@ func TestMemoryStaysBounded(t *testing.T) {
 		t.Fatalf("wrote %d bytes of %d", sink.n, 160*len(chunk))
 	}
 
-	// A stream flushed more often than it fills a batch (an agent's
-	// output under a live view) keeps the smallest buffer.
-	quiet := r.NewWriter(&sink)
+	// A live view flushed after every 64 KiB holds no more than the log
+	// alone: its bytes are the log's, and what it is sent early is at
+	// most what is held.
+	var log, live countingWriter
+	teed := r.NewWriter(&log)
+	teed.Tee(&live)
 	for range 160 {
-		if _, err := quiet.Write(chunk); err != nil {
+		if _, err := teed.Write(chunk); err != nil {
 			t.Fatal(err)
 		}
-		if err := quiet.FlushLive(); err != nil {
+		if err := teed.FlushLive(); err != nil {
 			t.Fatal(err)
+		}
+		if c := max(cap(teed.buf), cap(teed.spare)); c > 2*r.Window()+maxBatch {
+			t.Fatalf("a batch buffer of a teed Writer grew to %d bytes, more than %d", c, 2*r.Window()+maxBatch)
+		}
+		if c := cap(teed.liveOut); c > 2*(r.Window()+maxBatch) {
+			t.Fatalf("the live view's buffer grew to %d bytes, more than %d", c, 2*(r.Window()+maxBatch))
 		}
 	}
-	if c := cap(quiet.buf); c > 2*r.Window()+minBatch {
-		t.Errorf("a stream flushed every 64 KiB grew its buffer to %d bytes, more than %d", c, 2*r.Window()+minBatch)
+	if err := teed.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if log.n != 160*int64(len(chunk)) || live.n != log.n {
+		t.Fatalf("the log got %d bytes and the live view %d, of %d", log.n, live.n, 160*len(chunk))
 	}
 }
 
@@ -277,8 +289,14 @@ func TestFlushLiveHoldsTheStartOfASecret(t *testing.T) {
 		flush func(*Writer) error
 		leaks bool
 	}{{"FlushLive", (*Writer).FlushLive, false}, {"Flush", (*Writer).Flush, true}} {
-		var out bytes.Buffer
+		// out is what a follower sees: the live view, or the stream
+		// itself when it is flushed.
+		var out, log bytes.Buffer
 		w := r.NewWriter(&out)
+		if tc.name == "FlushLive" {
+			w = r.NewWriter(&log)
+			w.Tee(&out)
+		}
 		_, _ = w.Write([]byte("working\n" + lines[0]))
 		if err := tc.flush(w); err != nil {
 			t.Fatal(err)
@@ -299,6 +317,9 @@ func TestFlushLiveHoldsTheStartOfASecret(t *testing.T) {
 		}
 		if !strings.HasSuffix(out.String(), "done\n") {
 			t.Errorf("%s: the stream's end is missing: %q", tc.name, out.String())
+		}
+		if strings.Contains(log.String(), "BEGIN PRIVATE KEY") {
+			t.Errorf("%s: the log leaked the key: %q", tc.name, log.String())
 		}
 	}
 }

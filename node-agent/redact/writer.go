@@ -22,6 +22,11 @@ const minBatch, maxBatch = 256 << 10, 1 << 20
 // everything they wrote out has been written. It holds
 // back up to the Redactor's Window() bytes between writes; Flush or Close
 // writes them out.
+//
+// A live view (Tee) gets the same redacted stream from the same search,
+// and, at FlushLive, the held bytes early: one search of the stream serves
+// both (with a Writer of its own, a live view doubled the redactor's work
+// on every byte an agent wrote).
 type Writer struct {
 	r   *Redactor
 	dst io.Writer
@@ -41,12 +46,26 @@ type Writer struct {
 	outSpare []byte
 	inflight bool
 	written  chan error
+
+	// The live view (Tee): base is the stream offset of buf[0], liveAt
+	// the offset up to which live has the stream (past what dst has
+	// after a FlushLive).
+	live    io.Writer
+	base    int64
+	liveAt  int64
+	liveOut []byte
 }
 
 // NewWriter returns a Writer that writes the redacted stream to dst.
 func (r *Redactor) NewWriter(dst io.Writer) *Writer {
 	return &Writer{r: r, dst: dst}
 }
+
+// Tee also writes the redacted stream to live, a live view, before the
+// first Write: everything dst gets, in the same order, and what FlushLive
+// passes on early, each byte once. live's errors are not the Writer's (a
+// live view must not fail the log); it must not block.
+func (w *Writer) Tee(live io.Writer) { w.live = live }
 
 // Write takes p; it returns len(p) unless writing to dst failed, in which
 // case that error is returned now (or, for a write behind the stream, by a
@@ -89,16 +108,39 @@ func (w *Writer) Flush() error {
 	return w.settle(w.process(true))
 }
 
-// FlushLive writes out what is held, except a tail that could be the start
-// of one of the run's secrets: for a live view, which must show a quiet
-// stream's last lines now, but never the first lines of a multi-line secret
-// (a PEM key printed line by line) that output.log redacts whole. The tail
-// stays held until more comes, a later FlushLive or Close.
+// FlushLive writes what is held to the live view (Tee) only, except a tail
+// that could be the start of one of the run's secrets: a live view must
+// show a quiet stream's last lines now, but never the first lines of a
+// multi-line secret (a PEM key printed line by line) that the log redacts
+// whole. The tail stays held until more comes, a later FlushLive or Close.
+// dst gets those bytes later, when the Writer would have written them
+// anyway, redacted with what follows them: a secret whose first part a
+// FlushLive passed on before its rest came is redacted whole in dst and
+// from where the live view stood on in it, as a Flush would have.
 func (w *Writer) FlushLive() error {
-	if w.err != nil {
+	if w.live == nil || w.err != nil {
 		return w.err
 	}
-	return w.settle(w.processTo(true, w.ctx+w.r.partialStart(w.buf[w.ctx:])))
+	// The live view's earlier bytes may still be on their way (emit).
+	if err := w.settle(nil); err != nil {
+		return err
+	}
+	limit := w.ctx + w.r.partialStart(w.buf[w.ctx:])
+	from := w.liveFrom()
+	if limit <= from {
+		return nil
+	}
+	var cut int
+	w.liveOut, cut, _ = w.redacted(w.spans(), from, limit, w.liveOut[:0])
+	_, _ = w.live.Write(w.liveOut)
+	w.liveAt = w.base + int64(cut)
+	return nil
+}
+
+// liveFrom is where in buf the live view's next bytes begin: at ctx, or
+// past it after a FlushLive.
+func (w *Writer) liveFrom() int {
+	return max(w.ctx, int(min(w.liveAt-w.base, int64(len(w.buf)))))
 }
 
 // Close flushes. It does not close the destination.
@@ -117,11 +159,9 @@ func (w *Writer) process(final bool) error {
 	return w.processTo(final, limit)
 }
 
-// processTo redacts the pending bytes and writes out those before limit.
-func (w *Writer) processTo(final bool, limit int) error {
-	if limit <= w.ctx {
-		return nil
-	}
+// spans searches the pending bytes (and the context the rules need) and
+// returns what is to be replaced, in order.
+func (w *Writer) spans() []span {
 	spans := w.r.search(w.buf, w.ctx, &w.sc, runtime.GOMAXPROCS(0) > 1)
 	if w.r.rules != nil {
 		spans = w.r.rules.find(w.buf, w.r.keep, &w.sc, spans)
@@ -130,12 +170,29 @@ func (w *Writer) processTo(final bool, limit int) error {
 	sort.Slice(spans, func(i, j int) bool {
 		return spans[i].s < spans[j].s || spans[i].s == spans[j].s && spans[i].e > spans[j].e
 	})
+	return spans
+}
 
+// processTo redacts the pending bytes and writes out those before limit.
+func (w *Writer) processTo(final bool, limit int) error {
+	if limit <= w.ctx {
+		return nil
+	}
+	spans := w.spans()
+	from := w.ctx
+	if w.live != nil {
+		from = w.liveFrom()
+	}
 	if !anyBefore(spans, w.ctx, limit) {
 		// Nothing to replace (the common case): pass the bytes on from
 		// the buffer itself rather than copying them into out first.
 		behind := !final && limit-w.ctx >= splitMin && runtime.GOMAXPROCS(0) > 1
-		if err := w.emit(w.buf[w.ctx:limit], behind); err != nil {
+		var live []byte
+		if w.live != nil && from < limit {
+			live = w.buf[from:limit]
+			w.liveAt = w.base + int64(limit)
+		}
+		if err := w.emit(w.buf[w.ctx:limit], live, behind); err != nil {
 			return err
 		}
 		if behind {
@@ -145,8 +202,44 @@ func (w *Writer) processTo(final bool, limit int) error {
 		}
 		return nil
 	}
-	out := w.out[:0]
-	pos := w.ctx
+	out, cut, n := w.redacted(spans, w.ctx, limit, w.out[:0])
+	w.out = out
+	w.n += int64(n)
+	var live []byte
+	behind := !final && len(out) >= splitMin && runtime.GOMAXPROCS(0) > 1
+	switch {
+	case w.live == nil || from >= cut:
+	case from == w.ctx:
+		live = out
+	default:
+		// The live view has part of these bytes already (FlushLive): it
+		// gets the rest, redacted from where it stands. Rare, and its
+		// buffer is not kept apart for a write behind: written now.
+		w.liveOut, _, _ = w.redacted(spans, from, limit, w.liveOut[:0])
+		live, behind = w.liveOut, false
+	}
+	if w.live != nil {
+		w.liveAt = max(w.liveAt, w.base+int64(cut))
+	}
+	if len(out) > 0 || len(live) > 0 {
+		if err := w.emit(out, live, behind); err != nil {
+			return err
+		}
+		if behind {
+			// The next batch's replacements go to the other buffer.
+			w.out, w.outSpare = w.outSpare, w.out
+		}
+	}
+	w.keep(cut)
+	return nil
+}
+
+// redacted appends to out buf[from:limit] with spans (in order) replaced,
+// and returns it, the end of what it replaced or passed on (past limit
+// where a replacement reaches beyond it) and how many replacements it made.
+func (w *Writer) redacted(spans []span, from, limit int, out []byte) ([]byte, int, int) {
+	n := 0
+	pos := from
 	for i := 0; i < len(spans); {
 		sp := spans[i]
 		if sp.e <= pos {
@@ -169,40 +262,34 @@ func (w *Writer) processTo(final bool, limit int) error {
 			out = append(out, w.buf[pos:s]...)
 		}
 		out = append(out, w.r.replacementFor(span{tag: tag})...)
-		w.n++
+		n++
 		pos = end
 	}
-	cut := max(pos, limit)
 	if pos < limit {
 		out = append(out, w.buf[pos:limit]...)
 	}
-	w.out = out
-	if len(out) > 0 {
-		behind := !final && len(out) >= splitMin && runtime.GOMAXPROCS(0) > 1
-		if err := w.emit(out, behind); err != nil {
-			return err
-		}
-		if behind {
-			// The next batch's replacements go to the other buffer.
-			w.out, w.outSpare = w.outSpare, w.out
-		}
-	}
-	w.keep(cut)
-	return nil
+	return out, max(pos, limit), n
 }
 
-// emit writes b to dst after the write before it has ended. With behind,
-// it writes on another goroutine and returns at once: the caller must
-// leave b's bytes alone until the next emit or settle, which wait for it.
+// emit writes b to dst, and live to the live view, after the writes before
+// them have ended. With behind, it writes on another goroutine and returns
+// at once: the caller must leave the bytes alone until the next emit or
+// settle, which wait for it.
 // A long batch's bytes are written behind so that one core copies them
 // into the capture or the spool while the next batch comes in and is
 // searched (BenchmarkOutputPipeline); a write's error is returned by the
 // next call.
-func (w *Writer) emit(b []byte, behind bool) error {
+func (w *Writer) emit(b, live []byte, behind bool) error {
 	if err := w.settle(nil); err != nil {
 		return err
 	}
 	if !behind {
+		if len(live) > 0 {
+			_, _ = w.live.Write(live)
+		}
+		if len(b) == 0 {
+			return nil
+		}
 		if _, err := w.dst.Write(b); err != nil {
 			w.err = err
 			return err
@@ -214,6 +301,9 @@ func (w *Writer) emit(b []byte, behind bool) error {
 	}
 	w.inflight = true
 	go func() {
+		if len(live) > 0 {
+			_, _ = w.live.Write(live)
+		}
 		_, err := w.dst.Write(b)
 		w.written <- err
 	}()
@@ -263,6 +353,7 @@ func (w *Writer) keepInSpare(cut int) {
 	next := append(w.spare[:0], w.buf[keepFrom:]...)
 	w.spare, w.buf = w.buf, next
 	w.ctx = cut - keepFrom
+	w.base += int64(keepFrom)
 }
 
 // keep drops what is before cut, which was written out, except up to a
@@ -271,6 +362,7 @@ func (w *Writer) keep(cut int) {
 	keepFrom := max(0, cut-w.r.window)
 	w.buf = w.buf[:copy(w.buf, w.buf[keepFrom:])]
 	w.ctx = cut - keepFrom
+	w.base += int64(keepFrom)
 }
 
 // anyBefore reports whether a span ends after from and starts before limit:

@@ -1,0 +1,78 @@
+package executor
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/harnessfacts/harnessfacts/node-agent/redact"
+)
+
+// syncBuffer is a live view that a test reads after the stream ended.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// TestLiveViewIsTheLogOnce: with a live view, the agent's two streams
+// written at once while the live view passes on held lines (every
+// livePeriod) come out of the one redactor as the log: the live view shows
+// exactly the log's text, each byte once, with the run's credential and a
+// token gitleaks knows redacted in both, and the early lines while the
+// agent still writes.
+func TestLiveViewIsTheLogOnce(t *testing.T) {
+	const credential = "sk-test-credential-0123456789abcdef"
+	const ghToken = "ghp_R2bX9kQ4mZ7tL1wV8nY3pC6sD0fG5hJ2aE4u"
+	red, err := redact.New(redact.Options{Secrets: []string{credential}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := newOutput(red, "", 8<<20)
+	live := &syncBuffer{}
+	out.startLive(live)
+	var wg sync.WaitGroup
+	for _, stream := range []string{"out", "err"} {
+		wg.Add(1)
+		w := out.writer()
+		go func() {
+			defer wg.Done()
+			for i := range 30 {
+				fmt.Fprintf(w, "%s line %d uses %s and %s\n", stream, i, credential, ghToken)
+				time.Sleep(15 * time.Millisecond)
+			}
+		}()
+	}
+	time.Sleep(2 * livePeriod)
+	live.mu.Lock()
+	early := live.b.String()
+	live.mu.Unlock()
+	wg.Wait()
+	out.close()
+
+	log := string(out.capture.Bytes())
+	got := live.b.String()
+	if got != log {
+		t.Fatalf("the live view differs from the log:\nlive %q\nlog  %q", got, log)
+	}
+	if n := strings.Count(log, "\n"); n != 60 {
+		t.Fatalf("the log has %d lines, want 60", n)
+	}
+	if strings.Contains(log, credential) || strings.Contains(log, ghToken) {
+		t.Fatalf("a secret was left: %q", log)
+	}
+	if strings.Count(log, "[REDACTED:github-pat]") != 60 {
+		t.Errorf("the token was not redacted on every line: %q", log)
+	}
+	if !strings.Contains(early, " line 0 uses [REDACTED] and ") {
+		t.Errorf("after %v the live view showed %q: the first lines were not passed on while the agent wrote", 2*livePeriod, early)
+	}
+}
