@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -262,6 +263,12 @@ func BenchmarkSandboxStart(b *testing.B) {
 	b.ReportMetric(cs.Seconds()*1e3, "sandbox-cpu-ms")
 	b.ReportMetric(cb.Seconds()*1e3, "bare-cpu-ms")
 	b.ReportMetric(float64(cs)/float64(cb), "sandbox/bare-cpu")
+	// Both starts grow with the caller's mount table, which bwrap's new
+	// mount namespace copies and tears down again: recorded beside them
+	// (docs/performance.md, "The caller's mounts").
+	if data, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
+		b.ReportMetric(float64(bytes.Count(data, []byte("\n"))), "caller-mounts")
+	}
 }
 
 // firstByte records when the first byte was written to it.
