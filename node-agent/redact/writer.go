@@ -61,10 +61,10 @@ func (r *Redactor) NewWriter(dst io.Writer) *Writer {
 	return &Writer{r: r, dst: dst}
 }
 
-// Tee, called before the first Write, also writes the redacted stream to
-// live, a live view: everything dst gets, in the same order, and what
-// FlushLive passes on early, each byte once. live's errors are not the
-// Writer's (a live view must not fail the log), and it must not block.
+// Tee also writes the redacted stream to live, a live view; it is called
+// before the first Write. live gets everything dst gets, in the same order,
+// and what FlushLive passes on early, each byte once. Its errors are not
+// the Writer's (a live view must not fail the log), and it must not block.
 func (w *Writer) Tee(live io.Writer) { w.live = live }
 
 // Write takes p; it returns len(p) unless writing to dst failed, in which
