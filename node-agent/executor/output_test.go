@@ -1,27 +1,15 @@
 package executor
 
 import (
-	"bytes"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/harnessfacts/harnessfacts/internal/testing/syncbuf"
 	"github.com/harnessfacts/harnessfacts/node-agent/redact"
 )
-
-// syncBuffer is a live view that a test reads after the stream ended.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
 
 // TestLiveViewIsTheLogOnce: with a live view, the agent's two streams
 // written at once while the live view passes on held lines (every
@@ -37,7 +25,7 @@ func TestLiveViewIsTheLogOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := newOutput(red, "", 8<<20)
-	live := &syncBuffer{}
+	live := &syncbuf.Buffer{}
 	out.startLive(live)
 	var wg sync.WaitGroup
 	for _, stream := range []string{"out", "err"} {
@@ -52,14 +40,12 @@ func TestLiveViewIsTheLogOnce(t *testing.T) {
 		}()
 	}
 	time.Sleep(2 * livePeriod)
-	live.mu.Lock()
-	early := live.b.String()
-	live.mu.Unlock()
+	early := live.String()
 	wg.Wait()
 	out.close()
 
 	log := string(out.capture.Bytes())
-	got := live.b.String()
+	got := live.String()
 	if got != log {
 		t.Fatalf("the live view differs from the log:\nlive %q\nlog  %q", got, log)
 	}
