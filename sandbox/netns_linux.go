@@ -43,6 +43,9 @@ func newNetns(lb []Loopback) (ns *os.File, ls []net.Listener, err error) {
 		return err
 	})
 	if err != nil {
+		// The thread may have made everything and failed only to leave
+		// the namespace (inNetns): what it made is closed too.
+		closeAll(ls)
 		if ns != nil {
 			_ = ns.Close()
 		}
