@@ -10,8 +10,8 @@ import (
 // never contains the secret or any of its encoded forms, and without a
 // secret in it the data comes out unchanged. A live view (Tee), flushed
 // after the writes whose chunk byte has bit 0x40 set, never shows a form
-// either, changes nothing in the log, and without the rules shows exactly
-// what the log has.
+// either, changes nothing in the log, and, without the rules and with
+// nothing to redact, shows exactly what the log has.
 func FuzzRedact(f *testing.F) {
 	f.Add("sk-live-0123456789abcdef", []byte("key=sk-live-0123456789abcdef\n"), []byte{1})
 	f.Add(`p"a\ss/w+rd=`, []byte(`{"password":"p\"a\\ss/w+rd="}`), []byte{3, 1, 4})
