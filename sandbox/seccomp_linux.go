@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"maps"
+	"math"
 	"os"
 	"slices"
 	"sync"
@@ -144,7 +146,7 @@ func buildSeccomp() (*seccompFilter, error) {
 		}{in.Op, in.Jt, in.Jf, in.K})
 	}
 	sum := sha256.Sum256(buf.Bytes())
-	name := fmt.Sprintf("harnessfacts-3: moby default %s without capabilities, %s only, %d calls denied first, sockets of %d families",
+	name := fmt.Sprintf("harnessfacts-4: moby default %s without capabilities, %s only, %d calls denied first, sockets of %d families",
 		mobyProfileVersion, info.Name, len(deniedSyscalls), len(socketFamilies))
 	return &seccompFilter{
 		profile: SeccompProfile{Name: name, Digest: "sha256:" + hex.EncodeToString(sum[:])},
@@ -233,14 +235,29 @@ const (
 )
 
 // assembleSeccomp compiles the rules: the architecture check, the x32
-// check on x86_64, then each rule in order, then EPERM.
+// check on x86_64, then a binary search on the call's number
+// (seccompSegments, searchSegments), whose leaves return the action of a
+// call the rules decide by its number alone and jump to the rules of a
+// call with argument conditions, which follow the search in order.
+//
+// It was one rule after another (a number compared, an action returned),
+// about a thousand instructions. The kernel converts and compiles the
+// program at every sandbox's start, and then runs it once for each of the
+// architecture's calls to find those it may let through without running
+// it again (its action cache): each of those runs walked the chain to the
+// call's rule. That took about 1.5 ms of each start, a quarter of a bare
+// bwrap's (BenchmarkSandboxStartCost, docs/performance.md); the search
+// compares a number about nine times and has a third of the
+// instructions. What each call and argument gets is exactly what the
+// chain gave (TestSeccompProgramIsItsRules).
 //
 // go-seccomp-bpf's own assembler is not used: after a rule with argument
 // conditions fails, it goes on to the next rule with the argument still in
 // the accumulator, so later rules compare the argument, not the call number
 // (with v1.6.0, personality(0xffffffff), which Docker allows, was refused,
 // and a call whose argument equals a later rule's number could match it).
-// Here a failed condition reloads the number first.
+// Here the rules of a call are reached by its number only, and compare
+// nothing but arguments.
 func assembleSeccomp(rules []seccompRule, info *arch.Info) ([]bpf.Instruction, error) {
 	var a bpfAsm
 	a.emit(bpf.LoadAbsolute{Off: dataArch, Size: 4})
@@ -253,67 +270,184 @@ func assembleSeccomp(rules []seccompRule, info *arch.Info) ([]bpf.Instruction, e
 		a.emit(bpf.RetConstant{Val: unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)})
 		a.label("native")
 	}
-	for i, r := range rules {
-		next, fail := fmt.Sprintf("next-%d", i), fmt.Sprintf("fail-%d", i)
-		a.jump(bpf.JumpEqual, r.nr, "", next)
-		for j, c := range r.conds {
-			pass := fmt.Sprintf("pass-%d-%d", i, j)
-			hi, lo := argOffsets(c.Index)
-			vhi, vlo := uint32(c.Value>>32), uint32(c.Value)
-			switch c.Op {
-			case specs.OpEqualTo:
-				a.load(hi)
-				a.jump(bpf.JumpEqual, vhi, "", fail)
-				a.load(lo)
-				a.jump(bpf.JumpEqual, vlo, pass, fail)
-			case specs.OpNotEqual:
-				a.load(hi)
-				a.jump(bpf.JumpEqual, vhi, "", pass)
-				a.load(lo)
-				a.jump(bpf.JumpEqual, vlo, fail, pass)
-			case specs.OpGreaterThan, specs.OpGreaterEqual:
-				a.load(hi)
-				a.jump(bpf.JumpGreaterThan, vhi, pass, "")
-				a.jump(bpf.JumpEqual, vhi, "", fail)
-				a.load(lo)
-				cond := bpf.JumpGreaterThan
-				if c.Op == specs.OpGreaterEqual {
-					cond = bpf.JumpGreaterOrEqual
-				}
-				a.jump(cond, vlo, pass, fail)
-			case specs.OpLessThan, specs.OpLessEqual:
-				a.load(hi)
-				a.jump(bpf.JumpLessThan, vhi, pass, "")
-				a.jump(bpf.JumpEqual, vhi, "", fail)
-				a.load(lo)
-				cond := bpf.JumpLessThan
-				if c.Op == specs.OpLessEqual {
-					cond = bpf.JumpLessOrEqual
-				}
-				a.jump(cond, vlo, pass, fail)
-			case specs.OpMaskedEqual:
-				mhi, mlo := vhi, vlo
-				whi, wlo := uint32(c.ValueTwo>>32), uint32(c.ValueTwo)
-				a.load(hi)
-				a.emit(bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: mhi})
-				a.jump(bpf.JumpEqual, whi, "", fail)
-				a.load(lo)
-				a.emit(bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: mlo})
-				a.jump(bpf.JumpEqual, wlo, pass, fail)
-			default:
-				return nil, fmt.Errorf("seccomp: operator %s, which this filter does not express", c.Op)
+	segs, calls := seccompSegments(rules)
+	a.searchSegments(segs)
+	for _, c := range calls {
+		a.label(callLabel(c.nr))
+		for i, r := range c.rules {
+			if len(r.conds) == 0 {
+				break // the call's last rule: its action follows
 			}
-			a.label(pass)
-		}
-		a.emit(bpf.RetConstant{Val: r.action})
-		if len(r.conds) > 0 {
+			fail := fmt.Sprintf("fail-%d-%d", c.nr, i)
+			for j, cond := range r.conds {
+				pass := fmt.Sprintf("pass-%d-%d-%d", c.nr, i, j)
+				if err := a.condition(cond, pass, fail); err != nil {
+					return nil, err
+				}
+				a.label(pass)
+			}
+			a.emit(bpf.RetConstant{Val: r.action})
 			a.label(fail)
-			a.load(dataNr) // the conditions loaded arguments
 		}
-		a.label(next)
+		a.emit(bpf.RetConstant{Val: c.final})
 	}
-	a.emit(bpf.RetConstant{Val: retEPERM})
 	return a.resolve()
+}
+
+// condition compares an argument: it jumps to pass when c holds and to
+// fail when not.
+func (a *bpfAsm) condition(c specs.LinuxSeccompArg, pass, fail string) error {
+	hi, lo := argOffsets(c.Index)
+	vhi, vlo := uint32(c.Value>>32), uint32(c.Value)
+	switch c.Op {
+	case specs.OpEqualTo:
+		a.load(hi)
+		a.jump(bpf.JumpEqual, vhi, "", fail)
+		a.load(lo)
+		a.jump(bpf.JumpEqual, vlo, pass, fail)
+	case specs.OpNotEqual:
+		a.load(hi)
+		a.jump(bpf.JumpEqual, vhi, "", pass)
+		a.load(lo)
+		a.jump(bpf.JumpEqual, vlo, fail, pass)
+	case specs.OpGreaterThan, specs.OpGreaterEqual:
+		a.load(hi)
+		a.jump(bpf.JumpGreaterThan, vhi, pass, "")
+		a.jump(bpf.JumpEqual, vhi, "", fail)
+		a.load(lo)
+		cond := bpf.JumpGreaterThan
+		if c.Op == specs.OpGreaterEqual {
+			cond = bpf.JumpGreaterOrEqual
+		}
+		a.jump(cond, vlo, pass, fail)
+	case specs.OpLessThan, specs.OpLessEqual:
+		a.load(hi)
+		a.jump(bpf.JumpLessThan, vhi, pass, "")
+		a.jump(bpf.JumpEqual, vhi, "", fail)
+		a.load(lo)
+		cond := bpf.JumpLessThan
+		if c.Op == specs.OpLessEqual {
+			cond = bpf.JumpLessOrEqual
+		}
+		a.jump(cond, vlo, pass, fail)
+	case specs.OpMaskedEqual:
+		mhi, mlo := vhi, vlo
+		whi, wlo := uint32(c.ValueTwo>>32), uint32(c.ValueTwo)
+		a.load(hi)
+		a.emit(bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: mhi})
+		a.jump(bpf.JumpEqual, whi, "", fail)
+		a.load(lo)
+		a.emit(bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: mlo})
+		a.jump(bpf.JumpEqual, wlo, pass, fail)
+	default:
+		return fmt.Errorf("seccomp: operator %s, which this filter does not express", c.Op)
+	}
+	return nil
+}
+
+// seccompCall is a call with argument conditions: its rules in order, and
+// the action when none of those with conditions holds (its first rule
+// without conditions, else EPERM).
+type seccompCall struct {
+	nr    uint32
+	rules []seccompRule
+	final uint32
+}
+
+// seccompSegment is where a run of call numbers begins (it ends where the
+// next begins): their action, or the call whose rules decide.
+type seccompSegment struct {
+	lo     uint32
+	action uint32
+	call   *seccompCall
+}
+
+// seccompSegments cuts the numbers 0 to 2^32-1 into segments in order, each
+// of one action or one call with argument conditions: what the rules, one
+// after another, decide for each number. A call's rules apply only to its
+// number, so the rules of other calls between them change nothing; the
+// first of its rules without conditions ends its chain; a number no rule
+// names gets EPERM. Neighbours with the same action are one segment.
+func seccompSegments(rules []seccompRule) ([]seccompSegment, []*seccompCall) {
+	byNr := map[uint32][]seccompRule{}
+	for _, r := range rules {
+		byNr[r.nr] = append(byNr[r.nr], r)
+	}
+	nrs := slices.Sorted(maps.Keys(byNr))
+	var segs []seccompSegment
+	var calls []*seccompCall
+	add := func(s seccompSegment) {
+		if n := len(segs); n > 0 && segs[n-1].lo == s.lo {
+			segs = segs[:n-1]
+		}
+		if n := len(segs); n > 0 && s.call == nil && segs[n-1].call == nil && segs[n-1].action == s.action {
+			return
+		}
+		segs = append(segs, s)
+	}
+	add(seccompSegment{lo: 0, action: retEPERM})
+	for _, nr := range nrs {
+		c := &seccompCall{nr: nr, final: retEPERM}
+		for _, r := range byNr[nr] {
+			c.rules = append(c.rules, r)
+			if len(r.conds) == 0 {
+				c.final = r.action
+				break
+			}
+		}
+		if len(c.rules) == 1 && len(c.rules[0].conds) == 0 {
+			add(seccompSegment{lo: nr, action: c.final})
+		} else {
+			calls = append(calls, c)
+			add(seccompSegment{lo: nr, call: c})
+		}
+		if nr < math.MaxUint32 {
+			add(seccompSegment{lo: nr + 1, action: retEPERM})
+		}
+	}
+	return segs, calls
+}
+
+func callLabel(nr uint32) string { return fmt.Sprintf("call-%d", nr) }
+
+// searchSegments emits the binary search for the call number (in the
+// accumulator) among segs: each comparison halves the segments, and each
+// leaf returns its segment's action or jumps to its call's rules.
+func (a *bpfAsm) searchSegments(segs []seccompSegment) {
+	if len(segs) == 1 {
+		if c := segs[0].call; c != nil {
+			a.goTo(callLabel(c.nr))
+		} else {
+			a.emit(bpf.RetConstant{Val: segs[0].action})
+		}
+		return
+	}
+	m := (len(segs) + 1) / 2
+	left := searchSize(segs[:m])
+	if left <= 255 {
+		// At or past segs[m], skip the lower half.
+		a.emit(bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: segs[m].lo, SkipTrue: uint8(left)})
+	} else {
+		// Too far for a conditional jump: through an unconditional one.
+		a.emit(bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: segs[m].lo, SkipFalse: 1})
+		a.emit(bpf.Jump{Skip: uint32(left)})
+	}
+	a.searchSegments(segs[:m])
+	a.searchSegments(segs[m:])
+}
+
+// searchSize is how many instructions searchSegments emits for segs.
+func searchSize(segs []seccompSegment) int {
+	if len(segs) == 1 {
+		return 1
+	}
+	m := (len(segs) + 1) / 2
+	left := searchSize(segs[:m])
+	n := 1 + left + searchSize(segs[m:])
+	if left > 255 {
+		n++
+	}
+	return n
 }
 
 // argOffsets are the offsets of the high and low words of argument i.
@@ -331,6 +465,7 @@ type bpfAsm struct {
 	insns  []bpf.Instruction
 	labels map[string]int
 	jumps  map[int][2]string // instruction → true, false target ("" next)
+	gotos  map[int]string    // unconditional jumps: instruction → target
 }
 
 func (a *bpfAsm) emit(in bpf.Instruction) { a.insns = append(a.insns, in) }
@@ -350,6 +485,15 @@ func (a *bpfAsm) jump(cond bpf.JumpTest, val uint32, ifTrue, ifFalse string) {
 	}
 	a.jumps[len(a.insns)] = [2]string{ifTrue, ifFalse}
 	a.emit(bpf.JumpIf{Cond: cond, Val: val})
+}
+
+// goTo jumps to label, however far ahead.
+func (a *bpfAsm) goTo(label string) {
+	if a.gotos == nil {
+		a.gotos = map[int]string{}
+	}
+	a.gotos[len(a.insns)] = label
+	a.emit(bpf.Jump{})
 }
 
 func (a *bpfAsm) resolve() ([]bpf.Instruction, error) {
@@ -377,6 +521,16 @@ func (a *bpfAsm) resolve() ([]bpf.Instruction, error) {
 			return nil, err
 		}
 		a.insns[at] = j
+	}
+	for at, label := range a.gotos {
+		to, ok := a.labels[label]
+		if !ok {
+			return nil, fmt.Errorf("seccomp: no label %s", label)
+		}
+		if to <= at {
+			return nil, fmt.Errorf("seccomp: jump back to %s", label)
+		}
+		a.insns[at] = bpf.Jump{Skip: uint32(to - at - 1)}
 	}
 	if len(a.insns) > unix.BPF_MAXINSNS {
 		return nil, fmt.Errorf("seccomp: %d instructions, over the kernel's %d", len(a.insns), unix.BPF_MAXINSNS)

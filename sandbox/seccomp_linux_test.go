@@ -4,14 +4,18 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/elastic/go-seccomp-bpf/arch"
+	mobyseccomp "github.com/moby/profiles/seccomp"
+	"github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 
@@ -359,6 +363,157 @@ func TestSeccompFilterDecisions(t *testing.T) {
 			}
 		}
 	}
+}
+
+// seccompData is struct seccomp_data as bpf.VM loads it: the interpreter
+// loads big-endian words, so each 32-bit word is stored big-endian where
+// the kernel keeps it (an argument's low word first on a little-endian
+// host).
+func seccompData(auditArch, nr uint32, args [6]uint64) []byte {
+	var d [64]byte
+	binary.BigEndian.PutUint32(d[0:], nr)
+	binary.BigEndian.PutUint32(d[4:], auditArch)
+	for i, a := range args {
+		lo, hi := 16+8*i, 20+8*i
+		if binary.NativeEndian.Uint16([]byte{1, 0}) != 1 { // big-endian host
+			lo, hi = hi, lo
+		}
+		binary.BigEndian.PutUint32(d[lo:], uint32(a))
+		binary.BigEndian.PutUint32(d[hi:], uint32(a>>32))
+	}
+	return d[:]
+}
+
+// chainDecides is what the rules mean, read one after another as the
+// filter's first form ran them: the first rule of the call's number whose
+// conditions all hold gives the action; no such rule, EPERM.
+func chainDecides(rules []seccompRule, info *arch.Info, auditArch, nr uint32, args [6]uint64) uint32 {
+	if auditArch != uint32(info.ID) {
+		return retEPERM
+	}
+	if info.ID == arch.X86_64.ID && nr >= x32Bit {
+		return unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)
+	}
+	for _, r := range rules {
+		if r.nr != nr {
+			continue
+		}
+		holds := true
+		for _, c := range r.conds {
+			v := args[c.Index]
+			switch c.Op {
+			case specs.OpEqualTo:
+				holds = v == c.Value
+			case specs.OpNotEqual:
+				holds = v != c.Value
+			case specs.OpGreaterThan:
+				holds = v > c.Value
+			case specs.OpGreaterEqual:
+				holds = v >= c.Value
+			case specs.OpLessThan:
+				holds = v < c.Value
+			case specs.OpLessEqual:
+				holds = v <= c.Value
+			case specs.OpMaskedEqual:
+				holds = v&c.Value == c.ValueTwo
+			default:
+				panic("operator " + c.Op)
+			}
+			if !holds {
+				break
+			}
+		}
+		if holds {
+			return r.action
+		}
+	}
+	return retEPERM
+}
+
+// TestSeccompProgramIsItsRules: the compiled program (a search on the call
+// number, then each conditional call's rules) decides exactly as the rules
+// read one after another, for every call number of the architecture and
+// beyond, the other ABIs, and, for each call with argument conditions,
+// arguments on and around every value a condition names, in either word.
+func TestSeccompProgramIsItsRules(t *testing.T) {
+	f, err := builtSeccomp()
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := arch.GetInfo("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prof, err := mobyseccomp.GetDefaultProfile(&specs.Spec{Process: &specs.Process{Capabilities: &specs.LinuxCapabilities{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := seccompRules(prof, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm, err := bpf.NewVM(f.insns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Argument values: each a condition names, its neighbours, its
+	// words swapped and moved to the other word, masks with and without
+	// their bits; and some plain ones.
+	values := []uint64{0, 1, 2, 3, 0xffffffff, 1 << 32, math.MaxUint64, 0x7fffffff, 0x80000000}
+	conditional := map[uint32]bool{}
+	for _, r := range rules {
+		for _, c := range r.conds {
+			conditional[r.nr] = true
+			for _, v := range []uint64{c.Value, c.ValueTwo} {
+				values = append(values, v, v-1, v+1, v<<32, v|1<<32, v>>32, ^v, v|c.ValueTwo)
+			}
+		}
+	}
+	slices.Sort(values)
+	values = slices.Compact(values)
+	decide := func(auditArch, nr uint32, args [6]uint64) {
+		t.Helper()
+		got, err := vm.Run(seccompData(auditArch, nr, args))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := chainDecides(rules, info, auditArch, nr, args); uint32(got) != want {
+			t.Fatalf("arch %#x, call %d, arguments %#x: the program says %#x, the rules %#x", auditArch, nr, args, got, want)
+		}
+	}
+	var nrs []uint32
+	for nr := range uint32(1024) {
+		nrs = append(nrs, nr)
+	}
+	nrs = append(nrs, 1<<16, x32Bit-1, x32Bit, x32Bit+1, x32Bit+3, 0x7fffffff, 0x80000000, math.MaxUint32-1, math.MaxUint32)
+	checked := 0
+	for _, nr := range nrs {
+		for _, a := range []uint32{uint32(info.ID), uint32(arch.I386.ID), uint32(arch.ARM.ID), 0} {
+			decide(a, nr, [6]uint64{})
+			checked++
+		}
+		if !conditional[nr] {
+			decide(uint32(info.ID), nr, [6]uint64{math.MaxUint64, 1, 2, 3, 4, 5})
+			continue
+		}
+		// Every condition is on argument 0 or 2 here; each value in
+		// each, and in both at once.
+		for _, v := range values {
+			for _, w := range values {
+				decide(uint32(info.ID), nr, [6]uint64{v, 0, w})
+				checked++
+			}
+			decide(uint32(info.ID), nr, [6]uint64{v, v, v, v, v, v})
+		}
+	}
+	for _, r := range rules {
+		for _, c := range r.conds {
+			if c.Index != 0 && c.Index != 2 {
+				t.Errorf("call %d has a condition on argument %d, which this test does not vary", r.nr, c.Index)
+			}
+		}
+	}
+	t.Logf("%d decisions checked, %d instructions", checked, len(f.insns))
 }
 
 // TestSeccompProfileIsStable: the digest names the program, so building it
