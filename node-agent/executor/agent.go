@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -170,7 +171,17 @@ func (a *attempt) runAgent(ctx context.Context) (*ran, error) {
 	} else {
 		spec.Loopback = loopback(forwards, proxy)
 	}
-	if err := initLoaderProblem(e.opts.InitBinary, e.initInterp, spec.Root); err != nil {
+	if initEnv == nil && a.transport != harnessv1.MCPTransportStdio {
+		// Nothing in the sandbox connects to the run's sockets: the
+		// runner relays the bridges from outside, and no stdio MCP
+		// server (sandbox-init) runs inside. So neither the sockets nor
+		// sandbox-init are bound in: the agent reaches the node-agent
+		// through its loopback ports alone, and the sandbox has two
+		// mounts fewer (each a read of the mount table for bwrap).
+		spec.ReadOnly = slices.DeleteFunc(spec.ReadOnly, func(p string) bool {
+			return p == a.dir.Sockets() || p == e.opts.InitBinary
+		})
+	} else if err := initLoaderProblem(e.opts.InitBinary, e.initInterp, spec.Root); err != nil {
 		return nil, fail(harnessv1.ReasonSandboxUnavailable, err)
 	}
 	spec.Argv = argv

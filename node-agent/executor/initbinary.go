@@ -32,8 +32,9 @@ func elfInterpreter(p string) string {
 	return ""
 }
 
-// initLoaderProblem says why the init program (bound into every sandbox:
-// the bridges and the stdio MCP server run it) cannot start in a sandbox
+// initLoaderProblem says why the init program (bound into the agent's
+// sandbox when it runs there: the bridges where the runner cannot serve
+// them, and the stdio MCP server) cannot start in a sandbox
 // whose root is an environment image: a dynamically linked one needs its
 // loader at the same path in the image, which an image of another libc
 // (Alpine's musl, a distroless static base) does not have. make build and
