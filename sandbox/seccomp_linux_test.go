@@ -516,6 +516,40 @@ func TestSeccompProgramIsItsRules(t *testing.T) {
 	t.Logf("%d decisions checked, %d instructions", checked, len(f.insns))
 }
 
+// TestShadowedRulesAreOnlyThoseNeverReached: a rule is left out of the
+// program only when an earlier rule of its call holds for every argument
+// list it holds for.
+func TestShadowedRulesAreOnlyThoseNeverReached(t *testing.T) {
+	ne := func(i uint, v uint64) specs.LinuxSeccompArg {
+		return specs.LinuxSeccompArg{Index: i, Value: v, Op: specs.OpNotEqual}
+	}
+	eq := func(i uint, v uint64) specs.LinuxSeccompArg {
+		return specs.LinuxSeccompArg{Index: i, Value: v, Op: specs.OpEqualTo}
+	}
+	families := seccompRule{nr: 41, conds: []specs.LinuxSeccompArg{ne(0, 1), ne(0, 2)}, action: retEPERM}
+	for _, c := range []struct {
+		name    string
+		r       seccompRule
+		earlier []seccompRule
+		want    bool
+	}{
+		{"a value the earlier rule refuses", seccompRule{nr: 41, conds: []specs.LinuxSeccompArg{eq(0, 7)}}, []seccompRule{families}, true},
+		{"a value the earlier rule lets by", seccompRule{nr: 41, conds: []specs.LinuxSeccompArg{eq(0, 2)}}, []seccompRule{families}, false},
+		{"another argument", seccompRule{nr: 41, conds: []specs.LinuxSeccompArg{eq(2, 7)}}, []seccompRule{families}, false},
+		{"two conditions", seccompRule{nr: 41, conds: []specs.LinuxSeccompArg{eq(0, 7), eq(2, 0)}}, []seccompRule{families}, false},
+		{"not an equality", seccompRule{nr: 41, conds: []specs.LinuxSeccompArg{{Index: 0, Value: 7, Op: specs.OpGreaterEqual}}}, []seccompRule{families}, false},
+		{"an earlier rule of mixed conditions", seccompRule{nr: 41, conds: []specs.LinuxSeccompArg{eq(0, 7)}},
+			[]seccompRule{{nr: 41, conds: []specs.LinuxSeccompArg{ne(0, 1), eq(2, 0)}}}, false},
+		{"an earlier rule on another argument", seccompRule{nr: 41, conds: []specs.LinuxSeccompArg{eq(0, 7)}},
+			[]seccompRule{{nr: 41, conds: []specs.LinuxSeccompArg{ne(2, 1)}}}, false},
+		{"no earlier rule", seccompRule{nr: 41, conds: []specs.LinuxSeccompArg{eq(0, 7)}}, nil, false},
+	} {
+		if got := shadowed(c.r, c.earlier); got != c.want {
+			t.Errorf("%s: shadowed %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
 // TestSeccompProfileIsStable: the digest names the program, so building it
 // twice gives the same one, and the name says where it comes from.
 func TestSeccompProfileIsStable(t *testing.T) {
