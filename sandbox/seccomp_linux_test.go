@@ -282,21 +282,9 @@ func TestSeccompFilterDecisions(t *testing.T) {
 		enosy = unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)
 	)
 	decide := func(auditArch uint32, nr uint32, args ...uint64) uint32 {
-		// seccomp_data in native order; the interpreter loads big-endian
-		// words, so each 32-bit word is stored big-endian where the kernel
-		// keeps it (arguments as low word, then high word on little-endian).
-		var d [64]byte
-		binary.BigEndian.PutUint32(d[0:], nr)
-		binary.BigEndian.PutUint32(d[4:], auditArch)
-		for i, a := range args {
-			lo, hi := 16+8*i, 20+8*i
-			if binary.NativeEndian.Uint16([]byte{1, 0}) != 1 { // big-endian host
-				lo, hi = hi, lo
-			}
-			binary.BigEndian.PutUint32(d[lo:], uint32(a))
-			binary.BigEndian.PutUint32(d[hi:], uint32(a>>32))
-		}
-		v, err := vm.Run(d[:])
+		var a [6]uint64
+		copy(a[:], args)
+		v, err := vm.Run(seccompData(auditArch, nr, a))
 		if err != nil {
 			t.Fatal(err)
 		}
