@@ -3,7 +3,6 @@ package install
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/testing/freeaddr"
 	"github.com/harnessfacts/harnessfacts/internal/testing/runsourcetest"
 	"github.com/harnessfacts/harnessfacts/internal/testing/syncbuf"
 )
@@ -51,16 +51,6 @@ func impersonatingKubeconfig(t *testing.T, user string, groups []string, extra m
 		t.Fatal(err)
 	}
 	return path
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // withArgs replaces the value of each --flag in args that over names, and
@@ -213,13 +203,15 @@ func sampleUnderChartRBAC(t *testing.T, release, values string) {
 		t.Fatal(err)
 	}
 
+	// The two processes' metrics and health servers.
+	addrs := freeaddr.Loopback(t, 4)
 	ctrlUser, ctrlGroups := sa(release + "-harnessfacts-controller")
 	d := as[appsv1.Deployment](t, m.get(t, "Deployment", release+"-harnessfacts-controller"))
 	ctrlOut := start("controller", withArgs(d.Spec.Template.Spec.Containers[0].Args, map[string]string{
 		"--kubeconfig":                impersonatingKubeconfig(t, ctrlUser, ctrlGroups, nil),
 		"--leader-election-namespace": namespace, // in a pod: the pod's namespace
-		"--metrics-bind-address":      fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		"--health-probe-bind-address": fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		"--metrics-bind-address":      addrs[0],
+		"--health-probe-bind-address": addrs[1],
 		"--run-source-bind-address":   source["--run-source-bind-address"],
 		"--run-source-cert-dir":       source["--run-source-cert-dir"],
 	}))
@@ -248,8 +240,8 @@ func sampleUnderChartRBAC(t *testing.T, release, values string) {
 		"--controller-url":            controllerLink[1],
 		"--controller-ca":             controllerLink[3],
 		"--controller-token":          controllerLink[5],
-		"--metrics-bind-address":      fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		"--health-probe-bind-address": fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		"--metrics-bind-address":      addrs[2],
+		"--health-probe-bind-address": addrs[3],
 	}))
 
 	// The node registers: HarnessNode Ready, Lease in the node-agent's namespace.

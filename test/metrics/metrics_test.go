@@ -11,7 +11,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -28,20 +27,10 @@ import (
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	hftesting "github.com/harnessfacts/harnessfacts/internal/testing"
+	"github.com/harnessfacts/harnessfacts/internal/testing/freeaddr"
 	"github.com/harnessfacts/harnessfacts/internal/testing/runsourcetest"
 	"github.com/harnessfacts/harnessfacts/internal/testing/testenv"
 )
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr
-}
 
 // start runs the binary with args until the test ends; its output goes to
 // the test log on failure.
@@ -182,7 +171,8 @@ func TestMetricsEndpoints(t *testing.T) {
 		}
 	}
 
-	ctlAddr, nodeAddr := freeAddr(t), freeAddr(t)
+	addrs := freeaddr.Loopback(t, 2)
+	ctlAddr, nodeAddr := addrs[0], addrs[1]
 	secretPath, err := runsourcetest.ForBinaries(ctx, k8s, system, "", t.TempDir())
 	if err != nil {
 		t.Fatal(err)
