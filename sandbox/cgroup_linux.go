@@ -63,9 +63,15 @@ type runCgroup interface {
 	remove() error
 }
 
+// newRunName names a run's cgroup for the process that makes it
+// (cgroupowner_linux.go): run-<pid>-<start>-<random>, or run-<random> where
+// this process cannot read its own start time.
 func newRunName() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
+	if o, ok := selfOwner(); ok {
+		return fmt.Sprintf("run-%d-%d-%s", o.pid, o.start, hex.EncodeToString(b[:]))
+	}
 	return "run-" + hex.EncodeToString(b[:])
 }
 

@@ -314,16 +314,20 @@ func runParentDirs(opts Options) ([]string, error) {
 // below the runs' parent (see PlaceNodeAgent) of every hierarchy. There is
 // no profile or grant to recover on Linux. A cgroup that still holds a
 // process is not removed (the kernel refuses); the node-agent kills such
-// leftovers first. Call it before any run starts: a run's cgroup is empty
-// for a moment between its creation and the start of its process.
+// leftovers first. One made by a process that still runs is left to it,
+// however old (RemoveAbandonedCgroups); one whose name says no maker (an
+// earlier version's) is removed when empty, so call it before any run of
+// an earlier version could start.
 func RecoverAbandoned(opts Options, _ string) ([]string, error) {
 	return RemoveAbandonedCgroups(opts, 0)
 }
 
-// RemoveAbandonedCgroups removes the empty per-run cgroups made more than
-// minAge ago below the runs' parent: what `harnessfacts run`, which shares
-// the parent with other local runs, may do. A live run's cgroup holds its
-// sandbox from a moment after it is made to a moment before it is removed.
+// RemoveAbandonedCgroups removes the empty per-run cgroups below the runs'
+// parent whose maker is gone (cgroupowner_linux.go), whatever their age,
+// and those whose name says no maker once made more than minAge ago: what
+// `harnessfacts run`, which shares the parent with other local runs, may
+// do. A live process's cgroup is empty for a moment after it is made and
+// before it is removed; it is never taken from under it.
 func RemoveAbandonedCgroups(opts Options, minAge time.Duration) ([]string, error) {
 	dirs, err := runParentDirs(opts)
 	if err != nil {
@@ -333,7 +337,11 @@ func RemoveAbandonedCgroups(opts Options, minAge time.Duration) ([]string, error
 	for _, d := range dirs {
 		runs, _ := filepath.Glob(filepath.Join(d, "run-*"))
 		for _, r := range runs {
-			if minAge > 0 {
+			if o, ok := runOwner(filepath.Base(r)); ok {
+				if o.alive() {
+					continue
+				}
+			} else if minAge > 0 {
 				if fi, err := os.Stat(r); err != nil || time.Since(fi.ModTime()) < minAge {
 					continue
 				}

@@ -485,10 +485,12 @@ func v1Controllers() []string {
 }
 
 // TestRemoveAbandonedCgroups: what `harnessfacts run` removes at its start
-// is the empty run cgroups made more than minAge ago, in every hierarchy;
-// one just made (another local run's, about to hold its sandbox) and one
-// that still holds a process stay. RecoverAbandoned (a node-agent's start)
-// removes every empty one.
+// is the empty run cgroups whose maker is gone, just made or not, and those
+// whose name says no maker made more than minAge ago, in every hierarchy;
+// one without a maker just made (another local run's, about to hold its
+// sandbox), one a live process made, however old, and one that still holds
+// a process stay. RecoverAbandoned (a node-agent's start) removes every
+// empty one but the live process's.
 func TestRemoveAbandonedCgroups(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root, to make cgroups")
@@ -499,15 +501,20 @@ func TestRemoveAbandonedCgroups(t *testing.T) {
 		t.Skipf("no cgroup hierarchy to use: %v", err)
 	}
 	t.Cleanup(removeTestCgroupParent)
+	live := newRunName() // this process's
+	if _, ok := runOwner(live); !ok {
+		t.Fatalf("newRunName() = %q names no maker", live)
+	}
+	dead := deadOwnerName(t)
 	old := time.Now().Add(-2 * time.Minute)
 	for _, d := range dirs {
-		for _, name := range []string{"run-old", "run-new", "run-busy"} {
+		for _, name := range []string{"run-old", "run-new", "run-busy", live, dead} {
 			if err := os.MkdirAll(filepath.Join(d, name), 0o755); err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = os.Remove(filepath.Join(d, name)) })
 		}
-		for _, name := range []string{"run-old", "run-busy"} {
+		for _, name := range []string{"run-old", "run-busy", live} {
 			if err := os.Chtimes(filepath.Join(d, name), old, old); err != nil {
 				t.Fatal(err)
 			}
@@ -537,6 +544,12 @@ func TestRemoveAbandonedCgroups(t *testing.T) {
 		if !exists(filepath.Join(d, "run-new")) {
 			t.Errorf("%s/run-new, just made, was removed", d)
 		}
+		if exists(filepath.Join(d, dead)) {
+			t.Errorf("%s/%s, just made by a process that is gone, was not removed", d, dead)
+		}
+		if !exists(filepath.Join(d, live)) {
+			t.Errorf("%s/%s, made by this live process, was removed", d, live)
+		}
 	}
 	if !exists(busy) {
 		t.Errorf("%s, which holds a process, was removed", busy)
@@ -548,5 +561,27 @@ func TestRemoveAbandonedCgroups(t *testing.T) {
 		if exists(filepath.Join(d, "run-new")) {
 			t.Errorf("RecoverAbandoned left %s/run-new", d)
 		}
+		// A node-agent starting beside a live process that shares the
+		// parent (CI's test processes, a local run) leaves it its cgroup.
+		if !exists(filepath.Join(d, live)) {
+			t.Errorf("RecoverAbandoned removed %s/%s, a live process's", d, live)
+		}
 	}
+}
+
+// deadOwnerName is a run cgroup's name whose maker was a process that has
+// ended: the pid and start time of a `sleep` that was killed.
+func deadOwnerName(t *testing.T) string {
+	t.Helper()
+	p := exec.Command("sleep", "30")
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	start, err := procStart(p.Process.Pid)
+	_ = p.Process.Kill()
+	_ = p.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("run-%d-%d-0123456789abcdef", p.Process.Pid, start)
 }

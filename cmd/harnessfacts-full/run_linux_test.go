@@ -47,8 +47,10 @@ func openDirIn(t *testing.T, parent string) string {
 }
 
 // A local run killed with SIGKILL leaves its run dir (and the credential
-// copies in its home). The next `harnessfacts run` on the same run root
-// removes it, and leaves alone a run dir whose owner is still alive.
+// copies in its home) and its sandbox's cgroups, empty once the sandbox
+// has died with it. The next `harnessfacts run` on the same run root
+// removes them at once (the cgroups' names say their maker is gone), and
+// leaves alone a run dir whose owner is still alive.
 func TestLocalRunRemovesAbandonedRunDirs(t *testing.T) {
 	bin := harnessfactsBinary(t)
 	base := openDir(t)
@@ -108,6 +110,20 @@ spec:
 	if _, err := os.Stat(leftover); err != nil {
 		t.Fatalf("the killed run left no run dir (%v): nothing to test", err)
 	}
+	cgroupsLeft := runCgroupsOf(t, killed.Process.Pid)
+	if len(cgroupsLeft) == 0 {
+		t.Fatal("the killed run left no cgroup: nothing to test")
+	}
+	for _, cg := range cgroupsLeft {
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if b, err := os.ReadFile(filepath.Join(cg, "cgroup.procs")); err == nil && len(bytes.TrimSpace(b)) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the killed run's sandbox is still in %s", cg)
+			}
+		}
+	}
 
 	// A run dir whose owner lock this test holds: a run still going on.
 	f, err := fixture.FromDir(fix, fixture.Limits{})
@@ -135,6 +151,41 @@ spec:
 	if _, err := os.Stat(owned.Path); err != nil {
 		t.Errorf("the run dir of a live owner was removed: %v", err)
 	}
+	for _, cg := range cgroupsLeft {
+		if _, err := os.Stat(cg); err == nil {
+			t.Errorf("the killed run's cgroup %s, a second old, is still there after the next run:\n%s", cg, stderr.String())
+		}
+		if !strings.Contains(stderr.String(), "removed the cgroup "+cg) {
+			t.Errorf("the next run did not say it removed %s:\n%s", cg, stderr.String())
+		}
+	}
+}
+
+// runCgroupsOf finds the run cgroups that the process pid made below this
+// process's own cgroups (where a local run it started makes them), by the
+// maker their names carry.
+func runCgroupsOf(t *testing.T, pid int) []string {
+	t.Helper()
+	self, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []string
+	for _, line := range strings.Split(strings.TrimSpace(string(self)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		for _, mount := range []string{"/sys/fs/cgroup/*", "/sys/fs/cgroup"} {
+			m, _ := filepath.Glob(filepath.Join(mount, parts[2], "harnessfacts", fmt.Sprintf("run-%d-*", pid)))
+			for _, d := range m {
+				if !slices.Contains(found, d) {
+					found = append(found, d)
+				}
+			}
+		}
+	}
+	return found
 }
 
 func repoRoot(t *testing.T) string {

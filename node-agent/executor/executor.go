@@ -620,10 +620,12 @@ func (e *Executor) RemoveAbandoned() ([]string, error) {
 	return fixture.RemoveAbandoned(e.opts.RunRoot)
 }
 
-// RemoveAbandonedCgroups removes the empty run cgroups that killed earlier
-// processes left, made more than a minute ago: what `harnessfacts run` may
-// do while other local runs share the cgroup parent (a node-agent recovers
-// them all at its start, RemoveLeftovers).
+// RemoveAbandonedCgroups removes the empty run cgroups that earlier
+// processes left, those whose maker is gone and those of an earlier
+// version made more than a minute ago, never a live process's: what
+// `harnessfacts run` may do while other local runs share the cgroup parent
+// (a node-agent removes those of an earlier version at once, at its start,
+// RemoveLeftovers).
 func (e *Executor) RemoveAbandonedCgroups() ([]string, error) {
 	return sandbox.RemoveAbandonedCgroups(e.opts.Sandbox, time.Minute)
 }
