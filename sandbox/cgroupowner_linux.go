@@ -1,12 +1,12 @@
 package sandbox
 
 import (
-	"bytes"
-	"errors"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/prometheus/procfs"
 )
 
 // A run's cgroup is named for the process that made it: its pid and its
@@ -70,22 +70,16 @@ func (o cgroupOwner) alive() bool {
 	return err == nil && start == o.start
 }
 
-// procStart is the start time of process pid, field 22 of its stat file.
+// procStart is the start time of process pid (prometheus/procfs reads
+// its stat file, past a command name that may hold spaces and parentheses).
 func procStart(pid int) (uint64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	p, err := procfs.NewProc(pid)
 	if err != nil {
 		return 0, err
 	}
-	// The command name (field 2) is in parentheses and may hold spaces
-	// and parentheses itself: the fields after it follow the last ')'.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, errors.New("no command name in /proc/" + strconv.Itoa(pid) + "/stat")
+	st, err := p.Stat()
+	if err != nil {
+		return 0, err
 	}
-	f := strings.Fields(string(b[i+1:]))
-	const startField = 22 - 3 // f[0] is field 3, the state
-	if len(f) <= startField {
-		return 0, errors.New("too few fields in /proc/" + strconv.Itoa(pid) + "/stat")
-	}
-	return strconv.ParseUint(f[startField], 10, 64)
+	return st.Starttime, nil
 }
