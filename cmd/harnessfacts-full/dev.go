@@ -25,11 +25,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
 	"github.com/harnessfacts/harnessfacts/config/crd"
 	"github.com/harnessfacts/harnessfacts/controllers"
+	kubeclient "github.com/harnessfacts/harnessfacts/internal/kube"
 	"github.com/harnessfacts/harnessfacts/internal/nodecmd"
 	"github.com/harnessfacts/harnessfacts/internal/runflags"
 	nodeagent "github.com/harnessfacts/harnessfacts/node-agent"
@@ -151,7 +153,14 @@ func runDev(ctx context.Context, f devFlags) error {
 		return err
 	}
 	// The live output (harnessfacts logs -f) on this machine's loopback.
-	live, endpoint, err := nodecmd.ServeLiveOutput(ctx, nmgr, "127.0.0.1:0", "127.0.0.1")
+	liveClient, err := kubeclient.NewWithHTTPClient(cfg, nmgr.GetHTTPClient())
+	if err != nil {
+		return err
+	}
+	live, endpoint, serveLive, err := nodecmd.ServeLiveOutput(ctx, liveClient, "127.0.0.1:0", "127.0.0.1")
+	if err == nil {
+		err = nmgr.Add(manager.RunnableFunc(serveLive))
+	}
 	if err != nil {
 		return err
 	}

@@ -28,7 +28,8 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/harnessfacts/harnessfacts/internal/kube"
 )
 
 // How long answers are kept: a token's review a minute (controller-runtime's
@@ -54,10 +55,16 @@ type User struct {
 	Extra  map[string]authorizationv1.ExtraValue
 }
 
+// Creator creates objects and reads back the API server's answer into
+// them: a *kube.Client, or a test's stand-in.
+type Creator interface {
+	Create(ctx context.Context, obj kube.Object) error
+}
+
 // Reviewer authenticates and authorizes requests with the API server.
 type Reviewer struct {
 	// Client creates TokenReviews and SubjectAccessReviews.
-	Client client.Client
+	Client Creator
 	// ClientCAs verify client certificates; nil accepts bearer tokens only.
 	ClientCAs *x509.CertPool
 

@@ -17,15 +17,17 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/harnessfacts/harnessfacts/internal/kube"
 	hftesting "github.com/harnessfacts/harnessfacts/internal/testing"
 	"github.com/harnessfacts/harnessfacts/internal/testing/testenv"
 )
 
 var (
 	env *testenv.Env
+	// k8s makes the tests' objects; api is the reviewers' client.
 	k8s client.WithWatch
+	api *kube.Client
 )
 
 func TestMain(m *testing.M) {
@@ -38,22 +40,32 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	if api, err = kube.New(env.Config); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	code := m.Run()
 	_ = env.Stop()
 	os.Exit(code)
 }
 
-// countingClient is the real client, counting the reviews it creates.
-func countingClient(tokenReviews, accessReviews *atomic.Int32) client.Client {
-	return interceptor.NewClient(k8s, interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-		switch obj.(type) {
-		case *authenticationv1.TokenReview:
-			tokenReviews.Add(1)
-		case *authorizationv1.SubjectAccessReview:
-			accessReviews.Add(1)
-		}
-		return c.Create(ctx, obj, opts...)
-	}})
+// counting is the real client, counting the reviews it creates.
+type counting struct {
+	tokenReviews, accessReviews *atomic.Int32
+}
+
+func (c counting) Create(ctx context.Context, obj kube.Object) error {
+	switch obj.(type) {
+	case *authenticationv1.TokenReview:
+		c.tokenReviews.Add(1)
+	case *authorizationv1.SubjectAccessReview:
+		c.accessReviews.Add(1)
+	}
+	return api.Create(ctx, obj)
+}
+
+func countingClient(tokenReviews, accessReviews *atomic.Int32) Creator {
+	return counting{tokenReviews, accessReviews}
 }
 
 // serviceAccounts makes a fresh namespace with two service accounts,
@@ -83,20 +95,17 @@ func scrape(t *testing.T, h http.Handler, token string) int {
 	return w.Code
 }
 
-// TestMetricsFilterAsksTheAPIServerAndKeepsItsAnswers: a reader's token and
+// TestMiddlewareAsksTheAPIServerAndKeepsItsAnswers: a reader's token and
 // access are reviewed once and kept for their times, a refused token and a
 // denied access for theirs; nothing else reaches the metrics.
-func TestMetricsFilterAsksTheAPIServerAndKeepsItsAnswers(t *testing.T) {
+func TestMiddlewareAsksTheAPIServerAndKeepsItsAnswers(t *testing.T) {
 	reader, nosy := serviceAccounts(t, "kubeauth-metrics")
 	var tokenReviews, accessReviews atomic.Int32
 	now := time.Now()
 	rv := &Reviewer{Client: countingClient(&tokenReviews, &accessReviews), now: func() time.Time { return now }}
-	h, err := NewMetricsFilter(rv)(logr.Discard(), http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	h := rv.Middleware(logr.Discard(), http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("harnessfacts_up 1\n"))
 	}))
-	if err != nil {
-		t.Fatal(err)
-	}
 	reviews := func(wantTokens, wantAccess int32) {
 		t.Helper()
 		if tokenReviews.Load() != wantTokens || accessReviews.Load() != wantAccess {

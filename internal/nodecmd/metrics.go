@@ -1,9 +1,15 @@
 package nodecmd
 
 import (
+	"fmt"
+	"net/http"
+
+	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/harnessfacts/harnessfacts/internal/kube"
 	"github.com/harnessfacts/harnessfacts/internal/kubeauth"
 )
 
@@ -31,8 +37,19 @@ func (m *MetricsFlags) Options() metricsserver.Options {
 	o := metricsserver.Options{BindAddress: m.addr}
 	if m.secure {
 		o.SecureServing = true
-		o.FilterProvider = kubeauth.MetricsFilter
+		o.FilterProvider = metricsFilter
 		o.CertDir = m.certDir
 	}
 	return o
+}
+
+// metricsFilter is a controller-runtime metrics server's FilterProvider:
+// kubeauth's Middleware.
+func metricsFilter(cfg *rest.Config, httpClient *http.Client) (metricsserver.Filter, error) {
+	c, err := kube.NewWithHTTPClient(cfg, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("metrics endpoint: a client for TokenReviews and SubjectAccessReviews: %w", err)
+	}
+	rv := &kubeauth.Reviewer{Client: c}
+	return func(log logr.Logger, next http.Handler) (http.Handler, error) { return rv.Middleware(log, next), nil }, nil
 }

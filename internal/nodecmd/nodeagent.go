@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/harnessfacts/harnessfacts/internal/kube"
 	"github.com/harnessfacts/harnessfacts/internal/pid1"
 	"github.com/harnessfacts/harnessfacts/internal/runflags"
 	nodeagent "github.com/harnessfacts/harnessfacts/node-agent"
@@ -287,8 +288,15 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 	if err != nil {
 		return err
 	}
-	live, endpoint, err := ServeLiveOutput(ctx, mgr, f.logsAddr, f.logsHost)
+	kc, err := kube.NewWithHTTPClient(cfg, mgr.GetHTTPClient())
 	if err != nil {
+		return err
+	}
+	live, endpoint, serveLive, err := ServeLiveOutput(ctx, kc, f.logsAddr, f.logsHost)
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(manager.RunnableFunc(serveLive)); err != nil {
 		return err
 	}
 	// In a pod the runtime mounts /sys/fs/cgroup read-only: per-run cgroups
@@ -382,28 +390,29 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 	return mgr.Start(ctx)
 }
 
-// ServeLiveOutput adds the live-output server (package livelog) to mgr,
-// bound to addr and reached at host; addr "0" turns it off (nil, nil).
-func ServeLiveOutput(ctx context.Context, mgr manager.Manager, addr, host string) (executor.LiveOutput, *nodeagent.LiveEndpoint, error) {
+// ServeLiveOutput binds the live-output server (package livelog) to addr,
+// reached at host, asking c about its callers; the caller runs serve, which
+// serves until its context ends. addr "0" (or an unknown host) turns it
+// off: no hub, no endpoint, and a serve that only waits for its context.
+func ServeLiveOutput(ctx context.Context, c *kube.Client, addr, host string) (live executor.LiveOutput, endpoint *nodeagent.LiveEndpoint, serve func(context.Context) error, err error) {
+	off := func(ctx context.Context) error { <-ctx.Done(); return nil }
 	if addr == "0" {
-		return nil, nil, nil
+		return nil, nil, off, nil
 	}
+	log := ctrl.Log.WithName("live-output")
 	if host == "" {
 		// Outside a pod (no $POD_IP) nobody can be told where to connect.
-		ctrl.Log.WithName("live-output").Info("WARNING not serving the runs' live output: --logs-advertise-host is empty (the chart sets $POD_IP); `harnessfacts logs -f` on this node's runs waits for their end instead. Give the address by which users reach this node-agent, or --logs-bind-address=0 to silence this")
-		return nil, nil, nil
+		log.Info("WARNING not serving the runs' live output: --logs-advertise-host is empty (the chart sets $POD_IP); `harnessfacts logs -f` on this node's runs waits for their end instead. Give the address by which users reach this node-agent, or --logs-bind-address=0 to silence this")
+		return nil, nil, off, nil
 	}
 	hub := livelog.NewHub()
-	l, err := livelog.Listen(ctx, hub, livelog.Config{BindAddress: addr, AdvertiseHost: host, Reviews: mgr.GetClient(),
-		CAReader: mgr.GetAPIReader(), Log: ctrl.Log.WithName("live-output")})
+	l, err := livelog.Listen(ctx, hub, livelog.Config{BindAddress: addr, AdvertiseHost: host, Reviews: c, CAReader: c, Log: log})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return l.Server.Serve(ctx, l.Listener) })); err != nil {
-		return nil, nil, err
-	}
-	ctrl.Log.WithName("live-output").Info("serving the runs' live output", "url", l.BaseURL, "certificateSHA256", l.CertificateSHA256)
-	return hub, &nodeagent.LiveEndpoint{BaseURL: l.BaseURL, CertificateSHA256: l.CertificateSHA256}, nil
+	log.Info("serving the runs' live output", "url", l.BaseURL, "certificateSHA256", l.CertificateSHA256)
+	return hub, &nodeagent.LiveEndpoint{BaseURL: l.BaseURL, CertificateSHA256: l.CertificateSHA256},
+		func(ctx context.Context) error { return l.Server.Serve(ctx, l.Listener) }, nil
 }
 
 // handBackAfter is how long a stopping node-agent lets its attempts finish

@@ -10,8 +10,10 @@ import (
 	"strconv"
 
 	"github.com/go-logr/logr"
-	certutil "k8s.io/client-go/util/cert"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/harnessfacts/harnessfacts/internal/certfile"
+	"github.com/harnessfacts/harnessfacts/internal/kube"
+	"github.com/harnessfacts/harnessfacts/internal/kubeauth"
 )
 
 // Config says where a log server listens and whom it asks.
@@ -22,11 +24,12 @@ type Config struct {
 	// reach it: the pod's IP in a cluster. It goes into the certificate
 	// and into each run's status.liveOutput.
 	AdvertiseHost string
-	// Reviews creates TokenReviews and SubjectAccessReviews.
-	Reviews client.Client
+	// Reviews creates TokenReviews and SubjectAccessReviews (a
+	// *kube.Client).
+	Reviews kubeauth.Creator
 	// CAReader reads the cluster's client CA (see ClusterClientCA); nil
 	// accepts bearer tokens only.
-	CAReader client.Reader
+	CAReader *kube.Client
 	Log      logr.Logger
 }
 
@@ -49,14 +52,7 @@ func Listen(ctx context.Context, hub *Hub, cfg Config) (*Listening, error) {
 	if cfg.AdvertiseHost == "" {
 		return nil, fmt.Errorf("livelog: the address followers reach the node-agent by is not known")
 	}
-	var ips []net.IP
-	var dns []string
-	if ip := net.ParseIP(cfg.AdvertiseHost); ip != nil {
-		ips = append(ips, ip)
-	} else {
-		dns = append(dns, cfg.AdvertiseHost)
-	}
-	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey(cfg.AdvertiseHost, ips, dns)
+	certPEM, keyPEM, err := certfile.SelfSigned(cfg.AdvertiseHost, cfg.AdvertiseHost)
 	if err != nil {
 		return nil, fmt.Errorf("livelog: making the serving certificate: %w", err)
 	}

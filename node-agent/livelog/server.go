@@ -16,9 +16,9 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/kube"
 	"github.com/harnessfacts/harnessfacts/internal/kubeauth"
 )
 
@@ -67,8 +67,9 @@ func Path(namespace, name string) string {
 type Server struct {
 	// Hub holds the streams.
 	Hub *Hub
-	// Reviews creates TokenReviews and SubjectAccessReviews.
-	Reviews client.Client
+	// Reviews creates TokenReviews and SubjectAccessReviews (a
+	// *kube.Client).
+	Reviews kubeauth.Creator
 	// ClientCAs verify client certificates; nil accepts bearer tokens only.
 	ClientCAs *x509.CertPool
 	// Certificate is the server's certificate.
@@ -290,7 +291,7 @@ func (s *Server) authorize(ctx context.Context, who kubeauth.User, ns, name stri
 // kube-system/extension-apiserver-authentication (key client-ca-file), which
 // the API server publishes for servers that authenticate its users, as
 // aggregated API servers and metrics-server do.
-func ClusterClientCA(ctx context.Context, r client.Reader) (*x509.CertPool, error) {
+func ClusterClientCA(ctx context.Context, r *kube.Client) (*x509.CertPool, error) {
 	cm := &corev1.ConfigMap{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: "kube-system", Name: "extension-apiserver-authentication"}, cm); err != nil {
 		return nil, err

@@ -16,13 +16,11 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/kube"
+	"github.com/harnessfacts/harnessfacts/internal/kubeauth"
 )
 
 // reviews stands in for the API server's TokenReview and
@@ -30,44 +28,42 @@ import (
 // own bounds are under test): the token "mallory" is user mallory, allowed
 // the log of every run in namespace tenant-a only; "alice" is user alice,
 // allowed namespace tenant-b only.
-func reviews(t *testing.T) client.Client { return slowReviews(t, nil) }
+func reviews(t *testing.T) kubeauth.Creator { return slowReviews(t, nil) }
+
+// fakeReviews is a kubeauth.Creator answering reviews itself.
+type fakeReviews func(ctx context.Context, obj kube.Object) error
+
+func (f fakeReviews) Create(ctx context.Context, obj kube.Object) error { return f(ctx, obj) }
 
 // slowReviews is reviews, where the tokens "sa-N" are ServiceAccounts of
 // tenant-a, and a made-up token "fake-…" waits for slow to close before it
 // is refused (an API server slow to answer).
-func slowReviews(t *testing.T, slow chan struct{}) client.Client {
+func slowReviews(t *testing.T, slow chan struct{}) kubeauth.Creator {
 	t.Helper()
-	s := runtime.NewScheme()
-	if err := authenticationv1.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
-	if err := authorizationv1.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
 	var mu sync.Mutex
 	home := map[string]string{"mallory": "tenant-a", "alice": "tenant-b"}
-	return interceptor.NewClient(fake.NewClientBuilder().WithScheme(s).Build(), interceptor.Funcs{
-		Create: func(_ context.Context, _ client.WithWatch, obj client.Object, _ ...client.CreateOption) error {
-			if o, ok := obj.(*authenticationv1.TokenReview); ok && strings.HasPrefix(o.Spec.Token, "fake-") && slow != nil {
-				<-slow
+	return fakeReviews(func(_ context.Context, obj kube.Object) error {
+		if o, ok := obj.(*authenticationv1.TokenReview); ok && strings.HasPrefix(o.Spec.Token, "fake-") && slow != nil {
+			<-slow
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		switch o := obj.(type) {
+		case *authenticationv1.TokenReview:
+			if strings.HasPrefix(o.Spec.Token, "sa-") {
+				home[o.Spec.Token] = "tenant-a"
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			switch o := obj.(type) {
-			case *authenticationv1.TokenReview:
-				if strings.HasPrefix(o.Spec.Token, "sa-") {
-					home[o.Spec.Token] = "tenant-a"
-				}
-				if _, ok := home[o.Spec.Token]; ok {
-					o.Status.Authenticated = true
-					o.Status.User = authenticationv1.UserInfo{Username: o.Spec.Token, Groups: []string{"system:authenticated"}}
-				}
-			case *authorizationv1.SubjectAccessReview:
-				ra := o.Spec.ResourceAttributes
-				o.Status.Allowed = ra != nil && home[o.Spec.User] == ra.Namespace && ra.Subresource == "log"
+			if _, ok := home[o.Spec.Token]; ok {
+				o.Status.Authenticated = true
+				o.Status.User = authenticationv1.UserInfo{Username: o.Spec.Token, Groups: []string{"system:authenticated"}}
 			}
-			return nil
-		},
+		case *authorizationv1.SubjectAccessReview:
+			ra := o.Spec.ResourceAttributes
+			o.Status.Allowed = ra != nil && home[o.Spec.User] == ra.Namespace && ra.Subresource == "log"
+		default:
+			return fmt.Errorf("the live-output server created a %T", obj)
+		}
+		return nil
 	})
 }
 
@@ -75,7 +71,7 @@ func serve(t *testing.T, hub *Hub, writeTimeout time.Duration) *Listening {
 	return serveWith(t, hub, writeTimeout, reviews(t))
 }
 
-func serveWith(t *testing.T, hub *Hub, writeTimeout time.Duration, api client.Client) *Listening {
+func serveWith(t *testing.T, hub *Hub, writeTimeout time.Duration, api kubeauth.Creator) *Listening {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)

@@ -37,6 +37,7 @@ import (
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/controllers"
+	"github.com/harnessfacts/harnessfacts/internal/kube"
 	hftesting "github.com/harnessfacts/harnessfacts/internal/testing"
 	"github.com/harnessfacts/harnessfacts/internal/testing/runsourcetest"
 	"github.com/harnessfacts/harnessfacts/internal/testing/testenv"
@@ -185,8 +186,12 @@ func startStack(ctx context.Context) (func(), error) {
 	// The node-agent's live-output server, as `harnessfacts node-agent`
 	// runs it, on loopback.
 	hub := livelog.NewHub()
+	kc, err := kube.NewWithHTTPClient(env.Config, nmgr.GetHTTPClient())
+	if err != nil {
+		return nil, err
+	}
 	live, err := livelog.Listen(ctx, hub, livelog.Config{BindAddress: "127.0.0.1:0", AdvertiseHost: "127.0.0.1",
-		Reviews: nmgr.GetClient(), CAReader: nmgr.GetAPIReader(), Log: ctrl.Log.WithName("live-output")})
+		Reviews: kc, CAReader: kc, Log: ctrl.Log.WithName("live-output")})
 	if err != nil {
 		return nil, err
 	}
