@@ -174,7 +174,7 @@ func runController(cmd *cobra.Command, f controllerFlags) error {
 		LeaderElection:          f.leaderElect,
 		LeaderElectionNamespace: f.leaderElectionNamespace,
 	})
-	opts.Metrics = f.metrics.Options()
+	opts.Metrics = metricsOptions(&f.metrics)
 	opts.HealthProbeBindAddress = f.probeAddr
 	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {

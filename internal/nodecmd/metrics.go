@@ -1,20 +1,20 @@
 package nodecmd
 
 import (
-	"fmt"
-	"net/http"
-
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
-	"k8s.io/client-go/rest"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/harnessfacts/harnessfacts/internal/kube"
 	"github.com/harnessfacts/harnessfacts/internal/kubeauth"
+	"github.com/harnessfacts/harnessfacts/internal/metricsserver"
 )
 
 // MetricsFlags are how a daemon (controller, node-agent) serves its
-// Prometheus metrics.
+// Prometheus metrics. Served as kubebuilder's scaffolding serves them: with
+// --metrics-secure, HTTPS and kubeauth's check of every caller, so neither
+// a pod on the network nor an agent that shares the node's network reads
+// them without RBAC's leave.
 type MetricsFlags struct {
 	addr    string
 	secure  bool
@@ -28,28 +28,21 @@ func (m *MetricsFlags) Add(fl *pflag.FlagSet, defaultAddr string) {
 	fl.StringVar(&m.certDir, "metrics-cert-dir", "", "folder with tls.crt and tls.key for the metrics endpoint; a self-signed certificate when empty")
 }
 
-// Options serve the metrics as kubebuilder's scaffolding does: with
-// --metrics-secure, HTTPS and an authentication and authorization filter
-// (kubeauth's, which does what controller-runtime's does without linking
-// the API server's libraries), so neither a pod on the network nor an agent
-// that shares the node's network reads them without RBAC's leave.
-func (m *MetricsFlags) Options() metricsserver.Options {
-	o := metricsserver.Options{BindAddress: m.addr}
-	if m.secure {
-		o.SecureServing = true
-		o.FilterProvider = metricsFilter
-		o.CertDir = m.certDir
-	}
-	return o
-}
+// BindAddress is --metrics-bind-address ("0": not served).
+func (m *MetricsFlags) BindAddress() string { return m.addr }
 
-// metricsFilter is a controller-runtime metrics server's FilterProvider:
-// kubeauth's Middleware.
-func metricsFilter(cfg *rest.Config, httpClient *http.Client) (metricsserver.Filter, error) {
-	c, err := kube.NewWithHTTPClient(cfg, httpClient)
-	if err != nil {
-		return nil, fmt.Errorf("metrics endpoint: a client for TokenReviews and SubjectAccessReviews: %w", err)
-	}
-	rv := &kubeauth.Reviewer{Client: c}
-	return func(log logr.Logger, next http.Handler) (http.Handler, error) { return rv.Middleware(log, next), nil }, nil
+// Secure is --metrics-secure.
+func (m *MetricsFlags) Secure() bool { return m.secure }
+
+// CertDir is --metrics-cert-dir.
+func (m *MetricsFlags) CertDir() string { return m.certDir }
+
+// Listen binds the metrics endpoint the flags describe, serving g, for a
+// daemon without controller-runtime's manager (the node-agent); with
+// --metrics-secure, c asks the API server about each caller. It is nil
+// (served by nothing, its Serve waiting for its context) when the flags
+// turn it off.
+func (m *MetricsFlags) Listen(c *kube.Client, g prometheus.Gatherer, log logr.Logger) (*metricsserver.Server, error) {
+	return metricsserver.Listen(metricsserver.Options{BindAddress: m.addr, Secure: m.secure, CertDir: m.certDir,
+		Reviewer: &kubeauth.Reviewer{Client: c}, Gatherer: g, Log: log})
 }

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/harnessfacts/harnessfacts/internal/kube"
 	"github.com/harnessfacts/harnessfacts/internal/pid1"
@@ -274,7 +275,7 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 		Scheme:                 scheme,
 		Cache:                  cacheOpts,
 		Client:                 clientOpts,
-		Metrics:                f.metrics.Options(),
+		Metrics:                metricsserver.Options{BindAddress: "0"}, // served apart: f.metrics.Listen below
 		HealthProbeBindAddress: f.probeAddr,
 		// A stopping node-agent stops claiming at once; its running attempts
 		// get this long to finish before the process (and with it every
@@ -297,6 +298,13 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 		return err
 	}
 	if err := mgr.Add(manager.RunnableFunc(serveLive)); err != nil {
+		return err
+	}
+	metricsSrv, err := f.metrics.Listen(kc, ctrlmetrics.Registry, ctrl.Log.WithName("metrics"))
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(manager.RunnableFunc(metricsSrv.Serve)); err != nil {
 		return err
 	}
 	// In a pod the runtime mounts /sys/fs/cgroup read-only: per-run cgroups
