@@ -19,8 +19,11 @@ import (
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/harnessfacts/harnessfacts/internal/kube"
 )
 
 // TokenSource gives the bearer token a node-agent presents.
@@ -46,14 +49,20 @@ func (f TokenFile) Token(context.Context) (string, error) {
 	return t, nil
 }
 
+// TokenRequester creates an object's subresource (a ServiceAccount's
+// token) and reads the answer back into body: a *kube.Client.
+type TokenRequester interface {
+	CreateSubResource(ctx context.Context, obj kube.Object, subresource string, body runtime.Object) error
+}
+
 // RequestedToken asks the API server for tokens of a service account (a
 // TokenRequest), for a node-agent without a projected token: `harnessfacts
 // dev`, or tests. A token is reused until 80 % of its life has passed.
 type RequestedToken struct {
 	// Client creates the TokenRequests; it needs create on
 	// serviceaccounts/token of the account.
-	Client         client.Client
-	ServiceAccount client.ObjectKey
+	Client         TokenRequester
+	ServiceAccount types.NamespacedName
 	// Bound, when set, binds the token to this object (a Pod or a Node):
 	// the API server then adds the object's node to the token's user info.
 	Bound *authnv1.BoundObjectReference
@@ -86,7 +95,7 @@ func (r *RequestedToken) Token(ctx context.Context) (string, error) {
 		Audiences: []string{aud}, ExpirationSeconds: ptr.To(int64(life.Seconds())), BoundObjectRef: r.Bound,
 	}}
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: r.ServiceAccount.Namespace, Name: r.ServiceAccount.Name}}
-	if err := r.Client.SubResource("token").Create(ctx, sa, tr); err != nil {
+	if err := r.Client.CreateSubResource(ctx, sa, "token", tr); err != nil {
 		return "", fmt.Errorf("requesting a token of service account %s: %w", r.ServiceAccount, err)
 	}
 	r.token = tr.Status.Token

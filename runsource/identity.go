@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	authnv1 "k8s.io/api/authentication/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // NodeNameExtra is the user-info extra in which the API server puts the node
@@ -35,7 +34,7 @@ type Accounts struct {
 
 // identify asks the API server who the token belongs to, for Audience, and
 // which node it speaks for. The error says why a caller is refused.
-func identify(ctx context.Context, reviewer client.Client, audience, token string, accounts Accounts) (*Identity, error) {
+func identify(ctx context.Context, reviewer Reviewer, audience, token string, accounts Accounts) (*Identity, error) {
 	tr := &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token, Audiences: []string{audience}}}
 	if err := reviewer.Create(ctx, tr); err != nil {
 		return nil, fmt.Errorf("the token review failed: %w", err)

@@ -18,22 +18,32 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/certfile"
+	"github.com/harnessfacts/harnessfacts/internal/kube"
 )
+
+// Reader reads objects: a *kube.Client, which reads straight from the API
+// server.
+type Reader interface {
+	Get(ctx context.Context, key types.NamespacedName, obj kube.Object) error
+}
+
+// Reviewer creates objects and reads back the API server's answer into
+// them (TokenReviews): a *kube.Client.
+type Reviewer interface {
+	Create(ctx context.Context, obj kube.Object) error
+}
 
 // Options configure a Server.
 type Options struct {
 	// Reader reads runs, Secrets and ConfigMaps straight from the API server
-	// (a manager's APIReader): never a cache, which would hold every Secret
-	// of the cluster in the controller's memory and answer from a stale
-	// run.
-	Reader client.Reader
+	// (a *kube.Client): never a cache, which would hold every Secret of the
+	// cluster in the controller's memory and answer from a stale run.
+	Reader Reader
 	// Reviewer creates TokenReviews.
-	Reviewer client.Client
+	Reviewer Reviewer
 	// Accounts are the node-agents' accounts.
 	Accounts Accounts
 	// Namespaces, when set, are the only namespaces whose runs are served
@@ -52,6 +62,9 @@ type Options struct {
 	// CertFile and KeyFile are a PEM certificate and key, read again when
 	// they change (a mounted Secret that cert-manager or the chart renews).
 	CertFile, KeyFile string
+	// Log records refusals and failures; without it, the logger of Start's
+	// context, if any.
+	Log logr.Logger
 	// SigningKeySecret, when set, is the Secret whose key
 	// SigningKeyDataKey is the operator's evidence signing key: served to
 	// the node-agent of an active run's node, to sign its receipt in place
@@ -125,13 +138,17 @@ func (s *Server) Start(ctx context.Context) error {
 	if s.opts.TLS != nil {
 		cfg = s.opts.TLS.Clone()
 	}
+	logger := s.opts.Log
+	if logger.GetSink() == nil {
+		logger = logr.FromContextOrDiscard(ctx)
+	}
+	logger = logger.WithName("runsource")
 	if len(cfg.Certificates) == 0 && cfg.GetCertificate == nil {
-		cw, err := certwatcher.New(s.opts.CertFile, s.opts.KeyFile)
+		keys, err := certfile.Load(s.opts.CertFile, s.opts.KeyFile, logger)
 		if err != nil {
 			return fmt.Errorf("runsource: loading the certificate: %w", err)
 		}
-		cfg.GetCertificate = cw.GetCertificate
-		go func() { _ = cw.Start(ctx) }()
+		cfg.GetCertificate = keys.GetCertificate
 	}
 	if cfg.MinVersion < tls.VersionTLS12 {
 		cfg.MinVersion = tls.VersionTLS12
@@ -146,7 +163,6 @@ func (s *Server) Start(ctx context.Context) error {
 	s.mu.Lock()
 	s.addr = ln.Addr()
 	s.mu.Unlock()
-	logger := log.FromContext(ctx).WithName("runsource")
 	srv := &http.Server{
 		Handler:           s.Handler(),
 		TLSConfig:         cfg,
@@ -157,7 +173,7 @@ func (s *Server) Start(ctx context.Context) error {
 		// TLS handshakes that fail (a client that does not trust the
 		// certificate) are the client's to report.
 		ErrorLog:    stdlog.New(logWriter{logger}, "", 0),
-		BaseContext: func(net.Listener) context.Context { return log.IntoContext(context.WithoutCancel(ctx), logger) },
+		BaseContext: func(net.Listener) context.Context { return logr.NewContext(context.WithoutCancel(ctx), logger) },
 	}
 	logger.Info("serving runs' Secret keys and fixtures to node-agents", "address", ln.Addr().String())
 	errc := make(chan error, 1)
@@ -198,7 +214,7 @@ func (s *Server) secretKey(w http.ResponseWriter, r *http.Request) {
 		s.refuse(r.Context(), w, who, req.Run, &notFound{msg: fmt.Sprintf("Secret %s/%s has no key %q", run.Namespace, req.Secret, req.Key)})
 		return
 	}
-	log.FromContext(r.Context()).V(1).Info("served a Secret key", "node", who.Node, "run", req.Run.Namespace+"/"+req.Run.Name, "secret", req.Secret, "key", req.Key)
+	logr.FromContextOrDiscard(r.Context()).V(1).Info("served a Secret key", "node", who.Node, "run", req.Run.Namespace+"/"+req.Run.Name, "secret", req.Secret, "key", req.Key)
 	writeJSON(w, http.StatusOK, SecretKeyResponse{Value: v})
 }
 
@@ -262,7 +278,7 @@ func (s *Server) signingKeyPEM(w http.ResponseWriter, r *http.Request) {
 		s.refuse(r.Context(), w, who, req.Run, &notFound{msg: fmt.Sprintf("the operator's signing key Secret %s has no key %q", ref, SigningKeyDataKey)})
 		return
 	}
-	log.FromContext(r.Context()).V(1).Info("served the operator's signing key", "node", who.Node, "run", req.Run.Namespace+"/"+req.Run.Name)
+	logr.FromContextOrDiscard(r.Context()).V(1).Info("served the operator's signing key", "node", who.Node, "run", req.Run.Namespace+"/"+req.Run.Name)
 	writeJSON(w, http.StatusOK, SigningKeyResponse{PEM: v})
 }
 
@@ -356,7 +372,7 @@ func (s *Server) refuse(ctx context.Context, w http.ResponseWriter, who *Identit
 	if ref.Name != "" {
 		kv = append(kv, "run", ref.Namespace+"/"+ref.Name)
 	}
-	logger := log.FromContext(ctx)
+	logger := logr.FromContextOrDiscard(ctx)
 	if code == http.StatusInternalServerError {
 		logger.Error(err, "a node-agent's request failed", kv...)
 	} else {

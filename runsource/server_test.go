@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/kube"
 	hftesting "github.com/harnessfacts/harnessfacts/internal/testing"
 	"github.com/harnessfacts/harnessfacts/internal/testing/testenv"
 	"github.com/harnessfacts/harnessfacts/runsource"
@@ -28,7 +30,10 @@ import (
 
 var (
 	env *testenv.Env
+	// k8s makes the tests' objects; api is the server's and the tokens'
+	// client.
 	k8s client.Client
+	api *kube.Client
 )
 
 func TestMain(m *testing.M) {
@@ -40,6 +45,10 @@ func TestMain(m *testing.M) {
 		}
 		defer func() { _ = env.Stop() }()
 		if k8s, err = client.New(env.Config, client.Options{Scheme: env.Scheme}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if api, err = kube.New(env.Config); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
@@ -91,7 +100,7 @@ func startStack(t *testing.T, namespaces []string) *stack {
 		t.Fatal(err)
 	}
 	srv, err := runsource.NewServer(runsource.Options{
-		Reader: k8s, Reviewer: k8s, Listener: ln, TLS: tlsCfg, Namespaces: namespaces,
+		Reader: api, Reviewer: api, Listener: ln, TLS: tlsCfg, Namespaces: namespaces,
 		Accounts: runsource.Accounts{Bound: []string{user(agentSA)}, Unbound: map[string]string{user(devSA): "node-c"}},
 	})
 	if err != nil {
@@ -192,12 +201,12 @@ func ref(run *harnessv1.HarnessRun) runsource.RunRef {
 }
 
 func podToken(pod *corev1.Pod, audience string) *runsource.RequestedToken {
-	return &runsource.RequestedToken{Client: k8s, ServiceAccount: types.NamespacedName{Namespace: system, Name: pod.Spec.ServiceAccountName},
+	return &runsource.RequestedToken{Client: api, ServiceAccount: types.NamespacedName{Namespace: system, Name: pod.Spec.ServiceAccountName},
 		Audience: audience, Bound: &authnv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}}
 }
 
 func unboundToken(sa string) *runsource.RequestedToken {
-	return &runsource.RequestedToken{Client: k8s, ServiceAccount: types.NamespacedName{Namespace: system, Name: sa}}
+	return &runsource.RequestedToken{Client: api, ServiceAccount: types.NamespacedName{Namespace: system, Name: sa}}
 }
 
 func (s *stack) client(t *testing.T, tokens runsource.TokenSource) *runsource.Client {
@@ -447,7 +456,7 @@ func TestServerName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := runsource.NewServer(runsource.Options{Reader: k8s, Reviewer: k8s, Listener: ln, TLS: tlsCfg,
+	srv, err := runsource.NewServer(runsource.Options{Reader: api, Reviewer: api, Listener: ln, TLS: tlsCfg,
 		Accounts: runsource.Accounts{Bound: []string{user(agentSA)}}})
 	if err != nil {
 		t.Fatal(err)
@@ -503,5 +512,64 @@ func TestSigningKeyNoneCostsNoAPIRequest(t *testing.T) {
 	run := boundRun(t, team, "signs-on-a", "node-a", harnessv1.RunRunning)
 	if pem, err := s.client(t, podToken(pods["agent-a"], "")).SigningKey(ctx, ref(run)); err != nil || string(pem) != "a PEM key" {
 		t.Fatalf("with a key, the bound node's node-agent: %q, %v", pem, err)
+	}
+}
+
+// TestCertFilesAreReloaded: a server given certificate files (a mounted
+// Secret) serves the renewed certificate once the files change, without a
+// restart.
+func TestCertFilesAreReloaded(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	issue := func() []byte {
+		t.Helper()
+		certPEM, keyPEM, err := runsource.SelfSigned("127.0.0.1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return certPEM
+	}
+	first := issue()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := runsource.NewServer(runsource.Options{Reader: api, Reviewer: api, Listener: ln, CertFile: certFile, KeyFile: keyFile,
+		Accounts: runsource.Accounts{Bound: []string{user(agentSA)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- srv.Start(sctx) }()
+	defer func() { cancel(); <-done }()
+	url := "https://" + ln.Addr().String()
+	// The signing key's "none" costs no API request: it shows whom the
+	// node-agent's client trusts.
+	nobody := runsource.RunRef{Namespace: team, Name: "no-such-run", UID: "no-such-uid", Attempt: 1}
+	ask := func(ca []byte) error {
+		c, err := runsource.NewClient(url, ca, staticToken("not-a-token"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.SigningKey(ctx, nobody)
+		return err
+	}
+	if err := ask(first); err != nil {
+		t.Fatalf("trusting the files' certificate: %v", err)
+	}
+	second := issue()
+	if err := ask(second); err != nil {
+		t.Fatalf("trusting the renewed certificate: %v", err)
+	}
+	if err := ask(first); err == nil || !strings.Contains(err.Error(), "not trusted") {
+		t.Fatalf("trusting only the replaced certificate: %v, want it not trusted", err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
 	"github.com/harnessfacts/harnessfacts/controllers"
+	kubeclient "github.com/harnessfacts/harnessfacts/internal/kube"
 	"github.com/harnessfacts/harnessfacts/internal/nodecmd"
 	"github.com/harnessfacts/harnessfacts/runsource"
 )
@@ -150,8 +151,14 @@ func addRunSource(mgr ctrl.Manager, f runSourceFlags) error {
 	if err != nil {
 		return err
 	}
+	// Straight from the API server, never the manager's cache (see
+	// runsource.Options.Reader), over the manager's connections.
+	api, err := kubeclient.NewWithHTTPClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return err
+	}
 	srv, err := runsource.NewServer(runsource.Options{
-		Reader: mgr.GetAPIReader(), Reviewer: mgr.GetClient(), Accounts: accounts, Namespaces: f.namespaces,
+		Reader: api, Reviewer: api, Log: ctrl.Log, Accounts: accounts, Namespaces: f.namespaces,
 		Addr: f.addr, CertFile: filepath.Join(f.certDir, "tls.crt"), KeyFile: filepath.Join(f.certDir, "tls.key"),
 		SigningKeySecret: signingKey,
 	})

@@ -220,8 +220,13 @@ func devRunSource(ctx context.Context, cmgr ctrl.Manager, admin client.Client, n
 	if err != nil {
 		return nil, err
 	}
+	api, err := kubeclient.NewWithHTTPClient(cmgr.GetConfig(), cmgr.GetHTTPClient())
+	if err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
 	srv, err := runsource.NewServer(runsource.Options{
-		Reader: cmgr.GetAPIReader(), Reviewer: cmgr.GetClient(), Listener: ln, TLS: tlsCfg,
+		Reader: api, Reviewer: api, Listener: ln, TLS: tlsCfg, Log: ctrl.Log,
 		Accounts: runsource.Accounts{Unbound: map[string]string{"system:serviceaccount:" + namespace + ":" + devNodeAgentAccount: node}},
 	})
 	if err == nil {
@@ -232,7 +237,7 @@ func devRunSource(ctx context.Context, cmgr ctrl.Manager, admin client.Client, n
 		return nil, err
 	}
 	return runsource.NewClient("https://"+ln.Addr().String(), certPEM,
-		&runsource.RequestedToken{Client: admin, ServiceAccount: client.ObjectKeyFromObject(sa)})
+		&runsource.RequestedToken{Client: api, ServiceAccount: client.ObjectKeyFromObject(sa)})
 }
 
 // embeddedCRDs are the generated CRDs compiled into this binary.

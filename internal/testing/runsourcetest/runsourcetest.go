@@ -20,10 +20,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/harnessfacts/harnessfacts/internal/kube"
 	"github.com/harnessfacts/harnessfacts/runsource"
 )
 
@@ -54,7 +58,14 @@ func Add(ctx context.Context, mgr manager.Manager, admin client.Client, namespac
 	if err != nil {
 		return nil, err
 	}
-	p, srv, err := newServer(ctx, ln, mgr.GetAPIReader(), mgr.GetClient(), admin, namespace)
+	// The server reads and reviews with the manager's identity, as the
+	// controller command's does.
+	api, err := kube.NewWithHTTPClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
+	p, srv, err := newServer(ctx, ln, api, admin, namespace)
 	if err != nil {
 		_ = ln.Close()
 		return nil, err
@@ -67,13 +78,17 @@ func Add(ctx context.Context, mgr manager.Manager, admin client.Client, namespac
 }
 
 // Start runs the Server on its own until ctx is done, for tests without a
-// controller manager.
-func Start(ctx context.Context, admin client.Client, namespace string) (*Path, error) {
+// controller manager; it reads and reviews with cfg's identity.
+func Start(ctx context.Context, cfg *rest.Config, admin client.Client, namespace string) (*Path, error) {
+	api, err := kube.New(cfg)
+	if err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	p, srv, err := newServer(ctx, ln, admin, admin, admin, namespace)
+	p, srv, err := newServer(ctx, ln, api, admin, namespace)
 	if err != nil {
 		_ = ln.Close()
 		return nil, err
@@ -82,7 +97,7 @@ func Start(ctx context.Context, admin client.Client, namespace string) (*Path, e
 	return p, nil
 }
 
-func newServer(ctx context.Context, ln net.Listener, reader client.Reader, reviewer, admin client.Client, namespace string) (*Path, *runsource.Server, error) {
+func newServer(ctx context.Context, ln net.Listener, api *kube.Client, admin client.Client, namespace string) (*Path, *runsource.Server, error) {
 	certPEM, keyPEM, err := runsource.SelfSigned("127.0.0.1")
 	if err != nil {
 		return nil, nil, err
@@ -96,7 +111,7 @@ func newServer(ctx context.Context, ln net.Listener, reader client.Reader, revie
 		return nil, nil, fmt.Errorf("making the node-agents' service account: %w", err)
 	}
 	srv, err := runsource.NewServer(runsource.Options{
-		Reader: reader, Reviewer: reviewer, Listener: ln, TLS: tlsCfg,
+		Reader: api, Reviewer: api, Listener: ln, TLS: tlsCfg, Log: log.Log,
 		Accounts: runsource.Accounts{Bound: []string{"system:serviceaccount:" + namespace + ":" + ServiceAccount}},
 	})
 	if err != nil {
@@ -117,8 +132,19 @@ func (p *Path) Token(ctx context.Context, node string) (*runsource.RequestedToke
 	if err != nil {
 		return nil, err
 	}
-	return &runsource.RequestedToken{Client: p.admin, ServiceAccount: client.ObjectKey{Namespace: p.namespace, Name: p.account},
+	return &runsource.RequestedToken{Client: tokens{p.admin}, ServiceAccount: client.ObjectKey{Namespace: p.namespace, Name: p.account},
 		Bound: &authnv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}}, nil
+}
+
+// tokens requests tokens with the tests' administrator client.
+type tokens struct{ admin client.Client }
+
+func (t tokens) CreateSubResource(ctx context.Context, obj kube.Object, subresource string, body runtime.Object) error {
+	b, ok := body.(client.Object)
+	if !ok {
+		return fmt.Errorf("%T is not an object", body)
+	}
+	return t.admin.SubResource(subresource).Create(ctx, obj, b)
 }
 
 // Client is the node-agent of node's client.
