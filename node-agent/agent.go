@@ -29,16 +29,13 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/kube"
 	"github.com/harnessfacts/harnessfacts/node-agent/executor"
 )
 
@@ -89,10 +86,15 @@ type LiveEndpoint struct {
 
 // Agent is the node-agent of one node.
 type Agent struct {
-	opts      Options
-	client    client.Client
-	apiReader client.Reader
-	recorder  events.EventRecorder
+	opts     Options
+	client   *kube.Client
+	cache    *kube.Cache
+	recorder *kube.Recorder
+	// queue holds the runs to reconcile; a run is never reconciled by two
+	// workers at once.
+	queue workqueue.TypedRateLimitingInterface[types.NamespacedName]
+	// closers are called once the attempts are done (the executor's Close).
+	closers []func() error
 
 	mu      sync.Mutex
 	running map[types.UID]*running
@@ -115,12 +117,17 @@ type Executor interface {
 	Execute(ctx context.Context, run *harnessv1.HarnessRun) *executor.Outcome
 }
 
-// New creates an Agent and adds it to mgr: the heartbeat, the claim
-// reconciler and the sweep of runs orphaned by an earlier process. mgr's
-// cache must hold only this node's runs (see ManagerOptions).
-func New(mgr manager.Manager, opts Options) (*Agent, error) {
+// workers is how many runs are reconciled at once: claims and stops are
+// short, the attempts themselves run in their own goroutines.
+const workers = 2
+
+// New creates the Agent of api's node; Start runs it.
+func New(api *API, opts Options) (*Agent, error) {
 	if opts.NodeName == "" || opts.LeaseNamespace == "" {
 		return nil, errors.New("node-agent: the node name and the Lease namespace are required")
+	}
+	if opts.NodeName != api.node {
+		return nil, fmt.Errorf("node-agent: the API's cache holds the runs of node %q, not %q", api.node, opts.NodeName)
 	}
 	if opts.Executor == nil {
 		return nil, errors.New("node-agent: an Executor is required")
@@ -135,27 +142,96 @@ func New(mgr manager.Manager, opts Options) (*Agent, error) {
 		opts.Clock = clock.RealClock{}
 	}
 	a := &Agent{
-		opts:      opts,
-		client:    mgr.GetClient(),
-		apiReader: mgr.GetAPIReader(),
-		recorder:  mgr.GetEventRecorder("harnessfacts-node-agent"),
-		running:   map[types.UID]*running{},
-		swept:     make(chan struct{}),
+		opts:     opts,
+		client:   api.Client,
+		cache:    api.Cache,
+		recorder: kube.NewRecorder(api.Client, "harnessfacts-node-agent", log.Log.WithName("events")),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
+			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "node-agent"}),
+		running: map[types.UID]*running{},
+		swept:   make(chan struct{}),
 	}
 	a.idle = newIdleMemory(opts.Clock, func() bool {
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		return len(a.running) > 0
 	})
-	if err := mgr.Add(manager.RunnableFunc(a.start)); err != nil {
-		return nil, err
+	enqueue := func(obj any) {
+		if name, err := cache.DeletionHandlingObjectToName(obj); err == nil {
+			a.queue.Add(types.NamespacedName{Namespace: name.Namespace, Name: name.Name})
+		}
 	}
-	err := ctrl.NewControllerManagedBy(mgr).
-		Named("node-agent").
-		For(&harnessv1.HarnessRun{}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 2}).
-		Complete(reconcile.Func(a.reconcile))
+	_, err := api.Cache.Informer(&harnessv1.HarnessRun{}).AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		DeleteFunc: enqueue,
+	})
 	return a, err
+}
+
+// Start runs the Agent until ctx ends (SIGTERM, its pod replaced or
+// deleted), then drains: no new claim, the running attempts finish or are
+// handed back (Options.HandBackAfter). The cache and the Events outlive ctx
+// until the drain is done, as a controller-runtime manager stops its
+// caches last.
+func (a *Agent) Start(ctx context.Context) error {
+	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithName("node-agent"))
+	bg, stopBg := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBg()
+	events := make(chan struct{})
+	go func() {
+		defer close(events)
+		a.recorder.Run(bg, 5*time.Second)
+	}()
+	a.cache.Start(bg)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer a.queue.ShutDown()
+	if err := a.syncCache(ctx); err != nil {
+		return err
+	}
+	for range workers {
+		wg.Go(func() { a.work(ctx) })
+	}
+	err := a.start(ctx)
+	a.queue.ShutDown()
+	wg.Wait()
+	for _, c := range a.closers {
+		err = errors.Join(err, c())
+	}
+	stopBg()
+	<-events
+	return err
+}
+
+// work reconciles queued runs until the queue shuts down, as a
+// controller-runtime controller's worker does: an error is retried with
+// backoff, a result's RequeueAfter after that long.
+func (a *Agent) work(ctx context.Context) {
+	logger := log.FromContext(ctx)
+	for {
+		key, quit := a.queue.Get()
+		if quit {
+			return
+		}
+		res, err := a.reconcile(log.IntoContext(ctx, logger.WithValues("run", key.String())), key)
+		switch {
+		case err != nil:
+			logger.Error(err, "reconciling a run; retrying", "run", key.String())
+			a.queue.AddRateLimited(key)
+		case res.RequeueAfter > 0:
+			a.queue.Forget(key)
+			a.queue.AddAfter(key, res.RequeueAfter)
+		default:
+			a.queue.Forget(key)
+		}
+		a.queue.Done(key)
+	}
+}
+
+// result says when to reconcile a run again.
+type result struct {
+	RequeueAfter time.Duration
 }
 
 // start creates the Lease, registers the node, reports the runs an earlier
@@ -173,9 +249,6 @@ func (a *Agent) start(ctx context.Context) error {
 	if err := a.sweep(ctx); err != nil {
 		return err
 	}
-	if err := a.warmPolicies(ctx); err != nil {
-		return err
-	}
 	close(a.swept)
 	a.idle.settle()
 	// The heartbeat outlives ctx until the attempts are drained: a Lease
@@ -188,4 +261,9 @@ func (a *Agent) start(ctx context.Context) error {
 	a.drain(beatCtx)
 	stopBeat()
 	return <-beat
+}
+
+// keyOf names obj.
+func keyOf(obj kube.Object) types.NamespacedName {
+	return types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}
 }

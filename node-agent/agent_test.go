@@ -20,10 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/internal/testing/leaks"
@@ -111,13 +108,7 @@ func startAgent(t *testing.T, node string, exec nodeagent.Executor, tune ...func
 // startAgentOn is startAgent with the node-agent's API client on cfg.
 func startAgentOn(t *testing.T, cfg *rest.Config, node string, exec nodeagent.Executor, tune ...func(*nodeagent.Options)) context.CancelFunc {
 	t.Helper()
-	cacheOpts, clientOpts := nodeagent.ManagerOptions(node)
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: env.Scheme, Cache: cacheOpts, Client: clientOpts,
-		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		// Each test runs its own node-agent in this one process.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	api, err := nodeagent.NewAPI(cfg, node)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,12 +121,13 @@ func startAgentOn(t *testing.T, cfg *rest.Config, node string, exec nodeagent.Ex
 	for _, f := range tune {
 		f(&opts)
 	}
-	if _, err := nodeagent.New(mgr, opts); err != nil {
+	agent, err := nodeagent.New(api, opts)
+	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
+	go func() { done <- agent.Start(ctx) }()
 	stop := func() {
 		cancel()
 		if err := <-done; err != nil {

@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/cache"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
@@ -37,17 +39,16 @@ func TestCacheKeepsLittleOfEndedRuns(t *testing.T) {
 	}
 	waiting := boundRun(t, "waiting", node, harnessv1.RunScheduled)
 
-	opts, _ := nodeagent.ManagerOptions(node)
-	opts.Scheme = env.Scheme
-	c, err := cache.New(env.Config, opts)
+	api, err := nodeagent.NewAPI(env.Config, node)
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = c.Start(ctx) }()
+	c := api.Cache
+	c.Start(ctx)
 	sctx, scancel := context.WithTimeout(ctx, time.Minute)
 	defer scancel()
-	if !c.WaitForCacheSync(sctx) {
-		t.Fatal("the cache did not sync")
+	if err := c.WaitForSync(sctx); err != nil {
+		t.Fatal(err)
 	}
 	got := &harnessv1.HarnessRun{}
 	for {
@@ -70,5 +71,36 @@ func TestCacheKeepsLittleOfEndedRuns(t *testing.T) {
 	}
 	if len(w.Spec.Agent.Command) != 1 || w.Spec.Fixture.Inline == nil {
 		t.Errorf("the cache lost the spec of a run still to run: %+v", w.Spec)
+	}
+}
+
+// Policies select namespaces by their labels, so the node-agent watches
+// every Namespace; of each it keeps only the name and labels, not what
+// tenants put in annotations.
+func TestCacheKeepsOnlyNamespacesLabels(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "cache-labels", Labels: map[string]string{"team": "evals"},
+		Annotations: map[string]string{"tenant.example.com/big": strings.Repeat("x", 100<<10)}}}
+	if err := k8s.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), ns) })
+	api, err := nodeagent.NewAPI(env.Config, "cache-labels-node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	api.Cache.Start(ctx)
+	sctx, scancel := context.WithTimeout(ctx, time.Minute)
+	defer scancel()
+	if err := api.Cache.WaitForSync(sctx); err != nil {
+		t.Fatal(err)
+	}
+	got := &corev1.Namespace{}
+	if err := api.Cache.Get(sctx, types.NamespacedName{Name: ns.Name}, got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Labels["team"] != "evals" || len(got.Annotations) != 0 || got.Name != ns.Name {
+		t.Errorf("the cache keeps of a Namespace: %+v", got.ObjectMeta)
 	}
 }

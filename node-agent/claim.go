@@ -10,10 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/kube"
 	"github.com/harnessfacts/harnessfacts/node-agent/executor"
 	"github.com/harnessfacts/harnessfacts/node-agent/livelog"
 )
@@ -68,24 +67,24 @@ func (a *Agent) slotsBusy() int {
 }
 
 // reconcile acts on one run bound to this node.
-func (a *Agent) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (a *Agent) reconcile(ctx context.Context, key types.NamespacedName) (result, error) {
 	select {
 	case <-a.swept:
 	case <-ctx.Done():
-		return reconcile.Result{}, nil
+		return result{}, nil
 	}
 	if a.isDraining() {
 		// Stopping: no new claim, and a run Running under another attempt
 		// may be the next node-agent's, already started on this node.
-		return reconcile.Result{}, nil
+		return result{}, nil
 	}
 	run := &harnessv1.HarnessRun{}
-	if err := a.client.Get(ctx, req.NamespacedName, run); err != nil {
+	if err := a.cache.Get(ctx, key, run); err != nil {
 		if apierrors.IsNotFound(err) {
-			a.stopByKey(req.NamespacedName, &executor.StopCause{Reason: harnessv1.ReasonDeleted, Message: "the run was deleted"})
-			return reconcile.Result{}, nil
+			a.stopByKey(key, &executor.StopCause{Reason: harnessv1.ReasonDeleted, Message: "the run was deleted"})
+			return result{}, nil
 		}
-		return reconcile.Result{}, err
+		return result{}, err
 	}
 	a.mu.Lock()
 	r := a.running[run.UID]
@@ -95,27 +94,27 @@ func (a *Agent) reconcile(ctx context.Context, req reconcile.Request) (reconcile
 		if r != nil {
 			r.cancel(&executor.StopCause{Reason: harnessv1.ReasonStopped, Message: "the run is no longer bound to this node"})
 		}
-		return reconcile.Result{}, nil
+		return result{}, nil
 	}
 	if cause := stopRequested(run); cause != nil && r != nil {
 		r.cancel(cause)
-		return reconcile.Result{}, nil
+		return result{}, nil
 	}
 
 	switch run.Status.Phase {
 	case harnessv1.RunScheduled:
 		if stopRequested(run) != nil {
-			return reconcile.Result{}, nil // the controller ends runs never claimed
+			return result{}, nil // the controller ends runs never claimed
 		}
 		return a.claim(ctx, run)
 	case harnessv1.RunRunning:
 		if r == nil || r.attempt != run.Status.Attempt {
 			// Claimed by an earlier process of this node-agent (or a
 			// previous attempt): never execute an attempt twice.
-			return reconcile.Result{}, a.markOrphaned(ctx, run)
+			return result{}, a.markOrphaned(ctx, run)
 		}
 	}
-	return reconcile.Result{}, nil
+	return result{}, nil
 }
 
 // stopRequested says whether the run must stop, and why.
@@ -148,23 +147,23 @@ func (a *Agent) stopByKey(key types.NamespacedName, cause *executor.StopCause) {
 
 // claim starts the bound attempt: phase Running with startTime, written only
 // if nobody changed the run since this agent read it.
-func (a *Agent) claim(ctx context.Context, run *harnessv1.HarnessRun) (reconcile.Result, error) {
+func (a *Agent) claim(ctx context.Context, run *harnessv1.HarnessRun) (result, error) {
 	// Held until the attempt is counted in wg, so that a drain that begins
 	// meanwhile waits for it (see drain).
 	a.claims.RLock()
 	defer a.claims.RUnlock()
 	if a.draining {
-		return reconcile.Result{}, nil
+		return result{}, nil
 	}
 	if a.slotsBusy() >= int(a.opts.Slots) {
 		// The controller never binds more runs than slots; this only
 		// happens while a finished run's status is on its way.
-		return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, nil
+		return result{RequeueAfter: 100 * time.Millisecond}, nil
 	}
 
-	violations, err := policyViolations(ctx, a.client, run)
+	violations, err := policyViolations(ctx, a.cache, run)
 	if err != nil {
-		return reconcile.Result{}, err
+		return result{}, err
 	}
 	if len(violations) > 0 {
 		return a.refuse(ctx, run, violations)
@@ -189,28 +188,28 @@ func (a *Agent) claim(ctx context.Context, run *harnessv1.HarnessRun) (reconcile
 	// claim (the claims lock), then for its attempt, which it hands back if
 	// it cannot finish.
 	if ctx.Err() != nil {
-		return reconcile.Result{}, nil
+		return result{}, nil
 	}
 	writeCtx, cancelWrite := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancelWrite()
-	if err := a.client.Status().Patch(writeCtx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := a.client.Status().Patch(writeCtx, run, kube.MergeFromWithLock(base)); err != nil {
 		if isGone(err) {
-			return reconcile.Result{}, nil // a newer version comes through the watch
+			return result{}, nil // a newer version comes through the watch
 		}
-		return reconcile.Result{}, fmt.Errorf("claiming %s: %w", client.ObjectKeyFromObject(run), err)
+		return result{}, fmt.Errorf("claiming %s: %w", keyOf(run), err)
 	}
 	// Its Running Event comes once the attempt has lasted (watchUnderWay):
 	// a short one's terminal Event tells its whole story.
 
 	attemptCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	r := &running{key: client.ObjectKeyFromObject(run), attempt: st.Attempt, ctx: attemptCtx, cancel: cancel, last: run.DeepCopy()}
+	r := &running{key: keyOf(run), attempt: st.Attempt, ctx: attemptCtx, cancel: cancel, last: run.DeepCopy()}
 	a.mu.Lock()
 	a.running[run.UID] = r
 	a.mu.Unlock()
 	a.wg.Add(1)
 	go a.runAttempt(attemptCtx, run.DeepCopy(), r)
 	go a.watchUnderWay(r)
-	return reconcile.Result{}, nil
+	return result{}, nil
 }
 
 // isGone: the run changed (a newer version comes through the watch) or was

@@ -11,10 +11,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/kube"
 	"github.com/harnessfacts/harnessfacts/node-agent/executor"
 )
 
@@ -109,7 +109,7 @@ func (a *Agent) stopRequestedAttempts(ctx context.Context) {
 	a.mu.Unlock()
 	for uid, r := range live {
 		run := &harnessv1.HarnessRun{}
-		err := a.apiReader.Get(ctx, r.key, run)
+		err := a.client.Get(ctx, r.key, run)
 		var cause *executor.StopCause
 		switch {
 		case apierrors.IsNotFound(err) || (err == nil && run.UID != uid):
@@ -160,7 +160,7 @@ func (a *Agent) markDraining(ctx context.Context) error {
 	now := metav1.NewTime(a.opts.Clock.Now())
 	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		node := &harnessv1.HarnessNode{}
-		if err := a.apiReader.Get(ctx, types.NamespacedName{Name: a.opts.NodeName}, node); err != nil {
+		if err := a.client.Get(ctx, types.NamespacedName{Name: a.opts.NodeName}, node); err != nil {
 			return err
 		}
 		meta.SetStatusCondition(&node.Status.Conditions, metav1.Condition{Type: harnessv1.ConditionNodeReady,
@@ -177,14 +177,14 @@ func (a *Agent) markDraining(ctx context.Context) error {
 // is not handed back: handBack returns its stop, and the caller writes the
 // stopped outcome, so that the run ends as the user asked.
 func (a *Agent) handBack(ctx context.Context, run *harnessv1.HarnessRun) (*executor.StopCause, error) {
-	key := client.ObjectKeyFromObject(run)
+	key := keyOf(run)
 	msg := fmt.Sprintf("the node-agent on %s was shut down (its pod replaced or deleted) before attempt %d finished within its shutdown grace; it stopped the agent, removed the run dir and handed the attempt back",
 		a.opts.NodeName, run.Status.Attempt)
 	var written *harnessv1.HarnessRun
 	var stop *executor.StopCause
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		cur := &harnessv1.HarnessRun{}
-		if err := a.apiReader.Get(ctx, key, cur); err != nil {
+		if err := a.client.Get(ctx, key, cur); err != nil {
 			return err
 		}
 		if cur.UID != run.UID || cur.Status.Attempt != run.Status.Attempt || cur.Status.Phase != harnessv1.RunRunning ||
@@ -200,7 +200,7 @@ func (a *Agent) handBack(ctx context.Context, run *harnessv1.HarnessRun) (*execu
 			Reason: harnessv1.ReasonHandedBack, Message: msg, ObservedGeneration: cur.Generation,
 			LastTransitionTime: metav1.NewTime(a.opts.Clock.Now())})
 		cur.Status.LiveOutput = nil // the stream ended with the attempt
-		if err := a.client.Status().Patch(ctx, cur, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		if err := a.client.Status().Patch(ctx, cur, kube.MergeFromWithLock(base)); err != nil {
 			return err
 		}
 		written = cur

@@ -9,10 +9,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/kube"
 )
 
 // renewLease creates the node's Lease or renews it. The controller judges
@@ -100,5 +100,5 @@ func (a *Agent) updateSlotsInUse(ctx context.Context) error {
 	}
 	base := node.DeepCopy()
 	node.Status.SlotsInUse = inUse
-	return a.client.Status().Patch(ctx, node, client.MergeFrom(base))
+	return a.client.Status().Patch(ctx, node, kube.MergeFrom(base))
 }

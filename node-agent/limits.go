@@ -7,10 +7,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/util/retry"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/kube"
 )
 
 // underWayAfter is how long an attempt must be running, after its claim,
@@ -88,7 +88,7 @@ func (a *Agent) writeLimits(ctx context.Context, r *running) {
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		if fresh {
 			cur = &harnessv1.HarnessRun{}
-			if err := a.apiReader.Get(ctx, client.ObjectKeyFromObject(last), cur); err != nil {
+			if err := a.client.Get(ctx, keyOf(last), cur); err != nil {
 				return err
 			}
 			if cur.UID != last.UID || cur.Status.Attempt != last.Status.Attempt || cur.Status.Phase.Terminal() ||
@@ -101,7 +101,7 @@ func (a *Agent) writeLimits(ctx context.Context, r *running) {
 		base := cur.DeepCopy()
 		cur.Status.Limits = r.limits.Limits.DeepCopy()
 		cur.Status.LimitSources = r.limits.Sources
-		return a.client.Status().Patch(ctx, cur, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+		return a.client.Status().Patch(ctx, cur, kube.MergeFromWithLock(base))
 	})
 	if err != nil {
 		if !apierrors.IsNotFound(err) {

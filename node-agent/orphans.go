@@ -8,9 +8,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/kube"
 )
 
 // sweep ends the runs an earlier node-agent process claimed on this node and
@@ -18,7 +18,7 @@ import (
 // attempt cannot be trusted and is not executed again.
 func (a *Agent) sweep(ctx context.Context) error {
 	var runs harnessv1.HarnessRunList
-	if err := a.client.List(ctx, &runs); err != nil { // the cache holds only this node's runs
+	if err := a.cache.List(ctx, &runs); err != nil { // the cache holds only this node's runs
 		return fmt.Errorf("listing this node's runs: %w", err)
 	}
 	for i := range runs.Items {
@@ -50,12 +50,12 @@ func (a *Agent) markOrphaned(ctx context.Context, run *harnessv1.HarnessRun) err
 	meta.SetStatusCondition(&run.Status.Conditions, metav1.Condition{Type: harnessv1.ConditionReady, Status: metav1.ConditionFalse,
 		Reason: harnessv1.ReasonNodeAgentRestarted, Message: msg, ObservedGeneration: run.Generation,
 		LastTransitionTime: metav1.NewTime(a.opts.Clock.Now())})
-	err := a.client.Status().Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	err := a.client.Status().Patch(ctx, run, kube.MergeFromWithLock(base))
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		return nil // the next version comes through the watch
 	}
 	if err != nil {
-		return fmt.Errorf("reporting the orphaned attempt of %s: %w", client.ObjectKeyFromObject(run), err)
+		return fmt.Errorf("reporting the orphaned attempt of %s: %w", keyOf(run), err)
 	}
 	a.recorder.Eventf(run, nil, corev1.EventTypeWarning, harnessv1.ReasonNodeAgentRestarted, "Recover", "%s", msg)
 	return nil

@@ -5,17 +5,15 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/kube"
 )
 
 // policyViolations are the rules of the HarnessPolicies over the run's
@@ -29,7 +27,7 @@ import (
 // a healthy watch. A policy written within that moment before a check is
 // judged by the next check; one written after the agent started binds the
 // next runs (the controller's and admission's checks are cache-fed too).
-func policyViolations(ctx context.Context, r client.Reader, run *harnessv1.HarnessRun) ([]string, error) {
+func policyViolations(ctx context.Context, r *kube.Cache, run *harnessv1.HarnessRun) ([]string, error) {
 	policies, labels, err := policiesAndLabels(ctx, r, run.Namespace)
 	if err != nil || len(policies) == 0 {
 		return nil, err
@@ -54,7 +52,7 @@ func policyViolations(ctx context.Context, r client.Reader, run *harnessv1.Harne
 
 // policiesAndLabels are every HarnessPolicy, sorted by name, and the labels
 // of namespace (read only when there is a policy).
-func policiesAndLabels(ctx context.Context, r client.Reader, namespace string) ([]harnessv1.HarnessPolicy, map[string]string, error) {
+func policiesAndLabels(ctx context.Context, r *kube.Cache, namespace string) ([]harnessv1.HarnessPolicy, map[string]string, error) {
 	policies := &harnessv1.HarnessPolicyList{}
 	if err := r.List(ctx, policies); err != nil {
 		return nil, nil, fmt.Errorf("listing HarnessPolicies: %w", err)
@@ -70,26 +68,11 @@ func policiesAndLabels(ctx context.Context, r client.Reader, namespace string) (
 	return policies.Items, ns.Labels, nil
 }
 
-// warmPolicies has the cache list and watch HarnessPolicies and Namespaces
-// before the first claim waits for it, and says clearly when the node-agent
-// may not (its ClusterRole lacks list and watch on them).
-func (a *Agent) warmPolicies(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if err := a.client.List(ctx, &harnessv1.HarnessPolicyList{}); err != nil {
-		return fmt.Errorf("watching HarnessPolicies (the node-agent needs list and watch on them): %w", err)
-	}
-	if err := a.client.List(ctx, &corev1.NamespaceList{}); err != nil {
-		return fmt.Errorf("watching Namespaces for the labels HarnessPolicies select by (the node-agent needs list and watch on namespaces): %w", err)
-	}
-	return nil
-}
-
 // refuse ends a bound run that breaks a HarnessPolicy instead of claiming
 // it: Failed, reason PolicyViolation, naming each rule, in one status write
 // conditioned on the version read (like a claim). Like the controller's
 // refusal before binding, it has no verdict: the agent never ran.
-func (a *Agent) refuse(ctx context.Context, run *harnessv1.HarnessRun, violations []string) (reconcile.Result, error) {
+func (a *Agent) refuse(ctx context.Context, run *harnessv1.HarnessRun, violations []string) (result, error) {
 	now := metav1.NewTime(a.opts.Clock.Now())
 	base := run.DeepCopy()
 	st := &run.Status
@@ -101,19 +84,19 @@ func (a *Agent) refuse(ctx context.Context, run *harnessv1.HarnessRun, violation
 		Reason: harnessv1.ReasonPolicyViolation, Message: st.Message, ObservedGeneration: run.Generation, LastTransitionTime: now})
 	harnessv1.MarkFinished(st, run.Generation, now)
 	st.Fit()
-	if err := a.client.Status().Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := a.client.Status().Patch(ctx, run, kube.MergeFromWithLock(base)); err != nil {
 		if isGone(err) {
-			return reconcile.Result{}, nil
+			return result{}, nil
 		}
-		return reconcile.Result{}, fmt.Errorf("refusing %s: %w", client.ObjectKeyFromObject(run), err)
+		return result{}, fmt.Errorf("refusing %s: %w", keyOf(run), err)
 	}
 	a.recorder.Eventf(run, nil, corev1.EventTypeWarning, harnessv1.ReasonPolicyViolation, "Claim", "%s", st.Message)
-	return reconcile.Result{}, nil
+	return result{}, nil
 }
 
 // gatewayLimits reads a run's model gateway limits from the HarnessPolicies
 // over its namespace, as they are when its gateway starts.
-func gatewayLimits(r client.Reader) func(ctx context.Context, run *harnessv1.HarnessRun) (harnessv1.GatewayLimits, error) {
+func gatewayLimits(r *kube.Cache) func(ctx context.Context, run *harnessv1.HarnessRun) (harnessv1.GatewayLimits, error) {
 	return func(ctx context.Context, run *harnessv1.HarnessRun) (harnessv1.GatewayLimits, error) {
 		selecting, err := policiesOver(ctx, r, run.Namespace)
 		if err != nil {
@@ -125,7 +108,7 @@ func gatewayLimits(r client.Reader) func(ctx context.Context, run *harnessv1.Har
 
 // pricing reads the price table of a run's namespace from the
 // HarnessPolicies over it, as they are when the run ends.
-func pricing(r client.Reader) func(ctx context.Context, run *harnessv1.HarnessRun) (*harnessv1.PolicyPricing, string, error) {
+func pricing(r *kube.Cache) func(ctx context.Context, run *harnessv1.HarnessRun) (*harnessv1.PolicyPricing, string, error) {
 	return func(ctx context.Context, run *harnessv1.HarnessRun) (*harnessv1.PolicyPricing, string, error) {
 		selecting, err := policiesOver(ctx, r, run.Namespace)
 		if err != nil {
@@ -137,7 +120,7 @@ func pricing(r client.Reader) func(ctx context.Context, run *harnessv1.HarnessRu
 }
 
 // policiesOver are the HarnessPolicies that select namespace, by name.
-func policiesOver(ctx context.Context, r client.Reader, namespace string) ([]harnessv1.HarnessPolicy, error) {
+func policiesOver(ctx context.Context, r *kube.Cache, namespace string) ([]harnessv1.HarnessPolicy, error) {
 	policies, labels, err := policiesAndLabels(ctx, r, namespace)
 	if err != nil {
 		return nil, err

@@ -85,7 +85,7 @@ func (a *Agent) anySandbox() bool {
 // logged, never fatal.
 func (a *Agent) nodeLabels(ctx context.Context) map[string]string {
 	node := &corev1.Node{}
-	if err := a.apiReader.Get(ctx, types.NamespacedName{Name: a.opts.NodeName}, node); err != nil {
+	if err := a.client.Get(ctx, types.NamespacedName{Name: a.opts.NodeName}, node); err != nil {
 		log.FromContext(ctx).Info("not mirroring Node labels", "node", a.opts.NodeName, "reason", err.Error())
 		return a.opts.ExtraLabels
 	}

@@ -9,17 +9,16 @@ import (
 	"path/filepath"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/kube"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
 	"github.com/harnessfacts/harnessfacts/node-agent/evidence"
 	"github.com/harnessfacts/harnessfacts/node-agent/executor"
@@ -89,11 +88,11 @@ type SetupOptions struct {
 	Image string
 }
 
-// Setup prepares a node-agent on mgr: it makes the executor, removes what an
-// earlier process's runs left behind, finds what the node offers (sandbox
-// modes, the adapters' CLI versions), and adds the Agent to mgr. mgr must
-// have been made with ManagerOptions(opts.NodeName).
-func Setup(ctx context.Context, mgr manager.Manager, opts SetupOptions) (*Agent, error) {
+// Setup prepares the node-agent of api's node: it makes the executor,
+// removes what an earlier process's runs left behind, finds what the node
+// offers (sandbox modes, the adapters' CLI versions), and makes the Agent;
+// its Start runs it.
+func Setup(ctx context.Context, api *API, opts SetupOptions) (*Agent, error) {
 	if opts.Controller == nil {
 		return nil, errors.New("node-agent: no controller to read runs' Secret keys and fixtures from (--controller-url)")
 	}
@@ -145,10 +144,10 @@ func Setup(ctx context.Context, mgr manager.Manager, opts SetupOptions) (*Agent,
 		ProviderCAs:    opts.ProviderCAs,
 		// HarnessPolicies and Namespaces' labels from the cache (see
 		// policyViolations for how fresh).
-		GatewayLimits: gatewayLimits(mgr.GetClient()),
-		Pricing:       pricing(mgr.GetClient()),
+		GatewayLimits: gatewayLimits(api.Cache),
+		Pricing:       pricing(api.Cache),
 		PolicyViolations: func(ctx context.Context, run *harnessv1.HarnessRun) ([]string, error) {
-			return policyViolations(ctx, mgr.GetClient(), run)
+			return policyViolations(ctx, api.Cache, run)
 		},
 		ClusterCIDRs: opts.ClusterCIDRs,
 		NodeAddrs:    opts.NodeIPs,
@@ -169,15 +168,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts SetupOptions) (*Agent,
 		_ = exec.Close()
 		return nil, err
 	}
-	// The run dirs waiting for removal go with the manager.
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		<-ctx.Done()
-		return exec.Close()
-	})); err != nil {
-		_ = exec.Close()
-		return nil, err
-	}
-	agent, err = New(mgr, Options{
+	agent, err = New(api, Options{
 		NodeName:       opts.NodeName,
 		LeaseNamespace: opts.LeaseNamespace,
 		LeaseDuration:  opts.LeaseDuration,
@@ -190,26 +181,79 @@ func Setup(ctx context.Context, mgr manager.Manager, opts SetupOptions) (*Agent,
 		HandBackAfter:  opts.HandBackAfter,
 		EvidenceKey:    evidenceKeyInfo(key),
 	})
-	return agent, err
+	if err != nil {
+		_ = exec.Close()
+		return nil, err
+	}
+	// The run dirs waiting for removal go once the attempts are done.
+	agent.closers = append(agent.closers, exec.Close)
+	return agent, nil
 }
 
-// ManagerOptions returns the parts of a manager's options the node-agent
-// needs: a cache that holds only the runs bound to this node (a field
-// selector on status.nodeName, so a node never sees, or needs RBAC for, the
-// cluster's other runs), and direct reads for everything else it touches
-// (its own HarnessNode and Lease, its Node), which must never be cached
-// cluster-wide. It reads no Secret or ConfigMap at all (ClusterSources); they
-// are listed so that no cache of them is ever made.
-func ManagerOptions(nodeName string) (cache.Options, client.Options) {
-	return cache.Options{
-			ByObject: map[client.Object]cache.ByObject{
-				&harnessv1.HarnessRun{}: {Field: fields.OneTermEqualSelector("status.nodeName", nodeName), Transform: cachedRun},
-			},
-			DefaultTransform: cache.TransformStripManagedFields(),
-		}, client.Options{Cache: &client.CacheOptions{
-			DisableFor: []client.Object{&harnessv1.HarnessNode{}, &coordinationv1.Lease{}, &corev1.ConfigMap{},
-				&corev1.Secret{}, &corev1.Node{}},
-		}}
+// API is a node-agent's view of the API server: a client, and a cache of
+// the runs bound to its node (a field selector on status.nodeName, so a
+// node never sees, or needs RBAC for, the cluster's other runs), of the
+// HarnessPolicies, and of the Namespaces' labels (what policies select
+// by). Everything else it touches (its own HarnessNode and Lease, its
+// Node, evidence ConfigMaps) is read and written directly, never cached
+// cluster-wide. It reads no Secret or ConfigMap at all (ClusterSources).
+type API struct {
+	Client *kube.Client
+	Cache  *kube.Cache
+	node   string
+}
+
+// NewAPI makes the API of node nodeName from cfg.
+func NewAPI(cfg *rest.Config, nodeName string) (*API, error) {
+	c, err := kube.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	k, err := kube.NewCache(c,
+		kube.Watched{Object: &harnessv1.HarnessRun{}, List: &harnessv1.HarnessRunList{},
+			Field: fields.OneTermEqualSelector("status.nodeName", nodeName), Transform: cachedRun},
+		kube.Watched{Object: &harnessv1.HarnessPolicy{}, List: &harnessv1.HarnessPolicyList{}},
+		kube.Watched{Object: &corev1.Namespace{}, List: &corev1.NamespaceList{}, Transform: namespaceLabels},
+	)
+	if err != nil {
+		return nil, err
+	}
+	return &API{Client: c, Cache: k, node: nodeName}, nil
+}
+
+// syncWait bounds the wait for the cache's first lists: an informer whose
+// list is refused (RBAC) retries for ever.
+const syncWait = time.Minute
+
+// syncCache waits for the cache's first lists, and says clearly which one
+// the node-agent may not make (its ClusterRole lacks list and watch).
+func (a *Agent) syncCache(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, syncWait)
+	defer cancel()
+	for _, w := range []struct {
+		obj  kube.Object
+		what string
+	}{
+		{&harnessv1.HarnessRun{}, "the HarnessRuns bound to this node (the node-agent needs list and watch on them)"},
+		{&harnessv1.HarnessPolicy{}, "HarnessPolicies (the node-agent needs list and watch on them)"},
+		{&corev1.Namespace{}, "Namespaces for the labels HarnessPolicies select by (the node-agent needs list and watch on namespaces)"},
+	} {
+		if !cache.WaitForCacheSync(ctx.Done(), a.cache.Informer(w.obj).HasSynced) {
+			return fmt.Errorf("watching %s: not listed within %s", w.what, syncWait)
+		}
+	}
+	return nil
+}
+
+// namespaceLabels is what the cache keeps of a Namespace: its name and
+// labels, what HarnessPolicies select by.
+func namespaceLabels(obj any) (any, error) {
+	ns, ok := obj.(*corev1.Namespace)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.Namespace{TypeMeta: ns.TypeMeta, ObjectMeta: metav1.ObjectMeta{Name: ns.Name, UID: ns.UID,
+		ResourceVersion: ns.ResourceVersion, Labels: ns.Labels}}, nil
 }
 
 // cachedRun is the cache's transform of a run bound to this node. A run

@@ -11,8 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/node-agent/executor"
@@ -21,7 +19,7 @@ import (
 // finish writes the evidence ConfigMap (owned by the run) and then the
 // terminal status, in one status write.
 func (a *Agent) finish(ctx context.Context, run *harnessv1.HarnessRun, r *running, res *executor.Outcome) error {
-	key := client.ObjectKeyFromObject(run)
+	key := keyOf(run)
 	// From now on only this writes the attempt's status.
 	r.writeMu.Lock()
 	r.ended = true
@@ -46,7 +44,7 @@ func (a *Agent) finish(ctx context.Context, run *harnessv1.HarnessRun, r *runnin
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		if fresh {
 			cur = &harnessv1.HarnessRun{}
-			if err := a.apiReader.Get(ctx, key, cur); err != nil {
+			if err := a.client.Get(ctx, key, cur); err != nil {
 				return err
 			}
 		}
@@ -97,7 +95,8 @@ func (a *Agent) writeEvidence(ctx context.Context, run *harnessv1.HarnessRun, ev
 			LabelNode: a.opts.NodeName,
 		}
 		cm.Data, cm.BinaryData = ev.Data, ev.BinaryData
-		return controllerutil.SetControllerReference(run, cm, a.client.Scheme())
+		cm.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(run, harnessv1.GroupVersion.WithKind("HarnessRun"))}
+		return nil
 	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: EvidenceName(run), Namespace: run.Namespace}}
 	if err := fill(cm); err != nil {

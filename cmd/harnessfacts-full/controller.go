@@ -174,7 +174,7 @@ func runController(cmd *cobra.Command, f controllerFlags) error {
 	if err != nil {
 		return err
 	}
-	scheme := nodecmd.Scheme()
+	scheme := clusterScheme()
 	opts := controllers.ManagerOptions(controllers.ManagerConfig{
 		Scheme:                  scheme,
 		LeaseNamespace:          f.leaseNamespace,

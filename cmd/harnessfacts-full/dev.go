@@ -25,7 +25,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
@@ -91,7 +90,7 @@ func runDev(ctx context.Context, f devFlags) error {
 	if err != nil {
 		return err
 	}
-	scheme := nodecmd.Scheme()
+	scheme := clusterScheme()
 	env := &envtest.Environment{BinaryAssetsDirectory: f.assets, CRDs: crds, Scheme: scheme}
 	logger.Info("starting kube-apiserver and etcd", "assets", f.assets)
 	cfg, err := env.Start()
@@ -126,8 +125,8 @@ func runDev(ctx context.Context, f devFlags) error {
 		return err
 	}
 
-	// The controller and the node-agent, each in its own manager, as their
-	// Deployment and DaemonSet would run them.
+	// The controller in its manager and the node-agent, as their Deployment
+	// and DaemonSet would run them.
 	noServe := func(o ctrl.Options) ctrl.Options {
 		o.Scheme = scheme
 		o.Metrics = metricsserver.Options{BindAddress: "0"}
@@ -147,44 +146,38 @@ func runDev(ctx context.Context, f devFlags) error {
 	if err != nil {
 		return err
 	}
-	cacheOpts, clientOpts := nodeagent.ManagerOptions(f.node)
-	nmgr, err := ctrl.NewManager(cfg, noServe(ctrl.Options{Cache: cacheOpts, Client: clientOpts}))
+	api, err := nodeagent.NewAPI(cfg, f.node)
 	if err != nil {
 		return err
 	}
 	// The live output (harnessfacts logs -f) on this machine's loopback.
-	liveClient, err := kubeclient.NewWithHTTPClient(cfg, nmgr.GetHTTPClient())
+	live, endpoint, serveLive, err := nodecmd.ServeLiveOutput(ctx, api.Client, "127.0.0.1:0", "127.0.0.1")
 	if err != nil {
 		return err
 	}
-	live, endpoint, serveLive, err := nodecmd.ServeLiveOutput(ctx, liveClient, "127.0.0.1:0", "127.0.0.1")
-	if err == nil {
-		err = nmgr.Add(manager.RunnableFunc(serveLive))
-	}
-	if err != nil {
-		return err
-	}
-	if _, err := nodeagent.Setup(ctx, nmgr, nodeagent.SetupOptions{
+	agent, err := nodeagent.Setup(ctx, api, nodeagent.SetupOptions{
 		NodeName: f.node, LeaseNamespace: leaseNS, LeaseDuration: 20 * time.Second, Slots: f.slots,
 		RunRoot: f.runRoot, Hidden: runflags.DefaultHidden(), Adapters: adapters.New(adapters.Config{CLIDir: f.agentCLIs}),
 		EvidenceKey: f.evidenceKey,
 		Controller:  controller,
 		Live:        live, LiveEndpoint: endpoint,
-	}); err != nil {
+	})
+	if err != nil {
 		return err
 	}
 
-	// When one manager fails, the other stops too.
+	// When one part fails, the others stop too.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errs := make(chan error, 2)
+	errs := make(chan error, 3)
 	go func() { errs <- cmgr.Start(ctx) }()
-	go func() { errs <- nmgr.Start(ctx) }()
+	go func() { errs <- agent.Start(ctx) }()
+	go func() { errs <- serveLive(ctx) }()
 	kubectl := filepath.Join(f.assets, "kubectl")
 	logger.Info("ready: the local control plane runs HarnessRuns on this machine; Ctrl-C stops everything",
 		"kubeconfig", f.kubeconfig, "try", fmt.Sprintf("%s --kubeconfig %s apply -k fixtures/hello && %s --kubeconfig %s apply -f fixtures/hello/run.yaml", kubectl, f.kubeconfig, kubectl, f.kubeconfig))
 	var first error
-	for range 2 {
+	for range 3 {
 		if err := <-errs; err != nil && first == nil {
 			first = err
 			cancel()

@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
-	"github.com/harnessfacts/harnessfacts/internal/nodecmd"
 )
 
 // runsResource is the HarnessRun resource, for the dynamic client and
@@ -95,7 +94,7 @@ func (k *kube) client() (client.WithWatch, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	c, err := client.NewWithWatch(cfg, client.Options{Scheme: nodecmd.Scheme()})
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: clusterScheme()})
 	if err != nil {
 		return nil, "", err
 	}

@@ -10,8 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/printers"
-
-	"github.com/harnessfacts/harnessfacts/internal/nodecmd"
 )
 
 // printFlags are kubectl's printing flags (-o, --template,
@@ -133,9 +131,9 @@ func (f *printFlags) templatePrinter(format string) (printers.ResourcePrinter, e
 type schemeTyper struct{}
 
 func (schemeTyper) ObjectKinds(o runtime.Object) ([]schema.GroupVersionKind, bool, error) {
-	return nodecmd.Scheme().ObjectKinds(o)
+	return clusterScheme().ObjectKinds(o)
 }
 
 func (schemeTyper) Recognizes(gvk schema.GroupVersionKind) bool {
-	return nodecmd.Scheme().Recognizes(gvk)
+	return clusterScheme().Recognizes(gvk)
 }

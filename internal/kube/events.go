@@ -83,18 +83,24 @@ func (r *Recorder) Eventf(regarding, related runtime.Object, eventtype, reason, 
 }
 
 // Run writes the recorded Events until ctx ends, then those still queued,
-// for up to flush.
+// for up to flush. An Event taken from the queue is written even if ctx
+// ends meanwhile: the end of ctx means flush and stop, not drop.
 func (r *Recorder) Run(ctx context.Context, flush time.Duration) {
+	base := context.WithoutCancel(ctx)
 	for {
 		select {
 		case ev := <-r.queue:
-			r.write(ctx, ev)
+			r.write(base, ev)
 		case <-ctx.Done():
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flush)
+			fctx, cancel := context.WithTimeout(base, flush)
 			defer cancel()
 			for {
 				select {
 				case ev := <-r.queue:
+					if fctx.Err() != nil {
+						r.log.Info("WARNING Events not written: the node-agent stopped before the API server took them", "regarding", ev.Regarding.Namespace+"/"+ev.Regarding.Name, "reason", ev.Reason)
+						continue
+					}
 					r.write(fctx, ev)
 				default:
 					return
@@ -105,9 +111,6 @@ func (r *Recorder) Run(ctx context.Context, flush time.Duration) {
 }
 
 func (r *Recorder) write(ctx context.Context, ev *eventsv1.Event) {
-	if ctx.Err() != nil {
-		return
-	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := r.client.Create(wctx, ev); err != nil {

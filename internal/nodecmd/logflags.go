@@ -4,7 +4,7 @@ import (
 	goflag "flag"
 
 	"github.com/spf13/pflag"
-	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 )
 
@@ -23,5 +23,5 @@ func (l *LogFlags) Add(fl *pflag.FlagSet) {
 
 // SetLogger makes the flags' logger controller-runtime's.
 func (l *LogFlags) SetLogger() {
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&l.opts)))
+	log.SetLogger(zap.New(zap.UseFlagOptions(&l.opts)))
 }

@@ -7,20 +7,22 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"os/signal"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/resource"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/internal/kube"
+	"github.com/harnessfacts/harnessfacts/internal/metricsserver"
 	"github.com/harnessfacts/harnessfacts/internal/pid1"
 	"github.com/harnessfacts/harnessfacts/internal/runflags"
 	nodeagent "github.com/harnessfacts/harnessfacts/node-agent"
@@ -95,7 +97,7 @@ behind and ends the runs that process had claimed (reason NodeAgentRestarted).`,
 			if f.reapOrphans && pid1.IsPID1() {
 				return runAsInit()
 			}
-			return runNodeAgent(ctrl.SetupSignalHandler(), f)
+			return runNodeAgent(signalContext(), f)
 		},
 	}
 	fl := cmd.Flags()
@@ -229,7 +231,7 @@ func (l controllerLink) client() (*runsource.Client, error) {
 
 func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 	f.log.SetLogger()
-	logger := ctrl.Log.WithName("node-agent")
+	logger := log.Log.WithName("node-agent")
 	if err := checkNodeAgentUser(); err != nil {
 		return err
 	}
@@ -269,44 +271,31 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 	if err != nil {
 		return err
 	}
-	scheme := Scheme()
-	cacheOpts, clientOpts := nodeagent.ManagerOptions(f.nodeName)
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme,
-		Cache:                  cacheOpts,
-		Client:                 clientOpts,
-		Metrics:                metricsserver.Options{BindAddress: "0"}, // served apart: f.metrics.Listen below
-		HealthProbeBindAddress: f.probeAddr,
-		// A stopping node-agent stops claiming at once; its running attempts
-		// get this long to finish before the process (and with it every
-		// agent, bwrap --die-with-parent) exits.
-		GracefulShutdownTimeout: &f.shutdownGrace,
-	})
-	if err != nil {
-		return fmt.Errorf("creating the manager: %w", err)
-	}
-	metrics, err := nodemetrics.Setup(ctx, mgr.GetCache(), ctrlmetrics.Registry)
+	api, err := nodeagent.NewAPI(cfg, f.nodeName)
 	if err != nil {
 		return err
 	}
-	kc, err := kube.NewWithHTTPClient(cfg, mgr.GetHTTPClient())
+	// The node-agent's own metrics, and the Go runtime's and the process's.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics, err := nodemetrics.Setup(api.Cache.Informer(&harnessv1.HarnessRun{}), reg)
 	if err != nil {
 		return err
 	}
-	live, endpoint, serveLive, err := ServeLiveOutput(ctx, kc, f.logsAddr, f.logsHost)
+	servers := []func(context.Context) error{}
+	metricsServer, err := f.metrics.Listen(api.Client, reg, logger.WithName("metrics"))
 	if err != nil {
 		return err
 	}
-	if err := mgr.Add(manager.RunnableFunc(serveLive)); err != nil {
-		return err
-	}
-	metricsSrv, err := f.metrics.Listen(kc, ctrlmetrics.Registry, ctrl.Log.WithName("metrics"))
+	probes, err := metricsserver.ListenProbes(f.probeAddr, logger.WithName("probes"))
 	if err != nil {
 		return err
 	}
-	if err := mgr.Add(manager.RunnableFunc(metricsSrv.Serve)); err != nil {
+	live, endpoint, serveLive, err := ServeLiveOutput(ctx, api.Client, f.logsAddr, f.logsHost)
+	if err != nil {
 		return err
 	}
+	servers = append(servers, metricsServer.Serve, probes.Serve, serveLive)
 	// In a pod the runtime mounts /sys/fs/cgroup read-only: per-run cgroups
 	// then go into a cgroup2 mounted in the pod's own mount namespace.
 	cgroupMount, mounted, err := sandbox.WritableCgroup2(f.cgroupMount)
@@ -332,10 +321,7 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 	// the node's open-file table.
 	raiseFileTable(logger, f.protectKernel)
 	if f.requireSandbox {
-		c, err := client.New(cfg, client.Options{Scheme: scheme})
-		if err != nil {
-			return err
-		}
+		c := api.Client
 		if placeErr != nil {
 			err = refuse(ctx, c, f.nodeName, f.slots, nil, fmt.Sprintf("the node-agent refuses to run agents on node %s: it cannot place itself and its runs' cgroups (%v)%s", f.nodeName, placeErr, modeHint()))
 		} else {
@@ -374,7 +360,7 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 	if err != nil {
 		return fmt.Errorf("--fixture-source-ca-file: %w", err)
 	}
-	_, err = nodeagent.Setup(ctx, mgr, nodeagent.SetupOptions{
+	agent, err := nodeagent.Setup(ctx, api, nodeagent.SetupOptions{
 		NodeName: f.nodeName, LeaseNamespace: f.leaseNamespace, LeaseDuration: f.leaseDuration, Slots: f.slots,
 		RunRoot: f.runRoot, Hidden: hidden, IDs: ids, ImageCacheBytes: imageCacheBytes,
 		FixtureCacheBytes: fixtureQty.Value(), FixtureSourceCAs: fixtureCAs, FixtureLimits: fixtureLimits,
@@ -388,14 +374,48 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 	if err != nil {
 		return err
 	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return err
-	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
-		return err
-	}
 	logger.Info("starting the node-agent", "node", f.nodeName, "slots", f.slots, "runRoot", f.runRoot)
-	return mgr.Start(ctx)
+	return run(ctx, agent, servers, f.shutdownGrace)
+}
+
+// run runs agent and the servers until ctx ends, or until one of them
+// fails (the others then stop too). A stopping agent drains (its attempts
+// finish or are handed back); it gets grace to do so, as a
+// controller-runtime manager's graceful shutdown timeout bounds its
+// runnables, after which the process exits (and with it every agent, bwrap
+// --die-with-parent).
+func run(ctx context.Context, agent *nodeagent.Agent, servers []func(context.Context) error, grace time.Duration) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stopped := make(chan error, 1)
+	go func() { stopped <- agent.Start(ctx) }()
+	var wg sync.WaitGroup
+	for _, serve := range servers {
+		if serve == nil {
+			continue
+		}
+		wg.Go(func() {
+			if err := serve(ctx); err != nil {
+				cancel(err)
+			}
+		})
+	}
+	var err error
+	select {
+	case err = <-stopped:
+		cancel(err)
+	case <-ctx.Done():
+		select {
+		case err = <-stopped:
+		case <-time.After(grace):
+			err = fmt.Errorf("the node-agent did not stop within --shutdown-grace %s", grace)
+		}
+	}
+	wg.Wait()
+	if cause := context.Cause(ctx); err == nil && cause != nil && !errors.Is(cause, context.Canceled) {
+		err = cause
+	}
+	return err
 }
 
 // ServeLiveOutput binds the live-output server (package livelog) to addr,
@@ -407,18 +427,18 @@ func ServeLiveOutput(ctx context.Context, c *kube.Client, addr, host string) (li
 	if addr == "0" {
 		return nil, nil, off, nil
 	}
-	log := ctrl.Log.WithName("live-output")
+	logger := log.Log.WithName("live-output")
 	if host == "" {
 		// Outside a pod (no $POD_IP) nobody can be told where to connect.
-		log.Info("WARNING not serving the runs' live output: --logs-advertise-host is empty (the chart sets $POD_IP); `harnessfacts logs -f` on this node's runs waits for their end instead. Give the address by which users reach this node-agent, or --logs-bind-address=0 to silence this")
+		logger.Info("WARNING not serving the runs' live output: --logs-advertise-host is empty (the chart sets $POD_IP); `harnessfacts logs -f` on this node's runs waits for their end instead. Give the address by which users reach this node-agent, or --logs-bind-address=0 to silence this")
 		return nil, nil, off, nil
 	}
 	hub := livelog.NewHub()
-	l, err := livelog.Listen(ctx, hub, livelog.Config{BindAddress: addr, AdvertiseHost: host, Reviews: c, CAReader: c, Log: log})
+	l, err := livelog.Listen(ctx, hub, livelog.Config{BindAddress: addr, AdvertiseHost: host, Reviews: c, CAReader: c, Log: logger})
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	log.Info("serving the runs' live output", "url", l.BaseURL, "certificateSHA256", l.CertificateSHA256)
+	logger.Info("serving the runs' live output", "url", l.BaseURL, "certificateSHA256", l.CertificateSHA256)
 	return hub, &nodeagent.LiveEndpoint{BaseURL: l.BaseURL, CertificateSHA256: l.CertificateSHA256},
 		func(ctx context.Context) error { return l.Server.Serve(ctx, l.Listener) }, nil
 }
@@ -462,4 +482,20 @@ func raiseFileTable(logger logr.Logger, protect bool) {
 	case after != before:
 		logger.Info("raised the node's open-file table, as systemd does at boot, so that no run can fill it", "fs.file-max before", before, "after", after)
 	}
+}
+
+// signalContext ends at SIGTERM or SIGINT; a second one exits at once, as
+// controller-runtime's signal handler does (its package is not linked into
+// the node-agent: see internal/kube).
+func signalContext() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := make(chan os.Signal, 2)
+	signal.Notify(c, syscall.SIGTERM, os.Interrupt)
+	go func() {
+		<-c
+		cancel()
+		<-c
+		os.Exit(1)
+	}()
+	return ctx
 }

@@ -12,9 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/kube"
 	"github.com/harnessfacts/harnessfacts/sandbox"
 )
 
@@ -26,7 +26,7 @@ import (
 // its HarnessNode's Ready=False condition (reason SandboxUnavailable),
 // where `kubectl get harnessnodes` shows it, and exits with the same
 // message, which the pod's status and logs show.
-func refuseWithoutSandbox(ctx context.Context, c client.Client, nodeName string, slots int32, opts sandbox.Options) error {
+func refuseWithoutSandbox(ctx context.Context, c *kube.Client, nodeName string, slots int32, opts sandbox.Options) error {
 	var reasons []string
 	var modes []harnessv1.SandboxModeInfo
 	for _, av := range sandbox.Preflight(ctx, opts) {
@@ -45,14 +45,14 @@ func refuseWithoutSandbox(ctx context.Context, c client.Client, nodeName string,
 
 // refuse records msg as the HarnessNode's Ready=False condition and
 // returns it as the error the node-agent exits with.
-func refuse(ctx context.Context, c client.Client, nodeName string, slots int32, modes []harnessv1.SandboxModeInfo, msg string) error {
+func refuse(ctx context.Context, c *kube.Client, nodeName string, slots int32, modes []harnessv1.SandboxModeInfo, msg string) error {
 	if err := recordRefusal(ctx, c, nodeName, slots, modes, msg); err != nil {
 		return fmt.Errorf("%s; recording it on HarnessNode %s failed too: %w", msg, nodeName, err)
 	}
 	return errors.New(msg)
 }
 
-func recordRefusal(ctx context.Context, c client.Client, nodeName string, slots int32, modes []harnessv1.SandboxModeInfo, msg string) error {
+func recordRefusal(ctx context.Context, c *kube.Client, nodeName string, slots int32, modes []harnessv1.SandboxModeInfo, msg string) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {

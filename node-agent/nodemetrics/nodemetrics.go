@@ -7,13 +7,11 @@
 package nodemetrics
 
 import (
-	"context"
 	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	toolscache "k8s.io/client-go/tools/cache"
-	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/node-agent/executor"
@@ -148,19 +146,14 @@ func (m *Metrics) observeEnd(run *harnessv1.HarnessRun) {
 	}
 }
 
-// Setup registers the metrics with reg and keeps them from the informer of
-// HarnessRuns in c (the node-agent manager's cache, which holds only its
-// node's runs).
-func Setup(ctx context.Context, c ctrlcache.Cache, reg prometheus.Registerer) (*Metrics, error) {
+// Setup registers the metrics with reg and keeps them from runs, the
+// informer of the node-agent's cache that holds only its node's runs.
+func Setup(runs toolscache.SharedIndexInformer, reg prometheus.Registerer) (*Metrics, error) {
 	m, err := New(reg)
 	if err != nil {
 		return nil, err
 	}
-	inf, err := c.GetInformer(ctx, &harnessv1.HarnessRun{})
-	if err != nil {
-		return nil, fmt.Errorf("the HarnessRun informer for the node-agent's metrics: %w", err)
-	}
-	if _, err := inf.AddEventHandler(m.Handler()); err != nil {
+	if _, err := runs.AddEventHandler(m.Handler()); err != nil {
 		return nil, fmt.Errorf("watching runs for the node-agent's metrics: %w", err)
 	}
 	return m, nil

@@ -223,23 +223,22 @@ func startStack(ctx context.Context, keyFile string) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	cacheOpts, clientOpts := nodeagent.ManagerOptions(nodeName)
-	nmgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Cache: cacheOpts, Client: clientOpts,
-		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	api, err := nodeagent.NewAPI(env.Config, nodeName)
 	if err != nil {
 		return nil, err
 	}
 	// Two slots: the CLIs are heavy and this machine has two cores.
-	if _, err := nodeagent.Setup(ctx, nmgr, nodeagent.SetupOptions{
+	agent, err := nodeagent.Setup(ctx, api, nodeagent.SetupOptions{
 		NodeName: nodeName, LeaseNamespace: leaseNS, LeaseDuration: 10 * time.Second, Slots: 2,
 		RunRoot: runRoot, InitBinary: executor.InitBinaryBeside(binary), Adapters: registry, Controller: controller, ProviderCAs: providerCAs,
 		EvidenceKey: keyFile,
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, err
 	}
 	errs := make(chan error, 2)
 	go func() { errs <- cmgr.Start(ctx) }()
-	go func() { errs <- nmgr.Start(ctx) }()
+	go func() { errs <- agent.Start(ctx) }()
 	return func() { <-errs; <-errs }, nil
 }
 

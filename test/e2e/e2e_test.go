@@ -31,13 +31,11 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/controllers"
-	"github.com/harnessfacts/harnessfacts/internal/kube"
 	hftesting "github.com/harnessfacts/harnessfacts/internal/testing"
 	"github.com/harnessfacts/harnessfacts/internal/testing/runsourcetest"
 	"github.com/harnessfacts/harnessfacts/internal/testing/testenv"
@@ -177,40 +175,33 @@ func startStack(ctx context.Context) (func(), error) {
 		return nil, err
 	}
 
-	cacheOpts, clientOpts := nodeagent.ManagerOptions(nodeName)
-	nmgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Cache: cacheOpts, Client: clientOpts,
-		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	api, err := nodeagent.NewAPI(env.Config, nodeName)
 	if err != nil {
 		return nil, err
 	}
 	// The node-agent's live-output server, as `harnessfacts node-agent`
 	// runs it, on loopback.
 	hub := livelog.NewHub()
-	kc, err := kube.NewWithHTTPClient(env.Config, nmgr.GetHTTPClient())
-	if err != nil {
-		return nil, err
-	}
 	live, err := livelog.Listen(ctx, hub, livelog.Config{BindAddress: "127.0.0.1:0", AdvertiseHost: "127.0.0.1",
-		Reviews: kc, CAReader: kc, Log: ctrl.Log.WithName("live-output")})
+		Reviews: api.Client, CAReader: api.Client, Log: ctrl.Log.WithName("live-output")})
 	if err != nil {
 		return nil, err
 	}
-	if err := nmgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return live.Server.Serve(ctx, live.Listener) })); err != nil {
-		return nil, err
-	}
-	if _, err := nodeagent.Setup(ctx, nmgr, nodeagent.SetupOptions{
+	agent, err := nodeagent.Setup(ctx, api, nodeagent.SetupOptions{
 		NodeName: nodeName, LeaseNamespace: leaseNS, LeaseDuration: 8 * time.Second, Slots: 2,
 		RunRoot: runRoot, InitBinary: executor.InitBinaryBeside(binary), Adapters: adapters.Default(),
 		ExtraLabels: map[string]string{mainNodeLabel: "main"}, Controller: controller,
 		Live: hub, LiveEndpoint: &nodeagent.LiveEndpoint{BaseURL: live.BaseURL, CertificateSHA256: live.CertificateSHA256},
 		EvidenceKey: evidenceKeyFile,
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, err
 	}
-	errs := make(chan error, 2)
+	errs := make(chan error, 3)
 	go func() { errs <- cmgr.Start(ctx) }()
-	go func() { errs <- nmgr.Start(ctx) }()
-	return func() { <-errs; <-errs }, nil
+	go func() { errs <- agent.Start(ctx) }()
+	go func() { errs <- live.Server.Serve(ctx, live.Listener) }()
+	return func() { <-errs; <-errs; <-errs }, nil
 }
 
 // fixtureConfigMap makes the ConfigMap kustomize's configMapGenerator would

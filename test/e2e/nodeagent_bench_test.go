@@ -34,11 +34,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/internal/testing/fakenode"
@@ -89,10 +86,7 @@ func BenchmarkNodeAgentThroughput(b *testing.B) {
 	cfg := rest.CopyConfig(env.Config)
 	cfg.WrapTransport = api.wrap
 	steps := &stepLog{}
-	cacheOpts, clientOpts := nodeagent.ManagerOptions(node)
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: env.Scheme, Cache: cacheOpts, Client: clientOpts,
-		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
+	nodeAPI, err := nodeagent.NewAPI(cfg, node)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -106,15 +100,16 @@ func BenchmarkNodeAgentThroughput(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := nodeagent.Setup(ctx, mgr, nodeagent.SetupOptions{
+	agent, err := nodeagent.Setup(ctx, nodeAPI, nodeagent.SetupOptions{
 		NodeName: node, LeaseNamespace: leaseNS, LeaseDuration: 8 * time.Second, Slots: 8,
 		RunRoot: filepath.Join(root, "runs"), InitBinary: executor.InitBinaryBeside(binary), Adapters: adapters.Default(),
 		ExtraLabels: map[string]string{label: "true"}, Controller: controller, Observer: steps,
-	}); err != nil {
+	})
+	if err != nil {
 		b.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
+	go func() { done <- agent.Start(ctx) }()
 	defer func() { cancel(); <-done }()
 	trueRun := func(ns, name, selector string) *harnessv1.HarnessRun {
 		return &harnessv1.HarnessRun{

@@ -1,4 +1,4 @@
-package nodecmd
+package main
 
 import (
 	"k8s.io/apimachinery/pkg/runtime"
@@ -8,15 +8,16 @@ import (
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 )
 
-// Scheme knows the built-in types and the harnessfacts.io types: what
-// every client and manager of the harnessfacts binaries reads and writes.
+// clusterScheme knows the built-in types and the harnessfacts.io types: what
+// the controller's and the CLI's clients and managers read and write (the
+// node-agent has a scheme of its own few groups, internal/kube).
 //
 // It is client-go's own scheme, which its package's init fills with every
 // built-in group in every binary that links controller-runtime's client,
 // with the harnessfacts.io types added (as Kubernetes' sample-controller
 // adds its own). A scheme of our own would be a copy of that one, kept for
-// the life of the process: the node-agent idles with it.
-func Scheme() *runtime.Scheme { return clientgoscheme.Scheme }
+// the life of the process.
+func clusterScheme() *runtime.Scheme { return clientgoscheme.Scheme }
 
 // The types are added at init, before any goroutine can read client-go's
 // scheme (an event recorder, a typed client): added at first use, they

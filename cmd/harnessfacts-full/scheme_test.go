@@ -1,4 +1,4 @@
-package nodecmd
+package main
 
 import (
 	"testing"
@@ -13,8 +13,8 @@ import (
 
 // The scheme is client-go's, completed: not a copy of every built-in group
 // that a node-agent would keep for its life.
-func TestSchemeIsClientGosCompleted(t *testing.T) {
-	s := Scheme()
+func TestClusterSchemeIsClientGosCompleted(t *testing.T) {
+	s := clusterScheme()
 	if s != clientgoscheme.Scheme {
 		t.Fatal("Scheme made a scheme of its own")
 	}
