@@ -25,6 +25,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -174,39 +175,40 @@ func New(api *API, opts Options) (*Agent, error) {
 // handed back (Options.HandBackAfter). The cache and the Events outlive ctx
 // until the drain is done, as a controller-runtime manager stops its
 // caches last.
-func (a *Agent) Start(ctx context.Context) error {
+func (a *Agent) Start(ctx context.Context) (err error) {
 	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithName("node-agent"))
 	bg, stopBg := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopBg()
 	events := make(chan struct{})
 	go func() {
 		defer close(events)
 		a.recorder.Run(bg, 5*time.Second)
 	}()
-	a.cache.Start(bg)
 	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer a.queue.ShutDown()
+	// However Start ends: the workers stop, then the executor's run dirs
+	// go, then the cache and the Events.
+	defer func() {
+		a.queue.ShutDown()
+		wg.Wait()
+		for _, c := range a.closers {
+			err = errors.Join(err, c())
+		}
+		stopBg()
+		<-events
+	}()
+	a.cache.Start(bg)
 	if err := a.syncCache(ctx); err != nil {
 		return err
 	}
 	for range workers {
 		wg.Go(func() { a.work(ctx) })
 	}
-	err := a.start(ctx)
-	a.queue.ShutDown()
-	wg.Wait()
-	for _, c := range a.closers {
-		err = errors.Join(err, c())
-	}
-	stopBg()
-	<-events
-	return err
+	return a.start(ctx)
 }
 
 // work reconciles queued runs until the queue shuts down, as a
-// controller-runtime controller's worker does: an error is retried with
-// backoff, a result's RequeueAfter after that long.
+// controller-runtime controller's worker does: an error (or a panic,
+// which controller-runtime recovers too) is retried with backoff, a
+// result's RequeueAfter after that long.
 func (a *Agent) work(ctx context.Context) {
 	logger := log.FromContext(ctx)
 	for {
@@ -214,7 +216,7 @@ func (a *Agent) work(ctx context.Context) {
 		if quit {
 			return
 		}
-		res, err := a.reconcile(log.IntoContext(ctx, logger.WithValues("run", key.String())), key)
+		res, err := a.reconcileSafely(log.IntoContext(ctx, logger.WithValues("run", key.String())), key)
 		switch {
 		case err != nil:
 			logger.Error(err, "reconciling a run; retrying", "run", key.String())
@@ -227,6 +229,17 @@ func (a *Agent) work(ctx context.Context) {
 		}
 		a.queue.Done(key)
 	}
+}
+
+// reconcileSafely is reconcile with a panic turned into an error: one
+// run's bad state must not kill the node-agent and every run it holds.
+func (a *Agent) reconcileSafely(ctx context.Context, key types.NamespacedName) (res result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic reconciling %s: %v\n%s", key, p, debug.Stack())
+		}
+	}()
+	return a.reconcile(ctx, key)
 }
 
 // result says when to reconcile a run again.
