@@ -5,13 +5,14 @@
 // executor, which writes nothing to the API server), and writes the outcome
 // back as status and an evidence ConfigMap owned by the run.
 //
-// Files: agent.go (the Agent and its start), setup.go (the manager's options
-// and the wiring of the real executor), register.go and lease.go (the
-// HarnessNode and the heartbeat), claim.go (the reconciler: claim and stop),
-// attempt.go (one claimed attempt), writeback.go (status and evidence),
-// orphans.go (attempts an earlier process left), drain.go (stopping: no new
-// claim, attempts finish or are handed back), sources.go (fixtures and
-// Secret keys from the API server).
+// Files: agent.go (the Agent, its start and its work queue), setup.go (its
+// view of the API server, API, and the wiring of the real executor),
+// register.go and lease.go (the HarnessNode and the heartbeat), claim.go
+// (the reconciler: claim and stop), attempt.go (one claimed attempt),
+// writeback.go (status and evidence), orphans.go (attempts an earlier
+// process left), drain.go (stopping: no new claim, attempts finish or are
+// handed back), sources.go (fixtures and Secret keys from the controller's
+// run source).
 //
 // Status is written once per phase transition: Running when claimed, the
 // terminal phase when done. An attempt is never carried out twice: a claim
@@ -64,11 +65,11 @@ type Options struct {
 	// LiveEndpoint, when set, is recorded in each claimed run's
 	// status.liveOutput.
 	LiveEndpoint *LiveEndpoint
-	// HandBackAfter is how long, once the Agent is stopping (its manager's
+	// HandBackAfter is how long, once the Agent is stopping (Start's
 	// context ended: SIGTERM, its pod replaced or deleted), the attempts it
 	// runs may still finish. Those still running then are stopped and
 	// handed back (reason HandedBack), to be scheduled again without using
-	// a retry. Keep it below the manager's graceful shutdown timeout by the
+	// a retry. Keep it below the process's shutdown grace by the
 	// time a stopped agent's cleanup and a status write take; zero hands
 	// them back at once.
 	HandBackAfter time.Duration

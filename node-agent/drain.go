@@ -35,8 +35,8 @@ import (
 // run is lost either.
 //
 // A run cancelled or deleted meanwhile still ends as a stop does (Cancelled
-// or Deleted, no failure class): the claim reconciler stopped with the
-// manager, so the drain itself looks for stop requests every second
+// or Deleted, no failure class): the claim reconciler acts on nothing once
+// the drain began, so the drain itself looks for stop requests every second
 // (watchStops), and a hand-back that finds one writes the stopped outcome
 // instead (handBack).
 
@@ -78,10 +78,10 @@ func (a *Agent) drain(ctx context.Context) {
 
 // watchStops, until done, stops every second the attempts whose run was
 // cancelled or deleted since, with that cause, as the claim reconciler
-// does while the manager runs: each then finishes as usual (Cancelled or
+// does before the drain: each then finishes as usual (Cancelled or
 // Deleted, its evidence written) instead of running on until it is handed
-// back. The runs are read through the API reader: the cache stopped with
-// the manager.
+// back. The runs are read from the API server itself, not the cache: what
+// the drain writes must rest on the runs as they are.
 func (a *Agent) watchStops(ctx context.Context, done <-chan struct{}) {
 	ticker := a.opts.Clock.NewTicker(time.Second)
 	defer ticker.Stop()
