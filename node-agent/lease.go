@@ -21,17 +21,20 @@ func (a *Agent) renewLease(ctx context.Context) error {
 	secs := int32(a.opts.LeaseDuration / time.Second)
 	key := types.NamespacedName{Namespace: a.opts.LeaseNamespace, Name: a.opts.NodeName}
 	now := metav1.NewMicroTime(a.opts.Clock.Now())
+	// A copy: the API server's answer is decoded into the Lease, through
+	// its pointers, and a.opts is read by every goroutine.
+	holder := a.opts.NodeName
 	lease := &coordinationv1.Lease{}
 	err := a.client.Get(ctx, key, lease)
 	if apierrors.IsNotFound(err) {
 		lease = &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: &a.opts.NodeName, LeaseDurationSeconds: &secs,
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs,
 				AcquireTime: &now, RenewTime: &now},
 		}
 		err = a.client.Create(ctx, lease)
 	} else if err == nil {
-		lease.Spec.HolderIdentity = &a.opts.NodeName
+		lease.Spec.HolderIdentity = &holder
 		lease.Spec.LeaseDurationSeconds = &secs
 		lease.Spec.RenewTime = &now
 		err = a.client.Update(ctx, lease)

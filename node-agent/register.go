@@ -48,11 +48,13 @@ func (a *Agent) register(ctx context.Context) error {
 
 		st := &node.Status
 		st.OS, st.Arch, st.AgentVersion = runtime.GOOS, runtime.GOARCH, version.String()
-		st.Adapters = a.opts.Adapters
-		st.SandboxModes = a.opts.SandboxModes
-		st.Labels = labels
+		// Copies: the API server's answer is decoded into node, into the
+		// slices, map and pointer it holds, and a.opts is read by every
+		// goroutine.
+		mine := (&harnessv1.HarnessNodeStatus{Adapters: a.opts.Adapters, SandboxModes: a.opts.SandboxModes,
+			Labels: labels, EvidenceKey: a.opts.EvidenceKey}).DeepCopy()
+		st.Adapters, st.SandboxModes, st.Labels, st.EvidenceKey = mine.Adapters, mine.SandboxModes, mine.Labels, mine.EvidenceKey
 		st.LeaseNamespace = a.opts.LeaseNamespace
-		st.EvidenceKey = a.opts.EvidenceKey
 		st.SlotsInUse = int32(a.runningCount())
 		st.ObservedGeneration = node.Generation
 		ready := metav1.Condition{Type: harnessv1.ConditionNodeReady, Status: metav1.ConditionTrue,
