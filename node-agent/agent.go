@@ -76,6 +76,10 @@ type Options struct {
 	// EvidenceKey, when set, is the public part of the receipt signing
 	// key, published in HarnessNode status.
 	EvidenceKey *harnessv1.EvidenceKey
+	// CacheSyncTimeout bounds the wait for the cache's first lists at
+	// start (an informer whose list is refused, for want of RBAC, retries
+	// for ever); default a minute.
+	CacheSyncTimeout time.Duration
 }
 
 // LiveEndpoint is the node-agent's log server (package livelog).
@@ -139,6 +143,9 @@ func New(api *API, opts Options) (*Agent, error) {
 	}
 	if opts.LeaseDuration <= 0 {
 		opts.LeaseDuration = 40 * time.Second
+	}
+	if opts.CacheSyncTimeout <= 0 {
+		opts.CacheSyncTimeout = time.Minute
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}

@@ -653,3 +653,35 @@ func TestDrainStopsARunCancelledWhileItDrains(t *testing.T) {
 		t.Errorf("the attempt was stopped by %v, want the cancel", cause)
 	}
 }
+
+// A node-agent whose account may not list the runs bound to its node (a
+// ClusterRole without list and watch) stops at start, within its cache
+// sync timeout, saying which watch it may not make, rather than waiting for
+// ever with nothing claimed.
+func TestStartSaysWhatItMayNotWatch(t *testing.T) {
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "node-agent-without-rbac"}
+	const node = "no-rbac-node"
+	api, err := nodeagent.NewAPI(cfg, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent, err := nodeagent.New(api, nodeagent.Options{NodeName: node, LeaseNamespace: leaseNS, Slots: 1,
+		Executor: &scripted{}, CacheSyncTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = agent.Start(ctx)
+	if err == nil || !strings.Contains(err.Error(), "HarnessRuns bound to this node (the node-agent needs list and watch on them)") {
+		t.Fatalf("Start without RBAC: %v", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("Start waited past its cache sync timeout")
+	}
+	hn := &harnessv1.HarnessNode{}
+	if err := k8s.Get(ctx, types.NamespacedName{Name: node}, hn); err == nil {
+		t.Errorf("a node-agent that cannot watch its runs registered its node: %+v", hn.Status)
+	}
+}

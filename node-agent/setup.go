@@ -221,14 +221,10 @@ func NewAPI(cfg *rest.Config, nodeName string) (*API, error) {
 	return &API{Client: c, Cache: k, node: nodeName}, nil
 }
 
-// syncWait bounds the wait for the cache's first lists: an informer whose
-// list is refused (RBAC) retries for ever.
-const syncWait = time.Minute
-
 // syncCache waits for the cache's first lists, and says clearly which one
 // the node-agent may not make (its ClusterRole lacks list and watch).
 func (a *Agent) syncCache(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, syncWait)
+	ctx, cancel := context.WithTimeout(ctx, a.opts.CacheSyncTimeout)
 	defer cancel()
 	for _, w := range []struct {
 		obj  kube.Object
@@ -239,7 +235,7 @@ func (a *Agent) syncCache(ctx context.Context) error {
 		{&corev1.Namespace{}, "Namespaces for the labels HarnessPolicies select by (the node-agent needs list and watch on namespaces)"},
 	} {
 		if !cache.WaitForCacheSync(ctx.Done(), a.cache.Informer(w.obj).HasSynced) {
-			return fmt.Errorf("watching %s: not listed within %s", w.what, syncWait)
+			return fmt.Errorf("watching %s: not listed within %s", w.what, a.opts.CacheSyncTimeout)
 		}
 	}
 	return nil
