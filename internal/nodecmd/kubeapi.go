@@ -1,13 +1,12 @@
 package nodecmd
 
 import (
-	"errors"
 	"fmt"
-	"os"
 
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
 )
 
 // KubeAPIFlags say how the controller and the node-agent reach the API
@@ -44,24 +43,9 @@ func (k KubeAPIFlags) RestConfig() (*rest.Config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("reading kubeconfig %s: %w", k.kubeconfig, err)
 		}
-	} else if cfg, err = findConfig(); err != nil {
+	} else if cfg, err = config.GetConfig(); err != nil {
 		return nil, fmt.Errorf("finding the cluster (set --kubeconfig or $KUBECONFIG): %w", err)
 	}
 	cfg.QPS, cfg.Burst = k.qps, k.burst
 	return cfg, nil
-}
-
-// findConfig finds the cluster as controller-runtime's GetConfig does, in
-// the order $KUBECONFIG, the pod's service account, ~/.kube/config (its
-// package is not linked into the node-agent: see internal/kube).
-func findConfig() (*rest.Config, error) {
-	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), &clientcmd.ConfigOverrides{})
-	if os.Getenv(clientcmd.RecommendedConfigPathEnvVar) != "" {
-		return loader.ClientConfig()
-	}
-	cfg, err := rest.InClusterConfig()
-	if errors.Is(err, rest.ErrNotInCluster) {
-		return loader.ClientConfig()
-	}
-	return cfg, err
 }
