@@ -12,7 +12,7 @@ import (
 // the pages every node-agent maps and initialises: the CRD validator and
 // CEL, the API server's libraries, gRPC, the local run, Go's plugin
 // package, kustomize, and any test code. Nor controller-runtime but for its
-// logger: its client, cache, manager, metrics and certwatcher import
+// logger, config and signals: its client, cache, manager, metrics and certwatcher import
 // client-go's scheme of every API group (as client-go's typed clientsets
 // and tools/events do), whose types and code were most of an idle
 // node-agent's memory; the node-agent has its own client of the few groups
@@ -30,11 +30,11 @@ func TestLinksOnlyTheNodeSide(t *testing.T) {
 		"google.golang.org/grpc",
 		"plugin",
 		"sigs.k8s.io/kustomize",
-		// The client's package imports apiutil; its config package (how
-		// the cluster is found) is light and stays.
+		// The client's package imports apiutil, and the manager the cache
+		// and the client; their config and signals packages (how the
+		// cluster is found, SIGTERM) are light and stay.
 		"sigs.k8s.io/controller-runtime/pkg/client/apiutil",
 		"sigs.k8s.io/controller-runtime/pkg/cache",
-		"sigs.k8s.io/controller-runtime/pkg/manager",
 		"sigs.k8s.io/controller-runtime/pkg/metrics",
 		"sigs.k8s.io/controller-runtime/pkg/certwatcher",
 		"sigs.k8s.io/controller-runtime/pkg/webhook",

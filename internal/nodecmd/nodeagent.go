@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/signal"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -19,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager/signals"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/internal/kube"
@@ -97,7 +96,7 @@ behind and ends the runs that process had claimed (reason NodeAgentRestarted).`,
 			if f.reapOrphans && pid1.IsPID1() {
 				return runAsInit()
 			}
-			return runNodeAgent(signalContext(), f)
+			return runNodeAgent(signals.SetupSignalHandler(), f)
 		},
 	}
 	fl := cmd.Flags()
@@ -482,20 +481,4 @@ func raiseFileTable(logger logr.Logger, protect bool) {
 	case after != before:
 		logger.Info("raised the node's open-file table, as systemd does at boot, so that no run can fill it", "fs.file-max before", before, "after", after)
 	}
-}
-
-// signalContext ends at SIGTERM or SIGINT; a second one exits at once, as
-// controller-runtime's signal handler does (its package is not linked into
-// the node-agent: see internal/kube).
-func signalContext() context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
-	c := make(chan os.Signal, 2)
-	signal.Notify(c, syscall.SIGTERM, os.Interrupt)
-	go func() {
-		<-c
-		cancel()
-		<-c
-		os.Exit(1)
-	}()
-	return ctx
 }
