@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -64,6 +65,12 @@ type Options struct {
 	EvidenceRepository string
 	EvidenceReader     client.Reader
 
+	// FixtureReader reads whether the fixture ConfigMap a run names exists
+	// before the run is bound (fixtureMissing): the API server, since the
+	// cache holds only suites' fixtures. Required; Setup gives the
+	// manager's API reader.
+	FixtureReader client.Reader
+
 	// EvidenceSigningKeySecret is the operator's signing key Secret
 	// (--evidence-signing-key-secret), nil when the nodes sign with their
 	// own keys. The store gate checks a receipt signed by it against its
@@ -120,6 +127,11 @@ type HarnessRunReconciler struct {
 // records Events with recorder and tells time with clk.
 func NewHarnessRunReconciler(c client.Client, recorder events.EventRecorder, clk clock.PassiveClock, opts Options) (*HarnessRunReconciler, error) {
 	opts = opts.Default()
+	if opts.FixtureReader == nil {
+		// The cached client would answer NotFound for every fixture not a
+		// suite's, or start a watch of every ConfigMap's metadata.
+		return nil, errors.New("controllers: Options.FixtureReader is required (the manager's API reader)")
+	}
 	r := &HarnessRunReconciler{
 		client:   c,
 		recorder: recorder,

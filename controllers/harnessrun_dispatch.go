@@ -9,8 +9,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -26,6 +28,7 @@ const (
 	PendingNoAdapter    = "NoAdapter"
 	PendingNoVersion    = "NoAdapterVersion"
 	PendingFull         = "Full"
+	PendingFixture      = "FixtureNotFound"
 )
 
 // fitsStatically reports whether the node offers what the run asks for,
@@ -199,6 +202,21 @@ func (r *HarnessRunReconciler) reconcileDispatch(ctx context.Context, p *pass) e
 			}
 		}
 	}
+	if chosen != nil {
+		// Looked at only once a slot is held, so that runs queued behind
+		// full nodes cost the API server nothing each time a slot frees.
+		missing, err := r.fixtureMissing(ctx, run)
+		if err != nil || missing != "" {
+			r.ledger.release(key, chosen.name)
+		}
+		if err != nil {
+			return err
+		}
+		if missing != "" {
+			chosen, reason, message = nil, PendingFixture, missing
+			p.requeue(fixtureRetry(r.ledger, key, p.now.Time))
+		}
+	}
 
 	st := &p.run.Status
 	if chosen == nil {
@@ -261,4 +279,41 @@ func (r *HarnessRunReconciler) reconcileDispatch(ctx context.Context, p *pass) e
 	node.SetGroupVersionKind(harnessv1.GroupVersion.WithKind("HarnessNode"))
 	p.event(corev1.EventTypeNormal, string(harnessv1.RunScheduled), "Bind", msg, node)
 	return nil
+}
+
+// fixtureMissing says why a run whose fixture is a ConfigMap cannot be bound
+// yet: that ConfigMap does not exist. `kubectl apply -f` of a folder, Flux or
+// Argo CD may create the run before its fixture, as they may a Pod before
+// its ConfigMap; like the kubelet for a Pod, the controller waits rather
+// than hand the node-agent a run it can only end BadFixture. Only the
+// metadata is read, from the API server (the cache holds suites' fixtures
+// alone): one GET a binding.
+func (r *HarnessRunReconciler) fixtureMissing(ctx context.Context, run *harnessv1.HarnessRun) (string, error) {
+	ref := run.Spec.Fixture.ConfigMapRef
+	if ref == nil {
+		return "", nil
+	}
+	cm := &metav1.PartialObjectMetadata{}
+	cm.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+	switch err := r.opts.FixtureReader.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: ref.Name}, cm); {
+	case apierrors.IsNotFound(err):
+		return fmt.Sprintf("the fixture ConfigMap %s does not exist in namespace %s: the run waits for it (create it, or correct spec.fixture.configMapRef.name)",
+			ref.Name, run.Namespace), nil
+	case err != nil:
+		return "", fmt.Errorf("reading the fixture ConfigMap %s/%s: %w", run.Namespace, ref.Name, err)
+	}
+	return "", nil
+}
+
+// fixtureRetry is when a run waiting for its fixture ConfigMap looks again:
+// after as long as it has waited, from 2 s to a minute. The controller does
+// not watch every ConfigMap of the cluster; a fixture made a minute late is
+// seen within a minute, and runs left waiting on a typo cost a GET a minute
+// each.
+func fixtureRetry(l *bindingLedger, key types.NamespacedName, now time.Time) time.Duration {
+	waited := time.Duration(0)
+	if seen, ok := l.firstSeenWaiting(key); ok {
+		waited = now.Sub(seen)
+	}
+	return min(max(waited, 2*time.Second), time.Minute)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -59,6 +60,41 @@ func TestNoNodeThenNodeAppears(t *testing.T) {
 	}
 	if got := metricValue(t, c.registry, "harnessfacts_harnessruns", map[string]string{"phase": "Succeeded"}); got != 1 {
 		t.Errorf("harnessfacts_harnessruns{phase=Succeeded} = %v, want 1", got)
+	}
+}
+
+// A run whose fixture ConfigMap does not exist yet (kubectl apply -f of a
+// folder may create the run first) waits Pending, saying so, without
+// holding a slot; the ConfigMap made later, it is bound.
+func TestRunWaitsForItsFixtureConfigMap(t *testing.T) {
+	ns := newNamespace(t)
+	c := startController(t, ns, controllers.Options{}, nil)
+	startNode(t, ns, fakenode.Options{Name: "fixture-node", Slots: 1,
+		Adapters: map[harnessv1.Adapter]string{harnessv1.AdapterCodex: "1.0"}})
+	late := hftesting.MakeHarnessRun("late", ns).Adapter(harnessv1.AdapterCodex).Obj()
+	late.Spec.Fixture = harnessv1.FixtureSource{ConfigMapRef: &harnessv1.ConfigMapFixture{Name: "fixture-late"}}
+	create(t, late)
+
+	run := waitRun(t, ns, "late", wait, "Pending", phaseIs(harnessv1.RunPending))
+	cond := meta.FindStatusCondition(run.Status.Conditions, harnessv1.ConditionScheduled)
+	if run.Status.NodeName != "" || cond == nil || cond.Status != metav1.ConditionFalse ||
+		!strings.Contains(cond.Message, "fixture ConfigMap fixture-late does not exist") {
+		t.Fatalf("run without its fixture: node %q, Scheduled condition %+v; want unbound, False naming the missing ConfigMap", run.Status.NodeName, cond)
+	}
+	eventually(t, wait, func() error {
+		if got := metricValue(t, c.registry, "harnessfacts_pending_runs", map[string]string{"reason": controllers.PendingFixture}); got != 1 {
+			return fmt.Errorf("harnessfacts_pending_runs{reason=%s} = %v, want 1", controllers.PendingFixture, got)
+		}
+		return nil
+	})
+	// The node's one slot stayed free: a run with its fixture inline takes it.
+	create(t, hftesting.MakeHarnessRun("inline", ns).Adapter(harnessv1.AdapterCodex).Obj())
+	waitRun(t, ns, "inline", wait, "Succeeded", phaseIs(harnessv1.RunSucceeded))
+
+	create(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "fixture-late", Namespace: ns}, Data: map[string]string{"fixture.yaml": "prompt: p\n"}})
+	run = waitRun(t, ns, "late", wait, "Succeeded", phaseIs(harnessv1.RunSucceeded))
+	if run.Status.NodeName != "fixture-node" {
+		t.Errorf("bound to %q, want fixture-node", run.Status.NodeName)
 	}
 }
 

@@ -59,7 +59,7 @@ func startSuiteControllerWith(t testing.TB, ns string, wrap func(client.Client) 
 	}
 	reg := prometheus.NewRegistry()
 	r, err := controllers.NewHarnessRunReconciler(mgr.GetClient(), mgr.GetEventRecorder("harnessfacts-controller"), clock.RealClock{},
-		controllers.Options{Registerer: reg})
+		controllers.Options{Registerer: reg, FixtureReader: mgr.GetAPIReader()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -160,7 +160,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(runsDesc, prometheus.GaugeValue, float64(phases[phase]), string(phase))
 	}
 	counts := c.ledger.pendingCounts()
-	for _, reason := range []string{PendingNoNodes, PendingNodeSelector, PendingNotReady, PendingNoAdapter, PendingNoVersion, PendingFull, PendingFairShare, PendingSpend} {
+	for _, reason := range []string{PendingNoNodes, PendingNodeSelector, PendingNotReady, PendingNoAdapter, PendingNoVersion, PendingFull, PendingFairShare, PendingSpend, PendingFixture} {
 		ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(counts[reason]), reason)
 	}
 }

@@ -105,6 +105,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, runs Options, suites SuiteOpti
 	if runs.EvidenceRepository != "" && runs.EvidenceReader == nil {
 		runs.EvidenceReader = mgr.GetAPIReader()
 	}
+	if runs.FixtureReader == nil {
+		runs.FixtureReader = mgr.GetAPIReader()
+	}
 	r, err := NewHarnessRunReconciler(mgr.GetClient(), recorder, clock.RealClock{}, runs)
 	if err != nil {
 		return err

@@ -174,6 +174,9 @@ func startClockedController(t testing.TB, ns string, opts controllers.Options, w
 	}
 	reg := prometheus.NewRegistry()
 	opts.Registerer = reg
+	if opts.FixtureReader == nil {
+		opts.FixtureReader = mgr.GetAPIReader()
+	}
 	r, err := controllers.NewHarnessRunReconciler(c, mgr.GetEventRecorder("harnessfacts-controller"), clk, opts)
 	if err != nil {
 		t.Fatal(err)
