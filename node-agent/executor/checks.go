@@ -25,7 +25,9 @@ const checkOutputBytes = 4 << 10
 // neither skip a check (the manifest was read before it ran) nor forge one:
 // fixture.yaml and the verifier part are put in place only now, and each
 // check runs in a fresh sandbox (checkSpec) that holds nothing the agent
-// wrote but the workspace under test.
+// wrote but the workspace under test, seen through an overlay of the
+// check's own (fixture.RunDir.IsolateWorkspace): what one check (or the
+// agent's code it ran) writes, the next does not see.
 func (a *attempt) runChecks(ctx context.Context) []harnessv1.CheckResult {
 	checks := a.fix.Manifest.Checks
 	if len(checks) == 0 {
@@ -40,6 +42,8 @@ func (a *attempt) runChecks(ctx context.Context) []harnessv1.CheckResult {
 		}
 		return results
 	}
+	// Set when a check's overlay over the workspace could not be taken off.
+	var shared error
 	for i, c := range checks {
 		spec, err := a.checkSpec(i, tests)
 		if err != nil {
@@ -69,6 +73,15 @@ func (a *attempt) runChecks(ctx context.Context) []harnessv1.CheckResult {
 				continue
 			}
 		}
+		if shared != nil {
+			results = append(results, harnessv1.CheckResult{Name: c.Name,
+				Message: truncate("the check could not run: an earlier check's view of the workspace could not be taken off: "+shared.Error(), 1024)})
+			continue
+		}
+		release, isolateErr := a.dir.IsolateWorkspace(a.dir.Join(fmt.Sprintf("check-%d", i)))
+		if isolateErr != nil && len(checks) > 1 {
+			log.FromContext(ctx).Error(isolateErr, "a check runs over the workspace itself, not a view of its own: what it writes, the checks after it see", "check", c.Name)
+		}
 		spec.Argv = c.Argv()
 		spec.Limits = sandbox.Limits{
 			MemoryBytes:  a.limits.Memory.Value(),
@@ -84,10 +97,21 @@ func (a *attempt) runChecks(ctx context.Context) []harnessv1.CheckResult {
 			// settings that a check would have run.
 			_, _ = fmt.Fprintf(spec.Stderr, "harnessfacts: the workspace's git config, for the checks: %s\n", strings.Join(gitNotes, "; "))
 		}
+		if isolateErr != nil && len(checks) > 1 {
+			_, _ = fmt.Fprintf(spec.Stderr, "harnessfacts: this check runs over the workspace itself, not a view of its own (%v): what it writes, the checks after it see\n", isolateErr)
+		}
 		done := a.e.graves.sandbox()
 		res, err := a.runner.Run(ctx, spec)
 		done()
 		out.close()
+		if release != nil {
+			if err := release(); err != nil {
+				// Its writes would stay in the workspace under the
+				// checks after it: they do not run.
+				log.FromContext(ctx).Error(err, "a check's view of the workspace could not be taken off", "check", c.Name)
+				shared = err
+			}
+		}
 		noteSetupRetries(ctx, "check "+c.Name, res)
 		r := harnessv1.CheckResult{Name: c.Name, DurationMilliseconds: res.Duration.Milliseconds()}
 		switch {

@@ -43,8 +43,10 @@ func TestChecksCannotBeForged(t *testing.T) {
 	cases := []struct {
 		name  string
 		agent string            // bash, run in the workspace
-		check string            // the fixture's one check (shell form)
+		check string            // the fixture's honest check (shell form)
 		files map[string]string // more fixture files
+		// A check before it, which runs the agent's code (a build), when set.
+		before string
 	}{
 		{
 			name: "python usercustomize",
@@ -163,6 +165,17 @@ mkdir -p ../fixture/tests 2>/dev/null && printf 'exit 0\n' > ../fixture/tests/ch
 			check: `python3 -c 'import json, sys; sys.exit(0 if json.load(open("answer.txt")) == 42 else 1)'`,
 		},
 		{
+			// A check that runs the agent's code (a build) runs it where
+			// the verifier part is readable and the workspace writable:
+			// the agent's build script copies the expected output into
+			// the workspace, for the honest check after it.
+			name:   "an earlier check runs the agent's code, which writes the answer",
+			agent:  `echo wrong > answer.txt; printf 'cp "$HARNESSFACTS_TESTS/expected.txt" answer.txt; echo built\n' > build.sh`,
+			before: `sh ./build.sh`,
+			check:  `cmp -s answer.txt "$HARNESSFACTS_TESTS/expected.txt"`,
+			files:  map[string]string{"tests/expected.txt": "secret-answer-1729\n"},
+		},
+		{
 			name: ".bashrc, .profile, BASH_ENV and ENV hooks",
 			agent: `for f in .bashrc .bash_profile .profile .bash_login .shrc; do printf 'exit 0\n' > "$HOME/$f"; done
 printf 'exit 0\n' > "$TMPDIR/env.sh"`,
@@ -171,8 +184,12 @@ printf 'exit 0\n' > "$TMPDIR/env.sh"`,
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			checks := "- name: honest\n  shell: " + quoteYAML(tc.check) + "\n"
+			if tc.before != "" {
+				checks = "- name: builds\n  shell: " + quoteYAML(tc.before) + "\n" + checks
+			}
 			files := map[string]string{
-				"fixture.yaml": "prompt: write the answer into answer.txt\nlimits:\n  probeSeconds: 60\nchecks:\n- name: honest\n  shell: " + quoteYAML(tc.check) + "\n",
+				"fixture.yaml": "prompt: write the answer into answer.txt\nlimits:\n  probeSeconds: 60\nchecks:\n" + checks,
 			}
 			for k, v := range tc.files {
 				files[k] = v
@@ -192,6 +209,9 @@ printf 'exit 0\n' > "$TMPDIR/env.sh"`,
 				t.Fatalf("the forging agent did not run to its end: %+v; %s", got.Status.Agent, got.Status.Message)
 			}
 			c := meta.FindStatusCondition(got.Status.Conditions, harnessv1.ConditionChecksPassed)
+			if tc.before != "" && (len(got.Status.Checks) != 2 || !got.Status.Checks[0].Passed) {
+				t.Errorf("the check before the honest one did not run and pass: %+v", got.Status.Checks)
+			}
 			if got.Status.Verdict != harnessv1.VerdictFail || c == nil || c.Status != metav1.ConditionFalse {
 				t.Errorf("the forgery turned a failing check into verdict %s (%s: %s); checks %+v; agent output:\n%s",
 					got.Status.Verdict, got.Status.Reason, got.Status.Message, got.Status.Checks, tailOf(got.Status))
