@@ -42,36 +42,34 @@ func (a *attempt) runChecks(ctx context.Context) []harnessv1.CheckResult {
 		}
 		return results
 	}
-	// Set when a check's overlay over the workspace could not be taken off.
-	var shared error
+	// The workspace is made safe for the checks (its git config, its
+	// links) once, before the first check: each check then sees it
+	// through an overlay of its own and cannot change it for the next.
+	// A check that ran over the workspace itself (no overlay) may have run
+	// the agent's code there: then it is judged again before the next. A
+	// judgement that refused it stands for every check after it, as long
+	// as nothing changed the workspace: the scan of an agent's links is
+	// the node-agent's work, and an agent with a million links must not
+	// buy it once per check.
+	var (
+		judged   bool
+		refusal  string
+		gitNotes []string
+		shared   error // a check's overlay that could not be taken off
+	)
 	for i, c := range checks {
 		spec, err := a.checkSpec(i, tests)
 		if err != nil {
 			results = append(results, harnessv1.CheckResult{Name: c.Name, Message: truncate("the check could not run: "+err.Error(), 1024)})
 			continue
 		}
-		// Before each check: the one before may have run the agent's code.
-		gitNotes, err := sanitizeGitConfig(a.dir.Workspace())
-		if err != nil {
-			results = append(results, harnessv1.CheckResult{Name: c.Name,
-				Message: truncate("the check could not run: the workspace's git config could not be made safe for checks: "+err.Error(), 1024)})
+		if !judged {
+			judged = true
+			gitNotes, refusal = a.judgeWorkspace(ctx, c.Name)
+		}
+		if refusal != "" {
+			results = append(results, harnessv1.CheckResult{Name: c.Name, Message: truncate("the check could not run: "+refusal, 1024)})
 			continue
-		}
-		if len(gitNotes) > 0 {
-			// The notes name the agent's paths (a gitdir file's target):
-			// redacted, as everything the run's output holds.
-			log.FromContext(ctx).Info("the workspace's git config was made safe for the checks", "check", c.Name, "changes", a.redactor.String(strings.Join(gitNotes, "; ")))
-		}
-		// Also before each check: links the agent (or the code of an
-		// earlier check) left that lead out of the workspace to what
-		// only the checks have. In an environment image the checks run
-		// over the overlay the agent wrote (Harbor's way), which this
-		// does not judge.
-		if a.env == nil {
-			if err := refuseLinksOutOfReach(a.dir.Path, a.dir.Workspace(), []string{a.dir.Home(), a.dir.Tmp()}); err != nil {
-				results = append(results, harnessv1.CheckResult{Name: c.Name, Message: truncate("the check could not run: "+err.Error(), 1024)})
-				continue
-			}
 		}
 		if shared != nil {
 			results = append(results, harnessv1.CheckResult{Name: c.Name,
@@ -104,7 +102,9 @@ func (a *attempt) runChecks(ctx context.Context) []harnessv1.CheckResult {
 		res, err := a.runner.Run(ctx, spec)
 		done()
 		out.close()
-		if release != nil {
+		if release == nil {
+			judged = false // it ran over the workspace itself
+		} else {
 			if err := release(); err != nil {
 				// Its writes would stay in the workspace under the
 				// checks after it: they do not run.
@@ -151,6 +151,32 @@ func (a *attempt) runChecks(ctx context.Context) []harnessv1.CheckResult {
 	// redacted and made inert like the check's own output.
 	inertCheckMessages(a.redactor, results)
 	return results
+}
+
+// judgeWorkspace makes the workspace safe for the checks: its
+// repositories' git config is the node-agent's, and a link that leads out of
+// it to what only the checks have refuses them. It returns what it changed
+// in the git config, and why the checks cannot run, if they cannot.
+func (a *attempt) judgeWorkspace(ctx context.Context, check string) (gitNotes []string, refusal string) {
+	gitNotes, err := sanitizeGitConfig(a.dir.Workspace())
+	if err != nil {
+		return nil, "the workspace's git config could not be made safe for checks: " + err.Error()
+	}
+	if len(gitNotes) > 0 {
+		// The notes name the agent's paths (a gitdir file's target):
+		// redacted, as everything the run's output holds.
+		log.FromContext(ctx).Info("the workspace's git config was made safe for the checks", "check", check, "changes", a.redactor.String(strings.Join(gitNotes, "; ")))
+	}
+	// Links the agent (or the code of a check that ran over the workspace
+	// itself) left that lead out of the workspace to what only the checks
+	// have. In an environment image the checks run over the overlay the
+	// agent wrote (Harbor's way), which this does not judge.
+	if a.env == nil {
+		if err := refuseLinksOutOfReach(a.dir.Path, a.dir.Workspace(), []string{a.dir.Home(), a.dir.Tmp()}); err != nil {
+			return gitNotes, err.Error()
+		}
+	}
+	return gitNotes, ""
 }
 
 // inertCheckMessages redacts each result's message and reward error with
