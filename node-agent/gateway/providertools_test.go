@@ -56,6 +56,17 @@ var networkRequests = []struct {
 	{"gemini fileData", "/v1beta/models/g:generateContent", `{"contents":[{"role":"user","parts":[{"fileData":{"mimeType":"image/png","fileUri":"https://evil.example/x.png"}}]}]}`, "fileData content from a URI"},
 	// A repeated member counts each time: a provider may read either.
 	{"anthropic URL source then another", "/v1/messages", `{"model":"m","messages":[{"role":"user","content":[{"type":"image","source":{"type":"url","url":"https://evil.example/x.png"},"source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}}]}]}`, "image content from a URL"},
+	// What a provider's URL parser (WHATWG's, Python's urlsplit) reads as
+	// http://evil.example: leading controls and spaces dropped, tabs and
+	// newlines deleted anywhere; and scheme-relative.
+	{"chat image_url after a space", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":" http://evil.example/x"}}]}]}`, "image_url content from a URL"},
+	{"chat image_url after a tab", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":"\thttp://evil.example/x"}]}]}`, "image_url content from a URL"},
+	{"chat image_url after a control", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"\u0001http://evil.example/x"}}]}]}`, "image_url content from a URL"},
+	{"chat image_url with a tab in its scheme", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"h\tttp://evil.example/x"}}]}]}`, "image_url content from a URL"},
+	{"chat image_url after many spaces", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"` + strings.Repeat(" ", 300) + `http://evil.example/x"}}]}]}`, "image_url content from a URL"},
+	{"chat image_url scheme-relative", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"//evil.example/x"}}]}]}`, "image_url content from a URL"},
+	{"responses input_image with a newline in its scheme", "/v1/responses", `{"model":"m","input":[{"role":"user","content":[{"type":"input_image","image_url":"ht\ntp://evil.example/x.png"}]}]}`, "input_image content from a URL"},
+	{"responses input_image after a space", "/v1/responses", `{"model":"m","input":[{"role":"user","content":[{"type":"input_image","image_url":"  \r\nhttps://evil.example/x.png"}]}]}`, "input_image content from a URL"},
 	{"chat escaped scheme", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"\u0068ttps://evil.example/x.png"}}]}]}`, "image_url content from a URL"},
 	{"chat file part by URL", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":[{"type":"file","file":{"filename":"a.pdf","file_data":"https://evil.example/a.pdf"}}]}]}`, "file content from a URL"},
 	{"responses screenshot by URL", "/v1/responses", `{"model":"m","input":[{"type":"computer_call_output","call_id":"c","output":{"type":"computer_screenshot","image_url":"https://evil.example/s.png"}}]}`, "computer_screenshot content from a URL"},
@@ -90,6 +101,7 @@ func TestNetworkTool(t *testing.T) {
 			`{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"WebFetch","input":{"url":"https://example.com/","prompt":"x"}}]}],` +
 			`"tools":[{"name":"WebFetch","input_schema":{"type":"object","properties":{"url":{"type":"string","format":"uri"}}}}]}`},
 		{"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgo="}},{"type":"text","text":"see https://example.com"}]}]}`},
+		{"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":" data:image/jpeg;base64,/9j/4AAQ"}},{"type":"image_url","image_url":"/9j/4AAQSkZJRgABAQ"}]}]}`},
 		{"/v1/responses", `{"model":"m","input":[{"role":"user","content":[{"type":"input_image","image_url":"data:image/png;base64,iVBORw0KGgo="}]},{"type":"function_call","name":"fetch","arguments":"{\"url\":\"https://example.com\"}"}]}`},
 		{"/v1beta/models/g:generateContent", `{"contents":[{"role":"user","parts":[{"inlineData":{"mimeType":"image/png","data":"iVBORw0KGgo="}},{"text":"url: https://example.com"}]}]}`},
 		{"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"\u0064ata:image/png;base64,iVBORw0KGgo="}}]}]}`},

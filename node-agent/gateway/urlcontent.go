@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/harnessfacts/harnessfacts/node-agent/usage"
 )
@@ -327,19 +328,24 @@ func rawString(raw []byte) []byte {
 	return []byte(s)
 }
 
-// isURL: raw is a JSON string that starts with a URL's scheme other than
-// data: (inline content, nothing to fetch). Base64, which some parts carry
-// without a data: prefix, has no colon. Only the first characters are
-// read, unless an escape stands among them.
+// isURL: raw is a JSON string a provider may read as a URL to fetch: one
+// with a scheme other than data: (inline content, nothing to fetch), or
+// scheme-relative (//host/…). Base64, which some parts carry without a
+// data: prefix, has no colon (a JPEG's starts "/9j/").
+//
+// The value is read as a provider's URL parser reads it, not as it is
+// written: WHATWG's (Node, browsers) and Python's urlsplit strip leading
+// and trailing C0 controls and spaces and delete every tab, newline and
+// carriage return, so " http://x", "\u0001http://x" and "h\ttp://x" are
+// http://x to them, and vLLM fetches what urlparse gives an http scheme.
+// Only the head is decoded (urlHead).
 func isURL(raw []byte) bool {
 	if len(raw) < 3 || raw[0] != '"' {
 		return false // not a string, or empty
 	}
-	var head string
-	if bytes.IndexByte(raw[:min(len(raw), 24)], '\\') < 0 {
-		head = string(raw[1:min(len(raw)-1, 20)])
-	} else {
-		head = string(rawString(raw))
+	head := urlHead(raw)
+	if strings.HasPrefix(head, "//") || strings.HasPrefix(head, `\\`) || strings.HasPrefix(head, `/\`) || strings.HasPrefix(head, `\/`) {
+		return true
 	}
 	scheme, _, ok := strings.Cut(head, ":")
 	if !ok || scheme == "" || len(scheme) > 16 || strings.EqualFold(scheme, "data") {
@@ -354,6 +360,61 @@ func isURL(raw []byte) bool {
 		}
 	}
 	return true
+}
+
+// urlHeadRunes is how many characters of a value isURL looks at once the
+// leading controls and spaces are gone: a scheme of 16 and its colon.
+const urlHeadRunes = 20
+
+// urlHead decodes raw, a JSON string with its quotes, as far as it takes to
+// have urlHeadRunes characters after WHATWG's preprocessing (leading C0
+// controls and spaces dropped, tabs, newlines and carriage returns deleted
+// anywhere) and returns them, or as many as raw holds. It reads
+// escapes itself, so that a value of megabytes (an image's base64) is not
+// decoded whole, however many controls or escapes precede its head.
+func urlHead(raw []byte) string {
+	var b strings.Builder
+	i, end := 1, len(raw)-1
+	for i < end && b.Len() < urlHeadRunes {
+		c := rune(raw[i])
+		n := 1
+		if raw[i] == '\\' && i+1 < end {
+			n = 2
+			switch raw[i+1] {
+			case 'b':
+				c = '\b'
+			case 'f':
+				c = '\f'
+			case 'n':
+				c = '\n'
+			case 'r':
+				c = '\r'
+			case 't':
+				c = '\t'
+			case 'u':
+				if i+6 > end {
+					return b.String()
+				}
+				v, err := strconv.ParseUint(string(raw[i+2:i+6]), 16, 16)
+				if err != nil {
+					return b.String()
+				}
+				c, n = rune(v), 6
+			default: // \" \\ \/
+				c = rune(raw[i+1])
+			}
+		} else if raw[i] >= utf8.RuneSelf {
+			c, n = utf8.DecodeRune(raw[i:end])
+		}
+		i += n
+		switch {
+		case c == '\t' || c == '\n' || c == '\r':
+		case c <= ' ' && b.Len() == 0:
+		default:
+			b.WriteRune(c)
+		}
+	}
+	return b.String()
 }
 
 // stringEnd is the index after the JSON string that starts at i.
