@@ -396,6 +396,59 @@ func isDir(p string) bool {
 	return err == nil && fi.IsDir()
 }
 
+// hiddenFor is what of hidden the sandbox of uid/gid must mask: each path
+// where its links lead (bwrap makes a mount point where a path names it,
+// and a link's path in the new root leads nowhere: "Can't mount tmpfs on
+// /newroot/<link>"), and none that uid cannot reach anyway: a folder below
+// one it may not search (a fixtures folder made private with chmod o-rwx,
+// as the local run advises) is out of its sight already, and bwrap, as
+// uid, could not make a mount point there. Only mode bits are judged, as
+// the kernel does for a process without supplementary groups (the
+// sandbox's); a folder with an ACL is taken as searchable.
+func hiddenFor(hidden []string, uid, gid int) []string {
+	out := make([]string, 0, len(hidden))
+	for _, h := range hidden {
+		if r, err := filepath.EvalSymlinks(h); err == nil {
+			h = r
+		}
+		if os.Geteuid() == 0 && uid != 0 && !searchable(filepath.Dir(h), uid, gid) {
+			continue
+		}
+		if !slices.Contains(out, h) {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// searchable reports whether uid/gid (no other groups) may search dir and
+// every folder above it, by their mode bits; a folder with an ACL counts
+// as searchable, and so does one that cannot be read.
+func searchable(dir string, uid, gid int) bool {
+	for ; ; dir = filepath.Dir(dir) {
+		var st unix.Stat_t
+		if unix.Stat(dir, &st) != nil {
+			return true
+		}
+		bit := uint32(0o001)
+		switch {
+		case int(st.Uid) == uid:
+			bit = 0o100
+		case int(st.Gid) == gid:
+			bit = 0o010
+		}
+		if st.Mode&bit == 0 {
+			if _, err := unix.Getxattr(dir, "system.posix_acl_access", nil); !errors.Is(err, unix.ENODATA) {
+				return true
+			}
+			return false
+		}
+		if dir == "/" || dir == "." {
+			return true
+		}
+	}
+}
+
 // hiddenMounts masks each existing directory with an empty tmpfs and each
 // existing file with /dev/null. A missing path has nothing to hide, and bwrap
 // could not make a mount point for it in the read-only root.
@@ -525,7 +578,12 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 		var setupFailed bool
 		res, err = r.run(ctx, spec, &setupFailed)
 		res.SetupRetries = try - 1
-		if !setupFailed || try == setupTries || ctx.Err() != nil || !rewind() {
+		if setupFailed && err == nil && (try == setupTries || !rewind()) {
+			// Not the command's exit 1: the sandbox never ran it. The
+			// run is the sandbox's failure, not the agent's or a check's.
+			return res, fmt.Errorf("%w: bwrap's setup failed before the command ran, %d times (its message is in the command's output)", ErrSetupFailed, try)
+		}
+		if !setupFailed || ctx.Err() != nil {
 			return res, err
 		}
 		if spec.Stderr != nil {
@@ -533,6 +591,10 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 		}
 	}
 }
+
+// ErrSetupFailed marks a sandbox whose bwrap failed in its setup, before
+// the command ran, on every try.
+var ErrSetupFailed = errors.New("sandbox: setup failed")
 
 // execFailure watches the start of the command's error output for bwrap's
 // words when it could not execute the command (its execvp failed: the
@@ -633,6 +695,7 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 		return res, err
 	}
 	uid, gid := spec.ids()
+	spec.Hidden = hiddenFor(spec.Hidden, uid, gid)
 	cred := runAs(uid, gid)
 	if cred == nil && os.Getuid() == 0 {
 		return res, errors.New("sandbox: refusing to run bwrap as host root")
