@@ -303,7 +303,7 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 // default folder ./evidence/NAME cannot be made.
 func evidenceDirUsable(dir, name string) error {
 	if dir == "" {
-		if err := os.MkdirAll(filepath.Join(fixture.LocalEvidenceDir, name), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(fixture.LocalEvidenceDir, name), 0o700); err != nil {
 			return fmt.Errorf("making the evidence folder: %w", err)
 		}
 		return nil
@@ -448,9 +448,18 @@ const LatestLink = "latest"
 // newRunEvidenceDir makes a new folder for one run's evidence under
 // runDir, named for the UTC time (with -2, -3, ... when a run of the same
 // second has one), and returns it. It never reuses a folder.
+//
+// The folders are its owner's alone (0700): they hold the agent's artifacts
+// (a task's answers) and output, and another run's sandbox, whose uid is
+// not the caller's, must not read them wherever they are (the sandbox
+// masks only this run's evidence folders). A run's folder made by an older
+// version, readable by all, is closed too.
 func newRunEvidenceDir(runDir string, now time.Time) (string, error) {
-	if err := os.MkdirAll(runDir, 0o755); err != nil {
+	if err := os.MkdirAll(runDir, 0o700); err != nil {
 		return "", err
+	}
+	if fi, err := os.Stat(runDir); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		_ = os.Chmod(runDir, fi.Mode().Perm()&0o700) // best effort: a folder of another user's stays as it is
 	}
 	base := now.UTC().Format("20060102T150405Z")
 	for i := 1; i < 1000; i++ {
@@ -459,7 +468,7 @@ func newRunEvidenceDir(runDir string, now time.Time) (string, error) {
 			name = fmt.Sprintf("%s-%d", base, i)
 		}
 		dir := filepath.Join(runDir, name)
-		err := os.Mkdir(dir, 0o755)
+		err := os.Mkdir(dir, 0o700)
 		if err == nil {
 			return dir, nil
 		}

@@ -274,9 +274,11 @@ func sortedKeys[V any](m map[string]V) []string {
 // WriteDir writes the evidence as a folder: receipt.json, receipt.sha256,
 // receipt.dsse.json when signed, output.log, trajectory.json when there
 // is one and artifacts/<path>. dir must not exist yet or be empty; no
-// existing file is ever overwritten.
+// existing file is ever overwritten. The folders it makes are its
+// caller's alone (0700): the artifacts are a task's answers, which another
+// run's agent must not copy.
 func (b *Bundle) WriteDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
 	if entries, err := os.ReadDir(dir); err != nil {
@@ -286,7 +288,7 @@ func (b *Bundle) WriteDir(dir string) error {
 	}
 	write := func(rel string, data []byte) error {
 		p := filepath.Join(dir, filepath.FromSlash(rel))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 			return err
 		}
 		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)

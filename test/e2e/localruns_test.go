@@ -128,6 +128,44 @@ func TestEarlierEvidenceIsHiddenFromLaterRuns(t *testing.T) {
 	}
 }
 
+// TestEvidenceFoldersAreTheCallersAlone: evidence written anywhere (another
+// CI workspace's ./evidence, a sibling --evidence folder) holds a run's
+// artifacts, a task's answers; a later run that masks only its own
+// evidence folders must not let its agent copy them. The folders are the
+// caller's alone (fs helper of 7 December: a second run copied the first
+// one's answer from /srv/…/evidence/…/artifacts).
+func TestEvidenceFoldersAreTheCallersAlone(t *testing.T) {
+	shown := shownDir(t)
+	runs := filepath.Join(openDir(t), "runs")
+	evidence := filepath.Join(shown, "ev", "alpha")
+	first := exec.Command(binary, "run", "-f", filepath.Join(testenv.RepoRoot(), "fixtures", "hello", "run.yaml"), "-q", "--run-root", runs, "--evidence", evidence)
+	first.Dir = openDir(t)
+	if out, err := first.CombinedOutput(); err != nil {
+		t.Fatalf("the first run: %v\n%s", err, out)
+	}
+	for _, d := range []string{evidence, filepath.Join(evidence, "artifacts")} {
+		if fi, err := os.Stat(d); err != nil || fi.Mode().Perm()&0o077 != 0 {
+			t.Errorf("%s: %v, %v; want a folder of its owner's alone", d, fi, err)
+		}
+	}
+	file := filepath.Join(openDir(t), "later.yaml")
+	if err := os.WriteFile(file, []byte(localRunYAML("later", "prompt: look\n", "cat "+filepath.Join(evidence, "receipt.json")+" && echo FOUND-EARLIER", "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	later := exec.Command(binary, "run", "-f", file, "-q", "--run-root", runs, "--evidence", filepath.Join(shown, "ev", "beta"))
+	later.Dir = openDir(t)
+	out, _ := later.Output()
+	var st struct {
+		Status harnessv1.HarnessRunStatus `json:"status"`
+	}
+	if err := yaml.Unmarshal(out, &st); err != nil || st.Status.Agent == nil {
+		t.Fatalf("the later run printed no status (%v):\n%s", err, out)
+	}
+	if strings.Contains(st.Status.Agent.OutputTail, "FOUND-EARLIER") {
+		t.Errorf("the later run's agent read the earlier run's evidence:\n%s", st.Status.Agent.OutputTail)
+	}
+}
+
 // shownDir is a new folder outside /tmp, which every sandbox covers with a
 // tmpfs of its own: what is in it is on a path sandboxes show.
 func shownDir(t *testing.T) string {
