@@ -37,6 +37,30 @@ func (a *attempt) environmentRef() (ref, source string) {
 	return "", ""
 }
 
+// judgeFixtureImage refuses a fixture's environment image that the
+// namespace's HarnessPolicies would refuse in the run's own spec: the
+// admission policy, the controller and the claim judge the run's spec, and
+// fixture.yaml is the run author's too (an inline fixture, a ConfigMap of
+// theirs), so an image moved from the run into its fixture stepped around
+// network.allowedSources (the node-agent dialled any registry an author
+// named, on the node's network). Judged before anything is fetched.
+func (a *attempt) judgeFixtureImage(ctx context.Context, ref string) error {
+	check := a.e.opts.PolicyViolations
+	if check == nil {
+		return nil
+	}
+	judged := a.run.DeepCopy()
+	judged.Spec.Environment = &harnessv1.EnvironmentSpec{Image: ref}
+	violations, err := check(ctx, judged)
+	if err != nil {
+		return fail(harnessv1.ReasonPolicyViolation, fmt.Errorf("the namespace's HarnessPolicies could not be read to judge the fixture's environment image, so the run is refused: %w", err))
+	}
+	if len(violations) > 0 {
+		return fail(harnessv1.ReasonPolicyViolation, fmt.Errorf("the fixture's environment image %s is refused by the namespace's HarnessPolicies: %s", ref, strings.Join(violations, "; ")))
+	}
+	return nil
+}
+
 // prepareEnvironment pulls (or finds in the node's cache) the run's
 // environment image and mounts the run's writable overlay over it, which
 // becomes the root of the agent's and the checks' sandboxes. Without an
@@ -47,6 +71,11 @@ func (a *attempt) prepareEnvironment(ctx context.Context) error {
 		return nil
 	}
 	bad := func(err error) error { return fail(harnessv1.ReasonEnvironmentUnavailable, err) }
+	if source == "Fixture" {
+		if err := a.judgeFixtureImage(ctx, ref); err != nil {
+			return err
+		}
+	}
 	cache, err := a.e.imageCache()
 	if err != nil {
 		return bad(fmt.Errorf("this node-agent has no image cache, so it cannot run an environment image: %w", err))

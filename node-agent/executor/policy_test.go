@@ -3,10 +3,12 @@ package executor
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -282,4 +284,59 @@ func TestCredentialWithANulIsRefused(t *testing.T) {
 		t.Errorf("the agent started %d times", n)
 	}
 	obs.mu.Unlock()
+}
+
+// TestFixtureImageIsJudgedByThePolicies: a fixture.yaml that names its own
+// environment image (the run author's, like the run) is judged by the
+// namespace's HarnessPolicies as if the run named it, before anything is
+// fetched: an image from a registry network.allowedSources does not list
+// refuses the run, and the registry is never dialled.
+func TestFixtureImageIsJudgedByThePolicies(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var dialled atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			dialled.Add(1)
+			_ = c.Close()
+		}
+	}()
+	policy := &harnessv1.HarnessPolicy{ObjectMeta: metav1.ObjectMeta{Name: "sources"},
+		Spec: harnessv1.HarnessPolicySpec{Network: &harnessv1.PolicyNetwork{AllowedSources: []string{"registry.example.com"}}}}
+	e, err := New(Options{Sources: inlineSources{}, RunRoot: rootRunRoot(t, "hf-fixture-image-"), InitBinary: "/bin/true",
+		PolicyViolations: func(_ context.Context, run *harnessv1.HarnessRun) ([]string, error) {
+			var out []string
+			for _, v := range policy.Violations(&run.Spec) {
+				out = append(out, v.String())
+			}
+			return out, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	image := ln.Addr().String() + "/evil/img@sha256:" + strings.Repeat("a", 64)
+	st := e.Execute(context.Background(), &harnessv1.HarnessRun{
+		ObjectMeta: metav1.ObjectMeta{Name: "fixture-image", Namespace: "tenant", UID: "uid-fixture-image"},
+		Spec: harnessv1.HarnessRunSpec{
+			Agent: harnessv1.AgentSpec{Adapter: harnessv1.AdapterExec, Command: []string{"true"}},
+			Fixture: harnessv1.FixtureSource{Inline: &harnessv1.InlineFixture{Files: map[string]string{
+				"fixture.yaml": "prompt: nothing\nenvironment:\n  image: " + image + "\n"}}},
+		},
+		Status: harnessv1.HarnessRunStatus{Attempt: 1},
+	}).Status
+	if st.Phase != harnessv1.RunFailed || st.Reason != harnessv1.ReasonPolicyViolation ||
+		!strings.Contains(st.Message, "the fixture's environment image") || !strings.Contains(st.Message, "network.allowedSources") {
+		t.Errorf("%s %s %q: want Failed PolicyViolation naming the fixture's image and network.allowedSources", st.Phase, st.Reason, st.Message)
+	}
+	if n := dialled.Load(); n != 0 {
+		t.Errorf("the registry the policy does not list was dialled %d times", n)
+	}
 }
