@@ -64,6 +64,11 @@ func FixtureHash(cm *corev1.ConfigMap) string {
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 
+// roundRuns is how many runs a round of suite has with fixtures fixtures.
+func roundRuns(suite *harnessv1.HarnessSuite, fixtures int) int64 {
+	return int64(len(suite.Spec.Agents)) * int64(fixtures) * int64(max(suite.Spec.Repeats, 1))
+}
+
 // resolveFixtures finds the suite's fixture ConfigMaps (from the cache of
 // labelled ConfigMaps) and hashes them, sorted by name. problem, when not
 // empty, says in plain words why the round cannot go on (a named fixture is
@@ -99,6 +104,12 @@ func (r *HarnessSuiteReconciler) resolveFixtures(ctx context.Context, p *suitePa
 			problem = fmt.Sprintf("no ConfigMap labelled %s=true matches fixtures.selector", harnessv1.LabelFixture)
 		case len(cms) > maxSuiteFixtures:
 			problem = fmt.Sprintf("fixtures.selector matches %d ConfigMaps; a suite may have at most %d fixtures", len(cms), maxSuiteFixtures)
+			cms = nil
+		case roundRuns(suite, len(cms)) > harnessv1.MaxRoundRuns:
+			// The schema counts a selector as one fixture: it cannot
+			// know how many match.
+			problem = fmt.Sprintf("fixtures.selector matches %d ConfigMaps: %d agents × %d fixtures × %d repeats is %d runs a round, more than the %d a round may have",
+				len(cms), len(suite.Spec.Agents), len(cms), suite.Spec.Repeats, roundRuns(suite, len(cms)), harnessv1.MaxRoundRuns)
 			cms = nil
 		}
 	default:

@@ -568,6 +568,38 @@ func TestSuiteWaitsForMissingFixtures(t *testing.T) {
 	waitSuite(t, ns, "missing", 30*time.Second, "complete", suiteComplete)
 }
 
+// TestSuiteSelectingTooManyRunsIsStalled: the schema counts fixtures chosen
+// by a selector as one (it cannot know how many match), so a suite of 16
+// agents × 1000 repeats over a selector was admitted, and with 64 matching
+// ConfigMaps made 1,024,000 runs a round (mt helper of 7 December). The
+// controller holds it to the bound: Stalled, saying so, with no run made.
+func TestSuiteSelectingTooManyRunsIsStalled(t *testing.T) {
+	ns := newNamespace(t)
+	startSuiteController(t, ns)
+	for i := range 7 {
+		create(t, fixtureCM(ns, fmt.Sprintf("big-%d", i), "p"))
+	}
+	names := make([]string, 16)
+	for i := range names {
+		names[i] = fmt.Sprintf("a%d", i)
+	}
+	create(t, makeSuite(ns, "big", names, 1000, 1)) // 16 × 7 × 1000 = 112,000
+	s := waitSuite(t, ns, "big", 30*time.Second, "stalled", func(s *harnessv1.HarnessSuite) bool {
+		c := meta.FindStatusCondition(s.Status.Conditions, harnessv1.SuiteConditionStalled)
+		return c != nil && c.Status == metav1.ConditionTrue
+	})
+	if c := meta.FindStatusCondition(s.Status.Conditions, harnessv1.SuiteConditionStalled); !strings.Contains(c.Message, "112000 runs a round, more than the 100000") {
+		t.Errorf("Stalled message %q", c.Message)
+	}
+	runs := &harnessv1.HarnessRunList{}
+	if err := k8s.List(context.Background(), runs, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(runs.Items) != 0 {
+		t.Errorf("%d runs made", len(runs.Items))
+	}
+}
+
 // TestSuiteDeletionCascades: the runs are owned by the suite with
 // blockOwnerDeletion (the garbage collector, which envtest does not run,
 // deletes them with it); a suite being deleted creates no more runs.

@@ -31,6 +31,11 @@ const (
 	AnnotationFixtureHash = "harnessfacts.io/fixture-hash"
 )
 
+// MaxRoundRuns bounds a suite's round: agents × fixtures × repeats. The
+// schema holds a suite that names its fixtures to it; one that selects them
+// by label is held to it by the controller, once it knows how many match.
+const MaxRoundRuns = 100000
+
 // HarnessSuiteSpec is a matrix of agents × fixtures × repeats and how to run it.
 // A round runs one matrix: agents, fixtures, repeats and template change only
 // together with revision (which starts a new round); parallelism and suspend
