@@ -263,5 +263,28 @@ func TestRunAuthorUsesOnlyWhatTheyCanRead(t *testing.T) {
 		if err := alice.Update(ctx, got); err != nil {
 			t.Errorf("alice labelling the suite (spec unchanged): %v", err)
 		}
+		// A suite's parallelism and suspend name nothing new.
+		got.Spec.Parallelism, got.Spec.Suspend = 3, true
+		if err := alice.Update(ctx, got); err != nil {
+			t.Errorf("alice suspending the suite: %v", err)
+		}
+	})
+
+	// Cancelling a run, or setting its TTL, names nothing new: a co-editor
+	// who may not read the Secret a run names may still stop it (the
+	// policy judged the whole spec again and refused it).
+	t.Run("alice cancels bob's run", func(t *testing.T) {
+		r := run([]string{"team-key"}, "")
+		if err := bob.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		got := &harnessv1.HarnessRun{}
+		if err := alice.Get(ctx, client.ObjectKeyFromObject(r), got); err != nil {
+			t.Fatal(err)
+		}
+		got.Spec.Cancel, got.Spec.TTLSecondsAfterFinished = true, ptr.To[int32](60)
+		if err := alice.Update(ctx, got); err != nil {
+			t.Errorf("alice cancelling bob's run: %v", err)
+		}
 	})
 }

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -225,4 +226,60 @@ func TestHarnessPolicyRefusesWhatItForbids(t *testing.T) {
 			}
 		})
 	}
+	// A policy tightened after a run was admitted: the run, which breaks
+	// it now, can still be cancelled (and its TTL set), since that names
+	// nothing a rule looks at; a suite's new matrix is judged again.
+	t.Run("cancel after the policy was tightened", func(t *testing.T) {
+		r := good(governed, nil)
+		s := suite(governed, nil)
+		for _, o := range []client.Object{r, s} {
+			if err := k8s.Create(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tightened := &harnessv1.HarnessPolicy{}
+		if err := k8s.Get(ctx, client.ObjectKey{Name: "hpol-strict"}, tightened); err != nil {
+			t.Fatal(err)
+		}
+		tightened.Spec.Adapters = []harnessv1.Adapter{harnessv1.AdapterCodex}
+		if err := k8s.Update(ctx, tightened); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := k8s.Get(ctx, client.ObjectKey{Name: "hpol-strict"}, tightened); err == nil {
+				tightened.Spec.Adapters = []harnessv1.Adapter{harnessv1.AdapterExec, harnessv1.AdapterCodex}
+				_ = k8s.Update(ctx, tightened)
+			}
+		}()
+		// Until the API server has the tightened policy, a new exec run
+		// is still admitted.
+		deadline := time.Now().Add(30 * time.Second)
+		for err := k8s.Create(ctx, good(governed, nil), client.DryRunAll); err == nil; err = k8s.Create(ctx, good(governed, nil), client.DryRunAll) {
+			if time.Now().After(deadline) {
+				t.Fatal("the tightened policy never refused an exec run")
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		got := &harnessv1.HarnessRun{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(r), got); err != nil {
+			t.Fatal(err)
+		}
+		got.Spec.Cancel, got.Spec.TTLSecondsAfterFinished = true, ptr.To[int32](60)
+		if err := k8s.Update(ctx, got); err != nil {
+			t.Errorf("cancelling a run the tightened policy would refuse: %v", err)
+		}
+		gs := &harnessv1.HarnessSuite{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(s), gs); err != nil {
+			t.Fatal(err)
+		}
+		gs.Spec.Suspend = true
+		if err := k8s.Update(ctx, gs); err != nil {
+			t.Errorf("suspending a suite the tightened policy would refuse: %v", err)
+		}
+		gs.Spec.Agents[0].Agent.Command = []string{"false"}
+		gs.Spec.Revision = intstr.FromString("2")
+		if err := k8s.Update(ctx, gs); err == nil || !strings.Contains(err.Error(), "adapters: adapter exec is not allowed") {
+			t.Errorf("a suite's new matrix under the tightened policy: %v, want the adapters rule", err)
+		}
+	})
 }
