@@ -82,6 +82,10 @@ const AiderNoMCP = "Aider has no MCP support"
 
 // Prepare builds the command line.
 func (a Aider) Prepare(in Input) (*Invocation, error) {
+	if err := refuseOwnedFlags(harnessv1.AdapterAider, in.Agent.ExtraArgs, "--message-file", "--message", "-m", "--model", "--openai-api-base",
+		"--model-metadata-file", "--input-history-file", "--chat-history-file"); err != nil {
+		return nil, err
+	}
 	cmd, err := a.cfg.command("aider")
 	if err != nil {
 		return nil, err

@@ -52,6 +52,9 @@ func (a Antigravity) Version(ctx context.Context) (string, error) {
 
 // Prepare builds agy's command line, settings and environment.
 func (a Antigravity) Prepare(in Input) (*Invocation, error) {
+	if err := refuseOwnedFlags(harnessv1.AdapterAntigravity, in.Agent.ExtraArgs, "-p", "--prompt", "--model", "-m"); err != nil {
+		return nil, err
+	}
 	cmd, err := a.cfg.command(antigravityCommand)
 	if err != nil {
 		return nil, err

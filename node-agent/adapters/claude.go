@@ -80,6 +80,11 @@ var claudeQuiet = []string{
 
 // Prepare builds the command line, the environment and the MCP config file.
 func (c ClaudeCode) Prepare(in Input) (*Invocation, error) {
+	if err := refuseOwnedFlags(harnessv1.AdapterClaudeCode, in.Agent.ExtraArgs, "-p", "--print", "--output-format", "--input-format", "--max-turns",
+		"--permission-mode", "--dangerously-skip-permissions", "--mcp-config", "--strict-mcp-config", "--allowedTools", "--allowed-tools", "--model",
+		"--settings", "--setting-sources"); err != nil {
+		return nil, err
+	}
 	cmd, err := c.cfg.command(claudeCommand)
 	if err != nil {
 		return nil, err

@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 )
 
 // command finds a CLI's command: in CLIDir when it is set, else on PATH.
@@ -107,4 +109,26 @@ func InstalledCLIDir() string {
 		}
 	}
 	return ""
+}
+
+// refuseOwnedFlags refuses extraArgs that set a flag the adapter sets itself
+// from the run's spec and limits. A CLI takes the last value of a flag, and
+// extraArgs come after the adapter's: `extraArgs: [--max-turns, "50"]`
+// lifted limits.maxDecisions (and a HarnessPolicy ceiling on it) while the
+// receipt recorded the limit. The same holds for the model the status
+// names, the MCP configuration the token proof rests on, and the output
+// format the usage and trajectory are read from. A flag is matched as
+// --name, --name=value and, for a one-letter flag -x, any single-dash
+// argument that starts with it (-xVALUE).
+func refuseOwnedFlags(adapter harnessv1.Adapter, extra []string, owned ...string) error {
+	for _, a := range extra {
+		name, _, _ := strings.Cut(a, "=")
+		for _, o := range owned {
+			short := len(o) == 2 && o[0] == '-' && o[1] != '-'
+			if name == o || short && strings.HasPrefix(a, o) && !strings.HasPrefix(a, "--") {
+				return fmt.Errorf("agent.extraArgs sets %s, which the %s adapter sets itself from the run's spec (agent.model, limits, mcp): leave it out of extraArgs", o, adapter)
+			}
+		}
+	}
+	return nil
 }

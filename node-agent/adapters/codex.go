@@ -86,6 +86,10 @@ var codexKeyEnv = []string{"OPENAI_API_KEY", "CODEX_API_KEY"}
 // Prepare builds the command line, CODEX_HOME/config.toml and, when the run
 // selects Codex's login file, CODEX_HOME/auth.json.
 func (c Codex) Prepare(in Input) (*Invocation, error) {
+	if err := refuseOwnedFlags(harnessv1.AdapterCodex, in.Agent.ExtraArgs, "--json", "-m", "--model", "-C", "--cd", "-s", "--sandbox",
+		"--dangerously-bypass-approvals-and-sandbox"); err != nil {
+		return nil, err
+	}
 	cmd, err := c.cfg.command("codex")
 	if err != nil {
 		return nil, err

@@ -73,6 +73,10 @@ func (g Gemini) Version(ctx context.Context) (string, error) {
 
 // Prepare builds the command line, environment and settings.
 func (g Gemini) Prepare(in Input) (*Invocation, error) {
+	if err := refuseOwnedFlags(harnessv1.AdapterGemini, in.Agent.ExtraArgs, "-o", "--output-format", "-m", "--model", "--approval-mode", "-y", "--yolo",
+		"-p", "--prompt"); err != nil {
+		return nil, err
+	}
 	cmd, err := g.cfg.command("gemini")
 	if err != nil {
 		return nil, err

@@ -92,6 +92,9 @@ func openCodePermission(mcp MCPEndpoint) map[string]string {
 
 // Prepare writes the config and builds the command line.
 func (o OpenCode) Prepare(in Input) (*Invocation, error) {
+	if err := refuseOwnedFlags(harnessv1.AdapterOpenCode, in.Agent.ExtraArgs, "--format", "-m", "--model", "--agent"); err != nil {
+		return nil, err
+	}
 	cmd, err := o.cfg.command("opencode")
 	if err != nil {
 		return nil, err
