@@ -45,11 +45,18 @@ func hostedTool(d usage.Dialect, req request) string {
 		}
 		return typedTool(req["tools"], "web_search", "web_fetch")
 	case usage.Responses:
-		// web_search, web_search_preview and their dated versions; mcp.
-		return typedTool(req["tools"], "web_search", "mcp")
+		// web_search, web_search_preview and their dated versions; mcp;
+		// xAI's x_search and Groq's browser_search in the same form.
+		return typedTool(req["tools"], "web_search", "mcp", "x_search", "browser_search")
 	case usage.Chat:
 		if present(req["web_search_options"]) {
 			return "web_search_options"
+		}
+		// Built-in tools of OpenAI-compatible providers, beside the
+		// agent's own "function" tools: Groq's browser_search, xAI's
+		// x_search, and web_search in the Chat form.
+		if t := typedTool(req["tools"], "web_search", "browser_search", "x_search"); t != "" {
+			return t
 		}
 		// xAI's Live Search in Chat Completions.
 		if present(req["search_parameters"]) {
@@ -62,7 +69,9 @@ func hostedTool(d usage.Dialect, req request) string {
 		// OpenRouter perplexity/sonar…), which fetch what the query names.
 		var model string
 		if json.Unmarshal(req["model"], &model) == nil {
-			if m := strings.ToLower(model); strings.Contains(m, "search") || strings.Contains(m, ":online") || strings.Contains(m, "sonar") {
+			// Groq's compound systems (groq/compound, compound-beta,
+			// compound-beta-mini) search and visit websites by themselves.
+			if m := strings.ToLower(model); strings.Contains(m, "search") || strings.Contains(m, ":online") || strings.Contains(m, "sonar") || strings.Contains(m, "compound") {
 				return "search model " + model
 			}
 		}
