@@ -55,8 +55,11 @@ type ran struct {
 	usage     *harnessv1.UsageStatus
 	// trajectory is the sealed trajectory.json (nil: none).
 	trajectory *sealedTrajectory
-	// diskFull is the run dir's usage when it was full as the agent ended.
-	diskFull *fixture.DiskUsage
+	// diskFull is the run dir's usage when it was full as the agent ended,
+	// or, with noRoomForChecks, when the agent left too little of it for
+	// the fixture's verifier part.
+	diskFull        *fixture.DiskUsage
+	noRoomForChecks bool
 }
 
 // prepareAgent has the run's adapter turn the run into a command line,

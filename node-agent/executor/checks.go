@@ -2,10 +2,12 @@ package executor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -36,6 +38,10 @@ func (a *attempt) runChecks(ctx context.Context) []harnessv1.CheckResult {
 	var results []harnessv1.CheckResult
 	tests, err := a.fix.MaterializeChecks(a.dir)
 	if err != nil {
+		// The verifier part shares the run dir's limits.disk with the
+		// workspace: an agent that left less room than it needs made
+		// every check "could not run", the fixture's fault to read.
+		a.noRoomForChecks = errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 		for _, c := range checks {
 			results = append(results, harnessv1.CheckResult{Name: c.Name,
 				Message: truncate("the check could not run: the fixture's verifier part could not be put in place: "+err.Error(), 1024)})

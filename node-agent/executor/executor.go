@@ -364,6 +364,10 @@ func (e *Executor) RemoveLeftovers(ctx context.Context) error {
 
 // attempt is the state of one attempt, filled step by step.
 type attempt struct {
+	// noRoomForChecks: the verifier part could not be written for lack
+	// of room (ENOSPC, EDQUOT) in the run dir the agent filled.
+	noRoomForChecks bool
+
 	e       *Executor
 	run     *harnessv1.HarnessRun
 	started time.Time
@@ -523,6 +527,11 @@ func (a *attempt) do(ctx context.Context) *Outcome {
 	if res.stop == nil && !res.agent.TimedOut && res.gatewayStop == nil {
 		a.step(StepChecks)
 		res.checks = a.runChecks(ctx)
+		if a.noRoomForChecks && res.diskFull == nil {
+			if u, ok, err := a.dir.DiskUsage(); err == nil && ok {
+				res.diskFull, res.noRoomForChecks = &u, true
+			}
+		}
 		// Stopped while the checks ran: they were cut short and judge
 		// nothing; the run was stopped, it did not fail its checks.
 		if sc := stopCauseOf(ctx); sc != nil {

@@ -156,7 +156,7 @@ func (a *attempt) verdict(in *ran) *Outcome {
 		MCPMessage: st.MCP.Message, Checks: in.checks,
 		EpisodeSeconds: a.limits.EpisodeSeconds, Memory: a.limits.Memory.String(),
 		Unsandboxed: a.runner.Mode() == sandbox.ModePlain,
-		DiskFull:    in.diskFull, Disk: a.limits.Disk.String(),
+		DiskFull:    in.diskFull, Disk: a.limits.Disk.String(), NoRoomForChecks: in.noRoomForChecks,
 	}
 	v := judge(j)
 	st.Phase, st.Verdict, st.FailureClass, st.Reason, st.Message = v.Phase, v.Verdict, v.FailureClass, v.Reason, v.Message
@@ -253,6 +253,9 @@ type judgement struct {
 	// (nil if it was not); Disk is limits.disk, for the message.
 	DiskFull *fixture.DiskUsage
 	Disk     string
+	// NoRoomForChecks: DiskFull is the usage when the verifier part could
+	// not be written for lack of room the agent had taken.
+	NoRoomForChecks bool
 }
 
 // verdict is the judgement's result: status' phase, verdict, failure class,
@@ -319,6 +322,10 @@ func judge(j judgement) verdict {
 			Reason: harnessv1.ReasonDiskLimitExceeded,
 			Message: fmt.Sprintf("the run dir was full when the agent ended (limits.disk %s: %d of %d bytes, %d of %d files in use); writes beyond it failed with ENOSPC",
 				j.Disk, u.Bytes, u.LimitBytes, u.Files, u.LimitFiles)}
+		if j.NoRoomForChecks {
+			v.Message = fmt.Sprintf("the agent left too little of the run dir (limits.disk %s: %d of %d bytes, %d of %d files in use) for the fixture's verifier part, so no check could run",
+				j.Disk, u.Bytes, u.LimitBytes, u.Files, u.LimitFiles)
+		}
 		if j.Exited {
 			v.Message += fmt.Sprintf("; the agent exited with code %d", j.ExitCode)
 		}

@@ -61,6 +61,30 @@ func TestDiskFillEndsWithDiskLimitExceeded(t *testing.T) {
 	waitNoRunDirs(t)
 }
 
+// TestNoRoomLeftForTheVerifierPart: the verifier part is written into the
+// run dir after the agent, on the same limits.disk. An agent that fills it
+// but for a few KiB (less than the verifier part needs) is not "full", and
+// every check could not run: a run that read as the fixture's fault (class
+// Check). It is the agent's: DiskLimitExceeded, saying why.
+func TestNoRoomLeftForTheVerifierPart(t *testing.T) {
+	ns := newNamespace(t, "e2e-disk-checks")
+	run := scriptRun(ns, "no-room", `dd if=/dev/zero of=small bs=32k count=1 2>/dev/null; dd if=/dev/zero of=big bs=64k 2>/dev/null; rm -f small; `+
+		`echo "free=$(( $(stat -f -c %a .) * $(stat -f -c %S .) ))"; exit 0`)
+	run.Spec.Fixture.Inline.Files["fixture.yaml"] = "prompt: go\nchecks:\n- {name: honest, shell: 'cmp -s a \"$HARNESSFACTS_TESTS/expected.txt\"'}\n"
+	run.Spec.Fixture.Inline.Files["tests/expected.txt"] = strings.Repeat("x", 256<<10)
+	disk := resource.MustParse("8Mi")
+	run.Spec.Limits.Disk = &disk
+	if err := k8s.Create(context.Background(), run); err != nil {
+		t.Fatal(err)
+	}
+	got := waitTerminal(t, client.ObjectKeyFromObject(run))
+	if got.Status.Reason != harnessv1.ReasonDiskLimitExceeded || got.Status.FailureClass != harnessv1.FailureAgent ||
+		!strings.Contains(got.Status.Message, "too little of the run dir") {
+		t.Fatalf("status %s/%s/%s: %s; checks %+v\noutput: %s", got.Status.Verdict, got.Status.FailureClass, got.Status.Reason, got.Status.Message, got.Status.Checks, outputTail(got))
+	}
+	waitNoRunDirs(t)
+}
+
 // TestAgentCommandThatCannotStart: a command that is missing or is a
 // folder is the agent's failure, and the message says what the shells'
 // exit code means (127 not found, 126 found but not executable) and where
