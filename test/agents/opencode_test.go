@@ -52,8 +52,8 @@ func TestOpenCodeStdio(t *testing.T) {
 
 // TestOpenCodeRefusesOutsideWorkspace: the script asks OpenCode's bash tool
 // to create a file in the run's HOME (writable in the sandbox, outside the
-// workspace); external_directory: deny refuses it, the run goes on and
-// writes inside.txt, and the fixture's check sees no file outside.
+// workspace); external_directory: deny refuses it (the status counts the
+// denial, the output shows it), and the run goes on and writes inside.txt.
 func TestOpenCodeRefusesOutsideWorkspace(t *testing.T) {
 	t.Parallel()
 	o := Run(t, Case{Name: "opencode-outside", Adapter: harnessv1.AdapterOpenCode, Fixture: "outside-workspace",
