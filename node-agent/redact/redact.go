@@ -203,8 +203,18 @@ func Forms(s string) []string {
 		j := bytes.TrimSpace(b.Bytes())
 		add(string(j[1 : len(j)-1]))
 	}
+	// JSON with "/" escaped as "\/" (PHP's json_encode, some Java and
+	// JavaScript serializers): a key with a slash (an AWS secret key's)
+	// printed by such a tool.
+	if j, err := json.Marshal(s); err == nil {
+		add(strings.ReplaceAll(string(j[1:len(j)-1]), "/", `\/`))
+	}
 	add(url.QueryEscape(s))
 	add(url.PathEscape(s))
+	// Percent-escapes with lower-case hex digits, as RFC 3986 allows and
+	// some encoders write them (%2f, %2b).
+	add(lowerPercentHex(url.QueryEscape(s)))
+	add(lowerPercentHex(url.PathEscape(s)))
 	// Lower- and upper-cased: a host name is compared and reported in
 	// lower case (the egress proxy reported a mixed-case key the agent put
 	// in a URL's host lower-cased, in status.network.deniedHosts, the
@@ -246,6 +256,19 @@ func Forms(s string) []string {
 		}
 	}
 	return forms
+}
+
+// lowerPercentHex is s with the hex digits of each percent-escape in lower
+// case.
+func lowerPercentHex(s string) string {
+	b := []byte(s)
+	for i := 0; i+2 < len(b); i++ {
+		if b[i] == '%' {
+			b[i+1], b[i+2] = lower(b[i+1]), lower(b[i+2])
+			i += 2
+		}
+	}
+	return string(b)
 }
 
 // escapeBytes writes each byte of s as pre and two hex digits, upper case

@@ -97,6 +97,28 @@ func TestSecretFormsAreRedactedAcrossWriteBoundaries(t *testing.T) {
 	}
 }
 
+// A key with a slash and a plus (an AWS secret key's alphabet) printed as
+// tools other than Go's print it: percent-escapes with lower-case hex
+// (RFC 3986 allows them; some encoders write them) and JSON with "/"
+// escaped (PHP's json_encode, some Java and JavaScript serializers). Both
+// passed before (net helper of 7 December).
+func TestSlashAndPlusFormsOfOtherEncoders(t *testing.T) {
+	const value = "wJalrXUt/nFEMI+K7MDENG/bPxRfiCYEXAMPLEKEY"
+	r := newRedactor(t, Options{Secrets: []string{value}, NoRules: true})
+	for _, in := range []string{
+		"https://x.test/?k=" + lowerPercentHex(url.QueryEscape(value)),
+		"https://x.test/" + lowerPercentHex(url.PathEscape(value)) + "/x",
+		`{"secret":"` + strings.ReplaceAll(value, "/", `\/`) + `"}`,
+	} {
+		for _, chunk := range []int{1, 3, 64} {
+			out := string(writeInChunks(t, r, []byte(in), chunk))
+			if !strings.Contains(out, "[REDACTED]") || strings.Contains(out, "wJalrXUt") || strings.Contains(out, "EXAMPLEKEY") {
+				t.Errorf("chunks of %d: %q became %q", chunk, in, out)
+			}
+		}
+	}
+}
+
 // A Secret made from a file ends in a newline; the agent can print the
 // value without it (printf %s $KEY, tr -d '\n', jq -R), and in any form.
 func TestSecretsAreRedactedWithoutTheirSurroundingSpace(t *testing.T) {
