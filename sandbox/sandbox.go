@@ -326,12 +326,24 @@ func redactedKey(kv string) string {
 }
 
 func (s Spec) ids() (uid, gid int) {
-	uid, gid = s.UID, s.GID
+	return EffectiveIDs(s.UID, s.GID)
+}
+
+// EffectiveIDs are the uid and gid a sandbox of uid/gid runs as: 0 means the
+// default, DefaultUID/DefaultGID for root (which can run it as anyone),
+// else this process's own, the only ones it may run it as.
+func EffectiveIDs(uid, gid int) (int, int) {
 	if uid == 0 {
 		uid = DefaultUID
+		if e := os.Geteuid(); e > 0 {
+			uid = e
+		}
 	}
 	if gid == 0 {
 		gid = DefaultGID
+		if e := os.Getegid(); e > 0 && os.Geteuid() > 0 {
+			gid = e
+		}
 	}
 	return uid, gid
 }

@@ -406,13 +406,9 @@ func (e *Executor) wrap(argv []string, forwards []sandboxinit.Forward, proxy *sa
 // runIDs are the host uid and gid the run's agent runs as: its sockets
 // are theirs alone.
 func (a *attempt) runIDs() socketOwner {
-	uid, gid := a.uid, a.gid
-	if uid == 0 {
-		uid = sandbox.DefaultUID
-	}
-	if gid == 0 {
-		gid = sandbox.DefaultGID
-	}
+	// A local run as a user other than root runs as that user: its
+	// sockets and files are theirs (chowning them to DefaultUID failed).
+	uid, gid := sandbox.EffectiveIDs(a.uid, a.gid)
 	return socketOwner{uid: uid, gid: gid}
 }
 

@@ -62,6 +62,8 @@ func (a *attempt) runChecks(ctx context.Context) []harnessv1.CheckResult {
 		refusal  string
 		gitNotes []string
 		shared   error // a check's overlay that could not be taken off
+		// saidShared: the log said the checks share the workspace.
+		saidShared bool
 	)
 	for i, c := range checks {
 		spec, err := a.checkSpec(i, tests)
@@ -83,8 +85,9 @@ func (a *attempt) runChecks(ctx context.Context) []harnessv1.CheckResult {
 			continue
 		}
 		release, isolateErr := a.dir.IsolateWorkspace(a.dir.Join(fmt.Sprintf("check-%d", i)))
-		if isolateErr != nil && len(checks) > 1 {
-			log.FromContext(ctx).Error(isolateErr, "a check runs over the workspace itself, not a view of its own: what it writes, the checks after it see", "check", c.Name)
+		if isolateErr != nil && len(checks) > 1 && !saidShared {
+			saidShared = true // each check's output says it too
+			log.FromContext(ctx).Error(isolateErr, "the checks run over the workspace itself, not a view of their own: what one writes, the checks after it see", "check", c.Name)
 		}
 		spec.Argv = c.Argv()
 		spec.Limits = sandbox.Limits{

@@ -292,12 +292,7 @@ func New(opts Options) (*Executor, error) {
 	if opts.IDs != nil {
 		uid, gid = opts.IDs.Range().First, opts.IDs.Range().First
 	}
-	if uid == 0 {
-		uid = sandbox.DefaultUID
-	}
-	if gid == 0 {
-		gid = sandbox.DefaultGID
-	}
+	uid, gid = sandbox.EffectiveIDs(uid, gid)
 	// The run dirs are root's children: root itself must be searchable.
 	for _, p := range []string{filepath.Join(root, "run"), opts.InitBinary} {
 		if err := sandbox.Reachable(p, uid, gid); err != nil {
