@@ -110,11 +110,19 @@ func TestEarlierEvidenceIsHiddenFromLaterRuns(t *testing.T) {
 	if _, err := os.Stat(earlier); err != nil {
 		t.Fatal(err)
 	}
+	laterRunCannotRead(t, cwd, runs, filepath.Join(openDir(t), "elsewhere"), earlier)
+}
+
+// laterRunCannotRead runs, in cwd, a local run writing its evidence into
+// evidence whose agent prints the file earlier, and fails the test if it
+// could.
+func laterRunCannotRead(t *testing.T, cwd, runs, evidence, earlier string) {
+	t.Helper()
 	file := filepath.Join(cwd, "later.yaml")
 	if err := os.WriteFile(file, []byte(localRunYAML("later", "prompt: look\n", "cat "+earlier+" && echo FOUND-EARLIER", "")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	later := exec.Command(binary, "run", "-f", file, "-q", "--run-root", runs, "--evidence", filepath.Join(openDir(t), "elsewhere"))
+	later := exec.Command(binary, "run", "-f", file, "-q", "--run-root", runs, "--evidence", evidence)
 	later.Dir = cwd
 	out, _ := later.Output()
 	var st struct {
@@ -148,22 +156,7 @@ func TestEvidenceFoldersAreTheCallersAlone(t *testing.T) {
 			t.Errorf("%s: %v, %v; want a folder of its owner's alone", d, fi, err)
 		}
 	}
-	file := filepath.Join(openDir(t), "later.yaml")
-	if err := os.WriteFile(file, []byte(localRunYAML("later", "prompt: look\n", "cat "+filepath.Join(evidence, "receipt.json")+" && echo FOUND-EARLIER", "")), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	later := exec.Command(binary, "run", "-f", file, "-q", "--run-root", runs, "--evidence", filepath.Join(shown, "ev", "beta"))
-	later.Dir = openDir(t)
-	out, _ := later.Output()
-	var st struct {
-		Status harnessv1.HarnessRunStatus `json:"status"`
-	}
-	if err := yaml.Unmarshal(out, &st); err != nil || st.Status.Agent == nil {
-		t.Fatalf("the later run printed no status (%v):\n%s", err, out)
-	}
-	if strings.Contains(st.Status.Agent.OutputTail, "FOUND-EARLIER") {
-		t.Errorf("the later run's agent read the earlier run's evidence:\n%s", st.Status.Agent.OutputTail)
-	}
+	laterRunCannotRead(t, openDir(t), runs, filepath.Join(shown, "ev", "beta"), filepath.Join(evidence, "receipt.json"))
 }
 
 // shownDir is a new folder outside /tmp, which every sandbox covers with a
