@@ -67,6 +67,10 @@ func TestRunAuthorUsesOnlyWhatTheyCanRead(t *testing.T) {
 	m := mustRender(t, release, namespace, "")
 	createNamespace(t, namespace)
 	createNamespace(t, ns)
+	// What this test admits is gone when it ends (envtest deletes no
+	// namespace's content): the later tests' controllers and node-agents
+	// would bind and run it, in a namespace their RBAC does not cover.
+	t.Cleanup(func() { deleteRunsAndSuites(t, ns) })
 	policies := m.only("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
 	if _, err := runKubectl(policies.yaml(t), "apply", "--server-side", "--field-manager=harnessfacts-install-test", "-f", "-"); err != nil {
 		t.Fatal(err)
@@ -287,4 +291,15 @@ func TestRunAuthorUsesOnlyWhatTheyCanRead(t *testing.T) {
 			t.Errorf("alice cancelling bob's run: %v", err)
 		}
 	})
+}
+
+// deleteRunsAndSuites deletes every HarnessRun and HarnessSuite of ns: none
+// was bound, so none has a finalizer to wait for.
+func deleteRunsAndSuites(t *testing.T, ns string) {
+	t.Helper()
+	for _, o := range []client.Object{&harnessv1.HarnessRun{}, &harnessv1.HarnessSuite{}} {
+		if err := k8s.DeleteAllOf(context.Background(), o, client.InNamespace(ns)); err != nil {
+			t.Errorf("deleting the test's %T: %v", o, err)
+		}
+	}
 }

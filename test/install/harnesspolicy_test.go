@@ -49,6 +49,9 @@ func TestHarnessPolicyRefusesWhatItForbids(t *testing.T) {
 	governed := labelled("hpol-team-a", map[string]string{"hpol-test/team": "a"})
 	prod := labelled("hpol-prod", map[string]string{"hpol-test/env": "prod"})
 	free := labelled("hpol-free", map[string]string{"hpol-test/team": "b"})
+	for _, ns := range []string{governed, prod, free} {
+		t.Cleanup(func() { deleteRunsAndSuites(t, ns) })
+	}
 
 	strict := &harnessv1.HarnessPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: "hpol-strict"},
