@@ -70,6 +70,9 @@ type Options struct {
 	// cache holds only suites' fixtures. Required; Setup gives the
 	// manager's API reader.
 	FixtureReader client.Reader
+	// FixtureGrace is how long a run whose fixture ConfigMap does not exist
+	// waits for it, Pending, before it ends BadFixture (15 s when unset).
+	FixtureGrace time.Duration
 
 	// EvidenceSigningKeySecret is the operator's signing key Secret
 	// (--evidence-signing-key-secret), nil when the nodes sign with their
@@ -98,6 +101,9 @@ func (o Options) Default() Options {
 	}
 	if o.ReservationTTL <= 0 {
 		o.ReservationTTL = time.Minute
+	}
+	if o.FixtureGrace <= 0 {
+		o.FixtureGrace = 15 * time.Second
 	}
 	return o
 }

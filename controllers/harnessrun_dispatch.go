@@ -213,8 +213,17 @@ func (r *HarnessRunReconciler) reconcileDispatch(ctx context.Context, p *pass) e
 			return err
 		}
 		if missing != "" {
-			chosen, reason, message = nil, PendingFixture, missing
-			p.requeue(fixtureRetry(r.ledger, key, p.now.Time))
+			waited := p.now.Sub(r.ledger.pendingSince(key, run))
+			if waited >= r.opts.FixtureGrace {
+				// Not a Pod's endless wait: every run ends, with its
+				// reason, and a name that is wrong stays wrong.
+				p.fail(harnessv1.ReasonBadFixture, fmt.Sprintf("%s, and it did not appear within %s", missing, r.opts.FixtureGrace),
+					harnessv1.VerdictError, harnessv1.FailureInfrastructure)
+				return nil
+			}
+			chosen, reason = nil, PendingFixture
+			message = fmt.Sprintf("%s yet: the run waits up to %s for it", missing, r.opts.FixtureGrace)
+			p.requeue(min(r.opts.FixtureGrace-waited, 2*time.Second))
 		}
 	}
 
@@ -281,11 +290,11 @@ func (r *HarnessRunReconciler) reconcileDispatch(ctx context.Context, p *pass) e
 	return nil
 }
 
-// fixtureMissing says why a run whose fixture is a ConfigMap cannot be bound
-// yet: that ConfigMap does not exist. `kubectl apply -f` of a folder, Flux or
-// Argo CD may create the run before its fixture, as they may a Pod before
-// its ConfigMap; like the kubelet for a Pod, the controller waits rather
-// than hand the node-agent a run it can only end BadFixture. Only the
+// fixtureMissing says why a run whose fixture is a ConfigMap cannot be bound:
+// that ConfigMap does not exist. `kubectl apply -f` of a folder, Flux or
+// Argo CD may create the run a moment before its fixture; the controller
+// waits Options.FixtureGrace for it, then ends the run BadFixture itself,
+// rather than hand the node-agent a run it can only end so. Only the
 // metadata is read, from the API server (the cache holds suites' fixtures
 // alone): one GET a binding.
 func (r *HarnessRunReconciler) fixtureMissing(ctx context.Context, run *harnessv1.HarnessRun) (string, error) {
@@ -297,23 +306,9 @@ func (r *HarnessRunReconciler) fixtureMissing(ctx context.Context, run *harnessv
 	cm.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
 	switch err := r.opts.FixtureReader.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: ref.Name}, cm); {
 	case apierrors.IsNotFound(err):
-		return fmt.Sprintf("the fixture ConfigMap %s does not exist in namespace %s: the run waits for it (create it, or correct spec.fixture.configMapRef.name)",
-			ref.Name, run.Namespace), nil
+		return fmt.Sprintf("the fixture ConfigMap %s (spec.fixture.configMapRef.name) does not exist in namespace %s", ref.Name, run.Namespace), nil
 	case err != nil:
 		return "", fmt.Errorf("reading the fixture ConfigMap %s/%s: %w", run.Namespace, ref.Name, err)
 	}
 	return "", nil
-}
-
-// fixtureRetry is when a run waiting for its fixture ConfigMap looks again:
-// after as long as it has waited, from 2 s to a minute. The controller does
-// not watch every ConfigMap of the cluster; a fixture made a minute late is
-// seen within a minute, and runs left waiting on a typo cost a GET a minute
-// each.
-func fixtureRetry(l *bindingLedger, key types.NamespacedName, now time.Time) time.Duration {
-	waited := time.Duration(0)
-	if seen, ok := l.firstSeenWaiting(key); ok {
-		waited = now.Sub(seen)
-	}
-	return min(max(waited, 2*time.Second), time.Minute)
 }

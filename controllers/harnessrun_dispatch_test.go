@@ -65,10 +65,10 @@ func TestNoNodeThenNodeAppears(t *testing.T) {
 
 // A run whose fixture ConfigMap does not exist yet (kubectl apply -f of a
 // folder may create the run first) waits Pending, saying so, without
-// holding a slot; the ConfigMap made later, it is bound.
+// holding a slot; the ConfigMap made within FixtureGrace, it is bound.
 func TestRunWaitsForItsFixtureConfigMap(t *testing.T) {
 	ns := newNamespace(t)
-	c := startController(t, ns, controllers.Options{}, nil)
+	c := startController(t, ns, controllers.Options{FixtureGrace: time.Minute}, nil)
 	startNode(t, ns, fakenode.Options{Name: "fixture-node", Slots: 1,
 		Adapters: map[harnessv1.Adapter]string{harnessv1.AdapterCodex: "1.0"}})
 	late := hftesting.MakeHarnessRun("late", ns).Adapter(harnessv1.AdapterCodex).Obj()
@@ -78,7 +78,7 @@ func TestRunWaitsForItsFixtureConfigMap(t *testing.T) {
 	run := waitRun(t, ns, "late", wait, "Pending", phaseIs(harnessv1.RunPending))
 	cond := meta.FindStatusCondition(run.Status.Conditions, harnessv1.ConditionScheduled)
 	if run.Status.NodeName != "" || cond == nil || cond.Status != metav1.ConditionFalse ||
-		!strings.Contains(cond.Message, "fixture ConfigMap fixture-late does not exist") {
+		!strings.Contains(cond.Message, "fixture ConfigMap fixture-late (spec.fixture.configMapRef.name) does not exist") {
 		t.Fatalf("run without its fixture: node %q, Scheduled condition %+v; want unbound, False naming the missing ConfigMap", run.Status.NodeName, cond)
 	}
 	eventually(t, wait, func() error {
@@ -95,6 +95,24 @@ func TestRunWaitsForItsFixtureConfigMap(t *testing.T) {
 	run = waitRun(t, ns, "late", wait, "Succeeded", phaseIs(harnessv1.RunSucceeded))
 	if run.Status.NodeName != "fixture-node" {
 		t.Errorf("bound to %q, want fixture-node", run.Status.NodeName)
+	}
+}
+
+// A fixture ConfigMap that does not appear within FixtureGrace ends the
+// run BadFixture, from the controller, naming it: every run ends, and a
+// name that is wrong stays wrong.
+func TestRunWhoseFixtureNeverAppearsEnds(t *testing.T) {
+	ns := newNamespace(t)
+	startController(t, ns, controllers.Options{FixtureGrace: 2 * time.Second}, nil)
+	startNode(t, ns, fakenode.Options{Name: "nofixture-node", Slots: 1,
+		Adapters: map[harnessv1.Adapter]string{harnessv1.AdapterCodex: "1.0"}})
+	typo := hftesting.MakeHarnessRun("typo", ns).Adapter(harnessv1.AdapterCodex).Obj()
+	typo.Spec.Fixture = harnessv1.FixtureSource{ConfigMapRef: &harnessv1.ConfigMapFixture{Name: "fixture-hell0"}}
+	create(t, typo)
+	run := waitRun(t, ns, "typo", wait, "Failed", phaseIs(harnessv1.RunFailed))
+	if st := run.Status; st.Reason != harnessv1.ReasonBadFixture || st.FailureClass != harnessv1.FailureInfrastructure || st.NodeName != "" ||
+		!strings.Contains(st.Message, "fixture ConfigMap fixture-hell0 (spec.fixture.configMapRef.name) does not exist in namespace "+ns+", and it did not appear within 2s") {
+		t.Errorf("status %s/%s/%s on node %q: %q; want Failed BadFixture, never bound, naming the ConfigMap", st.Phase, st.FailureClass, st.Reason, st.NodeName, st.Message)
 	}
 }
 
