@@ -86,7 +86,6 @@ func mustCreate(t *testing.T, objs ...client.Object) {
 
 func startStack(t *testing.T, namespaces []string) *stack {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
 	certPEM, keyPEM, err := runsource.SelfSigned("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
@@ -95,17 +94,26 @@ func startStack(t *testing.T, namespaces []string) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
+	srv, url := startServer(t, runsource.Options{TLS: tlsCfg, Namespaces: namespaces,
+		Accounts: runsource.Accounts{Bound: []string{user(agentSA)}, Unbound: map[string]string{user(devSA): "node-c"}}})
+	return &stack{url: url, ca: certPEM, srv: srv}
+}
+
+// startServer starts a run source with opts, reading and reviewing through
+// the API server, on a loopback port of its own, until the test ends, and
+// returns it and its URL.
+func startServer(t *testing.T, opts runsource.Options) (*runsource.Server, string) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := runsource.NewServer(runsource.Options{
-		Reader: api, Reviewer: api, Listener: ln, TLS: tlsCfg, Namespaces: namespaces,
-		Accounts: runsource.Accounts{Bound: []string{user(agentSA)}, Unbound: map[string]string{user(devSA): "node-c"}},
-	})
+	opts.Reader, opts.Reviewer, opts.Listener = api, api, ln
+	srv, err := runsource.NewServer(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Start(ctx) }()
 	t.Cleanup(func() {
@@ -114,7 +122,7 @@ func startStack(t *testing.T, namespaces []string) *stack {
 			t.Errorf("the server stopped with %v", err)
 		}
 	})
-	return &stack{url: "https://" + ln.Addr().String(), ca: certPEM, srv: srv}
+	return srv, "https://" + ln.Addr().String()
 }
 
 var (
@@ -452,21 +460,8 @@ func TestServerName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := runsource.NewServer(runsource.Options{Reader: api, Reviewer: api, Listener: ln, TLS: tlsCfg,
-		Accounts: runsource.Accounts{Bound: []string{user(agentSA)}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- srv.Start(sctx) }()
-	defer func() { cancel(); <-done }()
+	_, url := startServer(t, runsource.Options{TLS: tlsCfg, Accounts: runsource.Accounts{Bound: []string{user(agentSA)}}})
 	run := boundRun(t, team, "by-name", "node-a", harnessv1.RunRunning)
-	url := "https://" + ln.Addr().String()
 	byIP, err := runsource.NewClient(url, certPEM, podToken(pods["agent-a"], ""))
 	if err != nil {
 		t.Fatal(err)
@@ -537,20 +532,7 @@ func TestCertFilesAreReloaded(t *testing.T) {
 		return certPEM
 	}
 	first := issue()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := runsource.NewServer(runsource.Options{Reader: api, Reviewer: api, Listener: ln, CertFile: certFile, KeyFile: keyFile,
-		Accounts: runsource.Accounts{Bound: []string{user(agentSA)}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- srv.Start(sctx) }()
-	defer func() { cancel(); <-done }()
-	url := "https://" + ln.Addr().String()
+	_, url := startServer(t, runsource.Options{CertFile: certFile, KeyFile: keyFile, Accounts: runsource.Accounts{Bound: []string{user(agentSA)}}})
 	// The signing key's "none" costs no API request: it shows whom the
 	// node-agent's client trusts.
 	nobody := runsource.RunRef{Namespace: team, Name: "no-such-run", UID: "no-such-uid", Attempt: 1}
