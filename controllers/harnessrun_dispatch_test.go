@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,8 +11,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -113,6 +116,30 @@ func TestRunWhoseFixtureNeverAppearsEnds(t *testing.T) {
 	if st := run.Status; st.Reason != harnessv1.ReasonBadFixture || st.FailureClass != harnessv1.FailureInfrastructure || st.NodeName != "" ||
 		!strings.Contains(st.Message, "fixture ConfigMap fixture-hell0 (spec.fixture.configMapRef.name) does not exist in namespace "+ns+", and it did not appear within 2s") {
 		t.Errorf("status %s/%s/%s on node %q: %q; want Failed BadFixture, never bound, naming the ConfigMap", st.Phase, st.FailureClass, st.Reason, st.NodeName, st.Message)
+	}
+}
+
+// forbiddenReader answers every read Forbidden, as the API server does a
+// controller whose role does not reach the namespace's ConfigMaps.
+type forbiddenReader struct{ client.Reader }
+
+func (forbiddenReader) Get(_ context.Context, key client.ObjectKey, _ client.Object, _ ...client.GetOption) error {
+	return apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, key.Name, errors.New("no role reaches it"))
+}
+
+// A controller that may not read the namespace's ConfigMaps binds the run
+// anyway (and says so in its log): the node-agent's read of the fixture
+// ends it with its reason; it does not wait on an error for ever.
+func TestFixtureLookThatIsForbiddenBinds(t *testing.T) {
+	ns := newNamespace(t)
+	startController(t, ns, controllers.Options{FixtureReader: forbiddenReader{}}, nil)
+	startNode(t, ns, fakenode.Options{Name: "forbidden-node", Slots: 1,
+		Adapters: map[harnessv1.Adapter]string{harnessv1.AdapterCodex: "1.0"}})
+	r := hftesting.MakeHarnessRun("unlooked", ns).Adapter(harnessv1.AdapterCodex).Obj()
+	r.Spec.Fixture = harnessv1.FixtureSource{ConfigMapRef: &harnessv1.ConfigMapFixture{Name: "fixture-x"}}
+	create(t, r)
+	if run := waitRun(t, ns, "unlooked", wait, "Succeeded", phaseIs(harnessv1.RunSucceeded)); run.Status.NodeName != "forbidden-node" {
+		t.Errorf("ran on %q, want forbidden-node", run.Status.NodeName)
 	}
 }
 
