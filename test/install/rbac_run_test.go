@@ -187,8 +187,11 @@ func sampleUnderChartRBAC(t *testing.T, release, values string) {
 	// The run source: the chart's certificate is made at install; here a
 	// self-signed one, on a free port. The node-agent's token is a real
 	// one of the chart's service account, bound to a Pod on the node (made
-	// by hand: no kubelet here), for the run source's audience.
-	secretPath, err := runsourcetest.ForBinaries(ctx, k8s, namespace, release+"-harnessfacts-node-agent", t.TempDir())
+	// by hand: no kubelet here), for the run source's audience. The two
+	// processes' metrics and health servers and the run source get their
+	// addresses in one pick.
+	addrs := freeaddr.Loopback(t, 5)
+	secretPath, err := runsourcetest.ForBinaries(ctx, k8s, namespace, release+"-harnessfacts-node-agent", addrs[4], t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,8 +206,6 @@ func sampleUnderChartRBAC(t *testing.T, release, values string) {
 		t.Fatal(err)
 	}
 
-	// The two processes' metrics and health servers.
-	addrs := freeaddr.Loopback(t, 4)
 	ctrlUser, ctrlGroups := sa(release + "-harnessfacts-controller")
 	d := as[appsv1.Deployment](t, m.get(t, "Deployment", release+"-harnessfacts-controller"))
 	ctrlOut := start("controller", withArgs(d.Spec.Template.Spec.Containers[0].Args, map[string]string{

@@ -171,9 +171,9 @@ func TestMetricsEndpoints(t *testing.T) {
 		}
 	}
 
-	addrs := freeaddr.Loopback(t, 2)
+	addrs := freeaddr.Loopback(t, 3)
 	ctlAddr, nodeAddr := addrs[0], addrs[1]
-	secretPath, err := runsourcetest.ForBinaries(ctx, k8s, system, "", t.TempDir())
+	secretPath, err := runsourcetest.ForBinaries(ctx, k8s, system, "", addrs[2], t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -199,10 +199,12 @@ func (p *Path) Flags(ctx context.Context, node, dir string) ([]string, error) {
 
 // ForBinaries prepares the Secret path for a controller and node-agents run
 // as processes: a certificate in dir for the controller's
-// --run-source-cert-dir, an address on 127.0.0.1 (free when chosen), the
-// node-agents' account (account, ServiceAccount when empty, made if
+// --run-source-cert-dir, the server's address addr (picked with the
+// test's other addresses by freeaddr.Loopback: a port picked alone and
+// closed was handed to the next pick, and the controller was refused it),
+// the node-agents' account (account, ServiceAccount when empty, made if
 // missing). ControllerArgs and Flags give their flags.
-func ForBinaries(ctx context.Context, admin client.Client, namespace, account, dir string) (*Path, error) {
+func ForBinaries(ctx context.Context, admin client.Client, namespace, account, addr, dir string) (*Path, error) {
 	if account == "" {
 		account = ServiceAccount
 	}
@@ -216,12 +218,6 @@ func ForBinaries(ctx context.Context, admin client.Client, namespace, account, d
 	if err := os.WriteFile(filepath.Join(dir, "tls.key"), keyPEM, 0o600); err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: account}}
 	if err := admin.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("making the node-agents' service account: %w", err)
