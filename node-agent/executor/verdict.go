@@ -362,6 +362,21 @@ func judge(j judgement) verdict {
 			v.Message += "; the MCP token was seen"
 		}
 	}
+	switch v.Reason {
+	case harnessv1.ReasonCompleted, harnessv1.ReasonChecksFailed, harnessv1.ReasonTokenNotSeen, harnessv1.ReasonMCPUnsupported:
+		if !j.OOMKilled {
+			break
+		}
+		// A process of the agent's (a build, a test run) was killed at
+		// the memory limit and the agent exited 0 all the same: the
+		// status's agent.oomKilled says so, and so does the message, or
+		// a reader sees oomKilled beside "finished" with nothing to join
+		// them.
+		v.Message += fmt.Sprintf("; a process of the agent's was killed at its memory limit (%s)", j.Memory)
+		if j.OOMCause != "" {
+			v.Message += ": " + j.OOMCause
+		}
+	}
 	if j.Unsandboxed {
 		v.Message += " (UNSANDBOXED: see condition Sandboxed)"
 	}

@@ -119,6 +119,12 @@ func TestJudgementOrder(t *testing.T) {
 			j.OOMCause = "its TCP socket buffers (60 MiB) and the rest of its memory (5 MiB) together passed it"
 		}), harnessv1.RunSucceeded, harnessv1.VerdictFail, harnessv1.FailureAgent, harnessv1.ReasonAgentFailed,
 			"=the agent was killed at its memory limit (2Gi): its TCP socket buffers (60 MiB) and the rest of its memory (5 MiB) together passed it"},
+		{"a child's OOM, the agent exiting 0, said so", with(func(j *judgement) { j.OOMKilled = true }),
+			harnessv1.RunSucceeded, harnessv1.VerdictPass, "", harnessv1.ReasonCompleted,
+			"=the agent finished and 2 checks passed; the MCP token was seen; a process of the agent's was killed at its memory limit (2Gi)"},
+		{"a child's OOM beside failed checks", with(func(j *judgement) { j.OOMKilled, j.Checks = true, failing }),
+			harnessv1.RunSucceeded, harnessv1.VerdictFail, harnessv1.FailureCheck, harnessv1.ReasonChecksFailed,
+			"=1 of 2 checks failed: b; a process of the agent's was killed at its memory limit (2Gi)"},
 		{"a signal", with(func(j *judgement) { j.Exited, j.Signal = false, "signal 11" }),
 			harnessv1.RunSucceeded, harnessv1.VerdictFail, harnessv1.FailureAgent, harnessv1.ReasonAgentFailed,
 			"=the agent was killed by signal 11"},
