@@ -22,6 +22,7 @@ package harbor
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"os"
@@ -30,6 +31,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -120,15 +122,15 @@ var (
 func Read(dir string, opts Options) (*Task, error) {
 	dir = filepath.Clean(dir)
 	t := &Task{Dir: dir, Files: map[string][]byte{}, Labels: map[string]string{}, Annotations: map[string]string{}}
-	instruction, err := os.ReadFile(filepath.Join(dir, "instruction.md"))
-	if err != nil {
+	instruction, err := readTaskFile(dir, "instruction.md", fixture.MaxPromptBytes, "a prompt")
+	if os.IsNotExist(err) {
 		return nil, fmt.Errorf("%s: a Harbor task needs instruction.md: %w", dir, err)
+	}
+	if err != nil {
+		return nil, err
 	}
 	if strings.TrimSpace(string(instruction)) == "" {
 		return nil, fmt.Errorf("%s: instruction.md is empty", dir)
-	}
-	if len(instruction) > fixture.MaxPromptBytes {
-		return nil, fmt.Errorf("%s: instruction.md is %d bytes, more than the %d a prompt may have", dir, len(instruction), fixture.MaxPromptBytes)
 	}
 	if bytes.IndexByte(instruction, 0) >= 0 {
 		// The fixture's manifest refuses it (the prompt would end there
@@ -139,7 +141,7 @@ func Read(dir string, opts Options) (*Task, error) {
 
 	cfg := &taskConfig{}
 	var unknown []string
-	raw, err := os.ReadFile(filepath.Join(dir, "task.toml"))
+	raw, err := readTaskFile(dir, "task.toml", maxTaskConfigBytes, "task.toml")
 	switch {
 	case err == nil:
 		if cfg, unknown, err = parseTaskConfig(raw); err != nil {
@@ -148,7 +150,7 @@ func Read(dir string, opts Options) (*Task, error) {
 	case os.IsNotExist(err):
 		t.warn("no task.toml: Harbor's defaults apply (agent and verifier timeouts %d s)", HarborAgentTimeoutSec)
 	default:
-		return nil, fmt.Errorf("%s: %w", dir, err)
+		return nil, err
 	}
 	for _, k := range unknown {
 		t.warn("task.toml: %s is not a field this importer knows; it is not applied", k)
@@ -483,7 +485,7 @@ func (t *Task) addFolder(name string) error {
 			// Said before anything is read: a task's data set can be large.
 			return fmt.Errorf("%s: %s is %d bytes: a fixture ConfigMap holds at most %d in all", t.Dir, rel, info.Size(), maxConfigMapBytes)
 		}
-		data, err := os.ReadFile(p)
+		data, err := readTaskFile(t.Dir, filepath.FromSlash(rel), maxConfigMapBytes, "a fixture ConfigMap")
 		if err != nil {
 			return err
 		}
@@ -493,6 +495,55 @@ func (t *Task) addFolder(name string) error {
 		}
 		return nil
 	})
+}
+
+// maxTaskConfigBytes bounds task.toml: Harbor's are a few hundred bytes.
+const maxTaskConfigBytes = 1 << 20
+
+// readTaskFile reads the task's file name, of at most max bytes (what a
+// kind of text may hold), as addFolder reads the folders: a regular file
+// only, never a link followed. A task is someone else's data set, and
+// instruction.md becomes the prompt every run sends to the agent and the
+// provider: a link to the importing user's ~/.kube/config was read into it,
+// /dev/zero ran the import out of memory and a FIFO held it for ever.
+// The file is judged by Lstat, then opened without waiting on a FIFO
+// (O_NONBLOCK) and must still be the file judged (a link swapped in
+// meanwhile is refused); the read is bounded whatever its size said.
+func readTaskFile(dir, name string, max int, kind string) ([]byte, error) {
+	p := filepath.Join(dir, name)
+	before, err := os.Lstat(p)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	if !before.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: %s is not a regular file (a link, a device or a FIFO); a task's files are read as regular files only, never followed", dir, name)
+	}
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	defer func() { _ = f.Close() }()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	if !os.SameFile(before, info) || !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: %s changed while it was read", dir, name)
+	}
+	if info.Size() > int64(max) {
+		return nil, fmt.Errorf("%s: %s is %d bytes, more than the %d %s may have", dir, name, info.Size(), max, kind)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	if len(data) > max {
+		return nil, fmt.Errorf("%s: %s is more than the %d bytes %s may have", dir, name, max, kind)
+	}
+	return data, nil
 }
 
 // exportLines are shell lines that export env, keys sorted, values single-
