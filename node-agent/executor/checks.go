@@ -15,6 +15,7 @@ import (
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/internal/termsafe"
+	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
 	"github.com/harnessfacts/harnessfacts/node-agent/redact"
 	"github.com/harnessfacts/harnessfacts/sandbox"
 )
@@ -41,7 +42,7 @@ func (a *attempt) runChecks(ctx context.Context) []harnessv1.CheckResult {
 		// The verifier part shares the run dir's limits.disk with the
 		// workspace: an agent that left less room than it needs made
 		// every check "could not run", the fixture's fault to read.
-		a.noRoomForChecks = errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+		a.noRoomForChecks = noRoom(err)
 		for _, c := range checks {
 			results = append(results, harnessv1.CheckResult{Name: c.Name,
 				Message: truncate("the check could not run: the fixture's verifier part could not be put in place: "+err.Error(), 1024)})
@@ -68,6 +69,7 @@ func (a *attempt) runChecks(ctx context.Context) []harnessv1.CheckResult {
 	for i, c := range checks {
 		spec, err := a.checkSpec(i, tests)
 		if err != nil {
+			a.noRoomForChecks = a.noRoomForChecks || noRoom(err)
 			results = append(results, harnessv1.CheckResult{Name: c.Name, Message: truncate("the check could not run: "+err.Error(), 1024)})
 			continue
 		}
@@ -85,6 +87,18 @@ func (a *attempt) runChecks(ctx context.Context) []harnessv1.CheckResult {
 			continue
 		}
 		release, isolateErr := a.dir.IsolateWorkspace(a.dir.Join(fmt.Sprintf("check-%d", i)))
+		if isolateErr != nil && !errors.Is(isolateErr, fixture.ErrNoOverlay) {
+			// This check's view could not be made, though overlays can be
+			// mounted here: what the agent left decides that (it left the
+			// run dir a few inodes short, so that only this step failed),
+			// and a check over the workspace itself would run the agent's
+			// code where the checks after it look. It does not run.
+			a.noRoomForChecks = a.noRoomForChecks || noRoom(isolateErr)
+			results = append(results, harnessv1.CheckResult{Name: c.Name,
+				Message: truncate("the check could not run: its own view of the workspace could not be made: "+isolateErr.Error(), 1024)})
+			a.removeCheckDir(ctx, i)
+			continue
+		}
 		if isolateErr != nil && len(checks) > 1 && !saidShared {
 			saidShared = true // each check's output says it too
 			log.FromContext(ctx).Error(isolateErr, "the checks run over the workspace itself, not a view of their own: what one writes, the checks after it see", "check", c.Name)
@@ -136,6 +150,11 @@ func (a *attempt) runChecks(ctx context.Context) []harnessv1.CheckResult {
 				r.Message = fmt.Sprintf("exited with code %d", res.ExitCode)
 			}
 		}
+		if isolateErr != nil && len(checks) > 1 {
+			// Said in the result itself, before the output's tail, which
+			// the agent's code writes and can push this out of.
+			r.Message = strings.TrimSuffix("ran over the workspace itself, not a view of its own (no overlay can be mounted here): the checks after it see what it wrote; "+r.Message, "; ")
+		}
 		// Shown by kubectl describe and kept in the receipt: valid UTF-8
 		// from a character's start, control sequences inert, as the
 		// agent's outputTail.
@@ -150,6 +169,9 @@ func (a *attempt) runChecks(ctx context.Context) []harnessv1.CheckResult {
 			r.Reward, r.RewardError = readReward(rewardDir)
 			r.RewardError = truncate(r.RewardError, 256)
 		}
+		if shared == nil {
+			a.removeCheckDir(ctx, i)
+		}
 		results = append(results, r)
 		if ctx.Err() != nil {
 			break
@@ -160,6 +182,23 @@ func (a *attempt) runChecks(ctx context.Context) []harnessv1.CheckResult {
 	// redacted and made inert like the check's own output.
 	inertCheckMessages(a.redactor, results)
 	return results
+}
+
+// noRoom is true of an error the run dir's limits.disk explains.
+func noRoom(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
+
+// removeCheckDir removes check i's folders (its home, TMPDIR and reward
+// folder) once it ended and its reward was read: they share the run dir's
+// limits.disk with the workspace, and what one check's code left there
+// (the agent's code, in a build or a test run) must not leave the next
+// check too little room to be given its own view of the workspace. Its
+// processes are gone: its sandbox's cgroup ended with it.
+func (a *attempt) removeCheckDir(ctx context.Context, i int) {
+	if err := os.RemoveAll(a.dir.Join(fmt.Sprintf("check-%d", i))); err != nil {
+		log.FromContext(ctx).Error(err, "a check's folders could not be removed", "check", i)
+	}
 }
 
 // judgeWorkspace makes the workspace safe for the checks: its

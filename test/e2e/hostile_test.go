@@ -85,6 +85,86 @@ func TestNoRoomLeftForTheVerifierPart(t *testing.T) {
 	waitNoRunDirs(t)
 }
 
+// TestChecksCannotBeSqueezedOntoTheWorkspace: each check runs over an
+// overlay of the workspace made in the run dir, whose inodes the agent
+// shares. An agent left it exactly as many free as the verifier part and
+// the first check's folders take, so that only the overlay's second folder
+// failed; the first check then ran the agent's build over the workspace
+// itself, which copied the expected answer in (and freed the room), and
+// the second check's cmp passed: Pass, signed, with the artifact still
+// wrong. In the second form the agent's build fills its check's TMPDIR
+// (never removed then) to starve the next check's overlay. Whatever the
+// number of inodes left, no run may pass: a check whose view cannot be
+// made (where overlays can be mounted) does not run, and each check's
+// folders go when it ends.
+func TestChecksCannotBeSqueezedOntoTheWorkspace(t *testing.T) {
+	ns := newNamespace(t, "e2e-squeeze")
+	// leave fills the folder $1 with empty files until the run dir has $2
+	// inodes free.
+	const leave = `leave() { python3 - "$1" "$2" <<'P'
+import os, sys
+d, n = sys.argv[1], int(sys.argv[2]); os.makedirs(d, exist_ok=True); i = 0
+while os.statvfs(d).f_ffree > n:
+    for _ in range(max(1, min(500, os.statvfs(d).f_ffree - n))):
+        open("%s/%d" % (d, i), "w").close(); i += 1
+P
+}
+`
+	answer := "cmp -s count.txt \"$HARNESSFACTS_TESTS/expected.txt\""
+	forms := []struct {
+		name, agent, checks string
+		inodes              []int
+	}{
+		{
+			name: "agent",
+			agent: leave + `echo 7 > count.txt
+printf 'cp "$HARNESSFACTS_TESTS/expected.txt" count.txt 2>/dev/null; rm -rf fill; true\n' > build.sh
+leave fill "$LEAVE"`,
+			checks: "- {name: builds, shell: sh ./build.sh}\n- {name: answer, shell: '" + answer + "'}\n",
+			inodes: []int{0, 2, 4, 6, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 20, 24, 30},
+		},
+		{
+			name: "build",
+			agent: leave + `echo 7 > count.txt; mkdir spare; for i in $(seq 64); do : > spare/$i; done
+{ declare -f leave; printf 'leave "$TMPDIR/fill" %s\n' "$LEAVE"; } > build.sh
+printf 'cp "$HARNESSFACTS_TESTS/expected.txt" count.txt 2>/dev/null; rm -rf spare; true\n' > test.sh`,
+			checks: "- {name: builds, shell: bash ./build.sh}\n- {name: tests, shell: sh ./test.sh}\n- {name: answer, shell: '" + answer + "'}\n",
+			inodes: []int{0, 4, 8, 9, 10, 11, 12, 14, 20},
+		},
+	}
+	var runs []*harnessv1.HarnessRun
+	for _, f := range forms {
+		for _, n := range f.inodes {
+			run := scriptRun(ns, f.name+"-"+strconv.Itoa(n), "LEAVE="+strconv.Itoa(n)+"\n"+f.agent)
+			run.Spec.Fixture.Inline.Files["fixture.yaml"] = "prompt: count\nartifacts: [count.txt]\nchecks:\n" + f.checks
+			run.Spec.Fixture.Inline.Files["tests/expected.txt"] = "3\n"
+			disk := resource.MustParse("4Mi")
+			run.Spec.Limits.Disk = &disk
+			if err := k8s.Create(context.Background(), run); err != nil {
+				t.Fatal(err)
+			}
+			runs = append(runs, run)
+		}
+	}
+	checked := 0
+	for _, run := range runs {
+		got := waitTerminal(t, client.ObjectKeyFromObject(run))
+		st := got.Status
+		if st.Verdict == harnessv1.VerdictPass {
+			t.Errorf("%s passed with a wrong answer: %s; checks %+v\noutput: %s", run.Name, st.Message, st.Checks, outputTail(got))
+		}
+		if st.Reason == harnessv1.ReasonChecksFailed {
+			checked++
+		}
+	}
+	// Where the agent left room, the checks ran and the answer failed:
+	// the test judges runs whose checks ran, not only runs stopped early.
+	if checked == 0 {
+		t.Error("no run had its checks run and fail: the fixture never reached its checks")
+	}
+	waitNoRunDirs(t)
+}
+
 // TestAgentCommandThatCannotStart: a command that is missing or is a
 // folder is the agent's failure, and the message says what the shells'
 // exit code means (127 not found, 126 found but not executable) and where

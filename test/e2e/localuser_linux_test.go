@@ -83,6 +83,11 @@ exec setpriv --reuid ` + fmt.Sprint(localUID) + ` --regid ` + fmt.Sprint(localUI
 	if !strings.Contains(stdout.String(), "verdict: Pass") {
 		t.Errorf("no Pass:\n%s", stdout.String())
 	}
+	// Each check's result says it, not only the log and the check's
+	// output, whose tail the agent's code writes.
+	if !strings.Contains(stdout.String(), "ran over the workspace itself") {
+		t.Errorf("the checks' results do not say they shared the workspace:\n%s", stdout.String())
+	}
 	for _, said := range []string{"limits.disk (1Gi) was not enforced", "the checks run over the workspace itself"} {
 		if !strings.Contains(stderr.String(), said) {
 			t.Errorf("stderr does not say %q:\n%s", said, stderr.String())
