@@ -96,6 +96,13 @@ func parseReward(name string, b []byte) (float64, error) {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return 0, fmt.Errorf("%s holds a number that is not finite", name)
 	}
+	if v < 0 || v > 1 {
+		// Harbor's verifiers write a score from 0 to 1 (Terminal-Bench
+		// writes 0 or 1), and a suite's mean and interval are of such
+		// scores: one 1e300, which the code a check runs can plant,
+		// made a cell's mean meaningless. Refused, with the reason.
+		return 0, fmt.Errorf("%s holds %s, outside [0, 1], the range of a reward", name, strconv.FormatFloat(v, 'g', 6, 64))
+	}
 	return v, nil
 }
 
