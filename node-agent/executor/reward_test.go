@@ -36,7 +36,9 @@ func TestReadReward(t *testing.T) {
 		{"not a number", func(d string) error { return os.WriteFile(filepath.Join(d, "reward.txt"), []byte("pass"), 0o644) }, "", "does not hold a number"},
 		{"NaN", func(d string) error { return os.WriteFile(filepath.Join(d, "reward.txt"), []byte("NaN"), 0o644) }, "", "not finite"},
 		{"above 1", func(d string) error { return os.WriteFile(filepath.Join(d, "reward.txt"), []byte("1e300"), 0o644) }, "", "1e+300, outside [0, 1]"},
-		{"below 0", func(d string) error { return os.WriteFile(filepath.Join(d, "reward.json"), []byte(`{"reward": -0.5}`), 0o644) }, "", "-0.5, outside [0, 1]"},
+		{"below 0", func(d string) error {
+			return os.WriteFile(filepath.Join(d, "reward.json"), []byte(`{"reward": -0.5}`), 0o644)
+		}, "", "-0.5, outside [0, 1]"},
 		{"json without reward", func(d string) error {
 			return os.WriteFile(filepath.Join(d, "reward.json"), []byte(`{"score": 1}`), 0o644)
 		}, "", `no "reward" key`},
