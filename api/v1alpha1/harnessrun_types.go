@@ -211,6 +211,7 @@ type AgentSpec struct {
 	// model is the model the CLI is asked to use; the CLI's default when empty.
 	// +kubebuilder:validation:MaxLength=256
 	// +kubebuilder:validation:XValidation:rule=`!self.contains('\u0000')`,message="must not hold a NUL byte: it would end the model name where the agent receives it"
+	// +kubebuilder:validation:XValidation:rule=`!self.matches('[\\x01-\\x1f\\x7f-\\x9f]')`,message="must not hold a control character: a model name has none, and a terminal escape in it reached whoever described the run"
 	// +optional
 	Model string `json:"model,omitempty"`
 

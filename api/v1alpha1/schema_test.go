@@ -368,6 +368,10 @@ func TestRejectsBadRuns(t *testing.T) {
 			"must not hold a NUL byte: it would end the prompt"},
 		{"a NUL in the model", func(o map[string]any) { set(o, "spec.agent.model", "m\x00--share-net") },
 			"must not hold a NUL byte: it would end the model name"},
+		{"a terminal escape in the model", func(o map[string]any) { set(o, "spec.agent.model", "gpt\x1b[2J\x1b]0;pwned\x07") },
+			"must not hold a control character"},
+		{"an 8-bit CSI in the model", func(o map[string]any) { set(o, "spec.agent.model", "gpt\u009b2J") },
+			"must not hold a control character"},
 		{"a NUL in an extra argument", func(o map[string]any) {
 			set(o, "spec.agent.extraArgs", []any{"--verbose", "x\x00--share-net"})
 		}, "must not hold a NUL byte: it would end the argument"},

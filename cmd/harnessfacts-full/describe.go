@@ -62,7 +62,20 @@ func eventTime(e eventsv1.Event) time.Time {
 	return e.DeprecatedLastTimestamp.Time
 }
 
-func describeRun(out io.Writer, run *harnessv1.HarnessRun, events []eventsv1.Event, now time.Time) error {
+// describeRun prints what a run is and did. Every field may hold text of
+// someone else's choosing (the agent's output, a fixture author's check
+// names, a run author's model, Events any namespace editor writes): each
+// free-text field is folded to one line (oneLine), and everything printed
+// goes through a termsafe.Writer, so no field can move the cursor, rewrite
+// the Verdict line above it, retitle the window or write the clipboard.
+func describeRun(out io.Writer, run *harnessv1.HarnessRun, events []eventsv1.Event, now time.Time) (err error) {
+	safe := termsafe.NewWriter(out)
+	defer func() {
+		if ferr := safe.Flush(); err == nil {
+			err = ferr
+		}
+	}()
+	out = safe
 	w := tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)
 	st := &run.Status
 	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
@@ -76,7 +89,7 @@ func describeRun(out io.Writer, run *harnessv1.HarnessRun, events []eventsv1.Eve
 	}
 	p("Created:\t%s (%s ago)", run.CreationTimestamp.UTC().Format(time.RFC3339), duration.HumanDuration(now.Sub(run.CreationTimestamp.Time)))
 	a := run.Spec.Agent
-	p("Agent:\t%s%s", a.Adapter, ifSet(" model ", a.Model))
+	p("Agent:\t%s%s", a.Adapter, ifSet(" model ", oneLine(a.Model)))
 	switch f := run.Spec.Fixture; {
 	case f.ConfigMapRef != nil:
 		p("Fixture:\tConfigMap %s", f.ConfigMapRef.Name)
@@ -147,21 +160,21 @@ func describeRun(out io.Writer, run *harnessv1.HarnessRun, events []eventsv1.Eve
 	}
 	var rows [][]string
 	for _, c := range st.Conditions {
-		rows = append(rows, []string{c.Type, string(c.Status), c.Reason, oneLine(c.Message)})
+		rows = append(rows, []string{oneLine(c.Type), string(c.Status), oneLine(c.Reason), oneLine(c.Message)})
 	}
 	section("Conditions", "Type\tStatus\tReason\tMessage", rows)
 	rows = nil
 	for _, c := range st.Checks {
-		rows = append(rows, []string{c.Name, map[bool]string{true: "passed", false: "FAILED"}[c.Passed], fmt.Sprintf("%d ms", c.DurationMilliseconds), oneLine(c.Message)})
+		rows = append(rows, []string{oneLine(c.Name), map[bool]string{true: "passed", false: "FAILED"}[c.Passed], fmt.Sprintf("%d ms", c.DurationMilliseconds), oneLine(c.Message)})
 	}
 	section("Checks", "Name\tResult\tTime\tMessage", rows)
 	rows = nil
 	for _, a := range st.Artifacts {
 		what := a.SHA256
 		if a.Rejected != "" {
-			what = "rejected: " + a.Rejected
+			what = "rejected: " + oneLine(a.Rejected)
 		}
-		rows = append(rows, []string{a.Path, itoa64(a.Size), what})
+		rows = append(rows, []string{oneLine(a.Path), itoa64(a.Size), what})
 	}
 	section("Artifacts", "Path\tSize\tsha256", rows)
 	if ag := st.Agent; ag != nil && ag.OutputTail != "" {
@@ -172,7 +185,7 @@ func describeRun(out io.Writer, run *harnessv1.HarnessRun, events []eventsv1.Eve
 	}
 	rows = nil
 	for _, e := range events {
-		rows = append(rows, []string{e.Type, e.Reason, duration.HumanDuration(now.Sub(eventTime(e))), e.ReportingController, oneLine(e.Note)})
+		rows = append(rows, []string{oneLine(e.Type), oneLine(e.Reason), duration.HumanDuration(now.Sub(eventTime(e))), oneLine(e.ReportingController), oneLine(e.Note)})
 	}
 	if len(rows) == 0 {
 		fmt.Fprintln(out, "Events:  <none>")
