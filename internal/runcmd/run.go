@@ -258,7 +258,7 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 		if evidenceDir == "" {
 			// Each run its own folder: re-running is normal, and earlier
 			// evidence is never overwritten.
-			if evidenceDir, err = newRunEvidenceDir(filepath.Join(fixture.LocalEvidenceDir, run.Name), time.Now()); err != nil {
+			if evidenceDir, err = newRunEvidenceDir(run.Name, time.Now()); err != nil {
 				return fmt.Errorf("making the evidence folder: %w", err)
 			}
 		}
@@ -303,8 +303,8 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 // default folder ./evidence/NAME cannot be made.
 func evidenceDirUsable(dir, name string) error {
 	if dir == "" {
-		if err := os.MkdirAll(filepath.Join(fixture.LocalEvidenceDir, name), 0o700); err != nil {
-			return fmt.Errorf("making the evidence folder: %w", err)
+		if _, err := ownEvidenceDir(name); err != nil {
+			return err
 		}
 		return nil
 	}
@@ -454,11 +454,12 @@ const LatestLink = "latest"
 // not the caller's, must not read them wherever they are (the sandbox
 // masks only this run's evidence folders). A run's folder made by an older
 // version, readable by all, is closed too.
-func newRunEvidenceDir(runDir string, now time.Time) (string, error) {
-	if err := os.MkdirAll(runDir, 0o700); err != nil {
+func newRunEvidenceDir(name string, now time.Time) (string, error) {
+	runDir, err := ownEvidenceDir(name)
+	if err != nil {
 		return "", err
 	}
-	if fi, err := os.Stat(runDir); err == nil && fi.Mode().Perm()&0o077 != 0 {
+	if fi, err := os.Lstat(runDir); err == nil && fi.IsDir() && fi.Mode().Perm()&0o077 != 0 {
 		_ = os.Chmod(runDir, fi.Mode().Perm()&0o700) // best effort: a folder of another user's stays as it is
 	}
 	base := now.UTC().Format("20060102T150405Z")
@@ -477,6 +478,38 @@ func newRunEvidenceDir(runDir string, now time.Time) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("too many runs in %s within one second", runDir)
+}
+
+// ownEvidenceDir makes ./evidence/NAME (fixture.LocalEvidenceDir), each of
+// its two folders made if missing, and refuses either when it is a link or
+// not a folder. The default evidence folder is in the folder the user runs
+// from, mostly a repository of tasks, which may carry an evidence folder:
+// a planted link evidence/NAME -> /etc had a root run make /etc 0700 and
+// write the evidence and a latest link into it. A link there is the
+// repository's, not the user's choice; --evidence DIR is.
+func ownEvidenceDir(name string) (string, error) {
+	dir := fixture.LocalEvidenceDir
+	for _, p := range []string{dir, filepath.Join(dir, name)} {
+		fi, err := os.Lstat(p)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			if err := os.Mkdir(p, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+				return "", fmt.Errorf("making the evidence folder: %w", err)
+			}
+			if fi, err = os.Lstat(p); err != nil {
+				return "", fmt.Errorf("making the evidence folder: %w", err)
+			}
+		case err != nil:
+			return "", fmt.Errorf("the evidence folder: %w", err)
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return "", fmt.Errorf("%s is a symbolic link: the evidence is written to a folder of its own there, never through a link (a repository may carry one); remove it, or name a folder with --evidence", p)
+		}
+		if !fi.IsDir() {
+			return "", fmt.Errorf("%s is not a folder: remove it, or name a folder with --evidence", p)
+		}
+	}
+	return filepath.Join(dir, name), nil
 }
 
 // pointLatest points runDir/latest at target (a sibling) by renaming a new

@@ -159,6 +159,50 @@ func TestEvidenceFoldersAreTheCallersAlone(t *testing.T) {
 	laterRunCannotRead(t, openDir(t), runs, filepath.Join(shown, "ev", "beta"), filepath.Join(evidence, "receipt.json"))
 }
 
+// TestPlantedEvidenceLinkIsRefused: the default evidence folder is
+// ./evidence/NAME in the folder the user runs from, mostly a repository of
+// tasks. A repository that carried evidence/NAME (or evidence itself) as a
+// link had the run make its target 0700 and write into it (as root, /etc).
+// The run refuses before it starts, naming the link, and the target is
+// untouched.
+func TestPlantedEvidenceLinkIsRefused(t *testing.T) {
+	for _, link := range []string{"evidence/hello", "evidence"} {
+		repo := openDir(t)
+		victim := openDir(t)
+		if err := os.Chmod(victim, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(repo, "evidence"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		target := victim
+		if link == "evidence" {
+			if err := os.Remove(filepath.Join(repo, "evidence")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(filepath.Join(victim, "hello"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			target = filepath.Join(victim, "hello")
+		}
+		if err := os.Symlink(victim, filepath.Join(repo, link)); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(binary, "run", "-f", filepath.Join(testenv.RepoRoot(), "fixtures", "hello", "run.yaml"), "-q", "--run-root", filepath.Join(openDir(t), "runs"))
+		cmd.Dir = repo
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), link+" is a symbolic link") {
+			t.Errorf("%s as a link: %v\n%s", link, err, out)
+		}
+		if fi, err := os.Stat(target); err != nil || fi.Mode().Perm() != 0o755 {
+			t.Errorf("%s as a link: its target %s is now %v (%v)", link, target, fi.Mode(), err)
+		}
+		if entries, _ := os.ReadDir(target); len(entries) != 0 {
+			t.Errorf("%s as a link: written into its target: %v", link, entries)
+		}
+	}
+}
+
 // shownDir is a new folder outside /tmp, which every sandbox covers with a
 // tmpfs of its own: what is in it is on a path sandboxes show.
 func shownDir(t *testing.T) string {
