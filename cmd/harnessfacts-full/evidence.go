@@ -88,6 +88,9 @@ checks' results, how the agent ended), and --fixture-digest and
 				}
 				return printReport(cmd, ref, evidence.VerifyFiles(files, "", keys...), pin)
 			}
+			if !isDir && writtenAsPath(arg) {
+				return fmt.Errorf("no folder %s here (stored evidence is named with its registry and digest: REGISTRY/REPOSITORY@sha256:..., or oci://REGISTRY/REPOSITORY:TAG)", arg)
+			}
 			if isDir {
 				// A run's name never holds a slash, so the rule is plain; a
 				// folder of the same name here is said, not used: verifying

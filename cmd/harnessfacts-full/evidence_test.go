@@ -5,6 +5,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -236,5 +238,42 @@ func TestVerifySaysWhatPassedTheMemoryLimit(t *testing.T) {
 	}
 	if !strings.Contains(out, "the agent was killed for memory ("+cause+")") {
 		t.Errorf("verify did not say what passed the memory limit:\n%s", out)
+	}
+}
+
+// A path that is not a folder here is never read as a registry reference:
+// `verify evidence/t1/latest` from another directory went to Docker Hub
+// (the default registry) with the user's credentials, where whoever holds
+// that name decides what is verified. Only a reference that names its
+// registry and is pinned by digest, or an oci:// URL, is stored evidence;
+// the rest is a missing folder, said without dialling anything (a proxy
+// that records every connection stands in for the network).
+func TestVerifyOfAMissingFolderStaysOffTheNetwork(t *testing.T) {
+	var dialled []string
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		dialled = append(dialled, r.Method+" "+r.Host)
+		http.Error(w, "no", http.StatusForbidden)
+	}))
+	defer proxy.Close()
+	t.Setenv("HTTPS_PROXY", proxy.URL)
+	t.Setenv("HTTP_PROXY", proxy.URL)
+	t.Chdir(t.TempDir())
+	for _, arg := range []string{"evidence/t1/latest", "./evidence/t1", "../t1", "/nonexistent/evidence", "evidence/hello/latest/receipt.json", "library/evidence@sha256:" + strings.Repeat("a", 64)} {
+		_, _, err := verifyCommand(arg)
+		if err == nil || !strings.Contains(err.Error(), "no folder "+arg+" here") {
+			t.Errorf("verify %s: %v, want it said to be a missing folder", arg, err)
+		}
+	}
+	if len(dialled) > 0 {
+		t.Errorf("verify of missing folders dialled %v", dialled)
+	}
+	for arg, want := range map[string]bool{
+		"oci://registry.test/e:tag": true, "registry.test/e@sha256:" + strings.Repeat("a", 64): true,
+		"localhost/e@sha256:" + strings.Repeat("a", 64): true, "127.0.0.1:5000/e@sha256:" + strings.Repeat("a", 64): true,
+		"registry.test/e:tag": false, "evidence/t1@sha256:" + strings.Repeat("a", 64): false, "./x.y/e@sha256:" + strings.Repeat("a", 64): false,
+	} {
+		if _, got := evidence.IsReference(arg); got != want {
+			t.Errorf("IsReference(%q) = %t, want %t", arg, got, want)
+		}
 	}
 }

@@ -216,11 +216,20 @@ func (f fileStore) rest(seen map[string]bool) ([]string, error) {
 }
 
 // IsReference reports whether arg names stored evidence rather than a run
-// or a folder: an oci:// URL, or a name with a registry and repository
-// (run names never hold a slash).
+// or a folder: an oci:// URL, or a reference that names its registry (a
+// first part with a dot, a port or localhost) and is pinned by digest, as
+// status.evidence.storedRef always is. Anything else with a slash is a
+// path: a folder that was not there (the command run from another
+// directory, evidence/hello/latest) was read as a name on Docker Hub, the
+// default registry, where someone else's bundle, or a replay of a signed
+// one, would have been verified in its place.
 func IsReference(arg string) (string, bool) {
 	if s, ok := strings.CutPrefix(arg, "oci://"); ok {
 		return s, true
 	}
-	return arg, strings.Contains(arg, "/")
+	host, rest, ok := strings.Cut(arg, "/")
+	if !ok || rest == "" || !strings.Contains(rest, "@sha256:") {
+		return arg, false
+	}
+	return arg, host == "localhost" || (strings.ContainsAny(host, ".:") && host != "." && host != "..")
 }
