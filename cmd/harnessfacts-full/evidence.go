@@ -266,10 +266,18 @@ func receiptOfRun(rep *evidence.Report, run *harnessv1.HarnessRun) {
 // no trusted key signed is the sender's, so a terminal control sequence in
 // one could otherwise erase the DIFFERS lines or write "signature: good"
 // over what verify said.
+// maxDiffersShown bounds the DIFFERS lines: a folder may hold any number of
+// parts the receipt does not describe.
+const maxDiffersShown = 100
+
 func printReport(cmd *cobra.Command, what string, r *evidence.Report, pin receiptPins) error {
 	what = termsafe.String(what)
 	if err := r.Err(); err != nil {
-		for _, p := range r.Problems {
+		for i, p := range r.Problems {
+			if i == maxDiffersShown {
+				cmd.PrintErrf("... and %d more\n", len(r.Problems)-i)
+				break
+			}
 			cmd.PrintErrf("DIFFERS %s\n", termsafe.String(p.String()))
 		}
 		return fmt.Errorf("%s: %s", what, termsafe.String(err.Error()))

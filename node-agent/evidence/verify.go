@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/harnessfacts/harnessfacts/node-agent/fixture"
 )
 
 // Problem is one part of the evidence that does not match.
@@ -46,12 +48,21 @@ func (r *Report) Err() error {
 	if r.OK() {
 		return nil
 	}
-	parts := make([]string, len(r.Problems))
+	// The error names the first few: a folder handed over may hold any
+	// number of parts the receipt does not describe, each a problem.
+	var parts []string
 	for i, p := range r.Problems {
-		parts[i] = p.String()
+		if i == maxProblemsNamed {
+			parts = append(parts, fmt.Sprintf("and %d more", len(r.Problems)-i))
+			break
+		}
+		parts = append(parts, p.String())
 	}
 	return fmt.Errorf("evidence does not verify: %s", strings.Join(parts, "; "))
 }
+
+// maxProblemsNamed is how many problems Err names.
+const maxProblemsNamed = 5
 
 func (r *Report) add(part, format string, args ...any) {
 	r.Problems = append(r.Problems, Problem{Part: part, Detail: fmt.Sprintf(format, args...)})
@@ -147,9 +158,20 @@ func verify(s store, wantDigest string, keys []*PublicKey) *Report {
 	if r.Output.StoredBytes == r.Output.Bytes && r.Output.StoredDigest != r.Output.Digest {
 		rep.add(ReceiptName, "output.log is said to be whole, but its digest differs from the output's")
 	}
+	if len(r.Artifacts) > fixture.MaxArtifacts {
+		// No node lists more (a fixture asks for at most that many): a
+		// receipt that does would have each listed part read and hashed,
+		// and one 800 KB folder listing one file 7,000 times was 6 GB.
+		rep.add(ReceiptName, "lists %d artifacts, more than the %d a fixture may ask for: none was read", len(r.Artifacts), fixture.MaxArtifacts)
+		return rep
+	}
 	for i, a := range r.Artifacts {
 		name := s.artifactName(i, a)
 		if !a.Stored {
+			continue
+		}
+		if seen[name] {
+			rep.add(name, "listed more than once in the receipt")
 			continue
 		}
 		seen[name] = true

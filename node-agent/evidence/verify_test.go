@@ -44,3 +44,53 @@ func TestVerifyDirReadsNoMoreThanTheReceiptSays(t *testing.T) {
 		})
 	}
 }
+
+// A receipt that lists one stored artifact many times had each entry read
+// and hashed again (800 KB of folder, 6 GB hashed): an artifact listed
+// twice is a problem and read once, and a receipt listing more artifacts
+// than a fixture may ask for is refused before any is read. The error
+// names the first few problems, not all of them.
+func TestVerifyReadsEachListedArtifactOnce(t *testing.T) {
+	for _, tc := range []struct {
+		copies int
+		want   string
+	}{
+		{2, "listed more than once in the receipt"},
+		{7000, "lists 7000 artifacts, more than the 64 a fixture may ask for: none was read"},
+	} {
+		dir, _ := signedDir(t)
+		raw, err := os.ReadFile(filepath.Join(dir, ReceiptName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := parseReceipt(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		many := make([]Artifact, tc.copies)
+		for i := range many {
+			many[i] = r.Artifacts[0]
+		}
+		r.Artifacts = many
+		if raw, err = r.Canonical(); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, ReceiptName), raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, DigestName), []byte(Sum(raw)+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		rep := verifyDir(t, dir)
+		var found bool
+		for _, p := range rep.Problems {
+			found = found || strings.Contains(p.Detail, tc.want)
+		}
+		if !found {
+			t.Errorf("%d copies: problems %v, want %q", tc.copies, rep.Problems, tc.want)
+		}
+		if err := rep.Err(); err == nil || strings.Count(err.Error(), "; ") > maxProblemsNamed {
+			t.Errorf("%d copies: the error names more than %d problems: %v", tc.copies, maxProblemsNamed, err)
+		}
+	}
+}
