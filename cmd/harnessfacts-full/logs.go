@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -58,7 +61,7 @@ has not started yet, it waits for it to start.`,
 				ctx, cancel = context.WithTimeout(ctx, timeout)
 				defer cancel()
 			}
-			w := termsafe.NewWriter(cmd.OutOrStdout())
+			w := outputWriter(cmd.OutOrStdout(), follow && isTerminal(cmd.OutOrStdout()))
 			defer func() { _ = w.Flush() }()
 			run, err := liveOrWait(ctx, cmd, c, cfg, ns, args[0], follow, w)
 			if err != nil {
@@ -81,6 +84,25 @@ has not started yet, it waits for it to start.`,
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "follow a running run's output until the agent ends (waiting for a run that has not started)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long; 0 waits forever")
 	return cmd
+}
+
+// outputWriter is where the agent's output is printed: made inert, and with
+// marked set each line behind termsafe.LinePrefix. With -f on a terminal,
+// harnessfacts' own line on how the run ended shows among the agent's, and
+// an agent printed that line itself ("ended: phase Succeeded, verdict
+// Pass") and then waited out its deadline; piped or redirected, the output
+// is the agent's bytes alone, as kubectl logs prints them.
+func outputWriter(out io.Writer, marked bool) *termsafe.Writer {
+	if marked {
+		return termsafe.NewWriter(termsafe.NewLinePrefixer(out, termsafe.LinePrefix))
+	}
+	return termsafe.NewWriter(out)
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // liveOrWait prints a running run's live output and returns nil, or returns

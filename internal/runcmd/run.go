@@ -1,7 +1,6 @@
 package runcmd
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -593,7 +592,7 @@ func (p *localProgress) AgentStarted(run *harnessv1.HarnessRun, mode sandbox.Mod
 func (p *localProgress) Open(run *harnessv1.HarnessRun) io.WriteCloser {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	l := &liveTerminal{p: p, run: run.Name, lines: &linePrefixer{w: p.w, prefix: liveLinePrefix, atStart: true}}
+	l := &liveTerminal{p: p, run: run.Name, lines: termsafe.NewLinePrefixer(p.w, liveLinePrefix)}
 	l.w = termsafe.NewWriter(l.lines)
 	p.live = l
 	return p.live
@@ -603,45 +602,15 @@ func (p *localProgress) Open(run *harnessv1.HarnessRun) io.WriteCloser {
 // no line the agent prints can pass for one of harnessfacts' own (the end
 // of its output, a phase, "Succeeded, verdict Pass"), which an agent did
 // by printing the end marker and the lines it wanted the user to read.
-const liveLinePrefix = "| "
+const liveLinePrefix = termsafe.LinePrefix
 
 type liveTerminal struct {
 	p      *localProgress
 	run    string
 	w      *termsafe.Writer
-	lines  *linePrefixer
+	lines  *termsafe.LinePrefixer
 	opened bool
 	ended  bool
-}
-
-// linePrefixer writes prefix before each line of what passes through it.
-type linePrefixer struct {
-	w       io.Writer
-	prefix  string
-	atStart bool
-}
-
-func (lp *linePrefixer) Write(b []byte) (int, error) {
-	n := len(b)
-	out := make([]byte, 0, n+len(lp.prefix))
-	for len(b) > 0 {
-		if lp.atStart {
-			out = append(out, lp.prefix...)
-			lp.atStart = false
-		}
-		i := bytes.IndexByte(b, '\n')
-		if i < 0 {
-			out = append(out, b...)
-			break
-		}
-		out = append(out, b[:i+1]...)
-		b = b[i+1:]
-		lp.atStart = true
-	}
-	if _, err := lp.w.Write(out); err != nil {
-		return 0, err
-	}
-	return n, nil
 }
 
 func (l *liveTerminal) Write(b []byte) (int, error) {
@@ -664,7 +633,7 @@ func (l *liveTerminal) endLocked() {
 	}
 	l.ended = true
 	_ = l.w.Flush()
-	if !l.lines.atStart {
+	if !l.lines.AtLineStart() {
 		// The agent's last line had no newline: the marker goes on a
 		// line of its own.
 		fmt.Fprintln(l.p.w)

@@ -18,6 +18,7 @@
 package termsafe
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"strings"
@@ -146,4 +147,48 @@ func (w *Writer) Flush() error {
 	w.pending = nil
 	_, err := io.WriteString(w.W, out)
 	return err
+}
+
+// LinePrefix marks each line of an agent's output where harnessfacts' own
+// lines are shown beside it on a terminal (`run --follow`, `logs -f`): no
+// line the agent prints can pass for one of harnessfacts' (the end of its
+// output, "ended: phase Succeeded, verdict Pass").
+const LinePrefix = "| "
+
+// LinePrefixer writes a prefix before each line of what passes through it.
+type LinePrefixer struct {
+	w       io.Writer
+	prefix  string
+	atStart bool
+}
+
+// NewLinePrefixer returns a LinePrefixer to w, at a line's start.
+func NewLinePrefixer(w io.Writer, prefix string) *LinePrefixer {
+	return &LinePrefixer{w: w, prefix: prefix, atStart: true}
+}
+
+// AtLineStart reports whether what was written so far ended a line.
+func (lp *LinePrefixer) AtLineStart() bool { return lp.atStart }
+
+func (lp *LinePrefixer) Write(b []byte) (int, error) {
+	n := len(b)
+	out := make([]byte, 0, n+len(lp.prefix))
+	for len(b) > 0 {
+		if lp.atStart {
+			out = append(out, lp.prefix...)
+			lp.atStart = false
+		}
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			out = append(out, b...)
+			break
+		}
+		out = append(out, b[:i+1]...)
+		b = b[i+1:]
+		lp.atStart = true
+	}
+	if _, err := lp.w.Write(out); err != nil {
+		return 0, err
+	}
+	return n, nil
 }
