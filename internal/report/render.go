@@ -26,8 +26,20 @@ func (r *Report) shown() *Report {
 		runs := make([]Run, len(c.Runs))
 		for j, run := range c.Runs {
 			for _, f := range []*string{&run.Name, &run.Agent, &run.Fixture, &run.Phase, &run.Verdict, &run.Class,
-				&run.Reason, &run.Node, &run.Digest, &run.EvidenceConfigMap, &run.FixtureHash, &run.FixtureDigest, &run.Reward} {
+				&run.Reason, &run.Node, &run.Digest, &run.EvidenceConfigMap, &run.FixtureHash, &run.FixtureDigest, &run.Reward,
+				&run.SignedBy, &run.StoredRef, &run.TrajectoryNote} {
 				*f = termsafe.String(*f)
+			}
+			if run.Usage != nil {
+				// The model asked for is the run author's; the models
+				// that answered, the provider's.
+				u := *run.Usage
+				u.ModelRequested = termsafe.String(u.ModelRequested)
+				u.Models = make([]string, len(run.Usage.Models))
+				for k, m := range run.Usage.Models {
+					u.Models[k] = termsafe.String(m)
+				}
+				run.Usage = &u
 			}
 			runs[j] = run
 		}

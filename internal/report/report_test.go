@@ -183,6 +183,12 @@ func TestReportsNeutraliseTerminalSequences(t *testing.T) {
 	s.Status.Cells = nil
 	s.Status.Rounds = []harnessv1.RoundSummary{{Round: 1, Revision: "old" + csi, PassRate: "40.0%"}}
 	runs := []harnessv1.HarnessRun{testRun("s-1", "codex"+csi, "hello"+osc8, "0", harnessv1.RunSucceeded, harnessv1.VerdictPass, "sha256:1")}
+	// The usage line, the signer and the stored reference, held by the
+	// status: a model with a sequence (the CRD refuses one now; an older
+	// run's may hold it) reached the HTML file raw.
+	runs[0].Status.Usage = &harnessv1.UsageStatus{Source: harnessv1.UsageFromGateway, ModelRequested: "m" + osc52, Models: []string{"m2" + csi}}
+	runs[0].Status.Evidence.SignedBy = "sha256:k" + csi
+	runs[0].Status.Evidence.StoredRef = "registry.example/ev" + osc8
 	r := Build(s, runs, time.Unix(0, 0))
 	var md, page bytes.Buffer
 	if err := r.Markdown(&md); err != nil {
