@@ -500,7 +500,7 @@ func (t *Task) addFolder(name string) error {
 // maxTaskConfigBytes bounds task.toml: Harbor's are a few hundred bytes.
 const maxTaskConfigBytes = 1 << 20
 
-// readTaskFile reads the task's file name, of at most max bytes (what a
+// readTaskFile reads the task's file name, of at most limit bytes (what a
 // kind of text may hold), as addFolder reads the folders: a regular file
 // only, never a link followed. A task is someone else's data set, and
 // instruction.md becomes the prompt every run sends to the agent and the
@@ -509,7 +509,7 @@ const maxTaskConfigBytes = 1 << 20
 // The file is judged by Lstat, then opened without waiting on a FIFO
 // (O_NONBLOCK) and must still be the file judged (a link swapped in
 // meanwhile is refused); the read is bounded whatever its size said.
-func readTaskFile(dir, name string, max int, kind string) ([]byte, error) {
+func readTaskFile(dir, name string, limit int, kind string) ([]byte, error) {
 	p := filepath.Join(dir, name)
 	before, err := os.Lstat(p)
 	if err != nil {
@@ -533,15 +533,15 @@ func readTaskFile(dir, name string, max int, kind string) ([]byte, error) {
 	if !os.SameFile(before, info) || !info.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s: %s changed while it was read", dir, name)
 	}
-	if info.Size() > int64(max) {
-		return nil, fmt.Errorf("%s: %s is %d bytes, more than the %d %s may have", dir, name, info.Size(), max, kind)
+	if info.Size() > int64(limit) {
+		return nil, fmt.Errorf("%s: %s is %d bytes, more than the %d %s may have", dir, name, info.Size(), limit, kind)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
+	data, err := io.ReadAll(io.LimitReader(f, int64(limit)+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
-	if len(data) > max {
-		return nil, fmt.Errorf("%s: %s is more than the %d bytes %s may have", dir, name, max, kind)
+	if len(data) > limit {
+		return nil, fmt.Errorf("%s: %s is more than the %d bytes %s may have", dir, name, limit, kind)
 	}
 	return data, nil
 }
