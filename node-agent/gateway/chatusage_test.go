@@ -607,6 +607,21 @@ func testCutAnswersUnderACount(t *testing.T, lim Options) {
 // reaches the agent and counts as uncounted; no retry of the policy is
 // spent and the run is not judged.
 func TestProviderThatRefusesTheUsageAskGetsTheAgentsRequest(t *testing.T) {
+	// OpenAI's refusal (400), and a server that validates its request
+	// model strictly (FastAPI/pydantic's 422, extra fields forbidden):
+	// the gateway's ask failed Aider's every request there.
+	for _, refusal := range []struct {
+		status int
+		body   string
+	}{
+		{http.StatusBadRequest, `{"error":{"message":"Unrecognized request argument supplied: stream_options","type":"invalid_request_error","param":null,"code":null}}`},
+		{http.StatusUnprocessableEntity, `{"detail":[{"type":"extra_forbidden","loc":["body","stream_options"],"msg":"Extra inputs are not permitted","input":{"include_usage":true}}]}`},
+	} {
+		t.Run(http.StatusText(refusal.status), func(t *testing.T) { refusedUsageAsk(t, refusal.status, refusal.body) })
+	}
+}
+
+func refusedUsageAsk(t *testing.T, status int, refusal string) {
 	up := startUpstream(t)
 	var (
 		mu     sync.Mutex
@@ -619,8 +634,8 @@ func TestProviderThatRefusesTheUsageAskGetsTheAgentsRequest(t *testing.T) {
 		mu.Unlock()
 		if strings.Contains(string(b), "stream_options") {
 			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusBadRequest)
-			_, _ = io.WriteString(w, `{"error":{"message":"Unrecognized request argument supplied: stream_options","type":"invalid_request_error","param":null,"code":null}}`)
+			w.WriteHeader(status)
+			_, _ = io.WriteString(w, refusal)
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(b))
@@ -639,7 +654,7 @@ func TestProviderThatRefusesTheUsageAskGetsTheAgentsRequest(t *testing.T) {
 		status int
 	}{
 		{`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`, http.StatusOK},
-		{`{"model":"m","stream":true,"stream_options":{"include_usage":false},"messages":[{"role":"user","content":"hi"}]}`, http.StatusBadRequest},
+		{`{"model":"m","stream":true,"stream_options":{"include_usage":false},"messages":[{"role":"user","content":"hi"}]}`, status},
 	} {
 		mu.Lock()
 		bodies = nil

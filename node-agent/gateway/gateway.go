@@ -729,9 +729,11 @@ func agentsBody(agent, sent []byte) func() []byte {
 // refusesUsageAsk says whether resp is a provider's refusal of the
 // stream_options the gateway added (a server that refuses what it does
 // not know, an older API version: "Unrecognized request argument supplied:
-// stream_options").
+// stream_options"; a server whose request model forbids extra fields,
+// FastAPI's and pydantic's 422).
 func refusesUsageAsk(resp *http.Response) bool {
-	return resp.StatusCode == http.StatusBadRequest && bytes.Contains(peekBody(resp), []byte("stream_options"))
+	return (resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusUnprocessableEntity) &&
+		bytes.Contains(peekBody(resp), []byte("stream_options"))
 }
 
 // mustCount says whether every answer's tokens must be counted: a token
