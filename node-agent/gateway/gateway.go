@@ -856,6 +856,15 @@ func (g *Gateway) count(resp *http.Response) error {
 // may have been in a part too large to read (r.Unread, not final) ends it
 // at once.
 func (g *Gateway) counted(r usage.Reply, whole, cut, final bool) {
+	if r.Failed {
+		// An error in place of the answer's end, after a 2xx: the
+		// provider failed this request as with a 5xx (each went to the
+		// agent's CLI), and a run of them is the provider's, not the
+		// agent's (ProviderFailing).
+		g.providerFailed("an error in the provider's streamed answer, after its 200", false, false)
+	} else {
+		g.providerAnswered()
+	}
 	if r.Found && (r.Unread || cut) && !final {
 		// Figures were read, but not the answer's closing ones (an
 		// event too large to read, or the agent cut the answer before
@@ -1030,7 +1039,12 @@ func (t *retrier) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		retriable := err == nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500) || err != nil && isDialError(err)
 		if !retriable {
-			if err == nil {
+			// A model answer the gateway reads (a 2xx of a model API)
+			// is judged when it ends (counted): a provider that fails
+			// after its status line (Anthropic's error event, a
+			// Responses stream's response.failed, an in-band error of
+			// an OpenAI-compatible router) answered nothing.
+			if err == nil && (resp.StatusCode/100 != 2 || usage.DialectOf(req.URL.Path) == "") {
 				t.g.providerAnswered()
 			}
 			return resp, err

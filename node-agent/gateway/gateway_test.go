@@ -1294,3 +1294,43 @@ func TestGatewayDropsTheAgentsTrailers(t *testing.T) {
 		t.Errorf("the provider got Authorization %q, OpenAI-Organization %q", s.header.Get("Authorization"), s.header.Get("OpenAI-Organization"))
 	}
 }
+
+// A provider that fails after its status line (a 200 whose stream ends in
+// an error event: Anthropic's overloaded_error, a Responses stream's
+// response.failed, an OpenAI-compatible router's in-band error) failed
+// each request as a 5xx does: a run of them is the provider's failure
+// (ProviderFailing), not the agent's, and an answer that ends whole ends
+// the span. Every such answer was taken as an answer, and the run was
+// judged the agent's failure while the provider served nothing.
+func TestProviderFailingInsideItsStream(t *testing.T) {
+	up := startUpstream(t)
+	failing := true
+	up.fail = func(w http.ResponseWriter, _ int) bool {
+		if !failing {
+			return false
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"model\":\"m\",\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n"+
+			"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n")
+		return true
+	}
+	g, base := serve(t, Options{Upstream: up.srv.URL, Header: XAPIKey, Key: []byte(realKey), RootCAs: up.pool, Retry: Retry{Attempts: 1}})
+	body := `{"model":"m","max_tokens":8,"stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	for range 3 {
+		if resp, b := post(t, base+"/v1/messages", body, nil); resp.StatusCode != 200 || !strings.Contains(b, "overloaded_error") {
+			t.Fatalf("status %d, want the provider's 200 with its error: %s", resp.StatusCode, b)
+		}
+	}
+	f := g.ProviderFailing()
+	if g.Stopped() != nil || f == nil || f.Reason != ReasonProviderUnavailable || !f.Infrastructure ||
+		!strings.Contains(f.Message, "last 3 model requests") || !strings.Contains(f.Message, "an error in the provider's streamed answer") {
+		t.Errorf("stop %+v, failing %+v: want no stop, %s over the last 3 requests", g.Stopped(), f, ReasonProviderUnavailable)
+	}
+	failing = false
+	if resp, b := post(t, base+"/v1/messages", body, nil); resp.StatusCode != 200 || strings.Contains(b, "overloaded_error") {
+		t.Fatalf("the provider back: status %d: %s", resp.StatusCode, b)
+	}
+	if f := g.ProviderFailing(); f != nil {
+		t.Errorf("after a whole answer: failing %+v", f)
+	}
+}
