@@ -22,6 +22,7 @@ import (
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/internal/certfile"
 	"github.com/harnessfacts/harnessfacts/internal/kube"
+	"github.com/harnessfacts/harnessfacts/node-agent/bounded"
 )
 
 // Reader reads objects: a *kube.Client, which reads straight from the API
@@ -132,6 +133,13 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
+// The connections the run source holds open, in all and from one address
+// (a node-agent's pod).
+const (
+	maxConns        = 1024
+	maxConnsPerAddr = 64
+)
+
 // Start serves until ctx is done.
 func (s *Server) Start(ctx context.Context) error {
 	cfg := &tls.Config{}
@@ -163,6 +171,10 @@ func (s *Server) Start(ctx context.Context) error {
 	s.mu.Lock()
 	s.addr = ln.Addr()
 	s.mu.Unlock()
+	// Each node-agent holds a few connections (its runs' requests, kept
+	// alive); the bound keeps any other client of the Service from
+	// growing the controller's memory with connections it never ends.
+	ln = bounded.NewListener(ln, bounded.Limits{MaxConns: maxConns, PerAddr: maxConnsPerAddr})
 	srv := &http.Server{
 		Handler:           s.Handler(),
 		TLSConfig:         cfg,

@@ -27,6 +27,7 @@ import (
 
 	"github.com/harnessfacts/harnessfacts/internal/certfile"
 	"github.com/harnessfacts/harnessfacts/internal/kubeauth"
+	"github.com/harnessfacts/harnessfacts/node-agent/bounded"
 )
 
 // Path is where the metrics are served.
@@ -152,12 +153,24 @@ func ListenProbes(addr string, log logr.Logger) (*Server, error) {
 
 func off(addr string) bool { return addr == "0" || addr == "" }
 
+// The connections a metrics or probe server holds open, in all and from
+// one address.
+const (
+	maxConns        = 64
+	maxConnsPerAddr = 16
+)
+
 // newServer serves h on ln. HTTP/2 is not offered: a scrape or a probe
 // needs none of it, and its stream resets were a way to exhaust a server
 // (CVE-2023-44487), which kubebuilder's scaffolding turns it off for too.
 func newServer(ln net.Listener, h http.Handler, log logr.Logger, what string) *Server {
 	protocols := &http.Protocols{}
 	protocols.SetHTTP1(true)
+	// A scraper or a probe holds a connection or two; the bound keeps
+	// unread connections from growing the daemon's memory (16,000 of
+	// them, each with an unfinished 30 KB header, ran a node-agent out
+	// of its 512Mi).
+	ln = bounded.NewListener(ln, bounded.Limits{MaxConns: maxConns, PerAddr: maxConnsPerAddr})
 	return &Server{ln: ln, log: log, what: what, srv: &http.Server{
 		Handler:           h,
 		Protocols:         protocols,

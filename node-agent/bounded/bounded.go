@@ -1,7 +1,9 @@
 // Package bounded bounds a channel an untrusted agent can open to the
-// node-agent (the MCP sockets, the provider relay, the egress proxy): how
-// many connections it serves at once, how many bytes cross it in all, and
-// how long a connection may sit idle. The node-agent's memory is shared by
+// node-agent (the MCP sockets, the provider relay, the egress proxy), or a
+// network client to a daemon's server (the live output, metrics, probes,
+// the run source): how many connections it serves at once (and from one
+// address), how many bytes cross it in all, and how long a connection may
+// sit idle. The node-agent's memory is shared by
 // every run on the node and lies outside each run's cgroup, so nothing an
 // agent sends may make it grow without bound; connections beyond the bound
 // wait in the kernel's listen backlog, not in the node-agent's memory.
@@ -33,6 +35,11 @@ type Limits struct {
 	// egress proxy on the node): a connection takes one of its tokens too,
 	// after one of MaxConns, and waits in the backlog while none is free.
 	Node chan struct{}
+	// PerAddr bounds the connections open at once from one remote IP
+	// address (a network listener's): one more is closed as soon as it is
+	// accepted, so that one client holding MaxConns does not shut every
+	// other out.
+	PerAddr int
 }
 
 // ErrBudget is returned by a connection's Read or Write once the channel's
@@ -51,6 +58,7 @@ type Listener struct {
 
 	mu     sync.Mutex
 	conns  map[*conn]struct{}
+	byAddr map[string]int // open connections per remote IP, with PerAddr
 	closed bool
 	stop   chan struct{}
 	done   chan struct{}
@@ -69,7 +77,7 @@ type Stats struct {
 // NewListener wraps l. Close the returned Listener (not l) to end it and
 // every connection it accepted.
 func NewListener(l net.Listener, lim Limits) *Listener {
-	bl := &Listener{inner: l, lim: lim, conns: map[*conn]struct{}{}, stop: make(chan struct{}), done: make(chan struct{})}
+	bl := &Listener{inner: l, lim: lim, conns: map[*conn]struct{}{}, byAddr: map[string]int{}, stop: make(chan struct{}), done: make(chan struct{})}
 	if lim.MaxConns > 0 {
 		bl.sem = make(chan struct{}, lim.MaxConns)
 	}
@@ -113,6 +121,9 @@ func (l *Listener) Accept() (net.Conn, error) {
 			continue
 		}
 		bc := &conn{Conn: c, l: l}
+		if l.lim.PerAddr > 0 {
+			bc.addr = remoteIP(c)
+		}
 		bc.touch()
 		l.mu.Lock()
 		if l.closed {
@@ -120,6 +131,15 @@ func (l *Listener) Accept() (net.Conn, error) {
 			_ = c.Close()
 			l.release()
 			return nil, net.ErrClosed
+		}
+		if bc.addr != "" && l.byAddr[bc.addr] >= l.lim.PerAddr {
+			l.mu.Unlock()
+			_ = c.Close()
+			l.release()
+			continue
+		}
+		if bc.addr != "" {
+			l.byAddr[bc.addr]++
 		}
 		l.conns[bc] = struct{}{}
 		l.mu.Unlock()
@@ -187,8 +207,22 @@ func (l *Listener) release() {
 func (l *Listener) forget(c *conn) {
 	l.mu.Lock()
 	delete(l.conns, c)
+	if c.addr != "" {
+		if l.byAddr[c.addr]--; l.byAddr[c.addr] <= 0 {
+			delete(l.byAddr, c.addr)
+		}
+	}
 	l.mu.Unlock()
 	l.release()
+}
+
+// remoteIP is the IP address a network connection comes from ("" for one
+// without: a Unix socket's).
+func remoteIP(c net.Conn) string {
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return a.IP.String()
+	}
+	return ""
 }
 
 // reapIdle closes the connections idle for longer than Limits.Idle. One
@@ -222,6 +256,7 @@ func (l *Listener) reapIdle() {
 type conn struct {
 	net.Conn
 	l    *Listener
+	addr string       // the remote IP counted against PerAddr, or ""
 	last atomic.Int64 // unix nanoseconds of the last read or write
 	once sync.Once
 }

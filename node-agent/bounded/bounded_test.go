@@ -185,3 +185,64 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 		t.Fatalf("an idle connection: read %v, want EOF", err)
 	}
 }
+
+// PerAddr: a network listener serves at most that many connections from
+// one remote address at once; one more is closed as it comes (its reader
+// sees the end at once), and another address is still served. When one
+// of the first closes, the address may connect again.
+func TestPerAddrBoundsOneClient(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := NewListener(ln, Limits{MaxConns: 10, PerAddr: 2})
+	t.Cleanup(func() { _ = l.Close() })
+	accepted := make(chan net.Conn, 10)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	dialFrom := func(ip string) net.Conn {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
+		c, err := d.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	closedAtOnce := func(c net.Conn) bool {
+		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		_, err := c.Read(make([]byte, 1))
+		return err == io.EOF
+	}
+	next := func(what string) net.Conn {
+		select {
+		case c := <-accepted:
+			t.Cleanup(func() { _ = c.Close() })
+			return c
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s was not served", what)
+			return nil
+		}
+	}
+	dialFrom("127.0.0.1")
+	first := next("the first connection")
+	dialFrom("127.0.0.1")
+	next("the second connection")
+	if third := dialFrom("127.0.0.1"); !closedAtOnce(third) {
+		t.Error("a third connection from one address was not closed")
+	}
+	dialFrom("127.0.0.2")
+	next("another address")
+	_ = first.Close()
+	if again := dialFrom("127.0.0.1"); closedAtOnce(again) {
+		t.Error("the address was refused after one of its connections closed")
+	}
+	next("the address again")
+}

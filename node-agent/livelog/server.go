@@ -20,6 +20,7 @@ import (
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/internal/kube"
 	"github.com/harnessfacts/harnessfacts/internal/kubeauth"
+	"github.com/harnessfacts/harnessfacts/node-agent/bounded"
 )
 
 // The resource a follower must be allowed: verb get on harnessruns/log in
@@ -110,12 +111,35 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
+// The live output server's bounds before a request is read: its header
+// block's size, and the connections it holds open, in all and from one
+// address. A follower holds one connection; the handler's own bounds
+// (MaxConnections streams, per user and per run) are below these, and one
+// address may hold twice the streams (users behind one NAT address).
+const (
+	MaxHeaderBytes       = 32 << 10
+	ListenerConns        = 512
+	ListenerConnsPerAddr = 2 * MaxConnections
+)
+
 // Serve serves on l until ctx ends.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	// Every bound below the handler (slots, reviews per address and per
+	// user) starts once a request's headers are read; these hold before:
+	// a header block of at most 32 KiB (a bearer token needs a few), at
+	// most ListenerConns connections, ListenerConnsPerAddr from one
+	// address, and no HTTP/2 (one connection, many streams). Without them
+	// 600 connections each sending 1 MB of one unfinished header, no
+	// credential needed, ran the node-agent out of memory, and every run
+	// on its node with it.
+	protocols := &http.Protocols{}
+	protocols.SetHTTP1(true)
 	srv := &http.Server{Handler: s.Handler(), TLSConfig: s.TLSConfig(), ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout: 2 * time.Minute, BaseContext: func(net.Listener) context.Context { return ctx }}
+		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: MaxHeaderBytes, Protocols: protocols,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
+	bl := bounded.NewListener(l, bounded.Limits{MaxConns: ListenerConns, PerAddr: ListenerConnsPerAddr})
 	errc := make(chan error, 1)
-	go func() { errc <- srv.ServeTLS(l, "", "") }()
+	go func() { errc <- srv.ServeTLS(bl, "", "") }()
 	select {
 	case err := <-errc:
 		return err

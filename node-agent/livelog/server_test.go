@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -253,4 +254,88 @@ func TestUnauthenticatedRequestsDoNotTakeTheStreams(t *testing.T) {
 	}
 	close(slow)
 	wg.Wait()
+}
+
+// Anyone who reaches the port could send each of many connections 1 MB of
+// one header and never end it: every bound of the handler starts after the
+// headers, and 600 such connections, no credential needed, ran a
+// node-agent out of its 512Mi (every run on the node with it). Now the
+// header block is bounded (a longer one is refused, 431), the connections
+// from one address too (the rest are closed as they come), and the heap
+// they hold stays small; a caller with a token is still served during it.
+func TestHeaderFloodDoesNotGrowTheNodeAgent(t *testing.T) {
+	hub := NewHub()
+	l := serve(t, hub, 0)
+	addr := strings.TrimPrefix(l.BaseURL, "https://")
+	dial := func() (*tls.Conn, error) {
+		raw, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			return nil, err
+		}
+		c := tls.Client(raw, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // the test's own server
+		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+		return c, nil
+	}
+	// One header over the bound: refused, not read to its end.
+	c, err := dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fmt.Fprintf(c, "GET /runs/a/b/log HTTP/1.1\r\nHost: x\r\nX-Pad: %s\r\n\r\n", strings.Repeat("a", 2*MaxHeaderBytes)); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil || resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("a %d KiB header: %v, %v; want 431", 2*MaxHeaderBytes>>10, resp, err)
+	}
+	_ = c.Close()
+
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	const flood = 300
+	header := strings.Repeat("a", 1<<20)
+	var wg sync.WaitGroup
+	conns := make(chan net.Conn, flood)
+	for range flood {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := dial()
+			if err != nil {
+				return
+			}
+			conns <- c
+			// Never ends the header; the server cuts it at its bound.
+			_, _ = fmt.Fprintf(c, "GET /runs/a/b/log HTTP/1.1\r\nHost: x\r\nX-Pad: %s", header)
+		}()
+	}
+	wg.Wait()
+	runtime.GC()
+	var during runtime.MemStats
+	runtime.ReadMemStats(&during)
+	if grew := int64(during.HeapInuse) - int64(before.HeapInuse); grew > 48<<20 {
+		t.Errorf("%d connections with an unfinished 1 MiB header grew the heap by %d MiB", flood, grew>>20)
+	}
+	close(conns)
+	for c := range conns {
+		_ = c.Close()
+	}
+	// The flood gone (the server sees each connection end), a caller
+	// is served as before.
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the test's own server
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := hc.Get(l.BaseURL + "/runs/ns/none/log")
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("after the flood: %d, want 401 without a token", resp.StatusCode)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the flood: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
