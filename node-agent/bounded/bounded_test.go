@@ -219,7 +219,7 @@ func TestPerAddrBoundsOneClient(t *testing.T) {
 	closedAtOnce := func(c net.Conn) bool {
 		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
 		_, err := c.Read(make([]byte, 1))
-		return err == io.EOF
+		return errors.Is(err, io.EOF)
 	}
 	next := func(what string) net.Conn {
 		select {
