@@ -240,3 +240,16 @@ func uncachedWork(spec *harnessv1.HarnessRunSpec) string {
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
+
+// cachedNode keeps of a Node its name and labels, which spec.nodeSelector is
+// matched against (nodeReader.labelsOf): a Node's status (its images, its
+// conditions) is most of its size and never read.
+func cachedNode(obj any) (any, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.Node{TypeMeta: n.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+		Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels,
+	}}, nil
+}

@@ -39,6 +39,7 @@
 // +kubebuilder:rbac:groups=harnessfacts.io,resources=harnesspolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=harnessfacts.io,resources=harnesspolicies/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create

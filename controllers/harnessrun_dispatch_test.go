@@ -320,3 +320,45 @@ func TestLeastLoadedFirst(t *testing.T) {
 		t.Errorf("10 runs over 3 nodes of 3 slots (-want +got):\n%s", d)
 	}
 }
+
+// spec.nodeSelector is matched against the Node's labels, which the
+// controller reads, not against the HarnessNode's status.labels, which its
+// node-agent writes: a compromised node-agent labelled itself with another
+// tenant's pool, was bound that tenant's runs, and the run source would
+// have served it their Secrets. A HarnessNode with no Node of its name (a
+// machine outside a cluster) is matched on what it reports.
+func TestNodeSelectorIsMatchedAgainstTheNode(t *testing.T) {
+	ns := newNamespace(t)
+	startController(t, ns, controllers.Options{}, nil)
+	for name, labels := range map[string]map[string]string{
+		"forger-node": {"kubernetes.io/hostname": "forger-node"},
+		"secure-node": {"kubernetes.io/hostname": "secure-node", "pool": "secure"},
+	} {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+		create(t, node)
+		t.Cleanup(func() { _ = k8s.Delete(context.Background(), node) })
+	}
+	codex := map[harnessv1.Adapter]string{harnessv1.AdapterCodex: "1.0"}
+	// The forger reports the secure pool (and another node's name); the
+	// secure node reports nothing of its own: its Node says it.
+	startNode(t, ns, fakenode.Options{Name: "forger-node", Slots: 8, NoClaim: true, Adapters: codex,
+		Labels: map[string]string{"pool": "secure", "kubernetes.io/hostname": "secure-node"}})
+	startNode(t, ns, fakenode.Options{Name: "secure-node", Slots: 1, NoClaim: true, Adapters: codex})
+	startNode(t, ns, fakenode.Options{Name: "laptop-node", Slots: 1, NoClaim: true, Adapters: codex, Labels: map[string]string{"where": "laptop"}})
+	mk := hftesting.MakeHarnessRun
+	create(t, mk("pool-run", ns).Adapter(harnessv1.AdapterCodex).NodeSelector(map[string]string{"pool": "secure"}).Obj(),
+		mk("host-run", ns).Adapter(harnessv1.AdapterCodex).NodeSelector(map[string]string{"kubernetes.io/hostname": "secure-node"}).Obj(),
+		mk("laptop-run", ns).Adapter(harnessv1.AdapterCodex).NodeSelector(map[string]string{"where": "laptop"}).Obj())
+	if r := waitRun(t, ns, "pool-run", wait, "Scheduled", phaseIs(harnessv1.RunScheduled)); r.Status.NodeName != "secure-node" {
+		t.Errorf("pool-run bound to %q, want secure-node (the forger reported the pool, its Node has none)", r.Status.NodeName)
+	}
+	if r := waitRun(t, ns, "laptop-run", wait, "Scheduled", phaseIs(harnessv1.RunScheduled)); r.Status.NodeName != "laptop-node" {
+		t.Errorf("laptop-run bound to %q, want laptop-node (no Node: its reported labels)", r.Status.NodeName)
+	}
+	// The secure node's one slot is taken: host-run waits rather than go
+	// to the forger, which reports secure-node's name.
+	time.Sleep(2 * time.Second)
+	if r := getRun(t, ns, "host-run"); r.Status.NodeName != "" {
+		t.Errorf("host-run bound to %q, want it waiting for secure-node", r.Status.NodeName)
+	}
+}

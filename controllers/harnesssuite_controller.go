@@ -69,6 +69,7 @@ func CacheByObject() map[client.Object]cache.ByObject {
 		&corev1.ConfigMap{}:       {Label: labels.SelectorFromSet(labels.Set{harnessv1.LabelFixture: "true"}), Transform: cachedFixture},
 		&harnessv1.HarnessRun{}:   {Transform: cachedRun},
 		&harnessv1.HarnessSuite{}: {Transform: cachedSuite},
+		&corev1.Node{}:            {Transform: cachedNode},
 	}
 }
 

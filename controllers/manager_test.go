@@ -55,11 +55,14 @@ func TestManagerOptions(t *testing.T) {
 		case *harnessv1.HarnessSuite:
 			// Every suite; a transform keeps their metadata out.
 			byKind["HarnessSuite"] = sel
+		case *corev1.Node:
+			// Every Node; a transform keeps only its labels.
+			byKind["Node"] = sel
 		default:
 			byKind["other"] = sel
 		}
 	}
-	if diff := cmp.Diff(map[string]string{"ConfigMap": harnessv1.LabelFixture + "=true", "HarnessRun": "", "HarnessSuite": ""}, byKind); diff != "" {
+	if diff := cmp.Diff(map[string]string{"ConfigMap": harnessv1.LabelFixture + "=true", "HarnessRun": "", "HarnessSuite": "", "Node": ""}, byKind); diff != "" {
 		t.Errorf("cache by object (-want +got):\n%s", diff)
 	}
 
@@ -80,7 +83,7 @@ func TestManagerOptions(t *testing.T) {
 	}
 	// Each call builds its own map: a caller changing one never changes
 	// another's.
-	if len(ManagerOptions(ManagerConfig{}).Cache.ByObject) != 3 {
+	if len(ManagerOptions(ManagerConfig{}).Cache.ByObject) != 4 {
 		t.Error("ManagerOptions shares its ByObject map between calls")
 	}
 }

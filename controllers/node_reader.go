@@ -8,10 +8,12 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 )
@@ -129,7 +131,9 @@ func (nr nodeReader) get(ctx context.Context, name string) (nodeView, error) {
 		}
 		return nodeView{}, fmt.Errorf("getting HarnessNode %s: %w", name, err)
 	}
-	return judgeNode(name, node, nr.leaseOf(ctx, node), nr.defaultLease), nil
+	v := judgeNode(name, node, nr.leaseOf(ctx, node), nr.defaultLease)
+	v.labels = nr.labelsOf(ctx, node)
+	return v, nil
 }
 
 // list reads every HarnessNode (a few dozen, not runs).
@@ -141,10 +145,40 @@ func (nr nodeReader) list(ctx context.Context) ([]nodeView, error) {
 	views := make([]nodeView, 0, len(nodes.Items))
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
-		views = append(views, judgeNode(n.Name, n, nr.leaseOf(ctx, n), nr.defaultLease))
+		v := judgeNode(n.Name, n, nr.leaseOf(ctx, n), nr.defaultLease)
+		v.labels = nr.labelsOf(ctx, n)
+		views = append(views, v)
 	}
 	return views, nil
 }
+
+// labelsOf is what spec.nodeSelector is matched against: the labels of the
+// Node of the HarnessNode's name, read by the controller, when there is
+// one. A HarnessNode's status.labels are its node-agent's own write: a
+// compromised node-agent labelled itself with another tenant's pool (or
+// another node's kubernetes.io/hostname), was bound that tenant's runs,
+// and the run source served it their Secrets. Only where no Node of that
+// name exists (harnessfacts dev, a machine outside a cluster) are the
+// node-agent's labels taken; where the Node cannot be read (an operator's
+// role without nodes), too, and the log says so.
+func (nr nodeReader) labelsOf(ctx context.Context, node *harnessv1.HarnessNode) map[string]string {
+	n := &corev1.Node{}
+	err := nr.client.Get(ctx, types.NamespacedName{Name: node.Name}, n, client.UnsafeDisableDeepCopy)
+	switch {
+	case err == nil:
+		return n.Labels
+	case apierrors.IsNotFound(err):
+		return node.Status.Labels
+	default:
+		nodeLabelsUnread.Do(func() {
+			log.FromContext(ctx).Error(err, "cannot read Nodes: spec.nodeSelector is matched against the labels each HarnessNode's node-agent reports, which a compromised node-agent chooses; grant the controller get, list and watch on nodes", "node", node.Name)
+		})
+		return node.Status.Labels
+	}
+}
+
+// nodeLabelsUnread says once that Nodes could not be read.
+var nodeLabelsUnread sync.Once
 
 // leaseOf reads the heartbeat Lease the node names in its status; nil when
 // it names none or the cache has none.
