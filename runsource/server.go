@@ -2,6 +2,7 @@ package runsource
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -22,6 +23,7 @@ import (
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/internal/certfile"
 	"github.com/harnessfacts/harnessfacts/internal/kube"
+	"github.com/harnessfacts/harnessfacts/internal/kubeauth"
 	"github.com/harnessfacts/harnessfacts/node-agent/bounded"
 )
 
@@ -84,6 +86,41 @@ type Server struct {
 	addr net.Addr
 	// signingKey is the operator's signing key Secret (nil: none).
 	signingKey *types.NamespacedName
+
+	// reviews bounds the TokenReviews asked at once; refused remembers
+	// the tokens the API server refused for a minute (by their digest).
+	reviews kubeauth.Gate
+	refused map[[sha256.Size]byte]time.Time
+}
+
+// The TokenReviews the run source asks at once, in all and for one remote
+// address (a node-agent's runs ask a few each; its client tries a 503
+// again), and how long a refused token is answered from memory.
+const (
+	maxReviews        = 64
+	maxReviewsPerAddr = 16
+	refusedTokenTTL   = time.Minute
+	maxRefusedTokens  = 4096
+)
+
+// wasRefused says whether the API server refused the token of key within
+// refusedTokenTTL.
+func (s *Server) wasRefused(key [sha256.Size]byte) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.refused[key]
+	return ok && time.Since(t) < refusedTokenTTL
+}
+
+// noteRefused remembers a refused token's digest; a full memory is
+// emptied (refused tokens only: nothing a node-agent needs).
+func (s *Server) noteRefused(key [sha256.Size]byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.refused == nil || len(s.refused) >= maxRefusedTokens {
+		s.refused = map[[sha256.Size]byte]time.Time{}
+	}
+	s.refused[key] = time.Now()
 }
 
 // NewServer checks opts and makes a Server.
@@ -103,7 +140,7 @@ func NewServer(opts Options) (*Server, error) {
 	if opts.Listener == nil && opts.Addr == "" {
 		return nil, errors.New("runsource: an address to listen on is needed")
 	}
-	return &Server{opts: opts, signingKey: opts.SigningKeySecret}, nil
+	return &Server{opts: opts, signingKey: opts.SigningKeySecret, reviews: kubeauth.Gate{Max: maxReviews, PerAddr: maxReviewsPerAddr}}, nil
 }
 
 // SetSigningKeySecret names the operator's signing key Secret from now on
@@ -303,8 +340,28 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, body any, ref fun
 		writeError(w, http.StatusUnauthorized, "no bearer token")
 		return nil, nil, false
 	}
+	// Every request's token is reviewed before anything else is known of
+	// its caller: a client sending made-up tokens had the run source ask
+	// the API server a thousand reviews a second, as the controller. A
+	// token refused within the minute is refused from memory, and the
+	// reviews asked at once are bounded.
+	key := sha256.Sum256([]byte(token))
+	if s.wasRefused(key) {
+		writeError(w, http.StatusUnauthorized, "the API server did not authenticate the token")
+		return nil, nil, false
+	}
+	release, ok := s.reviews.Enter(r.RemoteAddr)
+	if !ok {
+		writeError(w, http.StatusServiceUnavailable, "too many tokens are being reviewed at once; try again later")
+		return nil, nil, false
+	}
 	who, err := identify(ctx, s.opts.Reviewer, s.opts.Audience, token, s.opts.Accounts)
+	release()
 	if err != nil {
+		var ae *authError
+		if errors.As(err, &ae) {
+			s.noteRefused(key)
+		}
 		s.refuse(ctx, w, nil, RunRef{}, err)
 		return nil, nil, false
 	}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	authnv1 "k8s.io/api/authentication/v1"
@@ -108,7 +109,10 @@ func startServer(t *testing.T, opts runsource.Options) (*runsource.Server, strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts.Reader, opts.Reviewer, opts.Listener = api, api, ln
+	opts.Reader, opts.Listener = api, ln
+	if opts.Reviewer == nil {
+		opts.Reviewer = api
+	}
 	srv, err := runsource.NewServer(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -553,5 +557,41 @@ func TestCertFilesAreReloaded(t *testing.T) {
 	}
 	if err := ask(first); err == nil || !strings.Contains(err.Error(), "not trusted") {
 		t.Fatalf("trusting only the replaced certificate: %v, want it not trusted", err)
+	}
+}
+
+// countingReviewer is the API server, counting the TokenReviews asked.
+type countingReviewer struct{ n *atomic.Int32 }
+
+func (c countingReviewer) Create(ctx context.Context, obj kube.Object) error {
+	c.n.Add(1)
+	return api.Create(ctx, obj)
+}
+
+// A token the API server refused is refused from memory for a minute:
+// made-up tokens, one per request, had the run source ask the API server a
+// thousand TokenReviews a second (as the controller's account).
+func TestRefusedTokenIsNotReviewedAgain(t *testing.T) {
+	certPEM, keyPEM, err := runsource.SelfSigned("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsCfg, err := runsource.TLSConfig(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reviews atomic.Int32
+	srv, url := startServer(t, runsource.Options{TLS: tlsCfg, Reviewer: countingReviewer{&reviews},
+		Accounts: runsource.Accounts{Bound: []string{user(agentSA)}}})
+	_ = srv
+	s := &stack{url: url, ca: certPEM, srv: srv}
+	bogus := s.client(t, staticToken("made-up"))
+	nobody := runsource.RunRef{Namespace: team, Name: "no-such-run", UID: "no-such-uid", Attempt: 1}
+	for range 3 {
+		_, err := bogus.Fixture(context.Background(), nobody)
+		refused(t, err, 401, "did not authenticate")
+	}
+	if n := reviews.Load(); n != 1 {
+		t.Errorf("%d TokenReviews for one refused token asked three times, want 1", n)
 	}
 }

@@ -35,6 +35,6 @@ func metricsFilter(cfg *rest.Config, httpClient *http.Client) (metricsserver.Fil
 	if err != nil {
 		return nil, fmt.Errorf("metrics endpoint: a client for TokenReviews and SubjectAccessReviews: %w", err)
 	}
-	rv := &kubeauth.Reviewer{Client: c}
+	rv := &kubeauth.Reviewer{Client: c, Gate: kubeauth.MetricsGate()}
 	return func(log logr.Logger, next http.Handler) (http.Handler, error) { return rv.Middleware(log, next), nil }, nil
 }

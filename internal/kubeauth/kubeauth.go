@@ -67,11 +67,18 @@ type Reviewer struct {
 	Client Creator
 	// ClientCAs verify client certificates; nil accepts bearer tokens only.
 	ClientCAs *x509.CertPool
+	// Gate, when set, bounds the TokenReviews asked at once for tokens
+	// not in the cache (503 beyond).
+	Gate *Gate
 
 	now    func() time.Time
 	mu     sync.Mutex
 	tokens map[[sha256.Size]byte]tokenAnswer
-	access map[[sha256.Size]byte]accessAnswer
+	// refused holds the refused tokens apart: made-up tokens filling the
+	// cache dropped every accepted one with them, and each scraper's next
+	// request was reviewed again.
+	refused map[[sha256.Size]byte]tokenAnswer
+	access  map[[sha256.Size]byte]accessAnswer
 }
 
 type tokenAnswer struct {
@@ -108,6 +115,11 @@ func (rv *Reviewer) Authenticate(r *http.Request) (User, int, error) {
 	if a, ok := rv.cachedToken(key); ok {
 		return answerToken(a)
 	}
+	release, ok := rv.Gate.Enter(r.RemoteAddr)
+	if !ok {
+		return User{}, http.StatusServiceUnavailable, errors.New("too many credentials are being reviewed at once; try again later")
+	}
+	defer release()
 	tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}
 	if err := rv.Client.Create(r.Context(), tr); err != nil {
 		return User{}, http.StatusServiceUnavailable, fmt.Errorf("the token could not be reviewed: %w", err)
@@ -122,7 +134,11 @@ func (rv *Reviewer) Authenticate(r *http.Request) (User, int, error) {
 		a.expires = rv.clock().Add(TokenTTL)
 	}
 	rv.mu.Lock()
-	rv.tokens = store(rv.tokens, key, a, rv.clock())
+	if a.ok {
+		rv.tokens = store(rv.tokens, key, a, rv.clock())
+	} else {
+		rv.refused = store(rv.refused, key, a, rv.clock())
+	}
 	rv.mu.Unlock()
 	return answerToken(a)
 }
@@ -171,6 +187,9 @@ func (rv *Reviewer) cachedToken(key [sha256.Size]byte) (tokenAnswer, bool) {
 	rv.mu.Lock()
 	defer rv.mu.Unlock()
 	a, ok := rv.tokens[key]
+	if !ok {
+		a, ok = rv.refused[key]
+	}
 	return a, ok && rv.clock().Before(a.expires)
 }
 

@@ -198,3 +198,50 @@ func TestCachesAreBounded(t *testing.T) {
 		t.Fatalf("%d answers, more than %d", len(m), maxEntries)
 	}
 }
+
+// Made-up tokens, one per request, cost the API server a TokenReview each:
+// they are bounded (a Gate, 503 past it, unasked), and however many of
+// them are refused they never push an accepted token out of the cache (the
+// refused are kept apart): the reader's next scrape is not reviewed again.
+func TestMadeUpTokensAreBoundedAndKeepTheReaderCached(t *testing.T) {
+	reader, _ := serviceAccounts(t, "kubeauth-madeup")
+	var tokenReviews, accessReviews atomic.Int32
+	rv := &Reviewer{Client: countingClient(&tokenReviews, &accessReviews)}
+	h := rv.Middleware(logr.Discard(), http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	if code := scrape(t, h, reader); code != http.StatusOK {
+		t.Fatalf("the reader: %d", code)
+	}
+	for i := range maxEntries + 10 {
+		if code := scrape(t, h, fmt.Sprintf("made-up-%d", i)); code != http.StatusUnauthorized {
+			t.Fatalf("a made-up token: %d", code)
+		}
+	}
+	before := tokenReviews.Load()
+	if code := scrape(t, h, reader); code != http.StatusOK || tokenReviews.Load() != before {
+		t.Errorf("the reader after %d made-up tokens: %d, %d more reviews; want 200 from the cache", maxEntries+10, code, tokenReviews.Load()-before)
+	}
+
+	// A full gate answers 503 without asking.
+	g := &Gate{Max: 2, PerAddr: 1}
+	r1, ok1 := g.Enter("10.0.0.1:1000")
+	_, ok2 := g.Enter("10.0.0.1:1001")
+	r3, ok3 := g.Enter("10.0.0.2:1000")
+	_, ok4 := g.Enter("10.0.0.3:1000")
+	if !ok1 || ok2 || !ok3 || ok4 {
+		t.Errorf("gate of 2, 1 an address: %t %t %t %t, want true false true false", ok1, ok2, ok3, ok4)
+	}
+	r1()
+	r1() // twice: given back once
+	if _, ok := g.Enter("10.0.0.1:1002"); !ok {
+		t.Error("a place given back was not free")
+	}
+	r3()
+	rv = &Reviewer{Client: countingClient(&tokenReviews, &accessReviews), Gate: &Gate{Max: 1}}
+	hold, _ := rv.Gate.Enter("192.0.2.1:1")
+	before = tokenReviews.Load()
+	h = rv.Middleware(logr.Discard(), http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	if code := scrape(t, h, "made-up-gated"); code != http.StatusServiceUnavailable || tokenReviews.Load() != before {
+		t.Errorf("a full gate: %d after %d reviews; want 503 after none", code, tokenReviews.Load()-before)
+	}
+	hold()
+}

@@ -44,5 +44,5 @@ func (m *MetricsFlags) CertDir() string { return m.certDir }
 // turn it off.
 func (m *MetricsFlags) Listen(c *kube.Client, g prometheus.Gatherer, log logr.Logger) (*metricsserver.Server, error) {
 	return metricsserver.Listen(metricsserver.Options{BindAddress: m.addr, Secure: m.secure, CertDir: m.certDir,
-		Reviewer: &kubeauth.Reviewer{Client: c}, Gatherer: g, Log: log})
+		Reviewer: &kubeauth.Reviewer{Client: c, Gate: kubeauth.MetricsGate()}, Gatherer: g, Log: log})
 }
