@@ -399,7 +399,7 @@ func Active(run *harnessv1.HarnessRun, node string, ref RunRef) error {
 	key := run.Namespace + "/" + run.Name
 	switch {
 	case run.UID != ref.UID:
-		return &refusal{msg: fmt.Sprintf("run %s has uid %s, not %s: it was deleted and made again", key, run.UID, ref.UID)}
+		return &refusal{msg: fmt.Sprintf("run %s has another uid than %s: it was deleted and made again", key, ref.UID)}
 	case run.Status.NodeName != node:
 		return &refusal{msg: fmt.Sprintf("run %s is bound to node %q, not to node %s", key, run.Status.NodeName, node)}
 	case run.Status.Phase.Terminal():

@@ -196,6 +196,7 @@ type HarnessRunSpec struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.credentials) || self.credentials.all(c, !has(c.file) || c.file != 'CodexAuth' || self.adapter == 'codex')",message="credential file CodexAuth is only accepted by the codex adapter"
 // +kubebuilder:validation:XValidation:rule="!has(self.credentials) || self.credentials.all(c, !has(c.file) || c.file != 'ClaudeCredentials' || self.adapter == 'claude-code')",message="credential file ClaudeCredentials is only accepted by the claude-code adapter"
 // +kubebuilder:validation:XValidation:rule="!has(self.credentials) || self.credentials.all(c, !has(c.file) || c.file != 'OpenCodeAuth' || self.adapter == 'opencode')",message="credential file OpenCodeAuth is only accepted by the opencode adapter"
+// +kubebuilder:validation:XValidation:rule="!has(self.providerURL) || self.adapter == 'exec' || self.adapter == 'oracle' || !self.providerURL.matches('[?#]')",message="agent.providerURL must be a base URL without a query or fragment: each CLI appends its API's path to it (a query such as ?api-version= ended up inside the path of every request)"
 type AgentSpec struct {
 	// adapter is the agent CLI: codex, claude-code, gemini, opencode, aider,
 	// antigravity, or exec for any command given in agent.command.
@@ -241,7 +242,8 @@ type AgentSpec struct {
 	// ending in /v1 or /v1beta, is given to the CLI without that last segment,
 	// and status.agent.notes says so (not for exec and oracle, whose
 	// commands get it as written). Its host is added to the hosts the agent
-	// may reach.
+	// may reach. It has no query or fragment (but for exec and oracle):
+	// each CLI appends its API's path after it.
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="isURL(self) && (url(self).getScheme() == 'http' || url(self).getScheme() == 'https')",message="agent.providerURL must be an absolute http or https URL"
 	// +kubebuilder:validation:XValidation:rule="!isURL(self) || url(self).getHostname() != ''",message="agent.providerURL must name a host"

@@ -344,6 +344,16 @@ func TestRejectsBadRuns(t *testing.T) {
 			"agent.providerURL must be an absolute http or https URL"},
 		{"provider URL with a user and password", func(o map[string]any) { set(o, "spec.agent.providerURL", "https://user:pw@models.example/v1") },
 			"agent.providerURL must not carry a user or password"},
+		{"provider URL with a query", func(o map[string]any) {
+			set(o, "spec.agent.adapter", "codex")
+			delete(o["spec"].(map[string]any)["agent"].(map[string]any), "command")
+			set(o, "spec.agent.providerURL", "https://models.example/openai?api-version=2025-04-01-preview")
+		}, "agent.providerURL must be a base URL without a query or fragment"},
+		{"provider URL with a fragment", func(o map[string]any) {
+			set(o, "spec.agent.adapter", "claude-code")
+			delete(o["spec"].(map[string]any)["agent"].(map[string]any), "command")
+			set(o, "spec.agent.providerURL", "https://models.example/#x")
+		}, "agent.providerURL must be a base URL without a query or fragment"},
 		{"provider URL with no host", func(o map[string]any) { set(o, "spec.agent.providerURL", "http:///nohost") },
 			"agent.providerURL must name a host"},
 		{"provider URL with port 99999", func(o map[string]any) { set(o, "spec.agent.providerURL", "http://127.0.0.1:99999") },
