@@ -452,6 +452,7 @@ func (Gemini) Trajectory(log []byte, in TrajectoryInput) *trajectory.Trajectory 
 			Stats   *struct {
 				InputTokens  int64 `json:"input_tokens"`
 				OutputTokens int64 `json:"output_tokens"`
+				TotalTokens  int64 `json:"total_tokens"`
 				Cached       int64 `json:"cached"`
 				ToolCalls    int64 `json:"tool_calls"`
 				DurationMS   int64 `json:"duration_ms"`
@@ -519,7 +520,7 @@ func (Gemini) Trajectory(log []byte, in TrajectoryInput) *trajectory.Trajectory 
 			found = true
 			fm := &trajectory.FinalMetrics{Extra: map[string]any{"status": ev.Status}}
 			if st := ev.Stats; st != nil {
-				fm.TotalPromptTokens, fm.TotalCompletionTokens, fm.TotalCachedTokens = st.InputTokens, st.OutputTokens, st.Cached
+				fm.TotalPromptTokens, fm.TotalCompletionTokens, fm.TotalCachedTokens = st.InputTokens, geminiOutput(st.OutputTokens, st.InputTokens, st.TotalTokens), st.Cached
 				fm.Extra["tool_calls"] = st.ToolCalls
 			}
 			t.FinalMetrics = fm

@@ -177,7 +177,10 @@ func (Codex) Usage(log []byte) (AgentUsage, bool) {
 
 // Usage reads Gemini CLI's stream-json result event: its stats total the
 // session ("input" is the prompt without the cache, "cached" the cache,
-// per model under "models").
+// per model under "models"). Its output_tokens leave out the model's
+// thoughts, which Gemini bills as output and counts in total_tokens: the
+// output is what the total holds beyond the prompt (geminiOutput), as the
+// gateway counts it from the provider's own figures.
 func (Gemini) Usage(log []byte) (AgentUsage, bool) {
 	var out AgentUsage
 	found := false
@@ -186,6 +189,8 @@ func (Gemini) Usage(log []byte) (AgentUsage, bool) {
 			Type  string `json:"type"`
 			Stats *struct {
 				OutputTokens int64                      `json:"output_tokens"`
+				InputTokens  int64                      `json:"input_tokens"`
+				TotalTokens  int64                      `json:"total_tokens"`
 				Cached       int64                      `json:"cached"`
 				Input        int64                      `json:"input"`
 				Models       map[string]json.RawMessage `json:"models"`
@@ -195,7 +200,7 @@ func (Gemini) Usage(log []byte) (AgentUsage, bool) {
 			return
 		}
 		found = true
-		out.Counts = usage.Counts{Input: ev.Stats.Input, Output: ev.Stats.OutputTokens, CacheRead: ev.Stats.Cached}
+		out.Counts = usage.Counts{Input: ev.Stats.Input, Output: geminiOutput(ev.Stats.OutputTokens, ev.Stats.InputTokens, ev.Stats.TotalTokens), CacheRead: ev.Stats.Cached}
 		models := make([]string, 0, len(ev.Stats.Models))
 		for m := range ev.Stats.Models {
 			models = append(models, m)
@@ -263,4 +268,11 @@ func RequestedModel(adapter harnessv1.Adapter, model string) string {
 		return GeminiDefaultModel
 	}
 	return ""
+}
+
+// geminiOutput is a Gemini CLI session's output tokens, its thoughts
+// included: what total_tokens holds beyond the prompt (input_tokens, the
+// cache included), never less than output_tokens.
+func geminiOutput(output, input, total int64) int64 {
+	return max(output, total-input)
 }

@@ -39,6 +39,12 @@ func TestUsageFromAgentOutput(t *testing.T) {
 		{name: "gemini result stats", r: Gemini{}, found: true,
 			log:  `{"type":"result","status":"success","stats":{"total_tokens":2863,"input_tokens":2744,"output_tokens":119,"cached":633,"input":2111,"duration_ms":5,"tool_calls":1,"models":{"gemini-b":{},"gemini-a":{}}}}` + "\n",
 			want: AgentUsage{Counts: usage.Counts{Input: 2111, Output: 119, CacheRead: 633}, Models: []string{"gemini-a", "gemini-b"}}},
+		// A thinking model: output_tokens leave the thoughts out, which
+		// Gemini bills as output and total_tokens holds (17434 + 112 +
+		// 26): the output is 138, as the gateway counts it.
+		{name: "gemini result stats with thoughts", r: Gemini{}, found: true,
+			log:  `{"type":"result","status":"success","stats":{"total_tokens":17572,"input_tokens":17434,"output_tokens":112,"cached":806,"input":16628,"duration_ms":5,"tool_calls":1,"models":{"gemini-2.5-pro":{}}}}` + "\n",
+			want: AgentUsage{Counts: usage.Counts{Input: 16628, Output: 138, CacheRead: 806}, Models: []string{"gemini-2.5-pro"}}},
 		{name: "opencode steps", r: OpenCode{}, found: true, log: `{"type":"step_start","part":{}}` + "\n" +
 			`{"type":"step_finish","part":{"type":"step-finish","tokens":{"input":1037,"output":50,"reasoning":3,"cache":{"read":311,"write":27}},"cost":0}}` + "\n" +
 			`{"type":"step_finish","part":{"type":"step-finish","tokens":{"input":1074,"output":66,"reasoning":0,"cache":{"read":322,"write":34}},"cost":0}}` + "\n",
