@@ -338,6 +338,11 @@ func judge(j judgement) verdict {
 			if j.OOMCause != "" {
 				v.Message += ": " + j.OOMCause
 			}
+		case j.Signal != "" && j.ExitCode > 128:
+			// bwrap reports a payload killed by signal N as status
+			// 128+N, and a payload's own exit code 128+N the same
+			// (Gemini CLI exits 144 on some errors): both are said.
+			v.Message = fmt.Sprintf("the agent was killed by %s, or exited with code %d (bwrap reports the two alike)", j.Signal, j.ExitCode)
 		case j.Signal != "":
 			v.Message = "the agent was killed by " + j.Signal
 		default:
