@@ -1044,7 +1044,16 @@ func (t *retrier) RoundTrip(req *http.Request) (*http.Response, error) {
 			// after its status line (Anthropic's error event, a
 			// Responses stream's response.failed, an in-band error of
 			// an OpenAI-compatible router) answered nothing.
-			if err == nil && (resp.StatusCode/100 != 2 || usage.DialectOf(req.URL.Path) == "") {
+			switch {
+			case err != nil:
+			case req.Method == http.MethodPost && usage.DialectOf(req.URL.Path) != "" &&
+				(resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed):
+				// No model answers there: a provider URL (or a model)
+				// the provider does not serve. A run of them is the
+				// run's configuration, not the agent's failure.
+				t.g.providerFailed(fmt.Sprintf("%d %s to POST %s (check spec.agent.providerURL and spec.agent.model)",
+					resp.StatusCode, http.StatusText(resp.StatusCode), req.URL.Path), false, false)
+			case resp.StatusCode/100 != 2 || usage.DialectOf(req.URL.Path) == "":
 				t.g.providerAnswered()
 			}
 			return resp, err

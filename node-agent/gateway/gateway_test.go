@@ -1334,3 +1334,37 @@ func TestProviderFailingInsideItsStream(t *testing.T) {
 		t.Errorf("after a whole answer: failing %+v", f)
 	}
 }
+
+// A provider that answers 404 to every model request (a providerURL with
+// a path the provider does not serve, an OpenAI-compatible base that is
+// not /v1) answered nothing: a run of them is the run's configuration
+// (ProviderFailing, naming the status and the path), not the agent's
+// failure; it was judged AgentFailed, "exited with code 1".
+func TestProviderThatServesNoModelThere(t *testing.T) {
+	up := startUpstream(t)
+	up.fail = func(w http.ResponseWriter, _ int) bool {
+		http.NotFound(w, nil)
+		return true
+	}
+	g, base := serve(t, Options{Upstream: up.srv.URL, Header: XAPIKey, Key: []byte(realKey), RootCAs: up.pool, Retry: Retry{Attempts: 1}})
+	body := `{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`
+	for range 2 {
+		if resp, _ := post(t, base+"/v1/messages", body, nil); resp.StatusCode != http.StatusNotFound {
+			t.Fatalf("status %d, want the provider's 404", resp.StatusCode)
+		}
+	}
+	f := g.ProviderFailing()
+	if f == nil || !f.Infrastructure || !strings.Contains(f.Message, "last 2 model requests") || !strings.Contains(f.Message, "404 Not Found to POST /v1/messages") {
+		t.Errorf("failing %+v: want the provider's, naming the 404 and the path", f)
+	}
+	// A GET the agent makes (a model list) that 404s judges nothing.
+	g, base = serve(t, Options{Upstream: up.srv.URL, Header: XAPIKey, Key: []byte(realKey), RootCAs: up.pool, Retry: Retry{Attempts: 1}})
+	resp, err := http.Get(base + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if f := g.ProviderFailing(); f != nil {
+		t.Errorf("a model list's 404: failing %+v", f)
+	}
+}
