@@ -43,12 +43,16 @@ func IsScopeEnv(name string) bool {
 	return ok
 }
 
-// modelKeys are, per adapter, the env credentials that are model API keys
-// (in the order the adapter prefers them) and the header each goes in.
-var modelKeys = map[harnessv1.Adapter][]struct {
+// modelKey is an env credential that is a model API key, and the header it
+// goes in.
+type modelKey struct {
 	env    string
 	header gateway.KeyHeader
-}{
+}
+
+// modelKeys are, per adapter, the env credentials that are model API keys
+// (in the order the adapter prefers them) and the header each goes in.
+var modelKeys = map[harnessv1.Adapter][]modelKey{
 	harnessv1.AdapterClaudeCode: {{"ANTHROPIC_API_KEY", gateway.XAPIKey}, {"ANTHROPIC_AUTH_TOKEN", gateway.Bearer}, {"CLAUDE_CODE_OAUTH_TOKEN", gateway.Bearer}},
 	harnessv1.AdapterCodex:      {{"OPENAI_API_KEY", gateway.Bearer}, {"CODEX_API_KEY", gateway.Bearer}},
 	harnessv1.AdapterGemini:     {{"GEMINI_API_KEY", gateway.XGoogAPIKey}},
@@ -84,16 +88,24 @@ func GatewayRoute(agent harnessv1.AgentSpec, creds []Credential) (*ModelRoute, s
 				"so it is delivered into the sandbox, where the agent can read it", c.File)
 		}
 	}
+	// What the gateway's absence means for the run: its key in the
+	// sandbox, or (a run with no key, as for a local model server) only
+	// the usage, read from the agent's own output.
+	keyNote := "the API key is delivered into the sandbox, where the agent can read it"
+	if !slices.ContainsFunc(creds, func(c Credential) bool {
+		return c.Env != "" && (agent.Adapter == harnessv1.AdapterOpenCode || slices.ContainsFunc(keys, func(k modelKey) bool { return k.env == c.Env }))
+	}) {
+		keyNote = "the run delivers no API key; its usage is read from the agent's own output"
+	}
 	upstream := agent.ProviderURL
 	if upstream == "" {
 		upstream = defaultUpstream[agent.Adapter]
 	}
 	if upstream == "" {
-		return nil, fmt.Sprintf("the model gateway is off for this run: %s chooses its provider by model, and the gateway serves it only with spec.agent.providerURL; "+
-			"the API key is delivered into the sandbox, where the agent can read it", agent.Adapter)
+		return nil, fmt.Sprintf("the model gateway is off for this run: %s chooses its provider by model, and the gateway serves it only with spec.agent.providerURL; %s", agent.Adapter, keyNote)
 	}
 	if _, err := gateway.CheckUpstream(upstream); err != nil {
-		return nil, fmt.Sprintf("the model gateway is off for this run (%v); the API key is delivered into the sandbox, where the agent can read it", err)
+		return nil, fmt.Sprintf("the model gateway is off for this run (%v); %s", err, keyNote)
 	}
 	r := &ModelRoute{Upstream: upstream}
 	for _, c := range creds {
@@ -122,10 +134,7 @@ func GatewayRoute(agent harnessv1.AgentSpec, creds []Credential) (*ModelRoute, s
 		}
 	}
 	for _, c := range creds {
-		isKey := slices.ContainsFunc(keys, func(k struct {
-			env    string
-			header gateway.KeyHeader
-		}) bool {
+		isKey := slices.ContainsFunc(keys, func(k modelKey) bool {
 			return k.env == c.Env
 		}) || (agent.Adapter == harnessv1.AdapterOpenCode && string(c.Value) == string(r.Key))
 		if isKey {

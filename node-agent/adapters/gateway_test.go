@@ -40,7 +40,11 @@ func TestGatewayRoute(t *testing.T) {
 		{name: "aider anthropic key at a provider URL", agent: harnessv1.AgentSpec{Adapter: harnessv1.AdapterAider, ProviderURL: "http://127.0.0.1:9"},
 			creds: []Credential{{Env: "ANTHROPIC_API_KEY", Value: []byte(key)}}, upstream: "http://127.0.0.1:9", header: gateway.Bearer},
 		{name: "plain http beyond loopback", agent: harnessv1.AgentSpec{Adapter: harnessv1.AdapterCodex, ProviderURL: "http://p.example"},
-			creds: []Credential{{Env: "OPENAI_API_KEY", Value: []byte(key)}}, note: "only over https"},
+			creds: []Credential{{Env: "OPENAI_API_KEY", Value: []byte(key)}}, note: "the API key is delivered into the sandbox"},
+		// No key at all (a model server on the LAN): nothing is
+		// delivered, and the note does not say a key is.
+		{name: "plain http beyond loopback, no key", agent: harnessv1.AgentSpec{Adapter: harnessv1.AdapterOpenCode, ProviderURL: "http://192.0.2.2:8096"},
+			note: "the run delivers no API key; its usage is read from the agent's own output"},
 		{name: "exec", agent: harnessv1.AgentSpec{Adapter: harnessv1.AdapterExec}, creds: []Credential{{Env: "OPENAI_API_KEY", Value: []byte(key)}}},
 	} {
 		r, note := GatewayRoute(c.agent, c.creds)
