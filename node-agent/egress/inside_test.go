@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -184,6 +185,16 @@ func TestProxyRefusesTheInside(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(st.DeniedHosts, " "), fmt.Sprintf("loopback.test:%d", providerPort)) {
 		t.Errorf("denied hosts %v do not name loopback.test", st.DeniedHosts)
+	}
+	// Each was allowed and refused for its address: the status's hint
+	// names insideHosts, not allowHosts, for them.
+	if len(st.InsideHosts) == 0 || !slices.Contains(st.InsideHosts, fmt.Sprintf("loopback.test:%d", providerPort)) {
+		t.Errorf("inside hosts %v do not name loopback.test", st.InsideHosts)
+	}
+	for _, h := range st.InsideHosts {
+		if !slices.Contains(st.DeniedHosts, h) {
+			t.Errorf("inside host %s is not among the denied %v", h, st.DeniedHosts)
+		}
 	}
 }
 

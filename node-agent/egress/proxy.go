@@ -89,6 +89,10 @@ type Stats struct {
 	Denied int64
 	// DeniedHosts are the first distinct refused "host:port" targets.
 	DeniedHosts []string
+	// InsideHosts are those of DeniedHosts refused though allowed: their
+	// address is the node's own, or private, loopback or link-local (what
+	// --inside-host or a HarnessPolicy's network.insideHosts admits).
+	InsideHosts []string
 }
 
 // Proxy is one run's egress proxy. Serve it on a listener (a unix socket in
@@ -103,6 +107,7 @@ type Proxy struct {
 
 	mu          sync.Mutex
 	deniedHosts []string
+	insideHosts []string
 	tunnels     map[net.Conn]struct{}
 	closed      bool
 }
@@ -204,7 +209,8 @@ func (p *Proxy) Close() error {
 func (p *Proxy) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return Stats{Allowed: p.allowed.Load(), Denied: p.denied.Load(), DeniedHosts: append([]string(nil), p.deniedHosts...)}
+	return Stats{Allowed: p.allowed.Load(), Denied: p.denied.Load(), DeniedHosts: append([]string(nil), p.deniedHosts...),
+		InsideHosts: append([]string(nil), p.insideHosts...)}
 }
 
 // ServeHTTP handles one proxy request.
@@ -292,7 +298,12 @@ func (p *Proxy) denyInside(w http.ResponseWriter, err error) {
 	if errors.As(err, &in) {
 		target = in.target
 	}
-	p.countDenied(target)
+	report := p.countDenied(target)
+	p.mu.Lock()
+	if len(p.insideHosts) < p.opts.MaxDeniedHosts && !containsString(p.insideHosts, report) {
+		p.insideHosts = append(p.insideHosts, report)
+	}
+	p.mu.Unlock()
 	refuse(w, http.StatusForbidden, "harnessfacts egress proxy: "+err.Error()+"\n")
 }
 

@@ -178,6 +178,17 @@ func TestNetworkStatusRedactsDeniedHosts(t *testing.T) {
 			t.Errorf("the secret reached %q", s)
 		}
 	}
+	if strings.Contains(w.Message, "insideHosts") || !strings.Contains(w.Message, "allowHosts") {
+		t.Errorf("hosts not allowed, hint %q: want allowHosts alone", w.Message)
+	}
+	// An allowed host at an inside address (a provider on the LAN): the
+	// hint names insideHosts for it, not allowHosts, which it is in.
+	_, w = networkStatus(harnessv1.EgressProviderOnly, &egress.Stats{Denied: 1,
+		DeniedHosts: []string{"192.0.2.2:18096"}, InsideHosts: []string{"192.0.2.2:18096"}}, r)
+	if w == nil || strings.Contains(w.Message, "allowHosts") || !strings.Contains(w.Message, "192.0.2.2:18096 is allowed but resolves to an address of this node or a private network") ||
+		!strings.Contains(w.Message, "network.insideHosts") || !strings.Contains(w.Message, "--inside-host") {
+		t.Errorf("an inside address's hint: %+v", w)
+	}
 	if n, w := networkStatus(harnessv1.EgressNone, nil, r); w != nil || n.Egress != harnessv1.EgressNone || n.Allowed != 0 {
 		t.Errorf("without a proxy: %+v %+v", n, w)
 	}

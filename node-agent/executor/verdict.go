@@ -2,6 +2,7 @@ package executor
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -194,9 +195,28 @@ func networkStatus(mode harnessv1.Egress, stats *egress.Stats, r *redact.Redacto
 	if stats.Denied == 0 {
 		return n, nil
 	}
+	// Which fix the hint names: a host that is not allowed, or one that
+	// is (the run's own providerURL, say) but resolves to the node's
+	// own or a private address, which allowHosts does not change.
+	var inside, outside []string
+	for i, h := range stats.DeniedHosts {
+		if slices.Contains(stats.InsideHosts, h) {
+			inside = append(inside, n.DeniedHosts[i])
+		} else {
+			outside = append(outside, n.DeniedHosts[i])
+		}
+	}
+	var hints []string
+	if len(outside) > 0 {
+		hints = append(hints, "add a host the agent needs to spec.network.allowHosts")
+	}
+	if len(inside) > 0 {
+		hints = append(hints, fmt.Sprintf("%s is allowed but resolves to an address of this node or a private network, which the agent reaches only where it is named inside: "+
+			"a HarnessPolicy's network.insideHosts on a cluster, --inside-host with harnessfacts run", strings.Join(inside, ", ")))
+	}
 	return n, &Warning{Reason: harnessv1.ReasonEgressDenied, Message: fmt.Sprintf(
-		"the egress proxy refused %d connection(s) of the agent (spec.network.egress ProviderOnly), to %s; "+
-			"add a host the agent needs to spec.network.allowHosts", stats.Denied, strings.Join(n.DeniedHosts, ", "))}
+		"the egress proxy refused %d connection(s) of the agent (spec.network.egress ProviderOnly), to %s; %s",
+		stats.Denied, strings.Join(n.DeniedHosts, ", "), strings.Join(hints, "; "))}
 }
 
 func failedChecks(checks []harnessv1.CheckResult) string {
