@@ -44,6 +44,10 @@ const (
 	// whose admin can make as many ServiceAccounts as they like.
 	MaxPerUser      = 16
 	MaxPerNamespace = 32
+	// MaxFollowersPerUser bounds one user's followers of one run: a run
+	// has MaxFollowers, and one user with harnessruns/log (the viewer
+	// role) held all of them, shutting the run's author out.
+	MaxFollowersPerUser = MaxFollowers / 2
 	// MaxReviewsPerAddress bounds the requests from one address being
 	// reviewed at once: one source of made-up tokens, against a slow API
 	// server, cannot hold every review slot.
@@ -84,6 +88,7 @@ type Server struct {
 	mu               sync.Mutex
 	perUser, perNS   map[string]int
 	reviewsByAddr    map[string]int
+	followersOf      map[string]int // by run and user
 	reviewer         *kubeauth.Reviewer
 }
 
@@ -101,7 +106,7 @@ func (s *Server) TLSConfig() *tls.Config {
 func (s *Server) Handler() http.Handler {
 	if s.slots == nil {
 		s.slots, s.reviewing = make(chan struct{}, MaxConnections), make(chan struct{}, MaxConnections)
-		s.perUser, s.perNS, s.reviewsByAddr = map[string]int{}, map[string]int{}, map[string]int{}
+		s.perUser, s.perNS, s.reviewsByAddr, s.followersOf = map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}
 	}
 	if s.reviewer == nil {
 		s.reviewer = &kubeauth.Reviewer{Client: s.Reviews, ClientCAs: s.ClientCAs}
@@ -199,6 +204,11 @@ func (s *Server) serveLog(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write(stream.Snapshot())
 		return
 	}
+	if why := s.takeFollower(who.Name, ns, name); why != "" {
+		http.Error(w, why, http.StatusTooManyRequests)
+		return
+	}
+	defer s.releaseFollower(who.Name, ns, name)
 	f, err := stream.Follow()
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusTooManyRequests)
@@ -264,6 +274,28 @@ func (s *Server) review(r *http.Request, ns, name string) (kubeauth.User, int, e
 		return who, status, err
 	}
 	return who, 0, nil
+}
+
+// takeFollower counts one more follower of run ns/name by user, or says why
+// not.
+func (s *Server) takeFollower(user, ns, name string) string {
+	key := ns + "/" + name + "\x00" + user
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.followersOf[key] >= MaxFollowersPerUser {
+		return fmt.Sprintf("user %q follows run %s/%s %d times, the most one user may", user, ns, name, MaxFollowersPerUser)
+	}
+	s.followersOf[key]++
+	return ""
+}
+
+func (s *Server) releaseFollower(user, ns, name string) {
+	key := ns + "/" + name + "\x00" + user
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.followersOf[key]--; s.followersOf[key] <= 0 {
+		delete(s.followersOf, key)
+	}
 }
 
 // take counts one more request of user for a run in ns, or says why not.

@@ -166,7 +166,7 @@ func TestFollowerThatStopsReadingIsCutOff(t *testing.T) {
 	run := hub.OpenStream(&harnessv1.HarnessRun{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "chatty", UID: "a"}})
 	defer run.Close()
 	for i := range MaxPerUser {
-		if _, status := stalledFollow(t, l.Listener.Addr().String(), Path("tenant-a", "chatty"), "mallory"); status != http.StatusOK && i < MaxFollowers {
+		if _, status := stalledFollow(t, l.Listener.Addr().String(), Path("tenant-a", "chatty"), "mallory"); status != http.StatusOK && i < MaxFollowersPerUser {
 			t.Fatalf("follower %d: status %d", i, status)
 		}
 	}
@@ -337,5 +337,29 @@ func TestHeaderFloodDoesNotGrowTheNodeAgent(t *testing.T) {
 			t.Fatalf("after the flood: %v", err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// One user with harnessruns/log held all of a run's MaxFollowers, and the
+// run's author got 429 for as long as they stayed: a user follows one run
+// at most MaxFollowersPerUser times, and another user still follows it.
+func TestOneUserCannotTakeARunsFollowers(t *testing.T) {
+	hub := NewHub()
+	l := serve(t, hub, 0)
+	run := hub.OpenStream(&harnessv1.HarnessRun{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "long", UID: "a"}})
+	defer run.Close()
+	accepted := 0
+	for range MaxFollowers {
+		if _, status := stalledFollow(t, l.Listener.Addr().String(), Path("tenant-a", "long"), "mallory"); status == http.StatusOK {
+			accepted++
+		} else if status != http.StatusTooManyRequests {
+			t.Fatalf("status %d, want 200 or 429", status)
+		}
+	}
+	if accepted != MaxFollowersPerUser {
+		t.Errorf("one user followed one run %d times, want %d", accepted, MaxFollowersPerUser)
+	}
+	if _, status := stalledFollow(t, l.Listener.Addr().String(), Path("tenant-a", "long"), "sa-author"); status != http.StatusOK {
+		t.Errorf("the run's author beside another user's followers: %d", status)
 	}
 }
