@@ -87,16 +87,21 @@ func mustCreate(t *testing.T, objs ...client.Object) {
 
 func startStack(t *testing.T, namespaces []string) *stack {
 	t.Helper()
+	return startStackWith(t, runsource.Options{Namespaces: namespaces,
+		Accounts: runsource.Accounts{Bound: []string{user(agentSA)}, Unbound: map[string]string{user(devSA): "node-c"}}})
+}
+
+// startStackWith is startStack with opts, given a self-signed certificate.
+func startStackWith(t *testing.T, opts runsource.Options) *stack {
+	t.Helper()
 	certPEM, keyPEM, err := runsource.SelfSigned("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tlsCfg, err := runsource.TLSConfig(certPEM, keyPEM)
-	if err != nil {
+	if opts.TLS, err = runsource.TLSConfig(certPEM, keyPEM); err != nil {
 		t.Fatal(err)
 	}
-	srv, url := startServer(t, runsource.Options{TLS: tlsCfg, Namespaces: namespaces,
-		Accounts: runsource.Accounts{Bound: []string{user(agentSA)}, Unbound: map[string]string{user(devSA): "node-c"}}})
+	srv, url := startServer(t, opts)
 	return &stack{url: url, ca: certPEM, srv: srv}
 }
 
@@ -572,19 +577,8 @@ func (c countingReviewer) Create(ctx context.Context, obj kube.Object) error {
 // made-up tokens, one per request, had the run source ask the API server a
 // thousand TokenReviews a second (as the controller's account).
 func TestRefusedTokenIsNotReviewedAgain(t *testing.T) {
-	certPEM, keyPEM, err := runsource.SelfSigned("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tlsCfg, err := runsource.TLSConfig(certPEM, keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var reviews atomic.Int32
-	srv, url := startServer(t, runsource.Options{TLS: tlsCfg, Reviewer: countingReviewer{&reviews},
-		Accounts: runsource.Accounts{Bound: []string{user(agentSA)}}})
-	_ = srv
-	s := &stack{url: url, ca: certPEM, srv: srv}
+	s := startStackWith(t, runsource.Options{Reviewer: countingReviewer{&reviews}, Accounts: runsource.Accounts{Bound: []string{user(agentSA)}}})
 	bogus := s.client(t, staticToken("made-up"))
 	nobody := runsource.RunRef{Namespace: team, Name: "no-such-run", UID: "no-such-uid", Attempt: 1}
 	for range 3 {

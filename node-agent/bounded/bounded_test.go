@@ -34,8 +34,8 @@ func dial(t *testing.T, l *Listener) net.Conn {
 	return c
 }
 
-func TestAtMostMaxConnsAreServedAtOnce(t *testing.T) {
-	l := listen(t, Limits{MaxConns: 2})
+// acceptAll accepts l's connections until it is closed, handing each on.
+func acceptAll(l net.Listener) chan net.Conn {
 	accepted := make(chan net.Conn, 10)
 	go func() {
 		for {
@@ -46,6 +46,12 @@ func TestAtMostMaxConnsAreServedAtOnce(t *testing.T) {
 			accepted <- c
 		}
 	}()
+	return accepted
+}
+
+func TestAtMostMaxConnsAreServedAtOnce(t *testing.T) {
+	l := listen(t, Limits{MaxConns: 2})
+	accepted := acceptAll(l)
 	for range 5 {
 		dial(t, l)
 	}
@@ -197,16 +203,7 @@ func TestPerAddrBoundsOneClient(t *testing.T) {
 	}
 	l := NewListener(ln, Limits{MaxConns: 10, PerAddr: 2})
 	t.Cleanup(func() { _ = l.Close() })
-	accepted := make(chan net.Conn, 10)
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			accepted <- c
-		}
-	}()
+	accepted := acceptAll(l)
 	dialFrom := func(ip string) net.Conn {
 		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
 		c, err := d.Dial("tcp", ln.Addr().String())
