@@ -99,7 +99,8 @@ func TestStoredEvidenceOutlivesTheRun(t *testing.T) {
 	}
 
 	// A forger with push rights re-pushes it with one byte of output.log
-	// changed: the reference by tag now fails, naming the part.
+	// changed: the reference by tag (written oci://, as a tag must be:
+	// a bare name with a slash is a path) now fails, naming the part.
 	files, err := evidence.Pull(context.Background(), ref)
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +114,7 @@ func TestStoredEvidenceOutlivesTheRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range []string{forged, evidenceRepository + ":forged"} {
+	for _, r := range []string{forged, "oci://" + evidenceRepository + ":forged"} {
 		if out, err := verify(r); err == nil || !strings.Contains(out, "DIFFERS output.log: digest") {
 			t.Fatalf("forged evidence %s: %v\n%s", r, err, out)
 		}
