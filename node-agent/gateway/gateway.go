@@ -233,6 +233,9 @@ type Gateway struct {
 	failingMu  sync.Mutex
 	failing    *failure
 	handedOver atomic.Int64
+	// served: a model answer ended whole at least once in this run, so
+	// the provider URL serves a model (a later 404 is not the URL's).
+	served atomic.Bool
 
 	stopOnce sync.Once
 	stopped  atomic.Pointer[Stop]
@@ -856,6 +859,9 @@ func (g *Gateway) count(resp *http.Response) error {
 // may have been in a part too large to read (r.Unread, not final) ends it
 // at once.
 func (g *Gateway) counted(r usage.Reply, whole, cut, final bool) {
+	if !r.Failed && whole {
+		g.served.Store(true)
+	}
 	if r.Failed {
 		// An error in place of the answer's end, after a 2xx: the
 		// provider failed this request as with a 5xx (each went to the
@@ -1046,11 +1052,15 @@ func (t *retrier) RoundTrip(req *http.Request) (*http.Response, error) {
 			// an OpenAI-compatible router) answered nothing.
 			switch {
 			case err != nil:
-			case req.Method == http.MethodPost && usage.DialectOf(req.URL.Path) != "" &&
+			case req.Method == http.MethodPost && usage.DialectOf(req.URL.Path) != "" && !t.g.served.Load() &&
 				(resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed):
 				// No model answers there: a provider URL (or a model)
 				// the provider does not serve. A run of them is the
-				// run's configuration, not the agent's failure.
+				// run's configuration, not the agent's failure. Only
+				// before any answer: once one came, the URL serves, and
+				// a 404 is the request's (the agent can send its own
+				// through the relay, a model named "nope" to turn its
+				// Fail into the provider's Error).
 				t.g.providerFailed(fmt.Sprintf("%d %s to POST %s (check spec.agent.providerURL and spec.agent.model)",
 					resp.StatusCode, http.StatusText(resp.StatusCode), req.URL.Path), false, false)
 			case resp.StatusCode/100 != 2 || usage.DialectOf(req.URL.Path) == "":

@@ -1357,6 +1357,27 @@ func TestProviderThatServesNoModelThere(t *testing.T) {
 	if f == nil || !f.Infrastructure || !strings.Contains(f.Message, "last 2 model requests") || !strings.Contains(f.Message, "404 Not Found to POST /v1/messages") {
 		t.Errorf("failing %+v: want the provider's, naming the 404 and the path", f)
 	}
+	// Once a model answer came whole, the URL serves: a 404 after it is
+	// the request's (an agent can send one of its own through the relay,
+	// a model named "nope", to turn its Fail into the provider's Error).
+	serving := false
+	up.fail = func(w http.ResponseWriter, _ int) bool {
+		if serving {
+			return false
+		}
+		http.NotFound(w, nil)
+		return true
+	}
+	g, base = serve(t, Options{Upstream: up.srv.URL, Header: XAPIKey, Key: []byte(realKey), RootCAs: up.pool, Retry: Retry{Attempts: 1}})
+	serving = true
+	if resp, b := post(t, base+"/v1/messages", body, nil); resp.StatusCode != 200 {
+		t.Fatalf("an answer: %d %s", resp.StatusCode, b)
+	}
+	serving = false
+	post(t, base+"/v1/messages", body, nil)
+	if f := g.ProviderFailing(); f != nil {
+		t.Errorf("a 404 after an answer: failing %+v", f)
+	}
 	// A GET the agent makes (a model list) that 404s judges nothing.
 	g, base = serve(t, Options{Upstream: up.srv.URL, Header: XAPIKey, Key: []byte(realKey), RootCAs: up.pool, Retry: Retry{Attempts: 1}})
 	resp, err := http.Get(base + "/v1/models")
