@@ -301,6 +301,54 @@ spec:
 	}
 }
 
+// An Unrestricted run whose providerURL is on this machine's loopback (a
+// local model server, fake-provider) reaches it at that address in its own
+// namespace, bridged as under ProviderOnly, and still no other loopback
+// listener: its requests failed until its deadline, the sandbox's
+// user-mode network never reaching the node's loopback.
+func TestLocalUnrestrictedRunReachesItsLoopbackProvider(t *testing.T) {
+	serve := func(what string, hits *atomic.Int32) int {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			hits.Add(1)
+			fmt.Fprint(w, what)
+		})}
+		go func() { _ = srv.Serve(ln) }()
+		t.Cleanup(func() { _ = srv.Close() })
+		return ln.Addr().(*net.TCPAddr).Port
+	}
+	var providerHits, otherHits atomic.Int32
+	provider := serve("the local model server", &providerHits)
+	other := serve("node-agent metrics", &otherHits)
+	agent := fmt.Sprintf(`curl -sS --max-time 10 "$HARNESSFACTS_PROVIDER_URL/v1/models"; echo
+if curl -sS --max-time 5 http://127.0.0.1:%d/ >/dev/null 2>&1; then echo "REACHED other"; else echo "refused other"; fi`, other)
+	lr := runLocally(t, map[string]string{
+		"fixture.yaml": "prompt: ask\n",
+		"workspace/a":  "x\n",
+		"run.yaml": fmt.Sprintf(`apiVersion: harnessfacts.io/v1alpha1
+kind: HarnessRun
+metadata: {name: unrestricted-local-provider}
+spec:
+  agent: {adapter: exec, command: [sh, -c, %q], providerURL: "http://127.0.0.1:%d"}
+  fixture: {configMapRef: {name: fix}}
+  network: {egress: Unrestricted}
+`, agent, provider),
+	}, nil)
+	tail := ""
+	if lr.status.Agent != nil {
+		tail = lr.status.Agent.OutputTail
+	}
+	if !strings.Contains(tail, "the local model server") || providerHits.Load() == 0 {
+		t.Errorf("the Unrestricted run did not reach its loopback provider:\n%s\n%s", tail, lr.stderr)
+	}
+	if !strings.Contains(tail, "refused other") || otherHits.Load() != 0 {
+		t.Errorf("the Unrestricted run reached another loopback listener (%d requests):\n%s", otherHits.Load(), tail)
+	}
+}
+
 // The output tail in status is shown to people (kubectl describe prints it
 // raw): terminal control sequences in it are inert text, while output.log
 // in the evidence keeps the bytes that were hashed.

@@ -38,6 +38,18 @@ func (a *attempt) useProxy() bool {
 // loopback providerURL on its exact port.
 func (a *attempt) startEgress(ctx context.Context) error {
 	if !a.useProxy() {
+		if a.egress == harnessv1.EgressUnrestricted && a.runner.Mode() != sandbox.ModePlain {
+			// The sandbox's user-mode network never reaches the node's
+			// loopback; a provider the run names there (fake-provider,
+			// a local model server) is bridged onto the same address in
+			// the sandbox, as under ProviderOnly: the agent's requests
+			// failed until its deadline.
+			inside, err := a.e.inside(a.run)
+			if err != nil {
+				return fail(harnessv1.ReasonEgressProxyFailed, fmt.Errorf("what the run may reach of the inside cannot be settled: %w", err))
+			}
+			return a.bridgeLoopbackProvider(inside)
+		}
 		return nil
 	}
 	allow, err := allowList(a.run, a.inv, a.route == nil)
@@ -70,6 +82,12 @@ func (a *attempt) startEgress(ctx context.Context) error {
 		// itself.
 		return a.startGateway(ctx)
 	}
+	return a.bridgeLoopbackProvider(inside)
+}
+
+// bridgeLoopbackProvider bridges the run's providerURL into the sandbox when
+// it is on the node's loopback (startProviderBridge); nothing otherwise.
+func (a *attempt) bridgeLoopbackProvider(inside *egress.Inside) error {
 	bridge, err := startProviderBridge(a.dir.Socket(fixture.SocketProvider), a.run.Spec.Agent.ProviderURL, inside, a.runIDs())
 	if err != nil {
 		return fail(harnessv1.ReasonEgressProxyFailed, fmt.Errorf("the provider on this node's loopback cannot be bridged into the sandbox: %w", err))
