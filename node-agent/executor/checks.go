@@ -87,12 +87,14 @@ func (a *attempt) runChecks(ctx context.Context) []harnessv1.CheckResult {
 			continue
 		}
 		release, isolateErr := a.dir.IsolateWorkspace(a.dir.Join(fmt.Sprintf("check-%d", i)))
-		if isolateErr != nil && !errors.Is(isolateErr, fixture.ErrNoOverlay) {
+		if isolateErr != nil && (a.e.overlayErr == nil || !errors.Is(isolateErr, fixture.ErrNoOverlay)) {
 			// This check's view could not be made, though overlays can be
-			// mounted here: what the agent left decides that (it left the
-			// run dir a few inodes short, so that only this step failed),
-			// and a check over the workspace itself would run the agent's
-			// code where the checks after it look. It does not run.
+			// mounted here (the probe of this node's first run dir, made
+			// before any agent ran, mounted one): what the agent left
+			// decides that (it left the run dir a few inodes short, so
+			// that only this step failed), and a check over the workspace
+			// itself would run the agent's code where the checks after it
+			// look. It does not run.
 			a.noRoomForChecks = a.noRoomForChecks || noRoom(isolateErr)
 			results = append(results, harnessv1.CheckResult{Name: c.Name,
 				Message: truncate("the check could not run: its own view of the workspace could not be made: "+isolateErr.Error(), 1024)})

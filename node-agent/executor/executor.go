@@ -192,6 +192,12 @@ type Executor struct {
 	// egressConns bounds every run's egress proxy connections together.
 	egressConns egress.NodeConns
 
+	// overlayErr is why no check may have an overlay of its own on this
+	// node (fixture.RunDir.ProbeOverlay, in the first run dir, before its
+	// agent ran), nil when they can.
+	overlayOnce sync.Once
+	overlayErr  error
+
 	imagesOnce sync.Once
 	images     *envimage.Cache
 	imagesErr  error

@@ -36,6 +36,14 @@ func (a *attempt) makeRunDir(ctx context.Context) error {
 	if err := dir.MakeAgentDirs(); err != nil {
 		return fail(harnessv1.ReasonRunDirFailed, err)
 	}
+	a.e.overlayOnce.Do(func() {
+		// Once, in a run dir like every other and before its agent ran:
+		// whether the checks get views of their own is the node's
+		// property, never decided by what an agent left.
+		if a.e.overlayErr = dir.ProbeOverlay(); a.e.overlayErr != nil {
+			log.FromContext(ctx).Error(a.e.overlayErr, "no overlay can be mounted over a run's workspace here: the checks of a run share its workspace")
+		}
+	})
 	ids := a.runIDs()
 	if err := dir.GiveSockets(ids.uid, ids.gid); err != nil {
 		return fail(harnessv1.ReasonRunDirFailed, err)
