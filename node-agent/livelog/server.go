@@ -84,12 +84,12 @@ type Server struct {
 	// WriteTimeout is DefaultWriteTimeout when 0.
 	WriteTimeout time.Duration
 
-	slots, reviewing chan struct{}
-	mu               sync.Mutex
-	perUser, perNS   map[string]int
-	reviewsByAddr    map[string]int
-	followersOf      map[string]int // by run and user
-	reviewer         *kubeauth.Reviewer
+	slots          chan struct{}
+	reviews        kubeauth.Gate // the callers being reviewed (TokenReview and SubjectAccessReview)
+	mu             sync.Mutex
+	perUser, perNS map[string]int
+	followersOf    map[string]int // by run and user
+	reviewer       *kubeauth.Reviewer
 }
 
 // TLSConfig is the server's TLS configuration: its certificate, TLS 1.2 or
@@ -105,8 +105,9 @@ func (s *Server) TLSConfig() *tls.Config {
 // Handler is the HTTP handler of the log endpoint.
 func (s *Server) Handler() http.Handler {
 	if s.slots == nil {
-		s.slots, s.reviewing = make(chan struct{}, MaxConnections), make(chan struct{}, MaxConnections)
-		s.perUser, s.perNS, s.reviewsByAddr, s.followersOf = map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}
+		s.slots = make(chan struct{}, MaxConnections)
+		s.reviews = kubeauth.Gate{Max: MaxConnections, PerAddr: MaxReviewsPerAddress}
+		s.perUser, s.perNS, s.followersOf = map[string]int{}, map[string]int{}, map[string]int{}
 	}
 	if s.reviewer == nil {
 		s.reviewer = &kubeauth.Reviewer{Client: s.Reviews, ClientCAs: s.ClientCAs}
@@ -237,33 +238,11 @@ func (s *Server) serveLog(w http.ResponseWriter, r *http.Request) {
 // log, holding one of the reviews' own slots meanwhile: a burst of callers
 // with made-up tokens waits on the API server without taking the streams'.
 func (s *Server) review(r *http.Request, ns, name string) (kubeauth.User, int, error) {
-	busy := errors.New("the node-agent is reviewing too many log requests; try again later")
-	addr, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		addr = r.RemoteAddr
+	release, ok := s.reviews.Enter(r.RemoteAddr)
+	if !ok {
+		return kubeauth.User{}, http.StatusServiceUnavailable, errors.New("the node-agent is reviewing too many log requests; try again later")
 	}
-	s.mu.Lock()
-	mine := s.reviewsByAddr[addr] < MaxReviewsPerAddress
-	if mine {
-		s.reviewsByAddr[addr]++
-	}
-	s.mu.Unlock()
-	if !mine {
-		return kubeauth.User{}, http.StatusServiceUnavailable, busy
-	}
-	defer func() {
-		s.mu.Lock()
-		if s.reviewsByAddr[addr]--; s.reviewsByAddr[addr] <= 0 {
-			delete(s.reviewsByAddr, addr)
-		}
-		s.mu.Unlock()
-	}()
-	select {
-	case s.reviewing <- struct{}{}:
-		defer func() { <-s.reviewing }()
-	default:
-		return kubeauth.User{}, http.StatusServiceUnavailable, busy
-	}
+	defer release()
 	who, status, err := s.reviewer.Authenticate(r)
 	if err != nil {
 		s.Log.Info("refused a log request", "run", ns+"/"+name, "status", status, "reason", err.Error(), "remote", r.RemoteAddr)
