@@ -89,6 +89,9 @@ checks' results, how the agent ended), and --fixture-digest and
 				return printReport(cmd, ref, evidence.VerifyFiles(files, "", keys...), pin)
 			}
 			if !isDir && writtenAsPath(arg) {
+				if _, err := os.Stat(arg); err == nil {
+					return fmt.Errorf("%s is not a folder: give the evidence folder, which holds %s", arg, evidence.ReceiptName)
+				}
 				return fmt.Errorf("no folder %s here (stored evidence is named with its registry and digest: REGISTRY/REPOSITORY@sha256:..., or oci://REGISTRY/REPOSITORY:TAG)", arg)
 			}
 			if isDir {

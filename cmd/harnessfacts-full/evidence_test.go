@@ -267,6 +267,13 @@ func TestVerifyOfAMissingFolderStaysOffTheNetwork(t *testing.T) {
 	if len(dialled) > 0 {
 		t.Errorf("verify of missing folders dialled %v", dialled)
 	}
+	// A file given where the folder belongs is said to be one.
+	if err := os.WriteFile("receipt.json", []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := verifyCommand("./receipt.json"); err == nil || !strings.Contains(err.Error(), "./receipt.json is not a folder: give the evidence folder") {
+		t.Errorf("verify of a file: %v", err)
+	}
 	for arg, want := range map[string]bool{
 		"oci://registry.test/e:tag": true, "registry.test/e@sha256:" + strings.Repeat("a", 64): true,
 		"localhost/e@sha256:" + strings.Repeat("a", 64): true, "127.0.0.1:5000/e@sha256:" + strings.Repeat("a", 64): true,
