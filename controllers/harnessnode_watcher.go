@@ -7,12 +7,15 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -58,6 +61,11 @@ func (w *nodeWatcher) setupWithManager(mgr ctrl.Manager) error {
 		Named("harnessnode-health").
 		For(&harnessv1.HarnessNode{}).
 		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(w.leaseToNode)).
+		// A Node's labels are what runs' nodeSelectors are matched
+		// against (nodeReader.labelsOf): a relabelled Node is judged
+		// again at once, not at its node-agent's next write. Its other
+		// updates (the kubelet's status, every few seconds) are not.
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(sameName), builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		Complete(w)
 	if err != nil {
 		return fmt.Errorf("setting up the harnessnode-health controller: %w", err)
@@ -75,6 +83,11 @@ func (w *nodeWatcher) runSource() source.TypedSource[reconcile.Request] {
 		w.queue = q
 		return nil
 	})
+}
+
+// sameName maps a Node to the HarnessNode of its name.
+func sameName(_ context.Context, obj client.Object) []reconcile.Request {
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: obj.GetName()}}}
 }
 
 // leaseToNode maps a Lease to the HarnessNode that heartbeats through it.

@@ -343,7 +343,7 @@ func TestNodeSelectorIsMatchedAgainstTheNode(t *testing.T) {
 	// secure node reports nothing of its own: its Node says it.
 	startNode(t, ns, fakenode.Options{Name: "forger-node", Slots: 8, NoClaim: true, Adapters: codex,
 		Labels: map[string]string{"pool": "secure", "kubernetes.io/hostname": "secure-node"}})
-	startNode(t, ns, fakenode.Options{Name: "secure-node", Slots: 1, NoClaim: true, Adapters: codex})
+	startNode(t, ns, fakenode.Options{Name: "secure-node", Slots: 2, NoClaim: true, Adapters: codex})
 	startNode(t, ns, fakenode.Options{Name: "laptop-node", Slots: 1, NoClaim: true, Adapters: codex, Labels: map[string]string{"where": "laptop"}})
 	mk := hftesting.MakeHarnessRun
 	create(t, mk("pool-run", ns).Adapter(harnessv1.AdapterCodex).NodeSelector(map[string]string{"pool": "secure"}).Obj(),
@@ -355,10 +355,25 @@ func TestNodeSelectorIsMatchedAgainstTheNode(t *testing.T) {
 	if r := waitRun(t, ns, "laptop-run", wait, "Scheduled", phaseIs(harnessv1.RunScheduled)); r.Status.NodeName != "laptop-node" {
 		t.Errorf("laptop-run bound to %q, want laptop-node (no Node: its reported labels)", r.Status.NodeName)
 	}
-	// The secure node's one slot is taken: host-run waits rather than go
-	// to the forger, which reports secure-node's name.
-	time.Sleep(2 * time.Second)
-	if r := getRun(t, ns, "host-run"); r.Status.NodeName != "" {
-		t.Errorf("host-run bound to %q, want it waiting for secure-node", r.Status.NodeName)
+	// The forger reports secure-node's name too, with eight free slots:
+	// host-run goes to the node that is secure-node.
+	if r := waitRun(t, ns, "host-run", wait, "Scheduled", phaseIs(harnessv1.RunScheduled)); r.Status.NodeName != "secure-node" {
+		t.Errorf("host-run bound to %q, want secure-node (the forger reported its hostname)", r.Status.NodeName)
+	}
+	// The secure node is full now. An administrator labels another Node
+	// into the pool: a run waiting for the pool is bound to it, without
+	// its node-agent writing anything.
+	create(t, mk("pool-run-2", ns).Adapter(harnessv1.AdapterCodex).NodeSelector(map[string]string{"pool": "secure"}).Obj())
+	time.Sleep(time.Second)
+	forger := &corev1.Node{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Name: "forger-node"}, forger); err != nil {
+		t.Fatal(err)
+	}
+	forger.Labels["pool"] = "secure"
+	if err := k8s.Update(context.Background(), forger); err != nil {
+		t.Fatal(err)
+	}
+	if r := waitRun(t, ns, "pool-run-2", wait, "Scheduled", phaseIs(harnessv1.RunScheduled)); r.Status.NodeName != "forger-node" {
+		t.Errorf("pool-run-2 bound to %q, want forger-node, labelled into the pool", r.Status.NodeName)
 	}
 }

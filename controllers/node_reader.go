@@ -159,8 +159,10 @@ func (nr nodeReader) list(ctx context.Context) ([]nodeView, error) {
 // another node's kubernetes.io/hostname), was bound that tenant's runs,
 // and the run source served it their Secrets. Only where no Node of that
 // name exists (harnessfacts dev, a machine outside a cluster) are the
-// node-agent's labels taken; where the Node cannot be read (an operator's
-// role without nodes), too, and the log says so.
+// node-agent's labels taken. The node watcher watches Nodes: a controller
+// whose role cannot list them does not start (its cache never syncs,
+// which it says); a read that fails otherwise falls back, and the log
+// says so.
 func (nr nodeReader) labelsOf(ctx context.Context, node *harnessv1.HarnessNode) map[string]string {
 	n := &corev1.Node{}
 	err := nr.client.Get(ctx, types.NamespacedName{Name: node.Name}, n, client.UnsafeDisableDeepCopy)
