@@ -101,7 +101,13 @@ func (c ClaudeCode) Prepare(in Input) (*Invocation, error) {
 	if in.MaxDecisions > 0 {
 		argv = append(argv, "--max-turns", strconv.Itoa(int(in.MaxDecisions)))
 	}
-	argv = append(argv, "--permission-mode", "acceptEdits")
+	// The run's own settings only: project settings (.claude/settings.json
+	// and settings.local.json in the workspace) are the fixture's, and
+	// their hooks, apiKeyHelper and env run or redirect the CLI before
+	// and without any decision of the model, in the agent's sandbox with
+	// its home, its credentials and the MCP token. A fixture still gives
+	// the agent instructions (CLAUDE.md, the prompt).
+	argv = append(argv, "--setting-sources", "user", "--permission-mode", "acceptEdits")
 	mcpConfig, mcpTool, err := claudeMCP(in.MCP)
 	if err != nil {
 		return nil, err

@@ -109,7 +109,7 @@ func (a *attempt) prepareAgent(ctx context.Context) error {
 	if err != nil {
 		return fail(harnessv1.ReasonAdapterFailed, fmt.Errorf("the adapter could not prepare the run: %w", err))
 	}
-	for _, n := range []string{providerNote, gatewayNote} {
+	for _, n := range []string{providerNote, gatewayNote, a.fixtureNote} {
 		if n != "" {
 			inv.Notes = append(inv.Notes, a.redactor.String(n))
 		}

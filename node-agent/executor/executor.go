@@ -425,6 +425,9 @@ type attempt struct {
 	uid, gid int
 	// diskNote says why limits.disk was not enforced ("" when it was).
 	diskNote string
+	// fixtureNote says what of the fixture's git config was dropped
+	// before the agent ran ("" when nothing was).
+	fixtureNote string
 	// env is the run's environment image and overlay; nil without one.
 	env *environment
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -44,6 +45,19 @@ func (a *attempt) makeRunDir(ctx context.Context) error {
 			log.FromContext(ctx).Error(a.e.overlayErr, "no overlay can be mounted over a run's workspace here: the checks of a run share its workspace")
 		}
 	})
+	// The fixture's own repositories, as the checks' are (judgeWorkspace):
+	// git runs what a repository's config names (core.fsmonitor, a pager,
+	// a filter) whenever anything looks at the workspace, and an agent CLI
+	// does at its start, before and without any decision of the model
+	// (Claude Code's git status). The fixture author's commands must not
+	// run with the agent's home, its credentials and the MCP token.
+	notes, err := sanitizeGitConfig(dir.Workspace())
+	if err != nil {
+		return fail(harnessv1.ReasonBadFixture, fmt.Errorf("the fixture's git config could not be made safe for the agent: %w", err))
+	}
+	if len(notes) > 0 {
+		a.fixtureNote = "the fixture's git config was made safe before the agent ran: " + strings.Join(notes, "; ")
+	}
 	ids := a.runIDs()
 	if err := dir.GiveSockets(ids.uid, ids.gid); err != nil {
 		return fail(harnessv1.ReasonRunDirFailed, err)

@@ -129,3 +129,21 @@ func requireClaudeHello(t *testing.T, o *Outcome, transport harnessv1.MCPTranspo
 		t.Errorf("agent status %+v, want CLI version %s, 4 turns, 5 tool calls, no permission denial", ag, version)
 	}
 }
+
+// TestClaudeCodeLoadsNoProjectSettings: the fixture's workspace carries
+// .claude/settings.json with a SessionStart hook. Claude Code runs project
+// hooks by itself, before the model decides anything, in the agent's
+// sandbox with its home, credentials and MCP token: a fixture forged
+// MCPVerified and took the run author's login that way. The adapter loads
+// the run's own settings only (--setting-sources user), so the hook never
+// runs and the fixture's check that it did not passes.
+func TestClaudeCodeLoadsNoProjectSettings(t *testing.T) {
+	const key = "sk-ant-api03-planted-claude-settings-77e1"
+	o := Run(t, Case{Name: "claude-project-settings", Adapter: harnessv1.AdapterClaudeCode, Fixture: "project-settings",
+		Creds: []Cred{{Env: "ANTHROPIC_API_KEY", Value: key}}})
+	RequirePass(t, o)
+	if out := o.Evidence["output.log"]; strings.Contains(out, "hook_started") || strings.Contains(out, "hook ran") {
+		t.Errorf("the fixture's project hook ran:\n%s", out)
+	}
+	RequireClean(t, o, key)
+}

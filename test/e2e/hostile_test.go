@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -248,4 +249,43 @@ func outputTail(r *harnessv1.HarnessRun) string {
 		return ""
 	}
 	return r.Status.Agent.OutputTail
+}
+
+// TestFixtureGitConfigDoesNotRunForTheAgent: a fixture's workspace may be
+// a repository, whose config names commands git runs by itself
+// (core.fsmonitor runs at every `git status`). An agent CLI runs git at its
+// start, before any decision of the model (Claude Code does): the fixture
+// author's command ran with the agent's home, credentials and MCP token.
+// The fixture's git config is made safe before the agent, as it is before
+// the checks, and the run says what was dropped.
+func TestFixtureGitConfigDoesNotRunForTheAgent(t *testing.T) {
+	ns := newNamespace(t, "e2e-fixture-git")
+	run := scriptRun(ns, "fsmonitor", `git status >/dev/null 2>&1; echo "bare=$(git config --get core.bare)"; if [ -e fsm.txt ]; then echo FSMONITOR-RAN; cat fsm.txt; fi; exit 0`)
+	for name, body := range map[string]string{
+		"workspace/a.txt":                 "hi\n",
+		"workspace/.git/HEAD":             "ref: refs/heads/main\n",
+		"workspace/.git/objects/.keep":    "",
+		"workspace/.git/refs/heads/.keep": "",
+		"workspace/.git/config":           "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tfsmonitor = \"echo ran as $(id -u) >> fsm.txt; true\"\n",
+	} {
+		run.Spec.Fixture.Inline.Files[name] = body
+	}
+	if err := k8s.Create(context.Background(), run); err != nil {
+		t.Fatal(err)
+	}
+	got := waitTerminal(t, client.ObjectKeyFromObject(run))
+	out := outputTail(got)
+	if strings.Contains(out, "FSMONITOR-RAN") {
+		t.Errorf("the fixture's core.fsmonitor ran in the agent's sandbox:\n%s", out)
+	}
+	// The repository is still one: only the commands were dropped.
+	if !strings.Contains(out, "bare=false") {
+		t.Errorf("the workspace's repository lost its config:\n%s", out)
+	}
+	if got.Status.Agent == nil || !slices.ContainsFunc(got.Status.Agent.Notes, func(n string) bool {
+		return strings.Contains(n, "the fixture's git config was made safe before the agent ran: dropped 1 keys from .git/config")
+	}) {
+		t.Errorf("the run does not say what of the fixture's git config was dropped: %+v", got.Status.Agent)
+	}
+	waitNoRunDirs(t)
 }
