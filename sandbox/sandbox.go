@@ -80,14 +80,16 @@ const (
 // userModeUnreachable: the link-local range, where AWS, GCP, Azure and
 // OpenStack serve their instance metadata (169.254.169.254, AWS's task
 // credentials at 169.254.170.2), Alibaba's metadata address (in the CGNAT
-// range) and Oracle's legacy one: each hands out the node's own cloud
-// credentials. egress's own list of metadata addresses is checked against
+// range), Oracle's legacy one and Azure's platform address (WireServer and
+// its host agent, in public space): each hands out the node's own cloud
+// credentials or what makes them. egress's own list of metadata addresses is checked against
 // this one (TestUserModeBlocksEveryMetadataAddress). slirp4netns serves no
 // IPv6, so AWS's fd00:ec2::254 is out of reach already.
 var userModeUnreachable = []netip.Prefix{
 	netip.MustParsePrefix("169.254.0.0/16"),
 	netip.MustParsePrefix("100.100.100.200/32"),
 	netip.MustParsePrefix("192.0.0.192/32"),
+	netip.MustParsePrefix("168.63.129.16/32"),
 }
 
 // UserModeUnreachable are the prefixes a NetworkUserMode sandbox never

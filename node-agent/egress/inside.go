@@ -33,10 +33,14 @@ const (
 var (
 	// Instance metadata services: AWS, GCP, Azure, OpenStack at
 	// 169.254.169.254 (link-local anyway), AWS's IPv6 one, Alibaba's (in
-	// the CGNAT range), Oracle's.
+	// the CGNAT range), Oracle's, and Azure's platform address
+	// 168.63.129.16 (public space: its WireServer and host agent hand a
+	// VM's provisioning data, the way into an AKS node's bootstrap
+	// credentials).
 	metadataAddrs = []netip.Addr{
 		netip.MustParseAddr("169.254.169.254"), netip.MustParseAddr("fd00:ec2::254"),
 		netip.MustParseAddr("100.100.100.200"), netip.MustParseAddr("192.0.0.192"),
+		netip.MustParseAddr("168.63.129.16"),
 	}
 	cgnat    = netip.MustParsePrefix("100.64.0.0/10")
 	reserved = []netip.Prefix{
@@ -52,10 +56,14 @@ var (
 		netip.MustParsePrefix("2001:20::/28"),    // ORCHIDv2
 		netip.MustParsePrefix("::/96"),           // IPv4-compatible (deprecated)
 		netip.MustParsePrefix("::ffff:0:0:0/96"), // IPv4-translated
+		// NAT64's local-use prefix (RFC 8215): where the IPv4 address
+		// sits in it depends on the translator's prefix length, so which
+		// address a packet reaches cannot be read from it; inside whole.
+		netip.MustParsePrefix("64:ff9b:1::/48"),
 	}
 	// Prefixes that embed an IPv4 address in their last 32 bits: the
 	// embedded address is what the packets reach, so it is judged too.
-	nat64     = []netip.Prefix{netip.MustParsePrefix("64:ff9b::/96"), netip.MustParsePrefix("64:ff9b:1::/48")}
+	nat64     = []netip.Prefix{netip.MustParsePrefix("64:ff9b::/96")}
 	sixToFour = netip.MustParsePrefix("2002::/16")
 )
 

@@ -39,6 +39,10 @@ func TestClassify(t *testing.T) {
 		"169.254.169.254":    KindMetadata,
 		"fd00:ec2::254":      KindMetadata,
 		"100.100.100.200":    KindMetadata,
+		"168.63.129.16":      KindMetadata,
+		"64:ff9b:1::a00:1":   KindReserved, // NAT64 local-use: wherever its IPv4 address sits
+		"64:ff9b:1:a00:1::":  KindReserved,
+		"64:ff9b:1::808:808": KindReserved,
 		"100.64.0.1":         KindCGNAT,
 		"100.127.255.254":    KindCGNAT,
 		"10.244.3.4":         KindCluster,
@@ -482,10 +486,15 @@ func TestInsideWithARealResolver(t *testing.T) {
 // as every other inside address is.
 func TestNodesOwnAddressInEveryForm(t *testing.T) {
 	in := Inside{Node: []netip.Addr{netip.MustParseAddr("203.0.113.9")}}
-	for _, a := range []string{"203.0.113.9", "[::ffff:203.0.113.9]", "[64:ff9b::cb00:7109]", "[64:ff9b:1::cb00:7109]", "[2002:cb00:7109::1]"} {
+	for _, a := range []string{"203.0.113.9", "[::ffff:203.0.113.9]", "[64:ff9b::cb00:7109]", "[2002:cb00:7109::1]"} {
 		if err := in.check("node.test", "node.test:443", a+":443"); err == nil || !strings.Contains(err.Error(), "node's own") {
 			t.Errorf("%s (the node's 203.0.113.9): %v, want a refusal", a, err)
 		}
+	}
+	// NAT64's local-use prefix is inside whole: where its IPv4 address
+	// sits depends on the translator.
+	if err := in.check("node.test", "node.test:443", "[64:ff9b:1::cb00:7109]:443"); err == nil || !strings.Contains(err.Error(), "reserved") {
+		t.Errorf("64:ff9b:1::cb00:7109: %v, want a refusal", err)
 	}
 	if err := in.check("other.test", "other.test:443", "[2002:cb00:710a::1]:443"); err != nil {
 		t.Errorf("another address's 6to4 form: %v", err)
