@@ -11,6 +11,12 @@ import (
 	"github.com/harnessfacts/harnessfacts/node-agent/executor"
 )
 
+// writeOutcomeFor bounds how long an attempt's outcome is tried to be
+// written (the evidence, then the terminal status): past it the API server
+// has been away longer than any run's deadline, and the controller has
+// ended the run.
+const writeOutcomeFor = 10 * time.Minute
+
 // runAttempt has the executor carry out the claimed attempt and writes its
 // outcome, whatever happens.
 func (a *Agent) runAttempt(ctx context.Context, run *harnessv1.HarnessRun, r *running) {
@@ -34,8 +40,9 @@ func (a *Agent) runAttempt(ctx context.Context, run *harnessv1.HarnessRun, r *ru
 	handedBack := r.handedBack
 	a.mu.Unlock()
 	// The outcome must be written even when the run was cancelled; give it
-	// its own bounded context.
-	writeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	// its own bounded context, long enough to see the API server through
+	// a restart or a webhook's outage (finish retries until it ends).
+	writeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeOutcomeFor)
 	defer cancel()
 	if handedBack {
 		// Stopped by the drain: whatever the agent did before it was

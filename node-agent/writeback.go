@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,7 +27,11 @@ func (a *Agent) finish(ctx context.Context, run *harnessv1.HarnessRun, r *runnin
 	last := r.last
 	r.writeMu.Unlock()
 	if res.Evidence != nil {
-		name, err := a.writeEvidence(ctx, run, res.Evidence)
+		var name string
+		err := durably(ctx, func() (err error) {
+			name, err = a.writeEvidence(ctx, run, res.Evidence)
+			return err
+		})
 		if err != nil {
 			// The receipt digest stays in status; the evidence itself is
 			// lost, and status says so.
@@ -41,27 +46,29 @@ func (a *Agent) finish(ctx context.Context, run *harnessv1.HarnessRun, r *runnin
 	// read again.
 	cur := last.DeepCopy()
 	fresh := false
-	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		if fresh {
-			cur = &harnessv1.HarnessRun{}
-			if err := a.client.Get(ctx, key, cur); err != nil {
+	err := durably(ctx, func() error {
+		return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+			if fresh {
+				cur = &harnessv1.HarnessRun{}
+				if err := a.client.Get(ctx, key, cur); err != nil {
+					return err
+				}
+			}
+			fresh = true
+			if cur.UID != run.UID || cur.Status.Attempt != run.Status.Attempt || cur.Status.Phase.Terminal() ||
+				cur.Status.NodeName != a.opts.NodeName {
+				return nil // the controller already ended or rebound this attempt
+			}
+			res.Apply(cur, a.opts.Clock.Now())
+			// A message over its schema bound would fail the whole write, and
+			// the run could never end.
+			cur.Status.Fit()
+			if err := a.client.Status().Update(ctx, cur); err != nil {
 				return err
 			}
-		}
-		fresh = true
-		if cur.UID != run.UID || cur.Status.Attempt != run.Status.Attempt || cur.Status.Phase.Terminal() ||
-			cur.Status.NodeName != a.opts.NodeName {
-			return nil // the controller already ended or rebound this attempt
-		}
-		res.Apply(cur, a.opts.Clock.Now())
-		// A message over its schema bound would fail the whole write, and
-		// the run could never end.
-		cur.Status.Fit()
-		if err := a.client.Status().Update(ctx, cur); err != nil {
-			return err
-		}
-		written = cur
-		return nil
+			written = cur
+			return nil
+		})
 	})
 	if err != nil {
 		if apierrors.IsNotFound(err) {
@@ -81,6 +88,43 @@ func (a *Agent) finish(ctx context.Context, run *harnessv1.HarnessRun, r *runnin
 		a.recorder.Eventf(written, nil, corev1.EventTypeWarning, w.Reason, "Execute", "%s", w.Message)
 	}
 	return nil
+}
+
+// durably runs write until it succeeds, fails for good, or ctx ends. An
+// attempt's outcome is written once: a write the API server could not take
+// just then (a webhook down, etcd electing a leader, a connection reset by
+// a rolling update) threw it away, and the run, whose agent and checks had
+// passed, sat Running until the controller's deadline ended it as a
+// Timeout. What the API server refused for good (the run is gone, the
+// write is invalid or not allowed) is not asked again. A write that
+// failed halfway is safe to repeat: the evidence is created or replaced
+// whole, and the status is read again before it is written.
+func durably(ctx context.Context, write func() error) error {
+	delay := 250 * time.Millisecond
+	for {
+		err := write()
+		if err == nil || !transient(err) {
+			return err
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		delay = min(2*delay, 10*time.Second)
+	}
+}
+
+// transient says whether a write that failed with err may succeed later.
+func transient(err error) bool {
+	switch {
+	case apierrors.IsNotFound(err), apierrors.IsInvalid(err), apierrors.IsBadRequest(err),
+		apierrors.IsForbidden(err), apierrors.IsMethodNotSupported(err), apierrors.IsRequestEntityTooLargeError(err):
+		return false
+	}
+	return true
 }
 
 // writeEvidence creates (or, for a retried write, updates) the run's
