@@ -125,6 +125,7 @@ type HarnessRunReconciler struct {
 	// chargedPolicies: harnessrun_spend.go.
 	chargedPolicies chargedPolicies
 	nodes           *nodeSnapshot
+	leases          *leaseClock
 	metrics         *runMetrics
 }
 
@@ -146,6 +147,7 @@ func NewHarnessRunReconciler(c client.Client, recorder events.EventRecorder, clk
 		ledger:   newBindingLedger(clk, opts.ReservationTTL),
 		written:  newOwnWrites(),
 		nodes:    &nodeSnapshot{},
+		leases:   newLeaseClock(clk),
 	}
 	m, err := newRunMetrics(r.ledger, opts.Registerer, clk.Now())
 	if err != nil {

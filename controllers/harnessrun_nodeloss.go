@@ -21,8 +21,13 @@ import (
 func (r *HarnessRunReconciler) infrastructureFailure(ctx context.Context, p *pass) (reason, message string) {
 	run := p.run
 	node := run.Status.NodeName
-	if h := r.nodeHealthOf(ctx, node); h.lost {
+	switch h := r.nodeHealthOf(ctx, node); {
+	case h.lost:
 		return harnessv1.ReasonNodeLost, fmt.Sprintf("node %s was lost: %s", node, h.why)
+	case h.recheck:
+		// No renewal of the node's Lease will bring the run back here
+		// if the node is gone indeed.
+		p.requeue(max(h.expiresAt.Sub(p.now.Time), 100*time.Millisecond))
 	}
 	if run.Status.Phase == harnessv1.RunScheduled && run.Status.ScheduledTime != nil {
 		claimBy := run.Status.ScheduledTime.Add(r.opts.ClaimTimeout)

@@ -2,14 +2,21 @@ package controllers_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/controllers"
@@ -313,5 +320,134 @@ func TestStoppedRunWhoseAttemptIsLostEndsAsTheStop(t *testing.T) {
 		if e.Reason == harnessv1.ReasonDeleted && !strings.Contains(e.Note, "the node-agent on stop-left restarted") {
 			t.Errorf("the Deleted Event says %q; want it to name the node-agent's restart", e.Note)
 		}
+	}
+}
+
+// behind is the real clock a fixed time behind.
+type behind struct {
+	clock.RealClock
+	by time.Duration
+}
+
+func (b behind) Now() time.Time                  { return time.Now().Add(-b.by) }
+func (b behind) Since(t time.Time) time.Duration { return b.Now().Sub(t) }
+
+// TestNodeWithASlowClockIsNotLost: a node-agent writes its Lease's
+// renewTime with its own clock. Judged against the controller's clock, a
+// node a minute behind had a Lease that was always expired: it was never
+// Ready, and a run bound to it was lost at once. The controller times
+// Leases by when it sees them renewed: the node takes the run and it
+// finishes; stopped, the node is lost as any other.
+func TestNodeWithASlowClockIsNotLost(t *testing.T) {
+	ns := newNamespace(t)
+	node := startNode(t, ns, fakenode.Options{Name: "slow-clock", Slots: 1, Adapters: codexOnly, LeaseDuration: 2 * time.Second,
+		RunFor: 3 * time.Second, Clock: behind{by: time.Minute}})
+	startController(t, ns, controllers.Options{}, nil)
+	create(t, hftesting.MakeHarnessRun("on-slow", ns).Obj())
+	run := waitRun(t, ns, "on-slow", wait, "terminal", func(r *harnessv1.HarnessRun) bool { return r.Status.Phase.Terminal() })
+	if run.Status.Phase != harnessv1.RunSucceeded {
+		t.Fatalf("a run on a node a minute behind: %s %s: %s", run.Status.Phase, run.Status.Reason, run.Status.Message)
+	}
+	create(t, hftesting.MakeHarnessRun("on-stopped", ns).Obj())
+	waitRun(t, ns, "on-stopped", wait, "Running", phaseIs(harnessv1.RunRunning))
+	node.Stop()
+	run = waitRun(t, ns, "on-stopped", wait, "Failed", phaseIs(harnessv1.RunFailed))
+	if run.Status.Reason != harnessv1.ReasonNodeLost {
+		t.Errorf("a stopped node's run: %s: %s, want NodeLost", run.Status.Reason, run.Status.Message)
+	}
+}
+
+// outage cuts every client that talks through it off the API server, as an
+// API server that is stopped does: requests fail, and open watches end.
+type outage struct {
+	mu    sync.Mutex
+	down  bool
+	open  map[io.Closer]bool
+	fails atomic.Int64
+}
+
+func (o *outage) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTrip(func(req *http.Request) (*http.Response, error) {
+		o.mu.Lock()
+		down := o.down
+		o.mu.Unlock()
+		if down {
+			o.fails.Add(1)
+			return nil, errors.New("dial tcp: connect: connection refused (the test's API server outage)")
+		}
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			return resp, err
+		}
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		if o.open == nil {
+			o.open = map[io.Closer]bool{}
+		}
+		o.open[resp.Body] = true
+		body := resp.Body
+		resp.Body = closeFunc{ReadCloser: body, close: func() error {
+			o.mu.Lock()
+			delete(o.open, body)
+			o.mu.Unlock()
+			return body.Close()
+		}}
+		return resp, nil
+	})
+}
+
+// set starts or ends the outage; starting it ends every open response.
+func (o *outage) set(down bool) {
+	o.mu.Lock()
+	o.down = down
+	var open []io.Closer
+	if down {
+		for c := range o.open {
+			open = append(open, c)
+		}
+	}
+	o.mu.Unlock()
+	for _, c := range open {
+		_ = c.Close()
+	}
+}
+
+type roundTrip func(*http.Request) (*http.Response, error)
+
+func (f roundTrip) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+type closeFunc struct {
+	io.ReadCloser
+	close func() error
+}
+
+func (c closeFunc) Close() error { return c.close() }
+
+// TestAPIServerOutageLosesNoNode: the API server is away for longer than a
+// node's Lease, for the node-agent and the controller alike. The node-agent
+// could not renew, and the controller, once back, judged from its cache
+// that the node was lost and failed its healthy run NodeLost before the
+// first renewal since reached it. A loss is confirmed against the API
+// server itself, after it could be read for a whole Lease: the run goes
+// on and finishes.
+func TestAPIServerOutageLosesNoNode(t *testing.T) {
+	ns := newNamespace(t)
+	o := &outage{}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WrapTransport = o.wrap
+	startNodeOn(t, cfg, ns, fakenode.Options{Name: "outage", Slots: 1, Adapters: codexOnly, LeaseDuration: 2 * time.Second, RunFor: 12 * time.Second})
+	startControllerOn(t, cfg, ns, controllers.Options{}, nil, false, clock.RealClock{})
+	create(t, hftesting.MakeHarnessRun("through-outage", ns).Obj())
+	waitRun(t, ns, "through-outage", wait, "Running", phaseIs(harnessv1.RunRunning))
+	o.set(true)
+	time.Sleep(5 * time.Second) // two and a half Leases
+	o.set(false)
+	if o.fails.Load() == 0 {
+		t.Fatal("nothing asked the API server during the outage: the test shows nothing")
+	}
+	run := waitRun(t, ns, "through-outage", 30*time.Second, "terminal", func(r *harnessv1.HarnessRun) bool { return r.Status.Phase.Terminal() })
+	if run.Status.Phase != harnessv1.RunSucceeded || run.Status.Attempt != 1 {
+		t.Errorf("a run whose node-agent ran through the API server's outage: %s %s (attempt %d): %s",
+			run.Status.Phase, run.Status.Reason, run.Status.Attempt, run.Status.Message)
 	}
 }

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -80,6 +82,9 @@ type nodeHealth struct {
 	lost   bool
 	lostAt time.Time
 	why    string
+	// recheck: the Lease expired in the cache but the loss is not
+	// confirmed (confirmLost); judge again at expiresAt.
+	recheck bool
 }
 
 // health judges the node's heartbeat at now.
@@ -97,19 +102,25 @@ func (v nodeView) health(now time.Time) nodeHealth {
 	}
 }
 
-// leaseExpiry is when a Lease stops being fresh.
+// leaseExpiry is when a Lease stops being fresh, by its renewTime.
 func leaseExpiry(lease *coordinationv1.Lease, defaultDuration time.Duration) time.Time {
-	renewed := lease.CreationTimestamp.Time
-	if lease.Spec.RenewTime != nil {
-		renewed = lease.Spec.RenewTime.Time
-	} else if lease.Spec.AcquireTime != nil {
-		renewed = lease.Spec.AcquireTime.Time
-	}
+	renewed := renewedAt(lease)
 	d := defaultDuration
 	if lease.Spec.LeaseDurationSeconds != nil && *lease.Spec.LeaseDurationSeconds > 0 {
 		d = time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second
 	}
 	return renewed.Add(d)
+}
+
+// renewedAt is when the Lease says it was last renewed.
+func renewedAt(lease *coordinationv1.Lease) time.Time {
+	switch {
+	case lease.Spec.RenewTime != nil:
+		return lease.Spec.RenewTime.Time
+	case lease.Spec.AcquireTime != nil:
+		return lease.Spec.AcquireTime.Time
+	}
+	return lease.CreationTimestamp.Time
 }
 
 // nodeReader reads HarnessNodes and their Leases from the cache and judges
@@ -118,6 +129,68 @@ func leaseExpiry(lease *coordinationv1.Lease, defaultDuration time.Duration) tim
 type nodeReader struct {
 	client       client.Reader
 	defaultLease time.Duration
+	// leases, when set, times each Lease by when this controller saw it
+	// renewed rather than by the renewTime its node-agent wrote.
+	leases *leaseClock
+}
+
+// leaseClock times heartbeat Leases by the controller's own clock, as
+// kube-controller-manager times nodes' Leases: a Lease is renewed when the
+// controller sees its renewTime change, and expires a lease duration after
+// that. Judged by the renewTime a node-agent writes with its own clock, a
+// node whose clock ran a lease behind the controller's was lost all the
+// time; and after the API server was away for longer than a lease, every
+// node was lost at once, each run failed NodeLost while its node-agent ran
+// it, before the first renewal since could be seen.
+//
+// So a Lease first seen (the controller's start) gets a whole lease from
+// then, and a node is judged lost on an expired Lease only once a read
+// straight from the API server shows the same renewTime, and no such read
+// has failed within a lease (confirmLost): the node-agents had the API
+// server for a whole lease to renew in.
+type leaseClock struct {
+	clock clock.PassiveClock
+	mu    sync.Mutex
+	seen  map[types.NamespacedName]leaseSeen
+	// trouble is when a read of a Lease from the API server last failed.
+	trouble time.Time
+}
+
+type leaseSeen struct {
+	renewed, at time.Time
+}
+
+func newLeaseClock(clk clock.PassiveClock) *leaseClock {
+	return &leaseClock{clock: clk, seen: map[types.NamespacedName]leaseSeen{}}
+}
+
+// expiry is when lease stops being fresh by the controller's clock, given
+// its expiry by its own renewTime.
+func (c *leaseClock) expiry(lease *coordinationv1.Lease, own time.Time) time.Time {
+	renewed := renewedAt(lease)
+	key := types.NamespacedName{Namespace: lease.Namespace, Name: lease.Name}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.seen[key]
+	if !ok || !s.renewed.Equal(renewed) {
+		s = leaseSeen{renewed: renewed, at: c.clock.Now()}
+		c.seen[key] = s
+	}
+	return s.at.Add(own.Sub(renewed))
+}
+
+// failedRead notes that the API server could not be read.
+func (c *leaseClock) failedRead() {
+	c.mu.Lock()
+	c.trouble = c.clock.Now()
+	c.mu.Unlock()
+}
+
+// quietSince is when the API server last could not be read.
+func (c *leaseClock) quietSince() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.trouble
 }
 
 // get reads the node called name. A node that does not exist is a view
@@ -131,7 +204,9 @@ func (nr nodeReader) get(ctx context.Context, name string) (nodeView, error) {
 		}
 		return nodeView{}, fmt.Errorf("getting HarnessNode %s: %w", name, err)
 	}
-	v := judgeNode(name, node, nr.leaseOf(ctx, node), nr.defaultLease)
+	lease := nr.leaseOf(ctx, node)
+	v := judgeNode(name, node, lease, nr.defaultLease)
+	nr.observe(&v, lease)
 	v.labels = nr.labelsOf(ctx, node)
 	return v, nil
 }
@@ -145,11 +220,20 @@ func (nr nodeReader) list(ctx context.Context) ([]nodeView, error) {
 	views := make([]nodeView, 0, len(nodes.Items))
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
-		v := judgeNode(n.Name, n, nr.leaseOf(ctx, n), nr.defaultLease)
+		lease := nr.leaseOf(ctx, n)
+		v := judgeNode(n.Name, n, lease, nr.defaultLease)
+		nr.observe(&v, lease)
 		v.labels = nr.labelsOf(ctx, n)
 		views = append(views, v)
 	}
 	return views, nil
+}
+
+// observe times the view's Lease by the controller's clock (leaseClock).
+func (nr nodeReader) observe(v *nodeView, lease *coordinationv1.Lease) {
+	if nr.leases != nil && lease != nil {
+		v.leaseExpires = nr.leases.expiry(lease, v.leaseExpires)
+	}
 }
 
 // labelsOf is what spec.nodeSelector is matched against: the labels of the
@@ -230,18 +314,52 @@ func (s *nodeSnapshot) read(ctx context.Context, nr nodeReader, now time.Time) (
 
 // nodeReader is the reconciler's reader of nodes.
 func (r *HarnessRunReconciler) nodeReader() nodeReader {
-	return nodeReader{client: r.client, defaultLease: r.opts.DefaultLeaseDuration}
+	return nodeReader{client: r.client, defaultLease: r.opts.DefaultLeaseDuration, leases: r.leases}
 }
 
 // nodeHealthOf reads a node and its Lease from the cache and judges its
 // heartbeat now. A read error other than NotFound judges the node healthy:
 // the cache answers from memory, and calling a node lost on a read error
-// would end runs that are fine.
+// would end runs that are fine. An expired Lease is confirmed first
+// (confirmLost).
 func (r *HarnessRunReconciler) nodeHealthOf(ctx context.Context, name string) nodeHealth {
 	now := r.clock.Now()
 	v, err := r.nodeReader().get(ctx, name)
 	if err != nil {
 		return nodeHealth{fresh: true, expiresAt: now.Add(r.opts.DefaultLeaseDuration)}
 	}
-	return v.health(now)
+	h := v.health(now)
+	if h.lost && v.lease != "" {
+		return r.confirmLost(ctx, v, h, now)
+	}
+	return h
+}
+
+// confirmLost judges an expired Lease again from the API server itself,
+// not the cache: the cache does not see renewals while the API server is
+// away, and the first renewal after it came back may not have reached it.
+// The node is lost only when the API server shows the renewTime the cache
+// had and could be read for a whole lease before now; otherwise it is
+// fresh until then, and looked at again.
+func (r *HarnessRunReconciler) confirmLost(ctx context.Context, v nodeView, h nodeHealth, now time.Time) nodeHealth {
+	wait := func(until time.Time) nodeHealth { return nodeHealth{fresh: true, expiresAt: until, recheck: true} }
+	ns, name, _ := strings.Cut(v.lease, "/")
+	lease := &coordinationv1.Lease{}
+	if err := r.opts.FixtureReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, lease); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nodeHealth{lost: true, lostAt: now, why: fmt.Sprintf("its heartbeat Lease %s was deleted", v.lease)}
+		}
+		r.leases.failedRead()
+		log.FromContext(ctx).Error(err, "the API server could not be asked whether a node's heartbeat Lease expired; judging it later", "node", v.name)
+		return wait(now.Add(time.Second))
+	}
+	own := leaseExpiry(lease, r.opts.DefaultLeaseDuration)
+	expires := r.leases.expiry(lease, own)
+	if now.Before(expires) {
+		return wait(expires) // renewed since the cache's copy
+	}
+	if quiet := r.leases.quietSince().Add(own.Sub(renewedAt(lease))); now.Before(quiet) {
+		return wait(quiet)
+	}
+	return h
 }

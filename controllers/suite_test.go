@@ -20,6 +20,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -151,6 +152,13 @@ func startElectedController(t testing.TB, ns string, opts controllers.Options, w
 // clock given (its requeues still wait real time).
 func startClockedController(t testing.TB, ns string, opts controllers.Options, wrap func(client.Client) client.Client, elect bool, clk clock.PassiveClock) *controller {
 	t.Helper()
+	return startControllerOn(t, env.Config, ns, opts, wrap, elect, clk)
+}
+
+// startControllerOn is startClockedController talking to the API server
+// through cfg.
+func startControllerOn(t testing.TB, cfg *rest.Config, ns string, opts controllers.Options, wrap func(client.Client) client.Client, elect bool, clk clock.PassiveClock) *controller {
+	t.Helper()
 	skip := true
 	mopts := controllers.ManagerOptions(controllers.ManagerConfig{
 		Scheme:                  env.Scheme,
@@ -160,7 +168,7 @@ func startClockedController(t testing.TB, ns string, opts controllers.Options, w
 	})
 	mopts.Metrics, mopts.HealthProbeBindAddress = metricsserver.Options{BindAddress: "0"}, "0"
 	mopts.Controller = config.Controller{SkipNameValidation: &skip}
-	mgr, err := ctrl.NewManager(env.Config, mopts)
+	mgr, err := ctrl.NewManager(cfg, mopts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,8 +201,14 @@ func startClockedController(t testing.TB, ns string, opts controllers.Options, w
 // startNode starts a fake node-agent with its Lease in ns.
 func startNode(t testing.TB, ns string, opts fakenode.Options) *fakenode.Node {
 	t.Helper()
+	return startNodeOn(t, env.Config, ns, opts)
+}
+
+// startNodeOn is startNode talking to the API server through cfg.
+func startNodeOn(t testing.TB, cfg *rest.Config, ns string, opts fakenode.Options) *fakenode.Node {
+	t.Helper()
 	opts.LeaseNamespace = ns
-	n, err := fakenode.Start(context.Background(), env.Config, env.Scheme, opts)
+	n, err := fakenode.Start(context.Background(), cfg, env.Scheme, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
