@@ -27,14 +27,29 @@ func episodeBound(run *harnessv1.HarnessRun) time.Duration {
 	return time.Duration(episode) * time.Second
 }
 
+// checksBound is the longest the run's checks may take after its agent, as
+// the controller knows it: each of the status.plannedChecks within the
+// limits.probeSeconds its node-agent resolved. Before they are written it
+// is nothing; the episode's bound is the schema's or a ceiling's then.
+// Without it, a run whose agent used most of its episode and whose checks
+// took more than the grace was ended DeadlineExceeded, class Timeout, its
+// checks cut off, though every step stayed within its limit.
+func checksBound(run *harnessv1.HarnessRun) time.Duration {
+	if run.Status.Limits == nil {
+		return 0
+	}
+	return time.Duration(run.Status.PlannedChecks) * time.Duration(run.Status.Limits.ProbeSeconds) * time.Second
+}
+
 // runDeadline is when a running run must have finished: its start, plus its
-// episode's bound, plus the grace the node-agent gets to kill the agent and
-// report. ok is false for a run not started yet.
+// episode's bound and its checks', plus the grace the node-agent gets to
+// set up, kill the agent and report. ok is false for a run not started
+// yet.
 func runDeadline(run *harnessv1.HarnessRun, grace time.Duration) (deadline time.Time, ok bool) {
 	if run.Status.StartTime == nil {
 		return time.Time{}, false
 	}
-	return run.Status.StartTime.Add(episodeBound(run) + grace), true
+	return run.Status.StartTime.Add(episodeBound(run) + checksBound(run) + grace), true
 }
 
 // reconcileDeadline ends a Running run that overran its deadline with class
@@ -58,9 +73,12 @@ func (r *HarnessRunReconciler) reconcileDeadline(ctx context.Context, p *pass) e
 	if h := r.nodeHealthOf(ctx, run.Status.NodeName); h.lost && h.lostAt.Before(deadline) {
 		return nil
 	}
-	episode := episodeBound(run)
-	msg := fmt.Sprintf("the run did not finish within limits.episodeSeconds (%s) plus the controller's grace (%s) after it started at %s",
-		episode, r.opts.DeadlineGrace, run.Status.StartTime.UTC().Format(time.RFC3339))
+	episode, checks := episodeBound(run), ""
+	if n := run.Status.PlannedChecks; n > 0 && run.Status.Limits != nil {
+		checks = fmt.Sprintf(", its %d checks' limits.probeSeconds (%s each)", n, time.Duration(run.Status.Limits.ProbeSeconds)*time.Second)
+	}
+	msg := fmt.Sprintf("the run did not finish within limits.episodeSeconds (%s)%s plus the controller's grace (%s) after it started at %s",
+		episode, checks, r.opts.DeadlineGrace, run.Status.StartTime.UTC().Format(time.RFC3339))
 	p.fail(harnessv1.ReasonDeadlineExceeded, msg, harnessv1.VerdictError, harnessv1.FailureTimeout)
 	return nil
 }

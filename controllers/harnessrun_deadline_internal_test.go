@@ -23,6 +23,7 @@ func TestReconcileDeadlineWithFakeClock(t *testing.T) {
 		phase       harnessv1.RunPhase
 		episode     int32
 		resolved    int32 // status.limits.episodeSeconds
+		checks      int32 // status.plannedChecks, each within status.limits.probeSeconds (20 s)
 		ceiling     int32 // status.limitCeilings.maxEpisodeSeconds
 		elapsed     time.Duration
 		wantFailed  bool
@@ -38,6 +39,10 @@ func TestReconcileDeadlineWithFakeClock(t *testing.T) {
 		{name: "episode unset under a ceiling", phase: harnessv1.RunRunning, ceiling: 300, elapsed: 320 * time.Second, wantRequeue: 10 * time.Second},
 		{name: "episode the node-agent resolved", phase: harnessv1.RunRunning, resolved: 60, ceiling: 300, elapsed: 89 * time.Second, wantRequeue: time.Second},
 		{name: "past the resolved episode", phase: harnessv1.RunRunning, resolved: 60, elapsed: 90 * time.Second, wantFailed: true},
+		// Checks run after the agent, each within probeSeconds: three of
+		// 20 s after an episode of 60 s.
+		{name: "checks after the episode", phase: harnessv1.RunRunning, resolved: 60, checks: 3, elapsed: 120 * time.Second, wantRequeue: 30 * time.Second},
+		{name: "past the checks' bound", phase: harnessv1.RunRunning, resolved: 60, checks: 3, elapsed: 150 * time.Second, wantFailed: true},
 		{name: "scheduled runs have no deadline yet", phase: harnessv1.RunScheduled, episode: 1, elapsed: time.Hour},
 	}
 	scheme := runtime.NewScheme()
@@ -51,8 +56,9 @@ func TestReconcileDeadlineWithFakeClock(t *testing.T) {
 			run := &harnessv1.HarnessRun{}
 			run.Spec.Limits.EpisodeSeconds = tc.episode
 			if tc.resolved > 0 {
-				run.Status.Limits = &harnessv1.Limits{EpisodeSeconds: tc.resolved}
+				run.Status.Limits = &harnessv1.Limits{EpisodeSeconds: tc.resolved, ProbeSeconds: 20}
 			}
+			run.Status.PlannedChecks = tc.checks
 			if tc.ceiling > 0 {
 				run.Status.LimitCeilings = &harnessv1.LimitCeilings{PolicyLimits: harnessv1.PolicyLimits{MaxEpisodeSeconds: &tc.ceiling}}
 			}

@@ -39,8 +39,10 @@ type running struct {
 	// its own (limits.go).
 	writeMu sync.Mutex
 	last    *harnessv1.HarnessRun
-	// limits are the attempt's settled limits while not yet written.
+	// limits are the attempt's settled limits while not yet written, and
+	// checks how many checks its fixture names.
 	limits *harnessv1.ResolvedLimits
+	checks int32
 	// underWay: the attempt has been running for underWayAfter.
 	underWay bool
 	// ended: the outcome is being written; nothing else is.

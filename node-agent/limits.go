@@ -31,7 +31,7 @@ const underWayAfter = time.Second
 // known (its fixture was read). They are written at once when the attempt
 // has been running for underWayAfter already, else when it has, if it has
 // not ended by then (watchUnderWay).
-func (a *Agent) limitsSettled(ctx context.Context, run *harnessv1.HarnessRun, lim harnessv1.ResolvedLimits) {
+func (a *Agent) limitsSettled(ctx context.Context, run *harnessv1.HarnessRun, lim harnessv1.ResolvedLimits, checks int32) {
 	a.mu.Lock()
 	r := a.running[run.UID]
 	a.mu.Unlock()
@@ -40,7 +40,7 @@ func (a *Agent) limitsSettled(ctx context.Context, run *harnessv1.HarnessRun, li
 	}
 	r.writeMu.Lock()
 	defer r.writeMu.Unlock()
-	r.limits = &lim
+	r.limits, r.checks = &lim, checks
 	if r.underWay && !r.ended {
 		a.writeLimits(ctx, r)
 	}
@@ -71,7 +71,7 @@ func (a *Agent) watchUnderWay(r *running) {
 }
 
 // writeLimits writes the attempt's settled limits into status.limits and
-// status.limitSources: a merge patch of those two fields over the run as
+// status.limitSources, and its checks into status.plannedChecks: a merge patch of those two fields over the run as
 // this process last wrote it, and the terminal write then starts from its
 // answer. The patch is conditional on the run's resourceVersion, so that it
 // cannot land on a run deleted and made again under the same name since
@@ -101,6 +101,7 @@ func (a *Agent) writeLimits(ctx context.Context, r *running) {
 		base := cur.DeepCopy()
 		cur.Status.Limits = r.limits.Limits.DeepCopy()
 		cur.Status.LimitSources = r.limits.Sources
+		cur.Status.PlannedChecks = r.checks
 		return a.client.Status().Patch(ctx, cur, kube.MergeFromWithLock(base))
 	})
 	if err != nil {

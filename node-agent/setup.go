@@ -154,8 +154,8 @@ func Setup(ctx context.Context, api *API, opts SetupOptions) (*Agent, error) {
 		// status.limits once the fixture is read and the attempt has
 		// lasted: the controller's deadline follows the episode it
 		// resolved (limits.go).
-		LimitsSettled: func(ctx context.Context, run *harnessv1.HarnessRun, lim harnessv1.ResolvedLimits) {
-			agent.limitsSettled(ctx, run, lim)
+		LimitsSettled: func(ctx context.Context, run *harnessv1.HarnessRun, lim harnessv1.ResolvedLimits, checks int32) {
+			agent.limitsSettled(ctx, run, lim, checks)
 		},
 		Observer: opts.Observer,
 		Live:     opts.Live,

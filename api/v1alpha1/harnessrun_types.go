@@ -810,6 +810,15 @@ type HarnessRunStatus struct {
 	// +optional
 	Limits *Limits `json:"limits,omitempty"`
 
+	// plannedChecks is how many checks the attempt's fixture names. They
+	// run after the agent, each within limits.probeSeconds, and the
+	// controller's deadline for the attempt allows for them. Written with
+	// status.limits.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=64
+	// +optional
+	PlannedChecks int32 `json:"plannedChecks,omitempty"`
+
 	// limitSources says where each of status.limits came from, by its name
 	// (episodeSeconds, probeSeconds, memory, disk, maxDecisions,
 	// maxProcesses, maxOutputBytes, maxArtifactBytes): "run", "fixture",

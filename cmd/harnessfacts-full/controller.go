@@ -81,7 +81,7 @@ unless --metrics-secure=false), health on --health-probe-bind-address
 	fl.IntVar(&f.workers, "workers", 64, "concurrent HarnessRun reconciles (binding stays exact with any number; more workers hide API latency)")
 	fl.IntVar(&f.suiteWorkers, "suite-workers", 4, "concurrent HarnessSuite reconciles")
 	fl.DurationVar(&f.claimTimeout, "claim-timeout", 2*time.Minute, "time a run may stay Scheduled on a live node before its attempt is taken back (retried like a lost node's)")
-	fl.DurationVar(&f.deadlineGrace, "deadline-grace", 30*time.Second, "time past start + limits.episodeSeconds before a run ends with class Timeout")
+	fl.DurationVar(&f.deadlineGrace, "deadline-grace", 30*time.Second, "time past start + limits.episodeSeconds + its checks' limits.probeSeconds before a run ends with class Timeout")
 	fl.DurationVar(&f.defaultLeaseDuration, "default-lease-duration", 40*time.Second, "how long a node Lease without spec.leaseDurationSeconds stays fresh")
 	fl.StringVar(&f.runSource.addr, "run-source-bind-address", ":9443", "HTTPS address where node-agents read the Secret keys and fixture ConfigMaps of the runs they claimed (node-agents have no right to read them); \"0\" turns it off, and runs that select a credential or a fixture ConfigMap then fail")
 	fl.StringVar(&f.runSource.certDir, "run-source-cert-dir", "", "folder with tls.crt and tls.key of the run source's certificate (re-read when they change); node-agents verify it against their --controller-ca")

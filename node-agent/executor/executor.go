@@ -121,9 +121,10 @@ type Options struct {
 	// are settled (the fixture read, no HarnessPolicy ceiling broken),
 	// before the agent starts. The node-agent records them in status (once
 	// the attempt has lasted a moment), so that the controller's deadline
-	// follows the episode the fixture set. A failure is the callee's to
-	// report; the attempt goes on.
-	LimitsSettled func(ctx context.Context, run *harnessv1.HarnessRun, limits harnessv1.ResolvedLimits)
+	// follows the episode the fixture set, and the checks (how many, each
+	// within limits.probeSeconds) that come after it. A failure is the
+	// callee's to report; the attempt goes on.
+	LimitsSettled func(ctx context.Context, run *harnessv1.HarnessRun, limits harnessv1.ResolvedLimits, checks int32)
 	// PolicyViolations, when set, are the rules of the HarnessPolicies over
 	// the run's namespace, as they are now, that the run breaks: asked
 	// last before the agent starts, so that a policy made or tightened
@@ -472,6 +473,9 @@ func (e *Executor) Execute(ctx context.Context, run *harnessv1.HarnessRun) *Outc
 	}
 	if r := a.resolved; r != nil {
 		out.Status.Limits = r.Limits.DeepCopy()
+		if a.fix != nil {
+			out.Status.PlannedChecks = int32(len(a.fix.Manifest.Checks))
+		}
 		out.Status.LimitSources = r.Sources
 	}
 	return out

@@ -38,7 +38,7 @@ func (a *attempt) readFixture(ctx context.Context) error {
 		return fail(harnessv1.ReasonPolicyViolation, fmt.Errorf("refused by the namespace's HarnessPolicies: %s", strings.Join(words, "; ")))
 	}
 	if f := a.e.opts.LimitsSettled; f != nil {
-		f(ctx, a.run, *a.resolved)
+		f(ctx, a.run, *a.resolved, int32(len(fix.Manifest.Checks)))
 	}
 	return nil
 }

@@ -53,7 +53,7 @@ func TestFixtureLimitsApplyWhenTheRunSetsNone(t *testing.T) {
 	timesOut := inlineRun(ns, "fixture-episode", shortFixture, "echo started; sleep 30; echo slept")
 	runWins := inlineRun(ns, "run-episode", shortFixture, "sleep 4; echo slept")
 	runWins.Spec.Limits.EpisodeSeconds = 30
-	watched := inlineRun(ns, "watched", "prompt: go\nlimits: {episodeSeconds: 40}\n", "sleep 5")
+	watched := inlineRun(ns, "watched", "prompt: go\nlimits: {episodeSeconds: 40}\nchecks:\n- {name: a, shell: 'true'}\n- {name: b, shell: 'true'}\n", "sleep 5")
 	for _, r := range []*harnessv1.HarnessRun{hello, timesOut, runWins, watched} {
 		if err := k8s.Create(ctx, r); err != nil {
 			t.Fatal(err)
@@ -71,6 +71,11 @@ func TestFixtureLimitsApplyWhenTheRunSetsNone(t *testing.T) {
 		if cur.Status.Phase == harnessv1.RunRunning && cur.Status.Limits != nil {
 			if cur.Status.Limits.EpisodeSeconds != 40 || cur.Status.LimitSources["episodeSeconds"] != "fixture" {
 				t.Errorf("a running run's status.limits %+v from %v; want the fixture's episodeSeconds 40", cur.Status.Limits, cur.Status.LimitSources)
+			}
+			// Its checks too, each within probeSeconds after the episode:
+			// the deadline allows for them.
+			if cur.Status.PlannedChecks != 2 {
+				t.Errorf("a running run's status.plannedChecks %d, want its fixture's 2", cur.Status.PlannedChecks)
 			}
 			break
 		}
