@@ -29,6 +29,11 @@ func (a *attempt) makeRunDir(ctx context.Context) error {
 	if errors.Is(err, fixture.ErrDiskLimitUnavailable) {
 		return fail(harnessv1.ReasonRunDirFailed, fmt.Errorf("the run dir cannot get its size limit (limits.disk %s): %w", a.limits.Disk.String(), err))
 	}
+	if errors.Is(err, fixture.ErrRunRoot) {
+		// The node's disk full or read-only: every run here fails alike,
+		// and none of them is the fixture's fault.
+		return fail(harnessv1.ReasonRunDirFailed, fmt.Errorf("the node cannot make a run dir: %w", err))
+	}
 	if err != nil {
 		return fail(harnessv1.ReasonBadFixture, fmt.Errorf("the fixture cannot be copied into a run dir: %w", err))
 	}
