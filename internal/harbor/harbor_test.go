@@ -297,6 +297,30 @@ func TestATaskWithoutEnvironmentRunsOnTheNodesRoot(t *testing.T) {
 	}
 }
 
+// TestATaskFoldersNameWritesNothingIntoTheManifest: a downloaded data
+// set names its task folders; one named "task\nverifier: shown\n#" ended
+// the manifest's comment line and set verifier: shown, so the hidden
+// tests/ (the expected answers) were given to every agent.
+func TestATaskFoldersNameWritesNothingIntoTheManifest(t *testing.T) {
+	task, err := Read(makeTask(t, "task\nverifier: shown\n#", map[string]string{
+		"instruction.md": "Do it.", "tests/test.sh": "exit 0", "tests/expected.txt": "the answer"}), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	if _, err := Write(out, []*Task{task}, SuiteOptions{Name: "s",
+		Agents: []harnessv1.SuiteAgent{{Name: "a", Agent: harnessv1.AgentSpec{Adapter: harnessv1.AdapterExec, Command: []string{"true"}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	fix, err := fixture.FromDir(filepath.Join(out, task.Name), fixture.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fix.Manifest.Verifier != "" || !fix.CheckOnly("tests/expected.txt") {
+		t.Errorf("verifier %q; tests/expected.txt hidden from the agent: %v", fix.Manifest.Verifier, fix.CheckOnly("tests/expected.txt"))
+	}
+}
+
 func TestWrittenFixturesRoundTripThroughKustomize(t *testing.T) {
 	a, err := Read(fullTask(t), Options{})
 	if err != nil {

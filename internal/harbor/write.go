@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -187,7 +188,10 @@ func writeTask(out string, t *Task, suite string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	manifest = append([]byte(fmt.Sprintf("%s# From the Harbor task %s.\n", header, t.Dir)), manifest...)
+	// The task's folder is quoted: its name is the data set's, and a
+	// newline in it ended the comment and wrote keys of its own into the
+	// manifest (verifier: showed the expected answers to every agent).
+	manifest = append([]byte(fmt.Sprintf("%s# From the Harbor task %s.\n", header, strconv.Quote(t.Dir))), manifest...)
 	all := map[string][]byte{fixture.ManifestName: manifest}
 	for p, d := range t.Files {
 		all[p] = d

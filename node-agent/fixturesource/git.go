@@ -335,6 +335,12 @@ func readTree(ctx context.Context, st *memory.Storage, commit *object.Commit, sr
 		tree *object.Tree
 	}
 	stack := []dir{{"", tree}}
+	// Every path met, folders too: a tree git would not write (an entry
+	// twice, a name with a slash beside the folder it names) is refused,
+	// not read last-entry-wins, since git and every web view of the same
+	// commit show the first: the fixture that ran must be the one a
+	// reviewer of the pinned commit reads.
+	seen := map[string]bool{}
 	for len(stack) > 0 {
 		d := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
@@ -342,10 +348,19 @@ func readTree(ctx context.Context, st *memory.Storage, commit *object.Commit, sr
 			if err := ctx.Err(); err != nil {
 				return nil, unavailable("commit %s: reading its tree: %v", src.Commit, err)
 			}
+			if e.Name == "" || e.Name == "." || e.Name == ".." || strings.ContainsAny(e.Name, "/\x00") {
+				return nil, &fixture.Error{Kind: fixture.ErrBadSource, Path: d.path,
+					Detail: fmt.Sprintf("its tree in commit %s has an entry named %q, which git does not write", src.Commit, e.Name)}
+			}
 			p := e.Name
 			if d.path != "" {
 				p = d.path + "/" + e.Name
 			}
+			if seen[p] {
+				return nil, &fixture.Error{Kind: fixture.ErrBadSource, Path: p,
+					Detail: fmt.Sprintf("its tree in commit %s holds this name twice, which git does not write (git shows the first, a reader taking the last another file)", src.Commit)}
+			}
+			seen[p] = true
 			isDir := e.Mode == filemode.Dir
 			if isDir && p == fixture.LocalEvidenceDir || !isDir && fixture.BesideFixture(p) {
 				continue // as FromDir: a folder that only shares a beside-file's name is walked
