@@ -61,6 +61,9 @@ type SetupOptions struct {
 	// RefuseFallback refuses the plain fallback on this node, whatever a
 	// run's isolation policy asks (--refuse-fallback).
 	RefuseFallback bool
+	// NoLoopbackProviders refuses runs whose providerURL is on the
+	// node-agent's own loopback (executor.Options.NoLoopbackProviders).
+	NoLoopbackProviders bool
 	// ProviderCAs verify model providers' certificates in the model
 	// gateway (--provider-ca-file; nil: the system's roots).
 	ProviderCAs *x509.CertPool
@@ -140,8 +143,9 @@ func Setup(ctx context.Context, api *API, opts SetupOptions) (*Agent, error) {
 		SigningKey:        key,
 		Image:             opts.Image,
 
-		RefuseFallback: opts.RefuseFallback,
-		ProviderCAs:    opts.ProviderCAs,
+		RefuseFallback:      opts.RefuseFallback,
+		NoLoopbackProviders: opts.NoLoopbackProviders,
+		ProviderCAs:         opts.ProviderCAs,
 		// HarnessPolicies and Namespaces' labels from the cache (see
 		// policyViolations for how fresh).
 		GatewayLimits: gatewayLimits(api.Cache),

@@ -43,39 +43,40 @@ type controllerLink struct {
 }
 
 type nodeAgentFlags struct {
-	kube            KubeAPIFlags
-	nodeName        string
-	leaseNamespace  string
-	leaseDuration   time.Duration
-	slots           int32
-	runRoot         string
-	imageCache      string
-	fixtureCache    string
-	fixtureSourceCA string
-	agentCLIs       string
-	hidden          []string
-	runUIDs         string
-	bwrap           string
-	cgroupParent    string
-	cgroupMount     string
-	leafCgroup      bool
-	memoryLimit     string
-	requireSandbox  bool
-	clusterCIDRs    []string
-	nodeIPs         []string
-	refuseFallback  bool
-	providerCA      string
-	shutdownGrace   time.Duration
-	reapOrphans     bool
-	labels          map[string]string
-	controller      controllerLink
-	metrics         MetricsFlags
-	probeAddr       string
-	log             LogFlags
-	logsAddr        string
-	logsHost        string
-	evidenceKey     string
-	protectKernel   bool
+	kube              KubeAPIFlags
+	nodeName          string
+	leaseNamespace    string
+	leaseDuration     time.Duration
+	slots             int32
+	runRoot           string
+	imageCache        string
+	fixtureCache      string
+	fixtureSourceCA   string
+	agentCLIs         string
+	hidden            []string
+	runUIDs           string
+	bwrap             string
+	cgroupParent      string
+	cgroupMount       string
+	leafCgroup        bool
+	memoryLimit       string
+	requireSandbox    bool
+	clusterCIDRs      []string
+	nodeIPs           []string
+	refuseFallback    bool
+	loopbackProviders bool
+	providerCA        string
+	shutdownGrace     time.Duration
+	reapOrphans       bool
+	labels            map[string]string
+	controller        controllerLink
+	metrics           MetricsFlags
+	probeAddr         string
+	log               LogFlags
+	logsAddr          string
+	logsHost          string
+	evidenceKey       string
+	protectKernel     bool
 }
 
 // NodeAgentCommand is `node-agent`: the daemon of one node (package
@@ -120,6 +121,7 @@ behind and ends the runs that process had claimed (reason NodeAgentRestarted).`,
 	fl.BoolVar(&f.requireSandbox, "require-sandbox", true, "refuse to start when no sandbox mode passes preflight, saying why in the HarnessNode's Ready condition (reason SandboxUnavailable); false registers a node that can run agents only unsandboxed")
 	fl.StringSliceVar(&f.clusterCIDRs, "cluster-cidrs", nil, "the cluster's Pod and Service ranges (CIDR,...): egress ProviderOnly refuses them, as it refuses loopback, private, link-local, CGNAT and metadata addresses, unless a HarnessPolicy allows the name (network.insideHosts)")
 	fl.StringSliceVar(&f.nodeIPs, "node-ips", splitList(os.Getenv("HOST_IPS")), "the node's own addresses (IP,...; default $HOST_IPS, the downward API's status.hostIPs): egress ProviderOnly refuses them, public or not, as it refuses the cluster's ranges, unless a HarnessPolicy allows the name (network.insideHosts); the addresses of the node-agent's own network namespace are refused too")
+	fl.BoolVar(&f.loopbackProviders, "loopback-providers", true, "reach a spec.agent.providerURL on this node-agent's own loopback (a model server beside it on a machine of one's own); the chart turns it off: in a pod that loopback is the node-agent's, where its own servers and any sidecar listen")
 	fl.BoolVar(&f.refuseFallback, "refuse-fallback", false, "never run an agent in the plain fallback on this node, whatever a run's isolation.policy asks: an AllowFallback run runs sandboxed, or fails with SandboxUnavailable where no sandbox works")
 	fl.StringVar(&f.providerCA, "provider-ca-file", "", "PEM bundle of the CAs that model providers' certificates must chain to in the runs' model gateway, instead of the system's (a private provider, a test CA)")
 	fl.StringToStringVar(&f.labels, "node-labels", nil, "labels added to those mirrored from the Node (key=value,...), for spec.nodeSelector where no Node of this name exists (the controller matches a Node's own labels)")
@@ -365,7 +367,7 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 		FixtureCacheBytes: fixtureQty.Value(), FixtureSourceCAs: fixtureCAs, FixtureLimits: fixtureLimits,
 		Sandbox:  sandboxOpts,
 		Adapters: adapters.New(adapters.Config{CLIDir: f.agentCLIs}), ExtraLabels: f.labels,
-		Controller: controller, RefuseFallback: f.refuseFallback, ProviderCAs: providerCAs, ClusterCIDRs: clusterCIDRs, NodeIPs: nodeIPs,
+		Controller: controller, RefuseFallback: f.refuseFallback, NoLoopbackProviders: !f.loopbackProviders, ProviderCAs: providerCAs, ClusterCIDRs: clusterCIDRs, NodeIPs: nodeIPs,
 		Observer: metrics, Live: live, LiveEndpoint: endpoint,
 		HandBackAfter: handBackAfter(f.shutdownGrace),
 		EvidenceKey:   f.evidenceKey,

@@ -84,6 +84,12 @@ type Options struct {
 	// asks: a run with isolation.policy AllowFallback runs sandboxed, or
 	// fails with SandboxUnavailable when no sandbox works here.
 	RefuseFallback bool
+	// NoLoopbackProviders refuses a spec.agent.providerURL on the
+	// executor's own loopback: in a pod that loopback is the node-agent's,
+	// where its own servers and any sidecar (a service mesh's admin API)
+	// listen, and a run author's loopback providerURL reached them from
+	// the sandbox (--loopback-providers=false, the chart's default).
+	NoLoopbackProviders bool
 	// ProviderCAs verify model providers' certificates in each run's model
 	// gateway; nil is the system's roots.
 	ProviderCAs *x509.CertPool
@@ -491,6 +497,7 @@ func (a *attempt) do(ctx context.Context) *Outcome {
 		do   func(context.Context) error
 	}{
 		{StepFixture, a.readFixture},
+		{"", a.refuseLoopbackProvider},
 		{StepRunDir, a.takeID},
 		{"", a.makeRunDir},
 		{StepCredentials, a.readCredentials},

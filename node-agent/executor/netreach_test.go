@@ -231,3 +231,42 @@ func TestEgressRefusesTheNodesOwnAddress(t *testing.T) {
 		t.Errorf("network status %+v, want the request denied", st.Network)
 	}
 }
+
+// TestNodeAgentWithoutLoopbackProvidersRefusesThem: in a pod, the
+// node-agent's loopback is its own and its sidecars' (a service mesh's
+// admin API on 127.0.0.1:15000 took POST /quitquitquit from a run's agent
+// through the loopback provider bridge). A node-agent told to reach no
+// loopback provider (--loopback-providers=false, the chart's default)
+// refuses such a run before its fixture is copied, saying why, and no
+// request reaches the listener.
+func TestNodeAgentWithoutLoopbackProvidersRefusesThem(t *testing.T) {
+	root := rootRunRoot(t, "hf-noloop-")
+	p := newSilentProvider(t)
+	e, err := New(Options{Sources: inlineSources{}, RunRoot: root, InitBinary: sandboxInitBinary(t), NoLoopbackProviders: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = e.Close() }()
+	for _, url := range []string{fmt.Sprintf("http://127.0.0.1:%d", p.port()), fmt.Sprintf("http://localhost:%d/v1", p.port())} {
+		run := &harnessv1.HarnessRun{
+			ObjectMeta: metav1.ObjectMeta{Name: "noloop", Namespace: "tenant", UID: types.UID("uid-noloop")},
+			Spec: harnessv1.HarnessRunSpec{
+				Agent: harnessv1.AgentSpec{Adapter: harnessv1.AdapterExec, ProviderURL: url,
+					Command: []string{"sh", "-c", "curl -s -m 1 -X POST -d '{}' " + url + "/quitquitquit"}},
+				Fixture: harnessv1.FixtureSource{Inline: &harnessv1.InlineFixture{Files: map[string]string{
+					"fixture.yaml": "prompt: nothing\nmcp:\n  transport: None\n"}}},
+				Network: harnessv1.NetworkSpec{Egress: harnessv1.EgressProviderOnly},
+			},
+			Status: harnessv1.HarnessRunStatus{Attempt: 1},
+		}
+		st := e.Execute(context.Background(), run).Status
+		if st.Phase != harnessv1.RunFailed || st.Reason != harnessv1.ReasonPolicyViolation || !strings.Contains(st.Message, "--loopback-providers=false") {
+			t.Errorf("%s: %s %s: %s, want Failed, PolicyViolation, naming --loopback-providers", url, st.Phase, st.Reason, st.Message)
+		}
+	}
+	select {
+	case <-p.got:
+		t.Error("a request reached the loopback listener")
+	default:
+	}
+}

@@ -7,9 +7,25 @@ import (
 	"net/url"
 	"strconv"
 
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
 	"github.com/harnessfacts/harnessfacts/node-agent/egress"
 	"github.com/harnessfacts/harnessfacts/node-agent/sandboxinit"
 )
+
+// refuseLoopbackProvider refuses a providerURL on this node-agent's own
+// loopback where the node-agent was told to (NoLoopbackProviders): the
+// bridge into the sandbox, or the model gateway, would carry the agent's
+// requests to whatever listens there, which in a pod is the node-agent
+// itself and its sidecars (a service mesh's unauthenticated admin API).
+func (a *attempt) refuseLoopbackProvider(context.Context) error {
+	if !a.e.opts.NoLoopbackProviders {
+		return nil
+	}
+	if addr, ok := loopbackProvider(a.run.Spec.Agent.ProviderURL); ok {
+		return fail(harnessv1.ReasonPolicyViolation, fmt.Errorf("spec.agent.providerURL names %s, this node-agent's own loopback, which this node reaches for no run (--loopback-providers=false, the chart's default: in a pod the loopback is the node-agent's own and its sidecars'): serve the provider at an address of the cluster, and allow it with a HarnessPolicy's network.insideHosts", addr))
+	}
+	return nil
+}
 
 // providerBridge carries a sandbox's connections to a model provider that
 // listens on the node's loopback: the sandbox has its own loopback, where
