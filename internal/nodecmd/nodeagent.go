@@ -26,6 +26,7 @@ import (
 	"github.com/harnessfacts/harnessfacts/internal/runflags"
 	nodeagent "github.com/harnessfacts/harnessfacts/node-agent"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
+	"github.com/harnessfacts/harnessfacts/node-agent/egress"
 	"github.com/harnessfacts/harnessfacts/node-agent/executor"
 	"github.com/harnessfacts/harnessfacts/node-agent/fixturesource"
 	"github.com/harnessfacts/harnessfacts/node-agent/livelog"
@@ -165,6 +166,29 @@ func parseAddrs(list []string) ([]netip.Addr, error) {
 	return out, nil
 }
 
+// coverClusterAddrs adds to the cluster's ranges the two addresses of it a
+// pod always knows, the API server's Service ($KUBERNETES_SERVICE_HOST) and
+// its own ($POD_IP), where neither they nor --cluster-cidrs make them
+// inside: on a cluster whose ranges are public (GKE's Service range
+// 34.118.224.0/20) and an install that did not name them, egress
+// ProviderOnly took kubernetes.default for the outside. The rest of such a
+// range stays unknown, which the log says loudly.
+func coverClusterAddrs(cidrs []netip.Prefix, logger logr.Logger) []netip.Prefix {
+	for _, env := range []string{"KUBERNETES_SERVICE_HOST", "POD_IP"} {
+		a, err := netip.ParseAddr(os.Getenv(env))
+		if err != nil {
+			continue
+		}
+		if a = a.Unmap(); egress.Classify(a, cidrs) != "" {
+			continue
+		}
+		cidrs = append(cidrs, netip.PrefixFrom(a, a.BitLen()))
+		logger.Error(nil, "WARNING the cluster's addresses are public and --cluster-cidrs does not name them: egress ProviderOnly refuses this one address, but the rest of its range is reachable from runs that allow it; set --cluster-cidrs (the chart's nodeAgent.clusterCIDRs) to the cluster's Pod and Service ranges",
+			"env", env, "address", a.String())
+	}
+	return cidrs
+}
+
 // parseCIDRs reads --cluster-cidrs; an address without a prefix length is
 // that one address.
 func parseCIDRs(list []string) ([]netip.Prefix, error) {
@@ -264,6 +288,8 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 	if err != nil {
 		return fmt.Errorf("--node-ips: %w", err)
 	}
+	clusterCIDRs = coverClusterAddrs(clusterCIDRs, logger)
+	egress.SetPullInside(clusterCIDRs, nodeIPs)
 	controller, err := f.controller.client()
 	if err != nil {
 		return err

@@ -4,6 +4,10 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+
+	"github.com/go-logr/logr"
+
+	"github.com/harnessfacts/harnessfacts/node-agent/egress"
 )
 
 func TestParseCIDRs(t *testing.T) {
@@ -39,5 +43,30 @@ func TestParseNodeIPs(t *testing.T) {
 	}
 	if _, err := parseAddrs([]string{"node-1"}); err == nil {
 		t.Error("a name was taken as an address")
+	}
+}
+
+// TestPublicClusterAddressesAreInside: on a cluster whose Service range is
+// public (GKE's 34.118.224.0/20) and an install that named no
+// --cluster-cidrs, egress took kubernetes.default for the outside. The
+// pod's two known addresses of the cluster are added, loudly; private ones
+// and those the ranges cover already are not.
+func TestPublicClusterAddressesAreInside(t *testing.T) {
+	t.Setenv("KUBERNETES_SERVICE_HOST", "34.118.224.1")
+	t.Setenv("POD_IP", "10.8.0.5")
+	got := coverClusterAddrs(nil, logr.Discard())
+	if want := []netip.Prefix{netip.MustParsePrefix("34.118.224.1/32")}; !slices.Equal(got, want) {
+		t.Errorf("coverClusterAddrs = %v, want %v", got, want)
+	}
+	if egress.Classify(netip.MustParseAddr("34.118.224.1"), got) == "" {
+		t.Error("the API server's public Service address is still outside")
+	}
+	named := []netip.Prefix{netip.MustParsePrefix("34.118.224.0/20")}
+	if got := coverClusterAddrs(named, logr.Discard()); !slices.Equal(got, named) {
+		t.Errorf("with the range named: %v", got)
+	}
+	t.Setenv("POD_IP", "2600:1f14::7")
+	if got := coverClusterAddrs(named, logr.Discard()); !slices.Equal(got, append(named, netip.MustParsePrefix("2600:1f14::7/128"))) {
+		t.Errorf("an EKS IPv6 pod's own address: %v", got)
 	}
 }

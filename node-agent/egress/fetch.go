@@ -7,7 +7,9 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -52,6 +54,7 @@ func FetchControl(_, address string, _ syscall.RawConn) error {
 // with a public login do. Behind an HTTP proxy every connection is the
 // proxy's, and this judges nothing more than FetchControl.
 func PullControl() func(network, address string, c syscall.RawConn) error {
+	cluster, node := pullCluster()
 	var (
 		once    sync.Once
 		outside bool
@@ -64,7 +67,10 @@ func PullControl() func(network, address string, c syscall.RawConn) error {
 		if err != nil {
 			return err
 		}
-		kind := Classify(ap.Addr(), nil)
+		kind := Classify(ap.Addr(), cluster)
+		if kind == "" && slices.Contains(node, ap.Addr().Unmap()) {
+			kind = KindNode
+		}
 		once.Do(func() { outside = kind == "" })
 		if outside && kind != "" {
 			return &insideError{target: address, msg: fmt.Sprintf(
@@ -72,6 +78,37 @@ func PullControl() func(network, address string, c syscall.RawConn) error {
 		}
 		return nil
 	}
+}
+
+// pullInside is what PullControl counts as inside besides Classify's ranges:
+// the cluster's Pod and Service ranges and the node's own addresses, which
+// may be public (GKE's Service range 34.118.224.0/20). One node-agent
+// process serves one node of one cluster: SetPullInside sets them once, at
+// its start.
+var pullInside atomic.Pointer[struct {
+	cluster []netip.Prefix
+	node    []netip.Addr
+}]
+
+// SetPullInside sets the cluster's ranges and the node's addresses that a
+// pull from a public registry never follows its token service or redirects
+// to (PullControl).
+func SetPullInside(cluster []netip.Prefix, node []netip.Addr) {
+	un := make([]netip.Addr, len(node))
+	for i, a := range node {
+		un[i] = a.Unmap()
+	}
+	pullInside.Store(&struct {
+		cluster []netip.Prefix
+		node    []netip.Addr
+	}{slices.Clone(cluster), un})
+}
+
+func pullCluster() ([]netip.Prefix, []netip.Addr) {
+	if p := pullInside.Load(); p != nil {
+		return p.cluster, p.node
+	}
+	return nil, nil
 }
 
 // FetchTransport is the HTTP transport of such fetches: proxies from the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -98,5 +99,31 @@ func TestFetchTransportRefusesTheMetadataService(t *testing.T) {
 		if !errors.Is(err, ErrInside) {
 			t.Fatalf("%s: %v, want the refusal", u, err)
 		}
+	}
+}
+
+// TestPullFollowsNothingIntoTheClustersPublicRanges: a registry on a public
+// address that names a token service or redirect in the cluster's ranges
+// or at the node is not followed there, though the ranges are public
+// (GKE's Service range) and Classify alone takes them for the outside.
+func TestPullFollowsNothingIntoTheClustersPublicRanges(t *testing.T) {
+	SetPullInside([]netip.Prefix{netip.MustParsePrefix("34.118.224.0/20")}, []netip.Addr{netip.MustParseAddr("203.0.113.9")})
+	t.Cleanup(func() { SetPullInside(nil, nil) })
+	for _, inside := range []string{"34.118.224.1:443", "203.0.113.9:443", "[::ffff:203.0.113.9]:443"} {
+		control := PullControl()
+		if err := control("tcp", "198.51.100.20:443", nil); err != nil {
+			t.Fatalf("the registry itself: %v", err)
+		}
+		if err := control("tcp", inside, nil); err == nil {
+			t.Errorf("a public registry's pull was led to %s", inside)
+		}
+	}
+	// A pull whose registry is in the cluster may go anywhere.
+	control := PullControl()
+	if err := control("tcp", "34.118.224.9:5000", nil); err != nil {
+		t.Fatalf("an in-cluster registry: %v", err)
+	}
+	if err := control("tcp", "198.51.100.20:443", nil); err != nil {
+		t.Errorf("an in-cluster registry's public token service: %v", err)
 	}
 }
