@@ -353,6 +353,18 @@ func (e *Executor) RemoveLeftovers(ctx context.Context) error {
 	if n > 0 {
 		logger.Info("killed processes an earlier node-agent's runs left running", "count", n)
 	}
+	if e.opts.IDs != nil {
+		// And what of theirs left the run dir and its environment (a
+		// plain run's cd / && env -i setsid): the pool's ids are the
+		// runs' alone, and no run is running yet.
+		n, err := sandbox.KillUIDs(e.opts.IDs.Range())
+		if err != nil {
+			return fmt.Errorf("killing what earlier runs left running as their uids: %w", err)
+		}
+		if n > 0 {
+			logger.Info("killed processes an earlier node-agent's runs left running as their uids", "count", n)
+		}
+	}
 	recovered, err := sandbox.RecoverAbandoned(e.opts.Sandbox, e.opts.RunRoot)
 	if err != nil {
 		return fmt.Errorf("recovering abandoned sandboxes: %w", err)
@@ -585,7 +597,7 @@ func (a *attempt) cleanup() {
 // takeID gives the attempt its uid and gid: its own id of the pool, given
 // back only when the attempt's cleanups have run (the run dir is removed,
 // every process of it is gone), or the configured ids.
-func (a *attempt) takeID(context.Context) error {
+func (a *attempt) takeID(ctx context.Context) error {
 	if a.e.opts.IDs == nil {
 		a.uid, a.gid = a.e.opts.UID, a.e.opts.GID
 		return nil
@@ -595,7 +607,18 @@ func (a *attempt) takeID(context.Context) error {
 		return fail(harnessv1.ReasonSandboxUnavailable, fmt.Errorf("no uid for the run: %w (give the node-agent a --run-uids range of at least --slots ids)", err))
 	}
 	a.uid, a.gid = id, id
-	a.deferCleanup(release) // registered first: runs last
+	a.deferCleanup(func() { // registered first: runs last
+		if a.runner != nil && a.runner.Mode() == sandbox.ModePlain {
+			// The plain fallback bounds no process tree: what left the
+			// group (setsid) and the run dir (cd /, env -i) still runs as
+			// the run's uid, and would run as the next run's, beside its
+			// agent and credential copies. The id is the run's alone.
+			if n, err := sandbox.KillUIDs(sandbox.IDRange{First: id, Count: 1}); err != nil || n > 0 {
+				log.FromContext(ctx).Info("killed what the plain run left running as its uid", "uid", id, "count", n, "error", err)
+			}
+		}
+		release()
+	})
 	return nil
 }
 
