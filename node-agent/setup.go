@@ -64,6 +64,8 @@ type SetupOptions struct {
 	// NoLoopbackProviders refuses runs whose providerURL is on the
 	// node-agent's own loopback (executor.Options.NoLoopbackProviders).
 	NoLoopbackProviders bool
+	// Unreachable: executor.Options.Unreachable.
+	Unreachable []netip.Prefix
 	// ProviderCAs verify model providers' certificates in the model
 	// gateway (--provider-ca-file; nil: the system's roots).
 	ProviderCAs *x509.CertPool
@@ -145,6 +147,7 @@ func Setup(ctx context.Context, api *API, opts SetupOptions) (*Agent, error) {
 
 		RefuseFallback:      opts.RefuseFallback,
 		NoLoopbackProviders: opts.NoLoopbackProviders,
+		Unreachable:         opts.Unreachable,
 		ProviderCAs:         opts.ProviderCAs,
 		// HarnessPolicies and Namespaces' labels from the cache (see
 		// policyViolations for how fresh).

@@ -785,7 +785,7 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 		}
 		// The node's cloud metadata service is never the run's to reach
 		// (UserModeUnreachable).
-		if err := blackholeMetadata(spec.netns); err != nil {
+		if err := blackholeMetadata(spec.netns, spec.Unreachable); err != nil {
 			return res, errors.Join(fmt.Errorf("sandbox: %w", err), cg.killAll())
 		}
 	}

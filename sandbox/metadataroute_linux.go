@@ -2,28 +2,36 @@ package sandbox
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
 
 	"golang.org/x/sys/unix"
 )
 
 // blackholeMetadata adds a blackhole route for each prefix of
-// UserModeUnreachable to the sandbox's network namespace ns, once
+// UserModeUnreachable, and of more (IPv4 only: the stack serves no IPv6),
+// to the sandbox's network namespace ns, once
 // slirp4netns configured it and before bwrap starts in it: a connect there
 // fails at once with EINVAL. Nothing in the sandbox can remove them: the
 // namespace is the runner's user namespace's, where the sandbox has no
 // capability (and every capability is dropped, no user namespace can be
 // made).
-func blackholeMetadata(ns *os.File) error {
+func blackholeMetadata(ns *os.File, more []netip.Prefix) error {
 	fd, err := netlinkIn(ns)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fd)
-	for i, p := range userModeUnreachable {
-		if err := addBlackhole(fd, uint32(i+1), p); err != nil {
+	seq := uint32(0)
+	for _, p := range append(slices.Clone(userModeUnreachable), more...) {
+		if !p.Addr().Is4() {
+			continue
+		}
+		seq++
+		if err := addBlackhole(fd, seq, p.Masked()); err != nil && !errors.Is(err, unix.EEXIST) {
 			return fmt.Errorf("a blackhole route for %s in the sandbox: %w", p, err)
 		}
 	}

@@ -178,6 +178,11 @@ type Spec struct {
 	Limits Limits
 	// Network is NetworkNone (default), NetworkUserMode or NetworkShared.
 	Network Network
+	// Unreachable are more IPv4 prefixes a NetworkUserMode sandbox never
+	// reaches, beside UserModeUnreachable: the caller's own services that
+	// judge clients by their address, which the sandbox's connections
+	// share (slirp4netns connects from the caller's network namespace).
+	Unreachable []netip.Prefix
 	// Stdin is what the command reads on its standard input: the agent's
 	// prompt, so that it is on no command line. Nil means /dev/null (the
 	// NUL device on Windows). It is never a terminal.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -261,5 +262,33 @@ curl -sS --max-time 10 http://%s/`, metadata, outside)
 	spec.Network = NetworkShared
 	if res, out := run(t, r, spec); res.ExitCode != 0 || afterSetupRetries(out) != "hello from the outside" {
 		t.Fatalf("the control with the caller's network did not reach %s: %+v %q", metadata, res, out)
+	}
+}
+
+// TestBwrapUserModeNetworkKeepsOutTheCallersServices: a user-mode
+// sandbox's connections leave from the caller's address, so a service of
+// the caller's that bounds clients by address (the node-agent's run
+// source) counted them as the caller's: an agent that held its share shut
+// its node-agent out of every other run's Secrets. Spec.Unreachable keeps
+// such an address out of the sandbox's reach; the same host is reached
+// without it.
+func TestBwrapUserModeNetworkKeepsOutTheCallersServices(t *testing.T) {
+	r := requireBwrapHost(t)
+	service := nethost.Outside(t)
+	host, _, err := net.SplitHostPort(service)
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := fmt.Sprintf(`if curl -sS --max-time 10 http://%s/; then echo " REACHED"; else echo refused; fi`, service)
+	spec := runDir(t, testBase(t), "sh", "-c", script)
+	spec.Network = NetworkUserMode
+	if res, out := run(t, r, spec); res.ExitCode != 0 || !strings.Contains(out, "REACHED") {
+		t.Fatalf("the control without Unreachable did not reach %s: %+v\n%s", service, res, out)
+	}
+	spec = runDir(t, testBase(t), "sh", "-c", script)
+	spec.Network = NetworkUserMode
+	spec.Unreachable = []netip.Prefix{netip.PrefixFrom(netip.MustParseAddr(host), 32)}
+	if res, out := run(t, r, spec); res.ExitCode != 0 || strings.Contains(out, "REACHED") || !strings.Contains(out, "refused") {
+		t.Fatalf("user-mode network and the caller's service %s: %+v\n%s", service, res, out)
 	}
 }

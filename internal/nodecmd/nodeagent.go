@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -166,6 +168,37 @@ func parseAddrs(list []string) ([]netip.Addr, error) {
 	return out, nil
 }
 
+// runSourceAddrs are the addresses of the controller's run source, which
+// an Unrestricted run's sandbox never reaches: its connections leave from
+// this node-agent's address, and the run source bounds connections and
+// reviews by address, so an agent that held them shut its own node-agent
+// out of every other run's Secrets and fixtures. A name that does not
+// resolve now leaves the sandboxes able to reach it, which the log says.
+func runSourceAddrs(ctx context.Context, rawURL string, logger logr.Logger) []netip.Prefix {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Hostname() == "" {
+		return nil
+	}
+	host := u.Hostname()
+	var addrs []netip.Addr
+	if a, err := netip.ParseAddr(host); err == nil {
+		addrs = []netip.Addr{a}
+	} else {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if addrs, err = net.DefaultResolver.LookupNetIP(rctx, "ip", host); err != nil {
+			logger.Error(err, "WARNING the run source's address could not be resolved: Unrestricted runs' sandboxes are not kept from it", "host", host)
+			return nil
+		}
+	}
+	var out []netip.Prefix
+	for _, a := range addrs {
+		a = a.Unmap()
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return out
+}
+
 // coverClusterAddrs adds to the cluster's ranges the two addresses of it a
 // pod always knows, the API server's Service ($KUBERNETES_SERVICE_HOST) and
 // its own ($POD_IP), where neither they nor --cluster-cidrs make them
@@ -289,6 +322,7 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 		return fmt.Errorf("--node-ips: %w", err)
 	}
 	clusterCIDRs = coverClusterAddrs(clusterCIDRs, logger)
+	unreachable := runSourceAddrs(ctx, f.controller.url, logger)
 	egress.SetPullInside(clusterCIDRs, nodeIPs)
 	controller, err := f.controller.client()
 	if err != nil {
@@ -393,7 +427,7 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 		FixtureCacheBytes: fixtureQty.Value(), FixtureSourceCAs: fixtureCAs, FixtureLimits: fixtureLimits,
 		Sandbox:  sandboxOpts,
 		Adapters: adapters.New(adapters.Config{CLIDir: f.agentCLIs}), ExtraLabels: f.labels,
-		Controller: controller, RefuseFallback: f.refuseFallback, NoLoopbackProviders: !f.loopbackProviders, ProviderCAs: providerCAs, ClusterCIDRs: clusterCIDRs, NodeIPs: nodeIPs,
+		Controller: controller, RefuseFallback: f.refuseFallback, NoLoopbackProviders: !f.loopbackProviders, Unreachable: unreachable, ProviderCAs: providerCAs, ClusterCIDRs: clusterCIDRs, NodeIPs: nodeIPs,
 		Observer: metrics, Live: live, LiveEndpoint: endpoint,
 		HandBackAfter: handBackAfter(f.shutdownGrace),
 		EvidenceKey:   f.evidenceKey,

@@ -1,6 +1,7 @@
 package nodecmd
 
 import (
+	"context"
 	"net/netip"
 	"slices"
 	"testing"
@@ -68,5 +69,20 @@ func TestPublicClusterAddressesAreInside(t *testing.T) {
 	t.Setenv("POD_IP", "2600:1f14::7")
 	if got := coverClusterAddrs(named, logr.Discard()); !slices.Equal(got, append(named, netip.MustParsePrefix("2600:1f14::7/128"))) {
 		t.Errorf("an EKS IPv6 pod's own address: %v", got)
+	}
+}
+
+// TestRunSourceIsOutOfUnrestrictedReach: the run source's addresses go to
+// the executor as unreachable from user-mode sandboxes.
+func TestRunSourceIsOutOfUnrestrictedReach(t *testing.T) {
+	got := runSourceAddrs(context.Background(), "https://10.96.5.5:9443", logr.Discard())
+	if want := []netip.Prefix{netip.MustParsePrefix("10.96.5.5/32")}; !slices.Equal(got, want) {
+		t.Errorf("an address: %v, want %v", got, want)
+	}
+	if got := runSourceAddrs(context.Background(), "https://localhost:9443", logr.Discard()); len(got) == 0 {
+		t.Error("a name resolved to nothing")
+	}
+	if got := runSourceAddrs(context.Background(), "", logr.Discard()); got != nil {
+		t.Errorf("no URL: %v", got)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -293,8 +294,13 @@ func (a *attempt) baseSpec(egress harnessv1.Egress) sandbox.Spec {
 		network = sandbox.NetworkUserMode
 	}
 	xdg := dir.XDG()
+	var unreachable []netip.Prefix
+	if network == sandbox.NetworkUserMode {
+		unreachable = e.opts.Unreachable
+	}
 	spec := sandbox.Spec{
-		Dir: dir.Workspace(),
+		Unreachable: unreachable,
+		Dir:         dir.Workspace(),
 		Env: []string{
 			"PATH=" + e.opts.Path,
 			"HOME=" + dir.Home(),

@@ -90,6 +90,12 @@ type Options struct {
 	// listen, and a run author's loopback providerURL reached them from
 	// the sandbox (--loopback-providers=false, the chart's default).
 	NoLoopbackProviders bool
+	// Unreachable are addresses an Unrestricted run's sandbox never
+	// reaches: the node-agent's own upstream services that bound their
+	// clients by address (the controller's run source), since the
+	// sandbox's connections leave from the node-agent's own address and
+	// would use up its share.
+	Unreachable []netip.Prefix
 	// ProviderCAs verify model providers' certificates in each run's model
 	// gateway; nil is the system's roots.
 	ProviderCAs *x509.CertPool
