@@ -162,6 +162,11 @@ func (r *gitRemote) wrap(err error) error {
 		return unavailable("the repository %s sent more than the %d bytes a fixture fetch may receive", r.src.URL, r.maxPack)
 	case errors.Is(err, errRefsTooLarge):
 		return unavailable("the repository %s advertises more than the %d bytes of references a fixture fetch reads", r.src.URL, MaxRefsBytes)
+	case strings.Contains(err.Error(), "pkt-line"):
+		// go-git quotes the line it could not read: the answer of
+		// whatever the run author pointed the URL at, an internal
+		// service's included.
+		return unavailable("fetching %s: the answer is not a git repository's (not git's pkt-line format)", r.src.URL)
 	}
 	return unavailable("fetching %s: %v", r.src.URL, err)
 }

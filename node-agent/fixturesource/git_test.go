@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -369,5 +372,23 @@ func TestGitTreeBomb(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestGitQuotesNoAnswerOfAnotherService: a run author points a git
+// fixture at an internal service whose answer to the reference
+// advertisement begins with four hex digits (a token, an id): go-git
+// quotes the "line" it could not read, and the run's status showed the
+// service's words. The fetch says only that the answer is not git's.
+func TestGitQuotesNoAnswerOfAnotherService(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/x-git-upload-pack-advertisement")
+		_, _ = io.WriteString(w, "0040INTERNAL-SECRET-deadbeef-token-value-0123456789abcdef0123456789\n")
+	}))
+	defer srv.Close()
+	cache := fixturesource.NewCache(t.TempDir(), 0, fixturesource.Options{})
+	_, err := cache.Git(context.Background(), fixturesource.Git{URL: srv.URL + "/internal/repo.git", Commit: strings.Repeat("a", 40)})
+	if err == nil || strings.Contains(err.Error(), "SECRET") || !errors.Is(err, fixturesource.ErrUnavailable) {
+		t.Fatalf("fetching from a service that is not git: %v", err)
 	}
 }

@@ -175,7 +175,15 @@ func Describe(err error) error {
 		if i > 0 {
 			sep = "; "
 		}
-		fmt.Fprintf(&b, "%s%s", sep, cut(string(d.Code)+" "+d.Message, 200))
+		// The code only, one the distribution spec names: the message
+		// is the answering server's own text, and an internal service
+		// that speaks the registry's error document put up to 800 bytes
+		// of its own into a run author's status.
+		code := string(d.Code)
+		if !specCodes[code] {
+			code = "an error code of its own"
+		}
+		fmt.Fprintf(&b, "%s%s", sep, code)
 	}
 	msg := err.Error()
 	if strings.Contains(msg, noTokenAnswer) {
@@ -190,6 +198,15 @@ func Describe(err error) error {
 		msg = b.String()
 	}
 	return &described{msg: msg, err: err}
+}
+
+// specCodes are the error codes of the OCI distribution spec (and Docker's
+// registry API before it).
+var specCodes = map[string]bool{
+	"BLOB_UNKNOWN": true, "BLOB_UPLOAD_INVALID": true, "BLOB_UPLOAD_UNKNOWN": true, "DIGEST_INVALID": true,
+	"MANIFEST_BLOB_UNKNOWN": true, "MANIFEST_INVALID": true, "MANIFEST_UNKNOWN": true, "MANIFEST_UNVERIFIED": true,
+	"NAME_INVALID": true, "NAME_UNKNOWN": true, "SIZE_INVALID": true, "TAG_INVALID": true, "UNAUTHORIZED": true,
+	"DENIED": true, "UNSUPPORTED": true, "TOOMANYREQUESTS": true, "UNKNOWN": true,
 }
 
 // noTokenAnswer begins go-containerregistry's error for a token endpoint's
@@ -216,11 +233,4 @@ func redactURL(u *url.URL) string {
 	c := *u
 	c.User, c.RawQuery, c.Fragment = nil, "", ""
 	return c.String()
-}
-
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + "…"
 }

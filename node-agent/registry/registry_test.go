@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 )
 
 func TestCheckManifest(t *testing.T) {
@@ -124,11 +125,19 @@ func TestDescribeQuotesNoBodyOfTheAnswer(t *testing.T) {
 	if msg := Describe(fmt.Errorf("pulling: %q: %w", err.Error(), err)).Error(); strings.Contains(msg, "internal-secret") {
 		t.Errorf("Describe of a quoted error: %q", msg)
 	}
-	// A registry's own error document keeps its codes.
+	// A registry's own error document keeps its codes, the spec's only,
+	// and none of its messages: any service that speaks the document
+	// chooses those words.
 	registryErrors.Store(true)
 	_, err = remote.Get(ref, Options(context.Background(), nil, pool)...)
-	if msg := Describe(err).Error(); !strings.Contains(msg, "404 Not Found: MANIFEST_UNKNOWN manifest unknown") {
+	if msg := Describe(err).Error(); !strings.HasSuffix(msg, "404 Not Found: MANIFEST_UNKNOWN") {
 		t.Errorf("Describe of a registry's error: %q (from %v)", msg, err)
+	}
+	forged := &transport.Error{StatusCode: http.StatusNotFound, Errors: []transport.Diagnostic{
+		{Code: "MANIFEST_UNKNOWN", Message: "internal-secret-1"}, {Code: "INTERNAL-SECRET-2"}}}
+	if msg := Describe(forged).Error(); strings.Contains(strings.ToLower(msg), "internal-secret") ||
+		!strings.Contains(msg, "MANIFEST_UNKNOWN; an error code of its own") {
+		t.Errorf("Describe of an internal service's error document: %q", msg)
 	}
 	if Describe(nil) != nil {
 		t.Error("Describe(nil) is not nil")
