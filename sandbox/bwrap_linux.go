@@ -955,7 +955,10 @@ func preflightBwrap(ctx context.Context, opts Options) Availability {
 		a.Reason = why
 		return a
 	}
-	dir, err := os.MkdirTemp("", "harnessfacts-preflight-")
+	// What a killed earlier process's preflight or sandbox left in the
+	// temporary folder, mounts and all (tempowner_linux.go).
+	sweepTemp()
+	dir, err := ownedTempDir("", "harnessfacts-preflight-")
 	if err != nil {
 		a.Reason = fmt.Sprintf("cannot make a temporary run directory: %v", err)
 		return a

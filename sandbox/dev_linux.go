@@ -91,7 +91,7 @@ func newDevInstance(in string, uid, gid int) (*devInstance, error) {
 	if os.Geteuid() != 0 {
 		return nil, nil
 	}
-	dir, err := os.MkdirTemp(in, "harnessfacts-dev-")
+	dir, err := ownedTempDir(in, "harnessfacts-dev-")
 	if err != nil {
 		return nil, fmt.Errorf("a folder for the sandbox's /dev: %w", err)
 	}
