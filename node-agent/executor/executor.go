@@ -359,18 +359,7 @@ func (e *Executor) RemoveLeftovers(ctx context.Context) error {
 	if n > 0 {
 		logger.Info("killed processes an earlier node-agent's runs left running", "count", n)
 	}
-	if e.opts.IDs != nil {
-		// And what of theirs left the run dir and its environment (a
-		// plain run's cd / && env -i setsid): the pool's ids are the
-		// runs' alone, and no run is running yet.
-		n, err := sandbox.KillUIDs(e.opts.IDs.Range())
-		if err != nil {
-			return fmt.Errorf("killing what earlier runs left running as their uids: %w", err)
-		}
-		if n > 0 {
-			logger.Info("killed processes an earlier node-agent's runs left running as their uids", "count", n)
-		}
-	}
+
 	recovered, err := sandbox.RecoverAbandoned(e.opts.Sandbox, e.opts.RunRoot)
 	if err != nil {
 		return fmt.Errorf("recovering abandoned sandboxes: %w", err)
