@@ -48,7 +48,7 @@ type SetupOptions struct {
 	FixtureLimits fixture.Limits
 	// IDs gives each run its own uid and gid (the --run-uids range;
 	// sandbox.DefaultIDRange when nil).
-	IDs      *sandbox.IDPool
+	IDs      sandbox.IDs
 	Sandbox  sandbox.Options
 	Adapters adapters.Registry
 	// ExtraLabels are added to the labels mirrored from the Node.
@@ -106,7 +106,7 @@ func Setup(ctx context.Context, api *API, opts SetupOptions) (*Agent, error) {
 		if err != nil {
 			return nil, err
 		}
-		if opts.IDs, err = sandbox.NewIDPool(r); err != nil {
+		if opts.IDs, err = sandbox.NodeIDs(r); err != nil {
 			return nil, err
 		}
 	}

@@ -52,6 +52,24 @@ func NewLockedIDs(r IDRange, dir string) (*LockedIDs, error) {
 	return &LockedIDs{r: r, dir: dir}, nil
 }
 
+// NodeIDs are a node-agent's ids (its --run-uids), locked across processes
+// as LocalIDs are, in a folder of their own: a node-agent's are each one
+// run's alone on the machine, not only in its process (two node-agents of
+// one machine, as tests run them, never hand out one id at once), so that
+// whatever runs as a run's uid when it ends is the run's (KillUIDs).
+func NodeIDs(r IDRange) (IDs, error) {
+	ids, err := NewLockedIDs(r, lockDir("node-uids"))
+	if err != nil {
+		// A /run this process may not write (the chart's pod: a
+		// read-only root file system, its /tmp an emptyDir of its own).
+		if ids2, err2 := NewLockedIDs(r, filepath.Join(os.TempDir(), "harnessfacts-node-uids")); err2 == nil {
+			return ids2, nil
+		}
+		return nil, err
+	}
+	return ids, nil
+}
+
 // Range is the ids' range.
 func (l *LockedIDs) Range() IDRange { return l.r }
 

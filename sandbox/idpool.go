@@ -28,11 +28,16 @@ func LocalIDs() (*LockedIDs, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir := "/run/harnessfacts/run-uids"
+	return NewLockedIDs(r, lockDir("run-uids"))
+}
+
+// lockDir is /run/harnessfacts/NAME, or below the temporary folder where
+// there is no /run.
+func lockDir(name string) string {
 	if st, err := os.Stat("/run"); err != nil || !st.IsDir() {
-		dir = filepath.Join(os.TempDir(), "harnessfacts-run-uids")
+		return filepath.Join(os.TempDir(), "harnessfacts-"+name)
 	}
-	return NewLockedIDs(r, dir)
+	return filepath.Join("/run/harnessfacts", name)
 }
 
 // IDRange is a range of host ids, each used as both uid and gid of one run

@@ -301,7 +301,7 @@ func runNodeAgent(ctx context.Context, f nodeAgentFlags) error {
 	if err != nil {
 		return fmt.Errorf("--run-uids: %w", err)
 	}
-	ids, err := sandbox.NewIDPool(ranges)
+	ids, err := sandbox.NodeIDs(ranges)
 	if err != nil {
 		return fmt.Errorf("--run-uids: %w", err)
 	}
