@@ -20,8 +20,9 @@ import (
 //
 // Everything it reads and writes is in the run's HOME: GEMINI_CLI_HOME is
 // HOME, its settings are $GEMINI_CLI_HOME/.gemini/settings.json, and the
-// node-wide system settings files are pointed into the run's home too
-// (where there are none), so a node's /etc/gemini-cli cannot change a run.
+// node-wide system settings files are pointed into the run's home too, so a
+// node's /etc/gemini-cli cannot change a run; the system settings there
+// pin what a workspace's settings must not change.
 //
 // The settings turn usage statistics, telemetry and the update check off,
 // select API-key auth (the only kind that works headless with a key), set
@@ -139,6 +140,26 @@ func (g Gemini) Prepare(in Input) (*Invocation, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The workspace's .gemini/settings.json is the fixture's, and it
+	// overrides the user settings above; system settings override it. So
+	// what must hold whatever the fixture says is pinned there: no hook
+	// (a SessionStart hook runs before the model decides anything), no MCP
+	// server but the run's (the workspace's are started at the CLI's
+	// start), no tool discovery or call command, no telemetry, no local
+	// .env, the key's auth.
+	system := map[string]any{
+		"hooksConfig": map[string]any{"enabled": false},
+		"mcp":         map[string]any{"allowed": []string{alias}, "serverCommand": ""},
+		"tools":       map[string]any{"discoveryCommand": "", "callCommand": ""},
+		"telemetry":   settings["telemetry"],
+		"privacy":     settings["privacy"],
+		"advanced":    settings["advanced"],
+		"security":    settings["security"],
+	}
+	systemJSON, err := json.MarshalIndent(system, "", "  ")
+	if err != nil {
+		return nil, err
+	}
 
 	// No -p: with stdin not a terminal Gemini CLI runs headless and takes
 	// its prompt from stdin, off argv, where every host user could read it.
@@ -153,7 +174,10 @@ func (g Gemini) Prepare(in Input) (*Invocation, error) {
 			// No colour codes in the log the harness parses.
 			"NO_COLOR=1",
 		},
-		Files: map[string][]byte{filepath.Join(".gemini", "settings.json"): append(settingsJSON, '\n')},
+		Files: map[string][]byte{
+			filepath.Join(".gemini", "settings.json"):        append(settingsJSON, '\n'),
+			filepath.Join(".gemini", "system-settings.json"): append(systemJSON, '\n'),
+		},
 	}
 	inv.ReadOnly, inv.PathDirs = g.cfg.mounts(cmd)
 	if in.Agent.ProviderURL != "" {

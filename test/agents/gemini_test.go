@@ -174,3 +174,23 @@ func geminiRequests(o *Outcome) []fakeprovider.Record {
 	}
 	return out
 }
+
+// TestGeminiKeepsTheRunsSettings: the fixture's workspace carries
+// .gemini/settings.json whose SessionStart hook, MCP server and tool
+// discovery command would each run the fixture author's command in the
+// agent's sandbox before the model decides anything, and which turns the
+// run's own settings back (local .env files). Nothing of it runs, and the
+// fixture's check that none did passes. Gemini CLI 0.61 does not load an
+// untrusted workspace's settings at all (the folder trust is judged before
+// --skip-trust is read), so this holds without the adapter's pins too;
+// they are system settings, which override the workspace's, for a CLI that
+// loads them.
+func TestGeminiKeepsTheRunsSettings(t *testing.T) {
+	o := Run(t, Case{Name: "gemini-project-settings", Adapter: harnessv1.AdapterGemini, Fixture: "project-settings",
+		Creds: []Cred{{Env: "GEMINI_API_KEY", Value: geminiKey}}})
+	RequirePass(t, o)
+	if out := o.Evidence["output.log"]; strings.Contains(out, "gemini-hook") || strings.Contains(out, "gemini-mcp") || strings.Contains(out, "gemini-discovery") {
+		t.Errorf("a command of the fixture's settings ran:\n%s", out)
+	}
+	RequireClean(t, o, geminiKey)
+}
