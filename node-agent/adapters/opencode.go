@@ -208,6 +208,11 @@ func (o OpenCode) Prepare(in Input) (*Invocation, error) {
 		"OPENCODE_DISABLE_AUTOUPDATE=1",
 		"OPENCODE_DISABLE_SHARE=1",
 		"OPENCODE_DISABLE_LSP_DOWNLOAD=1",
+		// The workspace's opencode.json and .opencode/ are the fixture's:
+		// their plugins and MCP servers start with OpenCode, before the
+		// model decides anything, in the agent's sandbox with its home,
+		// credentials and MCP token. The run's config alone applies.
+		"OPENCODE_DISABLE_PROJECT_CONFIG=1",
 	}, credentialEnv(in.Credentials)...)
 	return inv, nil
 }

@@ -119,3 +119,18 @@ func openCodeRequireTools(t *testing.T, o *Outcome, tool string) {
 		}
 	}
 }
+
+// TestOpenCodeLoadsNoProjectConfig: the fixture's workspace carries an
+// opencode.json with an MCP server of its own and a plugin in
+// .opencode/plugin. OpenCode starts both at its start, before the model
+// decides anything: the fixture author's code ran in the agent's sandbox
+// with its home, credentials and MCP token. The adapter turns project
+// config off (OPENCODE_DISABLE_PROJECT_CONFIG): the run's config alone
+// applies, nothing of the fixture's runs, and its check that none did
+// passes.
+func TestOpenCodeLoadsNoProjectConfig(t *testing.T) {
+	o := Run(t, Case{Name: "opencode-project-config", Adapter: harnessv1.AdapterOpenCode, Fixture: "project-settings",
+		Creds: []Cred{{Env: "OPENAI_API_KEY", Value: openCodeEnvKey}}})
+	RequirePass(t, o)
+	RequireClean(t, o, openCodeEnvKey)
+}
