@@ -18,6 +18,13 @@ import (
 // must not be there when the id goes to the next run, whose agent and
 // credential copies it could otherwise signal, trace and read.
 func KillUIDs(r IDRange) (int, error) {
+	return KillProcesses(func(pid int) bool { return r.hasAny(procUIDs(pid)) })
+}
+
+// KillProcesses kills every process but this one for which match says so,
+// looking again until a pass finds none (what they forked meanwhile), and
+// returns how many it killed.
+func KillProcesses(match func(pid int) bool) (int, error) {
 	self := os.Getpid()
 	killed := map[int]bool{}
 	for round := 0; round < 50; round++ {
@@ -28,10 +35,7 @@ func KillUIDs(r IDRange) (int, error) {
 		}
 		for _, e := range entries {
 			pid, err := strconv.Atoi(e.Name())
-			if err != nil || pid == self {
-				continue
-			}
-			if !r.hasAny(procUIDs(pid)) {
+			if err != nil || pid == self || !match(pid) {
 				continue
 			}
 			found++
