@@ -345,6 +345,8 @@ func (r *HarnessRunReconciler) confirmLost(ctx context.Context, v nodeView, h no
 	wait := func(until time.Time) nodeHealth { return nodeHealth{fresh: true, expiresAt: until, recheck: true} }
 	ns, name, _ := strings.Cut(v.lease, "/")
 	lease := &coordinationv1.Lease{}
+	// FixtureReader is the manager's API reader (uncached, required):
+	// the one reader here that asks the API server itself.
 	if err := r.opts.FixtureReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, lease); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nodeHealth{lost: true, lostAt: now, why: fmt.Sprintf("its heartbeat Lease %s was deleted", v.lease)}
