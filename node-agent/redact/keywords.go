@@ -50,47 +50,51 @@ func newKwDFA(keywords []string) *kwDFA {
 	for c := 'A'; c <= 'Z'; c++ {
 		class[c] = class[c+'a'-'A']
 	}
-	// Trie.
-	type node struct {
-		next map[uint8]int
-		fail int
-		out  []int32
+	// Trie, in next: state s's child by class cl is next[s*nclass+cl], 0
+	// where it has none (the root is no state's child). A table rather than
+	// a map per state: this runs in every process that redacts, before
+	// its first byte.
+	maxStates := 1
+	for _, k := range keywords {
+		maxStates += len(k)
 	}
-	nodes := []node{{next: map[uint8]int{}}}
+	next := make([]int32, nclass, maxStates*nclass)
+	outs := make([][]int32, 1, maxStates)
 	for pi, k := range keywords {
 		s := 0
 		for i := 0; i < len(k); i++ {
-			cl := class[lower(k[i])]
-			nx, ok := nodes[s].next[cl]
-			if !ok {
-				nx = len(nodes)
-				nodes = append(nodes, node{next: map[uint8]int{}})
-				nodes[s].next[cl] = nx
+			cl := int(class[lower(k[i])])
+			nx := next[s*nclass+cl]
+			if nx == 0 {
+				nx = int32(len(outs))
+				outs = append(outs, nil)
+				next = append(next, make([]int32, nclass)...)
+				next[s*nclass+cl] = nx
 			}
-			s = nx
+			s = int(nx)
 		}
-		nodes[s].out = append(nodes[s].out, int32(pi))
+		outs[s] = append(outs[s], int32(pi))
 		d.patLen = append(d.patLen, len(k))
 		d.maxLen = max(d.maxLen, len(k))
 	}
-	// Breadth-first: fail links, outputs and the full table.
-	next := make([]int, len(nodes)*nclass)
-	queue := []int{0}
-	for len(queue) > 0 {
-		s := queue[0]
-		queue = queue[1:]
+	// Breadth-first: fail links, outputs and the full table. A state's row
+	// is completed (a missing child becomes its fail state's) when the
+	// state is taken from the queue, after every shallower state's, its
+	// fail state's among them; until then its entries are its children.
+	states := len(outs)
+	fail := make([]int32, states)
+	queue := make([]int32, 1, states)
+	for h := 0; h < len(queue); h++ {
+		s := int(queue[h])
 		for cl := 0; cl < nclass; cl++ {
-			if nx, ok := nodes[s].next[uint8(cl)]; ok {
-				if s == 0 {
-					nodes[nx].fail = 0
-				} else {
-					nodes[nx].fail = next[nodes[s].fail*nclass+cl]
+			if nx := next[s*nclass+cl]; nx != 0 {
+				if s != 0 {
+					fail[nx] = next[int(fail[s])*nclass+cl]
 				}
-				nodes[nx].out = append(nodes[nx].out, nodes[nodes[nx].fail].out...)
-				next[s*nclass+cl] = nx
+				outs[nx] = append(outs[nx], outs[fail[nx]]...)
 				queue = append(queue, nx)
 			} else if s != 0 {
-				next[s*nclass+cl] = next[nodes[s].fail*nclass+cl]
+				next[s*nclass+cl] = next[int(fail[s])*nclass+cl]
 			}
 		}
 	}
@@ -100,8 +104,8 @@ func newKwDFA(keywords []string) *kwDFA {
 	// its bit P is set (outBit, premultiplied). The scan tests that bit
 	// and goes on from the same state: no flag to clear between bytes.
 	var ends, plain []int
-	for s, n := range nodes {
-		if len(n.out) > 0 {
+	for s, out := range outs {
+		if len(out) > 0 {
 			ends = append(ends, s)
 		} else {
 			plain = append(plain, s)
@@ -111,7 +115,7 @@ func newKwDFA(keywords []string) *kwDFA {
 	for p < max(len(plain), len(ends)) {
 		p <<= 1
 	}
-	row := make([]int, len(nodes))
+	row := make([]int, states)
 	for i, s := range plain {
 		row[s] = i
 	}
@@ -121,13 +125,13 @@ func newKwDFA(keywords []string) *kwDFA {
 	rows := p + len(ends)
 	d.outBit = uint32(p) << 8
 	d.outs = make([][]int32, rows)
-	for s, n := range nodes {
-		d.outs[row[s]] = n.out
+	for s, out := range outs {
+		d.outs[row[s]] = out
 	}
 	// The table by byte: each state's row repeats its class row. Rows
 	// between the two groups are unused; their entries lead to the root.
 	d.delta = make([]uint32, rows*256)
-	for s := range nodes {
+	for s := range states {
 		for b := 0; b < 256; b++ {
 			d.delta[row[s]<<8|b] = uint32(row[next[s*nclass+int(class[b])]]) << 8
 		}
