@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -713,49 +714,62 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 		return res, err
 	}
 
+	// Refused before anything is made: an unprivileged caller makes no
+	// network namespace of its own.
+	if r.userNetns && spec.Network != NetworkShared {
+		switch {
+		case spec.Network == NetworkUserMode:
+			return res, fmt.Errorf("sandbox: a user-mode network needs the caller to be root (uid %d makes no network namespace of its own, and slirp4netns opens /dev/net/tun)", os.Geteuid())
+		case len(spec.Loopback) > 0:
+			return res, fmt.Errorf("sandbox: uid %d cannot listen in a sandbox's network namespace (only root makes or enters one): bridge its loopback inside (harnessfacts sandbox-init)", os.Geteuid())
+		}
+	}
 	// bwrap's own process and its pid 1 (it stays, to reap) are in the
 	// cgroup, born there (v2's clone3, v1's forker), and so is a user-mode
 	// network's stack: they come on top, so that the command gets
-	// MaxProcesses.
+	// MaxProcesses. The command's network namespace is the runner's
+	// (newNetns), with its loopback listeners, unless the network is
+	// shared (they are then on the caller's loopback) or the caller is
+	// unprivileged (bwrap's --unshare-all makes it, with its loopback).
 	lim := limits
 	lim.MaxProcesses += bwrapOwnTasks + bwrapInitTasks + slirpTasks(spec)
-	cg, err := newRunCgroup(r.opts, lim)
+	ownNetns := spec.Network != NetworkShared && !r.userNetns
+	parts, err := makeParts(r.opts, lim, ownNetns, spec.Loopback, spec.DevIn, uid, gid)
 	if err != nil {
-		return res, fmt.Errorf("sandbox: %w", err)
+		return res, err
 	}
+	cg, dev := parts.cg, parts.dev
 	res.cgroup = cgroupDescription(cg)
 	defer func() {
 		if rerr := cg.remove(); rerr != nil && err == nil {
 			err = fmt.Errorf("sandbox: %w", rerr)
 		}
 	}()
-	// The command's network namespace, the runner's (newNetns), with its
-	// loopback listeners, unless the network is shared (they are then on
-	// the caller's loopback).
+	if dev != nil {
+		res.ptysBounded = true
+		if dev.ptsOnly {
+			spec.ptsDir = dev.dir
+		} else {
+			spec.devDir, res.ownDev = dev.dir, true
+		}
+		defer func() {
+			if rerr := dev.remove(); rerr != nil && err == nil {
+				err = fmt.Errorf("sandbox: %w", rerr)
+			}
+		}()
+	}
 	var srv *serving
 	defer func() { srv.stop() }()
 	switch {
-	case spec.Network == NetworkShared:
-		if len(spec.Loopback) > 0 {
-			ls, err := listenShared(spec.Loopback)
-			if err != nil {
-				return res, err
-			}
-			srv = serve(spec.Loopback, ls)
-		}
-	case r.userNetns && spec.Network == NetworkUserMode:
-		return res, fmt.Errorf("sandbox: a user-mode network needs the caller to be root (uid %d makes no network namespace of its own, and slirp4netns opens /dev/net/tun)", os.Geteuid())
-	case r.userNetns && len(spec.Loopback) > 0:
-		return res, fmt.Errorf("sandbox: uid %d cannot listen in a sandbox's network namespace (only root makes or enters one): bridge its loopback inside (harnessfacts sandbox-init)", os.Geteuid())
-	case r.userNetns:
-		// bwrap's --unshare-all makes the namespace, with its loopback.
-	default:
-		ns, ls, err := newNetns(spec.Loopback)
+	case ownNetns:
+		defer parts.ns.Close()
+		spec.netns = parts.ns
+		srv = serve(spec.Loopback, parts.ls)
+	case spec.Network == NetworkShared && len(spec.Loopback) > 0:
+		ls, err := listenShared(spec.Loopback)
 		if err != nil {
 			return res, err
 		}
-		defer ns.Close()
-		spec.netns = ns
 		srv = serve(spec.Loopback, ls)
 	}
 	// A user-mode network stack is attached to that namespace before
@@ -803,23 +817,6 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 		if spec.rootDests, err = rootTargets(spec.Root, rootMounts(spec)); err != nil {
 			return res, err
 		}
-	}
-	dev, err := newDevInstance(spec.DevIn, uid, gid)
-	if err != nil {
-		return res, fmt.Errorf("sandbox: %w", err)
-	}
-	if dev != nil {
-		res.ptysBounded = true
-		if dev.ptsOnly {
-			spec.ptsDir = dev.dir
-		} else {
-			spec.devDir, res.ownDev = dev.dir, true
-		}
-		defer func() {
-			if rerr := dev.remove(); rerr != nil && err == nil {
-				err = fmt.Errorf("sandbox: %w", rerr)
-			}
-		}()
 	}
 	af, err := argsFile(bwrapArgs(spec, sf != nil))
 	if err != nil {
@@ -912,6 +909,57 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 		return res, fmt.Errorf("sandbox: %w", ctx.Err())
 	}
 	return res, nil
+}
+
+// sandboxParts is what the runner makes for a sandbox before bwrap
+// starts: its cgroup, its network namespace with the loopback listeners
+// (when the runner makes one) and its /dev (nil where the caller may not
+// mount).
+type sandboxParts struct {
+	cg  runCgroup
+	ns  *os.File
+	ls  []net.Listener
+	dev *devInstance
+}
+
+// makeParts makes a sandbox's parts at once. Each is the kernel's work
+// under locks of its own (the cgroup hierarchies', the network
+// namespaces', the mount namespace's), and one after another they were
+// about 1.8 of a check's 11 ms on cgroup v1, with bwrap's run 7 ms of the
+// rest. On a failure, what was made is removed, and the error is the
+// cgroup's, else the namespace's, else the /dev's.
+func makeParts(opts Options, lim Limits, ownNetns bool, lb []Loopback, devIn string, uid, gid int) (sandboxParts, error) {
+	var (
+		p                    sandboxParts
+		cgErr, nsErr, devErr error
+		wg                   sync.WaitGroup
+	)
+	wg.Go(func() { p.cg, cgErr = newRunCgroup(opts, lim) })
+	if ownNetns {
+		wg.Go(func() { p.ns, p.ls, nsErr = newNetns(lb) })
+	}
+	p.dev, devErr = newDevInstance(devIn, uid, gid)
+	wg.Wait()
+	if cgErr == nil && nsErr == nil && devErr == nil {
+		return p, nil
+	}
+	if p.cg != nil && cgErr == nil {
+		_ = p.cg.remove()
+	}
+	closeAll(p.ls)
+	if p.ns != nil {
+		_ = p.ns.Close()
+	}
+	if p.dev != nil {
+		_ = p.dev.remove()
+	}
+	switch {
+	case cgErr != nil:
+		return sandboxParts{}, fmt.Errorf("sandbox: %w", cgErr)
+	case nsErr != nil:
+		return sandboxParts{}, nsErr // newNetns says "sandbox:"
+	}
+	return sandboxParts{}, fmt.Errorf("sandbox: %w", devErr)
 }
 
 // bwrapInitTasks is bwrap's pid 1 in the sandbox's pid namespace (no
