@@ -170,6 +170,10 @@ func Setup(ctx context.Context, api *API, opts SetupOptions) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := exec.Ready(); err != nil {
+		_ = exec.Close()
+		return nil, err
+	}
 	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithName("node-agent"))
 	if err := exec.RemoveLeftovers(ctx); err != nil {
 		_ = exec.Close()

@@ -177,18 +177,13 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 		}
 	}
 	// The executor's sandbox preflight (a sandbox start, mostly bwrap's
-	// and the kernel's work) runs while this goroutine validates the run
-	// (CPU: its CEL rules). Both are waited for whatever happens, so that
-	// no preflight is left behind by a run refused here.
-	type made struct {
-		exec *executor.Executor
-		err  error
-	}
-	ready := make(chan made, 1)
-	go func() {
-		exec, err := executor.New(opts)
-		ready <- made{exec, err}
-	}()
+	// and the kernel's work) runs on from New while this goroutine
+	// validates the run (CPU: its CEL rules), and on into the attempt's
+	// first steps, which need none of it (the fixture, the run dir): the
+	// attempt waits for it where it chooses its sandbox. Close waits for
+	// it whatever happens, so that no preflight is left behind by a run
+	// refused here.
+	exec, execErr := executor.New(opts)
 	// The redactor's rules, while the run is validated and the preflight
 	// runs: a local run needs them every time. Started after the
 	// preflight's goroutine, which mostly waits on bwrap: started first,
@@ -196,21 +191,19 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	// run 4.5-7 ms slower, three rounds of 40-60 alternated).
 	go redact.Preload()
 	run, err := localrun.ReadRunFile(ctx, f.file)
-	m := <-ready
-	if err != nil {
-		if m.exec != nil {
-			_ = m.exec.Close()
+	if execErr != nil {
+		if err != nil {
+			return err // the run's own fault first
 		}
+		return execErr
+	}
+	defer func() { _ = exec.Close() }()
+	if err != nil {
 		return err
 	}
-	if m.err != nil {
-		return m.err
-	}
-	exec := m.exec
 	// Where the evidence goes is checked before the agent runs: found
 	// unusable only afterwards, the run's status and evidence were lost.
 	if err := evidenceDirUsable(f.evidenceDir, run.Name); err != nil {
-		_ = exec.Close()
 		return err
 	}
 	if opts.IDs != nil {
@@ -223,13 +216,18 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 		}
 	}
 	// The executor logs a degraded verdict for the node-agent's log; here
-	// this line says it, once.
-	for _, m := range exec.SandboxModes(logf.IntoContext(ctx, logr.Discard())) {
-		if m.Available && sandbox.Degraded(m.Message) {
-			cmd.PrintErrf("WARNING %s: %s\n", m.Mode, m.Message)
+	// this line says it, once, when the preflight has given it (the run's
+	// first steps do not wait for it), and before the final status.
+	warned := make(chan struct{})
+	go func() {
+		defer close(warned)
+		for _, m := range exec.SandboxModes(logf.IntoContext(ctx, logr.Discard())) {
+			if m.Available && sandbox.Degraded(m.Message) {
+				progress.warn("WARNING %s: %s", m.Mode, m.Message)
+			}
 		}
-	}
-	defer func() { _ = exec.Close() }()
+	}()
+	defer func() { <-warned }()
 	// A local run killed before its end (kill -9, a closed laptop) leaves
 	// its run dir, credential copies included. Those whose owner lock no
 	// process holds are removed now; a run dir another `harnessfacts run`
@@ -251,6 +249,7 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	}
 	progress.say("HarnessRun %s: Running", run.Name)
 	final, res := localrun.Run(ctx, exec, run, "")
+	<-warned
 	progress.say("HarnessRun %s: %s, verdict %s (%s)", run.Name, final.Status.Phase, orDash(string(final.Status.Verdict)), orDash(final.Status.Reason))
 	evidenceDir := f.evidenceDir
 	if res.Evidence != nil {
@@ -548,6 +547,17 @@ func (p *localProgress) say(format string, args ...any) {
 		l.endLocked()
 	}
 	fmt.Fprintf(p.w, "[%5.1fs] %s\n", time.Since(p.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// warn says a warning on stderr, quiet or not, as a line of its own
+// between the steps and the agent's output.
+func (p *localProgress) warn(format string, args ...any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if l := p.live; l != nil {
+		l.endLocked()
+	}
+	fmt.Fprintf(p.w, format+"\n", args...)
 }
 
 // Step implements executor.Observer.

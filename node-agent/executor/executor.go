@@ -173,11 +173,14 @@ type Executor struct {
 	opts Options
 
 	// The runners for each isolation policy, chosen once by a preflight at
-	// start rather than per run; avail is that preflight's verdicts.
+	// start rather than per run; avail is that preflight's verdicts. New
+	// starts the preflight; they are set when ready is closed (waitChoice).
+	ready       chan struct{}
 	avail       []sandbox.Availability
 	required    sandbox.Runner
 	requiredErr error
 	fallback    sandbox.Runner
+	fallbackErr error
 	fallbackWhy string
 	// initInterp is opts.InitBinary's dynamic loader, "" when it is static.
 	initInterp string
@@ -319,29 +322,60 @@ func New(opts Options) (*Executor, error) {
 		}
 	}
 	e := &Executor{opts: opts, masked: sandboxMasks(), gatewayBodies: gateway.NewNodeBodies(nodeGatewayBodies), egressConns: egress.NewNodeConns(egress.DefaultNodeConns),
-		initInterp: elfInterpreter(opts.InitBinary)}
+		initInterp: elfInterpreter(opts.InitBinary), ready: make(chan struct{})}
 	// One preflight (a sandbox start) serves both policies and the
 	// HarnessNode's modes: it used to run once for each, two sandboxes
-	// before every local run's first.
-	e.avail = sandbox.Preflight(context.Background(), opts.Sandbox)
-	e.required, e.requiredErr = sandbox.Choose(sandbox.PolicyRequired, opts.Sandbox, e.avail)
-	e.fallback, err = sandbox.Choose(sandbox.PolicyAllowFallback, opts.Sandbox, e.avail)
-	if err != nil {
-		return nil, fmt.Errorf("executor: %w", err)
-	}
-	var why []string
-	for _, av := range e.avail {
-		if !av.Available {
-			why = append(why, fmt.Sprintf("%s: %s", av.Mode, av.Reason))
+	// before every local run's first. It runs on while New's caller goes
+	// on: what needs its verdict waits for it (Ready, SandboxModes, an
+	// attempt's choice of sandbox), and a local run validates its run and
+	// takes its first steps (its fixture, its run dir) meanwhile.
+	go func() {
+		defer close(e.ready)
+		e.avail = sandbox.Preflight(context.Background(), opts.Sandbox)
+		e.required, e.requiredErr = sandbox.Choose(sandbox.PolicyRequired, opts.Sandbox, e.avail)
+		e.fallback, e.fallbackErr = sandbox.Choose(sandbox.PolicyAllowFallback, opts.Sandbox, e.avail)
+		var why []string
+		for _, av := range e.avail {
+			if !av.Available {
+				why = append(why, fmt.Sprintf("%s: %s", av.Mode, av.Reason))
+			}
 		}
-	}
-	e.fallbackWhy = strings.Join(why, "; ")
+		e.fallbackWhy = strings.Join(why, "; ")
+	}()
 	return e, nil
 }
 
-// Close removes the run dirs still waiting for removal (graveyard). Runs
+// Ready waits for New's sandbox preflight, and fails when no runner could
+// be made from its verdicts (not even the plain fallback's).
+func (e *Executor) Ready() error {
+	if err := e.waitChoice(context.Background()); err != nil {
+		return err
+	}
+	if e.fallbackErr != nil {
+		return fmt.Errorf("executor: %w", e.fallbackErr)
+	}
+	return nil
+}
+
+// waitChoice waits for the preflight's verdicts (an Executor made without
+// New has them already).
+func (e *Executor) waitChoice(ctx context.Context) error {
+	if e.ready == nil {
+		return nil
+	}
+	select {
+	case <-e.ready:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// Close waits for the preflight (no sandbox of it outlives the executor)
+// and removes the run dirs still waiting for removal (graveyard). Runs
 // may not start after it.
 func (e *Executor) Close() error {
+	_ = e.waitChoice(context.Background())
 	e.graves.close()
 	return nil
 }
@@ -636,8 +670,14 @@ func (a *attempt) recheckPolicies(ctx context.Context) error {
 
 // chooseSandbox picks the sandbox for the run's isolation policy, and says
 // why when the plain fallback was taken.
-func (a *attempt) chooseSandbox(context.Context) error {
+func (a *attempt) chooseSandbox(ctx context.Context) error {
 	e := a.e
+	if err := e.waitChoice(ctx); err != nil {
+		return err
+	}
+	if e.fallbackErr != nil {
+		return fail(harnessv1.ReasonSandboxUnavailable, fmt.Errorf("no runner could be made from the sandbox preflight's verdicts: %w", e.fallbackErr))
+	}
 	if a.run.Spec.Isolation.Policy != harnessv1.IsolationAllowFallback || e.opts.RefuseFallback {
 		if e.requiredErr != nil {
 			if a.run.Spec.Isolation.Policy == harnessv1.IsolationAllowFallback {

@@ -15,6 +15,7 @@ import (
 // (the runners chosen then are the ones runs get), for the node's
 // HarnessNode. An executor made without New runs the preflight now.
 func (e *Executor) SandboxModes(ctx context.Context) []harnessv1.SandboxModeInfo {
+	_ = e.waitChoice(context.WithoutCancel(ctx))
 	avail := e.avail
 	if avail == nil {
 		avail = sandbox.Preflight(ctx, e.opts.Sandbox)
