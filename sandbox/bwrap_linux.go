@@ -578,6 +578,7 @@ func (r *BwrapRunner) Run(ctx context.Context, spec Spec) (res Result, err error
 	for try := 1; ; try++ {
 		var setupFailed bool
 		res, err = r.run(ctx, spec, &setupFailed)
+		spec.Prepared = nil // taken, or not made for this spec
 		res.SetupRetries = try - 1
 		if setupFailed && err == nil && (try == setupTries || !rewind()) {
 			// Not the command's exit 1: the sandbox never ran it. The
@@ -724,18 +725,15 @@ func (r *BwrapRunner) run(ctx context.Context, spec Spec, setupFailed *bool) (re
 			return res, fmt.Errorf("sandbox: uid %d cannot listen in a sandbox's network namespace (only root makes or enters one): bridge its loopback inside (harnessfacts sandbox-init)", os.Geteuid())
 		}
 	}
-	// bwrap's own process and its pid 1 (it stays, to reap) are in the
-	// cgroup, born there (v2's clone3, v1's forker), and so is a user-mode
-	// network's stack: they come on top, so that the command gets
-	// MaxProcesses. The command's network namespace is the runner's
-	// (newNetns), with its loopback listeners, unless the network is
-	// shared (they are then on the caller's loopback) or the caller is
-	// unprivileged (bwrap's --unshare-all makes it, with its loopback).
-	lim := limits
-	lim.MaxProcesses += bwrapOwnTasks + bwrapInitTasks + slirpTasks(spec)
-	ownNetns := spec.Network != NetworkShared && !r.userNetns
-	parts, err := makeParts(r.opts, lim, ownNetns, spec.Loopback, spec.DevIn, uid, gid)
-	if err != nil {
+	// Its cgroup and network namespace, made ahead (Prepare) for this
+	// spec or now, and its /dev (partsFor says how).
+	lim, key := r.partsFor(spec)
+	ownNetns := key.ownNetns
+	var parts sandboxParts
+	if p := spec.Prepared.take(key); p != nil {
+		parts = *p
+	}
+	if err := parts.make(r.opts, lim, ownNetns, spec.Loopback, true, spec.DevIn, uid, gid); err != nil {
 		return res, err
 	}
 	cg, dev := parts.cg, parts.dev
@@ -922,44 +920,57 @@ type sandboxParts struct {
 	dev *devInstance
 }
 
-// makeParts makes a sandbox's parts at once. Each is the kernel's work
-// under locks of its own (the cgroup hierarchies', the network
-// namespaces', the mount namespace's), and one after another they were
-// about 1.8 of a check's 11 ms on cgroup v1, with bwrap's run 7 ms of the
-// rest. On a failure, what was made is removed, and the error is the
+// make makes at once the parts p lacks: its cgroup, its network namespace
+// (ownNetns; with the listeners of lb) and, with dev, its /dev. Each is
+// the kernel's work under locks of its own (the cgroup hierarchies', the
+// network namespaces', the mount namespace's), and one after another they
+// were about 1.8 of a check's 11 ms on cgroup v1, with bwrap's run 7 ms of
+// the rest. On a failure every part of p is removed, and the error is the
 // cgroup's, else the namespace's, else the /dev's.
-func makeParts(opts Options, lim Limits, ownNetns bool, lb []Loopback, devIn string, uid, gid int) (sandboxParts, error) {
+func (p *sandboxParts) make(opts Options, lim Limits, ownNetns bool, lb []Loopback, dev bool, devIn string, uid, gid int) error {
 	var (
-		p                    sandboxParts
 		cgErr, nsErr, devErr error
 		wg                   sync.WaitGroup
 	)
-	wg.Go(func() { p.cg, cgErr = newRunCgroup(opts, lim) })
-	if ownNetns {
+	if p.cg == nil {
+		wg.Go(func() { p.cg, cgErr = newRunCgroup(opts, lim) })
+	}
+	if ownNetns && p.ns == nil {
 		wg.Go(func() { p.ns, p.ls, nsErr = newNetns(lb) })
 	}
-	p.dev, devErr = newDevInstance(devIn, uid, gid)
+	if dev {
+		p.dev, devErr = newDevInstance(devIn, uid, gid)
+	}
 	wg.Wait()
 	if cgErr == nil && nsErr == nil && devErr == nil {
-		return p, nil
+		return nil
 	}
-	if p.cg != nil && cgErr == nil {
-		_ = p.cg.remove()
+	_ = p.remove()
+	*p = sandboxParts{}
+	switch {
+	case cgErr != nil:
+		return fmt.Errorf("sandbox: %w", cgErr)
+	case nsErr != nil:
+		return nsErr // newNetns says "sandbox:"
+	}
+	return fmt.Errorf("sandbox: %w", devErr)
+}
+
+// remove removes the parts a Run did not take (Prepared.Close, a failed
+// makeParts).
+func (p *sandboxParts) remove() error {
+	var errs []error
+	if p.cg != nil {
+		errs = append(errs, p.cg.remove())
 	}
 	closeAll(p.ls)
 	if p.ns != nil {
 		_ = p.ns.Close()
 	}
 	if p.dev != nil {
-		_ = p.dev.remove()
+		errs = append(errs, p.dev.remove())
 	}
-	switch {
-	case cgErr != nil:
-		return sandboxParts{}, fmt.Errorf("sandbox: %w", cgErr)
-	case nsErr != nil:
-		return sandboxParts{}, nsErr // newNetns says "sandbox:"
-	}
-	return sandboxParts{}, fmt.Errorf("sandbox: %w", devErr)
+	return errors.Join(errs...)
 }
 
 // bwrapInitTasks is bwrap's pid 1 in the sandbox's pid namespace (no

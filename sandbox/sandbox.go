@@ -28,6 +28,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -231,6 +232,11 @@ type Spec struct {
 	// netns is the network namespace the bwrap runner made for the
 	// command (newNetns), nil where it is shared.
 	netns *os.File
+	// Prepared, when set, is this runner's parts made ahead for this spec
+	// (Preparer): Run takes them, where they were made for its limits and
+	// network, instead of making its own. The caller closes it after Run
+	// (a no-op once taken).
+	Prepared *Prepared
 	// Started, when set, is called once when the command has been started
 	// in the sandbox and let go (bwrap started in its cgroup and network;
 	// the AppContainer process resumed), before Run waits for it: for a
@@ -416,6 +422,38 @@ type Runner interface {
 	// could not be started or cleaned up, or when ctx was cancelled; a
 	// command that ran and failed is a Result with a non-zero ExitCode.
 	Run(ctx context.Context, spec Spec) (Result, error)
+}
+
+// Preparer is a Runner that makes a sandbox's parts ahead of its Run:
+// its cgroup and network namespace on Linux. A caller that knows its next
+// sandbox (the next check's) has them made while the one before it runs,
+// off the next start's path. Prepare takes the spec the Run will get (its
+// limits and network count; Loopback must be empty).
+type Preparer interface {
+	Prepare(spec Spec) (*Prepared, error)
+}
+
+// Prepared is what a Preparer made for a spec, until a Run takes it or
+// Close removes it.
+type Prepared struct {
+	mu    sync.Mutex
+	parts *preparedParts // nil once taken or closed
+}
+
+// Close removes the parts no Run took. It is safe to call more than once,
+// on nil, and after the Run that took them.
+func (p *Prepared) Close() error {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	parts := p.parts
+	p.parts = nil
+	p.mu.Unlock()
+	if parts == nil {
+		return nil
+	}
+	return parts.remove()
 }
 
 // Options configure the runners of this host.

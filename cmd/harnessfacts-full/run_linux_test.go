@@ -709,3 +709,47 @@ func TestLocalRunHoldsTheCollectorUntilTheAgentStarts(t *testing.T) {
 		}
 	}
 }
+
+// A check's cgroup and network namespace are made ahead, while the sandbox
+// before it runs (the agent's, for the first). A run whose agent times
+// out runs no check: what was made ahead for the first is removed with the
+// run, as is everything of a run whose checks all ran.
+func TestLocalRunLeavesNoCgroupMadeAheadForItsChecks(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test needs root: a local run as root makes cgroups of its own")
+	}
+	bin := harnessfactsBinary(t)
+	base := openDir(t)
+	fix := filepath.Join(base, "slow")
+	for p, content := range map[string]string{
+		filepath.Join(fix, "fixture.yaml"):   "prompt: wait\nchecks:\n- {name: one, command: [\"true\"]}\n- {name: two, command: [\"true\"]}\nlimits: {episodeSeconds: 1}\n",
+		filepath.Join(fix, "workspace", "a"): "x\n",
+		filepath.Join(fix, "run.yaml"): `apiVersion: harnessfacts.io/v1alpha1
+kind: HarnessRun
+metadata: {name: slow}
+spec:
+  agent: {adapter: exec, command: [sleep, "30"]}
+  fixture: {configMapRef: {name: slow}}
+`,
+	} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, runFile := range []string{filepath.Join(fix, "run.yaml"), filepath.Join(repoRoot(t), "fixtures", "hello", "run.yaml")} {
+		cmd := exec.Command(bin, "run", "-f", runFile, "--run-root", filepath.Join(base, "runs"), "--evidence", filepath.Join(base, fmt.Sprint("ev", i)))
+		out, err := cmd.CombinedOutput()
+		if i == 0 && !strings.Contains(string(out), "did not finish within limits.episodeSeconds") {
+			t.Fatalf("the slow agent's run did not time out (%v):\n%s", err, out)
+		}
+		if i == 1 && err != nil {
+			t.Fatalf("hello: %v\n%s", err, out)
+		}
+		if left := runCgroupsOf(t, cmd.Process.Pid); len(left) > 0 {
+			t.Errorf("%s left the cgroups %v", runFile, left)
+		}
+	}
+}

@@ -234,6 +234,17 @@ func (a *attempt) runAgent(ctx context.Context) (*ran, error) {
 		mode := a.runner.Mode()
 		spec.Started = func() { o.AgentStarted(a.run, mode, time.Since(a.started)) }
 	}
+	if len(a.fix.Manifest.Checks) > 0 {
+		// The first check's cgroup and network namespace are made while
+		// the agent runs (prepareCheck), once its own are made.
+		started := spec.Started
+		spec.Started = func() {
+			if started != nil {
+				started()
+			}
+			a.firstCheck = a.prepareCheck()
+		}
+	}
 	// The model gateway ends the run (a limit reached, a provider that
 	// cannot be verified or keeps failing) by killing the agent.
 	agentCtx, cancelAgent := context.WithCancel(ctx)

@@ -416,6 +416,9 @@ type attempt struct {
 	// noRoomForChecks: the verifier part could not be written for lack
 	// of room (ENOSPC, EDQUOT) in the run dir the agent filled.
 	noRoomForChecks bool
+	// firstCheck is the first check's cgroup and network namespace, made
+	// while the agent runs (prepareCheck).
+	firstCheck *preparedCheck
 
 	e       *Executor
 	run     *harnessv1.HarnessRun
