@@ -693,11 +693,24 @@ func TestCutAnswersAreUncountedWithoutALimit(t *testing.T) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		_, _ = io.WriteString(w, start)
 		w.(http.Flusher).Flush()
-		select {
-		case <-r.Context().Done():
-		case <-time.After(5 * time.Second):
+		// Pings, as Anthropic's streams send, and never the closing
+		// figures: the gateway finds the client gone at the next ping it
+		// passes on. (Waiting silently for the client's leaving to reach
+		// this handler, a closing message_delta sent when it did was read
+		// by the gateway now and then: the answer was whole.)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for deadline := time.After(5 * time.Second); ; {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-deadline:
+				return
+			case <-tick.C:
+				_, _ = io.WriteString(w, "event: ping\ndata: {\"type\":\"ping\"}\n\n")
+				w.(http.Flusher).Flush()
+			}
 		}
-		_, _ = io.WriteString(w, "event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":4990}}\n\n")
 	}))
 	t.Cleanup(srv.Close)
 	pool := x509.NewCertPool()
@@ -713,9 +726,12 @@ func TestCutAnswersAreUncountedWithoutALimit(t *testing.T) {
 		}
 		_ = resp.Body.Close()
 	}
+	// Each answer's input is counted at its message_start, and the answer
+	// is found uncounted when the gateway finds the client gone: both are
+	// waited for.
 	var st *harnessv1.UsageStatus
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if st = g.Tally().Status(harnessv1.UsageFromGateway, ""); st.InputTokens == 30 {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if st = g.Tally().Status(harnessv1.UsageFromGateway, ""); st.InputTokens == 30 && st.UncountedResponses == 3 {
 			break
 		}
 	}

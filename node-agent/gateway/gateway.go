@@ -930,9 +930,15 @@ func (b *countingBody) Read(p []byte) (int, error) {
 	}
 	if err != nil {
 		// Not the end: the agent went away (its request's context
-		// ended), or else the provider's connection failed.
-		whole := errors.Is(err, io.EOF)
-		b.finish(whole, !whole && b.ctx.Err() != nil)
+		// ended), or else the provider's connection failed. An end that
+		// came after the agent went away is its cut too: the answer
+		// never reached it whole (the provider's handler can end the
+		// stream as it sees the connection go, before the transport
+		// drops it), and its closing figures, if they came, are counted
+		// all the same.
+		gone := b.ctx.Err() != nil
+		whole := errors.Is(err, io.EOF) && !gone
+		b.finish(whole, !whole && gone)
 	}
 	return n, err
 }
