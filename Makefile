@@ -50,9 +50,10 @@ build-all: ## Build every package for linux, windows and darwin, and vet every p
 	GOOS=windows go vet ./...
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Write the generated deepcopy code of api/ and the redactor's facts of gitleaks' rules (node-agent/redact/knownfacts.go).
+generate: $(CONTROLLER_GEN) ## Write the generated deepcopy code of api/, the redactor's facts of gitleaks' rules (node-agent/redact/knownfacts.go) and the CRDs' guarded CEL rules (internal/crdschema/guards.go).
 	$(CONTROLLER_GEN) object paths=./api/...
 	go test ./node-agent/redact -run '^TestKnownFactsAreCurrent$$' -update
+	go test ./internal/crdschema -run '^TestRuleGuardsAreCurrent$$' -update
 
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Write the CRDs (config/crd/bases, and config/crd/compact, the form local validation reads) and RBAC (config/rbac), and copy them into the chart.
@@ -81,7 +82,7 @@ verify: generate manifests ## Fail when generated files, gofmt or go.mod are out
 	go mod tidy
 	cd test/gitleaks && go mod tidy
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	@if [ -n "$$(git status --porcelain -- api config charts node-agent/redact/knownfacts.go go.mod go.sum test/gitleaks/go.mod test/gitleaks/go.sum)" ]; then \
+	@if [ -n "$$(git status --porcelain -- api config charts node-agent/redact/knownfacts.go internal/crdschema/guards.go go.mod go.sum test/gitleaks/go.mod test/gitleaks/go.sum)" ]; then \
 		echo "generated files or go.mod are out of date; run 'make generate manifests' and 'go mod tidy' (also in test/gitleaks), then commit:"; \
 		git status --porcelain -- api config charts go.mod go.sum test/gitleaks; git diff --stat -- api config charts go.mod go.sum test/gitleaks; exit 1; fi
 

@@ -55,6 +55,16 @@ func TestRefusesLikeTheAPIServer(t *testing.T) {
 			"spec.limits.episodeSeconds in body should be greater than or equal to 1"},
 		"unknown kind": {strings.Replace(run, "kind: HarnessRun", "kind: Pod", 1),
 			`unknown apiVersion "harnessfacts.io/v1alpha1" and kind "Pod"`},
+		// Rules that hold where their field is absent (ruleGuards), and
+		// are compiled where it is there.
+		"guarded rule, its field there": {strings.Replace(run, "agent: {adapter: exec, command: [\"true\"]}",
+			"agent: {adapter: codex, credentials: [{file: ClaudeCredentials, secretKeyRef: {name: s, key: k}}]}", 1),
+			"credential file ClaudeCredentials is only accepted by the claude-code adapter"},
+		"guarded rule, another": {strings.Replace(run, "adapter: exec, command: [\"true\"]",
+			"adapter: claude-code, providerURL: \"https://p.example/v1?api-version=1\"", 1),
+			"agent.providerURL must be a base URL without a query or fragment"},
+		"guarded rule, both fields there": {run + "  limits: {episodeSeconds: 5, probeSeconds: 10}\n",
+			"limits.probeSeconds must not be longer than limits.episodeSeconds"},
 	}
 	for name, tc := range cases {
 		err := crdschema.DefaultAndValidate(context.Background(), parse(t, tc.yaml))
