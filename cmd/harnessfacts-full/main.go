@@ -14,13 +14,18 @@ import (
 	"github.com/harnessfacts/harnessfacts/internal/nodecmd"
 	// No heap profile sampled, from before the Kubernetes packages' inits.
 	_ "github.com/harnessfacts/harnessfacts/internal/noheapprofile"
+	"github.com/harnessfacts/harnessfacts/internal/prestart"
 	"github.com/harnessfacts/harnessfacts/internal/runcmd"
 	"github.com/harnessfacts/harnessfacts/internal/termsafe"
 	"github.com/harnessfacts/harnessfacts/internal/version"
 )
 
 func main() {
-	if err := newRootCommand().Execute(); err != nil {
+	err := newRootCommand().Execute()
+	// No sandbox of the preflight `run`'s init began outlives the
+	// process, whatever ended it (a flag refused before the run began).
+	prestart.Wait()
+	if err != nil {
 		// An error may quote what a run, a folder or a registry handed
 		// over: shown inert, as everything the commands print of them.
 		fmt.Fprintln(os.Stderr, "harnessfacts:", termsafe.String(err.Error()))

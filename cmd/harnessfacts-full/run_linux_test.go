@@ -441,6 +441,18 @@ spec:
 			t.Fatalf("the refused run left %v in its TMPDIR", left)
 		}
 	}
+	// Refused before the run began: the preflight `run`'s init began
+	// (package prestart) is waited for all the same.
+	for range 3 {
+		cmd := exec.Command(bin, "run", "-f", runFile, "--run-root", filepath.Join(base, "runs"), "--no-such-flag")
+		cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+		if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "unknown flag") {
+			t.Fatalf("a run with an unknown flag: %v\n%s", err, out)
+		}
+		if left, _ := os.ReadDir(tmp); len(left) != 0 {
+			t.Fatalf("a run refused for its flags left %v in its TMPDIR", left)
+		}
+	}
 }
 
 // A fixture run twice from its own folder, as its README says (`cd` there,

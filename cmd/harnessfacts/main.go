@@ -19,6 +19,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/harnessfacts/harnessfacts/internal/prestart"
 	"github.com/harnessfacts/harnessfacts/internal/runcmd"
 	"github.com/harnessfacts/harnessfacts/internal/termsafe"
 	"github.com/harnessfacts/harnessfacts/internal/version"
@@ -36,7 +37,11 @@ func main() {
 		SilenceErrors: true,
 	}
 	root.AddCommand(version.Command(), runcmd.Command())
-	if err := root.Execute(); err != nil {
+	err := root.Execute()
+	// No sandbox of the preflight `run`'s init began outlives the
+	// process, whatever ended it (a flag refused before the run began).
+	prestart.Wait()
+	if err != nil {
 		// An error may quote what a run or a folder handed over: shown
 		// inert, as everything the commands print of them.
 		fmt.Fprintln(os.Stderr, "harnessfacts:", termsafe.String(err.Error()))

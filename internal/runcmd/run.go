@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/prestart"
 	"github.com/harnessfacts/harnessfacts/internal/runflags"
 	"github.com/harnessfacts/harnessfacts/internal/startgc"
 	"github.com/harnessfacts/harnessfacts/internal/termsafe"
@@ -164,6 +165,14 @@ func runLocal(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 		Sandbox: sandbox.Options{Bwrap: f.bwrap}, Adapters: adapters.New(adapters.Config{CLIDir: f.agentCLIs}),
 		Observer: progress, InsideHosts: f.insideHosts, SigningKey: key, ProviderCAs: providerCAs,
 		InsideAllowedBy: "harnessfacts run --inside-host",
+		// The preflight this process's init began, where it is of these
+		// options.
+		Preflight: func(o sandbox.Options) []sandbox.Availability {
+			if avail, ok := prestart.Preflight(o); ok {
+				return avail
+			}
+			return sandbox.Preflight(context.Background(), o)
+		},
 	}
 	if f.follow {
 		opts.Live = progress

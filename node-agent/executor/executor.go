@@ -166,6 +166,10 @@ type Options struct {
 	// fixturesource.DefaultLimits); a node-agent with a memory bound
 	// passes fixturesource.LimitsFor it.
 	FixtureLimits fixture.Limits
+	// Preflight, when set, gives the sandbox preflight's verdicts for
+	// these options instead of sandbox.Preflight (harnessfacts run: the
+	// one its init began, package prestart).
+	Preflight func(sandbox.Options) []sandbox.Availability
 }
 
 // Executor carries out attempts, for the node-agent and `harnessfacts run`.
@@ -331,7 +335,11 @@ func New(opts Options) (*Executor, error) {
 	// takes its first steps (its fixture, its run dir) meanwhile.
 	go func() {
 		defer close(e.ready)
-		e.avail = sandbox.Preflight(context.Background(), opts.Sandbox)
+		if opts.Preflight != nil {
+			e.avail = opts.Preflight(opts.Sandbox)
+		} else {
+			e.avail = sandbox.Preflight(context.Background(), opts.Sandbox)
+		}
 		e.required, e.requiredErr = sandbox.Choose(sandbox.PolicyRequired, opts.Sandbox, e.avail)
 		e.fallback, e.fallbackErr = sandbox.Choose(sandbox.PolicyAllowFallback, opts.Sandbox, e.avail)
 		var why []string

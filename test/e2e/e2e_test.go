@@ -757,3 +757,33 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// `harnessfacts run` begins its sandbox preflight from its init (package
+// prestart), before its flags are read: a run refused for them, or for its
+// run file, leaves nothing of that preflight (its run dir, its /dev) in the
+// temporary folder.
+func TestLocalRunRefusedEarlyLeavesNoPreflight(t *testing.T) {
+	base := openDir(t)
+	tmp := filepath.Join(base, "tmp")
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	hello := filepath.Join(testenv.RepoRoot(), "fixtures", "hello", "run.yaml")
+	runs := filepath.Join(base, "runs") // the run root, which is kept, elsewhere
+	for _, args := range [][]string{
+		{"run", "-f", hello, "--run-root", runs, "--no-such-flag"},
+		{"run", "-f", filepath.Join(base, "missing.yaml"), "--run-root", runs},
+		{"run", "--run-root", runs},
+	} {
+		for range 3 {
+			cmd := exec.Command(binary, args...)
+			cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+			if out, err := cmd.CombinedOutput(); err == nil {
+				t.Fatalf("%v: not refused:\n%s", args, out)
+			}
+			if left, _ := os.ReadDir(tmp); len(left) != 0 {
+				t.Fatalf("%v left %v in its TMPDIR", args, left)
+			}
+		}
+	}
+}
