@@ -127,9 +127,14 @@ func Start(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, opts O
 		return nil, err
 	}
 	n := &Node{
-		opts:    opts,
-		client:  c,
-		queue:   workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName]()),
+		opts:   opts,
+		client: c,
+		// Retried at most a second apart, as the node-agent's own writes
+		// are: the controllers' default backoff doubles without a bound
+		// worth the name (1,000 s), and an API server away for a few
+		// seconds put a run's next try 20-40 s off
+		// (TestAPIServerOutageLosesNoNode failed so in CI).
+		queue:   workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](5*time.Millisecond, time.Second)),
 		started: map[types.NamespacedName]time.Time{},
 	}
 	if err := n.register(ctx); err != nil {
@@ -431,9 +436,13 @@ func (n *Node) claim(ctx context.Context, run *harnessv1.HarnessRun) error {
 	meta.SetStatusCondition(&run.Status.Conditions, metav1.Condition{Type: harnessv1.ConditionReady, Status: metav1.ConditionFalse,
 		Reason: harnessv1.ReasonRunning, Message: run.Status.Message, ObservedGeneration: run.Generation, LastTransitionTime: now})
 	if err := n.client.Status().Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
-		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			return nil // a newer version is on its way through the watch
+		if apierrors.IsNotFound(err) {
+			return nil
 		}
+		// A conflict too is tried again (the queue's backoff), with the
+		// run as the cache has it then: its watch, cut by an API server
+		// away for a while, may deliver the newer version only once its
+		// relist's backoff is over.
 		return err
 	}
 	key := client.ObjectKeyFromObject(run)
@@ -469,10 +478,10 @@ func (n *Node) end(ctx context.Context, run *harnessv1.HarnessRun, o Outcome, st
 	}
 	meta.SetStatusCondition(&st.Conditions, ready)
 	if err := n.client.Status().Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
-		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return err
+		return err // a conflict too: tried again, as claim's
 	}
 	n.forget(client.ObjectKeyFromObject(run))
 	eventType := corev1.EventTypeNormal
