@@ -58,7 +58,7 @@ func TestLocalRunRemovesAbandonedRunDirs(t *testing.T) {
 
 	// A fixture whose agent sleeps.
 	fix := filepath.Join(base, "sleeper")
-	for p, content := range map[string]string{
+	writeFiles(t, map[string]string{
 		filepath.Join(fix, "fixture.yaml"):   "prompt: wait\n",
 		filepath.Join(fix, "workspace", "a"): "x\n",
 		filepath.Join(fix, "run.yaml"): `apiVersion: harnessfacts.io/v1alpha1
@@ -70,14 +70,7 @@ spec:
     command: [sh, -c, "touch started; exec sleep 300"]
   fixture: {configMapRef: {name: sleeper}}
 `,
-	} {
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	killed := exec.Command(bin, "run", "-f", filepath.Join(fix, "run.yaml"), "--run-root", runs, "--evidence", filepath.Join(base, "ev1"))
 	var killedOut bytes.Buffer
 	killed.Stdout, killed.Stderr = &killedOut, &killedOut
@@ -733,7 +726,7 @@ func TestLocalRunLeavesNoCgroupMadeAheadForItsChecks(t *testing.T) {
 	bin := harnessfactsBinary(t)
 	base := openDir(t)
 	fix := filepath.Join(base, "slow")
-	for p, content := range map[string]string{
+	writeFiles(t, map[string]string{
 		filepath.Join(fix, "fixture.yaml"):   "prompt: wait\nchecks:\n- {name: one, command: [\"true\"]}\n- {name: two, command: [\"true\"]}\nlimits: {episodeSeconds: 1}\n",
 		filepath.Join(fix, "workspace", "a"): "x\n",
 		filepath.Join(fix, "run.yaml"): `apiVersion: harnessfacts.io/v1alpha1
@@ -743,14 +736,7 @@ spec:
   agent: {adapter: exec, command: [sleep, "30"]}
   fixture: {configMapRef: {name: slow}}
 `,
-	} {
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	for i, runFile := range []string{filepath.Join(fix, "run.yaml"), filepath.Join(repoRoot(t), "fixtures", "hello", "run.yaml")} {
 		cmd := exec.Command(bin, "run", "-f", runFile, "--run-root", filepath.Join(base, "runs"), "--evidence", filepath.Join(base, fmt.Sprint("ev", i)))
 		out, err := cmd.CombinedOutput()
@@ -762,6 +748,19 @@ spec:
 		}
 		if left := runCgroupsOf(t, cmd.Process.Pid); len(left) > 0 {
 			t.Errorf("%s left the cgroups %v", runFile, left)
+		}
+	}
+}
+
+// writeFiles writes each file of files (by path), making its folders.
+func writeFiles(t *testing.T, files map[string]string) {
+	t.Helper()
+	for p, content := range files {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
