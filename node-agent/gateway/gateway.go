@@ -930,14 +930,17 @@ func (b *countingBody) Read(p []byte) (int, error) {
 	}
 	if err != nil {
 		// Not the end: the agent went away (its request's context
-		// ended), or else the provider's connection failed. An end that
-		// came after the agent went away is its cut too: the answer
-		// never reached it whole (the provider's handler can end the
+		// ended), or else the provider's connection failed. An end
+		// without the answer's closing figures that came after the agent
+		// went away is its cut too (the provider's handler can end the
 		// stream as it sees the connection go, before the transport
-		// drops it), and its closing figures, if they came, are counted
-		// all the same.
+		// drops it). With them, the provider served the answer whole,
+		// whenever the agent closed: an agent that closes each answer
+		// as its last event arrives must not keep the gateway from ever
+		// seeing one whole (served), which makes a later 404 the
+		// request's rather than the provider URL's.
 		gone := b.ctx.Err() != nil
-		whole := errors.Is(err, io.EOF) && !gone
+		whole := errors.Is(err, io.EOF) && (!gone || b.p.Final())
 		b.finish(whole, !whole && gone)
 	}
 	return n, err
