@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/google/cel-go/common"
@@ -122,7 +123,11 @@ func guardsOf(e ast.Expr) []string {
 			walk(c.Args()[1])
 		case c.FunctionName() == operators.LogicalNot && len(c.Args()) == 1 && c.Args()[0].Kind() == ast.SelectKind:
 			s := c.Args()[0].AsSelect()
-			if s.IsTestOnly() && s.Operand().Kind() == ast.IdentKind && s.Operand().AsIdent() == "self" {
+			// A property whose name CEL cannot say plainly (a dash, a
+			// dot, a reserved word) is escaped in the rule (__dash__,
+			// __namespace__): its name there is not the value's key, and
+			// it guards nothing here.
+			if s.IsTestOnly() && s.Operand().Kind() == ast.IdentKind && s.Operand().AsIdent() == "self" && !strings.Contains(s.FieldName(), "__") {
 				g = append(g, s.FieldName())
 			}
 		}
@@ -160,5 +165,34 @@ func writeGuards(t *testing.T, guards map[string][]string) {
 	}
 	if err := os.WriteFile("guards.go", src, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestGuardsAreTheTopLevelDisjunctsOnly: a rule guards on f only where its
+// whole is a disjunction with !has(self.f) among its terms, and f is the
+// value's own key.
+func TestGuardsAreTheTopLevelDisjunctsOnly(t *testing.T) {
+	p, err := parser.NewParser(parser.Macros(parser.AllMacros...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rule, want := range map[string][]string{
+		"!has(self.a) || self.a > 1":                      {"a"},
+		"!has(self.b) || !has(self.a) || self.a < self.b": {"a", "b"},
+		"(!has(self.a) || x) && y":                        nil, // a conjunction at the top
+		"!has(self.a) || b ? c : d":                       nil, // the conditional is the top
+		"has(self.a) || self.b":                           nil,
+		"!has(self.a.b) || self.a.b":                      nil, // not self's own field
+		"self.all(c, !has(c.f) || c.f)":                   nil,
+		"!has(self.__dash__x) || self.__dash__x":          nil, // an escaped name: not the key
+		"!has(self.__namespace__) || true":                nil,
+	} {
+		parsed, iss := p.Parse(common.NewTextSource(rule))
+		if iss != nil && len(iss.GetErrors()) > 0 {
+			t.Fatalf("%q: %v", rule, iss.ToDisplayString())
+		}
+		if got := guardsOf(parsed.Expr()); !slices.Equal(got, want) {
+			t.Errorf("guardsOf(%q) = %v, want %v", rule, got, want)
+		}
 	}
 }
