@@ -40,6 +40,9 @@ type nodeWatcher struct {
 	client client.Client
 	clock  clock.PassiveClock
 	nodes  nodeReader
+	// ledger is the harnessrun controller's: which runs wait for a slot,
+	// and how many slots each node has free.
+	ledger *bindingLedger
 
 	// snapshot is the harnessrun controller's reading of the nodes, made
 	// stale by every change seen here.
@@ -50,8 +53,8 @@ type nodeWatcher struct {
 	last  map[string]nodeState
 }
 
-func newNodeWatcher(c client.Client, clk clock.PassiveClock, nodes nodeReader, snapshot *nodeSnapshot) *nodeWatcher {
-	return &nodeWatcher{client: c, clock: clk, nodes: nodes, snapshot: snapshot, last: map[string]nodeState{}}
+func newNodeWatcher(c client.Client, clk clock.PassiveClock, nodes nodeReader, snapshot *nodeSnapshot, ledger *bindingLedger) *nodeWatcher {
+	return &nodeWatcher{client: c, clock: clk, nodes: nodes, snapshot: snapshot, ledger: ledger, last: map[string]nodeState{}}
 }
 
 // setupWithManager registers the watcher as the "harnessnode-health"
@@ -140,7 +143,9 @@ func (w *nodeWatcher) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	}
 	if cur.ready && (!seen || !prev.ready || prev.offer != cur.offer) {
 		log.FromContext(ctx).V(1).Info("node can take runs", "node", req.Name, "slots", v.slots)
-		enqueueWaitingFor(ctx, w.client, w.nodes, now, req.Name, q)
+		enqueueWaitingFor(ctx, w.client, w.nodes, now, req.Name, q, nil)
+	} else if cur.ready {
+		wakeForFreeSlots(ctx, w.client, w.ledger, v, q)
 	}
 	if h.fresh {
 		// Look again just after the Lease would expire; a renewal brings
@@ -164,7 +169,15 @@ func (w *nodeWatcher) enqueueBound(ctx context.Context, nodeName string, q runQu
 // enqueueWaitingFor queues the Pending runs that node could take (adapter,
 // version, nodeSelector), if the node is Ready. They are found through the
 // phase index; the queue folds repeated requests for a run into one.
-func enqueueWaitingFor(ctx context.Context, c client.Reader, nodes nodeReader, now time.Time, nodeName string, q runQueue) {
+//
+// freed is the ledger when a slot of node has just freed (a run on it
+// ended, or left it): then of the runs the ledger knows to wait only for
+// a slot, wakeOldest picks as many as the node has free slots, at least
+// one; every other waiting run that fits is queued (a run never judged
+// yet, or one waiting for what the end may have changed, such as its
+// namespace's fair share). With no ledger (the node became ready, or
+// offers something else), every waiting run that fits is queued.
+func enqueueWaitingFor(ctx context.Context, c client.Reader, nodes nodeReader, now time.Time, nodeName string, q runQueue, freed *bindingLedger) {
 	v, err := nodes.get(ctx, nodeName)
 	if err != nil {
 		log.FromContext(ctx).Error(err, "reading a node that freed a slot", "node", nodeName)
@@ -178,9 +191,47 @@ func enqueueWaitingFor(ctx context.Context, c client.Reader, nodes nodeReader, n
 		log.FromContext(ctx).Error(err, "listing waiting runs", "node", nodeName)
 		return
 	}
+	var forSlot []types.NamespacedName
+	for i := range runs.Items {
+		if !fitsStatically(&runs.Items[i], v) {
+			continue
+		}
+		key := client.ObjectKeyFromObject(&runs.Items[i])
+		if freed != nil && freed.waitsForSlot(key) {
+			forSlot = append(forSlot, key)
+			continue
+		}
+		q.Add(reconcile.Request{NamespacedName: key})
+	}
+	if freed != nil {
+		for _, key := range freed.wakeOldest(nodeName, v.slots, 1, forSlot) {
+			q.Add(reconcile.Request{NamespacedName: key})
+		}
+	}
+}
+
+// wakeForFreeSlots wakes, where the ledger counts free slots on node, the
+// oldest runs waiting only for a slot that fit it (wakeOldest): the net
+// under the wake at a run's end, should a run it woke have gone, or turned
+// out to wait for something else, and left the slot free. Called at each
+// of the node's heartbeats; it lists the waiting runs only when a slot is
+// free.
+func wakeForFreeSlots(ctx context.Context, c client.Reader, ledger *bindingLedger, v nodeView, q runQueue) {
+	if ledger.freeSlots(v.name, v.slots) <= 0 {
+		return
+	}
+	runs := &harnessv1.HarnessRunList{}
+	if err := c.List(ctx, runs, client.MatchingFields{IndexRunPhase: string(harnessv1.RunPending)}, client.UnsafeDisableDeepCopy); err != nil {
+		log.FromContext(ctx).Error(err, "listing waiting runs", "node", v.name)
+		return
+	}
+	var forSlot []types.NamespacedName
 	for i := range runs.Items {
 		if fitsStatically(&runs.Items[i], v) {
-			q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&runs.Items[i])})
+			forSlot = append(forSlot, client.ObjectKeyFromObject(&runs.Items[i]))
 		}
+	}
+	for _, key := range ledger.wakeOldest(v.name, v.slots, 0, forSlot) {
+		q.Add(reconcile.Request{NamespacedName: key})
 	}
 }

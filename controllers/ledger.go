@@ -1,6 +1,9 @@
 package controllers
 
 import (
+	"cmp"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,6 +50,9 @@ type bindingLedger struct {
 	firstSeen map[types.NamespacedName]time.Time
 	// pending: why each waiting run fits no node, for the pending metric.
 	pending map[types.NamespacedName]string
+	// woken: the runs waiting only for a slot (pending Full) that a freed
+	// slot woke and that have not been dispatched since (wakeOldest).
+	woken map[types.NamespacedName]struct{}
 	// active: the non-terminal runs the cache shows bound to each node;
 	// activeNode the reverse.
 	active     map[string]map[types.NamespacedName]struct{}
@@ -72,6 +78,7 @@ func newBindingLedger(clk clock.PassiveClock, ttl time.Duration) *bindingLedger 
 		byNode:    map[string]map[types.NamespacedName]struct{}{},
 		firstSeen: map[types.NamespacedName]time.Time{},
 		pending:   map[types.NamespacedName]string{},
+		woken:     map[types.NamespacedName]struct{}{},
 
 		active:     map[string]map[types.NamespacedName]struct{}{},
 		activeNode: map[types.NamespacedName]string{},
@@ -290,6 +297,7 @@ func (l *bindingLedger) observe(run *harnessv1.HarnessRun) {
 	} else {
 		delete(l.firstSeen, key)
 		delete(l.pending, key)
+		delete(l.woken, key)
 	}
 }
 
@@ -302,6 +310,7 @@ func (l *bindingLedger) forget(run types.NamespacedName) {
 	l.setPhaseLocked(run, "")
 	delete(l.firstSeen, run)
 	delete(l.pending, run)
+	delete(l.woken, run)
 }
 
 // setPending records why a run waits.
@@ -309,6 +318,71 @@ func (l *bindingLedger) setPending(run types.NamespacedName, reason string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.pending[run] = reason
+}
+
+// waitsForSlot says whether the run was last found waiting only for a
+// slot (pending Full).
+func (l *bindingLedger) waitsForSlot(run types.NamespacedName) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.pending[run] == PendingFull
+}
+
+// dispatched forgets that a freed slot woke run: its dispatch judged it
+// again (bound, waiting for a slot again, or waiting for something else).
+func (l *bindingLedger) dispatched(run types.NamespacedName) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.woken, run)
+}
+
+// wakeOldest picks, of runs (those fitting node), the ones this ledger
+// knows to wait only for a slot and that no freed slot has woken since
+// their last dispatch, oldest first (by when this controller first saw
+// them waiting), as many as node has slots free by this ledger's count,
+// and at least least (a slot the caller saw free a moment ago), and marks
+// them woken.
+//
+// Why not all of them: a freed slot takes one run, and waking every run
+// that waits for a node at each run's end costs the controller a pass
+// over every one of them each time (with 300 runs queued on a node of two
+// slots, 124 reconciles a run). Runs already woken and not yet dispatched
+// are passed over, so that slots freeing together on several nodes wake
+// different runs. A woken run that turns out to wait for something else
+// (its namespace's fair share, a spend budget, its fixture) leaves the
+// slot free; the node's next heartbeat wakes the next one (nodeWatcher).
+func (l *bindingLedger) wakeOldest(node string, slots int32, least int, runs []types.NamespacedName) []types.NamespacedName {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	free := max(int(slots-l.loadLocked(node)), least)
+	if free <= 0 {
+		return nil
+	}
+	var pick []types.NamespacedName
+	for _, r := range runs {
+		if _, done := l.woken[r]; !done && l.pending[r] == PendingFull {
+			pick = append(pick, r)
+		}
+	}
+	slices.SortFunc(pick, func(a, b types.NamespacedName) int {
+		if c := l.firstSeen[a].Compare(l.firstSeen[b]); c != 0 {
+			return c
+		}
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	})
+	pick = pick[:min(free, len(pick))]
+	for _, r := range pick {
+		l.woken[r] = struct{}{}
+	}
+	return pick
+}
+
+// freeSlots is how many of node's slots (slots in all) this ledger counts
+// free.
+func (l *bindingLedger) freeSlots(node string, slots int32) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return int(slots - l.loadLocked(node))
 }
 
 // pendingCounts counts the waiting runs by reason.

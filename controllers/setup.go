@@ -34,7 +34,7 @@ type runQueue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 //
 // The cache indexes of SetupIndexes must be registered first.
 func (r *HarnessRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	nw := newNodeWatcher(r.client, r.clock, r.nodeReader(), r.nodes)
+	nw := newNodeWatcher(r.client, r.clock, r.nodeReader(), r.nodes, r.ledger)
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("harnessrun").
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.opts.MaxConcurrentReconciles}).
@@ -70,7 +70,7 @@ func (r *HarnessRunReconciler) runEventHandler() handler.TypedEventHandler[*harn
 			q.Add(req(e.ObjectNew))
 			old, cur := e.ObjectOld.Status, e.ObjectNew.Status
 			if old.NodeName != "" && !old.Phase.Terminal() && (cur.Phase.Terminal() || cur.NodeName != old.NodeName) {
-				enqueueWaitingFor(ctx, r.client, r.nodeReader(), r.clock.Now(), old.NodeName, q)
+				enqueueWaitingFor(ctx, r.client, r.nodeReader(), r.clock.Now(), old.NodeName, q, r.ledger)
 			}
 		},
 		DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[*harnessv1.HarnessRun], q runQueue) {
@@ -83,7 +83,7 @@ func (r *HarnessRunReconciler) runEventHandler() handler.TypedEventHandler[*harn
 				go r.chargeDeleted(e.Object.DeepCopy()) // harnessrun_spend.go
 			}
 			if st := e.Object.Status; st.NodeName != "" && !st.Phase.Terminal() {
-				enqueueWaitingFor(ctx, r.client, r.nodeReader(), r.clock.Now(), st.NodeName, q)
+				enqueueWaitingFor(ctx, r.client, r.nodeReader(), r.clock.Now(), st.NodeName, q, r.ledger)
 			}
 		},
 		GenericFunc: func(_ context.Context, e event.TypedGenericEvent[*harnessv1.HarnessRun], q runQueue) {
