@@ -31,9 +31,7 @@ func TestAFreedSlotWakesNotEveryWaitingRun(t *testing.T) {
 	waitRun(t, ns, "first", wait, "Succeeded", phaseIs(harnessv1.RunSucceeded))
 	before, _ := reconcileTime(t, "harnessrun")
 	const runs = 150
-	for i := range runs {
-		create(t, hftesting.MakeHarnessRun(fmt.Sprintf("q-%03d", i), ns).Obj())
-	}
+	createRuns(t, ns, "q", runs, nil)
 	eventually(t, 2*time.Minute, func() error {
 		list := &harnessv1.HarnessRunList{}
 		if err := k8s.List(context.Background(), list, client.InNamespace(ns)); err != nil {
