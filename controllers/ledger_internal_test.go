@@ -69,4 +69,15 @@ func TestWakeOldestPicksTheOldestRunsWaitingForASlot(t *testing.T) {
 	if l.waitsForSlot(key("share")) || !l.waitsForSlot(key("c")) {
 		t.Error("waitsForSlot: the fair-share run counted as waiting for a slot, or c not")
 	}
+	// Bound by this controller, the cache not showing it yet: it waits for
+	// nothing, and a slot freeing before the cache catches up wakes the
+	// run behind it, not it again.
+	l.dispatched(key("c"))
+	l.dispatched(key("d"))
+	if chosen, _, _, _ := l.reserve(key("c"), []nodeView{{name: "n3", slots: 1}}, 0); chosen == nil {
+		t.Fatal("c could not be reserved a slot on an empty node")
+	}
+	if got := l.wakeOldest("n", 3, 1, all); !slices.Equal(got, []types.NamespacedName{key("d")}) {
+		t.Fatalf("c reserved on n3, woke %v; want d", got)
+	}
 }
