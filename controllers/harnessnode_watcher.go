@@ -170,12 +170,17 @@ func (w *nodeWatcher) enqueueBound(ctx context.Context, nodeName string, q runQu
 // version, nodeSelector), if the node is Ready. They are found through the
 // phase index; the queue folds repeated requests for a run into one.
 //
-// freed is the ledger when a slot of node has just freed (a run on it
-// ended, or left it): then of the runs the ledger knows to wait only for
-// a slot, wakeOldest picks as many as the node has free slots, at least
-// one; every other waiting run that fits is queued (a run never judged
-// yet, or one waiting for what the end may have changed, such as its
-// namespace's fair share). With no ledger (the node became ready, or
+// freed is the ledger when a run on node has just left it (it ended, was
+// sent back or moved, or was deleted): a slot of node freed, and a share
+// of the run's namespace. Then of the runs the ledger knows to wait only
+// for a slot, wakeOldest picks as many as the node has free slots, at
+// least one; of the runs waiting for their namespace's fair share,
+// wakeForShare picks as many as their namespace has shares free, whatever
+// node they fit (a share is counted over every node); runs waiting for a
+// spend budget are left (an end charges what its run used, it never
+// lowers a namespace's spending; a HarnessPolicy change wakes them); every
+// other waiting run that fits is queued (a run never judged yet, or one
+// waiting for its fixture). With no ledger (the node became ready, or
 // offers something else), every waiting run that fits is queued.
 func enqueueWaitingFor(ctx context.Context, c client.Reader, nodes nodeReader, now time.Time, nodeName string, q runQueue, freed *bindingLedger) {
 	v, err := nodes.get(ctx, nodeName)
@@ -191,31 +196,41 @@ func enqueueWaitingFor(ctx context.Context, c client.Reader, nodes nodeReader, n
 		log.FromContext(ctx).Error(err, "listing waiting runs", "node", nodeName)
 		return
 	}
-	var forSlot []types.NamespacedName
+	var forSlot, forShare []types.NamespacedName
 	for i := range runs.Items {
-		if !fitsStatically(&runs.Items[i], v) {
-			continue
-		}
 		key := client.ObjectKeyFromObject(&runs.Items[i])
-		if freed != nil && freed.waitsForSlot(key) {
-			forSlot = append(forSlot, key)
-			continue
+		reason := ""
+		if freed != nil {
+			reason = freed.pendingReason(key)
 		}
-		q.Add(reconcile.Request{NamespacedName: key})
+		switch {
+		case reason == PendingFairShare:
+			forShare = append(forShare, key)
+		case reason == PendingSpend:
+		case !fitsStatically(&runs.Items[i], v):
+		case reason == PendingFull:
+			forSlot = append(forSlot, key)
+		default:
+			q.Add(reconcile.Request{NamespacedName: key})
+		}
 	}
 	if freed != nil {
 		for _, key := range freed.wakeOldest(nodeName, v.slots, 1, forSlot) {
+			q.Add(reconcile.Request{NamespacedName: key})
+		}
+		for _, key := range freed.wakeForShare(forShare) {
 			q.Add(reconcile.Request{NamespacedName: key})
 		}
 	}
 }
 
 // wakeForFreeSlots wakes, where the ledger counts free slots on node, the
-// oldest runs waiting only for a slot that fit it (wakeOldest): the net
-// under the wake at a run's end, should a run it woke have gone, or turned
-// out to wait for something else, and left the slot free. Called at each
-// of the node's heartbeats; it lists the waiting runs only when a slot is
-// free.
+// oldest runs waiting only for a slot that fit it (wakeOldest), and in each
+// namespace with a fair share free, the oldest runs waiting for it that
+// fit the node (wakeForShare): the net under the wake at a run's end,
+// should a run it woke have gone, or turned out to wait for something
+// else, and left the slot or the share free. Called at each of the node's
+// heartbeats; it lists the waiting runs only when a slot is free.
 func wakeForFreeSlots(ctx context.Context, c client.Reader, ledger *bindingLedger, v nodeView, q runQueue) {
 	if ledger.freeSlots(v.name, v.slots) <= 0 {
 		return
@@ -225,13 +240,16 @@ func wakeForFreeSlots(ctx context.Context, c client.Reader, ledger *bindingLedge
 		log.FromContext(ctx).Error(err, "listing waiting runs", "node", v.name)
 		return
 	}
-	var forSlot []types.NamespacedName
+	var fit []types.NamespacedName
 	for i := range runs.Items {
 		if fitsStatically(&runs.Items[i], v) {
-			forSlot = append(forSlot, client.ObjectKeyFromObject(&runs.Items[i]))
+			fit = append(fit, client.ObjectKeyFromObject(&runs.Items[i]))
 		}
 	}
-	for _, key := range ledger.wakeOldest(v.name, v.slots, 0, forSlot) {
+	for _, key := range ledger.wakeOldest(v.name, v.slots, 0, fit) {
+		q.Add(reconcile.Request{NamespacedName: key})
+	}
+	for _, key := range ledger.wakeForShare(fit) {
 		q.Add(reconcile.Request{NamespacedName: key})
 	}
 }

@@ -21,14 +21,11 @@ import (
 	"github.com/harnessfacts/harnessfacts/internal/testing/fakenode"
 )
 
-// TestFairShareQueuesANamespace gives a namespace a HarnessPolicy with
-// fairShare.maxRunsInFlight 2 and a node with room for ten: only two of its
-// runs are on the node at a time, the others wait in Pending saying which
-// policy holds them, and every run still finishes (a queue, not a refusal).
-// Raising the limit lets the waiting runs go at once.
-func TestFairShareQueuesANamespace(t *testing.T) {
+// fairShare labels ns and gives it a HarnessPolicy of fairShare
+// maxRunsInFlight limit, removed when the test ends.
+func fairShare(t *testing.T, ns string, limit int32) *harnessv1.HarnessPolicy {
+	t.Helper()
 	ctx := context.Background()
-	ns := newNamespace(t)
 	label := map[string]string{"fairshare-test": ns}
 	nsObj := &corev1.Namespace{}
 	if err := k8s.Get(ctx, types.NamespacedName{Name: ns}, nsObj); err != nil {
@@ -42,11 +39,30 @@ func TestFairShareQueuesANamespace(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "fairshare-" + ns},
 		Spec: harnessv1.HarnessPolicySpec{
 			NamespaceSelector: metav1.LabelSelector{MatchLabels: label},
-			FairShare:         &harnessv1.PolicyFairShare{MaxRunsInFlight: ptr.To[int32](2)},
+			FairShare:         &harnessv1.PolicyFairShare{MaxRunsInFlight: ptr.To(limit)},
 		},
 	}
 	create(t, policy)
 	t.Cleanup(func() { _ = k8s.Delete(ctx, policy) })
+	return policy
+}
+
+// waitsForShare: the run is Pending because its namespace has as many runs
+// on nodes as its fair share allows.
+func waitsForShare(r *harnessv1.HarnessRun) bool {
+	c := meta.FindStatusCondition(r.Status.Conditions, harnessv1.ConditionScheduled)
+	return r.Status.Phase == harnessv1.RunPending && c != nil && strings.Contains(c.Message, "fairShare.maxRunsInFlight")
+}
+
+// TestFairShareQueuesANamespace gives a namespace a HarnessPolicy with
+// fairShare.maxRunsInFlight 2 and a node with room for ten: only two of its
+// runs are on the node at a time, the others wait in Pending saying which
+// policy holds them, and every run still finishes (a queue, not a refusal).
+// Raising the limit lets the waiting runs go at once.
+func TestFairShareQueuesANamespace(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	policy := fairShare(t, ns, 2)
 
 	startController(t, ns, controllers.Options{}, nil)
 	node := startNode(t, ns, fakenode.Options{Name: "fair-" + ns, Adapters: map[harnessv1.Adapter]string{harnessv1.AdapterGemini: "1"}, Slots: 10, RunFor: -1})

@@ -32,22 +32,7 @@ func TestAFreedSlotWakesNotEveryWaitingRun(t *testing.T) {
 	before, _ := reconcileTime(t, "harnessrun")
 	const runs = 150
 	createRuns(t, ns, "q", runs, nil)
-	eventually(t, 2*time.Minute, func() error {
-		list := &harnessv1.HarnessRunList{}
-		if err := k8s.List(context.Background(), list, client.InNamespace(ns)); err != nil {
-			return err
-		}
-		done := 0
-		for _, r := range list.Items {
-			if r.Status.Phase == harnessv1.RunSucceeded {
-				done++
-			}
-		}
-		if done != runs+1 {
-			return fmt.Errorf("%d of %d runs succeeded", done, runs+1)
-		}
-		return nil
-	})
+	waitSucceeded(t, ns, runs+1)
 	after, _ := reconcileTime(t, "harnessrun")
 	// Each run is reconciled a few times of its own (created, bound,
 	// claimed, ended, its finalizer); a wake of every waiting run at each
@@ -92,4 +77,25 @@ func TestAWokenRunThatCannotGoLeavesTheSlotToTheNext(t *testing.T) {
 	if run := getRun(t, ns, "older"); run.Status.Phase != harnessv1.RunPending || run.Status.NodeName != "" {
 		t.Errorf("the run without its fixture: phase %q, node %q; want Pending, unbound", run.Status.Phase, run.Status.NodeName)
 	}
+}
+
+// waitSucceeded waits until n runs of ns have succeeded.
+func waitSucceeded(t *testing.T, ns string, n int) {
+	t.Helper()
+	eventually(t, 2*time.Minute, func() error {
+		list := &harnessv1.HarnessRunList{}
+		if err := k8s.List(context.Background(), list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		done := 0
+		for _, r := range list.Items {
+			if r.Status.Phase == harnessv1.RunSucceeded {
+				done++
+			}
+		}
+		if done != n {
+			return fmt.Errorf("%d of %d runs succeeded", done, n)
+		}
+		return nil
+	})
 }

@@ -50,9 +50,13 @@ type bindingLedger struct {
 	firstSeen map[types.NamespacedName]time.Time
 	// pending: why each waiting run fits no node, for the pending metric.
 	pending map[types.NamespacedName]string
-	// woken: the runs waiting only for a slot (pending Full) that a freed
-	// slot woke and that have not been dispatched since (wakeOldest).
+	// woken: the runs waiting for a slot (pending Full) or for their
+	// namespace's fair share (pending FairShare) that a wake picked and
+	// that have not been dispatched since (wakeOldest, wakeForShare).
 	woken map[types.NamespacedName]struct{}
+	// shareLimit: the fair share (maxRunsInFlight) each namespace's runs
+	// were last found waiting for (wakeForShare).
+	shareLimit map[string]int32
 	// active: the non-terminal runs the cache shows bound to each node;
 	// activeNode the reverse.
 	active     map[string]map[types.NamespacedName]struct{}
@@ -79,6 +83,8 @@ func newBindingLedger(clk clock.PassiveClock, ttl time.Duration) *bindingLedger 
 		firstSeen: map[types.NamespacedName]time.Time{},
 		pending:   map[types.NamespacedName]string{},
 		woken:     map[types.NamespacedName]struct{}{},
+
+		shareLimit: map[string]int32{},
 
 		active:     map[string]map[types.NamespacedName]struct{}{},
 		activeNode: map[types.NamespacedName]string{},
@@ -202,20 +208,29 @@ func lessLoaded(loadA int32, a *nodeView, loadB int32, b *nodeView) bool {
 // yet. l.mu must be held.
 func (l *bindingLedger) namespaceLoadLocked(namespace string) int32 {
 	var n int32
-	for run := range l.activeNode {
+	l.eachOnNodesLocked(func(run types.NamespacedName) {
 		if run.Namespace == namespace {
 			n++
 		}
+	})
+	return n
+}
+
+// eachOnNodesLocked calls f with each run on a node: bound and not
+// finished as the cache shows, or reserved and not shown yet. l.mu must
+// be held.
+func (l *bindingLedger) eachOnNodesLocked(f func(types.NamespacedName)) {
+	for run := range l.activeNode {
+		f(run)
 	}
 	for run, res := range l.byRun {
-		if run.Namespace != namespace || l.expiredLocked(res) {
+		if l.expiredLocked(res) {
 			continue
 		}
 		if _, seen := l.activeNode[run]; !seen {
-			n++
+			f(run)
 		}
 	}
-	return n
 }
 
 // reserveLocked reserves a slot on node for run. l.mu must be held.
@@ -320,12 +335,20 @@ func (l *bindingLedger) setPending(run types.NamespacedName, reason string) {
 	l.pending[run] = reason
 }
 
-// waitsForSlot says whether the run was last found waiting only for a
-// slot (pending Full).
-func (l *bindingLedger) waitsForSlot(run types.NamespacedName) bool {
+// waitsForShare records that runs of namespace wait for its fair share,
+// limit runs on nodes at a time.
+func (l *bindingLedger) waitsForShare(namespace string, limit int32) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.pending[run] == PendingFull
+	l.shareLimit[namespace] = limit
+}
+
+// pendingReason is why the run was last found waiting ("" if it was not,
+// or has not been judged since this controller saw it).
+func (l *bindingLedger) pendingReason(run types.NamespacedName) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.pending[run]
 }
 
 // dispatched forgets that a freed slot woke run: its dispatch judged it
@@ -364,15 +387,63 @@ func (l *bindingLedger) wakeOldest(node string, slots int32, least int, runs []t
 			pick = append(pick, r)
 		}
 	}
-	slices.SortFunc(pick, func(a, b types.NamespacedName) int {
+	return l.wakeLocked(pick, free)
+}
+
+// wakeLocked marks the oldest n of runs woken (by when this controller
+// first saw them waiting; ties by name) and returns them. l.mu must be
+// held.
+func (l *bindingLedger) wakeLocked(runs []types.NamespacedName, n int) []types.NamespacedName {
+	slices.SortFunc(runs, func(a, b types.NamespacedName) int {
 		if c := l.firstSeen[a].Compare(l.firstSeen[b]); c != 0 {
 			return c
 		}
 		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 	})
-	pick = pick[:min(free, len(pick))]
-	for _, r := range pick {
+	runs = runs[:min(n, len(runs))]
+	for _, r := range runs {
 		l.woken[r] = struct{}{}
+	}
+	return runs
+}
+
+// wakeForShare picks, of runs, the ones this ledger knows to wait for
+// their namespace's fair share (pending FairShare) and that no wake has
+// picked since their last dispatch: in each namespace with shares free by
+// this ledger's count (the limit its runs were last found waiting for,
+// less its runs on nodes and its runs woken and not dispatched yet, which
+// may take one), the oldest, as many as are free; and marks them woken.
+//
+// Why not all of them: a share frees when a run of its namespace leaves a
+// node, and takes one run; waking every run that waits for it cost the
+// controller a pass over a namespace's whole queue at each end of one of
+// its runs (and the runs of every other namespace at its share that fit
+// the node, whose shares that end did not change). A woken run that
+// cannot go after all (its fixture, every node it fits full) leaves the
+// share free; the next heartbeat of a node with a free slot wakes the
+// next one that fits it (nodeWatcher).
+func (l *bindingLedger) wakeForShare(runs []types.NamespacedName) []types.NamespacedName {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	waiting := map[string][]types.NamespacedName{}
+	for _, r := range runs {
+		if _, done := l.woken[r]; !done && l.pending[r] == PendingFairShare {
+			waiting[r.Namespace] = append(waiting[r.Namespace], r)
+		}
+	}
+	if len(waiting) == 0 {
+		return nil
+	}
+	taken := map[string]int32{}
+	l.eachOnNodesLocked(func(run types.NamespacedName) { taken[run.Namespace]++ })
+	for r := range l.woken {
+		taken[r.Namespace]++
+	}
+	var pick []types.NamespacedName
+	for ns, runs := range waiting {
+		if free := l.shareLimit[ns] - taken[ns]; free > 0 {
+			pick = append(pick, l.wakeLocked(runs, int(free))...)
+		}
 	}
 	return pick
 }

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,8 +67,8 @@ func TestWakeOldestPicksTheOldestRunsWaitingForASlot(t *testing.T) {
 	if got := l.wakeOldest("n", 3, 0, all); !slices.Equal(got, []types.NamespacedName{key("c")}) {
 		t.Fatalf("after c's dispatch, a bound and b gone, woke %v; want c alone (d not dispatched since)", got)
 	}
-	if l.waitsForSlot(key("share")) || !l.waitsForSlot(key("c")) {
-		t.Error("waitsForSlot: the fair-share run counted as waiting for a slot, or c not")
+	if l.pendingReason(key("share")) != PendingFairShare || l.pendingReason(key("c")) != PendingFull {
+		t.Error("pendingReason: the fair-share run or c waits for something else")
 	}
 	// Bound by this controller, the cache not showing it yet: it waits for
 	// nothing, and a slot freeing before the cache catches up wakes the
@@ -79,5 +80,73 @@ func TestWakeOldestPicksTheOldestRunsWaitingForASlot(t *testing.T) {
 	}
 	if got := l.wakeOldest("n", 3, 1, all); !slices.Equal(got, []types.NamespacedName{key("d")}) {
 		t.Fatalf("c reserved on n3, woke %v; want d", got)
+	}
+}
+
+// wakeForShare wakes, in each namespace whose fair share has room by the
+// ledger's count (its runs on nodes, reserved, and woken not dispatched
+// yet), its oldest runs waiting for it, as many as there is room for; none
+// of a namespace at its share.
+func TestWakeForShareWakesTheOldestOfANamespaceWithRoom(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+	l := newBindingLedger(clk, time.Minute)
+	key := func(ns, n string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: n} }
+	waiting := func(ns, n string, reason string) {
+		l.observe(&harnessv1.HarnessRun{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: n}})
+		l.setPending(key(ns, n), reason)
+		clk.SetTime(clk.Now().Add(time.Second))
+	}
+	bound := func(ns, n, node string) {
+		l.observe(&harnessv1.HarnessRun{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: n},
+			Status: harnessv1.HarnessRunStatus{Phase: harnessv1.RunRunning, NodeName: node}})
+	}
+	// a: share 2, both on nodes; b: share 1, on a node.
+	l.waitsForShare("a", 2)
+	l.waitsForShare("b", 1)
+	bound("a", "on1", "n")
+	bound("a", "on2", "m")
+	bound("b", "on", "n")
+	waiting("a", "3", PendingFairShare)
+	waiting("b", "2", PendingFairShare)
+	waiting("a", "1", PendingFairShare)
+	waiting("a", "2", PendingFairShare)
+	waiting("a", "slot", PendingFull)
+	all := []types.NamespacedName{key("a", "1"), key("a", "2"), key("a", "3"), key("a", "slot"), key("b", "2")}
+	if got := l.wakeForShare(all); got != nil {
+		t.Fatalf("every namespace at its share: woke %v", got)
+	}
+	// One of a's ends: its oldest run waiting for the share, not b's.
+	bound("a", "on1", "")
+	if got := l.wakeForShare(all); !slices.Equal(got, []types.NamespacedName{key("a", "3")}) {
+		t.Fatalf("a's share freed by one: woke %v, want a/3", got)
+	}
+	// Woken and not dispatched: it holds the room it was woken for.
+	if got := l.wakeForShare(all); got != nil {
+		t.Fatalf("a/3 woken, not dispatched: woke %v", got)
+	}
+	// Dispatched without going (say its fixture is missing): the room
+	// is free again, and a/3 still the oldest.
+	l.dispatched(key("a", "3"))
+	if got := l.wakeForShare(all); !slices.Equal(got, []types.NamespacedName{key("a", "3")}) {
+		t.Fatalf("a/3 dispatched, still waiting: woke %v, want a/3", got)
+	}
+	// A raised share (found by a dispatch) and a second end: two rooms,
+	// the next two oldest; b's end wakes b's.
+	l.dispatched(key("a", "3"))
+	l.waitsForShare("a", 3)
+	bound("b", "on", "")
+	got := l.wakeForShare(all)
+	slices.SortFunc(got, func(x, y types.NamespacedName) int { return strings.Compare(x.String(), y.String()) })
+	if want := []types.NamespacedName{key("a", "1"), key("a", "3"), key("b", "2")}; !slices.Equal(got, want) {
+		t.Fatalf("a with two rooms, b with one: woke %v, want %v", got, want)
+	}
+	// A run reserved by this controller, not in the cache yet, holds a room.
+	l.dispatched(key("a", "1"))
+	l.dispatched(key("a", "3"))
+	if chosen, _, _, _ := l.reserve(key("a", "1"), []nodeView{{name: "n", slots: 5}}, 3); chosen == nil {
+		t.Fatal("a/1 could not be reserved")
+	}
+	if got := l.wakeForShare(all); !slices.Equal(got, []types.NamespacedName{key("a", "3")}) {
+		t.Fatalf("a/1 reserved: woke %v, want a/3 alone", got)
 	}
 }

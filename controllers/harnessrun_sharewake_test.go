@@ -1,0 +1,100 @@
+//go:build linux
+
+package controllers_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/controllers"
+	hftesting "github.com/harnessfacts/harnessfacts/internal/testing"
+	"github.com/harnessfacts/harnessfacts/internal/testing/fakenode"
+)
+
+// A namespace's fair share is counted over every node: a run of it that
+// ends on one node lets its next run go on another, one the ended run's
+// node does not fit. The end's wake looked only at the runs that fit the
+// ended run's node, and the other node's heartbeats only at the runs that
+// wait for a slot: the run waited for something else to wake it (a
+// HarnessPolicy change, the cache's resync hours later).
+func TestAFreedShareReachesARunThatFitsAnotherNode(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	fairShare(t, ns, 1)
+	zone := "share-zone-" + ns
+	startNode(t, ns, fakenode.Options{Name: "x-" + ns, Slots: 2, Adapters: codexOnly, RunFor: -1, Labels: map[string]string{zone: "x"}})
+	y := startNode(t, ns, fakenode.Options{Name: "y-" + ns, Slots: 2, Adapters: codexOnly, RunFor: -1, Labels: map[string]string{zone: "y"}})
+	startController(t, ns, controllers.Options{}, nil)
+
+	create(t, hftesting.MakeHarnessRun("holder", ns).NodeSelector(map[string]string{zone: "y"}).Obj())
+	waitRun(t, ns, "holder", wait, "Running", phaseIs(harnessv1.RunRunning))
+	create(t, hftesting.MakeHarnessRun("waiter", ns).NodeSelector(map[string]string{zone: "x"}).Obj())
+	waitRun(t, ns, "waiter", wait, "Pending for the namespace's fair share", waitsForShare)
+
+	if err := y.Finish(ctx, client.ObjectKey{Namespace: ns, Name: "holder"}, fakenode.Pass); err != nil {
+		t.Fatal(err)
+	}
+	run := waitRun(t, ns, "waiter", wait, "bound", func(r *harnessv1.HarnessRun) bool { return r.Status.NodeName != "" })
+	if run.Status.NodeName != "x-"+ns {
+		t.Errorf("waiter bound to %q, want x-%s", run.Status.NodeName, ns)
+	}
+}
+
+// A run's end frees one share of its namespace, and wakes the oldest of
+// the runs waiting for it, not every one: with every waiting run that fits
+// the node woken at each end, the controller reconciled each of 150 runs
+// held at a share of 2 on a node of 10 slots about half the queue's depth
+// times.
+func TestAFreedShareWakesNotEveryWaitingRun(t *testing.T) {
+	ns := newNamespace(t)
+	fairShare(t, ns, 2)
+	startNode(t, ns, fakenode.Options{Name: "wide-" + ns, Slots: 10, Adapters: codexOnly, RunFor: 5 * time.Millisecond, LeaseDuration: time.Minute})
+	startController(t, ns, controllers.Options{}, nil)
+	create(t, hftesting.MakeHarnessRun("first", ns).Obj())
+	waitRun(t, ns, "first", wait, "Succeeded", phaseIs(harnessv1.RunSucceeded))
+	before, _ := reconcileTime(t, "harnessrun")
+	const runs = 150
+	createRuns(t, ns, "q", runs, nil)
+	waitSucceeded(t, ns, runs+1)
+	after, _ := reconcileTime(t, "harnessrun")
+	per := float64(after-before) / runs
+	t.Logf("%.1f reconciles a run", per)
+	if per > 25 {
+		t.Errorf("%d reconciles for %d runs held at a share of 2, %.1f a run: a freed share woke every waiting run", after-before, runs, per)
+	}
+}
+
+// A run woken for a freed share that cannot take it after all (its
+// fixture ConfigMap does not exist: it waits for it without holding a
+// share) leaves the share to the next run waiting for one, woken at the
+// next heartbeat of a node with a free slot; nothing else would wake that
+// run on an otherwise idle node.
+func TestARunWokenForAShareThatCannotGoLeavesItToTheNext(t *testing.T) {
+	ns := newNamespace(t)
+	fairShare(t, ns, 1)
+	startNode(t, ns, fakenode.Options{Name: "roomy-" + ns, Slots: 3, Adapters: codexOnly, RunFor: -1, LeaseDuration: 2 * time.Second})
+	startController(t, ns, controllers.Options{FixtureGrace: time.Minute}, nil)
+	create(t, hftesting.MakeHarnessRun("holder", ns).Obj())
+	waitRun(t, ns, "holder", wait, "Running", phaseIs(harnessv1.RunRunning))
+
+	// The older waiting run: its fixture is a ConfigMap never made. While
+	// the share is taken it waits for the share (the fixture is looked for
+	// only once a slot is held).
+	older := hftesting.MakeHarnessRun("older", ns).Obj()
+	older.Spec.Fixture = harnessv1.FixtureSource{ConfigMapRef: &harnessv1.ConfigMapFixture{Name: "never-made"}}
+	create(t, older)
+	waitRun(t, ns, "older", wait, "Pending for the namespace's fair share", waitsForShare)
+	create(t, hftesting.MakeHarnessRun("younger", ns).Obj())
+	waitRun(t, ns, "younger", wait, "Pending for the namespace's fair share", waitsForShare)
+
+	cancelRun(t, ns, "holder")
+	waitRun(t, ns, "holder", wait, "Failed", phaseIs(harnessv1.RunFailed))
+	waitRun(t, ns, "younger", wait, "bound", func(r *harnessv1.HarnessRun) bool { return r.Status.NodeName != "" })
+	if run := getRun(t, ns, "older"); run.Status.Phase != harnessv1.RunPending || run.Status.NodeName != "" {
+		t.Errorf("the run without its fixture: phase %q, node %q; want Pending, unbound", run.Status.Phase, run.Status.NodeName)
+	}
+}
