@@ -78,23 +78,5 @@ func TestARunWokenForAShareThatCannotGoLeavesItToTheNext(t *testing.T) {
 	fairShare(t, ns, 1)
 	startNode(t, ns, fakenode.Options{Name: "roomy-" + ns, Slots: 3, Adapters: codexOnly, RunFor: -1, LeaseDuration: 2 * time.Second})
 	startController(t, ns, controllers.Options{FixtureGrace: time.Minute}, nil)
-	create(t, hftesting.MakeHarnessRun("holder", ns).Obj())
-	waitRun(t, ns, "holder", wait, "Running", phaseIs(harnessv1.RunRunning))
-
-	// The older waiting run: its fixture is a ConfigMap never made. While
-	// the share is taken it waits for the share (the fixture is looked for
-	// only once a slot is held).
-	older := hftesting.MakeHarnessRun("older", ns).Obj()
-	older.Spec.Fixture = harnessv1.FixtureSource{ConfigMapRef: &harnessv1.ConfigMapFixture{Name: "never-made"}}
-	create(t, older)
-	waitRun(t, ns, "older", wait, "Pending for the namespace's fair share", waitsForShare)
-	create(t, hftesting.MakeHarnessRun("younger", ns).Obj())
-	waitRun(t, ns, "younger", wait, "Pending for the namespace's fair share", waitsForShare)
-
-	cancelRun(t, ns, "holder")
-	waitRun(t, ns, "holder", wait, "Failed", phaseIs(harnessv1.RunFailed))
-	waitRun(t, ns, "younger", wait, "bound", func(r *harnessv1.HarnessRun) bool { return r.Status.NodeName != "" })
-	if run := getRun(t, ns, "older"); run.Status.Phase != harnessv1.RunPending || run.Status.NodeName != "" {
-		t.Errorf("the run without its fixture: phase %q, node %q; want Pending, unbound", run.Status.Phase, run.Status.NodeName)
-	}
+	holdThenFree(t, ns, "Pending for the namespace's fair share", waitsForShare)
 }

@@ -50,33 +50,42 @@ func TestAWokenRunThatCannotGoLeavesTheSlotToTheNext(t *testing.T) {
 	ns := newNamespace(t)
 	startNode(t, ns, fakenode.Options{Name: "single", Slots: 1, Adapters: codexOnly, RunFor: -1, LeaseDuration: 2 * time.Second})
 	startController(t, ns, controllers.Options{FixtureGrace: time.Minute}, nil)
-	create(t, hftesting.MakeHarnessRun("holder", ns).Obj())
-	waitRun(t, ns, "holder", wait, "Running", phaseIs(harnessv1.RunRunning))
-
-	// The older waiting run: its fixture is a ConfigMap never made. While
-	// the node is full it waits for a slot (the fixture is looked for only
-	// once a slot is held).
-	older := hftesting.MakeHarnessRun("older", ns).Obj()
-	older.Spec.Fixture = harnessv1.FixtureSource{ConfigMapRef: &harnessv1.ConfigMapFixture{Name: "never-made"}}
-	create(t, older)
-	waitRun(t, ns, "older", wait, "Pending, the node full", func(r *harnessv1.HarnessRun) bool {
+	run := holdThenFree(t, ns, "Pending, the node full", func(r *harnessv1.HarnessRun) bool {
 		c := meta.FindStatusCondition(r.Status.Conditions, harnessv1.ConditionScheduled)
 		return r.Status.Phase == harnessv1.RunPending && c != nil && strings.Contains(c.Message, "full")
 	})
+	if run.Status.NodeName != "single" {
+		t.Errorf("younger bound to %q, want single", run.Status.NodeName)
+	}
+}
+
+// holdThenFree runs the liveness tests of the bounded wakes, on a node and
+// a controller started in ns: a holder runs; an older run whose fixture is
+// a ConfigMap never made, and a younger one, wait (waiting says for what:
+// the fixture is looked for only once a slot is held); the holder ends.
+// The older run is woken first and cannot go (it waits for its fixture
+// without holding a slot or a share); the younger must be bound. It
+// returns the younger run, bound, and fails if the older one is not
+// Pending and unbound (it waits for its fixture, or again for what the
+// younger now holds).
+func holdThenFree(t *testing.T, ns, what string, waiting func(*harnessv1.HarnessRun) bool) *harnessv1.HarnessRun {
+	t.Helper()
+	create(t, hftesting.MakeHarnessRun("holder", ns).Obj())
+	waitRun(t, ns, "holder", wait, "Running", phaseIs(harnessv1.RunRunning))
+	older := hftesting.MakeHarnessRun("older", ns).Obj()
+	older.Spec.Fixture = harnessv1.FixtureSource{ConfigMapRef: &harnessv1.ConfigMapFixture{Name: "never-made"}}
+	create(t, older)
+	waitRun(t, ns, "older", wait, what, waiting)
 	create(t, hftesting.MakeHarnessRun("younger", ns).Obj())
-	waitRun(t, ns, "younger", wait, "Pending, the node full", phaseIs(harnessv1.RunPending))
+	waitRun(t, ns, "younger", wait, what, waiting)
 
 	cancelRun(t, ns, "holder")
 	waitRun(t, ns, "holder", wait, "Failed", phaseIs(harnessv1.RunFailed))
 	run := waitRun(t, ns, "younger", wait, "bound", func(r *harnessv1.HarnessRun) bool { return r.Status.NodeName != "" })
-	if run.Status.NodeName != "single" {
-		t.Errorf("younger bound to %q, want single", run.Status.NodeName)
+	if older := getRun(t, ns, "older"); older.Status.Phase != harnessv1.RunPending || older.Status.NodeName != "" {
+		t.Errorf("the run without its fixture: phase %q, node %q; want Pending, unbound", older.Status.Phase, older.Status.NodeName)
 	}
-	// The older one still waits (for its fixture, or, once the younger
-	// holds the slot, for a slot again), unbound.
-	if run := getRun(t, ns, "older"); run.Status.Phase != harnessv1.RunPending || run.Status.NodeName != "" {
-		t.Errorf("the run without its fixture: phase %q, node %q; want Pending, unbound", run.Status.Phase, run.Status.NodeName)
-	}
+	return run
 }
 
 // waitSucceeded waits until n runs of ns have succeeded.
