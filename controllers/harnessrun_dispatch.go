@@ -195,7 +195,6 @@ func (r *HarnessRunReconciler) reconcileDispatch(ctx context.Context, p *pass) e
 		switch {
 		case chosen == nil && limit > 0 && inFlight >= limit:
 			reason = PendingFairShare
-			r.ledger.waitsForShare(run.Namespace, limit)
 			message = fmt.Sprintf("namespace %s has %s on nodes, as many as HarnessPolicy %s allows (fairShare.maxRunsInFlight %d): the run waits for one to finish",
 				run.Namespace, plural(int(inFlight), "run"), policy, limit)
 		case chosen == nil:

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
@@ -79,4 +81,36 @@ func TestARunWokenForAShareThatCannotGoLeavesItToTheNext(t *testing.T) {
 	startNode(t, ns, fakenode.Options{Name: "roomy-" + ns, Slots: 3, Adapters: codexOnly, RunFor: -1, LeaseDuration: 2 * time.Second})
 	startController(t, ns, controllers.Options{FixtureGrace: time.Minute}, nil)
 	holdThenFree(t, ns, "Pending for the namespace's fair share", waitsForShare)
+}
+
+// A namespace relabelled out of its HarnessPolicy's selector has no share
+// any more; its runs still marked as waiting for one all go once one of
+// them finds that (at its namespace's next end), within a node's
+// heartbeat, not one per end of a run (namespaces are not watched).
+func TestRunsHeldAtAShareGoWhenThePolicyNoLongerSelectsTheirNamespace(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	fairShare(t, ns, 1)
+	node := startNode(t, ns, fakenode.Options{Name: "open-" + ns, Slots: 4, Adapters: codexOnly, RunFor: -1, LeaseDuration: 2 * time.Second})
+	startController(t, ns, controllers.Options{}, nil)
+	create(t, hftesting.MakeHarnessRun("holder", ns).Obj())
+	waitRun(t, ns, "holder", wait, "Running", phaseIs(harnessv1.RunRunning))
+	for _, name := range []string{"w1", "w2", "w3"} {
+		create(t, hftesting.MakeHarnessRun(name, ns).Obj())
+		waitRun(t, ns, name, wait, "Pending for the namespace's fair share", waitsForShare)
+	}
+	nsObj := &corev1.Namespace{}
+	if err := k8s.Get(ctx, types.NamespacedName{Name: ns}, nsObj); err != nil {
+		t.Fatal(err)
+	}
+	nsObj.Labels = nil
+	if err := k8s.Update(ctx, nsObj); err != nil {
+		t.Fatal(err)
+	}
+	if err := node.Finish(ctx, client.ObjectKey{Namespace: ns, Name: "holder"}, fakenode.Pass); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"w1", "w2", "w3"} {
+		waitRun(t, ns, name, wait, "bound", func(r *harnessv1.HarnessRun) bool { return r.Status.NodeName != "" })
+	}
 }

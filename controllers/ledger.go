@@ -54,8 +54,9 @@ type bindingLedger struct {
 	// namespace's fair share (pending FairShare) that a wake picked and
 	// that have not been dispatched since (wakeOldest, wakeForShare).
 	woken map[types.NamespacedName]struct{}
-	// shareLimit: the fair share (maxRunsInFlight) each namespace's runs
-	// were last found waiting for (wakeForShare).
+	// shareLimit: each namespace's fair share (maxRunsInFlight) as its
+	// last reserve found it; none for a namespace without one
+	// (wakeForShare).
 	shareLimit map[string]int32
 	// active: the non-terminal runs the cache shows bound to each node;
 	// activeNode the reverse.
@@ -168,7 +169,9 @@ func (l *bindingLedger) phaseCounts() map[harnessv1.RunPhase]int {
 func (l *bindingLedger) reserve(run types.NamespacedName, fit []nodeView, nsLimit int32) (chosen *nodeView, inUse, total, inFlight int32) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	delete(l.shareLimit, run.Namespace)
 	if nsLimit > 0 {
+		l.shareLimit[run.Namespace] = nsLimit
 		if inFlight = l.namespaceLoadLocked(run.Namespace); inFlight >= nsLimit {
 			return nil, 0, 0, inFlight
 		}
@@ -335,14 +338,6 @@ func (l *bindingLedger) setPending(run types.NamespacedName, reason string) {
 	l.pending[run] = reason
 }
 
-// waitsForShare records that runs of namespace wait for its fair share,
-// limit runs on nodes at a time.
-func (l *bindingLedger) waitsForShare(namespace string, limit int32) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.shareLimit[namespace] = limit
-}
-
 // pendingReason is why the run was last found waiting ("" if it was not,
 // or has not been judged since this controller saw it).
 func (l *bindingLedger) pendingReason(run types.NamespacedName) string {
@@ -410,9 +405,11 @@ func (l *bindingLedger) wakeLocked(runs []types.NamespacedName, n int) []types.N
 // wakeForShare picks, of runs, the ones this ledger knows to wait for
 // their namespace's fair share (pending FairShare) and that no wake has
 // picked since their last dispatch: in each namespace with shares free by
-// this ledger's count (the limit its runs were last found waiting for,
-// less its runs on nodes and its runs woken and not dispatched yet, which
-// may take one), the oldest, as many as are free; and marks them woken.
+// this ledger's count (its limit as its last reserve found it, less its
+// runs on nodes and its runs woken and not dispatched yet, which may take
+// one), the oldest, as many as are free; in a namespace whose last
+// reserve found no limit (its policy gone, or no longer selecting it),
+// every one; and marks them woken.
 //
 // Why not all of them: a share frees when a run of its namespace leaves a
 // node, and takes one run; waking every run that waits for it cost the
@@ -441,7 +438,10 @@ func (l *bindingLedger) wakeForShare(runs []types.NamespacedName) []types.Namesp
 	}
 	var pick []types.NamespacedName
 	for ns, runs := range waiting {
-		if free := l.shareLimit[ns] - taken[ns]; free > 0 {
+		limit, limited := l.shareLimit[ns]
+		if !limited {
+			pick = append(pick, l.wakeLocked(runs, len(runs))...)
+		} else if free := limit - taken[ns]; free > 0 {
 			pick = append(pick, l.wakeLocked(runs, int(free))...)
 		}
 	}

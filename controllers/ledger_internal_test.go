@@ -100,12 +100,19 @@ func TestWakeForShareWakesTheOldestOfANamespaceWithRoom(t *testing.T) {
 		l.observe(&harnessv1.HarnessRun{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: n},
 			Status: harnessv1.HarnessRunStatus{Phase: harnessv1.RunRunning, NodeName: node}})
 	}
+	// share: a reserve of a run of ns under a share of limit, refused
+	// while the namespace is at it, as dispatch makes them.
+	share := func(ns string, limit int32) {
+		if chosen, _, _, _ := l.reserve(key(ns, "probe"), []nodeView{{name: "big", slots: 100}}, limit); chosen != nil {
+			l.release(key(ns, "probe"), chosen.name)
+		}
+	}
 	// a: share 2, both on nodes; b: share 1, on a node.
-	l.waitsForShare("a", 2)
-	l.waitsForShare("b", 1)
 	bound("a", "on1", "n")
 	bound("a", "on2", "m")
 	bound("b", "on", "n")
+	share("a", 2)
+	share("b", 1)
 	waiting("a", "3", PendingFairShare)
 	waiting("b", "2", PendingFairShare)
 	waiting("a", "1", PendingFairShare)
@@ -133,7 +140,7 @@ func TestWakeForShareWakesTheOldestOfANamespaceWithRoom(t *testing.T) {
 	// A raised share (found by a dispatch) and a second end: two rooms,
 	// the next two oldest; b's end wakes b's.
 	l.dispatched(key("a", "3"))
-	l.waitsForShare("a", 3)
+	share("a", 3)
 	bound("b", "on", "")
 	got := l.wakeForShare(all)
 	slices.SortFunc(got, func(x, y types.NamespacedName) int { return strings.Compare(x.String(), y.String()) })
@@ -148,5 +155,15 @@ func TestWakeForShareWakesTheOldestOfANamespaceWithRoom(t *testing.T) {
 	}
 	if got := l.wakeForShare(all); !slices.Equal(got, []types.NamespacedName{key("a", "3")}) {
 		t.Fatalf("a/1 reserved: woke %v, want a/3 alone", got)
+	}
+	// b's last reserve found no share (its policy gone, or no longer
+	// selecting it): every run of b still marked as waiting for one goes.
+	waiting("b", "3", PendingFairShare)
+	l.dispatched(key("b", "2"))
+	bound("b", "on", "n")
+	share("b", 0)
+	got = l.wakeForShare(append(all, key("b", "3")))
+	if want := []types.NamespacedName{key("b", "2"), key("b", "3")}; !slices.Equal(got, want) {
+		t.Fatalf("b without a share: woke %v, want %v", got, want)
 	}
 }
