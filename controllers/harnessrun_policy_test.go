@@ -27,14 +27,7 @@ func fairShare(t *testing.T, ns string, limit int32) *harnessv1.HarnessPolicy {
 	t.Helper()
 	ctx := context.Background()
 	label := map[string]string{"fairshare-test": ns}
-	nsObj := &corev1.Namespace{}
-	if err := k8s.Get(ctx, types.NamespacedName{Name: ns}, nsObj); err != nil {
-		t.Fatal(err)
-	}
-	nsObj.Labels = label
-	if err := k8s.Update(ctx, nsObj); err != nil {
-		t.Fatal(err)
-	}
+	labelNamespace(t, ns, label)
 	policy := &harnessv1.HarnessPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: "fairshare-" + ns},
 		Spec: harnessv1.HarnessPolicySpec{
@@ -45,6 +38,19 @@ func fairShare(t *testing.T, ns string, limit int32) *harnessv1.HarnessPolicy {
 	create(t, policy)
 	t.Cleanup(func() { _ = k8s.Delete(ctx, policy) })
 	return policy
+}
+
+// labelNamespace sets ns's labels to labels (nil: none).
+func labelNamespace(t testing.TB, ns string, labels map[string]string) {
+	t.Helper()
+	nsObj := &corev1.Namespace{}
+	if err := k8s.Get(context.Background(), types.NamespacedName{Name: ns}, nsObj); err != nil {
+		t.Fatal(err)
+	}
+	nsObj.Labels = labels
+	if err := k8s.Update(context.Background(), nsObj); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // waitsForShare: the run is Pending because its namespace has as many runs
@@ -163,14 +169,7 @@ func TestPolicyRecheckedBeforeBinding(t *testing.T) {
 	ctx := context.Background()
 	ns, other := newNamespace(t), newNamespace(t)
 	label := map[string]string{"recheck-test": ns}
-	nsObj := &corev1.Namespace{}
-	if err := k8s.Get(ctx, types.NamespacedName{Name: ns}, nsObj); err != nil {
-		t.Fatal(err)
-	}
-	nsObj.Labels = label
-	if err := k8s.Update(ctx, nsObj); err != nil {
-		t.Fatal(err)
-	}
+	labelNamespace(t, ns, label)
 	policy := &harnessv1.HarnessPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: "recheck-" + ns},
 		Spec: harnessv1.HarnessPolicySpec{
@@ -213,14 +212,7 @@ func TestBindingRecordsTheLimitCeilings(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	label := map[string]string{"ceilings-test": ns}
-	nsObj := &corev1.Namespace{}
-	if err := k8s.Get(ctx, types.NamespacedName{Name: ns}, nsObj); err != nil {
-		t.Fatal(err)
-	}
-	nsObj.Labels = label
-	if err := k8s.Update(ctx, nsObj); err != nil {
-		t.Fatal(err)
-	}
+	labelNamespace(t, ns, label)
 	loose := &harnessv1.HarnessPolicy{ObjectMeta: metav1.ObjectMeta{Name: "loose-" + ns}, Spec: harnessv1.HarnessPolicySpec{
 		NamespaceSelector: metav1.LabelSelector{MatchLabels: label},
 		Limits:            &harnessv1.PolicyLimits{MaxEpisodeSeconds: ptr.To[int32](600), MaxDisk: ptr.To(resource.MustParse("512Mi"))},

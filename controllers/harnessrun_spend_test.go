@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,14 +24,7 @@ func spendPolicy(t *testing.T, ns string, spend harnessv1.PolicySpend) *harnessv
 	t.Helper()
 	ctx := context.Background()
 	label := map[string]string{"spend-test": ns}
-	nsObj := &corev1.Namespace{}
-	if err := k8s.Get(ctx, types.NamespacedName{Name: ns}, nsObj); err != nil {
-		t.Fatal(err)
-	}
-	nsObj.Labels = label
-	if err := k8s.Update(ctx, nsObj); err != nil {
-		t.Fatal(err)
-	}
+	labelNamespace(t, ns, label)
 	policy := &harnessv1.HarnessPolicy{ObjectMeta: metav1.ObjectMeta{Name: "spend-" + ns}, Spec: harnessv1.HarnessPolicySpec{
 		NamespaceSelector: metav1.LabelSelector{MatchLabels: label}, Spend: &spend,
 	}}
