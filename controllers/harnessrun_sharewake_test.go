@@ -91,6 +91,9 @@ func TestRunsHeldAtAShareGoWhenThePolicyNoLongerSelectsTheirNamespace(t *testing
 		waitRun(t, ns, name, wait, "Pending for the namespace's fair share", waitsForShare)
 	}
 	labelNamespace(t, ns, nil)
+	// The controller reads namespaces from its cache, a watch apart from
+	// the runs': the relabel reaches it before the holder's end does.
+	time.Sleep(2 * time.Second)
 	if err := node.Finish(ctx, client.ObjectKey{Namespace: ns, Name: "holder"}, fakenode.Pass); err != nil {
 		t.Fatal(err)
 	}
