@@ -186,9 +186,12 @@ func enqueueWaitingFor(ctx context.Context, c client.Reader, nodes nodeReader, n
 	v, err := nodes.get(ctx, nodeName)
 	if err != nil {
 		log.FromContext(ctx).Error(err, "reading a node that freed a slot", "node", nodeName)
-		return
 	}
-	if v = v.at(now); !v.ready {
+	// A node that is not Ready (cordoned, draining, lost) takes no run,
+	// but the share its run held is free all the same: the runs waiting
+	// for it are woken whatever the node.
+	ready := err == nil && v.at(now).ready
+	if !ready && freed == nil {
 		return
 	}
 	runs := &harnessv1.HarnessRunList{}
@@ -207,7 +210,7 @@ func enqueueWaitingFor(ctx context.Context, c client.Reader, nodes nodeReader, n
 		case reason == PendingFairShare:
 			forShare = append(forShare, key)
 		case reason == PendingSpend:
-		case !fitsStatically(&runs.Items[i], v):
+		case !ready || !fitsStatically(&runs.Items[i], v):
 		case reason == PendingFull:
 			forSlot = append(forSlot, key)
 		default:
@@ -215,8 +218,10 @@ func enqueueWaitingFor(ctx context.Context, c client.Reader, nodes nodeReader, n
 		}
 	}
 	if freed != nil {
-		for _, key := range freed.wakeOldest(nodeName, v.slots, 1, forSlot) {
-			q.Add(reconcile.Request{NamespacedName: key})
+		if ready {
+			for _, key := range freed.wakeOldest(nodeName, v.slots, 1, forSlot) {
+				q.Add(reconcile.Request{NamespacedName: key})
+			}
 		}
 		for _, key := range freed.wakeForShare(forShare) {
 			q.Add(reconcile.Request{NamespacedName: key})

@@ -156,7 +156,8 @@ func (r *HarnessRunReconciler) reconcileDispatch(ctx context.Context, p *pass) e
 		return nil
 	}
 	key := client.ObjectKeyFromObject(run)
-	// Judged again now: a freed slot may wake it again (wakeOldest).
+	// Judged again now: a freed slot or share may wake it again
+	// (wakeOldest, wakeForShare).
 	defer r.ledger.dispatched(key)
 	if _, ok := r.ledger.reservedFor(key); ok {
 		// An earlier pass bound it and the cache has not caught up; its

@@ -101,3 +101,33 @@ func TestRunsHeldAtAShareGoWhenThePolicyNoLongerSelectsTheirNamespace(t *testing
 		waitRun(t, ns, name, wait, "bound", func(r *harnessv1.HarnessRun) bool { return r.Status.NodeName != "" })
 	}
 }
+
+// A run that ends on a node no longer Ready (here cordoned to no slots, as
+// in a drain) frees its namespace's share all the same: the run held at
+// that share, fitting another node, is bound at once, not at that node's
+// next heartbeat (minutes apart here).
+func TestAShareFreedOnANodeNotReadyWakesItsNamespace(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	fairShare(t, ns, 1)
+	zone := "share-zone-" + ns
+	x := startNode(t, ns, fakenode.Options{Name: "x-" + ns, Slots: 2, Adapters: codexOnly, RunFor: -1, Labels: map[string]string{zone: "x"}})
+	startNode(t, ns, fakenode.Options{Name: "y-" + ns, Slots: 2, Adapters: codexOnly, RunFor: -1, LeaseDuration: 10 * time.Minute, Labels: map[string]string{zone: "y"}})
+	startController(t, ns, controllers.Options{}, nil)
+
+	create(t, hftesting.MakeHarnessRun("holder", ns).NodeSelector(map[string]string{zone: "x"}).Obj())
+	waitRun(t, ns, "holder", wait, "Running", phaseIs(harnessv1.RunRunning))
+	create(t, hftesting.MakeHarnessRun("waiter", ns).NodeSelector(map[string]string{zone: "y"}).Obj())
+	waitRun(t, ns, "waiter", wait, "Pending for the namespace's fair share", waitsForShare)
+
+	if err := x.SetSlots(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Finish(ctx, client.ObjectKey{Namespace: ns, Name: "holder"}, fakenode.Pass); err != nil {
+		t.Fatal(err)
+	}
+	run := waitRun(t, ns, "waiter", 10*time.Second, "bound", func(r *harnessv1.HarnessRun) bool { return r.Status.NodeName != "" })
+	if run.Status.NodeName != "y-"+ns {
+		t.Errorf("waiter bound to %q, want y-%s", run.Status.NodeName, ns)
+	}
+}

@@ -346,8 +346,8 @@ func (l *bindingLedger) pendingReason(run types.NamespacedName) string {
 	return l.pending[run]
 }
 
-// dispatched forgets that a freed slot woke run: its dispatch judged it
-// again (bound, waiting for a slot again, or waiting for something else).
+// dispatched forgets that a freed slot or share woke run: its dispatch
+// judged it again (bound, waiting again, or waiting for something else).
 func (l *bindingLedger) dispatched(run types.NamespacedName) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
