@@ -246,6 +246,46 @@ func TestClaimsExecutesOnceAndWritesEvidence(t *testing.T) {
 	}
 }
 
+// cleaningBehind is scripted whose attempts clean up behind, as the real
+// executor does in the node-agent (executor.Options.CleanBehind): each
+// cleanup is done when the test closes cleaned.
+type cleaningBehind struct {
+	scripted
+	cleaned chan struct{}
+}
+
+func (c *cleaningBehind) Execute(ctx context.Context, run *harnessv1.HarnessRun) *executor.Outcome {
+	out := c.scripted.Execute(ctx, run)
+	out.Cleaned = c.cleaned
+	return out
+}
+
+// TestTheTerminalStatusWaitsForTheCleanup: the evidence is written while
+// the attempt's cleanup goes on; the terminal status, which frees the
+// run's slot for the controller, only once it is done, so that nothing of
+// a run (its dir, its credential copies, its servers) outlives it.
+func TestTheTerminalStatusWaitsForTheCleanup(t *testing.T) {
+	exec := &cleaningBehind{cleaned: make(chan struct{})}
+	startAgent(t, "node-behind", exec)
+	var once sync.Once
+	cleanedUp := func() { once.Do(func() { close(exec.cleaned) }) }
+	t.Cleanup(cleanedUp) // before the agent's stop, which waits for it
+	run := boundRun(t, "cleaned-behind", "node-behind", harnessv1.RunScheduled)
+	evidence := types.NamespacedName{Namespace: "default", Name: nodeagent.EvidenceName(run)}
+	waitFor(t, "the evidence ConfigMap, written while the cleanup goes on", func() bool {
+		return k8s.Get(context.Background(), evidence, &corev1.ConfigMap{}) == nil
+	})
+	time.Sleep(500 * time.Millisecond) // a terminal write that did not wait would be in by now
+	if st := getRun(t, "cleaned-behind").Status; st.Phase != harnessv1.RunRunning {
+		t.Fatalf("before the cleanup was done the run is %s (%s), want Running", st.Phase, st.Message)
+	}
+	cleanedUp()
+	waitFor(t, "the run to finish once cleaned", func() bool { return getRun(t, "cleaned-behind").Status.Phase.Terminal() })
+	if st := getRun(t, "cleaned-behind").Status; st.Phase != harnessv1.RunSucceeded || st.Evidence == nil || st.Evidence.ConfigMapName != evidence.Name {
+		t.Errorf("status = %s, evidence %+v; want Succeeded naming %s", st.Phase, st.Evidence, evidence.Name)
+	}
+}
+
 // TestSquattedEvidenceNameGetsAnotherName: anyone who may write ConfigMaps
 // in the namespace can make one named as a run's evidence will be before
 // the run ends (here immutable, with a forged receipt). The evidence is

@@ -35,6 +35,9 @@ func (a *Agent) runAttempt(ctx context.Context, run *harnessv1.HarnessRun, r *ru
 	ctx = log.IntoContext(ctx, logger)
 
 	out := a.outcome(ctx, run)
+	// The executor cleans up behind (executor.Options.CleanBehind) while
+	// the evidence is written; the slot is free only once it is done.
+	defer out.WaitCleaned()
 	a.mu.Lock()
 	r.finishing = true
 	handedBack := r.handedBack
@@ -48,6 +51,7 @@ func (a *Agent) runAttempt(ctx context.Context, run *harnessv1.HarnessRun, r *ru
 		// Stopped by the drain: whatever the agent did before it was
 		// killed is not judged, and no evidence is written for it,
 		// unless the run was cancelled or deleted meanwhile (below).
+		out.WaitCleaned()
 		stop, err := a.handBack(writeCtx, run)
 		if err != nil {
 			logger.Error(err, "handing back the attempt failed; the next node-agent reports it as orphaned")

@@ -144,6 +144,9 @@ func Setup(ctx context.Context, api *API, opts SetupOptions) (*Agent, error) {
 		NodeName:          opts.NodeName,
 		SigningKey:        key,
 		Image:             opts.Image,
+		// The evidence's write and the run's cleanup at once (finish
+		// waits for the cleanup before the terminal status).
+		CleanBehind: true,
 
 		RefuseFallback:      opts.RefuseFallback,
 		NoLoopbackProviders: opts.NoLoopbackProviders,

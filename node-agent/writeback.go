@@ -18,7 +18,9 @@ import (
 )
 
 // finish writes the evidence ConfigMap (owned by the run) and then the
-// terminal status, in one status write.
+// terminal status, in one status write, once the attempt's cleanup, begun
+// beside the evidence's write, is done: a terminal status frees the run's
+// slot, and nothing of the run may outlive it.
 func (a *Agent) finish(ctx context.Context, run *harnessv1.HarnessRun, r *running, res *executor.Outcome) error {
 	key := keyOf(run)
 	// From now on only this writes the attempt's status.
@@ -40,6 +42,7 @@ func (a *Agent) finish(ctx context.Context, run *harnessv1.HarnessRun, r *runnin
 			res.Status.Evidence.ConfigMapName = name
 		}
 	}
+	res.WaitCleaned()
 	var written *harnessv1.HarnessRun
 	// The first try writes over the run as this process last wrote it (the
 	// claim, or its limits); only when someone else changed it since is it

@@ -170,6 +170,14 @@ type Options struct {
 	// these options instead of sandbox.Preflight (harnessfacts run: the
 	// one its init began, package prestart).
 	Preflight func(sandbox.Options) []sandbox.Availability
+	// CleanBehind has Execute return once the outcome is known and clean
+	// up (the run dir and the credential copies in it removed, the run's
+	// servers stopped, its ids given back) while its caller writes the
+	// evidence; the caller must call Outcome.WaitCleaned before it counts
+	// the attempt's slot free. The node-agent's claimed → done is shorter
+	// by the cleanup (a millisecond or two), and nothing of the run
+	// outlives its terminal status.
+	CleanBehind bool
 }
 
 // Executor carries out attempts, for the node-agent and `harnessfacts run`.
@@ -500,7 +508,8 @@ type attempt struct {
 
 // Execute carries out one attempt: fixture → run dir → credentials → MCP →
 // egress → sandboxed agent → checks → artifacts → verdict and evidence. It
-// always removes the run dir and the credential copies in it before it
+// always removes the run dir and the credential copies in it: before it
+// returns, or with Options.CleanBehind by the time Outcome.WaitCleaned
 // returns. When the run must stop, ctx is cancelled with a *StopCause; the
 // agent's process tree is killed and the Outcome still says what is known.
 func (e *Executor) Execute(ctx context.Context, run *harnessv1.HarnessRun) *Outcome {
@@ -517,7 +526,14 @@ func (e *Executor) Execute(ctx context.Context, run *harnessv1.HarnessRun) *Outc
 	// Until the fixture is read, the limits are resolved without it.
 	a := &attempt{e: e, run: run, started: time.Now().UTC(), pace: newPace(), checksPace: newPace(),
 		limits: harnessv1.ResolveLimits(run.Spec.Limits, nil, nil).Limits}
-	defer a.cleanup()
+	// A panicking step leaves no outcome to hand the cleanup to: the
+	// cleanup runs here, as the panic goes on.
+	behind := false
+	defer func() {
+		if !behind {
+			a.cleanup()
+		}
+	}()
 	if e.opts.Live != nil {
 		// Open from the start, so a follower may wait for the first byte;
 		// closed last, after the agent's output was flushed into it.
@@ -535,6 +551,21 @@ func (e *Executor) Execute(ctx context.Context, run *harnessv1.HarnessRun) *Outc
 			out.Status.PlannedChecks = int32(len(a.fix.Manifest.Checks))
 		}
 		out.Status.LimitSources = r.Sources
+	}
+	if e.opts.CleanBehind {
+		cleaned := make(chan struct{})
+		out.Cleaned, behind = cleaned, true
+		go func() {
+			defer close(cleaned)
+			// Nothing waits for a panic here: it would end the node-agent
+			// with every run on it.
+			defer func() {
+				if p := recover(); p != nil {
+					log.FromContext(ctx).Error(fmt.Errorf("%v", p), "an attempt's cleanup panicked; the next start removes what it left")
+				}
+			}()
+			a.cleanup()
+		}()
 	}
 	return out
 }

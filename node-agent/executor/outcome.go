@@ -25,6 +25,19 @@ type Outcome struct {
 	Evidence *Evidence
 	// Warnings become Warning Events (for example an unsandboxed fallback).
 	Warnings []Warning
+
+	// Cleaned, when not nil, is closed when the attempt's cleanup is done
+	// (Options.CleanBehind); nil when it was done before Execute returned.
+	Cleaned <-chan struct{}
+}
+
+// WaitCleaned returns once the attempt's cleanup is done: its run dir and
+// the credential copies in it removed, its servers stopped, its ids given
+// back. At once unless the Executor cleans behind (Options.CleanBehind).
+func (o *Outcome) WaitCleaned() {
+	if o != nil && o.Cleaned != nil {
+		<-o.Cleaned
+	}
 }
 
 // Evidence is the content of an evidence ConfigMap, bounded to fit one.
