@@ -192,6 +192,7 @@ func BenchmarkCreateToScheduled(b *testing.B) {
 		}
 		return nil
 	})
+	waitingLook(b, c, idle)
 	for _, n := range fakes {
 		n.Stop()
 	}
@@ -519,4 +520,40 @@ func (q queueFigures) String() string {
 		return time.Duration(sum / n * float64(time.Second)).Round(100 * time.Microsecond)
 	}
 	return fmt.Sprintf("%.0f reconciles, mean queue wait %s, mean reconcile %s", q.workN, mean(q.waitSum, q.waitN), mean(q.workSum, q.workN))
+}
+
+// waitingLook times what a wake at a run's end (or a node's heartbeat with
+// a free slot) looks through with waiting runs queued: the ledger's
+// waiting runs, against listing them from the cache's phase index, as the
+// wakes did before (the baseline, in the same run): time and allocation
+// each.
+func waitingLook(b *testing.B, c *controller, waiting int) {
+	b.Helper()
+	measure := func(look func() int) (ms, mb float64) {
+		const rounds = 20
+		runtime.GC()
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		start := time.Now()
+		for range rounds {
+			if n := look(); n < waiting {
+				b.Fatalf("looked through %d runs, want at least %d", n, waiting)
+			}
+		}
+		el := time.Since(start)
+		runtime.ReadMemStats(&m1)
+		return float64(el.Microseconds()) / 1000 / rounds, float64(m1.TotalAlloc-m0.TotalAlloc) / 1e6 / rounds
+	}
+	ledgerMS, ledgerMB := measure(c.reconciler.WaitingRunsForBench)
+	listMS, listMB := measure(func() int {
+		runs := &harnessv1.HarnessRunList{}
+		if err := c.cache.List(context.Background(), runs, client.MatchingFields{controllers.IndexRunPhase: string(harnessv1.RunPending)}, client.UnsafeDisableDeepCopy); err != nil {
+			b.Fatal(err)
+		}
+		return len(runs.Items)
+	})
+	b.ReportMetric(ledgerMS, "wake-look-ms")
+	b.ReportMetric(listMS/ledgerMS, "cache-list/wake-look")
+	b.Logf("a wake's look through %d+ waiting runs: %.2f ms, %.2f MB allocated; listing them from the cache (the wakes before): %.2f ms, %.1f MB (%.0f×)",
+		waiting, ledgerMS, ledgerMB, listMS, listMB, listMS/ledgerMS)
 }

@@ -143,9 +143,9 @@ func (w *nodeWatcher) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	}
 	if cur.ready && (!seen || !prev.ready || prev.offer != cur.offer) {
 		log.FromContext(ctx).V(1).Info("node can take runs", "node", req.Name, "slots", v.slots)
-		enqueueWaitingFor(ctx, w.client, w.nodes, now, req.Name, q, nil)
+		enqueueWaitingFor(ctx, w.nodes, w.ledger, now, req.Name, q, false)
 	} else if cur.ready {
-		wakeForFreeSlots(ctx, w.client, w.ledger, v, q)
+		wakeForFreeSlots(w.ledger, v, q)
 	}
 	if h.fresh {
 		// Look again just after the Lease would expire; a renewal brings
@@ -167,22 +167,22 @@ func (w *nodeWatcher) enqueueBound(ctx context.Context, nodeName string, q runQu
 }
 
 // enqueueWaitingFor queues the Pending runs that node could take (adapter,
-// version, nodeSelector), if the node is Ready. They are found through the
-// phase index; the queue folds repeated requests for a run into one.
+// version, nodeSelector), if the node is Ready. They are the ledger's
+// (waitingRuns); the queue folds repeated requests for a run into one.
 //
-// freed is the ledger when a run on node has just left it (it ended, was
-// sent back or moved, or was deleted): a slot of node freed, and a share
-// of the run's namespace. Then of the runs the ledger knows to wait only
-// for a slot, wakeOldest picks as many as the node has free slots, at
-// least one; of the runs waiting for their namespace's fair share,
-// wakeForShare picks as many as their namespace has shares free, whatever
-// node they fit (a share is counted over every node); runs waiting for a
-// spend budget are left (an end charges what its run used, it never
-// lowers a namespace's spending; a HarnessPolicy change wakes them); every
-// other waiting run that fits is queued (a run never judged yet, or one
-// waiting for its fixture). With no ledger (the node became ready, or
-// offers something else), every waiting run that fits is queued.
-func enqueueWaitingFor(ctx context.Context, c client.Reader, nodes nodeReader, now time.Time, nodeName string, q runQueue, freed *bindingLedger) {
+// freed is set when a run on node has just left it (it ended, was sent
+// back or moved, or was deleted): a slot of node freed, and a share of the
+// run's namespace. Then of the runs the ledger knows to wait only for a
+// slot, wakeOldest picks as many as the node has free slots, at least one;
+// of the runs waiting for their namespace's fair share, wakeForShare picks
+// as many as their namespace has shares free, whatever node they fit (a
+// share is counted over every node); runs waiting for a spend budget are
+// left (an end charges what its run used, it never lowers a namespace's
+// spending; a HarnessPolicy change wakes them); every other waiting run
+// that fits is queued (a run never judged yet, or one waiting for its
+// fixture). When not (the node became ready, or offers something else),
+// every waiting run that fits is queued.
+func enqueueWaitingFor(ctx context.Context, nodes nodeReader, ledger *bindingLedger, now time.Time, nodeName string, q runQueue, freed bool) {
 	v, err := nodes.get(ctx, nodeName)
 	if err != nil {
 		log.FromContext(ctx).Error(err, "reading a node that freed a slot", "node", nodeName)
@@ -191,39 +191,33 @@ func enqueueWaitingFor(ctx context.Context, c client.Reader, nodes nodeReader, n
 	// but the share its run held is free all the same: the runs waiting
 	// for it are woken whatever the node.
 	ready := err == nil && v.at(now).ready
-	if !ready && freed == nil {
-		return
-	}
-	runs := &harnessv1.HarnessRunList{}
-	if err := c.List(ctx, runs, client.MatchingFields{IndexRunPhase: string(harnessv1.RunPending)}, client.UnsafeDisableDeepCopy); err != nil {
-		log.FromContext(ctx).Error(err, "listing waiting runs", "node", nodeName)
+	if !ready && !freed {
 		return
 	}
 	var forSlot, forShare []types.NamespacedName
-	for i := range runs.Items {
-		key := client.ObjectKeyFromObject(&runs.Items[i])
+	for _, w := range ledger.waitingRuns() {
 		reason := ""
-		if freed != nil {
-			reason = freed.pendingReason(key)
+		if freed {
+			reason = w.reason
 		}
 		switch {
 		case reason == PendingFairShare:
-			forShare = append(forShare, key)
+			forShare = append(forShare, w.key)
 		case reason == PendingSpend:
-		case !ready || !fitsStatically(&runs.Items[i], v):
+		case !ready || !fitsStatically(w.run, v):
 		case reason == PendingFull:
-			forSlot = append(forSlot, key)
+			forSlot = append(forSlot, w.key)
 		default:
-			q.Add(reconcile.Request{NamespacedName: key})
+			q.Add(reconcile.Request{NamespacedName: w.key})
 		}
 	}
-	if freed != nil {
+	if freed {
 		if ready {
-			for _, key := range freed.wakeOldest(nodeName, v.slots, 1, forSlot) {
+			for _, key := range ledger.wakeOldest(nodeName, v.slots, 1, forSlot) {
 				q.Add(reconcile.Request{NamespacedName: key})
 			}
 		}
-		for _, key := range freed.wakeForShare(forShare) {
+		for _, key := range ledger.wakeForShare(forShare) {
 			q.Add(reconcile.Request{NamespacedName: key})
 		}
 	}
@@ -235,20 +229,15 @@ func enqueueWaitingFor(ctx context.Context, c client.Reader, nodes nodeReader, n
 // fit the node (wakeForShare): the net under the wake at a run's end,
 // should a run it woke have gone, or turned out to wait for something
 // else, and left the slot or the share free. Called at each of the node's
-// heartbeats; it lists the waiting runs only when a slot is free.
-func wakeForFreeSlots(ctx context.Context, c client.Reader, ledger *bindingLedger, v nodeView, q runQueue) {
+// heartbeats; it looks through the waiting runs only when a slot is free.
+func wakeForFreeSlots(ledger *bindingLedger, v nodeView, q runQueue) {
 	if ledger.freeSlots(v.name, v.slots) <= 0 {
 		return
 	}
-	runs := &harnessv1.HarnessRunList{}
-	if err := c.List(ctx, runs, client.MatchingFields{IndexRunPhase: string(harnessv1.RunPending)}, client.UnsafeDisableDeepCopy); err != nil {
-		log.FromContext(ctx).Error(err, "listing waiting runs", "node", v.name)
-		return
-	}
 	var fit []types.NamespacedName
-	for i := range runs.Items {
-		if fitsStatically(&runs.Items[i], v) {
-			fit = append(fit, client.ObjectKeyFromObject(&runs.Items[i]))
+	for _, w := range ledger.waitingRuns() {
+		if fitsStatically(w.run, v) {
+			fit = append(fit, w.key)
 		}
 	}
 	for _, key := range ledger.wakeOldest(v.name, v.slots, 0, fit) {

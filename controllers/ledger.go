@@ -65,6 +65,9 @@ type bindingLedger struct {
 	// phase of each run in the cache, and the runs per phase.
 	phase      map[types.NamespacedName]harnessv1.RunPhase
 	phaseCount map[harnessv1.RunPhase]int
+	// waiting: the runs the cache shows Pending, as the cache holds them
+	// (read here, never changed), for the wakes (waitingRuns).
+	waiting map[types.NamespacedName]*harnessv1.HarnessRun
 }
 
 type reservation struct {
@@ -91,6 +94,7 @@ func newBindingLedger(clk clock.PassiveClock, ttl time.Duration) *bindingLedger 
 		activeNode: map[types.NamespacedName]string{},
 		phase:      map[types.NamespacedName]harnessv1.RunPhase{},
 		phaseCount: map[harnessv1.RunPhase]int{},
+		waiting:    map[types.NamespacedName]*harnessv1.HarnessRun{},
 	}
 }
 
@@ -308,6 +312,11 @@ func (l *bindingLedger) observe(run *harnessv1.HarnessRun) {
 	}
 	l.setActiveLocked(key, node)
 	l.setPhaseLocked(key, effectivePhase(run))
+	if effectivePhase(run) == harnessv1.RunPending {
+		l.waiting[key] = run
+	} else {
+		delete(l.waiting, key)
+	}
 	if effectivePhase(run) == harnessv1.RunPending && run.DeletionTimestamp == nil {
 		if _, ok := l.firstSeen[key]; !ok {
 			l.firstSeen[key] = l.clock.Now()
@@ -326,9 +335,35 @@ func (l *bindingLedger) forget(run types.NamespacedName) {
 	l.dropLocked(run)
 	l.setActiveLocked(run, "")
 	l.setPhaseLocked(run, "")
+	delete(l.waiting, run)
 	delete(l.firstSeen, run)
 	delete(l.pending, run)
 	delete(l.woken, run)
+}
+
+// waitingRun is a run the cache shows Pending, as the cache holds it (to
+// read, never to change), with why the ledger last found it waiting (""
+// when it has not judged it since this controller saw it).
+type waitingRun struct {
+	key    types.NamespacedName
+	run    *harnessv1.HarnessRun
+	reason string
+}
+
+// waitingRuns are the runs the cache shows Pending, as observe last saw
+// them: what the wakes look through at a run's end and a node's
+// heartbeat. Listing them from the cache's phase index instead copied
+// every waiting run at each of those (with 8,600 runs waiting, 28 ms and
+// 17 MB each, BenchmarkCreateToScheduled). A run that turned Pending
+// after the last event observe saw is queued by its own event.
+func (l *bindingLedger) waitingRuns() []waitingRun {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]waitingRun, 0, len(l.waiting))
+	for key, run := range l.waiting {
+		out = append(out, waitingRun{key: key, run: run, reason: l.pending[key]})
+	}
+	return out
 }
 
 // setPending records why a run waits.

@@ -167,3 +167,45 @@ func TestWakeForShareWakesTheOldestOfANamespaceWithRoom(t *testing.T) {
 		t.Fatalf("b without a share: woke %v, want %v", got, want)
 	}
 }
+
+// The wakes look through the runs the ledger last saw Pending (a run
+// without a phase reads as Pending, one being deleted too), the object
+// each event brought, with why it waits; never a run that left Pending or
+// was forgotten.
+func TestWaitingRunsAreThoseLastSeenPending(t *testing.T) {
+	l := newBindingLedger(clocktesting.NewFakePassiveClock(time.Unix(1000, 0)), time.Minute)
+	run := func(n string, phase harnessv1.RunPhase) *harnessv1.HarnessRun {
+		return &harnessv1.HarnessRun{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: n}, Status: harnessv1.HarnessRunStatus{Phase: phase}}
+	}
+	key := func(n string) types.NamespacedName { return types.NamespacedName{Namespace: "ns", Name: n} }
+	seen := func() map[string]waitingRun {
+		out := map[string]waitingRun{}
+		for _, w := range l.waitingRuns() {
+			if w.key != key(w.run.Name) {
+				t.Fatalf("%v holds the run %s", w.key, w.run.Name)
+			}
+			out[w.key.Name] = w
+		}
+		return out
+	}
+	fresh, pending, deleting := run("fresh", ""), run("pending", harnessv1.RunPending), run("deleting", harnessv1.RunPending)
+	deleting.DeletionTimestamp = &metav1.Time{Time: time.Unix(1000, 0)}
+	for _, r := range []*harnessv1.HarnessRun{fresh, pending, deleting, run("running", harnessv1.RunRunning), run("done", harnessv1.RunSucceeded)} {
+		l.observe(r)
+	}
+	l.setPending(key("pending"), PendingFull)
+	got := seen()
+	if len(got) != 3 || got["fresh"].run != fresh || got["pending"].run != pending || got["deleting"].run != deleting ||
+		got["pending"].reason != PendingFull || got["fresh"].reason != "" {
+		t.Fatalf("waiting runs %v; want fresh, pending (Full) and deleting, as observed", got)
+	}
+	// A newer version replaces the older; a run bound leaves; a run
+	// forgotten leaves.
+	newer := run("fresh", harnessv1.RunPending)
+	l.observe(newer)
+	l.observe(run("pending", harnessv1.RunScheduled))
+	l.forget(key("deleting"))
+	if got := seen(); len(got) != 1 || got["fresh"].run != newer {
+		t.Fatalf("after an update, a binding and a deletion: %v; want fresh's newer version alone", got)
+	}
+}

@@ -70,7 +70,7 @@ func (r *HarnessRunReconciler) runEventHandler() handler.TypedEventHandler[*harn
 			q.Add(req(e.ObjectNew))
 			old, cur := e.ObjectOld.Status, e.ObjectNew.Status
 			if old.NodeName != "" && !old.Phase.Terminal() && (cur.Phase.Terminal() || cur.NodeName != old.NodeName) {
-				enqueueWaitingFor(ctx, r.client, r.nodeReader(), r.clock.Now(), old.NodeName, q, r.ledger)
+				enqueueWaitingFor(ctx, r.nodeReader(), r.ledger, r.clock.Now(), old.NodeName, q, true)
 			}
 		},
 		DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[*harnessv1.HarnessRun], q runQueue) {
@@ -83,7 +83,7 @@ func (r *HarnessRunReconciler) runEventHandler() handler.TypedEventHandler[*harn
 				go r.chargeDeleted(e.Object.DeepCopy()) // harnessrun_spend.go
 			}
 			if st := e.Object.Status; st.NodeName != "" && !st.Phase.Terminal() {
-				enqueueWaitingFor(ctx, r.client, r.nodeReader(), r.clock.Now(), st.NodeName, q, r.ledger)
+				enqueueWaitingFor(ctx, r.nodeReader(), r.ledger, r.clock.Now(), st.NodeName, q, true)
 			}
 		},
 		GenericFunc: func(_ context.Context, e event.TypedGenericEvent[*harnessv1.HarnessRun], q runQueue) {

@@ -119,9 +119,11 @@ func removeRuns(t testing.TB, ns string) {
 type controller struct {
 	reconciler *controllers.HarnessRunReconciler
 	registry   *prometheus.Registry
-	stopOnce   sync.Once
-	cancel     context.CancelFunc
-	done       chan error
+	// cache is the manager's client, reading from its cache.
+	cache    client.Client
+	stopOnce sync.Once
+	cancel   context.CancelFunc
+	done     chan error
 }
 
 func (c *controller) stop(t testing.TB) {
@@ -192,7 +194,7 @@ func startControllerOn(t testing.TB, cfg *rest.Config, ns string, opts controlle
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	h := &controller{reconciler: r, registry: reg, cancel: cancel, done: make(chan error, 1)}
+	h := &controller{reconciler: r, registry: reg, cache: mgr.GetClient(), cancel: cancel, done: make(chan error, 1)}
 	go func() { h.done <- mgr.Start(ctx) }()
 	t.Cleanup(func() { h.stop(t) })
 	return h
