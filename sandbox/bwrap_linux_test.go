@@ -427,6 +427,28 @@ func TestCommandGetsItsProcessLimit(t *testing.T) {
 	}
 }
 
+// TestProcessLimitWhileTheForkerIsSlowToLeave: on v1 the forker's thread
+// starts bwrap from inside the run's cgroup and counts in its pids until
+// it moves back. A thread kept from running meanwhile (a busy node) cost
+// the run a process: under a limit of 8 the shell started 6 (seen in CI
+// under load). The thread held here in the run's cgroups for 300 ms, long
+// after the shell has started its processes: still 7.
+func TestProcessLimitWhileTheForkerIsSlowToLeave(t *testing.T) {
+	r := requireBwrapHost(t)
+	if !cgroupV1(t, r) {
+		t.Skip("cgroup v2 here: the kernel places the command (CLONE_INTO_CGROUP), no forker moves itself")
+	}
+	var once sync.Once
+	moveBack = func(tasks string) error {
+		once.Do(func() { time.Sleep(300 * time.Millisecond) })
+		return writeTasks(tasks)
+	}
+	t.Cleanup(func() { moveBack = writeTasks })
+	if started, ok := startedUnder(t, r, 8); ok && started != 7 {
+		t.Errorf("under a limit of 8 processes, the forker slow to leave, the shell started %d more, want 7", started)
+	}
+}
+
 // startedUnder runs a shell under a limit of limit processes that starts
 // up to 40 background processes, and returns how many it started; false
 // (said) when bwrap itself failed.

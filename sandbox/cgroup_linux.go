@@ -213,6 +213,12 @@ type v1Cgroup struct {
 	paths map[cgroup1.Name]string
 	// tidy are the runs' parents to remove with the run (newRunCgroup).
 	tidy []string
+	// maxProcesses is the pids limit (0: none). While the forker starts a
+	// command from inside the cgroup its thread counts there too, so the
+	// limit is one higher until the thread has left (start); forkerRoom
+	// says it is.
+	maxProcesses int64
+	forkerRoom   bool
 }
 
 // v1Found is v1Hierarchy's answer once it had one: where the hierarchies
@@ -319,15 +325,20 @@ func newV1Cgroup(opts Options, name string, limits Limits) (*v1Cgroup, error) {
 		return filepath.Join(p, name), nil
 	}
 	mem := limits.MemoryBytes
+	// Made with room for the forker's thread: the first start needs it.
+	pids := limits.MaxProcesses
+	if pids > 0 {
+		pids++
+	}
 	res := &specs.LinuxResources{
 		Memory: &specs.LinuxMemory{Limit: &mem, Swap: &mem},
-		Pids:   &specs.LinuxPids{Limit: &limits.MaxProcesses},
+		Pids:   &specs.LinuxPids{Limit: &pids},
 	}
 	cg, err := cgroup1.New(path, res, cgroup1.WithHierarchy(func() ([]cgroup1.Subsystem, error) { return subs, nil }))
 	if err != nil {
 		return nil, fmt.Errorf("cgroup v1: create per-run cgroup %s: %w", name, err)
 	}
-	c := &v1Cgroup{cg: cg, paths: map[cgroup1.Name]string{}}
+	c := &v1Cgroup{cg: cg, paths: map[cgroup1.Name]string{}, maxProcesses: max(limits.MaxProcesses, 0), forkerRoom: limits.MaxProcesses > 0}
 	for _, s := range subs {
 		if p, ok := s.(interface{ Path(string) string }); ok {
 			if rel, err := path(s.Name()); err == nil {
@@ -400,13 +411,50 @@ func (c *v1Cgroup) controllers() []string {
 	return names
 }
 
-// start starts cmd born in the cgroup's hierarchies (startOnForker).
+// start starts cmd born in the cgroup's hierarchies (startOnForker). The
+// forker's thread is in the cgroup from before the fork until it has moved
+// back, after the command's exec, and counts in its pids meanwhile: on a
+// busy node it may be kept from running that long while the command's
+// processes start beside it, and the run had one process fewer than its
+// limit. So the limit has room for the thread while it is there, and is
+// the run's own once it has left.
 func (c *v1Cgroup) start(cmd *exec.Cmd, netns *os.File) error {
+	if c.maxProcesses > 0 && !c.forkerRoom {
+		// Started again (bwrap's setup retried): room again.
+		if err := c.setMaxProcesses(c.maxProcesses + 1); err != nil {
+			return err
+		}
+		c.forkerRoom = true
+	}
 	tasks := map[cgroup1.Name]string{}
 	for n, p := range c.paths {
 		tasks[n] = filepath.Join(p, "tasks")
 	}
-	return startOnForker(tasks, netns, cmd)
+	err := startOnForker(tasks, netns, cmd)
+	if c.maxProcesses > 0 {
+		if serr := c.setMaxProcesses(c.maxProcesses); serr != nil {
+			// Never a run with more processes than its limit.
+			if err == nil && cmd.Process != nil {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+			}
+			return errors.Join(err, serr)
+		}
+		c.forkerRoom = false
+	}
+	return err
+}
+
+// setMaxProcesses writes the cgroup's pids limit.
+func (c *v1Cgroup) setMaxProcesses(n int64) error {
+	p, ok := c.paths[cgroup1.Pids]
+	if !ok {
+		return nil
+	}
+	if err := os.WriteFile(filepath.Join(p, "pids.max"), []byte(strconv.FormatInt(n, 10)), 0); err != nil {
+		return fmt.Errorf("cgroup v1: set the run's process limit: %w", err)
+	}
+	return nil
 }
 
 // adopt moves pid into each of the run's hierarchies. The buffers of the
