@@ -429,21 +429,23 @@ func TestCommandGetsItsProcessLimit(t *testing.T) {
 
 // TestProcessLimitWhileTheForkerIsSlowToLeave: on v1 the forker's thread
 // starts bwrap from inside the run's cgroup and counts in its pids until
-// it moves back. A thread kept from running meanwhile (a busy node) cost
-// the run a process: under a limit of 8 the shell started 6 (seen in CI
-// under load). The thread held here in the run's cgroups for 300 ms, long
-// after the shell has started its processes: still 7.
+// it moves back. A thread kept from running after the exec (a busy node)
+// cost the run a process: under a limit of 8 the shell started 6 (seen in
+// CI under load). The thread held here in the run's cgroups for 300 ms
+// after bwrap's exec, long after the shell has started its processes:
+// still 7, and never more.
 func TestProcessLimitWhileTheForkerIsSlowToLeave(t *testing.T) {
 	r := requireBwrapHost(t)
 	if !cgroupV1(t, r) {
 		t.Skip("cgroup v2 here: the kernel places the command (CLONE_INTO_CGROUP), no forker moves itself")
 	}
 	var once sync.Once
-	moveBack = func(tasks string) error {
+	startCmd = func(c *exec.Cmd) error {
+		err := c.Start()
 		once.Do(func() { time.Sleep(300 * time.Millisecond) })
-		return writeTasks(tasks)
+		return err
 	}
-	t.Cleanup(func() { moveBack = writeTasks })
+	t.Cleanup(func() { startCmd = (*exec.Cmd).Start })
 	if started, ok := startedUnder(t, r, 8); ok && started != 7 {
 		t.Errorf("under a limit of 8 processes, the forker slow to leave, the shell started %d more, want 7", started)
 	}

@@ -416,8 +416,11 @@ func (c *v1Cgroup) controllers() []string {
 // back, after the command's exec, and counts in its pids meanwhile: on a
 // busy node it may be kept from running that long while the command's
 // processes start beside it, and the run had one process fewer than its
-// limit. So the limit has room for the thread while it is there, and is
-// the run's own once it has left.
+// limit. So the limit has room for the thread until the command has
+// started, and is the run's own from then on: the thread sets it back
+// itself before it moves out, so the run never has a process more than
+// its limit (for the two system calls until the thread is out, one
+// fewer).
 func (c *v1Cgroup) start(cmd *exec.Cmd, netns *os.File) error {
 	if c.maxProcesses > 0 && !c.forkerRoom {
 		// Started again (bwrap's setup retried): room again.
@@ -430,19 +433,20 @@ func (c *v1Cgroup) start(cmd *exec.Cmd, netns *os.File) error {
 	for n, p := range c.paths {
 		tasks[n] = filepath.Join(p, "tasks")
 	}
-	err := startOnForker(tasks, netns, cmd)
+	var started func() error
 	if c.maxProcesses > 0 {
-		if serr := c.setMaxProcesses(c.maxProcesses); serr != nil {
-			// Never a run with more processes than its limit.
-			if err == nil && cmd.Process != nil {
-				_ = cmd.Process.Kill()
-				_ = cmd.Wait()
+		// On the forker's thread, before it moves out. A limit that
+		// cannot be set back kills the command: never a run with more
+		// processes than its limit.
+		started = func() error {
+			if err := c.setMaxProcesses(c.maxProcesses); err != nil {
+				return err
 			}
-			return errors.Join(err, serr)
+			c.forkerRoom = false
+			return nil
 		}
-		c.forkerRoom = false
 	}
-	return err
+	return startOnForker(tasks, netns, cmd, started)
 }
 
 // setMaxProcesses writes the cgroup's pids limit.
@@ -777,7 +781,7 @@ func (c *v2Cgroup) start(cmd *exec.Cmd, netns *os.File) error {
 	cmd.SysProcAttr.UseCgroupFD = true
 	cmd.SysProcAttr.CgroupFD = int(fd.Fd())
 	if netns != nil {
-		return startOnForker(nil, netns, cmd)
+		return startOnForker(nil, netns, cmd, nil)
 	}
 	return cmd.Start()
 }

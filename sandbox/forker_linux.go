@@ -65,7 +65,10 @@ type forkRequest struct {
 	tasks map[cgroup1.Name]string // the run's tasks file in each v1 hierarchy
 	netns *os.File                // the network namespace to start cmd in, or nil
 	cmd   *exec.Cmd
-	done  chan error
+	// started, when set, is called on the thread right after the command
+	// started, before the thread moves back: an error kills the command.
+	started func() error
+	done    chan error
 }
 
 var forkers struct {
@@ -75,8 +78,9 @@ var forkers struct {
 
 // startOnForker starts cmd born in the v1 cgroups whose tasks files are
 // given (none on v2, where clone3 places it) and in the network namespace
-// netns (nil: the process's own).
-func startOnForker(tasks map[cgroup1.Name]string, netns *os.File, cmd *exec.Cmd) error {
+// netns (nil: the process's own), and calls started (if set) on the
+// forker's thread right after the command started, while it is still there.
+func startOnForker(tasks map[cgroup1.Name]string, netns *os.File, cmd *exec.Cmd, started func() error) error {
 	forkers.Lock()
 	if forkers.current == nil {
 		f := &forker{reqs: make(chan forkRequest)}
@@ -85,7 +89,7 @@ func startOnForker(tasks map[cgroup1.Name]string, netns *os.File, cmd *exec.Cmd)
 	}
 	f := forkers.current
 	forkers.Unlock()
-	req := forkRequest{tasks: tasks, netns: netns, cmd: cmd, done: make(chan error, 1)}
+	req := forkRequest{tasks: tasks, netns: netns, cmd: cmd, started: started, done: make(chan error, 1)}
 	wait := time.NewTimer(forkerBusy)
 	defer wait.Stop()
 	select {
@@ -100,7 +104,7 @@ func startOnForker(tasks map[cgroup1.Name]string, netns *os.File, cmd *exec.Cmd)
 			forkers.current = nil
 		}
 		forkers.Unlock()
-		return startOnForker(tasks, netns, cmd)
+		return startOnForker(tasks, netns, cmd, started)
 	}
 }
 
@@ -146,7 +150,7 @@ func (f *forker) serve() {
 			// this thread. A request sent to it meanwhile goes to the
 			// forker that takes its place.
 			for late := range f.reqs {
-				late.done <- startOnForker(late.tasks, late.netns, late.cmd)
+				late.done <- startOnForker(late.tasks, late.netns, late.cmd, late.started)
 			}
 		}
 		req.done <- err
@@ -186,6 +190,12 @@ func (f *forker) start(req forkRequest) (stuck bool, err error) {
 	if err == nil {
 		if err = startCmd(req.cmd); err != nil {
 			err = fmt.Errorf("start %s: %w", req.cmd.Path, err)
+		} else if req.started != nil {
+			if serr := req.started(); serr != nil {
+				_ = req.cmd.Process.Kill()
+				_ = req.cmd.Wait()
+				err = serr
+			}
 		}
 	}
 	var errs []error

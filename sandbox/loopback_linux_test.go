@@ -206,7 +206,7 @@ func TestAForkerThatCannotLeaveANetworkNamespaceIsParked(t *testing.T) {
 		c := exec.Command("readlink", "/proc/self/ns/net")
 		var out bytes.Buffer
 		c.Stdout = &out
-		if err := startOnForker(nil, netns, c); err != nil {
+		if err := startOnForker(nil, netns, c, nil); err != nil {
 			return "", err
 		}
 		err := c.Wait()
