@@ -373,14 +373,6 @@ func (l *bindingLedger) setPending(run types.NamespacedName, reason string) {
 	l.pending[run] = reason
 }
 
-// pendingReason is why the run was last found waiting ("" if it was not,
-// or has not been judged since this controller saw it).
-func (l *bindingLedger) pendingReason(run types.NamespacedName) string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.pending[run]
-}
-
 // dispatched forgets that a freed slot or share woke run: its dispatch
 // judged it again (bound, waiting again, or waiting for something else).
 func (l *bindingLedger) dispatched(run types.NamespacedName) {

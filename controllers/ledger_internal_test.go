@@ -67,8 +67,12 @@ func TestWakeOldestPicksTheOldestRunsWaitingForASlot(t *testing.T) {
 	if got := l.wakeOldest("n", 3, 0, all); !slices.Equal(got, []types.NamespacedName{key("c")}) {
 		t.Fatalf("after c's dispatch, a bound and b gone, woke %v; want c alone (d not dispatched since)", got)
 	}
-	if l.pendingReason(key("share")) != PendingFairShare || l.pendingReason(key("c")) != PendingFull {
-		t.Error("pendingReason: the fair-share run or c waits for something else")
+	reasons := map[types.NamespacedName]string{}
+	for _, w := range l.waitingRuns() {
+		reasons[w.key] = w.reason
+	}
+	if reasons[key("share")] != PendingFairShare || reasons[key("c")] != PendingFull {
+		t.Errorf("waiting runs' reasons %v: the fair-share run or c waits for something else", reasons)
 	}
 	// Bound by this controller, the cache not showing it yet: it waits for
 	// nothing, and a slot freeing before the cache catches up wakes the
