@@ -215,8 +215,9 @@ type v1Cgroup struct {
 	tidy []string
 	// maxProcesses is the pids limit (0: none). While the forker starts a
 	// command from inside the cgroup its thread counts there too, so the
-	// limit is one higher until the thread has left (start); forkerRoom
-	// says it is.
+	// limit is one higher until the command has started (start), and the
+	// thread sets it back before it moves out; forkerRoom says it is
+	// higher now.
 	maxProcesses int64
 	forkerRoom   bool
 }

@@ -41,7 +41,8 @@ import (
 //     outlive every command it started.
 //
 // While it is in a run's cgroup the thread counts in that cgroup's pids
-// (the run's limit is one higher until it has left, v1Cgroup.start), and
+// (the run's limit is one higher until the command started, and set back
+// by the thread before it moves out, v1Cgroup.start), and
 // killAll never signals this process. If it
 // cannot move back it stays parked where it is, for ever, and a new forker
 // takes its place: the run's cgroup then cannot be removed, and that run
