@@ -12,6 +12,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -50,27 +51,58 @@ func (k *Key) Public() *PublicKey { return k.pub }
 // when there is none, makes one and writes it there (mode 0600, its folder
 // 0700), so that a restarted node-agent keeps its key. A key file anyone
 // but its owner may read is refused: it would no longer vouch for anything.
+// So is anything at path that is not a regular file (a FIFO would hold the
+// process at its start, a link to a device would have it read without end)
+// and a file larger than any key: the default paths may sit in a folder
+// another user of the machine made first (harnessfacts dev's is in the
+// temporary folder).
 func LoadOrCreateKey(path string) (*Key, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|keyOpenFlags, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return createKey(path)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("evidence key: %w", err)
 	}
-	info, err := os.Stat(path)
+	defer f.Close()
+	info, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("evidence key: %w", err)
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("evidence key %s: not a regular file (%v)", path, info.Mode().Type())
 	}
 	if info.Mode().Perm()&0o077 != 0 {
 		return nil, fmt.Errorf("evidence key %s: mode %v lets others read it; it must be 0600", path, info.Mode().Perm())
 	}
+	b, err := io.ReadAll(io.LimitReader(f, maxKeyFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("evidence key: %w", err)
+	}
+	if len(b) > maxKeyFileBytes {
+		return nil, fmt.Errorf("evidence key %s: larger than %d bytes, which no PEM key is", path, maxKeyFileBytes)
+	}
 	return ParsePrivateKey(b)
 }
 
+// maxKeyFileBytes bounds what LoadOrCreateKey reads: a PEM P-256 key is
+// about 250 bytes, with comments and a certificate beside it a few KiB.
+const maxKeyFileBytes = 64 << 10
+
 func createKey(path string) (*Key, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("evidence key: %w", err)
+	}
+	// A folder others may write to (and not sticky, as the temporary
+	// folder is) lets them replace the key after it is made, or link
+	// another file in its place: one that another user made first where
+	// the key's default path leads (harnessfacts dev's is in the
+	// temporary folder) is refused, not written into.
+	if info, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("evidence key: %w", err)
+	} else if info.Mode().Perm()&0o022 != 0 && info.Mode()&fs.ModeSticky == 0 {
+		return nil, fmt.Errorf("evidence key: the folder %s is writable by others (mode %v), who could replace the key; make it 0700 or name another with --evidence-key", dir, info.Mode().Perm())
 	}
 	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -83,7 +115,7 @@ func createKey(path string) (*Key, error) {
 	data := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
 	// Written under a temporary name and linked into place: a key file is
 	// never seen half written, and two processes never both win.
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".evidence-key-*")
+	tmp, err := os.CreateTemp(dir, ".evidence-key-*")
 	if err != nil {
 		return nil, fmt.Errorf("evidence key: %w", err)
 	}
