@@ -314,8 +314,15 @@ func New(opts Options) (*Executor, error) {
 	if opts.Adapters == nil {
 		opts.Adapters = adapters.Default()
 	}
+	// Judged before anything is made in it, and again once it is whole.
+	if err := trustedRunRoot(root); err != nil {
+		return nil, fmt.Errorf("executor: the run root: %w", err)
+	}
 	if err := os.MkdirAll(root, 0o711); err != nil {
 		return nil, fmt.Errorf("executor: creating the run root: %w", err)
+	}
+	if err := trustedRunRoot(root); err != nil {
+		return nil, fmt.Errorf("executor: the run root: %w", err)
 	}
 	// The run root is ours: the agent's user must pass through it (it sees
 	// only its own run's folders, the rest is hidden in the sandbox).
