@@ -17,6 +17,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/harnessfacts/harnessfacts/internal/trustedpath"
 )
 
 // Algorithm names the one signature scheme of receipts: ECDSA on P-256 over
@@ -57,6 +59,12 @@ func (k *Key) Public() *PublicKey { return k.pub }
 // another user of the machine made first (harnessfacts dev's is in the
 // temporary folder).
 func LoadOrCreateKey(path string) (*Key, error) {
+	// Nor may another user be able to put their key in its place: the
+	// key, its folder and the folders above it must be this process's
+	// user's or root's, and none may be written by anyone unless sticky.
+	if err := trustedpath.Check(path, "the evidence key"); err != nil {
+		return nil, fmt.Errorf("evidence key: %w", err)
+	}
 	f, err := os.OpenFile(path, os.O_RDONLY|keyOpenFlags, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return createKey(path)
@@ -92,6 +100,9 @@ const maxKeyFileBytes = 64 << 10
 func createKey(path string) (*Key, error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("evidence key: %w", err)
+	}
+	if err := trustedpath.Check(path, "the evidence key"); err != nil {
 		return nil, fmt.Errorf("evidence key: %w", err)
 	}
 	// A folder others may write to (and not sticky, as the temporary

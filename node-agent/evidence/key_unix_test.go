@@ -55,8 +55,14 @@ func TestKeyIsNotMadeInAFolderOthersMayWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(open, "evidence-key.pem")
-	if _, err := LoadOrCreateKey(path); err == nil || !strings.Contains(err.Error(), "writable by others") {
+	if _, err := LoadOrCreateKey(path); err == nil || !strings.Contains(err.Error(), "may be written by anyone") {
 		t.Fatalf("a key made in a folder of mode 0777: %v", err)
+	}
+	if err := os.Chmod(open, 0o770); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadOrCreateKey(path); err == nil || !strings.Contains(err.Error(), "writable by others") {
+		t.Fatalf("a key made in a folder of mode 0770: %v", err)
 	}
 	if entries, _ := os.ReadDir(open); len(entries) != 0 {
 		t.Errorf("left in the refused folder: %v", entries)
@@ -69,5 +75,37 @@ func TestKeyIsNotMadeInAFolderOthersMayWrite(t *testing.T) {
 	}
 	if _, err := LoadOrCreateKey(path); err != nil {
 		t.Fatalf("the key made in a sticky folder, read again: %v", err)
+	}
+}
+
+// TestKeyOfAFolderAnotherUserOwnsIsRefused: another user who made the key's
+// folder first (harnessfacts dev's is in the temporary folder) could put
+// their own key in place of the one made there, or a link to another.
+func TestKeyOfAFolderAnotherUserOwnsIsRefused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to make a folder of another user's")
+	}
+	dir := filepath.Join(t.TempDir(), "keys")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "evidence-key.pem")
+	if _, err := LoadOrCreateKey(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadOrCreateKey(path); err == nil || !strings.Contains(err.Error(), "belongs to uid 65534") {
+		t.Fatalf("the key in a folder of uid 65534's: %v", err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadOrCreateKey(path); err == nil || !strings.Contains(err.Error(), "belongs to uid 65534") {
+		t.Fatalf("a key made in a folder of uid 65534's: %v", err)
+	}
+	if _, err := os.Stat(path); err == nil {
+		t.Error("a key was made in the other user's folder")
 	}
 }

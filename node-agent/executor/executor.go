@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	harnessv1 "github.com/harnessfacts/harnessfacts/api/v1alpha1"
+	"github.com/harnessfacts/harnessfacts/internal/trustedpath"
 	"github.com/harnessfacts/harnessfacts/node-agent/adapters"
 	"github.com/harnessfacts/harnessfacts/node-agent/egress"
 	"github.com/harnessfacts/harnessfacts/node-agent/envimage"
@@ -314,14 +315,18 @@ func New(opts Options) (*Executor, error) {
 	if opts.Adapters == nil {
 		opts.Adapters = adapters.Default()
 	}
-	// Judged before anything is made in it, and again once it is whole.
-	if err := trustedRunRoot(root); err != nil {
+	// The run root holds every run's folders and credential copies, which
+	// this process changes by path: a link another user left where its
+	// path leads (harnessfacts run's default is /tmp/harnessfacts-runs) had
+	// it make the link's target 0711 and run there. Judged before anything
+	// is made in it, and again once it is whole.
+	if err := trustedpath.Check(root, "the run root"); err != nil {
 		return nil, fmt.Errorf("executor: the run root: %w", err)
 	}
 	if err := os.MkdirAll(root, 0o711); err != nil {
 		return nil, fmt.Errorf("executor: creating the run root: %w", err)
 	}
-	if err := trustedRunRoot(root); err != nil {
+	if err := trustedpath.Check(root, "the run root"); err != nil {
 		return nil, fmt.Errorf("executor: the run root: %w", err)
 	}
 	// The run root is ours: the agent's user must pass through it (it sees
