@@ -4,7 +4,6 @@ package executor
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,47 +11,42 @@ import (
 
 // TestRunRootAnotherUserCouldReplaceIsRefused: a link another user left
 // where a run root's path leads (the local run's default is in the
-// temporary folder) had the executor make its target 0711 and run there;
-// a folder of another user's, or one above the run root anyone may write
-// to without the sticky bit, would let them move the runs' folders. Each
-// is refused before anything is made or changed; the run root's own
-// folders, and the temporary folder's sticky kind above it, are not.
+// temporary folder) had New make its target 0711 and run there. It is
+// refused before anything is made or changed (internal/trustedpath's
+// TestCheck has the other cases); a run root below a sticky folder, the
+// temporary folder's kind, is not.
 func TestRunRootAnotherUserCouldReplaceIsRefused(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root, to make a folder and a link of another user's")
+		t.Skip("needs root, to make a link of another user's")
 	}
-	const nobody = 65534
 	// Short: a run root's sockets' paths must fit the kernel's 107 bytes.
 	base, err := os.MkdirTemp("", "hf-rr-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(base) })
-	_ = os.Chmod(base, 0o755)
+	if err := os.Chmod(base, 0o755); err != nil { // the sandbox's uid passes through it
+		t.Fatal(err)
+	}
 	target := filepath.Join(base, "target")
 	if err := os.Mkdir(target, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	theirLink := filepath.Join(base, "their-link")
+	theirLink := filepath.Join(base, "link")
 	if err := os.Symlink(target, theirLink); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Lchown(theirLink, nobody, nobody); err != nil {
+	if err := os.Lchown(theirLink, 65534, 65534); err != nil {
 		t.Fatal(err)
 	}
-	theirs := filepath.Join(base, "theirs")
-	if err := os.Mkdir(theirs, 0o755); err != nil {
-		t.Fatal(err)
+	if _, err := New(Options{Sources: inlineSources{}, RunRoot: theirLink, InitBinary: "/bin/true"}); err == nil || !strings.Contains(err.Error(), "belongs to uid 65534") {
+		t.Errorf("a run root at another user's link: %v", err)
 	}
-	if err := os.Chown(theirs, nobody, nobody); err != nil {
-		t.Fatal(err)
+	if info, err := os.Stat(target); err != nil || info.Mode().Perm() != 0o755 {
+		t.Errorf("the link's target: %v, %v (made 0711 through the link?)", info.Mode().Perm(), err)
 	}
-	open := filepath.Join(base, "open")
-	if err := os.Mkdir(open, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(open, 0o777); err != nil {
-		t.Fatal(err)
+	if entries, _ := os.ReadDir(target); len(entries) != 0 {
+		t.Errorf("made in the link's target: %v", entries)
 	}
 	sticky := filepath.Join(base, "sticky")
 	if err := os.Mkdir(sticky, 0o755); err != nil {
@@ -61,35 +55,9 @@ func TestRunRootAnotherUserCouldReplaceIsRefused(t *testing.T) {
 	if err := os.Chmod(sticky, 0o777|os.ModeSticky); err != nil {
 		t.Fatal(err)
 	}
-	ownLink := filepath.Join(base, "own-link")
-	if err := os.Symlink(target, ownLink); err != nil {
-		t.Fatal(err)
+	e, err := New(Options{Sources: inlineSources{}, RunRoot: filepath.Join(sticky, "runs"), InitBinary: "/bin/true"})
+	if err != nil {
+		t.Fatalf("a run root below a sticky folder: %v", err)
 	}
-	for _, c := range []struct{ root, want string }{
-		{theirLink, "belongs to uid 65534"},
-		{filepath.Join(theirLink, "runs"), "belongs to uid 65534"},
-		{theirs, "belongs to uid 65534"},
-		{filepath.Join(theirs, "runs"), "belongs to uid 65534"},
-		{filepath.Join(open, "runs"), "may be written by anyone"},
-		{filepath.Join(sticky, "runs"), ""},
-		{filepath.Join(ownLink, "runs"), ""},
-	} {
-		e, err := New(Options{Sources: inlineSources{}, RunRoot: c.root, InitBinary: "/bin/true"})
-		if err == nil {
-			_ = e.Close()
-		}
-		switch {
-		case c.want == "" && err != nil:
-			t.Errorf("%s: %v", c.root, err)
-		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
-			t.Errorf("%s: %v, want an error saying %q", c.root, err, c.want)
-		}
-	}
-	if info, err := os.Stat(target); err != nil || info.Mode().Perm() != 0o755 {
-		t.Errorf("the other user's link's target: %v, %v (made 0711 through their link?)", info.Mode().Perm(), err)
-	}
-	if out, err := exec.Command("ls", "-A", target).CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "runs" {
-		// own-link/runs made "runs" in target; nothing else may be there.
-		t.Errorf("in the link's target: %q, %v", out, err)
-	}
+	_ = e.Close()
 }
