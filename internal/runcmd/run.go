@@ -692,7 +692,7 @@ func localSigningKey(path string) (*evidence.Key, string, error) {
 	}
 	key, err := evidence.LoadOrCreateKey(path)
 	if err != nil {
-		return nil, "", fmt.Errorf("--evidence-key: %w", err)
+		return nil, "", fmt.Errorf("--evidence-key: %w; name another key with --evidence-key, or --evidence-key \"\" to leave the receipt unsigned", err)
 	}
 	pub := filepath.Join(filepath.Dir(path), strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))+".pub")
 	if b, err := os.ReadFile(pub); err != nil || string(b) != key.Public().PEM {

@@ -321,13 +321,13 @@ func New(opts Options) (*Executor, error) {
 	// it make the link's target 0711 and run there. Judged before anything
 	// is made in it, and again once it is whole.
 	if err := trustedpath.Check(root, "the run root"); err != nil {
-		return nil, fmt.Errorf("executor: the run root: %w", err)
+		return nil, fmt.Errorf("executor: the run root: %w; choose another (--run-root)", err)
 	}
 	if err := os.MkdirAll(root, 0o711); err != nil {
 		return nil, fmt.Errorf("executor: creating the run root: %w", err)
 	}
 	if err := trustedpath.Check(root, "the run root"); err != nil {
-		return nil, fmt.Errorf("executor: the run root: %w", err)
+		return nil, fmt.Errorf("executor: the run root: %w; choose another (--run-root)", err)
 	}
 	// The run root is ours: the agent's user must pass through it (it sees
 	// only its own run's folders, the rest is hidden in the sandbox).
