@@ -105,15 +105,13 @@ func createKey(path string) (*Key, error) {
 	if err := trustedpath.Check(path, "the evidence key"); err != nil {
 		return nil, fmt.Errorf("evidence key: %w", err)
 	}
-	// A folder others may write to (and not sticky, as the temporary
-	// folder is) lets them replace the key after it is made, or link
-	// another file in its place: one that another user made first where
-	// the key's default path leads (harnessfacts dev's is in the
-	// temporary folder) is refused, not written into.
+	// trustedpath refuses a folder anyone may write to; a new key's own
+	// folder may not be its group's to write either (they could replace
+	// the key after it is made), unless sticky, as the temporary folder is.
 	if info, err := os.Stat(dir); err != nil {
 		return nil, fmt.Errorf("evidence key: %w", err)
-	} else if info.Mode().Perm()&0o022 != 0 && info.Mode()&fs.ModeSticky == 0 {
-		return nil, fmt.Errorf("evidence key: the folder %s is writable by others (mode %v), who could replace the key; make it 0700 or name another with --evidence-key", dir, info.Mode().Perm())
+	} else if info.Mode().Perm()&0o020 != 0 && info.Mode()&fs.ModeSticky == 0 {
+		return nil, fmt.Errorf("evidence key: the folder %s may be written by its group (mode %v), who could replace the key; make it 0700 or name another with --evidence-key", dir, info.Mode().Perm())
 	}
 	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {

@@ -61,7 +61,7 @@ func TestKeyIsNotMadeInAFolderOthersMayWrite(t *testing.T) {
 	if err := os.Chmod(open, 0o770); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadOrCreateKey(path); err == nil || !strings.Contains(err.Error(), "writable by others") {
+	if _, err := LoadOrCreateKey(path); err == nil || !strings.Contains(err.Error(), "may be written by its group") {
 		t.Fatalf("a key made in a folder of mode 0770: %v", err)
 	}
 	if entries, _ := os.ReadDir(open); len(entries) != 0 {
