@@ -40,17 +40,24 @@ func threadsOfThisProcessIn(t *testing.T, tasks string) []string {
 // The forker starts a command born in every hierarchy of the run's cgroup,
 // under the run's uid, and leaves no thread of this process there; the
 // process's main thread, whose cgroup is the one /proc/self/cgroup names,
-// never moves. Eight at once, as a node's slots start them.
+// never moves. Eight at once, as a node's slots start them: each in a run
+// cgroup of its own (a v1Cgroup is one sandbox's, started by one caller at
+// a time; its process limit's room for the forker is set on the forker's
+// thread).
 func TestForkerStartsTheCommandInTheRunsCgroupsAndLeavesThem(t *testing.T) {
-	_, c := v1Enter(t)
+	const slots = 8
+	cgs := make([]*v1Cgroup, slots)
+	for i := range cgs {
+		_, cgs[i] = v1Enter(t)
+	}
 	own, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
-	outs := make([]bytes.Buffer, 8)
-	errs := make([]error, 8)
-	for i := range 8 {
+	outs := make([]bytes.Buffer, slots)
+	errs := make([]error, slots)
+	for i, c := range cgs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -63,27 +70,27 @@ func TestForkerStartsTheCommandInTheRunsCgroupsAndLeavesThem(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	for i := range 8 {
+	for i, c := range cgs {
 		if errs[i] != nil {
 			t.Fatalf("start %d: %v", i, errs[i])
 		}
 		for n, p := range c.paths {
 			rel := strings.TrimPrefix(p, v1MountOf(t, n))
 			if !strings.Contains(outs[i].String(), ":"+rel+"\n") {
-				t.Errorf("command %d was not born in the run's %s cgroup %s:\n%s", i, n, rel, outs[i].String())
+				t.Errorf("command %d was not born in its run's %s cgroup %s:\n%s", i, n, rel, outs[i].String())
 			}
 		}
-	}
-	for _, f := range tasksFiles(c) {
-		if ours := threadsOfThisProcessIn(t, f); len(ours) > 0 {
-			t.Errorf("threads %v of this process are left in %s", ours, f)
+		for _, f := range tasksFiles(c) {
+			if ours := threadsOfThisProcessIn(t, f); len(ours) > 0 {
+				t.Errorf("threads %v of this process are left in %s", ours, f)
+			}
+		}
+		if err := c.remove(); err != nil {
+			t.Errorf("run %d's cgroup cannot be removed after its command: %v", i, err)
 		}
 	}
 	if now, _ := os.ReadFile("/proc/self/cgroup"); !bytes.Equal(now, own) {
 		t.Errorf("the main thread moved:\n%s\nwas\n%s", now, own)
-	}
-	if err := c.remove(); err != nil {
-		t.Errorf("the run's cgroup cannot be removed after its commands: %v", err)
 	}
 }
 
