@@ -53,6 +53,7 @@ func placeV1(opts Options, memoryLimit int64) (Options, Placement, error) {
 	}
 	opts.runParents = parents
 	if memoryLimit == 0 {
+		p.release = p.removeRunParents
 		return opts, p, nil
 	}
 	leaf := func(n cgroup1.Name) (string, error) {
@@ -88,7 +89,7 @@ func placeV1(opts Options, memoryLimit int64) (Options, Placement, error) {
 				errs = append(errs, fmt.Errorf("cgroup v1: remove the node-agent's leaf: %w", err))
 			}
 		}
-		removeEmpty(p.Runs)
+		_ = p.removeRunParents()
 		return errors.Join(errs...)
 	}
 	return opts, p, nil
@@ -113,6 +114,7 @@ func placeV2(opts Options, mount string, memoryLimit int64) (Options, Placement,
 	exempt := own == "/" && !isNamespaceRoot(mount)
 	leafWanted := memoryLimit > 0 || opts.MoveToLeafCgroup && opts.CgroupParent == "" && !exempt
 	if !leafWanted {
+		p.release = p.removeRunParents
 		return opts, p, nil
 	}
 	dir := filepath.Join(mount, own)
@@ -143,6 +145,7 @@ func placeV2(opts Options, mount string, memoryLimit int64) (Options, Placement,
 	p.Agent = []string{leaf}
 	p.release = func() error {
 		err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0)
+		_ = p.removeRunParents()
 		if errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EOPNOTSUPP) {
 			// The rule again: controllers are on below <own>. The leaf
 			// goes with <own> (the container's cgroup).
@@ -151,7 +154,6 @@ func placeV2(opts Options, mount string, memoryLimit int64) (Options, Placement,
 		if err != nil {
 			return fmt.Errorf("cgroup v2: move the node-agent back to %s: %w", dir, err)
 		}
-		removeEmpty(p.Runs)
 		if err := os.Remove(leaf); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("cgroup v2: remove the node-agent's leaf: %w", err)
 		}
@@ -160,11 +162,16 @@ func placeV2(opts Options, mount string, memoryLimit int64) (Options, Placement,
 	return opts, p, nil
 }
 
-// removeEmpty removes each directory when it is an empty cgroup.
-func removeEmpty(dirs []string) {
-	for _, d := range dirs {
+// removeRunParents removes the runs' parents (Runs) that are empty
+// cgroups: whether or not the node-agent moved into a leaf of its own, a
+// node-agent that ends leaves no "harnessfacts" directory behind in the
+// cgroup it started in (a host's, where it runs outside a pod). One that
+// still holds a run's cgroup (EBUSY) stays.
+func (p Placement) removeRunParents() error {
+	for _, d := range p.Runs {
 		_ = os.Remove(d)
 	}
+	return nil
 }
 
 // v1Dir is the directory of cgroup path (relative to the hierarchy's mount)

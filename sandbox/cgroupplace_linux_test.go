@@ -308,7 +308,9 @@ func TestPlaceNodeAgentV1BoundIsHard(t *testing.T) {
 
 // Without a limit on cgroup v1 the node-agent stays where it started; runs
 // go below that cgroup (as the mounted hierarchy shows it, not a copy of
-// the full path below it).
+// the full path below it), and Release leaves no runs' parent behind there
+// either (a node-agent run on a host, as the benchmark's is, left
+// "harnessfacts" in the host's hierarchies).
 func TestPlaceNodeAgentV1NoLimitStays(t *testing.T) {
 	requireV1(t)
 	base, dirs := v1Base(t, "place-none")
@@ -325,6 +327,17 @@ func TestPlaceNodeAgentV1NoLimitStays(t *testing.T) {
 	}
 	if sortedJoin(rep.Placement.Runs) != sortedJoin(want) {
 		t.Errorf("runs below %v, want %v", rep.Placement.Runs, want)
+	}
+	if len(rep.Runs) != 2*len(dirs) {
+		t.Fatalf("runs' cgroups %v, want two runs in each of %v", rep.Runs, dirs)
+	}
+	if !rep.Released || rep.ReleaseErr != "" {
+		t.Errorf("release: %v %s", rep.Released, rep.ReleaseErr)
+	}
+	for _, d := range want {
+		if _, err := os.Stat(d); err == nil {
+			t.Errorf("%s left after Release", d)
+		}
 	}
 }
 
@@ -372,6 +385,9 @@ func TestPlaceNodeAgentV2(t *testing.T) {
 	}
 	if !rep.Released || rep.ReleaseErr != "" {
 		t.Errorf("release: %v %s", rep.Released, rep.ReleaseErr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, cgroupPrefix)); err == nil {
+		t.Errorf("%s left after Release", filepath.Join(dir, cgroupPrefix))
 	}
 	if limit == 0 {
 		// A limit needs the memory controller, which this cgroup2 lacks.
