@@ -42,8 +42,10 @@ func TestRunRootAnotherUserCouldReplaceIsRefused(t *testing.T) {
 	if _, err := New(Options{Sources: inlineSources{}, RunRoot: theirLink, InitBinary: "/bin/true"}); err == nil || !strings.Contains(err.Error(), "belongs to uid 65534") {
 		t.Errorf("a run root at another user's link: %v", err)
 	}
-	if info, err := os.Stat(target); err != nil || info.Mode().Perm() != 0o755 {
-		t.Errorf("the link's target: %v, %v (made 0711 through the link?)", info.Mode().Perm(), err)
+	if info, err := os.Stat(target); err != nil {
+		t.Errorf("the link's target: %v", err)
+	} else if info.Mode().Perm() != 0o755 {
+		t.Errorf("the link's target is %v, was 0755 (made 0711 through the link?)", info.Mode().Perm())
 	}
 	if entries, _ := os.ReadDir(target); len(entries) != 0 {
 		t.Errorf("made in the link's target: %v", entries)
